@@ -1,0 +1,113 @@
+// The partition map of one topic at one epoch: which partitions exist, which hash range each owns,
+// which are active or sealed, who owns them, and their lineage (sealed parents).
+//
+// This is the single implementation of the map and of the seal-and-succeed changes (split, merge,
+// move); the sidecar's router, the operator's planner and the verifier all use it. A PartitionMap
+// is a value: copyable, immutable through its const interface, not synchronized. Changes return
+// a new map at epoch + 1 and never modify the original.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "shoal/common/ids.h"
+#include "shoal/common/status.h"
+
+namespace shoal {
+
+inline constexpr uint64_t kHashSpace = uint64_t{1} << 32;
+
+// A contiguous range [lo, hi) of the 32-bit hash space; hi may equal 2^32.
+struct HashRange {
+  uint64_t lo = 0;
+  uint64_t hi = kHashSpace;
+
+  bool Contains(uint32_t h) const { return h >= lo && h < hi; }
+  uint64_t Width() const { return hi - lo; }
+  bool operator==(const HashRange&) const = default;
+};
+
+enum class PartitionState { kActive, kSealed };
+std::string_view ToString(PartitionState s);
+
+struct PartitionInfo {
+  PartitionId id;
+  HashRange range;
+  PartitionState state = PartitionState::kActive;
+  PodName owner;
+  // Sealed partitions whose events come before this one's, per key (see invariants 2 and 3).
+  std::vector<PartitionId> parents;
+  // For a sealed partition: its final end offset, once the seal is acknowledged.
+  uint64_t end_offset = 0;
+
+  bool active() const { return state == PartitionState::kActive; }
+  bool operator==(const PartitionInfo&) const = default;
+};
+
+class PartitionMap {
+ public:
+  PartitionMap() = default;
+  PartitionMap(std::string topic, Epoch epoch, std::vector<PartitionInfo> partitions);
+
+  // Epoch 1: `count` active partitions with ids 0..count-1 over equal ranges, all owned by `owner`.
+  static Result<PartitionMap> Initial(std::string topic, uint32_t count, PodName owner);
+
+  // Checks invariant 1 (the active partitions cover [0, 2^32) exactly), unique ids, and that
+  // every parent is a partition of this map.
+  Status Validate() const;
+
+  const std::string& topic() const { return topic_; }
+  Epoch epoch() const { return epoch_; }
+  const std::vector<PartitionInfo>& partitions() const { return partitions_; }
+  size_t active_count() const { return active_lo_.size(); }
+
+  // nullptr when no partition has this id.
+  const PartitionInfo* Find(PartitionId id) const;
+
+  // The active partition that owns hash point h. The map must be valid. O(log n) over a sorted
+  // array of range starts.
+  const PartitionInfo& Route(uint32_t h) const {
+    size_t lo = 0, n = active_lo_.size();
+    while (n > 1) {  // branch-light binary search for the last start <= h
+      size_t half = n / 2;
+      lo = (active_lo_[lo + half] <= h) ? lo + half : lo;
+      n -= half;
+    }
+    return partitions_[active_index_[lo]];
+  }
+
+  // Seal-and-succeed changes. Each seals the named active partitions (recording no end offset:
+  // the owner fills it in when it acknowledges the seal) and creates successors with fresh ids
+  // whose parents are the sealed partitions, in a new map at epoch + 1.
+  Result<PartitionMap> Split(PartitionId p, uint64_t at) const;
+  Result<PartitionMap> Merge(PartitionId a, PartitionId b) const;
+  Result<PartitionMap> Move(PartitionId p, const PodName& to) const;
+
+  // Returns a copy with one partition's fields replaced (same epoch); for recording end offsets.
+  Result<PartitionMap> WithEndOffset(PartitionId p, uint64_t end_offset) const;
+  // Returns a copy without the named sealed partition (retired once every group consumed it).
+  Result<PartitionMap> WithoutRetired(PartitionId p) const;
+
+  PartitionId NextId() const;
+
+  std::string ToJson() const;
+  static Result<PartitionMap> FromJson(std::string_view json);
+
+  bool operator==(const PartitionMap& o) const {
+    return topic_ == o.topic_ && epoch_ == o.epoch_ && partitions_ == o.partitions_;
+  }
+
+ private:
+  void BuildIndex();
+
+  std::string topic_;
+  Epoch epoch_{0};
+  std::vector<PartitionInfo> partitions_;
+  // Routing index over the active partitions, sorted by range start.
+  std::vector<uint32_t> active_lo_;
+  std::vector<uint32_t> active_index_;
+};
+
+}  // namespace shoal

@@ -1,0 +1,93 @@
+// Status and Result<T>: how errors cross module boundaries in Shoal (never as exceptions).
+//
+// A Status is a value: a code plus a human-readable message. Result<T> holds either a T or a
+// non-OK Status. Both are cheap to move and safe to copy. Neither is thread-safe to mutate from
+// two threads at once, like any value.
+#pragma once
+
+#include <cassert>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+
+namespace shoal {
+
+class Status {
+ public:
+  enum class Code {
+    kOk = 0,
+    kInvalidArgument,   // the caller sent something malformed; maps to 400
+    kNotFound,          // unknown topic, partition, group; maps to 404
+    kTooLarge,          // body, key or value over a limit; maps to 413
+    kFailedPrecondition,// state forbids it now (sealed partition, stale epoch); maps to 409
+    kUnauthenticated,   // missing or wrong token; maps to 401
+    kUnavailable,       // try again later (not ready, shutting down); maps to 503
+    kCorruption,        // on-disk data failed a check
+    kIoError,           // the OS refused a read, write or fsync
+    kInternal,          // a bug
+  };
+
+  Status() = default;
+  static Status Ok() { return Status(); }
+  static Status InvalidArgument(std::string msg) { return {Code::kInvalidArgument, std::move(msg)}; }
+  static Status NotFound(std::string msg) { return {Code::kNotFound, std::move(msg)}; }
+  static Status TooLarge(std::string msg) { return {Code::kTooLarge, std::move(msg)}; }
+  static Status FailedPrecondition(std::string msg) {
+    return {Code::kFailedPrecondition, std::move(msg)};
+  }
+  static Status Unauthenticated(std::string msg) { return {Code::kUnauthenticated, std::move(msg)}; }
+  static Status Unavailable(std::string msg) { return {Code::kUnavailable, std::move(msg)}; }
+  static Status Corruption(std::string msg) { return {Code::kCorruption, std::move(msg)}; }
+  static Status IoError(std::string msg) { return {Code::kIoError, std::move(msg)}; }
+  static Status Internal(std::string msg) { return {Code::kInternal, std::move(msg)}; }
+
+  bool ok() const { return code_ == Code::kOk; }
+  Code code() const { return code_; }
+  const std::string& message() const { return message_; }
+  // A short machine-readable name of the code, e.g. "invalid_argument".
+  std::string_view code_name() const;
+  std::string ToString() const;
+
+  // Prefixes the message with context, keeping the code: "reading segment 42: short read".
+  Status Annotate(std::string_view context) const;
+
+ private:
+  Status(Code code, std::string msg) : code_(code), message_(std::move(msg)) {}
+  Code code_ = Code::kOk;
+  std::string message_;
+};
+
+template <typename T>
+class Result {
+ public:
+  Result(T value) : v_(std::move(value)) {}               // NOLINT: implicit by design
+  Result(Status status) : v_(std::move(status)) {          // NOLINT: implicit by design
+    assert(!std::get<Status>(v_).ok());
+  }
+
+  bool ok() const { return std::holds_alternative<T>(v_); }
+  const Status& status() const {
+    static const Status kOk;
+    return ok() ? kOk : std::get<Status>(v_);
+  }
+  T& value() & { return std::get<T>(v_); }
+  const T& value() const& { return std::get<T>(v_); }
+  T&& value() && { return std::get<T>(std::move(v_)); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+
+ private:
+  std::variant<T, Status> v_;
+};
+
+}  // namespace shoal
+
+// Returns early from the enclosing function when `expr` yields a non-OK Status.
+#define SHOAL_RETURN_IF_ERROR(expr)          \
+  do {                                       \
+    ::shoal::Status shoal_status_ = (expr);  \
+    if (!shoal_status_.ok()) return shoal_status_; \
+  } while (0)

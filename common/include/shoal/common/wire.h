@@ -1,0 +1,92 @@
+// The data plane's wire format (DESIGN.md, "The data plane, exactly"): parsing of produce and
+// commit requests on the sidecar, encoding of their answers, and the client-side decoders of those
+// answers. Pure functions of bytes; no I/O, so the parsers can be fuzzed on their own.
+//
+// A parser object owns reusable buffers; one per thread. The views it hands out stay valid until
+// its next Parse call. Not thread-safe.
+#pragma once
+
+#include <simdjson.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "shoal/common/status.h"
+
+namespace shoal::wire {
+
+struct Limits {
+  size_t max_key_bytes = 4096;
+  size_t max_value_bytes = 1 << 20;
+  size_t max_producer_bytes = 256;
+  size_t max_events = 100000;
+};
+
+struct ProduceEvent {
+  std::string_view key;
+  std::string_view value;     // minified JSON text; "null" when the event had no value
+  std::string_view producer;  // empty when the event has no producer id
+  std::optional<uint64_t> seq;
+};
+
+// Parses {"events":[{"key":..,"value":..,"producer":..,"seq":..}, ...]}. Rejects the whole body
+// on the first bad event, naming the event's index and the field, so nothing of it is appended.
+class ProduceRequestParser {
+ public:
+  Status Parse(std::string_view body, const Limits& limits);
+  const std::vector<ProduceEvent>& events() const { return events_; }
+
+ private:
+  simdjson::dom::parser parser_;
+  simdjson::internal::string_builder<> builder_;
+  std::string arena_;  // minified values, back to back
+  std::vector<ProduceEvent> events_;
+};
+
+struct CommitOffset {
+  uint32_t partition = 0;
+  uint64_t offset = 0;
+};
+
+struct CommitRequest {
+  std::string group;
+  std::vector<CommitOffset> offsets;
+};
+
+// Parses {"group":"G","offsets":[{"partition":3,"offset":121}, ...]}.
+Result<CommitRequest> ParseCommitRequest(std::string_view body);
+
+// A consumer group name: 1..200 bytes of [A-Za-z0-9._:-]. Returns why not, or OK.
+Status ValidateGroup(std::string_view group);
+
+// One result of a produce request, in request order.
+struct ProduceResult {
+  uint32_t partition = 0;
+  uint64_t offset = 0;
+  bool duplicate = false;
+};
+void EncodeProduceResults(const std::vector<ProduceResult>& results, std::string& out);
+
+// One delivered event, as the consume answer carries it.
+struct ConsumedEvent {
+  std::string key;
+  std::string value;  // raw JSON text
+  uint32_t partition = 0;
+  uint64_t offset = 0;
+  std::string producer;
+  std::optional<uint64_t> seq;
+  int64_t timestamp_ms = 0;
+};
+// Appends one event object of the consume answer to `out` (the caller writes the envelope).
+void AppendConsumedEvent(std::string& out, std::string_view key, std::string_view value,
+                         uint32_t partition, uint64_t offset, std::string_view producer,
+                         std::optional<uint64_t> seq, int64_t timestamp_ms);
+
+// Client side: decoders of the sidecar's answers.
+Result<std::vector<ProduceResult>> ParseProduceResponse(std::string_view body);
+Result<std::vector<ConsumedEvent>> ParseConsumeResponse(std::string_view body);
+
+}  // namespace shoal::wire

@@ -1,0 +1,40 @@
+#include "shoal/common/metrics.h"
+
+#include <prometheus/text_serializer.h>
+
+namespace shoal::metrics {
+
+std::string Serialize(const std::vector<std::shared_ptr<prometheus::Collectable>>& collectables) {
+  std::vector<prometheus::MetricFamily> families;
+  for (const auto& c : collectables) {
+    auto f = c->Collect();
+    families.insert(families.end(), std::make_move_iterator(f.begin()),
+                    std::make_move_iterator(f.end()));
+  }
+  return prometheus::TextSerializer().Serialize(families);
+}
+
+prometheus::MetricFamily GaugeFamily(std::string name, std::string help) {
+  prometheus::MetricFamily f;
+  f.name = std::move(name);
+  f.help = std::move(help);
+  f.type = prometheus::MetricType::Gauge;
+  return f;
+}
+
+void AddGauge(prometheus::MetricFamily& family, std::map<std::string, std::string> labels,
+              double value) {
+  prometheus::ClientMetric m;
+  for (auto& [k, v] : labels) m.label.push_back({k, v});
+  m.gauge.value = value;
+  family.metric.push_back(std::move(m));
+}
+
+const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
+  static const prometheus::Histogram::BucketBoundaries kBuckets = {
+      0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+      0.025,   0.05,   0.1,     0.25,   0.5,   1.0,    2.5,   5.0, 10.0};
+  return kBuckets;
+}
+
+}  // namespace shoal::metrics

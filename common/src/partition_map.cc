@@ -1,0 +1,282 @@
+#include "shoal/common/partition_map.h"
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <numeric>
+#include <unordered_set>
+
+#include "shoal/common/json.h"
+
+namespace shoal {
+
+std::string_view ToString(PartitionState s) {
+  return s == PartitionState::kActive ? "active" : "sealed";
+}
+
+PartitionMap::PartitionMap(std::string topic, Epoch epoch, std::vector<PartitionInfo> partitions)
+    : topic_(std::move(topic)), epoch_(epoch), partitions_(std::move(partitions)) {
+  std::sort(partitions_.begin(), partitions_.end(),
+            [](const PartitionInfo& a, const PartitionInfo& b) { return a.id < b.id; });
+  BuildIndex();
+}
+
+Result<PartitionMap> PartitionMap::Initial(std::string topic, uint32_t count, PodName owner) {
+  if (count == 0) return Status::InvalidArgument("a topic needs at least 1 partition");
+  if (count > 65536) return Status::InvalidArgument("at most 65536 partitions");
+  std::vector<PartitionInfo> parts;
+  parts.reserve(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    PartitionInfo p;
+    p.id = PartitionId(i);
+    p.range = {kHashSpace * i / count, kHashSpace * (i + 1) / count};
+    p.owner = owner;
+    parts.push_back(std::move(p));
+  }
+  return PartitionMap(std::move(topic), Epoch(1), std::move(parts));
+}
+
+void PartitionMap::BuildIndex() {
+  std::vector<uint32_t> idx;
+  for (uint32_t i = 0; i < partitions_.size(); ++i) {
+    if (partitions_[i].active()) idx.push_back(i);
+  }
+  std::sort(idx.begin(), idx.end(), [&](uint32_t a, uint32_t b) {
+    return partitions_[a].range.lo < partitions_[b].range.lo;
+  });
+  active_index_ = idx;
+  active_lo_.clear();
+  for (uint32_t i : idx) active_lo_.push_back(static_cast<uint32_t>(partitions_[i].range.lo));
+}
+
+Status PartitionMap::Validate() const {
+  if (topic_.empty()) return Status::InvalidArgument("map has no topic");
+  std::unordered_set<uint32_t> ids;
+  for (const auto& p : partitions_) {
+    if (!ids.insert(p.id.value()).second) {
+      return Status::InvalidArgument("duplicate partition id " + std::to_string(p.id.value()));
+    }
+    if (p.range.lo >= p.range.hi || p.range.hi > kHashSpace) {
+      return Status::InvalidArgument("partition " + std::to_string(p.id.value()) +
+                                     " has an empty or out-of-space range");
+    }
+  }
+  for (const auto& p : partitions_) {
+    for (auto parent : p.parents) {
+      if (!ids.count(parent.value())) {
+        // A retired parent may have left the map; that is fine once it is fully consumed. The
+        // map itself cannot tell, so only parents that are present are checked further.
+        continue;
+      }
+      if (parent == p.id) return Status::InvalidArgument("a partition cannot be its own parent");
+    }
+  }
+  // Invariant 1, Cover: active ranges, sorted by start, tile [0, 2^32) with no gap or overlap.
+  uint64_t next = 0;
+  for (uint32_t i : active_index_) {
+    const auto& r = partitions_[i].range;
+    if (r.lo != next) {
+      return Status::InvalidArgument(
+          next < r.lo ? "active partitions leave a gap at hash " + std::to_string(next)
+                      : "active partitions overlap at hash " + std::to_string(r.lo));
+    }
+    next = r.hi;
+  }
+  if (next != kHashSpace) {
+    return Status::InvalidArgument("active partitions leave a gap at hash " + std::to_string(next));
+  }
+  return Status::Ok();
+}
+
+const PartitionInfo* PartitionMap::Find(PartitionId id) const {
+  auto it = std::lower_bound(partitions_.begin(), partitions_.end(), id,
+                             [](const PartitionInfo& p, PartitionId v) { return p.id < v; });
+  return (it != partitions_.end() && it->id == id) ? &*it : nullptr;
+}
+
+PartitionId PartitionMap::NextId() const {
+  uint32_t next = 0;
+  for (const auto& p : partitions_) next = std::max(next, p.id.value() + 1);
+  return PartitionId(next);
+}
+
+namespace {
+Result<const PartitionInfo*> FindActive(const PartitionMap& m, PartitionId id) {
+  const PartitionInfo* p = m.Find(id);
+  if (!p) return Status::NotFound("no partition " + std::to_string(id.value()));
+  if (!p->active()) {
+    return Status::FailedPrecondition("partition " + std::to_string(id.value()) + " is sealed");
+  }
+  return p;
+}
+}  // namespace
+
+Result<PartitionMap> PartitionMap::Split(PartitionId id, uint64_t at) const {
+  auto found = FindActive(*this, id);
+  if (!found.ok()) return found.status();
+  const PartitionInfo parent = **found;
+  if (at <= parent.range.lo || at >= parent.range.hi) {
+    return Status::InvalidArgument("split point " + std::to_string(at) + " is not inside [" +
+                                   std::to_string(parent.range.lo) + ", " +
+                                   std::to_string(parent.range.hi) + ")");
+  }
+  std::vector<PartitionInfo> parts = partitions_;
+  PartitionId next = NextId();
+  for (auto& p : parts) {
+    if (p.id == id) p.state = PartitionState::kSealed;
+  }
+  PartitionInfo left{.id = next, .range = {parent.range.lo, at}, .owner = parent.owner,
+                     .parents = {id}};
+  PartitionInfo right{.id = PartitionId(next.value() + 1), .range = {at, parent.range.hi},
+                      .owner = parent.owner, .parents = {id}};
+  parts.push_back(std::move(left));
+  parts.push_back(std::move(right));
+  return PartitionMap(topic_, Epoch(epoch_.value() + 1), std::move(parts));
+}
+
+Result<PartitionMap> PartitionMap::Merge(PartitionId a, PartitionId b) const {
+  auto fa = FindActive(*this, a);
+  if (!fa.ok()) return fa.status();
+  auto fb = FindActive(*this, b);
+  if (!fb.ok()) return fb.status();
+  const PartitionInfo* pa = *fa;
+  const PartitionInfo* pb = *fb;
+  if (pa->range.lo > pb->range.lo) std::swap(pa, pb);
+  if (pa->range.hi != pb->range.lo) {
+    return Status::InvalidArgument("partitions " + std::to_string(a.value()) + " and " +
+                                   std::to_string(b.value()) + " are not adjacent");
+  }
+  PartitionInfo merged{.id = NextId(), .range = {pa->range.lo, pb->range.hi}, .owner = pa->owner,
+                       .parents = {pa->id, pb->id}};
+  std::vector<PartitionInfo> parts = partitions_;
+  for (auto& p : parts) {
+    if (p.id == a || p.id == b) p.state = PartitionState::kSealed;
+  }
+  parts.push_back(std::move(merged));
+  return PartitionMap(topic_, Epoch(epoch_.value() + 1), std::move(parts));
+}
+
+Result<PartitionMap> PartitionMap::Move(PartitionId id, const PodName& to) const {
+  auto found = FindActive(*this, id);
+  if (!found.ok()) return found.status();
+  if ((*found)->owner == to) {
+    return Status::InvalidArgument("partition " + std::to_string(id.value()) + " is already on " +
+                                   to.value());
+  }
+  PartitionInfo successor{.id = NextId(), .range = (*found)->range, .owner = to, .parents = {id}};
+  std::vector<PartitionInfo> parts = partitions_;
+  for (auto& p : parts) {
+    if (p.id == id) p.state = PartitionState::kSealed;
+  }
+  parts.push_back(std::move(successor));
+  return PartitionMap(topic_, Epoch(epoch_.value() + 1), std::move(parts));
+}
+
+Result<PartitionMap> PartitionMap::WithEndOffset(PartitionId id, uint64_t end_offset) const {
+  PartitionMap copy = *this;
+  for (auto& p : copy.partitions_) {
+    if (p.id == id) {
+      if (p.active()) return Status::FailedPrecondition("an active partition has no end offset");
+      p.end_offset = end_offset;
+      return copy;
+    }
+  }
+  return Status::NotFound("no partition " + std::to_string(id.value()));
+}
+
+Result<PartitionMap> PartitionMap::WithoutRetired(PartitionId id) const {
+  std::vector<PartitionInfo> parts;
+  bool found = false;
+  for (const auto& p : partitions_) {
+    if (p.id == id) {
+      if (p.active()) return Status::FailedPrecondition("an active partition cannot be retired");
+      found = true;
+      continue;
+    }
+    parts.push_back(p);
+  }
+  if (!found) return Status::NotFound("no partition " + std::to_string(id.value()));
+  return PartitionMap(topic_, epoch_, std::move(parts));
+}
+
+std::string PartitionMap::ToJson() const {
+  std::string out = "{\"topic\":";
+  json::AppendString(out, topic_);
+  out += ",\"epoch\":";
+  json::AppendUint(out, epoch_.value());
+  out += ",\"partitions\":[";
+  bool first = true;
+  for (const auto& p : partitions_) {
+    if (!first) out += ',';
+    first = false;
+    out += "{\"id\":";
+    json::AppendUint(out, p.id.value());
+    out += ",\"lo\":";
+    json::AppendUint(out, p.range.lo);
+    out += ",\"hi\":";
+    json::AppendUint(out, p.range.hi);
+    out += ",\"state\":\"";
+    out += ToString(p.state);
+    out += "\",\"owner\":";
+    json::AppendString(out, p.owner.value());
+    out += ",\"parents\":[";
+    for (size_t i = 0; i < p.parents.size(); ++i) {
+      if (i) out += ',';
+      json::AppendUint(out, p.parents[i].value());
+    }
+    out += "],\"end_offset\":";
+    json::AppendUint(out, p.end_offset);
+    out += '}';
+  }
+  out += "]}";
+  return out;
+}
+
+Result<PartitionMap> PartitionMap::FromJson(std::string_view text) {
+  simdjson::dom::parser parser;
+  simdjson::padded_string padded(text);
+  simdjson::dom::element doc;
+  if (auto err = parser.parse(padded).get(doc); err) {
+    return Status::InvalidArgument(std::string("partition map is not JSON: ") +
+                                   simdjson::error_message(err));
+  }
+  std::string_view topic;
+  uint64_t epoch = 0;
+  simdjson::dom::array parts;
+  if (doc["topic"].get(topic) || doc["epoch"].get(epoch) || doc["partitions"].get(parts)) {
+    return Status::InvalidArgument("partition map needs topic, epoch and partitions");
+  }
+  std::vector<PartitionInfo> out;
+  for (auto el : parts) {
+    PartitionInfo p;
+    uint64_t id = 0, end = 0;
+    std::string_view state, owner;
+    simdjson::dom::array parents;
+    if (el["id"].get(id) || el["lo"].get(p.range.lo) || el["hi"].get(p.range.hi) ||
+        el["state"].get(state) || el["owner"].get(owner) || el["parents"].get(parents)) {
+      return Status::InvalidArgument("partition entry needs id, lo, hi, state, owner, parents");
+    }
+    if (id > UINT32_MAX) return Status::InvalidArgument("partition id out of range");
+    if (el["end_offset"].get(end) == simdjson::SUCCESS) p.end_offset = end;
+    p.id = PartitionId(static_cast<uint32_t>(id));
+    if (state == "active") {
+      p.state = PartitionState::kActive;
+    } else if (state == "sealed") {
+      p.state = PartitionState::kSealed;
+    } else {
+      return Status::InvalidArgument("partition state must be active or sealed");
+    }
+    p.owner = PodName(std::string(owner));
+    for (auto parent : parents) {
+      uint64_t v = 0;
+      if (parent.get(v) || v > UINT32_MAX) return Status::InvalidArgument("bad parent id");
+      p.parents.push_back(PartitionId(static_cast<uint32_t>(v)));
+    }
+    out.push_back(std::move(p));
+  }
+  PartitionMap map(std::string(topic), Epoch(epoch), std::move(out));
+  SHOAL_RETURN_IF_ERROR(map.Validate());
+  return map;
+}
+
+}  // namespace shoal

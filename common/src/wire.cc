@@ -1,0 +1,267 @@
+#include "shoal/common/wire.h"
+
+#include "shoal/common/json.h"
+
+namespace shoal::wire {
+
+namespace {
+
+std::string At(size_t i) { return "events[" + std::to_string(i) + "]"; }
+
+Status ParseError(std::string_view what, simdjson::error_code err) {
+  return Status::InvalidArgument(std::string(what) + ": " + simdjson::error_message(err));
+}
+
+}  // namespace
+
+Status ProduceRequestParser::Parse(std::string_view body, const Limits& limits) {
+  events_.clear();
+  arena_.clear();
+  simdjson::dom::element doc;
+  if (auto err = parser_.parse(body.data(), body.size(), true).get(doc); err) {
+    return ParseError("body is not valid JSON", err);
+  }
+  simdjson::dom::object root;
+  if (doc.get(root)) return Status::InvalidArgument("body must be a JSON object with \"events\"");
+  simdjson::dom::array events;
+  bool has_events = false;
+  for (auto field : root) {
+    if (field.key == "events") {
+      if (field.value.get(events)) return Status::InvalidArgument("\"events\" must be an array");
+      has_events = true;
+    } else {
+      return Status::InvalidArgument("unknown field \"" + std::string(field.key) +
+                                     "\" in body; expected {\"events\": [...]}");
+    }
+  }
+  if (!has_events || events.size() == 0) {
+    return Status::InvalidArgument("\"events\" is missing or empty; send at least one event");
+  }
+  if (events.size() > limits.max_events) {
+    return Status::TooLarge("a batch holds at most " + std::to_string(limits.max_events) +
+                            " events");
+  }
+  // Values are minified into one arena first and viewed afterwards, so the arena never moves
+  // while views into it exist.
+  struct Span {
+    size_t pos, len;
+  };
+  std::vector<Span> spans;
+  spans.reserve(events.size());
+  events_.reserve(events.size());
+  size_t i = 0;
+  for (auto el : events) {
+    simdjson::dom::object ev;
+    if (el.get(ev)) return Status::InvalidArgument(At(i) + " must be an object");
+    ProduceEvent out;
+    bool has_key = false, has_value = false;
+    Span span{arena_.size(), 0};
+    for (auto field : ev) {
+      if (field.key == "key") {
+        if (field.value.get(out.key)) {
+          return Status::InvalidArgument(At(i) + ".key must be a string");
+        }
+        has_key = true;
+      } else if (field.key == "value") {
+        builder_.clear();
+        builder_.append(field.value);
+        std::string_view text = builder_.str();
+        if (text.size() > limits.max_value_bytes) {
+          return Status::TooLarge(At(i) + ".value is " + std::to_string(text.size()) +
+                                  " bytes; the limit is " + std::to_string(limits.max_value_bytes));
+        }
+        span = {arena_.size(), text.size()};
+        arena_.append(text);
+        has_value = true;
+      } else if (field.key == "producer") {
+        if (field.value.get(out.producer)) {
+          return Status::InvalidArgument(At(i) + ".producer must be a string");
+        }
+        if (out.producer.empty() || out.producer.size() > limits.max_producer_bytes) {
+          return Status::InvalidArgument(At(i) + ".producer must be 1.." +
+                                         std::to_string(limits.max_producer_bytes) + " bytes");
+        }
+      } else if (field.key == "seq") {
+        uint64_t seq = 0;
+        if (field.value.get(seq)) {
+          return Status::InvalidArgument(At(i) + ".seq must be a non-negative integer");
+        }
+        out.seq = seq;
+      } else {
+        return Status::InvalidArgument(At(i) + " has unknown field \"" + std::string(field.key) +
+                                       "\"; fields are key, value, producer, seq");
+      }
+    }
+    if (!has_key || out.key.empty()) {
+      return Status::InvalidArgument(At(i) + ".key is missing or empty; every event needs a key");
+    }
+    if (out.key.size() > limits.max_key_bytes) {
+      return Status::TooLarge(At(i) + ".key is " + std::to_string(out.key.size()) +
+                              " bytes; the limit is " + std::to_string(limits.max_key_bytes));
+    }
+    if (out.producer.empty() != !out.seq.has_value()) {
+      return Status::InvalidArgument(At(i) + " has " + (out.seq ? "seq" : "producer") +
+                                     " without " + (out.seq ? "producer" : "seq") +
+                                     "; idempotent events need both");
+    }
+    if (!has_value) {
+      span = {arena_.size(), 4};
+      arena_.append("null");
+    }
+    spans.push_back(span);
+    events_.push_back(out);
+    ++i;
+  }
+  for (size_t j = 0; j < events_.size(); ++j) {
+    events_[j].value = std::string_view(arena_).substr(spans[j].pos, spans[j].len);
+  }
+  return Status::Ok();
+}
+
+Status ValidateGroup(std::string_view group) {
+  if (group.empty() || group.size() > 200) {
+    return Status::InvalidArgument("group must be 1..200 characters");
+  }
+  for (char c : group) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-' || c == ':';
+    if (!ok) return Status::InvalidArgument("group may hold only letters, digits and . _ - :");
+  }
+  return Status::Ok();
+}
+
+Result<CommitRequest> ParseCommitRequest(std::string_view body) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (auto err = parser.parse(body.data(), body.size(), true).get(doc); err) {
+    return ParseError("body is not valid JSON", err);
+  }
+  simdjson::dom::object root;
+  if (doc.get(root)) return Status::InvalidArgument("body must be a JSON object");
+  CommitRequest req;
+  bool has_group = false, has_offsets = false;
+  for (auto field : root) {
+    if (field.key == "group") {
+      std::string_view g;
+      if (field.value.get(g)) return Status::InvalidArgument("\"group\" must be a string");
+      req.group = std::string(g);
+      has_group = true;
+    } else if (field.key == "offsets") {
+      simdjson::dom::array arr;
+      if (field.value.get(arr)) return Status::InvalidArgument("\"offsets\" must be an array");
+      size_t i = 0;
+      for (auto el : arr) {
+        uint64_t p = 0, o = 0;
+        if (el["partition"].get(p) || el["offset"].get(o) || p > UINT32_MAX) {
+          return Status::InvalidArgument("offsets[" + std::to_string(i) +
+                                         "] needs integer \"partition\" and \"offset\"");
+        }
+        req.offsets.push_back({static_cast<uint32_t>(p), o});
+        ++i;
+      }
+      has_offsets = true;
+    } else {
+      return Status::InvalidArgument("unknown field \"" + std::string(field.key) +
+                                     "\"; expected group and offsets");
+    }
+  }
+  if (!has_group) return Status::InvalidArgument("\"group\" is missing");
+  SHOAL_RETURN_IF_ERROR(ValidateGroup(req.group));
+  if (!has_offsets || req.offsets.empty()) {
+    return Status::InvalidArgument("\"offsets\" is missing or empty");
+  }
+  return req;
+}
+
+void EncodeProduceResults(const std::vector<ProduceResult>& results, std::string& out) {
+  out.reserve(out.size() + 16 + results.size() * 52);
+  out += "{\"results\":[";
+  for (size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    out += i ? ",{\"partition\":" : "{\"partition\":";
+    json::AppendUint(out, r.partition);
+    out += ",\"offset\":";
+    json::AppendUint(out, r.offset);
+    out += r.duplicate ? ",\"duplicate\":true}" : ",\"duplicate\":false}";
+  }
+  out += "]}";
+}
+
+void AppendConsumedEvent(std::string& out, std::string_view key, std::string_view value,
+                         uint32_t partition, uint64_t offset, std::string_view producer,
+                         std::optional<uint64_t> seq, int64_t timestamp_ms) {
+  out += "{\"key\":";
+  json::AppendString(out, key);
+  out += ",\"value\":";
+  out += value;
+  out += ",\"partition\":";
+  json::AppendUint(out, partition);
+  out += ",\"offset\":";
+  json::AppendUint(out, offset);
+  if (!producer.empty()) {
+    out += ",\"producer\":";
+    json::AppendString(out, producer);
+  }
+  if (seq) {
+    out += ",\"seq\":";
+    json::AppendUint(out, *seq);
+  }
+  out += ",\"timestamp_ms\":";
+  json::AppendInt(out, timestamp_ms);
+  out += '}';
+}
+
+Result<std::vector<ProduceResult>> ParseProduceResponse(std::string_view body) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  simdjson::dom::array arr;
+  if (parser.parse(body.data(), body.size(), true).get(doc) || doc["results"].get(arr)) {
+    return Status::InvalidArgument("produce answer has no \"results\" array");
+  }
+  std::vector<ProduceResult> out;
+  out.reserve(arr.size());
+  for (auto el : arr) {
+    ProduceResult r;
+    uint64_t p = 0;
+    if (el["partition"].get(p) || el["offset"].get(r.offset) || el["duplicate"].get(r.duplicate)) {
+      return Status::InvalidArgument("produce result needs partition, offset, duplicate");
+    }
+    r.partition = static_cast<uint32_t>(p);
+    out.push_back(r);
+  }
+  return out;
+}
+
+Result<std::vector<ConsumedEvent>> ParseConsumeResponse(std::string_view body) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  simdjson::dom::array arr;
+  if (parser.parse(body.data(), body.size(), true).get(doc) || doc["events"].get(arr)) {
+    return Status::InvalidArgument("consume answer has no \"events\" array");
+  }
+  std::vector<ConsumedEvent> out;
+  out.reserve(arr.size());
+  for (auto el : arr) {
+    ConsumedEvent e;
+    std::string_view key;
+    uint64_t p = 0;
+    simdjson::dom::element value;
+    if (el["key"].get(key) || el["value"].get(value) || el["partition"].get(p) ||
+        el["offset"].get(e.offset)) {
+      return Status::InvalidArgument("consumed event needs key, value, partition, offset");
+    }
+    e.key = std::string(key);
+    e.value = simdjson::minify(value);
+    e.partition = static_cast<uint32_t>(p);
+    std::string_view producer;
+    if (el["producer"].get(producer) == simdjson::SUCCESS) e.producer = std::string(producer);
+    uint64_t seq = 0;
+    if (el["seq"].get(seq) == simdjson::SUCCESS) e.seq = seq;
+    int64_t ts = 0;
+    if (el["timestamp_ms"].get(ts) == simdjson::SUCCESS) e.timestamp_ms = ts;
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+}  // namespace shoal::wire

@@ -1,0 +1,287 @@
+#include "broker/partition.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "shoal/common/logging.h"
+#include "storage/file_util.h"
+#include "storage/record.h"
+
+namespace shoal::broker {
+
+namespace {
+constexpr int64_t kRetentionEveryMs = 5000;
+constexpr int64_t kSnapshotEveryMs = 10000;
+
+struct SeqKey {
+  std::string_view producer;
+  uint64_t seq;
+  bool operator==(const SeqKey&) const = default;
+};
+struct SeqKeyHash {
+  size_t operator()(const SeqKey& k) const {
+    return std::hash<std::string_view>{}(k.producer) ^ (k.seq * 0x9E3779B97F4A7C15ull);
+  }
+};
+
+// u64 covered end offset, then the table's own serialized bytes.
+std::string SnapshotPath(const std::string& dir) { return dir + "/producers.snapshot"; }
+}  // namespace
+
+Result<FsyncPolicy> ParseFsyncPolicy(std::string_view s) {
+  if (s == "always") return FsyncPolicy::kAlways;
+  if (s == "interval") return FsyncPolicy::kInterval;
+  if (s == "never") return FsyncPolicy::kNever;
+  return Status::InvalidArgument("fsync must be always, interval or never, not \"" +
+                                 std::string(s) + "\"");
+}
+
+Partition::Partition(PartitionId id, PartitionOptions options, Clock& clock, PartitionProbe probe)
+    : id_(id), opts_(std::move(options)), clock_(clock), probe_(probe) {}
+
+Partition::~Partition() = default;
+
+Result<std::unique_ptr<Partition>> Partition::Open(PartitionId id, const PartitionOptions& options,
+                                                   Clock& clock, SidecarProbe& probe) {
+  std::unique_ptr<Partition> p(new Partition(id, options, clock, probe.ForPartition(id.value())));
+  p->sidecar_probe_ = &probe;
+  storage::LogOptions lo;
+  lo.dir = options.dir;
+  lo.segment_bytes = options.segment_bytes;
+  lo.fsync_observer = [&probe](double s) { probe.ObserveFsync(s); };
+  auto log = storage::OpenDiskLog(lo);
+  if (!log.ok()) return log.status();
+  p->log_ = std::move(log).value();
+  auto commits = storage::CommitStore::Open(options.dir);
+  if (!commits.ok()) return commits.status();
+  p->commits_ = std::move(commits).value();
+  SHOAL_RETURN_IF_ERROR(p->RecoverProducers());
+  return p;
+}
+
+Status Partition::RecoverProducers() {
+  std::string bytes;
+  uint64_t from = log_->start_offset();
+  Status st = storage::ReadWholeFile(SnapshotPath(opts_.dir), &bytes);
+  if (st.ok() && bytes.size() >= 8) {
+    uint64_t covered = 0;
+    std::memcpy(&covered, bytes.data(), 8);
+    auto table = storage::ProducerTable::Deserialize(std::string_view(bytes).substr(8));
+    if (table.ok()) {
+      producers_ = std::move(table).value();
+      // A snapshot may cover records a crash took back from the log; forget those.
+      producers_.TruncateFrom(log_->end_offset());
+      from = std::max(from, std::min(covered, log_->end_offset()));
+    } else {
+      Logger("broker")->warn("msg=\"ignoring producer snapshot\" partition={} reason=\"{}\"",
+                             id_.value(), table.status().message());
+    }
+  }
+  // Replay the log past the snapshot.
+  const uint64_t end = log_->end_offset();
+  while (from < end) {
+    storage::ReadBatch batch;
+    SHOAL_RETURN_IF_ERROR(log_->Read(from, end, 65536, 16 << 20, &batch));
+    if (batch.records.empty()) break;
+    for (const auto& r : batch.records) {
+      if (r.seq) producers_.Record(r.producer, *r.seq, r.offset, r.timestamp_ms);
+    }
+    from = batch.records.back().offset + 1;
+  }
+  producers_snapshot_end_ = end;
+  return Status::Ok();
+}
+
+Status Partition::WriteProducerSnapshot() {
+  std::string bytes;
+  {
+    std::lock_guard<std::mutex> lock(append_mu_);
+    const uint64_t end = log_->end_offset();
+    if (end == producers_snapshot_end_) return Status::Ok();
+    bytes.append(reinterpret_cast<const char*>(&end), 8);
+    bytes += producers_.Serialize();
+    producers_snapshot_end_ = end;
+  }
+  return storage::WriteFileAtomic(SnapshotPath(opts_.dir), bytes);
+}
+
+Status Partition::Append(std::span<const wire::ProduceEvent* const> events,
+                         std::span<wire::ProduceResult* const> results) {
+  std::lock_guard<std::mutex> lock(append_mu_);
+  pending_.clear();
+  const uint64_t base = log_->end_offset();
+  const int64_t now = clock_.NowMs();
+  std::unordered_set<SeqKey, SeqKeyHash> in_batch;  // (producer, seq) first seen in this call
+  std::vector<uint64_t> in_batch_offset;
+  uint64_t bytes = 0, dups = 0;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const auto& ev = *events[i];
+    if (ev.seq) {
+      if (auto off = producers_.Find(ev.producer, *ev.seq)) {
+        *results[i] = {id_.value(), *off, true};
+        ++dups;
+        continue;
+      }
+      auto [it, fresh] = in_batch.insert({ev.producer, *ev.seq});
+      if (!fresh) {
+        // Same (producer, seq) twice in one request: the second is the duplicate of the first.
+        for (size_t j = 0; j < pending_.size(); ++j) {
+          if (pending_[j].seq == ev.seq && pending_[j].producer == ev.producer) {
+            *results[i] = {id_.value(), base + j, true};
+          }
+        }
+        ++dups;
+        continue;
+      }
+    }
+    pending_.push_back({ev.key, ev.value, ev.producer, ev.seq, now});
+    bytes += storage::record::EncodedSize(pending_.back());
+    *results[i] = {id_.value(), base + pending_.size() - 1, false};
+  }
+  if (!pending_.empty()) {
+    auto first = log_->Append(pending_);
+    if (!first.ok()) return first.status();
+    for (size_t j = 0; j < pending_.size(); ++j) {
+      if (pending_[j].seq) producers_.Record(pending_[j].producer, *pending_[j].seq, base + j, now);
+    }
+    probe_.events_appended->Increment(static_cast<double>(pending_.size()));
+    probe_.bytes_appended->Increment(static_cast<double>(bytes));
+  }
+  if (dups) probe_.duplicates->Increment(static_cast<double>(dups));
+  return Status::Ok();
+}
+
+Status Partition::SyncForAck() {
+  if (opts_.fsync != FsyncPolicy::kAlways) return Status::Ok();
+  return SyncLog();
+}
+
+Status Partition::SyncLog() {
+  auto r = log_->Sync();
+  return r.ok() ? Status::Ok() : r.status();
+}
+
+uint64_t Partition::visible_end() const {
+  return opts_.fsync == FsyncPolicy::kAlways ? log_->durable_offset() : log_->end_offset();
+}
+
+bool Partition::HasDataFor(const std::string& group) const {
+  const uint64_t end = visible_end();
+  std::lock_guard<std::mutex> lock(cursor_mu_);
+  auto it = cursors_.find(group);
+  if (it != cursors_.end()) return it->second.next < end;
+  const uint64_t from = commits_->Get(group).value_or(log_->start_offset());
+  return from < end;
+}
+
+Result<size_t> Partition::ReadForGroup(const std::string& group, size_t max, size_t max_bytes,
+                                       bool comma_first, std::string* out) {
+  std::lock_guard<std::mutex> lock(cursor_mu_);
+  auto [it, fresh] = cursors_.try_emplace(group);
+  Cursor& c = it->second;
+  const auto committed = commits_->Get(group);
+  if (fresh) {
+    // A group with no commits starts at the oldest retained event.
+    c.next = committed.value_or(log_->start_offset());
+    c.progress_ms = clock_.NowMs();
+  }
+  c.next = std::max(c.next, log_->start_offset());  // retention may have passed the cursor
+  const uint64_t end = visible_end();
+  if (c.next >= end || max == 0) return size_t{0};
+  storage::ReadBatch batch;
+  SHOAL_RETURN_IF_ERROR(log_->Read(c.next, end, max, max_bytes, &batch));
+  if (committed.value_or(log_->start_offset()) >= c.next) c.progress_ms = clock_.NowMs();
+  bool comma = comma_first;
+  for (const auto& r : batch.records) {
+    if (comma) out->push_back(',');
+    comma = true;
+    wire::AppendConsumedEvent(*out, r.key, r.value, id_.value(), r.offset, r.producer, r.seq,
+                              r.timestamp_ms);
+  }
+  if (!batch.records.empty()) c.next = batch.records.back().offset + 1;
+  probe_.events_consumed->Increment(static_cast<double>(batch.records.size()));
+  probe_.bytes_consumed->Increment(static_cast<double>(batch.bytes));
+  return batch.records.size();
+}
+
+Status Partition::Commit(const std::string& group, uint64_t offset) {
+  const uint64_t end = log_->end_offset();
+  if (offset > end) {
+    return Status::InvalidArgument("offset " + std::to_string(offset) + " is past the end " +
+                                   std::to_string(end) + " of partition " +
+                                   std::to_string(id_.value()));
+  }
+  auto moved = commits_->Commit(group, offset, opts_.fsync == FsyncPolicy::kAlways);
+  if (!moved.ok()) return moved.status();
+  std::lock_guard<std::mutex> lock(cursor_mu_);
+  auto it = cursors_.find(group);
+  if (it != cursors_.end()) {
+    if (it->second.next < offset) it->second.next = offset;
+    if (*moved) it->second.progress_ms = clock_.NowMs();
+  }
+  return Status::Ok();
+}
+
+bool Partition::Tick(bool sync_due) {
+  const uint64_t visible_before = visible_end();
+  const int64_t now = clock_.NowMs();
+  if (sync_due && opts_.fsync == FsyncPolicy::kInterval) {
+    if (auto st = SyncLog(); !st.ok()) {
+      Logger("broker")->error("msg=\"interval fsync failed\" partition={} reason=\"{}\"",
+                              id_.value(), st.message());
+    }
+    (void)commits_->Sync();
+  }
+  const auto commits = commits_->All();
+  {
+    // A group that took events and stopped committing for redelivery_ms gets them again
+    // (at-least-once); cursors of groups that caught up only record the time.
+    std::lock_guard<std::mutex> lock(cursor_mu_);
+    for (auto& [group, c] : cursors_) {
+      auto it = commits.find(group);
+      const uint64_t committed = it == commits.end() ? log_->start_offset() : it->second;
+      if (committed >= c.next) {
+        c.progress_ms = now;
+      } else if (now - c.progress_ms > opts_.redelivery_ms) {
+        Logger("broker")->info(
+            "msg=\"redelivering uncommitted events\" partition={} group={} from={} to={}",
+            id_.value(), group, committed, c.next);
+        c.next = committed;
+        c.progress_ms = now;
+      }
+    }
+  }
+  if (now - last_retention_ms_ >= kRetentionEveryMs) {
+    last_retention_ms_ = now;
+    storage::RetentionPolicy policy;
+    policy.max_bytes = opts_.retention_bytes;
+    policy.max_age_ms = opts_.retention_ms;
+    policy.floor_offset = log_->end_offset();
+    for (const auto& [g, o] : commits) policy.floor_offset = std::min(policy.floor_offset, o);
+    auto removed = log_->ApplyRetention(policy, now);
+    if (!removed.ok()) {
+      Logger("broker")->error("msg=\"retention failed\" partition={} reason=\"{}\"", id_.value(),
+                              removed.status().message());
+    }
+  }
+  if (now - last_snapshot_ms_ >= kSnapshotEveryMs) {
+    last_snapshot_ms_ = now;
+    {
+      std::lock_guard<std::mutex> lock(append_mu_);
+      producers_.Expire(now, opts_.producer_idle_ms);
+    }
+    if (auto st = WriteProducerSnapshot(); !st.ok()) {
+      Logger("broker")->error("msg=\"producer snapshot failed\" partition={} reason=\"{}\"",
+                              id_.value(), st.message());
+    }
+  }
+  return visible_end() != visible_before;
+}
+
+Status Partition::Close() {
+  SHOAL_RETURN_IF_ERROR(SyncLog());
+  SHOAL_RETURN_IF_ERROR(commits_->Sync());
+  return WriteProducerSnapshot();
+}
+
+}  // namespace shoal::broker

@@ -1,0 +1,116 @@
+// Partition: one partition replica on this sidecar: its log, its idempotent-producer table, its
+// consumer groups' commits and delivery cursors, and its metrics.
+//
+// Thread-safety: Append is serialized by append_mu_ (dedup check and append are one step);
+// reads for a group are serialized per partition by cursor_mu_ so two requests of one group never
+// get the same events; Commit goes through the CommitStore's own lock. Owned by Topic; destroyed
+// only after the HTTP frontends stopped.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "broker/sidecar_probe.h"
+#include "shoal/common/clock.h"
+#include "shoal/common/ids.h"
+#include "shoal/common/wire.h"
+#include "shoal/sidecar/log.h"
+#include "storage/commit_store.h"
+#include "storage/producer_table.h"
+
+namespace shoal::broker {
+
+enum class FsyncPolicy { kAlways, kInterval, kNever };
+Result<FsyncPolicy> ParseFsyncPolicy(std::string_view s);
+
+struct PartitionOptions {
+  std::string dir;
+  FsyncPolicy fsync = FsyncPolicy::kInterval;
+  uint64_t segment_bytes = 64ull << 20;
+  uint64_t retention_bytes = 0;  // 0: unlimited
+  int64_t retention_ms = 0;      // 0: unlimited
+  int64_t redelivery_ms = 30000;
+  int64_t producer_idle_ms = 24 * 3600 * 1000;
+};
+
+class Partition {
+ public:
+  static Result<std::unique_ptr<Partition>> Open(PartitionId id, const PartitionOptions& options,
+                                                 Clock& clock, SidecarProbe& probe);
+  Partition(const Partition&) = delete;
+  Partition& operator=(const Partition&) = delete;
+  ~Partition();
+
+  PartitionId id() const { return id_; }
+
+  // Appends the events (all routed to this partition, in request order). For each event, writes
+  // its result: a new offset, or the original offset of an already-appended (producer, seq).
+  // Durability is the caller's next step (SyncForAck).
+  Status Append(std::span<const wire::ProduceEvent* const> events,
+                std::span<wire::ProduceResult* const> results);
+  // Under fsync=always: makes everything appended so far durable before the caller acks.
+  Status SyncForAck();
+
+  // The end of what consumers may see: the durable end under fsync=always (an event is never
+  // handed out before it could be acknowledged), else the written end.
+  uint64_t visible_end() const;
+  uint64_t start_offset() const { return log_->start_offset(); }
+  uint64_t end_offset() const { return log_->end_offset(); }
+  uint64_t size_bytes() const { return log_->size_bytes(); }
+  size_t segment_count() const { return log_->segment_count(); }
+
+  // Appends up to `max` events for `group` from its cursor, as JSON objects separated by commas
+  // (a comma first when `out` already holds events), and advances the cursor past them.
+  Result<size_t> ReadForGroup(const std::string& group, size_t max, size_t max_bytes,
+                              bool comma_first, std::string* out);
+  // Whether `group` has anything to read here now (for long-poll wakeups).
+  bool HasDataFor(const std::string& group) const;
+
+  // Records that `group` processed everything below `offset`. Above the end is InvalidArgument.
+  Status Commit(const std::string& group, uint64_t offset);
+  std::map<std::string, uint64_t> Commits() const { return commits_->All(); }
+  std::optional<uint64_t> Committed(const std::string& group) const { return commits_->Get(group); }
+
+  // Periodic work from Topic's ticker: interval fsync, retention, producer snapshots, cursor
+  // rewinds for groups that stopped committing. Returns whether the visible end moved.
+  bool Tick(bool sync_due);
+  // Syncs and writes the producer snapshot; used at shutdown.
+  Status Close();
+
+ private:
+  Partition(PartitionId id, PartitionOptions options, Clock& clock, PartitionProbe probe);
+  Status RecoverProducers();
+  Status WriteProducerSnapshot();
+  Status SyncLog();
+
+  struct Cursor {
+    uint64_t next = 0;
+    int64_t progress_ms = 0;  // last time the group's commit caught up or moved
+  };
+
+  const PartitionId id_;
+  const PartitionOptions opts_;
+  Clock& clock_;
+  PartitionProbe probe_;
+  SidecarProbe* sidecar_probe_ = nullptr;
+  std::unique_ptr<storage::Log> log_;
+  std::unique_ptr<storage::CommitStore> commits_;
+
+  std::mutex append_mu_;
+  storage::ProducerTable producers_;          // guarded by append_mu_
+  uint64_t producers_snapshot_end_ = 0;       // guarded by append_mu_
+  std::vector<storage::AppendEntry> pending_;  // guarded by append_mu_
+
+  int64_t last_retention_ms_ = 0;  // touched by the ticker thread only
+  int64_t last_snapshot_ms_ = 0;   // touched by the ticker thread only
+
+  mutable std::mutex cursor_mu_;
+  std::map<std::string, Cursor> cursors_;  // guarded by cursor_mu_
+};
+
+}  // namespace shoal::broker

@@ -1,0 +1,69 @@
+#include "broker/sidecar_probe.h"
+
+#include "shoal/common/metrics.h"
+
+namespace shoal::broker {
+
+using prometheus::BuildCounter;
+using prometheus::BuildHistogram;
+
+SidecarProbe::SidecarProbe(std::string topic)
+    : topic_(std::move(topic)),
+      registry_(std::make_shared<prometheus::Registry>()),
+      events_appended_(BuildCounter()
+                           .Name("shoal_events_appended_total")
+                           .Help("Events appended to a partition's log")
+                           .Register(*registry_)),
+      bytes_appended_(BuildCounter()
+                          .Name("shoal_bytes_appended_total")
+                          .Help("Bytes of records appended to a partition's log")
+                          .Register(*registry_)),
+      events_consumed_(BuildCounter()
+                           .Name("shoal_events_consumed_total")
+                           .Help("Events handed to consumers from a partition")
+                           .Register(*registry_)),
+      bytes_consumed_(BuildCounter()
+                          .Name("shoal_bytes_consumed_total")
+                          .Help("Bytes of records handed to consumers from a partition")
+                          .Register(*registry_)),
+      duplicates_(BuildCounter()
+                      .Name("shoal_duplicate_events_total")
+                      .Help("Idempotent-producer events answered as duplicates, not appended")
+                      .Register(*registry_)),
+      rejected_(BuildCounter()
+                    .Name("shoal_requests_rejected_total")
+                    .Help("Requests refused with a 4xx or 5xx answer, by reason")
+                    .Register(*registry_)),
+      requests_(BuildCounter()
+                    .Name("shoal_http_requests_total")
+                    .Help("HTTP requests answered, by endpoint and status code")
+                    .Register(*registry_)) {
+  produce_latency_ = &BuildHistogram()
+                          .Name("shoal_produce_latency_seconds")
+                          .Help("Time from a produce request's arrival to its answer")
+                          .Register(*registry_)
+                          .Add({{"topic", topic_}}, metrics::LatencyBuckets());
+  fsync_latency_ = &BuildHistogram()
+                        .Name("shoal_fsync_latency_seconds")
+                        .Help("Duration of one fdatasync of a partition log")
+                        .Register(*registry_)
+                        .Add({{"topic", topic_}}, metrics::LatencyBuckets());
+}
+
+PartitionProbe SidecarProbe::ForPartition(uint32_t partition) {
+  const std::map<std::string, std::string> labels = {{"topic", topic_},
+                                                     {"partition", std::to_string(partition)}};
+  return PartitionProbe{&events_appended_.Add(labels), &bytes_appended_.Add(labels),
+                        &events_consumed_.Add(labels), &bytes_consumed_.Add(labels),
+                        &duplicates_.Add(labels)};
+}
+
+void SidecarProbe::Rejected(const std::string& reason) {
+  rejected_.Add({{"topic", topic_}, {"reason", reason}}).Increment();
+}
+
+void SidecarProbe::Request(const std::string& endpoint, int code) {
+  requests_.Add({{"endpoint", endpoint}, {"code", std::to_string(code)}}).Increment();
+}
+
+}  // namespace shoal::broker

@@ -1,0 +1,56 @@
+// SidecarProbe: every metric the sidecar exports, declared once here (names per DESIGN.md:
+// shoal_ prefix, base units, counters end in _total). Values derived from state at scrape time
+// (log sizes, offsets, consumer lag, epoch) are computed by Topic's collectable instead.
+//
+// Created by main before the topic opens; outlives every Partition. prometheus-cpp metrics are
+// thread-safe, so the probe is too once constructed.
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <memory>
+#include <string>
+
+namespace shoal::broker {
+
+struct PartitionProbe {
+  prometheus::Counter* events_appended;
+  prometheus::Counter* bytes_appended;
+  prometheus::Counter* events_consumed;
+  prometheus::Counter* bytes_consumed;
+  prometheus::Counter* duplicates;
+};
+
+class SidecarProbe {
+ public:
+  explicit SidecarProbe(std::string topic);
+  SidecarProbe(const SidecarProbe&) = delete;
+  SidecarProbe& operator=(const SidecarProbe&) = delete;
+
+  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+  PartitionProbe ForPartition(uint32_t partition);
+
+  void ObserveProduce(double seconds) { produce_latency_->Observe(seconds); }
+  void ObserveFsync(double seconds) { fsync_latency_->Observe(seconds); }
+  // reason: the error code of the answer (invalid_argument, too_large, not_found, ...).
+  void Rejected(const std::string& reason);
+  void Request(const std::string& endpoint, int code);
+
+ private:
+  const std::string topic_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>& events_appended_;
+  prometheus::Family<prometheus::Counter>& bytes_appended_;
+  prometheus::Family<prometheus::Counter>& events_consumed_;
+  prometheus::Family<prometheus::Counter>& bytes_consumed_;
+  prometheus::Family<prometheus::Counter>& duplicates_;
+  prometheus::Family<prometheus::Counter>& rejected_;
+  prometheus::Family<prometheus::Counter>& requests_;
+  prometheus::Histogram* produce_latency_;
+  prometheus::Histogram* fsync_latency_;
+};
+
+}  // namespace shoal::broker

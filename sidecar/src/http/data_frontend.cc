@@ -1,0 +1,244 @@
+#include "http/data_frontend.h"
+
+#include <charconv>
+
+#include "http/http_util.h"
+#include "shoal/common/json.h"
+#include "shoal/common/logging.h"
+
+namespace shoal::http {
+
+using web::http::http_request;
+using web::http::methods;
+
+namespace {
+
+Result<int64_t> IntParam(const std::map<std::string, std::string>& q, const std::string& name,
+                         int64_t def, int64_t lo, int64_t hi) {
+  auto it = q.find(name);
+  if (it == q.end() || it->second.empty()) return def;
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
+  if (ec != std::errc() || p != it->second.data() + it->second.size() || v < lo || v > hi) {
+    return Status::InvalidArgument(name + " must be an integer in [" + std::to_string(lo) + ", " +
+                                   std::to_string(hi) + "]");
+  }
+  return v;
+}
+
+}  // namespace
+
+DataFrontend::DataFrontend(DataFrontendOptions options, broker::Topic& topic,
+                           broker::SidecarProbe& probe, const std::atomic<bool>& ready)
+    : opts_(std::move(options)), topic_(topic), probe_(probe), ready_(ready) {}
+
+DataFrontend::~DataFrontend() { Close(); }
+
+Status DataFrontend::Open() {
+  const std::string uri = "http://" + opts_.host + ":" + std::to_string(opts_.port);
+  listener_ = std::make_unique<web::http::experimental::listener::http_listener>(uri);
+  listener_->support([this](http_request req) { Handle(std::move(req)); });
+  poller_ = std::thread([this] { PollLoop(); });
+  return OpenListener(*listener_);
+}
+
+void DataFrontend::Close() {
+  {
+    std::lock_guard<std::mutex> lock(wait_mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  wait_cv_.notify_all();
+  if (poller_.joinable()) poller_.join();
+  if (listener_) {
+    try {
+      listener_->close().wait();
+    } catch (...) {
+    }
+  }
+}
+
+void DataFrontend::NotifyData() {
+  {
+    std::lock_guard<std::mutex> lock(wait_mu_);
+    if (waiters_.empty()) return;
+    data_ = true;
+  }
+  wait_cv_.notify_one();
+}
+
+void DataFrontend::Answer(const http_request& req, const std::string& endpoint, int code,
+                          std::string body) {
+  ReplyJson(req, code, std::move(body));
+  probe_.Request(endpoint, code);
+}
+
+void DataFrontend::Fail(const http_request& req, const std::string& endpoint, const Status& st) {
+  const int code = ReplyError(req, st);
+  probe_.Request(endpoint, code);
+  probe_.Rejected(std::string(st.code_name()));
+}
+
+void DataFrontend::Handle(http_request req) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto path = PathSegments(req);
+  const auto& m = req.method();
+  auto wrong_method = [&](const std::string& endpoint, const std::string& allowed) {
+    const int code = ReplyError(req, 405, "method_not_allowed",
+                                "method " + m + " is not allowed here; use " + allowed);
+    probe_.Request(endpoint, code);
+    probe_.Rejected("method_not_allowed");
+  };
+  if (path.size() == 1 && (path[0] == "healthz" || path[0] == "readyz")) {
+    const bool ok = path[0] == "healthz" || ready_.load();
+    Answer(req, path[0], ok ? 200 : 503, ok ? "{\"status\":\"ok\"}" : "{\"status\":\"not ready\"}");
+    return;
+  }
+  if (path.size() < 3 || path[0] != "v1" || path[1] != "topics" || path.size() > 4) {
+    Fail(req, "other",
+         Status::NotFound("no such endpoint; see DESIGN.md: /v1/topics/{topic}[/events|/commits]"));
+    return;
+  }
+  if (path[2] != topic_.name()) {
+    Fail(req, "other",
+         Status::NotFound("unknown topic \"" + path[2] + "\"; this sidecar serves \"" +
+                          topic_.name() + "\""));
+    return;
+  }
+  if (path.size() == 3) {
+    if (m != methods::GET) return wrong_method("topic", "GET");
+    Answer(req, "topic", 200, topic_.ViewJson());
+    return;
+  }
+  if (path[3] == "events") {
+    if (m == methods::POST) return HandleProduce(req, t0);
+    if (m == methods::GET) return HandleConsume(req);
+    return wrong_method("events", "POST (produce) or GET (consume)");
+  }
+  if (path[3] == "commits") {
+    if (m != methods::POST) return wrong_method("commits", "POST");
+    return HandleCommit(req);
+  }
+  Fail(req, "other", Status::NotFound("no such endpoint /" + path[3]));
+}
+
+void DataFrontend::HandleProduce(const http_request& req,
+                                 std::chrono::steady_clock::time_point t0) {
+  if (!ready_.load()) {
+    Fail(req, "produce", Status::Unavailable("the sidecar is shutting down"));
+    return;
+  }
+  ReadBody(
+      req, opts_.max_body_bytes,
+      [this, req, t0](std::string body) {
+        thread_local wire::ProduceRequestParser parser;
+        thread_local std::vector<wire::ProduceResult> results;
+        thread_local std::string out;
+        Status st = parser.Parse(body, opts_.limits);
+        if (st.ok()) st = topic_.Produce(parser.events(), &results);
+        if (!st.ok()) {
+          Fail(req, "produce", st);
+          return;
+        }
+        out.clear();
+        wire::EncodeProduceResults(results, out);
+        Answer(req, "produce", 200, out);
+        probe_.ObserveProduce(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      },
+      [this, req](const Status& st) { Fail(req, "produce", st); });
+}
+
+void DataFrontend::HandleConsume(const http_request& req) {
+  const auto q = Query(req);
+  auto g = q.find("group");
+  const std::string group = g == q.end() ? "" : g->second;
+  Status st = g == q.end() ? Status::InvalidArgument("query parameter group is required")
+                           : wire::ValidateGroup(group);
+  auto max = IntParam(q, "max", 100, 1, static_cast<int64_t>(opts_.max_consume_events));
+  auto wait = IntParam(q, "wait_ms", 0, 0, opts_.max_wait_ms);
+  if (st.ok() && !max.ok()) st = max.status();
+  if (st.ok() && !wait.ok()) st = wait.status();
+  if (!st.ok()) {
+    Fail(req, "consume", st);
+    return;
+  }
+  std::string out;
+  auto n = topic_.Consume(group, static_cast<size_t>(*max), &out);
+  if (!n.ok()) {
+    Fail(req, "consume", n.status());
+    return;
+  }
+  if (*n > 0 || *wait == 0) {
+    Answer(req, "consume", 200, std::move(out));
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(wait_mu_);
+    if (stopping_) {
+      Answer(req, "consume", 200, "{\"events\":[]}");
+      return;
+    }
+    waiters_.push_back({req, group, static_cast<size_t>(*max),
+                        std::chrono::steady_clock::now() + std::chrono::milliseconds(*wait)});
+    data_ = true;  // check the new waiter once: data may have arrived since the read above
+  }
+  wait_cv_.notify_one();
+}
+
+void DataFrontend::PollLoop() {
+  std::unique_lock<std::mutex> lock(wait_mu_);
+  while (true) {
+    auto next = std::chrono::steady_clock::time_point::max();
+    for (const auto& w : waiters_) next = std::min(next, w.deadline);
+    wait_cv_.wait_until(lock, next, [&] {
+      return stopping_ || data_ || std::chrono::steady_clock::now() >= next;
+    });
+    const bool stopping = stopping_;
+    data_ = false;
+    std::list<Waiter> mine;
+    mine.swap(waiters_);
+    lock.unlock();
+    const auto now = std::chrono::steady_clock::now();
+    std::list<Waiter> keep;
+    for (auto& w : mine) {
+      if (!stopping && now < w.deadline && !topic_.HasDataFor(w.group)) {
+        keep.push_back(std::move(w));
+        continue;
+      }
+      std::string out;
+      auto n = topic_.Consume(w.group, w.max, &out);
+      if (!n.ok()) {
+        Fail(w.request, "consume", n.status());
+      } else if (*n > 0 || stopping || now >= w.deadline) {
+        Answer(w.request, "consume", 200, std::move(out));
+      } else {
+        keep.push_back(std::move(w));  // another request of the group took the events first
+      }
+    }
+    lock.lock();
+    waiters_.splice(waiters_.end(), keep);
+    if (stopping) {
+      for (auto& w : waiters_) Answer(w.request, "consume", 200, "{\"events\":[]}");
+      waiters_.clear();
+      return;
+    }
+  }
+}
+
+void DataFrontend::HandleCommit(const http_request& req) {
+  ReadBody(
+      req, opts_.max_body_bytes,
+      [this, req](std::string body) {
+        auto parsed = wire::ParseCommitRequest(body);
+        Status st = parsed.ok() ? topic_.Commit(*parsed) : parsed.status();
+        if (!st.ok()) {
+          Fail(req, "commit", st);
+          return;
+        }
+        Answer(req, "commit", 200, "{\"committed\":" + std::to_string(parsed->offsets.size()) + "}");
+      },
+      [this, req](const Status& st) { Fail(req, "commit", st); });
+}
+
+}  // namespace shoal::http

@@ -1,0 +1,79 @@
+// DataFrontend: the data plane of DESIGN.md over HTTP: produce, consume (with long-poll), commit,
+// the topic view, and the probes. Requests are handled on cpprestsdk's thread pool; a consume
+// that finds nothing waits as a parked request, answered by the poller thread when data arrives
+// or its wait_ms runs out, so a waiting consumer holds no thread.
+//
+// Lifecycle: construct, Open (listens), Close (stops listening, answers parked requests). Thread-
+// safe. Owned by main; the Topic and the probe must outlive it.
+#pragma once
+
+#include <cpprest/http_listener.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "broker/sidecar_probe.h"
+#include "broker/topic.h"
+#include "shoal/common/wire.h"
+
+namespace shoal::http {
+
+struct DataFrontendOptions {
+  std::string host = "0.0.0.0";
+  uint16_t port = 8080;
+  size_t max_body_bytes = 8 << 20;
+  wire::Limits limits;
+  size_t max_consume_events = 10000;
+  int64_t max_wait_ms = 60000;
+};
+
+class DataFrontend {
+ public:
+  DataFrontend(DataFrontendOptions options, broker::Topic& topic, broker::SidecarProbe& probe,
+               const std::atomic<bool>& ready);
+  ~DataFrontend();
+  DataFrontend(const DataFrontend&) = delete;
+  DataFrontend& operator=(const DataFrontend&) = delete;
+
+  Status Open();
+  void Close();
+  // Wakes the poller: events became visible.
+  void NotifyData();
+
+ private:
+  struct Waiter {
+    web::http::http_request request;
+    std::string group;
+    size_t max;
+    std::chrono::steady_clock::time_point deadline;
+  };
+
+  void Handle(web::http::http_request req);
+  void HandleProduce(const web::http::http_request& req, std::chrono::steady_clock::time_point t0);
+  void HandleConsume(const web::http::http_request& req);
+  void HandleCommit(const web::http::http_request& req);
+  void PollLoop();
+  void Answer(const web::http::http_request& req, const std::string& endpoint, int code,
+              std::string body);
+  void Fail(const web::http::http_request& req, const std::string& endpoint, const Status& st);
+
+  const DataFrontendOptions opts_;
+  broker::Topic& topic_;
+  broker::SidecarProbe& probe_;
+  const std::atomic<bool>& ready_;
+  std::unique_ptr<web::http::experimental::listener::http_listener> listener_;
+
+  std::mutex wait_mu_;
+  std::condition_variable wait_cv_;
+  std::list<Waiter> waiters_;  // guarded by wait_mu_
+  bool data_ = false;          // guarded by wait_mu_
+  bool stopping_ = false;      // guarded by wait_mu_
+  std::thread poller_;
+};
+
+}  // namespace shoal::http

@@ -1,0 +1,38 @@
+// Helpers every HTTP frontend of the sidecar shares: answering JSON, mapping Status codes to HTTP
+// codes, reading the body with a size limit, splitting the path and the query. cpprestsdk throws;
+// these helpers catch at this edge so nothing throws past a frontend. Thread-safe.
+#pragma once
+
+#include <cpprest/http_listener.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "shoal/common/status.h"
+
+namespace shoal::http {
+
+using web::http::http_request;
+
+int HttpCode(const Status& s);
+void ReplyJson(const http_request& req, int code, std::string body);
+// Replies {"error","reason"} with the code that fits the status; returns the code.
+int ReplyError(const http_request& req, const Status& status);
+int ReplyError(const http_request& req, int code, const std::string& error,
+               const std::string& reason);
+
+std::vector<std::string> PathSegments(const http_request& req);
+std::map<std::string, std::string> Query(const http_request& req);
+
+// Reads the whole body, refusing with 413 (before reading it, when Content-Length says so) a body
+// over max_bytes, then calls `then` with it on a pool thread. Errors are answered here.
+void ReadBody(const http_request& req, size_t max_bytes,
+              std::function<void(std::string body)> then,
+              std::function<void(const Status&)> on_error);
+
+// Opens a listener on http://host:port; returns the error as a Status.
+Status OpenListener(web::http::experimental::listener::http_listener& listener);
+
+}  // namespace shoal::http

@@ -1,0 +1,167 @@
+// shoal-sidecar: the per-pod broker. One topic's partitions in one process; the data plane, the
+// admin plane and the metrics on three ports. See DESIGN.md for the contract these flags keep.
+#include <utility>  // before boost::asio (awaitable.hpp needs std::exchange)
+#include <fcntl.h>
+#include <pplx/threadpool.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "broker/sidecar_probe.h"
+#include "broker/topic.h"
+#include "http/admin_frontend.h"
+#include "http/data_frontend.h"
+#include "http/metrics_frontend.h"
+#include "shoal/common/clock.h"
+#include "shoal/common/logging.h"
+#include "storage/file_util.h"
+
+namespace {
+
+using namespace shoal;
+
+std::string RandomToken() {
+  unsigned char bytes[24];
+  int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd >= 0 ? ::read(fd, bytes, sizeof bytes) : -1;
+  if (fd >= 0) ::close(fd);
+  if (n != static_cast<ssize_t>(sizeof bytes)) return "";
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string s;
+  for (unsigned char b : bytes) {
+    s.push_back(kHex[b >> 4]);
+    s.push_back(kHex[b & 15]);
+  }
+  return s;
+}
+
+int Fail(const std::string& what) {
+  std::fprintf(stderr, "shoal-sidecar: %s\n", what.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"shoal-sidecar: one topic's partitions, served over HTTP"};
+  broker::TopicOptions topic_opts;
+  http::DataFrontendOptions data_opts;
+  http::AdminFrontendOptions admin_opts;
+  std::string fsync = "interval", log_level = "info", bind = "0.0.0.0", token_file, pod;
+  uint16_t metrics_port = 9090;
+  size_t http_threads = 8;
+  app.add_option("--topic", topic_opts.topic, "Topic this sidecar serves")->required();
+  app.add_option("--partitions", topic_opts.partitions,
+                 "Partitions of a new topic (an existing map in --data-dir wins)")
+      ->check(CLI::Range(1, 65536));
+  app.add_option("--data-dir", topic_opts.data_dir, "Directory for logs, commits and the map")
+      ->required();
+  app.add_option("--port", data_opts.port, "Data plane port (produce, consume, commit)");
+  app.add_option("--admin-port", admin_opts.port, "Admin plane port (bearer token)");
+  app.add_option("--metrics-port", metrics_port, "Port of /metrics, /healthz, /readyz");
+  app.add_option("--bind", bind, "Address to listen on");
+  app.add_option("--fsync", fsync, "always | interval | never")
+      ->check(CLI::IsMember({"always", "interval", "never"}));
+  app.add_option("--fsync-interval-ms", topic_opts.fsync_interval_ms,
+                 "Under --fsync interval: how often logs are synced")
+      ->check(CLI::Range(1, 60000));
+  app.add_option("--pod-name", pod, "Name of this sidecar's pod in the partition map")
+      ->envname("POD_NAME");
+  app.add_option("--admin-token", admin_opts.token, "Admin bearer token")
+      ->envname("SHOAL_ADMIN_TOKEN");
+  app.add_option("--admin-token-file", token_file, "File holding the admin bearer token");
+  app.add_option("--max-body-bytes", data_opts.max_body_bytes, "Largest request body accepted")
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 30));
+  app.add_option("--max-key-bytes", data_opts.limits.max_key_bytes, "Largest key accepted")
+      ->check(CLI::Range(1, 65535));
+  app.add_option("--max-value-bytes", data_opts.limits.max_value_bytes,
+                 "Largest value (as minified JSON) accepted")
+      ->check(CLI::Range(size_t{1}, size_t{64} << 20));
+  app.add_option("--segment-bytes", topic_opts.partition.segment_bytes,
+                 "Roll a partition's log to a new segment file past this size")
+      ->check(CLI::Range(uint64_t{4096}, uint64_t{1} << 31));
+  app.add_option("--retention-bytes", topic_opts.partition.retention_bytes,
+                 "Per partition: remove old segments past this size (0: unlimited)");
+  app.add_option("--retention-ms", topic_opts.partition.retention_ms,
+                 "Per partition: remove segments older than this (0: unlimited)");
+  app.add_option("--redelivery-ms", topic_opts.partition.redelivery_ms,
+                 "Hand events out again when their group has not committed them for this long")
+      ->check(CLI::Range(int64_t{100}, int64_t{86400000}));
+  app.add_option("--http-threads", http_threads, "Threads of the HTTP server pool")
+      ->check(CLI::Range(1, 256));
+  app.add_option("--log-level", log_level, "trace | debug | info | warn | error | off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  CLI11_PARSE(app, argc, argv);
+
+  if (auto st = InitLogging(log_level); !st.ok()) return Fail(st.message());
+  auto log = Logger("sidecar");
+  auto policy = broker::ParseFsyncPolicy(fsync);
+  if (!policy.ok()) return Fail(policy.status().message());
+  topic_opts.partition.fsync = *policy;
+  topic_opts.pod = PodName(pod.empty() ? "local" : pod);
+  data_opts.host = admin_opts.host = bind;
+  if (admin_opts.token.empty() && !token_file.empty()) {
+    std::string t;
+    if (auto st = storage::ReadWholeFile(token_file, &t); !st.ok()) return Fail(st.message());
+    while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) t.pop_back();
+    admin_opts.token = t;
+  }
+
+  // Signals go to the main thread's sigwait only: block them before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  crossplat::threadpool::initialize_with_threads(http_threads);
+
+  broker::SidecarProbe probe(topic_opts.topic);
+  auto topic = broker::Topic::Open(topic_opts, SystemClock::Instance(), probe);
+  if (!topic.ok()) return Fail(topic.status().ToString());
+  broker::Topic& t = **topic;
+
+  if (admin_opts.token.empty()) {
+    admin_opts.token = RandomToken();
+    const std::string path = topic_opts.data_dir + "/admin-token";
+    if (auto st = storage::WriteFileAtomic(path, admin_opts.token + "\n"); !st.ok()) {
+      return Fail(st.message());
+    }
+    ::chmod(path.c_str(), 0600);
+    log->info("msg=\"no admin token given; generated one\" path={}", path);
+  }
+
+  std::atomic<bool> ready{false};
+  http::DataFrontend data(data_opts, t, probe, ready);
+  http::AdminFrontend admin(admin_opts, t, probe);
+  http::MetricsFrontend metrics(bind, metrics_port, {probe.registry(), t.StateCollectable()},
+                                ready);
+  t.SetDataListener([&data] { data.NotifyData(); });
+  t.Start();
+  for (Status st : {data.Open(), admin.Open(), metrics.Open()}) {
+    if (!st.ok()) return Fail(st.message());
+  }
+  ready = true;
+  log->info("msg=\"sidecar ready\" topic={} pod={} port={} admin_port={} metrics_port={} fsync={}",
+            topic_opts.topic, topic_opts.pod.value(), data_opts.port, admin_opts.port,
+            metrics_port, fsync);
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  log->info("msg=\"shutting down\" signal={}", sig);
+  ready = false;
+  data.Close();
+  admin.Close();
+  metrics.Close();
+  if (auto st = t.Close(); !st.ok()) {
+    log->error("msg=\"close failed\" reason=\"{}\"", st.message());
+    return 1;
+  }
+  log->info("msg=\"stopped cleanly\"");
+  return 0;
+}

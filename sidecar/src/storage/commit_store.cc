@@ -1,0 +1,113 @@
+#include "storage/commit_store.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "shoal/common/hash.h"
+#include "storage/file_util.h"
+
+namespace shoal::storage {
+
+namespace {
+constexpr uint64_t kCompactBytes = 1 << 20;
+
+void EncodeCommit(const std::string& group, uint64_t offset, std::string& out) {
+  const uint32_t len = static_cast<uint32_t>(2 + group.size() + 8);
+  std::string payload;
+  const uint16_t glen = static_cast<uint16_t>(group.size());
+  payload.append(reinterpret_cast<const char*>(&glen), 2);
+  payload += group;
+  payload.append(reinterpret_cast<const char*>(&offset), 8);
+  const uint32_t crc = Crc32(payload.data(), payload.size());
+  out.append(reinterpret_cast<const char*>(&len), 4);
+  out.append(reinterpret_cast<const char*>(&crc), 4);
+  out += payload;
+}
+}  // namespace
+
+CommitStore::~CommitStore() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Result<std::unique_ptr<CommitStore>> CommitStore::Open(const std::string& dir) {
+  std::unique_ptr<CommitStore> s(new CommitStore());
+  s->path_ = dir + "/commits.log";
+  std::string data;
+  Status st = ReadWholeFile(s->path_, &data);
+  if (!st.ok() && st.code() != Status::Code::kNotFound) return st;
+  size_t pos = 0;
+  while (pos + 8 <= data.size()) {
+    uint32_t len = 0, crc = 0;
+    std::memcpy(&len, data.data() + pos, 4);
+    std::memcpy(&crc, data.data() + pos + 4, 4);
+    if (len < 10 || pos + 8 + len > data.size()) break;
+    const char* p = data.data() + pos + 8;
+    if (Crc32(p, len) != crc) break;
+    uint16_t glen = 0;
+    std::memcpy(&glen, p, 2);
+    if (size_t{glen} + 10 != len) break;
+    uint64_t offset = 0;
+    std::memcpy(&offset, p + 2 + glen, 8);
+    auto& cur = s->commits_[std::string(p + 2, glen)];
+    cur = std::max(cur, offset);
+    pos += 8 + len;
+  }
+  // Rewrite compactly: drops a torn tail and old entries in one step.
+  SHOAL_RETURN_IF_ERROR(s->Compact());
+  return s;
+}
+
+Status CommitStore::Compact() {
+  std::string out;
+  for (const auto& [g, o] : commits_) EncodeCommit(g, o, out);
+  SHOAL_RETURN_IF_ERROR(WriteFileAtomic(path_, out));
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (fd_ < 0) return ErrnoStatus("opening " + path_);
+  file_size_ = out.size();
+  dirty_ = false;
+  return Status::Ok();
+}
+
+Result<bool> CommitStore::Commit(const std::string& group, uint64_t offset, bool sync) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = commits_.find(group);
+  if (it != commits_.end() && it->second >= offset) return false;
+  std::string rec;
+  EncodeCommit(group, offset, rec);
+  SHOAL_RETURN_IF_ERROR(PwriteFull(fd_, rec.data(), rec.size(), file_size_));
+  file_size_ += rec.size();
+  commits_[group] = offset;
+  dirty_ = true;
+  if (sync) {
+    if (::fdatasync(fd_) != 0) return ErrnoStatus("fdatasync " + path_);
+    dirty_ = false;
+  }
+  if (file_size_ > kCompactBytes) SHOAL_RETURN_IF_ERROR(Compact());
+  return true;
+}
+
+std::optional<uint64_t> CommitStore::Get(const std::string& group) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = commits_.find(group);
+  if (it == commits_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::map<std::string, uint64_t> CommitStore::All() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return commits_;
+}
+
+Status CommitStore::Sync() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!dirty_) return Status::Ok();
+  if (::fdatasync(fd_) != 0) return ErrnoStatus("fdatasync " + path_);
+  dirty_ = false;
+  return Status::Ok();
+}
+
+}  // namespace shoal::storage

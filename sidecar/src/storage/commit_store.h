@@ -1,0 +1,44 @@
+// CommitStore: the consumer-group commit positions of one partition, kept in an append-only file
+// (`commits.log`: records of u32 length, u32 crc32, u16 group length, group, u64 offset) that is
+// replayed on open and compacted into a fresh file when it grows. A torn last record after a crash
+// is ignored. Commits are monotonic: a commit below the group's current position is a no-op.
+//
+// Thread-safe (one internal mutex). Owned by its Partition.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "shoal/common/status.h"
+
+namespace shoal::storage {
+
+class CommitStore {
+ public:
+  ~CommitStore();
+  static Result<std::unique_ptr<CommitStore>> Open(const std::string& dir);
+
+  // Records `offset` for `group` if it is above the current one. With sync, fdatasyncs the file
+  // before returning. Returns whether the position moved.
+  Result<bool> Commit(const std::string& group, uint64_t offset, bool sync);
+  std::optional<uint64_t> Get(const std::string& group) const;
+  std::map<std::string, uint64_t> All() const;
+  Status Sync();
+
+ private:
+  CommitStore() = default;
+  Status Compact();  // requires mu_
+
+  mutable std::mutex mu_;
+  std::string path_;
+  int fd_ = -1;
+  uint64_t file_size_ = 0;
+  bool dirty_ = false;
+  std::map<std::string, uint64_t> commits_;
+};
+
+}  // namespace shoal::storage

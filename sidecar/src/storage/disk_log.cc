@@ -1,0 +1,414 @@
+// DiskLog: the Log implementation over segment files.
+//
+// Layout of a partition directory: one `<base offset, 20 digits>.log` file per segment, holding
+// records (see record.h) with consecutive offsets starting at the base, and for each closed
+// segment a `.index` file of (u32 relative offset, u32 file position) pairs, one every
+// index_interval_bytes. The active (last) segment's index lives in memory and is rebuilt by the
+// recovery scan, which is also what finds and truncates a torn tail after a crash.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cinttypes>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+
+#include "shoal/common/logging.h"
+#include "shoal/sidecar/log.h"
+#include "storage/file_util.h"
+#include "storage/record.h"
+
+namespace shoal::storage {
+
+namespace {
+
+struct IndexEntry {
+  uint32_t rel_offset;
+  uint32_t position;
+};
+
+// One segment file. Fields other than fd and base are guarded by DiskLog::mu_.
+struct Segment {
+  ~Segment() {
+    if (fd >= 0) ::close(fd);
+  }
+  int fd = -1;
+  uint64_t base = 0;
+  uint64_t size = 0;          // bytes of whole records in the file
+  uint64_t records = 0;       // records in this segment
+  uint64_t last_indexed = 0;  // file position of the last index entry
+  std::vector<IndexEntry> index;
+  std::string path;
+};
+
+std::string SegmentPath(const std::string& dir, uint64_t base, const char* ext) {
+  char name[40];
+  std::snprintf(name, sizeof name, "%020" PRIu64 "%s", base, ext);
+  return dir + "/" + name;
+}
+
+class DiskLog final : public Log {
+ public:
+  explicit DiskLog(LogOptions options) : opts_(std::move(options)), log_(Logger("storage")) {}
+
+  Status Open();
+
+  Result<uint64_t> Append(std::span<const AppendEntry> entries) override;
+  Result<uint64_t> Sync() override;
+  Status Read(uint64_t from, uint64_t limit, size_t max_records, size_t max_bytes,
+              ReadBatch* out) const override;
+  uint64_t start_offset() const override { return start_.load(std::memory_order_acquire); }
+  uint64_t end_offset() const override { return end_.load(std::memory_order_acquire); }
+  uint64_t durable_offset() const override { return durable_.load(std::memory_order_acquire); }
+  uint64_t size_bytes() const override { return size_.load(std::memory_order_relaxed); }
+  size_t segment_count() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return segments_.size();
+  }
+  Result<size_t> ApplyRetention(const RetentionPolicy& policy, int64_t now_ms) override;
+  Status Close() override;
+
+ private:
+  Status OpenSegment(uint64_t base, bool is_last, std::shared_ptr<Segment>* out);
+  Status ScanSegment(Segment* seg, bool truncate_tail);
+  Status Roll();  // requires mu_
+  void MaybeIndex(Segment* seg, uint64_t offset, uint64_t position);
+
+  const LogOptions opts_;
+  std::shared_ptr<spdlog::logger> log_;
+
+  mutable std::mutex mu_;  // guards segments_ and every Segment's mutable fields, serializes appends
+  std::vector<std::shared_ptr<Segment>> segments_;
+  std::string scratch_;
+  std::mutex sync_mu_;  // one fdatasync at a time; later callers find their records already synced
+
+  std::atomic<uint64_t> start_{0};
+  std::atomic<uint64_t> end_{0};
+  std::atomic<uint64_t> durable_{0};
+  std::atomic<uint64_t> size_{0};
+};
+
+void DiskLog::MaybeIndex(Segment* seg, uint64_t offset, uint64_t position) {
+  if (seg->index.empty() || position - seg->last_indexed >= opts_.index_interval_bytes) {
+    seg->index.push_back(
+        {static_cast<uint32_t>(offset - seg->base), static_cast<uint32_t>(position)});
+    seg->last_indexed = position;
+  }
+}
+
+Status DiskLog::Open() {
+  std::error_code ec;
+  std::filesystem::create_directories(opts_.dir, ec);
+  if (ec) return Status::IoError("creating " + opts_.dir + ": " + ec.message());
+  std::vector<uint64_t> bases;
+  for (const auto& entry : std::filesystem::directory_iterator(opts_.dir, ec)) {
+    const auto name = entry.path().filename().string();
+    if (name.size() == 24 && name.ends_with(".log")) {
+      bases.push_back(std::strtoull(name.c_str(), nullptr, 10));
+    }
+  }
+  if (ec) return Status::IoError("listing " + opts_.dir + ": " + ec.message());
+  std::sort(bases.begin(), bases.end());
+  if (bases.empty()) bases.push_back(0);
+  for (size_t i = 0; i < bases.size(); ++i) {
+    std::shared_ptr<Segment> seg;
+    SHOAL_RETURN_IF_ERROR(OpenSegment(bases[i], i + 1 == bases.size(), &seg));
+    segments_.push_back(std::move(seg));
+  }
+  // A closed segment's record count follows from the next segment's base.
+  uint64_t total = 0;
+  for (size_t i = 0; i + 1 < segments_.size(); ++i) {
+    segments_[i]->records = segments_[i + 1]->base - segments_[i]->base;
+    total += segments_[i]->size;
+  }
+  const auto& last = segments_.back();
+  total += last->size;
+  start_ = segments_.front()->base;
+  end_ = last->base + last->records;
+  durable_ = end_.load();
+  size_ = total;
+  return FsyncDir(opts_.dir);
+}
+
+Status DiskLog::OpenSegment(uint64_t base, bool is_last, std::shared_ptr<Segment>* out) {
+  auto seg = std::make_shared<Segment>();
+  seg->base = base;
+  seg->path = SegmentPath(opts_.dir, base, ".log");
+  seg->fd = ::open(seg->path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (seg->fd < 0) return ErrnoStatus("opening " + seg->path);
+  struct stat st;
+  if (::fstat(seg->fd, &st) != 0) return ErrnoStatus("stat " + seg->path);
+  seg->size = static_cast<uint64_t>(st.st_size);
+  if (is_last) {
+    // The active segment may end in a torn record: scan it whole, truncate after the last good one.
+    SHOAL_RETURN_IF_ERROR(ScanSegment(seg.get(), true));
+    ::unlink(SegmentPath(opts_.dir, base, ".index").c_str());
+  } else {
+    std::string idx;
+    auto st_idx = ReadWholeFile(SegmentPath(opts_.dir, base, ".index"), &idx);
+    bool ok = st_idx.ok() && !idx.empty() && idx.size() % sizeof(IndexEntry) == 0;
+    if (ok) {
+      seg->index.resize(idx.size() / sizeof(IndexEntry));
+      std::memcpy(seg->index.data(), idx.data(), idx.size());
+      for (size_t i = 0; i < seg->index.size() && ok; ++i) {
+        ok = seg->index[i].position < seg->size &&
+             (i == 0 || (seg->index[i].position > seg->index[i - 1].position &&
+                         seg->index[i].rel_offset > seg->index[i - 1].rel_offset));
+      }
+    }
+    if (!ok) {
+      log_->warn("msg=\"rebuilding missing or bad index\" segment={}", seg->path);
+      seg->index.clear();
+      SHOAL_RETURN_IF_ERROR(ScanSegment(seg.get(), false));
+    }
+  }
+  *out = std::move(seg);
+  return Status::Ok();
+}
+
+Status DiskLog::ScanSegment(Segment* seg, bool truncate_tail) {
+  // Segments are bounded by segment_bytes (plus one batch), so recovery reads one whole.
+  std::string buf;
+  buf.resize(seg->size);
+  if (!buf.empty()) SHOAL_RETURN_IF_ERROR(PreadFull(seg->fd, buf.data(), buf.size(), 0));
+  uint64_t pos = 0;
+  uint64_t expect = seg->base;
+  while (pos < buf.size()) {
+    RecordView rec;
+    size_t size = 0;
+    auto r = record::Decode(buf.data() + pos, buf.size() - pos, &rec, &size);
+    if (r != record::DecodeResult::kOk || rec.offset != expect) break;
+    MaybeIndex(seg, expect, pos);
+    ++expect;
+    pos += size;
+  }
+  if (pos < buf.size()) {
+    if (!truncate_tail) {
+      return Status::Corruption("closed segment " + seg->path + " has a bad record at position " +
+                                std::to_string(pos));
+    }
+    log_->warn("msg=\"truncating torn tail\" segment={} position={} dropped_bytes={}", seg->path,
+               pos, buf.size() - pos);
+    if (::ftruncate(seg->fd, static_cast<off_t>(pos)) != 0) {
+      return ErrnoStatus("truncating " + seg->path);
+    }
+    if (::fdatasync(seg->fd) != 0) return ErrnoStatus("fdatasync " + seg->path);
+  }
+  seg->size = pos;
+  seg->records = expect - seg->base;
+  return Status::Ok();
+}
+
+Status DiskLog::Roll() {
+  auto& cur = segments_.back();
+  if (::fdatasync(cur->fd) != 0) return ErrnoStatus("fdatasync " + cur->path);
+  std::string idx(reinterpret_cast<const char*>(cur->index.data()),
+                  cur->index.size() * sizeof(IndexEntry));
+  SHOAL_RETURN_IF_ERROR(WriteFileAtomic(SegmentPath(opts_.dir, cur->base, ".index"), idx));
+  const uint64_t base = cur->base + cur->records;
+  auto seg = std::make_shared<Segment>();
+  seg->base = base;
+  seg->path = SegmentPath(opts_.dir, base, ".log");
+  seg->fd = ::open(seg->path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (seg->fd < 0) return ErrnoStatus("creating " + seg->path);
+  SHOAL_RETURN_IF_ERROR(FsyncDir(opts_.dir));
+  segments_.push_back(std::move(seg));
+  // Everything in closed segments is durable now; the new segment is empty.
+  uint64_t d = durable_.load();
+  while (d < base && !durable_.compare_exchange_weak(d, base)) {
+  }
+  return Status::Ok();
+}
+
+Result<uint64_t> DiskLog::Append(std::span<const AppendEntry> entries) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (entries.empty()) return end_.load();
+  Segment* seg = segments_.back().get();
+  if (seg->size >= opts_.segment_bytes && seg->records > 0) {
+    SHOAL_RETURN_IF_ERROR(Roll());
+    seg = segments_.back().get();
+  }
+  const uint64_t first = end_.load();
+  const uint64_t start_pos = seg->size;
+  const size_t index_before = seg->index.size();
+  const uint64_t last_indexed_before = seg->last_indexed;
+  scratch_.clear();
+  uint64_t offset = first;
+  for (const auto& e : entries) {
+    MaybeIndex(seg, offset, start_pos + scratch_.size());
+    record::Encode(e, offset, scratch_);
+    ++offset;
+  }
+  Status st = PwriteFull(seg->fd, scratch_.data(), scratch_.size(), start_pos);
+  if (!st.ok()) {
+    // Nothing of this call may become visible: cut the file back and forget its index entries.
+    if (::ftruncate(seg->fd, static_cast<off_t>(start_pos)) != 0) {
+      log_->error("msg=\"cannot truncate after failed write\" segment={}", seg->path);
+    }
+    seg->index.resize(index_before);
+    seg->last_indexed = last_indexed_before;
+    return st.Annotate("appending to " + seg->path);
+  }
+  seg->size += scratch_.size();
+  seg->records += entries.size();
+  size_.fetch_add(scratch_.size(), std::memory_order_relaxed);
+  end_.store(offset, std::memory_order_release);
+  return first;
+}
+
+Result<uint64_t> DiskLog::Sync() {
+  std::lock_guard<std::mutex> sync_lock(sync_mu_);
+  std::shared_ptr<Segment> seg;
+  uint64_t target;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    target = end_.load();
+    seg = segments_.back();
+  }
+  if (durable_.load() >= target) return durable_.load();
+  // Records below target are in `seg` or in closed segments, which Roll synced already.
+  const auto t0 = std::chrono::steady_clock::now();
+  if (::fdatasync(seg->fd) != 0) return ErrnoStatus("fdatasync " + seg->path);
+  if (opts_.fsync_observer) {
+    opts_.fsync_observer(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  uint64_t d = durable_.load();
+  while (d < target && !durable_.compare_exchange_weak(d, target)) {
+  }
+  return durable_.load();
+}
+
+Status DiskLog::Read(uint64_t from, uint64_t limit, size_t max_records, size_t max_bytes,
+                     ReadBatch* out) const {
+  if (from < start_offset()) {
+    return Status::NotFound("offset " + std::to_string(from) + " is below the log start " +
+                            std::to_string(start_offset()));
+  }
+  // end_ is published after the segment's size, so every record below `limit` is readable.
+  limit = std::min(limit, end_offset());
+  size_t got = 0;
+  auto want_more = [&] {
+    return from < limit && got < max_records && (got == 0 || out->bytes < max_bytes);
+  };
+  while (want_more()) {
+    // Find the segment holding `from` and the indexed position at or before it.
+    std::shared_ptr<Segment> seg;
+    uint64_t pos = 0, seg_size = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = std::upper_bound(
+          segments_.begin(), segments_.end(), from,
+          [](uint64_t v, const std::shared_ptr<Segment>& s) { return v < s->base; });
+      if (it == segments_.begin()) return Status::NotFound("offset below the first segment");
+      seg = *(it - 1);
+      seg_size = seg->size;
+      const uint32_t rel = static_cast<uint32_t>(from - seg->base);
+      auto ix = std::upper_bound(seg->index.begin(), seg->index.end(), rel,
+                                 [](uint32_t v, const IndexEntry& e) { return v < e.rel_offset; });
+      if (ix != seg->index.begin()) pos = (ix - 1)->position;
+    }
+    const uint64_t from_before = from;
+    while (pos < seg_size && want_more()) {
+      size_t len = static_cast<size_t>(std::min<uint64_t>(
+          std::max<uint64_t>(64 << 10, max_bytes - std::min(max_bytes, out->bytes) + 4096),
+          seg_size - pos));
+      auto buf = std::make_unique<char[]>(len);
+      SHOAL_RETURN_IF_ERROR(PreadFull(seg->fd, buf.get(), len, pos));
+      size_t used = 0;
+      bool kept = false;
+      while (want_more()) {
+        RecordView rec;
+        size_t size = 0;
+        auto r = record::Decode(buf.get() + used, len - used, &rec, &size);
+        if (r == record::DecodeResult::kIncomplete && used == 0) {
+          // One record larger than the chunk: read exactly that record.
+          uint32_t payload = 0;
+          if (len >= 4) std::memcpy(&payload, buf.get(), 4);
+          const uint64_t need = record::kFrameHeader + uint64_t{payload};
+          if (len < 4 || pos + need > seg_size) {
+            return Status::Corruption("record past the end of " + seg->path);
+          }
+          len = static_cast<size_t>(need);
+          buf = std::make_unique<char[]>(len);
+          SHOAL_RETURN_IF_ERROR(PreadFull(seg->fd, buf.get(), len, pos));
+          continue;
+        }
+        if (r == record::DecodeResult::kIncomplete) break;  // continue with a fresh chunk
+        if (r == record::DecodeResult::kCorrupt) {
+          return Status::Corruption("bad record in " + seg->path + " at position " +
+                                    std::to_string(pos + used));
+        }
+        used += size;
+        if (rec.offset < from) continue;  // between the index entry and the wanted offset
+        if (rec.offset != from) {
+          return Status::Corruption("offset gap in " + seg->path + ": wanted " +
+                                    std::to_string(from) + ", found " + std::to_string(rec.offset));
+        }
+        out->records.push_back(rec);
+        out->bytes += size;
+        kept = true;
+        ++got;
+        ++from;
+      }
+      if (kept) out->buffers.push_back(std::move(buf));
+      pos += used;
+    }
+    if (from == from_before) {
+      return Status::Corruption("offset " + std::to_string(from) + " not found in " + seg->path);
+    }
+  }
+  return Status::Ok();
+}
+
+Result<size_t> DiskLog::ApplyRetention(const RetentionPolicy& policy, int64_t now_ms) {
+  if (policy.max_bytes == 0 && policy.max_age_ms == 0) return size_t{0};
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t removed = 0;
+  while (segments_.size() > 1) {
+    const auto& seg = segments_.front();
+    const uint64_t seg_end = segments_[1]->base;
+    if (seg_end > policy.floor_offset) break;  // some group still needs records in it
+    bool too_big = policy.max_bytes && size_.load() > policy.max_bytes;
+    bool too_old = false;
+    if (policy.max_age_ms) {
+      struct stat st;
+      if (::fstat(seg->fd, &st) == 0) {
+        const int64_t mtime_ms = int64_t{st.st_mtim.tv_sec} * 1000 + st.st_mtim.tv_nsec / 1000000;
+        too_old = mtime_ms < now_ms - policy.max_age_ms;
+      }
+    }
+    if (!too_big && !too_old) break;
+    if (::unlink(seg->path.c_str()) != 0) return ErrnoStatus("removing " + seg->path);
+    ::unlink(SegmentPath(opts_.dir, seg->base, ".index").c_str());
+    size_.fetch_sub(seg->size);
+    log_->info("msg=\"retention removed segment\" segment={} reason={}", seg->path,
+               too_big ? "size" : "age");
+    segments_.erase(segments_.begin());
+    start_.store(segments_.front()->base, std::memory_order_release);
+    ++removed;
+  }
+  if (removed) SHOAL_RETURN_IF_ERROR(FsyncDir(opts_.dir));
+  return removed;
+}
+
+Status DiskLog::Close() {
+  auto r = Sync();
+  return r.ok() ? Status::Ok() : r.status();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Log>> OpenDiskLog(const LogOptions& options) {
+  auto log = std::make_unique<DiskLog>(options);
+  SHOAL_RETURN_IF_ERROR(log->Open().Annotate("opening log " + options.dir));
+  return std::unique_ptr<Log>(std::move(log));
+}
+
+}  // namespace shoal::storage
