@@ -1,0 +1,188 @@
+#include "shoal/client/process.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "shoal/client/raw_http.h"
+
+extern char** environ;
+
+namespace shoal::client {
+
+ChildProcess::~ChildProcess() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+}
+
+ChildProcess& ChildProcess::operator=(ChildProcess&& o) noexcept {
+  if (this != &o) {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    pid_ = o.pid_;
+    o.pid_ = -1;
+  }
+  return *this;
+}
+
+Result<ChildProcess> ChildProcess::Spawn(const std::vector<std::string>& argv,
+                                         const std::string& log_path) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  // The child must not inherit signal masks of the parent's threads (sidecars sigwait).
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t empty;
+  sigemptyset(&empty);
+  posix_spawnattr_setsigmask(&attr, &empty);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  pid_t pid = -1;
+  int rc = posix_spawnp(&pid, args[0], &fa, &attr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) return Status::IoError("starting " + argv[0] + ": " + std::strerror(rc));
+  ChildProcess p;
+  p.pid_ = pid;
+  return p;
+}
+
+void ChildProcess::Signal(int sig) const {
+  if (pid_ > 0) ::kill(pid_, sig);
+}
+
+std::optional<int> ChildProcess::Wait(std::chrono::milliseconds timeout) {
+  if (pid_ <= 0) return std::nullopt;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto pause = std::chrono::milliseconds(1);
+  while (true) {
+    int status = 0;
+    pid_t r = ::waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      pid_ = -1;
+      if (WIFEXITED(status)) return WEXITSTATUS(status);
+      if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+      return -1;
+    }
+    if (r < 0 && errno != EINTR) {
+      pid_ = -1;
+      return -1;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(pause);  // polling a child's exit: no event to wait on
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
+}
+
+int ChildProcess::Stop(std::chrono::milliseconds grace) {
+  if (pid_ <= 0) return -1;
+  Signal(SIGTERM);
+  if (auto code = Wait(grace)) return *code;
+  Signal(SIGKILL);
+  return Wait(std::chrono::seconds(10)).value_or(-1);
+}
+
+Result<uint16_t> FreePort(const std::string& host) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status::IoError("socket failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  ::inet_pton(AF_INET, host.c_str(), &addr.sin_addr);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ::close(fd);
+    return Status::IoError("cannot bind a free port on " + host);
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+Status WaitForHttp(const std::string& host, uint16_t port, const std::string& path,
+                   std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto pause = std::chrono::milliseconds(5);
+  while (true) {
+    RawHttpConnection conn(host, port);
+    auto code = conn.Request("GET", path, "", nullptr);
+    if (code.ok() && *code == 200) return Status::Ok();
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Status::Unavailable("no 200 from http://" + host + ":" + std::to_string(port) + path +
+                                 " within " + std::to_string(timeout.count()) + " ms");
+    }
+    std::this_thread::sleep_for(pause);  // the server is starting; nothing to wait on but time
+    pause = std::min(pause * 2, std::chrono::milliseconds(100));
+  }
+}
+
+std::string FindSidecarBinary() {
+  if (const char* env = std::getenv("SHOAL_SIDECAR"); env && *env) return env;
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (const auto& cand : {self.parent_path() / "shoal-sidecar",
+                             self.parent_path().parent_path() / "sidecar" / "shoal-sidecar"}) {
+      if (std::filesystem::exists(cand, ec)) return cand.string();
+    }
+  }
+  return "shoal-sidecar";
+}
+
+}  // namespace shoal::client
+
+namespace shoal::client {
+
+Result<LocalSidecar> LocalSidecar::Start(const LocalSidecarOptions& o) {
+  LocalSidecar s;
+  s.host = o.host;
+  s.data_dir = o.data_dir;
+  std::error_code ec;
+  std::filesystem::create_directories(o.data_dir, ec);
+  if (ec) return Status::IoError("creating " + o.data_dir + ": " + ec.message());
+  s.log_path = o.data_dir + "/sidecar.log";
+  for (uint16_t* p : {&s.port, &s.admin_port, &s.metrics_port}) {
+    auto port = FreePort(o.host);
+    if (!port.ok()) return port.status();
+    *p = *port;
+  }
+  std::vector<std::string> argv = {o.binary.empty() ? FindSidecarBinary() : o.binary,
+                                   "--topic", o.topic,
+                                   "--partitions", std::to_string(o.partitions),
+                                   "--data-dir", o.data_dir,
+                                   "--bind", o.host,
+                                   "--port", std::to_string(s.port),
+                                   "--admin-port", std::to_string(s.admin_port),
+                                   "--metrics-port", std::to_string(s.metrics_port),
+                                   "--fsync", o.fsync};
+  argv.insert(argv.end(), o.extra_args.begin(), o.extra_args.end());
+  auto child = ChildProcess::Spawn(argv, s.log_path);
+  if (!child.ok()) return child.status();
+  s.process = std::move(child).value();
+  Status ready = WaitForHttp(s.host, s.port, "/readyz", std::chrono::seconds(20));
+  if (!ready.ok()) {
+    return ready.Annotate("the sidecar did not become ready (its log: " + s.log_path + ")");
+  }
+  return s;
+}
+
+}  // namespace shoal::client

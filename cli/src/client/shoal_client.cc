@@ -1,0 +1,110 @@
+#include "shoal/client/shoal_client.h"
+
+#include <utility>  // std::exchange, before boost::asio
+
+#include <cpprest/http_client.h>
+#include <simdjson.h>
+
+#include "shoal/common/json.h"
+
+namespace shoal::client {
+
+std::string EncodeProduceBody(const std::vector<OutgoingEvent>& events) {
+  std::string out = "{\"events\":[";
+  for (size_t i = 0; i < events.size(); ++i) {
+    const auto& e = events[i];
+    if (i) out += ',';
+    out += "{\"key\":";
+    json::AppendString(out, e.key);
+    out += ",\"value\":";
+    out += e.value_json;
+    if (e.seq) {
+      out += ",\"producer\":";
+      json::AppendString(out, e.producer);
+      out += ",\"seq\":";
+      json::AppendUint(out, *e.seq);
+    }
+    out += '}';
+  }
+  out += "]}";
+  return out;
+}
+
+ShoalClient::ShoalClient(const std::string& base_url, std::string topic,
+                         std::chrono::milliseconds timeout)
+    : topic_(std::move(topic)) {
+  web::http::client::http_client_config config;
+  config.set_timeout(timeout);
+  http_ = std::make_unique<web::http::client::http_client>(base_url, config);
+}
+
+ShoalClient::~ShoalClient() = default;
+
+Result<std::string> ShoalClient::Call(const std::string& method, const std::string& path,
+                                      const std::string& body) {
+  try {
+    web::http::http_request req(method);
+    req.set_request_uri(path);
+    if (!body.empty()) req.set_body(body, "application/json");
+    auto resp = http_->request(req).get();
+    auto bytes = resp.extract_vector().get();
+    std::string text(bytes.begin(), bytes.end());
+    const int code = resp.status_code();
+    if (code == 200) return text;
+    std::string reason = text;
+    simdjson::dom::parser parser;
+    simdjson::dom::element doc;
+    std::string_view r;
+    if (!parser.parse(text).get(doc) && !doc["reason"].get(r)) reason = std::string(r);
+    const std::string msg = method + " " + path + " answered " + std::to_string(code) + ": " + reason;
+    if (code == 404) return Status::NotFound(msg);
+    if (code == 413) return Status::TooLarge(msg);
+    if (code == 409) return Status::FailedPrecondition(msg);
+    if (code == 401) return Status::Unauthenticated(msg);
+    if (code >= 500) return Status::Unavailable(msg);
+    return Status::InvalidArgument(msg);
+  } catch (const std::exception& e) {
+    return Status::Unavailable(method + " " + path + ": " + e.what());
+  }
+}
+
+Result<std::vector<wire::ProduceResult>> ShoalClient::Produce(
+    const std::vector<OutgoingEvent>& events) {
+  auto body = Call("POST", "/v1/topics/" + topic_ + "/events", EncodeProduceBody(events));
+  if (!body.ok()) return body.status();
+  auto results = wire::ParseProduceResponse(*body);
+  if (results.ok() && results->size() != events.size()) {
+    return Status::Internal("produce answered " + std::to_string(results->size()) +
+                            " results for " + std::to_string(events.size()) + " events");
+  }
+  return results;
+}
+
+Result<std::vector<wire::ConsumedEvent>> ShoalClient::Consume(const std::string& group,
+                                                               size_t max, int64_t wait_ms) {
+  auto body = Call("GET",
+                   "/v1/topics/" + topic_ + "/events?group=" + web::uri::encode_data_string(group) +
+                       "&max=" + std::to_string(max) + "&wait_ms=" + std::to_string(wait_ms),
+                   "");
+  if (!body.ok()) return body.status();
+  return wire::ParseConsumeResponse(*body);
+}
+
+Status ShoalClient::Commit(const std::string& group,
+                           const std::vector<wire::CommitOffset>& offsets) {
+  std::string body = "{\"group\":";
+  json::AppendString(body, group);
+  body += ",\"offsets\":[";
+  for (size_t i = 0; i < offsets.size(); ++i) {
+    if (i) body += ',';
+    body += "{\"partition\":" + std::to_string(offsets[i].partition) +
+            ",\"offset\":" + std::to_string(offsets[i].offset) + "}";
+  }
+  body += "]}";
+  auto r = Call("POST", "/v1/topics/" + topic_ + "/commits", body);
+  return r.ok() ? Status::Ok() : r.status();
+}
+
+Result<std::string> ShoalClient::TopicView() { return Call("GET", "/v1/topics/" + topic_, ""); }
+
+}  // namespace shoal::client

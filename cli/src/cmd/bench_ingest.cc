@@ -1,0 +1,251 @@
+// shoal bench ingest: drives a real sidecar with batches of keyed ~100-byte events from
+// concurrent keep-alive connections and prints events/s and produce latency percentiles.
+//
+// The load generator shares the machine with the sidecar, so it spends as little CPU per
+// request as it can: request bodies are built once before the clock starts and sent over raw
+// sockets (RawHttpConnection); answers are checked by status and result count. With --rate it
+// offers a fixed load instead of the maximum, and latency is measured from each batch's
+// scheduled send time so that a stalled server cannot hide its stall (no coordinated omission).
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "cmd/commands.h"
+#include "shoal/client/process.h"
+#include "shoal/client/raw_http.h"
+#include "shoal/client/shoal_client.h"
+
+namespace shoal::cli {
+
+namespace {
+
+struct IngestOptions {
+  std::string target;  // host:port of a running sidecar; empty: start one
+  std::string topic = "bench";
+  uint32_t partitions = 4;
+  std::string fsync = "interval";
+  int connections = 4;
+  int batch = 1000;
+  int value_bytes = 100;
+  uint64_t keys = 100000;
+  double duration_s = 10;
+  double warmup_s = 2;
+  double rate = 0;  // events/s offered in total; 0: as fast as the sidecar answers
+  bool json = false;
+  std::string data_dir;
+};
+
+double CpuSecondsOf(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string s((std::istreambuf_iterator<char>(f)), {});
+  auto close = s.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream in(s.substr(close + 2));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && in >> field; ++i) {
+    if (i == 14) utime = std::stoull(field);
+    if (i == 15) stime = std::stoull(field);
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// A value of exactly `bytes` bytes of JSON: {"n":<i>,"pad":"xxx..."}.
+std::string ValueOf(uint64_t i, int bytes) {
+  std::string v = "{\"n\":" + std::to_string(i) + ",\"pad\":\"";
+  const int pad = std::max(0, bytes - static_cast<int>(v.size()) - 2);
+  v.append(static_cast<size_t>(pad), 'x');
+  v += "\"}";
+  return v;
+}
+
+int Run(const IngestOptions& o) {
+  std::optional<client::LocalSidecar> sidecar;
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;
+  std::string data_dir = o.data_dir;
+  if (o.target.empty()) {
+    if (data_dir.empty()) {
+      char tmpl[] = "/tmp/shoal-bench-XXXXXX";
+      if (!mkdtemp(tmpl)) {
+        std::cerr << "shoal bench ingest: cannot create a temp directory\n";
+        return 1;
+      }
+      data_dir = tmpl;
+    }
+    client::LocalSidecarOptions so;
+    so.topic = o.topic;
+    so.partitions = o.partitions;
+    so.data_dir = data_dir;
+    so.fsync = o.fsync;
+    auto s = client::LocalSidecar::Start(so);
+    if (!s.ok()) {
+      std::cerr << "shoal bench ingest: " << s.status().message() << "\n";
+      return 1;
+    }
+    sidecar.emplace(std::move(s).value());
+    host = sidecar->host;
+    port = sidecar->port;
+  } else {
+    auto colon = o.target.rfind(':');
+    if (colon == std::string::npos) {
+      std::cerr << "shoal bench ingest: --target must be host:port\n";
+      return 2;
+    }
+    host = o.target.substr(0, colon);
+    port = static_cast<uint16_t>(std::stoi(o.target.substr(colon + 1)));
+  }
+
+  // Bodies are built before the clock starts: 16 per connection, each with its own keys.
+  constexpr int kBodies = 16;
+  std::vector<std::vector<std::string>> bodies(o.connections);
+  uint64_t n = 0;
+  for (int c = 0; c < o.connections; ++c) {
+    for (int b = 0; b < kBodies; ++b) {
+      std::vector<client::OutgoingEvent> events(o.batch);
+      for (auto& e : events) {
+        e.key = "user_" + std::to_string((n * 2654435761u) % o.keys);
+        e.value_json = ValueOf(n, o.value_bytes);
+        ++n;
+      }
+      bodies[c].push_back(client::EncodeProduceBody(events));
+    }
+  }
+  const std::string path = "/v1/topics/" + o.topic + "/events";
+
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const auto measure_from = start + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(o.warmup_s));
+  const auto end = measure_from + std::chrono::duration_cast<Clock::duration>(
+                                      std::chrono::duration<double>(o.duration_s));
+  std::atomic<uint64_t> acked{0}, errors{0};
+  std::vector<std::vector<double>> latencies(o.connections);
+  const double cpu_before = sidecar ? CpuSecondsOf(sidecar->process.pid()) : 0;
+  std::atomic<bool> measuring_started{false};
+  double cpu_at_measure = 0;
+  std::mutex cpu_mu;
+  std::vector<std::thread> threads;
+  for (int c = 0; c < o.connections; ++c) {
+    threads.emplace_back([&, c] {
+      client::RawHttpConnection conn(host, port);
+      std::string answer;
+      // Under --rate, connection c sends its batches on a fixed schedule, staggered.
+      const double per_conn_rate = o.rate / o.connections / o.batch;  // batches/s
+      const auto period = per_conn_rate > 0
+                              ? std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(1.0 / per_conn_rate))
+                              : Clock::duration::zero();
+      auto scheduled = start + period * c / std::max(1, o.connections);
+      for (uint64_t i = 0;; ++i) {
+        if (period.count() > 0) {
+          scheduled += period;
+          std::this_thread::sleep_until(scheduled);  // the offered load's schedule
+        }
+        const auto t0 = period.count() > 0 ? scheduled : Clock::now();
+        if (t0 >= end) break;
+        if (t0 >= measure_from && !measuring_started.exchange(true) && sidecar) {
+          std::lock_guard<std::mutex> lock(cpu_mu);
+          cpu_at_measure = CpuSecondsOf(sidecar->process.pid());
+        }
+        auto code = conn.Request("POST", path, bodies[c][i % kBodies], &answer);
+        const auto t1 = Clock::now();
+        if (!code.ok() || *code != 200) {
+          errors.fetch_add(1);
+          if (errors.load() == 1) {
+            std::cerr << "shoal bench ingest: produce failed: "
+                      << (code.ok() ? std::to_string(*code) + " " + answer.substr(0, 200)
+                                    : code.status().message())
+                      << "\n";
+          }
+          continue;
+        }
+        // Cheap check that every event got a result.
+        size_t results = 0;
+        for (const char* p = answer.data(); (p = static_cast<const char*>(memmem(
+                 p, answer.data() + answer.size() - p, "\"offset\"", 8)));
+             p += 8) {
+          ++results;
+        }
+        if (results != static_cast<size_t>(o.batch)) {
+          errors.fetch_add(1);
+          continue;
+        }
+        if (t0 >= measure_from) {
+          acked.fetch_add(o.batch);
+          latencies[c].push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  const double cpu_after = sidecar ? CpuSecondsOf(sidecar->process.pid()) : 0;
+  (void)cpu_before;
+  std::vector<double> all;
+  for (auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
+  std::sort(all.begin(), all.end());
+  const double eps = static_cast<double>(acked.load()) / o.duration_s;
+  const double cores = sidecar ? (cpu_after - cpu_at_measure) / o.duration_s : 0;
+  if (sidecar) sidecar->process.Stop(std::chrono::seconds(10));
+  if (o.json) {
+    std::cout << "{\"events_per_sec\":" << static_cast<uint64_t>(eps)
+              << ",\"batches\":" << all.size() << ",\"p50_ms\":" << Percentile(all, 0.50)
+              << ",\"p99_ms\":" << Percentile(all, 0.99)
+              << ",\"max_ms\":" << (all.empty() ? 0 : all.back())
+              << ",\"errors\":" << errors.load() << ",\"connections\":" << o.connections
+              << ",\"batch\":" << o.batch << ",\"value_bytes\":" << o.value_bytes
+              << ",\"partitions\":" << o.partitions << ",\"fsync\":\"" << o.fsync
+              << "\",\"offered_rate\":" << o.rate << ",\"duration_s\":" << o.duration_s
+              << ",\"sidecar_cpu_cores\":" << cores << "}\n";
+  } else {
+    std::printf(
+        "ingest: %.0f events/s  produce p50 %.2f ms  p99 %.2f ms  max %.2f ms  (%zu batches of %d, "
+        "%d connections, %d-byte values, fsync %s, %u partitions, %d errors, sidecar %.2f "
+        "cores)\n",
+        eps, Percentile(all, 0.5), Percentile(all, 0.99), all.empty() ? 0.0 : all.back(),
+        all.size(), o.batch, o.connections, o.value_bytes, o.fsync.c_str(), o.partitions,
+        static_cast<int>(errors.load()), cores);
+  }
+  if (o.target.empty() && o.data_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(data_dir, ec);
+  }
+  return errors.load() ? 1 : 0;
+}
+
+}  // namespace
+
+double Percentile(const std::vector<double>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  size_t idx = static_cast<size_t>(p * static_cast<double>(sorted.size()));
+  return sorted[std::min(idx, sorted.size() - 1)];
+}
+
+void RegisterBenchIngest(CLI::App& bench, int& exit_code) {
+  auto o = std::make_shared<IngestOptions>();
+  auto* cmd = bench.add_subcommand("ingest", "HTTP ingest throughput and produce latency");
+  cmd->add_option("--target", o->target, "host:port of a running sidecar (default: start one)");
+  cmd->add_option("--topic", o->topic, "Topic name");
+  cmd->add_option("--partitions", o->partitions, "Partitions of the started sidecar");
+  cmd->add_option("--fsync", o->fsync, "fsync policy of the started sidecar")
+      ->check(CLI::IsMember({"always", "interval", "never"}));
+  cmd->add_option("--connections", o->connections, "Concurrent connections")
+      ->check(CLI::Range(1, 256));
+  cmd->add_option("--batch", o->batch, "Events per request")->check(CLI::Range(1, 100000));
+  cmd->add_option("--value-bytes", o->value_bytes, "Bytes of each event's JSON value")
+      ->check(CLI::Range(16, 1 << 20));
+  cmd->add_option("--keys", o->keys, "Distinct keys")->check(CLI::Range(1, 100000000));
+  cmd->add_option("--duration", o->duration_s, "Seconds measured")->check(CLI::Range(0.1, 3600.0));
+  cmd->add_option("--warmup", o->warmup_s, "Seconds before measuring")->check(CLI::Range(0.0, 600.0));
+  cmd->add_option("--rate", o->rate, "Offered events/s in total (0: maximum)");
+  cmd->add_option("--data-dir", o->data_dir, "Data directory of the started sidecar (kept)");
+  cmd->add_flag("--json", o->json, "Print one JSON object");
+  cmd->callback([o, &exit_code] { exit_code = Run(*o); });
+}
+
+}  // namespace shoal::cli

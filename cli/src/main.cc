@@ -1,0 +1,20 @@
+// shoal: the command-line tool. Local demo, benchmarks; later the local cluster, load, verify.
+#include <utility>  // std::exchange, before boost::asio
+
+#include <CLI/CLI.hpp>
+
+#include "cmd/commands.h"
+#include "shoal/common/logging.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"shoal: elastic partitioned topics (local demo, benchmarks)"};
+  app.require_subcommand(1);
+  int exit_code = 0;
+  shoal::cli::RegisterDemo(app, exit_code);
+  auto* bench = app.add_subcommand("bench", "Benchmarks against real sidecars");
+  bench->require_subcommand(1);
+  shoal::cli::RegisterBenchIngest(*bench, exit_code);
+  (void)shoal::InitLogging("warn");
+  CLI11_PARSE(app, argc, argv);
+  return exit_code;
+}
