@@ -178,11 +178,19 @@ Result<LocalSidecar> LocalSidecar::Start(const LocalSidecarOptions& o) {
   auto child = ChildProcess::Spawn(argv, s.log_path);
   if (!child.ok()) return child.status();
   s.process = std::move(child).value();
-  Status ready = WaitForHttp(s.host, s.port, "/readyz", std::chrono::seconds(20));
-  if (!ready.ok()) {
-    return ready.Annotate("the sidecar did not become ready (its log: " + s.log_path + ")");
+  // Wait for readiness, but notice at once a sidecar that exits (bad flags, a busy port).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (true) {
+    if (WaitForHttp(s.host, s.port, "/readyz", std::chrono::milliseconds(250)).ok()) return s;
+    if (auto code = s.process.Wait(std::chrono::milliseconds(0))) {
+      return Status::Unavailable("the sidecar exited with code " + std::to_string(*code) +
+                                 " before it was ready (its log: " + s.log_path + ")");
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Status::Unavailable("the sidecar did not become ready within 30 s (its log: " +
+                                 s.log_path + ")");
+    }
   }
-  return s;
 }
 
 }  // namespace shoal::client
