@@ -147,10 +147,18 @@ bool Topic::HasDataFor(const std::string& group) const {
 
 Status Topic::Commit(const wire::CommitRequest& request) {
   std::shared_lock<std::shared_mutex> lock(map_mu_);
+  // Check every entry before applying any: a refused request changes nothing. An end offset
+  // only grows, so an entry valid here is still valid when it is applied below.
   for (const auto& c : request.offsets) {
-    if (!partitions_.count(c.partition)) {
+    auto it = partitions_.find(c.partition);
+    if (it == partitions_.end()) {
       return Status::NotFound("partition " + std::to_string(c.partition) +
                               " is not on this sidecar");
+    }
+    if (c.offset > it->second->end_offset()) {
+      return Status::InvalidArgument("offset " + std::to_string(c.offset) + " is past the end " +
+                                     std::to_string(it->second->end_offset()) + " of partition " +
+                                     std::to_string(c.partition));
     }
   }
   for (const auto& c : request.offsets) {

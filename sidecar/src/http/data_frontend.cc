@@ -1,6 +1,9 @@
 #include "http/data_frontend.h"
 
 #include <charconv>
+#include <future>
+#include <memory>
+#include <vector>
 
 #include "http/http_util.h"
 #include "shoal/common/json.h"
@@ -24,6 +27,24 @@ Result<int64_t> IntParam(const std::map<std::string, std::string>& q, const std:
                                    std::to_string(hi) + "]");
   }
   return v;
+}
+
+// Waits up to `limit` for the answers to go out. Close closes the listener right after the poller
+// ends, and closing it cuts off every answer still being written, so parked consumers answered at
+// shutdown would get a truncated response. Bounded: a client that does not read cannot hold the
+// shutdown.
+void WaitUntilSent(const std::vector<pplx::task<void>>& answers, std::chrono::milliseconds limit) {
+  if (answers.empty()) return;
+  auto all_sent = std::make_shared<std::promise<void>>();
+  auto done = all_sent->get_future();
+  pplx::when_all(answers.begin(), answers.end()).then([all_sent](pplx::task<void> t) {
+    try {
+      t.get();
+    } catch (...) {
+    }
+    all_sent->set_value();
+  });
+  done.wait_for(limit);
 }
 
 }  // namespace
@@ -67,10 +88,11 @@ void DataFrontend::NotifyData() {
   wait_cv_.notify_one();
 }
 
-void DataFrontend::Answer(const http_request& req, const std::string& endpoint, int code,
-                          std::string body) {
-  ReplyJson(req, code, std::move(body));
+pplx::task<void> DataFrontend::Answer(const http_request& req, const std::string& endpoint,
+                                      int code, std::string body) {
+  auto sent = ReplyJson(req, code, std::move(body));
   probe_.Request(endpoint, code);
+  return sent;
 }
 
 void DataFrontend::Fail(const http_request& req, const std::string& endpoint, const Status& st) {
@@ -201,6 +223,7 @@ void DataFrontend::PollLoop() {
     lock.unlock();
     const auto now = std::chrono::steady_clock::now();
     std::list<Waiter> keep;
+    std::vector<pplx::task<void>> answered_while_stopping;
     for (auto& w : mine) {
       if (!stopping && now < w.deadline && !topic_.HasDataFor(w.group)) {
         keep.push_back(std::move(w));
@@ -211,7 +234,8 @@ void DataFrontend::PollLoop() {
       if (!n.ok()) {
         Fail(w.request, "consume", n.status());
       } else if (*n > 0 || stopping || now >= w.deadline) {
-        Answer(w.request, "consume", 200, std::move(out));
+        auto sent = Answer(w.request, "consume", 200, std::move(out));
+        if (stopping) answered_while_stopping.push_back(std::move(sent));
       } else {
         keep.push_back(std::move(w));  // another request of the group took the events first
       }
@@ -219,8 +243,12 @@ void DataFrontend::PollLoop() {
     lock.lock();
     waiters_.splice(waiters_.end(), keep);
     if (stopping) {
-      for (auto& w : waiters_) Answer(w.request, "consume", 200, "{\"events\":[]}");
+      for (auto& w : waiters_) {
+        answered_while_stopping.push_back(Answer(w.request, "consume", 200, "{\"events\":[]}"));
+      }
       waiters_.clear();
+      lock.unlock();
+      WaitUntilSent(answered_while_stopping, std::chrono::seconds(2));
       return;
     }
   }

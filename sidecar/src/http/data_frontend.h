@@ -58,8 +58,9 @@ class DataFrontend {
   void HandleConsume(const web::http::http_request& req);
   void HandleCommit(const web::http::http_request& req);
   void PollLoop();
-  void Answer(const web::http::http_request& req, const std::string& endpoint, int code,
-              std::string body);
+  // The task completes once the answer is sent (or could not be).
+  pplx::task<void> Answer(const web::http::http_request& req, const std::string& endpoint,
+                          int code, std::string body);
   void Fail(const web::http::http_request& req, const std::string& endpoint, const Status& st);
 
   const DataFrontendOptions opts_;

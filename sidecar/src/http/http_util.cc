@@ -17,11 +17,11 @@ int HttpCode(const Status& s) {
   }
 }
 
-void ReplyJson(const http_request& req, int code, std::string body) {
+pplx::task<void> ReplyJson(const http_request& req, int code, std::string body) {
   try {
     web::http::http_response resp(static_cast<web::http::status_code>(code));
     resp.set_body(std::move(body), "application/json");
-    req.reply(resp).then([](pplx::task<void> t) {
+    return req.reply(resp).then([](pplx::task<void> t) {
       try {
         t.get();
       } catch (...) {
@@ -29,6 +29,7 @@ void ReplyJson(const http_request& req, int code, std::string body) {
       }
     });
   } catch (...) {
+    return pplx::task_from_result();
   }
 }
 

@@ -17,7 +17,9 @@ namespace shoal::http {
 using web::http::http_request;
 
 int HttpCode(const Status& s);
-void ReplyJson(const http_request& req, int code, std::string body);
+// Answers with a JSON body. The task completes once the answer is sent or could not be sent; it
+// never throws.
+pplx::task<void> ReplyJson(const http_request& req, int code, std::string body);
 // Replies {"error","reason"} with the code that fits the status; returns the code.
 int ReplyError(const http_request& req, const Status& status);
 int ReplyError(const http_request& req, int code, const std::string& error,

@@ -3,8 +3,10 @@
 // Layout of a partition directory: one `<base offset, 20 digits>.log` file per segment, holding
 // records (see record.h) with consecutive offsets starting at the base, and for each closed
 // segment a `.index` file of (u32 relative offset, u32 file position) pairs, one every
-// index_interval_bytes. The active (last) segment's index lives in memory and is rebuilt by the
-// recovery scan, which is also what finds and truncates a torn tail after a crash.
+// index_interval_bytes, then a u32 crc32 of the pairs (an entry damaged into a plausible but
+// wrong position passes every structural check and would make reads fail; a bad checksum means
+// "rebuild from the segment"). The active (last) segment's index lives in memory and is rebuilt
+// by the recovery scan, which is also what finds and truncates a torn tail after a crash.
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -19,6 +21,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "shoal/common/hash.h"
 #include "shoal/common/logging.h"
 #include "shoal/sidecar/log.h"
 #include "storage/file_util.h"
@@ -46,6 +49,14 @@ struct Segment {
   std::vector<IndexEntry> index;
   std::string path;
 };
+
+// The bytes of a closed segment's `.index` file: the entries, then their crc32.
+std::string EncodeIndex(const std::vector<IndexEntry>& index) {
+  std::string out(reinterpret_cast<const char*>(index.data()), index.size() * sizeof(IndexEntry));
+  const uint32_t crc = Crc32(out.data(), out.size());
+  out.append(reinterpret_cast<const char*>(&crc), sizeof crc);
+  return out;
+}
 
 std::string SegmentPath(const std::string& dir, uint64_t base, const char* ext) {
   char name[40];
@@ -151,8 +162,16 @@ Status DiskLog::OpenSegment(uint64_t base, bool is_last, std::shared_ptr<Segment
     ::unlink(SegmentPath(opts_.dir, base, ".index").c_str());
   } else {
     std::string idx;
-    auto st_idx = ReadWholeFile(SegmentPath(opts_.dir, base, ".index"), &idx);
-    bool ok = st_idx.ok() && !idx.empty() && idx.size() % sizeof(IndexEntry) == 0;
+    const std::string idx_path = SegmentPath(opts_.dir, base, ".index");
+    auto st_idx = ReadWholeFile(idx_path, &idx);
+    uint32_t crc = 0;
+    bool ok = st_idx.ok() && idx.size() > sizeof crc &&
+              (idx.size() - sizeof crc) % sizeof(IndexEntry) == 0;
+    if (ok) {
+      std::memcpy(&crc, idx.data() + idx.size() - sizeof crc, sizeof crc);
+      idx.resize(idx.size() - sizeof crc);
+      ok = crc == Crc32(idx.data(), idx.size());
+    }
     if (ok) {
       seg->index.resize(idx.size() / sizeof(IndexEntry));
       std::memcpy(seg->index.data(), idx.data(), idx.size());
@@ -166,6 +185,11 @@ Status DiskLog::OpenSegment(uint64_t base, bool is_last, std::shared_ptr<Segment
       log_->warn("msg=\"rebuilding missing or bad index\" segment={}", seg->path);
       seg->index.clear();
       SHOAL_RETURN_IF_ERROR(ScanSegment(seg.get(), false));
+      // Keep the repair, so the next open does not scan again; the in-memory index serves now.
+      if (auto st = WriteFileAtomic(idx_path, EncodeIndex(seg->index)); !st.ok()) {
+        log_->warn("msg=\"cannot rewrite index\" segment={} reason=\"{}\"", seg->path,
+                   st.message());
+      }
     }
   }
   *out = std::move(seg);
@@ -208,9 +232,8 @@ Status DiskLog::ScanSegment(Segment* seg, bool truncate_tail) {
 Status DiskLog::Roll() {
   auto& cur = segments_.back();
   if (::fdatasync(cur->fd) != 0) return ErrnoStatus("fdatasync " + cur->path);
-  std::string idx(reinterpret_cast<const char*>(cur->index.data()),
-                  cur->index.size() * sizeof(IndexEntry));
-  SHOAL_RETURN_IF_ERROR(WriteFileAtomic(SegmentPath(opts_.dir, cur->base, ".index"), idx));
+  SHOAL_RETURN_IF_ERROR(
+      WriteFileAtomic(SegmentPath(opts_.dir, cur->base, ".index"), EncodeIndex(cur->index)));
   const uint64_t base = cur->base + cur->records;
   auto seg = std::make_shared<Segment>();
   seg->base = base;
@@ -227,6 +250,17 @@ Status DiskLog::Roll() {
 }
 
 Result<uint64_t> DiskLog::Append(std::span<const AppendEntry> entries) {
+  // A record the format cannot describe (u16 key and producer lengths, payload up to kMaxPayload)
+  // would be written but never read back, and recovery would cut it and everything after it.
+  for (const auto& e : entries) {
+    if (e.key.size() > UINT16_MAX || e.producer.size() > UINT16_MAX ||
+        record::EncodedSize(e) - record::kFrameHeader > record::kMaxPayload) {
+      return Status::TooLarge("record of " + std::to_string(record::EncodedSize(e)) +
+                              " bytes (key " + std::to_string(e.key.size()) + ", producer " +
+                              std::to_string(e.producer.size()) +
+                              ") does not fit the log's record format");
+    }
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (entries.empty()) return end_.load();
   Segment* seg = segments_.back().get();

@@ -1,0 +1,170 @@
+// libFuzzer target for every parser that reads bytes from outside the process: produce and
+// commit requests (the sidecar's data plane), partition maps (admin plane, operator status) and
+// the answers a client decodes. Sanitizers catch memory errors; the checks below catch parsers
+// that accept what they promise to reject. Run it with scripts/fuzz.sh.
+#include <simdjson.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "shoal/common/partition_map.h"
+#include "shoal/common/status.h"
+#include "shoal/common/wire.h"
+
+namespace {
+
+using shoal::PartitionMap;
+using shoal::Status;
+namespace wire = shoal::wire;
+
+[[noreturn]] void Fail(const char* what, std::string_view detail = {}) {
+  std::fprintf(stderr, "invariant violated: %s: %.*s\n", what, static_cast<int>(detail.size()),
+               detail.data());
+  std::abort();
+}
+
+void Check(bool ok, const char* what, std::string_view detail = {}) {
+  if (!ok) Fail(what, detail);
+}
+
+bool IsJson(std::string_view text) {
+  static simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  return parser.parse(text.data(), text.size(), true).get(doc) == simdjson::SUCCESS;
+}
+
+// A rejection must say why and be one of the codes the sidecar maps to 400/413.
+void CheckRejection(const Status& st, const char* parser) {
+  Check(st.code() == Status::Code::kInvalidArgument || st.code() == Status::Code::kTooLarge, parser,
+        st.ToString());
+  Check(!st.message().empty(), parser, "rejection without a reason");
+}
+
+// What a successful produce parse promises the broker (wire.h, DESIGN.md "The data plane").
+void CheckProduceEvents(const wire::ProduceRequestParser& parser, const wire::Limits& limits) {
+  const auto& events = parser.events();
+  Check(!events.empty(), "produce: accepted an empty batch");
+  Check(events.size() <= limits.max_events, "produce: more events than max_events");
+  for (const auto& e : events) {
+    Check(!e.key.empty(), "produce: empty key accepted");
+    Check(e.key.size() <= limits.max_key_bytes, "produce: key over the limit", e.key);
+    Check(!e.value.empty(), "produce: empty value text (missing value must be null)");
+    Check(e.value.size() <= limits.max_value_bytes, "produce: value over the limit", e.value);
+    Check(IsJson(e.value), "produce: value does not re-parse as JSON", e.value);
+    Check(e.producer.size() <= limits.max_producer_bytes, "produce: producer over the limit",
+          e.producer);
+    Check(e.producer.empty() == !e.seq.has_value(), "produce: producer and seq not paired",
+          e.producer);
+  }
+}
+
+void FuzzProduce(std::string_view body) {
+  // Reused across inputs, like the sidecar's thread_local parser, so stale state between
+  // parses is exercised too.
+  static wire::ProduceRequestParser parser;
+  static wire::ProduceRequestParser small_parser;
+  // Small limits make the TooLarge paths reachable with short inputs.
+  static const wire::Limits kSmall{
+      .max_key_bytes = 8, .max_value_bytes = 16, .max_producer_bytes = 4, .max_events = 3};
+  static const wire::Limits kDefault{};
+
+  Status st = parser.Parse(body, kDefault);
+  if (st.ok()) {
+    CheckProduceEvents(parser, kDefault);
+  } else {
+    CheckRejection(st, "produce");
+  }
+
+  Status small = small_parser.Parse(body, kSmall);
+  if (!small.ok()) {
+    CheckRejection(small, "produce (small limits)");
+    return;
+  }
+  CheckProduceEvents(small_parser, kSmall);
+  // Tighter limits can only reject more: what passes them passes the defaults, unchanged.
+  Check(st.ok(), "produce: accepted under small limits but rejected under defaults", st.ToString());
+  Check(parser.events().size() == small_parser.events().size(), "produce: limits change count");
+  for (size_t i = 0; i < parser.events().size(); ++i) {
+    const auto& a = parser.events()[i];
+    const auto& b = small_parser.events()[i];
+    Check(a.key == b.key && a.value == b.value && a.producer == b.producer && a.seq == b.seq,
+          "produce: limits change an event", a.key);
+  }
+}
+
+void FuzzCommit(std::string_view body) {
+  auto req = wire::ParseCommitRequest(body);
+  if (!req.ok()) {
+    CheckRejection(req.status(), "commit");
+    return;
+  }
+  Check(wire::ValidateGroup(req->group).ok(), "commit: invalid group accepted", req->group);
+  Check(!req->offsets.empty(), "commit: empty offsets accepted");
+}
+
+void FuzzPartitionMap(std::string_view text) {
+  auto map = PartitionMap::FromJson(text);
+  if (!map.ok()) {
+    Check(map.status().code() == Status::Code::kInvalidArgument, "map: unexpected code",
+          map.status().ToString());
+    return;
+  }
+  Check(map->Validate().ok(), "map: FromJson returned an invalid map", map->Validate().ToString());
+  // Routing relies on Validate: every hash point, including both ends, has an active owner.
+  for (uint32_t h : {0u, 1u, 0x7FFFFFFFu, 0x80000000u, 0xFFFFFFFEu, 0xFFFFFFFFu}) {
+    const auto& p = map->Route(h);
+    Check(p.active() && p.range.Contains(h), "map: Route picked a partition not owning h");
+  }
+  // The map travels as JSON between operator and sidecars: encoding must round-trip.
+  const std::string json = map->ToJson();
+  auto back = PartitionMap::FromJson(json);
+  Check(back.ok(), "map: ToJson output rejected by FromJson", back.status().ToString());
+  Check(*back == *map, "map: JSON round trip changed the map", json);
+}
+
+void FuzzAnswers(std::string_view body) {
+  auto produced = wire::ParseProduceResponse(body);
+  if (!produced.ok()) CheckRejection(produced.status(), "produce answer");
+
+  auto consumed = wire::ParseConsumeResponse(body);
+  if (!consumed.ok()) {
+    CheckRejection(consumed.status(), "consume answer");
+    return;
+  }
+  // Re-encode what was decoded with the sidecar's encoder: it must decode to the same events,
+  // which also checks that AppendString escapes every key a client can receive.
+  std::string again = "{\"events\":[";
+  for (size_t i = 0; i < consumed->size(); ++i) {
+    const auto& e = (*consumed)[i];
+    Check(IsJson(e.value), "consume: value does not re-parse as JSON", e.value);
+    if (i) again += ',';
+    wire::AppendConsumedEvent(again, e.key, e.value, e.partition, e.offset, e.producer, e.seq,
+                              e.timestamp_ms);
+  }
+  again += "]}";
+  auto back = wire::ParseConsumeResponse(again);
+  Check(back.ok(), "consume: re-encoded answer rejected", again);
+  Check(back->size() == consumed->size(), "consume: re-encoding changed the count", again);
+  for (size_t i = 0; i < back->size(); ++i) {
+    const auto& a = (*back)[i];
+    const auto& b = (*consumed)[i];
+    Check(a.key == b.key && a.value == b.value && a.partition == b.partition &&
+              a.offset == b.offset && a.producer == b.producer && a.seq == b.seq &&
+              a.timestamp_ms == b.timestamp_ms,
+          "consume: re-encoding changed an event", again);
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view body(reinterpret_cast<const char*>(data), size);
+  FuzzProduce(body);
+  FuzzCommit(body);
+  FuzzPartitionMap(body);
+  FuzzAnswers(body);
+  return 0;
+}

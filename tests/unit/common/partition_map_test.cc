@@ -1,0 +1,524 @@
+#include "shoal/common/partition_map.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace shoal {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr uint32_t kMaxHash = UINT32_MAX;
+
+PartitionInfo Active(uint32_t id, uint64_t lo, uint64_t hi, std::vector<uint32_t> parents = {}) {
+  PartitionInfo p;
+  p.id = PartitionId(id);
+  p.range = {lo, hi};
+  p.owner = PodName("pod-a");
+  for (uint32_t parent : parents) p.parents.push_back(PartitionId(parent));
+  return p;
+}
+
+PartitionInfo Sealed(uint32_t id, uint64_t lo, uint64_t hi) {
+  PartitionInfo p = Active(id, lo, hi);
+  p.state = PartitionState::kSealed;
+  return p;
+}
+
+PartitionMap MustInitial(uint32_t count, std::string owner = "pod-a") {
+  auto m = PartitionMap::Initial("orders", count, PodName(std::move(owner)));
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return std::move(m).value();
+}
+
+template <typename T>
+T Must(Result<T> r) {
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return std::move(r).value();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Initial
+
+TEST(PartitionMapInitialTest, CoversTheHashSpaceExactlyWithEqualRanges) {
+  for (uint32_t count : {1u, 2u, 3u, 7u, 64u, 1000u, 65536u}) {
+    SCOPED_TRACE("count " + std::to_string(count));
+    PartitionMap m = MustInitial(count);
+    EXPECT_TRUE(m.Validate().ok()) << m.Validate().ToString();
+    EXPECT_EQ(m.topic(), "orders");
+    EXPECT_EQ(m.epoch(), Epoch(1));
+    ASSERT_EQ(m.partitions().size(), count);
+    EXPECT_EQ(m.active_count(), count);
+    uint64_t next = 0, min_width = kHashSpace, max_width = 0;
+    for (uint32_t i = 0; i < count; ++i) {
+      const PartitionInfo& p = m.partitions()[i];
+      ASSERT_EQ(p.id, PartitionId(i));
+      ASSERT_EQ(p.range.lo, next);
+      ASSERT_TRUE(p.active());
+      ASSERT_EQ(p.owner, PodName("pod-a"));
+      ASSERT_TRUE(p.parents.empty());
+      min_width = std::min(min_width, p.range.Width());
+      max_width = std::max(max_width, p.range.Width());
+      next = p.range.hi;
+    }
+    EXPECT_EQ(next, kHashSpace);
+    // "Equal" ranges: 2^32 is not always divisible by count, so widths differ by at most 1.
+    EXPECT_LE(max_width - min_width, 1u);
+    EXPECT_EQ(m.NextId(), PartitionId(count));
+  }
+}
+
+TEST(PartitionMapInitialTest, RejectsZeroAndTooManyPartitions) {
+  for (uint32_t count : {0u, 65537u}) {
+    auto m = PartitionMap::Initial("orders", count, PodName("pod-a"));
+    ASSERT_FALSE(m.ok()) << count;
+    EXPECT_EQ(m.status().code(), Status::Code::kInvalidArgument);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validate
+
+struct ValidateCase {
+  const char* name;
+  std::string topic;
+  std::vector<PartitionInfo> partitions;
+  const char* error;  // nullptr: valid
+};
+
+// Test names and failure messages show the case name instead of the struct's raw bytes.
+void PrintTo(const ValidateCase& c, std::ostream* os) { *os << c.name; }
+
+class PartitionMapValidateTest : public ::testing::TestWithParam<ValidateCase> {};
+
+TEST_P(PartitionMapValidateTest, Validate) {
+  const ValidateCase& c = GetParam();
+  PartitionMap m(c.topic, Epoch(3), c.partitions);
+  Status st = m.Validate();
+  if (c.error == nullptr) {
+    EXPECT_TRUE(st.ok()) << st.ToString();
+  } else {
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
+    EXPECT_THAT(st.message(), HasSubstr(c.error));
+  }
+}
+
+constexpr uint64_t kHalf = kHashSpace / 2;
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, PartitionMapValidateTest,
+    ::testing::Values(
+        ValidateCase{"one_partition", "t", {Active(0, 0, kHashSpace)}, nullptr},
+        ValidateCase{
+            "two_halves", "t", {Active(0, 0, kHalf), Active(1, kHalf, kHashSpace)}, nullptr},
+        // Sealed parents overlap their successors by design; only active ranges must tile.
+        ValidateCase{
+            "sealed_parent_overlaps",
+            "t",
+            {Sealed(0, 0, kHashSpace), Active(1, 0, kHalf, {0}), Active(2, kHalf, kHashSpace, {0})},
+            nullptr},
+        // A retired parent has left the map; its children stay valid.
+        ValidateCase{"retired_parent", "t", {Active(5, 0, kHashSpace, {4})}, nullptr},
+        ValidateCase{"no_topic", "", {Active(0, 0, kHashSpace)}, "no topic"},
+        ValidateCase{"no_partitions", "t", {}, "gap at hash 0"},
+        ValidateCase{"only_sealed", "t", {Sealed(0, 0, kHashSpace)}, "gap at hash 0"},
+        ValidateCase{"gap_at_start", "t", {Active(0, 1, kHashSpace)}, "gap at hash 0"},
+        ValidateCase{"gap_in_middle",
+                     "t",
+                     {Active(0, 0, 100), Active(1, 101, kHashSpace)},
+                     "gap at hash 100"},
+        ValidateCase{"gap_at_end", "t", {Active(0, 0, kHashSpace - 1)}, "gap at hash 4294967295"},
+        ValidateCase{
+            "overlap", "t", {Active(0, 0, 101), Active(1, 100, kHashSpace)}, "overlap at hash 100"},
+        ValidateCase{"same_range_twice",
+                     "t",
+                     {Active(0, 0, kHashSpace), Active(1, 0, kHashSpace)},
+                     "overlap at hash 0"},
+        ValidateCase{"duplicate_id",
+                     "t",
+                     {Active(7, 0, kHalf), Active(7, kHalf, kHashSpace)},
+                     "duplicate partition id 7"},
+        ValidateCase{"duplicate_id_sealed",
+                     "t",
+                     {Sealed(7, 0, kHashSpace), Active(7, 0, kHashSpace)},
+                     "duplicate partition id 7"},
+        ValidateCase{"empty_range",
+                     "t",
+                     {Active(0, 0, kHalf), Active(1, kHalf, kHalf), Active(2, kHalf, kHashSpace)},
+                     "partition 1 has an empty or out-of-space range"},
+        ValidateCase{"inverted_range",
+                     "t",
+                     {Active(0, kHalf, 10)},
+                     "partition 0 has an empty or out-of-space range"},
+        ValidateCase{"beyond_hash_space",
+                     "t",
+                     {Active(0, 0, kHashSpace + 1)},
+                     "partition 0 has an empty or out-of-space range"},
+        ValidateCase{"own_parent", "t", {Active(0, 0, kHashSpace, {0})}, "its own parent"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// ---------------------------------------------------------------------------------------------
+// Route
+
+TEST(PartitionMapRouteTest, HitsTheOwnerAtEveryRangeEdge) {
+  for (uint32_t count : {1u, 2u, 3u, 64u, 1000u}) {
+    SCOPED_TRACE("count " + std::to_string(count));
+    PartitionMap m = MustInitial(count);
+    for (const PartitionInfo& p : m.partitions()) {
+      EXPECT_EQ(m.Route(static_cast<uint32_t>(p.range.lo)).id, p.id);
+      EXPECT_EQ(m.Route(static_cast<uint32_t>(p.range.hi - 1)).id, p.id);
+    }
+    EXPECT_EQ(m.Route(0).id, PartitionId(0));
+    EXPECT_EQ(m.Route(kMaxHash).id, PartitionId(count - 1));
+  }
+}
+
+TEST(PartitionMapRouteTest, SkipsSealedPartitionsAndHandlesUnevenRanges) {
+  // Ranges of width 1 at both ends of the hash space: the edges where off-by-one errors live.
+  PartitionMap m = MustInitial(1);
+  m = Must(m.Split(PartitionId(0), 1));               // 1: [0,1)  2: [1,2^32)
+  m = Must(m.Split(PartitionId(2), kHashSpace - 1));  // 3: [1,2^32-1)  4: [2^32-1,2^32)
+  m = Must(m.Split(PartitionId(3), 2));               // 5: [1,2)  6: [2,2^32-1)
+  ASSERT_TRUE(m.Validate().ok()) << m.Validate().ToString();
+  EXPECT_EQ(m.Route(0).id, PartitionId(1));
+  EXPECT_EQ(m.Route(1).id, PartitionId(5));
+  EXPECT_EQ(m.Route(2).id, PartitionId(6));
+  EXPECT_EQ(m.Route(kMaxHash - 1).id, PartitionId(6));
+  EXPECT_EQ(m.Route(kMaxHash).id, PartitionId(4));
+  // A range of width one has no inner point to split at.
+  EXPECT_EQ(m.Split(PartitionId(1), 0).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(m.Split(PartitionId(1), 1).status().code(), Status::Code::kInvalidArgument);
+}
+
+TEST(PartitionMapRouteTest, AgreesWithALinearScanAfterChanges) {
+  PartitionMap m = MustInitial(8);
+  m = Must(m.Split(PartitionId(3), m.Find(PartitionId(3))->range.lo + 12345));
+  m = Must(m.Merge(PartitionId(5), PartitionId(6)));
+  m = Must(m.Move(PartitionId(0), PodName("pod-b")));
+  ASSERT_TRUE(m.Validate().ok());
+  // A fixed-seed LCG: deterministic, and spread over the whole space.
+  uint64_t x = 42;
+  for (int i = 0; i < 20000; ++i) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    const uint32_t h = static_cast<uint32_t>(x >> 32);
+    const PartitionInfo* expected = nullptr;
+    for (const auto& p : m.partitions()) {
+      if (p.active() && p.range.Contains(h)) expected = &p;
+    }
+    ASSERT_NE(expected, nullptr);
+    ASSERT_EQ(m.Route(h).id, expected->id) << "hash " << h;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Split, Merge, Move
+
+TEST(PartitionMapSplitTest, SealsTheParentAndCreatesTwoChildren) {
+  const PartitionMap before = MustInitial(4);
+  const PartitionInfo parent = *before.Find(PartitionId(1));
+  const uint64_t at = parent.range.lo + parent.range.Width() / 3;
+  PartitionMap after = Must(before.Split(PartitionId(1), at));
+
+  EXPECT_TRUE(after.Validate().ok()) << after.Validate().ToString();
+  EXPECT_EQ(after.epoch(), Epoch(2));
+  EXPECT_EQ(after.topic(), "orders");
+  EXPECT_EQ(after.active_count(), 5u);
+  EXPECT_EQ(after.Find(PartitionId(1))->state, PartitionState::kSealed);
+  EXPECT_EQ(after.Find(PartitionId(1))->range, parent.range);
+
+  const PartitionInfo* left = after.Find(PartitionId(4));
+  const PartitionInfo* right = after.Find(PartitionId(5));
+  ASSERT_NE(left, nullptr);
+  ASSERT_NE(right, nullptr);
+  EXPECT_EQ(left->range, (HashRange{parent.range.lo, at}));
+  EXPECT_EQ(right->range, (HashRange{at, parent.range.hi}));
+  EXPECT_TRUE(left->active());
+  EXPECT_TRUE(right->active());
+  EXPECT_THAT(left->parents, ElementsAre(PartitionId(1)));
+  EXPECT_THAT(right->parents, ElementsAre(PartitionId(1)));
+  EXPECT_EQ(left->owner, parent.owner);
+  EXPECT_EQ(right->owner, parent.owner);
+  // Keys move as little as possible: the other partitions are untouched.
+  for (uint32_t id : {0u, 2u, 3u}) {
+    EXPECT_EQ(*after.Find(PartitionId(id)), *before.Find(PartitionId(id)));
+  }
+  // A change returns a new map and never modifies the original.
+  EXPECT_EQ(before, MustInitial(4));
+}
+
+TEST(PartitionMapMergeTest, SealsBothAndCreatesOneSuccessorInEitherOrder) {
+  const PartitionMap before = MustInitial(4);
+  for (auto [a, b] : {std::pair{1u, 2u}, std::pair{2u, 1u}}) {
+    SCOPED_TRACE("merge " + std::to_string(a) + "+" + std::to_string(b));
+    PartitionMap after = Must(before.Merge(PartitionId(a), PartitionId(b)));
+    EXPECT_TRUE(after.Validate().ok()) << after.Validate().ToString();
+    EXPECT_EQ(after.epoch(), Epoch(2));
+    EXPECT_EQ(after.active_count(), 3u);
+    EXPECT_FALSE(after.Find(PartitionId(1))->active());
+    EXPECT_FALSE(after.Find(PartitionId(2))->active());
+    const PartitionInfo* merged = after.Find(PartitionId(4));
+    ASSERT_NE(merged, nullptr);
+    EXPECT_TRUE(merged->active());
+    EXPECT_EQ(merged->range, (HashRange{before.Find(PartitionId(1))->range.lo,
+                                        before.Find(PartitionId(2))->range.hi}));
+    // Parents are listed in hash order whatever the argument order.
+    EXPECT_THAT(merged->parents, ElementsAre(PartitionId(1), PartitionId(2)));
+  }
+}
+
+TEST(PartitionMapMoveTest, SealsAndCreatesASuccessorOnTheNewOwner) {
+  const PartitionMap before = MustInitial(2);
+  PartitionMap after = Must(before.Move(PartitionId(0), PodName("pod-b")));
+  EXPECT_TRUE(after.Validate().ok()) << after.Validate().ToString();
+  EXPECT_EQ(after.epoch(), Epoch(2));
+  EXPECT_FALSE(after.Find(PartitionId(0))->active());
+  EXPECT_EQ(after.Find(PartitionId(0))->owner, PodName("pod-a"));
+  const PartitionInfo* succ = after.Find(PartitionId(2));
+  ASSERT_NE(succ, nullptr);
+  EXPECT_TRUE(succ->active());
+  EXPECT_EQ(succ->owner, PodName("pod-b"));
+  EXPECT_EQ(succ->range, before.Find(PartitionId(0))->range);
+  EXPECT_THAT(succ->parents, ElementsAre(PartitionId(0)));
+  EXPECT_EQ(after.Route(0).id, PartitionId(2));
+}
+
+TEST(PartitionMapChangeTest, ChainsKeepLineageAndNeverReuseIds) {
+  PartitionMap m = MustInitial(2);
+  m = Must(m.Split(PartitionId(0), 1000));             // 2, 3 <- 0
+  m = Must(m.Move(PartitionId(3), PodName("pod-b")));  // 4 <- 3
+  m = Must(m.Merge(PartitionId(2), PartitionId(4)));   // 5 <- 2, 4
+  m = Must(m.Merge(PartitionId(5), PartitionId(1)));   // 6 <- 5, 1
+  ASSERT_TRUE(m.Validate().ok()) << m.Validate().ToString();
+  EXPECT_EQ(m.epoch(), Epoch(5));
+  EXPECT_EQ(m.active_count(), 1u);
+  EXPECT_EQ(m.partitions().size(), 7u);
+  const PartitionInfo* last = m.Find(PartitionId(6));
+  ASSERT_NE(last, nullptr);
+  EXPECT_EQ(last->range, (HashRange{0, kHashSpace}));
+  EXPECT_THAT(last->parents, ElementsAre(PartitionId(5), PartitionId(1)));
+  EXPECT_THAT(m.Find(PartitionId(5))->parents, ElementsAre(PartitionId(2), PartitionId(4)));
+  EXPECT_THAT(m.Find(PartitionId(4))->parents, ElementsAre(PartitionId(3)));
+  EXPECT_EQ(m.NextId(), PartitionId(7));
+}
+
+struct ChangeErrorCase {
+  const char* name;
+  std::function<Result<PartitionMap>(const PartitionMap&)> change;
+  Status::Code code;
+  const char* error;
+};
+
+void PrintTo(const ChangeErrorCase& c, std::ostream* os) { *os << c.name; }
+
+class PartitionMapChangeErrorTest : public ::testing::TestWithParam<ChangeErrorCase> {};
+
+// The map under test: 4 partitions over quarters, then partition 0 split at 1000 (ids 4 and 5),
+// so partition 0 is sealed.
+PartitionMap ErrorFixture() { return Must(MustInitial(4).Split(PartitionId(0), 1000)); }
+
+TEST_P(PartitionMapChangeErrorTest, RejectsAndLeavesTheMapAlone) {
+  const PartitionMap before = ErrorFixture();
+  auto r = GetParam().change(before);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), GetParam().code) << r.status().ToString();
+  EXPECT_THAT(r.status().message(), HasSubstr(GetParam().error));
+  EXPECT_EQ(before, ErrorFixture());
+}
+
+constexpr uint64_t kQ = kHashSpace / 4;
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, PartitionMapChangeErrorTest,
+    ::testing::Values(
+        ChangeErrorCase{"split_at_lo", [](auto& m) { return m.Split(PartitionId(1), kQ); },
+                        Status::Code::kInvalidArgument, "is not inside"},
+        ChangeErrorCase{"split_at_hi", [](auto& m) { return m.Split(PartitionId(1), 2 * kQ); },
+                        Status::Code::kInvalidArgument, "is not inside"},
+        ChangeErrorCase{"split_below", [](auto& m) { return m.Split(PartitionId(1), 0); },
+                        Status::Code::kInvalidArgument, "is not inside"},
+        ChangeErrorCase{"split_above",
+                        [](auto& m) { return m.Split(PartitionId(1), kHashSpace + 5); },
+                        Status::Code::kInvalidArgument, "is not inside"},
+        ChangeErrorCase{"split_sealed", [](auto& m) { return m.Split(PartitionId(0), 10); },
+                        Status::Code::kFailedPrecondition, "partition 0 is sealed"},
+        ChangeErrorCase{"split_unknown", [](auto& m) { return m.Split(PartitionId(99), 10); },
+                        Status::Code::kNotFound, "no partition 99"},
+        ChangeErrorCase{"merge_not_adjacent",
+                        [](auto& m) { return m.Merge(PartitionId(1), PartitionId(3)); },
+                        Status::Code::kInvalidArgument, "not adjacent"},
+        ChangeErrorCase{"merge_with_itself",
+                        [](auto& m) { return m.Merge(PartitionId(1), PartitionId(1)); },
+                        Status::Code::kInvalidArgument, "not adjacent"},
+        ChangeErrorCase{"merge_sealed",
+                        [](auto& m) { return m.Merge(PartitionId(0), PartitionId(1)); },
+                        Status::Code::kFailedPrecondition, "partition 0 is sealed"},
+        ChangeErrorCase{"merge_sealed_second",
+                        [](auto& m) { return m.Merge(PartitionId(5), PartitionId(0)); },
+                        Status::Code::kFailedPrecondition, "partition 0 is sealed"},
+        ChangeErrorCase{"merge_unknown",
+                        [](auto& m) { return m.Merge(PartitionId(1), PartitionId(42)); },
+                        Status::Code::kNotFound, "no partition 42"},
+        ChangeErrorCase{"move_same_owner",
+                        [](auto& m) { return m.Move(PartitionId(1), PodName("pod-a")); },
+                        Status::Code::kInvalidArgument, "already on pod-a"},
+        ChangeErrorCase{"move_sealed",
+                        [](auto& m) { return m.Move(PartitionId(0), PodName("pod-b")); },
+                        Status::Code::kFailedPrecondition, "partition 0 is sealed"},
+        ChangeErrorCase{"move_unknown",
+                        [](auto& m) { return m.Move(PartitionId(7), PodName("pod-b")); },
+                        Status::Code::kNotFound, "no partition 7"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// ---------------------------------------------------------------------------------------------
+// End offsets and retirement
+
+TEST(PartitionMapRetireTest, RecordsEndOffsetsAndRetiresSealedPartitionsOnly) {
+  PartitionMap m = Must(MustInitial(2).Split(PartitionId(0), 1000));
+  PartitionMap with_end = Must(m.WithEndOffset(PartitionId(0), 120));
+  EXPECT_EQ(with_end.epoch(), m.epoch());
+  EXPECT_EQ(with_end.Find(PartitionId(0))->end_offset, 120u);
+  EXPECT_EQ(m.Find(PartitionId(0))->end_offset, 0u);
+
+  EXPECT_EQ(m.WithEndOffset(PartitionId(1), 5).status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(m.WithEndOffset(PartitionId(9), 5).status().code(), Status::Code::kNotFound);
+
+  PartitionMap retired = Must(with_end.WithoutRetired(PartitionId(0)));
+  EXPECT_EQ(retired.Find(PartitionId(0)), nullptr);
+  EXPECT_TRUE(retired.Validate().ok()) << retired.Validate().ToString();
+  // Children keep naming their retired parent: lineage is history, not a live pointer.
+  EXPECT_THAT(retired.Find(PartitionId(2))->parents, ElementsAre(PartitionId(0)));
+  EXPECT_EQ(retired.NextId(), PartitionId(4));
+
+  EXPECT_EQ(m.WithoutRetired(PartitionId(1)).status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(m.WithoutRetired(PartitionId(9)).status().code(), Status::Code::kNotFound);
+}
+
+// ---------------------------------------------------------------------------------------------
+// JSON
+
+TEST(PartitionMapJsonTest, RoundTrips) {
+  std::vector<PartitionMap> maps;
+  maps.push_back(MustInitial(1));
+  maps.push_back(MustInitial(64));
+  PartitionMap changed = MustInitial(4, "pod \"a\"\\\n\xC3\xA9");  // owner needing escapes
+  changed = Must(changed.Split(PartitionId(2), changed.Find(PartitionId(2))->range.lo + 7));
+  changed = Must(changed.Merge(PartitionId(0), PartitionId(1)));
+  changed = Must(changed.Move(PartitionId(3), PodName("pod-b")));
+  changed = Must(changed.WithEndOffset(PartitionId(2), UINT64_MAX));
+  maps.push_back(changed);
+  maps.push_back(PartitionMap("t\x01\"", Epoch(UINT64_MAX), {Active(UINT32_MAX, 0, kHashSpace)}));
+
+  for (const PartitionMap& m : maps) {
+    const std::string json = m.ToJson();
+    SCOPED_TRACE(json.substr(0, 300));
+    auto back = PartitionMap::FromJson(json);
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(*back, m);
+    EXPECT_EQ(back->ToJson(), json);
+    EXPECT_EQ(back->Route(0).id, m.Route(0).id);  // the routing index is rebuilt too
+    EXPECT_EQ(back->Route(kMaxHash).id, m.Route(kMaxHash).id);
+  }
+}
+
+TEST(PartitionMapJsonTest, AcceptsAMissingEndOffsetAndAnyFieldOrder) {
+  auto m = PartitionMap::FromJson(
+      R"({"partitions":[{"parents":[],"owner":"p","state":"active","hi":4294967296,"lo":0,"id":0}],
+          "epoch":9,"topic":"t"})");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->epoch(), Epoch(9));
+  EXPECT_EQ(m->partitions().at(0).end_offset, 0u);
+}
+
+struct FromJsonCase {
+  const char* name;
+  std::string json;
+  const char* error;
+};
+
+void PrintTo(const FromJsonCase& c, std::ostream* os) { *os << c.name; }
+
+class PartitionMapFromJsonErrorTest : public ::testing::TestWithParam<FromJsonCase> {};
+
+TEST_P(PartitionMapFromJsonErrorTest, RejectsWithAClearStatus) {
+  auto m = PartitionMap::FromJson(GetParam().json);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(m.status().message(), HasSubstr(GetParam().error));
+}
+
+// One valid entry, and one built from pieces so each case breaks exactly one thing.
+const std::string kEntry =
+    R"({"id":0,"lo":0,"hi":4294967296,"state":"active","owner":"p","parents":[]})";
+std::string Doc(const std::string& parts, const std::string& head = R"("topic":"t","epoch":1)") {
+  return "{" + head + ",\"partitions\":[" + parts + "]}";
+}
+std::string Entry(const std::string& fields) { return "{" + fields + "}"; }
+const std::string kEntryTail = R"("owner":"p","parents":[])";
+const std::string kRange = R"("lo":0,"hi":4294967296)";
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, PartitionMapFromJsonErrorTest,
+    ::testing::Values(
+        FromJsonCase{"empty", "", "not JSON"},
+        FromJsonCase{"truncated", Doc(kEntry).substr(0, 30), "not JSON"},
+        FromJsonCase{"trailing_garbage", Doc(kEntry) + "x", "not JSON"},
+        FromJsonCase{"array", "[" + kEntry + "]", "needs topic, epoch and partitions"},
+        FromJsonCase{"missing_topic", Doc(kEntry, R"("epoch":1)"), "needs topic"},
+        FromJsonCase{"missing_epoch", Doc(kEntry, R"("topic":"t")"), "needs topic"},
+        FromJsonCase{"missing_partitions", R"({"topic":"t","epoch":1})", "needs topic"},
+        FromJsonCase{"topic_not_string", Doc(kEntry, R"("topic":1,"epoch":1)"), "needs topic"},
+        FromJsonCase{"negative_epoch", Doc(kEntry, R"("topic":"t","epoch":-1)"), "needs topic"},
+        FromJsonCase{"fractional_epoch", Doc(kEntry, R"("topic":"t","epoch":1.5)"), "needs topic"},
+        FromJsonCase{"partitions_not_array", R"({"topic":"t","epoch":1,"partitions":{}})",
+                     "needs topic"},
+        FromJsonCase{"entry_not_object", Doc("1"), "partition entry needs"},
+        FromJsonCase{"entry_missing_id", Doc(Entry(kRange + R"(,"state":"active",)" + kEntryTail)),
+                     "partition entry needs id"},
+        FromJsonCase{"entry_missing_hi",
+                     Doc(Entry(R"("id":0,"lo":0,"state":"active",)" + kEntryTail)),
+                     "partition entry needs"},
+        FromJsonCase{"entry_missing_state", Doc(Entry(R"("id":0,)" + kRange + "," + kEntryTail)),
+                     "partition entry needs"},
+        FromJsonCase{"entry_missing_owner",
+                     Doc(Entry(R"("id":0,)" + kRange + R"(,"state":"active","parents":[])")),
+                     "partition entry needs"},
+        FromJsonCase{"entry_missing_parents",
+                     Doc(Entry(R"("id":0,)" + kRange + R"(,"state":"active","owner":"p")")),
+                     "partition entry needs"},
+        FromJsonCase{"negative_lo",
+                     Doc(Entry(R"("id":0,"lo":-1,"hi":4294967296,"state":"active",)" + kEntryTail)),
+                     "partition entry needs"},
+        FromJsonCase{
+            "id_too_large",
+            Doc(Entry(R"("id":4294967296,)" + kRange + R"(,"state":"active",)" + kEntryTail)),
+            "partition id out of range"},
+        FromJsonCase{"bad_state",
+                     Doc(Entry(R"("id":0,)" + kRange + R"(,"state":"open",)" + kEntryTail)),
+                     "state must be active or sealed"},
+        FromJsonCase{
+            "parent_not_integer",
+            Doc(Entry(R"("id":0,)" + kRange + R"(,"state":"active","owner":"p","parents":["x"])")),
+            "bad parent id"},
+        FromJsonCase{"parent_too_large",
+                     Doc(Entry(R"("id":0,)" + kRange +
+                               R"(,"state":"active","owner":"p","parents":[4294967296])")),
+                     "bad parent id"},
+        // Well-formed JSON that is not a valid map is rejected by Validate, with its reason.
+        FromJsonCase{"gap", Doc(Entry(R"("id":0,"lo":0,"hi":100,"state":"active",)" + kEntryTail)),
+                     "gap at hash 100"},
+        FromJsonCase{"hi_beyond_space",
+                     Doc(Entry(R"("id":0,"lo":0,"hi":4294967297,"state":"active",)" + kEntryTail)),
+                     "out-of-space range"},
+        FromJsonCase{"duplicate_id", Doc(kEntry + "," + kEntry), "duplicate partition id 0"},
+        FromJsonCase{"empty_topic", Doc(kEntry, R"("topic":"","epoch":1)"), "no topic"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace shoal

@@ -1,0 +1,542 @@
+// Tests of Partition (sidecar/src/broker/partition.{h,cc}): the log plus idempotent-producer
+// dedup, group cursors, commits, redelivery and retention, driven by a ManualClock.
+#include "broker/partition.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "storage/record.h"
+#include "support/manual_clock.h"
+
+namespace shoal::broker {
+namespace {
+
+namespace fs = std::filesystem;
+using shoal::testing::ManualClock;
+
+// A fresh directory under $TMPDIR (or /tmp), removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/shoal-partition-XXXXXX";
+    char* p = ::mkdtemp(tmpl.data());
+    EXPECT_NE(p, nullptr) << std::strerror(errno);
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+struct Ev {
+  std::string key;
+  std::string value;  // JSON text
+  std::string producer;
+  std::optional<uint64_t> seq;
+};
+
+Ev Keyed(uint64_t i) { return {"user_" + std::to_string(i), std::to_string(i), "", std::nullopt}; }
+Ev Seq(const std::string& producer, uint64_t seq) {
+  return {"user_" + std::to_string(seq % 7), "\"v" + std::to_string(seq) + "\"", producer, seq};
+}
+
+class PartitionTest : public ::testing::TestWithParam<FsyncPolicy> {
+ protected:
+  PartitionOptions Options() const {
+    PartitionOptions o;
+    o.dir = dir_.path() + "/p0";
+    o.fsync = GetParam();
+    o.redelivery_ms = 1000;
+    return o;
+  }
+
+  std::unique_ptr<Partition> MustOpen(const PartitionOptions& o) {
+    auto r = Partition::Open(PartitionId(0), o, clock_, probe_);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? std::move(r).value() : nullptr;
+  }
+  std::unique_ptr<Partition> MustOpen() { return MustOpen(Options()); }
+
+  // Appends like the data frontend does: Append, then SyncForAck before answering.
+  std::vector<wire::ProduceResult> Produce(Partition& p, const std::vector<Ev>& evs) {
+    std::vector<wire::ProduceEvent> events;
+    for (const auto& e : evs) events.push_back({e.key, e.value, e.producer, e.seq});
+    std::vector<const wire::ProduceEvent*> ev_ptrs;
+    for (const auto& e : events) ev_ptrs.push_back(&e);
+    std::vector<wire::ProduceResult> results(evs.size());
+    std::vector<wire::ProduceResult*> res_ptrs;
+    for (auto& r : results) res_ptrs.push_back(&r);
+    Status st = p.Append(ev_ptrs, res_ptrs);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    st = p.SyncForAck();
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return results;
+  }
+
+  // The events ReadForGroup hands out, decoded the way a client decodes the consume answer.
+  std::vector<wire::ConsumedEvent> Consume(Partition& p, const std::string& group, size_t max,
+                                           size_t max_bytes = 1 << 20) {
+    std::string out;
+    auto n = p.ReadForGroup(group, max, max_bytes, false, &out);
+    EXPECT_TRUE(n.ok()) << n.status().ToString();
+    auto events = wire::ParseConsumeResponse("{\"events\":[" + out + "]}");
+    EXPECT_TRUE(events.ok()) << events.status().ToString() << " in " << out;
+    if (!n.ok() || !events.ok()) return {};
+    EXPECT_EQ(events->size(), *n);
+    return std::move(events).value();
+  }
+
+  static std::vector<uint64_t> Offsets(const std::vector<wire::ConsumedEvent>& evs) {
+    std::vector<uint64_t> out;
+    for (const auto& e : evs) out.push_back(e.offset);
+    return out;
+  }
+  static std::vector<uint64_t> Range(uint64_t from, uint64_t to) {
+    std::vector<uint64_t> out;
+    for (uint64_t i = from; i < to; ++i) out.push_back(i);
+    return out;
+  }
+
+  double Duplicates() { return probe_.ForPartition(0).duplicates->Value(); }
+
+  TempDir dir_;
+  ManualClock clock_;
+  SidecarProbe probe_{"orders"};
+};
+
+void ExpectResult(const wire::ProduceResult& r, uint64_t offset, bool duplicate) {
+  EXPECT_EQ(r.partition, 0u);
+  EXPECT_EQ(r.offset, offset);
+  EXPECT_EQ(r.duplicate, duplicate);
+}
+
+TEST_P(PartitionTest, AppendAssignsDenseOffsets) {
+  auto p = MustOpen();
+  ASSERT_NE(p, nullptr);
+  auto r = Produce(*p, {Keyed(0), Keyed(1), Keyed(2)});
+  ASSERT_EQ(r.size(), 3u);
+  for (uint64_t i = 0; i < 3; ++i) ExpectResult(r[i], i, false);
+  r = Produce(*p, {Keyed(3)});
+  ExpectResult(r[0], 3, false);
+  EXPECT_EQ(p->end_offset(), 4u);
+  EXPECT_EQ(p->visible_end(), 4u);
+  // Events without (producer, seq) are never deduplicated, even when identical.
+  r = Produce(*p, {Keyed(3), Keyed(3)});
+  ExpectResult(r[0], 4, false);
+  ExpectResult(r[1], 5, false);
+  const auto got = Consume(*p, "g", 100);
+  ASSERT_EQ(got.size(), 6u);
+  EXPECT_EQ(got[5].key, "user_3");
+  EXPECT_EQ(got[5].value, "3");
+  EXPECT_EQ(got[5].partition, 0u);
+}
+
+TEST_P(PartitionTest, RetryOfSameProducerSeqIsDuplicateWithOriginalOffset) {
+  auto p = MustOpen();
+  ASSERT_NE(p, nullptr);
+  auto r = Produce(*p, {Seq("p1", 1), Seq("p1", 2), Seq("p1", 3), Seq("p2", 1)});
+  for (uint64_t i = 0; i < 4; ++i) ExpectResult(r[i], i, false);
+  // A whole retry.
+  r = Produce(*p, {Seq("p1", 1), Seq("p1", 2), Seq("p1", 3), Seq("p2", 1)});
+  for (uint64_t i = 0; i < 4; ++i) ExpectResult(r[i], i, true);
+  EXPECT_EQ(p->end_offset(), 4u);
+  // Mixed: new, retried, no seq, new, and a repeat inside the call.
+  r = Produce(*p, {Seq("p1", 4), Seq("p1", 2), Keyed(9), Seq("p2", 2), Seq("p1", 4), Seq("p3", 4)});
+  ExpectResult(r[0], 4, false);
+  ExpectResult(r[1], 1, true);
+  ExpectResult(r[2], 5, false);
+  ExpectResult(r[3], 6, false);
+  ExpectResult(r[4], 4, true);  // the duplicate of r[0], in the same call
+  ExpectResult(r[5], 7, false);
+  EXPECT_EQ(p->end_offset(), 8u);
+  EXPECT_EQ(Duplicates(), 6.0);
+  // Only the new events are in the log, once each.
+  const auto got = Consume(*p, "g", 100);
+  ASSERT_EQ(Offsets(got), Range(0, 8));
+  EXPECT_EQ(got[4].producer, "p1");
+  EXPECT_EQ(got[4].seq, std::optional<uint64_t>(4));
+  EXPECT_EQ(got[5].seq, std::nullopt);
+}
+
+TEST_P(PartitionTest, DuplicateInsideOneCallOnly) {
+  auto p = MustOpen();
+  ASSERT_NE(p, nullptr);
+  auto r = Produce(*p, {Seq("p", 7), Keyed(1), Seq("p", 7), Seq("p", 7), Seq("p", 8)});
+  ExpectResult(r[0], 0, false);
+  ExpectResult(r[1], 1, false);
+  ExpectResult(r[2], 0, true);
+  ExpectResult(r[3], 0, true);
+  ExpectResult(r[4], 2, false);
+  EXPECT_EQ(p->end_offset(), 3u);
+}
+
+TEST_P(PartitionTest, DedupSurvivesCleanReopen) {
+  {
+    auto p = MustOpen();
+    ASSERT_NE(p, nullptr);
+    for (uint64_t s = 1; s <= 30; ++s) Produce(*p, {Seq("p1", s), Seq("p2", s * 2)});
+    ASSERT_TRUE(p->Close().ok());
+  }
+  EXPECT_TRUE(fs::exists(Options().dir + "/producers.snapshot"));
+  auto p = MustOpen();
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->end_offset(), 60u);
+  for (uint64_t s = 1; s <= 30; ++s) {
+    auto r = Produce(*p, {Seq("p2", s * 2), Seq("p1", s)});
+    ExpectResult(r[0], (s - 1) * 2 + 1, true);
+    ExpectResult(r[1], (s - 1) * 2, true);
+  }
+  auto r = Produce(*p, {Seq("p1", 31)});
+  ExpectResult(r[0], 60, false);
+}
+
+TEST_P(PartitionTest, DedupSurvivesReopenWithoutCleanCloseByReplay) {
+  {
+    auto p = MustOpen();
+    ASSERT_NE(p, nullptr);
+    for (uint64_t s = 1; s <= 40; ++s) Produce(*p, {Seq("p1", s), Keyed(s)});
+    // No Close: the partition just goes away, as in a crash after the writes.
+  }
+  std::error_code ec;
+  fs::remove(Options().dir + "/producers.snapshot", ec);  // force a replay of the whole log
+  auto p = MustOpen();
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->end_offset(), 80u);
+  for (uint64_t s = 1; s <= 40; ++s) {
+    auto r = Produce(*p, {Seq("p1", s)});
+    ExpectResult(r[0], (s - 1) * 2, true);
+  }
+  EXPECT_EQ(p->end_offset(), 80u);
+}
+
+TEST_P(PartitionTest, DedupFromSnapshotPlusReplayOfTheTail) {
+  {
+    auto p = MustOpen();
+    ASSERT_NE(p, nullptr);
+    for (uint64_t s = 1; s <= 25; ++s) Produce(*p, {Seq("p1", s)});
+    p->Tick(true);  // the first tick writes a producer snapshot covering offsets below 25
+    ASSERT_TRUE(fs::exists(Options().dir + "/producers.snapshot"));
+    for (uint64_t s = 26; s <= 50; ++s) Produce(*p, {Seq("p1", s)});
+    // No Close: the snapshot is stale, the tail past it must be replayed.
+  }
+  auto p = MustOpen();
+  ASSERT_NE(p, nullptr);
+  for (uint64_t s = 1; s <= 50; ++s) {
+    auto r = Produce(*p, {Seq("p1", s)});
+    ExpectResult(r[0], s - 1, true);
+  }
+  EXPECT_EQ(p->end_offset(), 50u);
+}
+
+TEST_P(PartitionTest, SnapshotAheadOfTheLogForgetsLostRecords) {
+  // Under fsync=interval a snapshot can cover records a crash then takes back from the log:
+  // retries of those must be appended again, not answered with offsets that no longer exist.
+  uint64_t record_size = 0;
+  {
+    auto p = MustOpen();
+    ASSERT_NE(p, nullptr);
+    for (uint64_t s = 10; s < 30; ++s) Produce(*p, {Seq("p1", s)});
+    ASSERT_TRUE(p->Close().ok());
+    const Ev e = Seq("p1", 10);
+    record_size = storage::record::EncodedSize({e.key, e.value, e.producer, e.seq, 0});
+  }
+  const std::string seg = Options().dir + "/00000000000000000000.log";
+  ASSERT_EQ(fs::file_size(seg), 20 * record_size);
+  fs::resize_file(seg, 15 * record_size);
+  auto p = MustOpen();
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(p->end_offset(), 15u);
+  for (uint64_t s = 10; s < 25; ++s) ExpectResult(Produce(*p, {Seq("p1", s)})[0], s - 10, true);
+  for (uint64_t s = 25; s < 30; ++s) ExpectResult(Produce(*p, {Seq("p1", s)})[0], s - 10, false);
+  EXPECT_EQ(p->end_offset(), 20u);
+}
+
+TEST_P(PartitionTest, ReadForGroupHandsEachEventOnce) {
+  auto p = MustOpen();
+  ASSERT_NE(p, nullptr);
+  std::vector<Ev> evs;
+  for (uint64_t i = 0; i < 10; ++i) evs.push_back(Keyed(i));
+  Produce(*p, evs);
+  EXPECT_TRUE(p->HasDataFor("g1"));
+  EXPECT_EQ(Offsets(Consume(*p, "g1", 4)), Range(0, 4));
+  EXPECT_EQ(Offsets(Consume(*p, "g1", 4)), Range(4, 8));
+  EXPECT_EQ(Offsets(Consume(*p, "g1", 4)), Range(8, 10));
+  EXPECT_FALSE(p->HasDataFor("g1"));
+  EXPECT_TRUE(Consume(*p, "g1", 4).empty());
+  // max = 0 hands out nothing and moves nothing.
+  EXPECT_TRUE(Consume(*p, "g2", 0).empty());
+  // A second group is independent and starts at the oldest event.
+  EXPECT_TRUE(p->HasDataFor("g2"));
+  const auto g2 = Consume(*p, "g2", 100);
+  EXPECT_EQ(Offsets(g2), Range(0, 10));
+  EXPECT_EQ(g2[7].key, "user_7");
+  EXPECT_EQ(g2[7].value, "7");
+  // New events go to both groups, once.
+  Produce(*p, {Keyed(10), Keyed(11)});
+  EXPECT_EQ(Offsets(Consume(*p, "g1", 100)), Range(10, 12));
+  EXPECT_EQ(Offsets(Consume(*p, "g2", 1)), Range(10, 11));
+  EXPECT_EQ(Offsets(Consume(*p, "g2", 100)), Range(11, 12));
+  EXPECT_TRUE(Consume(*p, "g1", 100).empty());
+  EXPECT_TRUE(Consume(*p, "g2", 100).empty());
+}
+
+TEST_P(PartitionTest, ReadForGroupWritesCommaSeparatedObjects) {
+  auto p = MustOpen();
+  ASSERT_NE(p, nullptr);
+  Produce(*p, {Keyed(0), Keyed(1)});
+  std::string out = "{\"key\":\"x\",\"value\":1,\"partition\":9,\"offset\":0}";
+  auto n = p->ReadForGroup("g", 10, 1 << 20, /*comma_first=*/true, &out);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 2u);
+  auto parsed = wire::ParseConsumeResponse("{\"events\":[" + out + "]}");
+  ASSERT_TRUE(parsed.ok()) << out;
+  ASSERT_EQ(parsed->size(), 3u);
+  EXPECT_EQ((*parsed)[2].offset, 1u);
+}
+
+TEST_P(PartitionTest, ReadForGroupRespectsMaxBytesButReturnsOne) {
+  auto p = MustOpen();
+  ASSERT_NE(p, nullptr);
+  std::vector<Ev> evs;
+  for (uint64_t i = 0; i < 20; ++i) evs.push_back(Keyed(i));
+  Produce(*p, evs);
+  EXPECT_EQ(Offsets(Consume(*p, "g", 100, 1)), Range(0, 1));
+  EXPECT_EQ(Offsets(Consume(*p, "g", 100, 1)), Range(1, 2));
+}
+
+TEST_P(PartitionTest, CommitsMoveCursors) {
+  auto p = MustOpen();
+  ASSERT_NE(p, nullptr);
+  std::vector<Ev> evs;
+  for (uint64_t i = 0; i < 20; ++i) evs.push_back(Keyed(i));
+  Produce(*p, evs);
+  EXPECT_EQ(Offsets(Consume(*p, "g", 4)), Range(0, 4));
+  // A commit ahead of the cursor moves it there.
+  ASSERT_TRUE(p->Commit("g", 10).ok());
+  EXPECT_EQ(p->Committed("g"), std::optional<uint64_t>(10));
+  EXPECT_EQ(Offsets(Consume(*p, "g", 3)), Range(10, 13));
+  // A commit behind the cursor does not rewind it, and a lower commit is a no-op.
+  ASSERT_TRUE(p->Commit("g", 11).ok());
+  ASSERT_TRUE(p->Commit("g", 5).ok());
+  EXPECT_EQ(p->Committed("g"), std::optional<uint64_t>(11));
+  EXPECT_EQ(Offsets(Consume(*p, "g", 3)), Range(13, 16));
+  // A group that committed before its first read starts at its commit.
+  ASSERT_TRUE(p->Commit("h", 17).ok());
+  EXPECT_EQ(Offsets(Consume(*p, "h", 100)), Range(17, 20));
+  // Past the end is refused and changes nothing; at the end is fine.
+  EXPECT_EQ(p->Commit("g", 21).code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(p->Committed("g"), std::optional<uint64_t>(11));
+  ASSERT_TRUE(p->Commit("g", 20).ok());
+  EXPECT_TRUE(Consume(*p, "g", 100).empty());
+  EXPECT_EQ(p->Commits(), (std::map<std::string, uint64_t>{{"g", 20}, {"h", 17}}));
+}
+
+TEST_P(PartitionTest, GroupResumesFromCommitsAfterReopen) {
+  {
+    auto p = MustOpen();
+    ASSERT_NE(p, nullptr);
+    std::vector<Ev> evs;
+    for (uint64_t i = 0; i < 10; ++i) evs.push_back(Keyed(i));
+    Produce(*p, evs);
+    EXPECT_EQ(Offsets(Consume(*p, "g", 8)), Range(0, 8));
+    ASSERT_TRUE(p->Commit("g", 6).ok());
+    ASSERT_TRUE(p->Close().ok());
+  }
+  auto p = MustOpen();
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->Committed("g"), std::optional<uint64_t>(6));
+  // Events handed out but not committed before the restart come again (at-least-once).
+  EXPECT_EQ(Offsets(Consume(*p, "g", 100)), Range(6, 10));
+}
+
+TEST_P(PartitionTest, UncommittedEventsAreRedeliveredAfterRedeliveryMs) {
+  auto p = MustOpen();
+  ASSERT_NE(p, nullptr);
+  std::vector<Ev> evs;
+  for (uint64_t i = 0; i < 10; ++i) evs.push_back(Keyed(i));
+  Produce(*p, evs);
+  EXPECT_EQ(Offsets(Consume(*p, "g", 100)), Range(0, 10));
+  ASSERT_TRUE(p->Commit("g", 4).ok());
+  // Not before redelivery_ms without progress.
+  clock_.AdvanceMs(Options().redelivery_ms - 1);
+  p->Tick(false);
+  EXPECT_TRUE(Consume(*p, "g", 100).empty());
+  EXPECT_FALSE(p->HasDataFor("g"));
+  // After it, the group gets everything from its commit again, once.
+  clock_.AdvanceMs(2);
+  p->Tick(false);
+  EXPECT_TRUE(p->HasDataFor("g"));
+  EXPECT_EQ(Offsets(Consume(*p, "g", 100)), Range(4, 10));
+  EXPECT_TRUE(Consume(*p, "g", 100).empty());
+}
+
+TEST_P(PartitionTest, GroupThatKeepsCommittingIsNotRedelivered) {
+  auto p = MustOpen();
+  ASSERT_NE(p, nullptr);
+  std::vector<Ev> evs;
+  for (uint64_t i = 0; i < 10; ++i) evs.push_back(Keyed(i));
+  Produce(*p, evs);
+  EXPECT_EQ(Offsets(Consume(*p, "g", 100)), Range(0, 10));
+  const int64_t step = Options().redelivery_ms * 6 / 10;
+  for (uint64_t c : {2, 4, 6, 8}) {
+    clock_.AdvanceMs(step);
+    p->Tick(false);
+    ASSERT_TRUE(p->Commit("g", c).ok());
+    p->Tick(false);
+    EXPECT_TRUE(Consume(*p, "g", 100).empty()) << "commit " << c;
+  }
+  // It stops committing at 8: redelivery after redelivery_ms counted from its last commit.
+  clock_.AdvanceMs(Options().redelivery_ms - 1);
+  p->Tick(false);
+  EXPECT_TRUE(Consume(*p, "g", 100).empty());
+  clock_.AdvanceMs(2);
+  p->Tick(false);
+  EXPECT_EQ(Offsets(Consume(*p, "g", 100)), Range(8, 10));
+}
+
+TEST_P(PartitionTest, CaughtUpGroupIsNeverRedelivered) {
+  auto p = MustOpen();
+  ASSERT_NE(p, nullptr);
+  Produce(*p, {Keyed(0), Keyed(1), Keyed(2)});
+  EXPECT_EQ(Offsets(Consume(*p, "g", 100)), Range(0, 3));
+  ASSERT_TRUE(p->Commit("g", 3).ok());
+  for (int i = 0; i < 5; ++i) {
+    clock_.AdvanceMs(Options().redelivery_ms * 3);
+    p->Tick(i % 2 == 0);
+    EXPECT_TRUE(Consume(*p, "g", 100).empty());
+  }
+  // An idle caught-up group that then reads new events gets a fresh redelivery timer.
+  Produce(*p, {Keyed(3)});
+  EXPECT_EQ(Offsets(Consume(*p, "g", 100)), Range(3, 4));
+  clock_.AdvanceMs(Options().redelivery_ms - 1);
+  p->Tick(false);
+  EXPECT_TRUE(Consume(*p, "g", 100).empty());
+  clock_.AdvanceMs(2);
+  p->Tick(false);
+  EXPECT_EQ(Offsets(Consume(*p, "g", 100)), Range(3, 4));
+}
+
+TEST_P(PartitionTest, GroupWithoutCommitsIsRedeliveredFromTheStart) {
+  auto p = MustOpen();
+  ASSERT_NE(p, nullptr);
+  Produce(*p, {Keyed(0), Keyed(1), Keyed(2)});
+  EXPECT_EQ(Offsets(Consume(*p, "g", 2)), Range(0, 2));
+  clock_.AdvanceMs(Options().redelivery_ms + 1);
+  p->Tick(false);
+  EXPECT_EQ(Offsets(Consume(*p, "g", 100)), Range(0, 3));
+}
+
+TEST_P(PartitionTest, RetentionFloorIsTheLowestGroupCommit) {
+  PartitionOptions o = Options();
+  o.segment_bytes = 300;  // a handful of events per segment
+  o.retention_bytes = 1;  // everything is too much: only the floor holds segments back
+  auto p = MustOpen(o);
+  ASSERT_NE(p, nullptr);
+  for (uint64_t i = 0; i < 200; i += 2) Produce(*p, {Keyed(i), Keyed(i + 1)});
+  ASSERT_GT(p->segment_count(), 20u);
+  ASSERT_TRUE(p->Commit("slow", 40).ok());
+  ASSERT_TRUE(p->Commit("fast", 150).ok());
+  p->Tick(true);
+  const uint64_t start1 = p->start_offset();
+  EXPECT_GT(start1, 0u) << "segments below the lowest commit go";
+  EXPECT_LE(start1, 40u) << "nothing at or above the lowest commit goes";
+  EXPECT_EQ(Offsets(Consume(*p, "slow", 1000)), Range(40, 200));
+  EXPECT_EQ(Offsets(Consume(*p, "new", 1000)), Range(start1, 200))
+      << "a group with no commits starts at the oldest retained event";
+
+  ASSERT_TRUE(p->Commit("slow", 180).ok());
+  clock_.AdvanceMs(60'000);
+  p->Tick(true);
+  const uint64_t start2 = p->start_offset();
+  EXPECT_GT(start2, 40u);
+  EXPECT_LE(start2, 150u);
+  EXPECT_EQ(Offsets(Consume(*p, "fast", 1000)), Range(150, 200));
+  // A group whose cursor retention passed continues at the new start.
+  ASSERT_TRUE(p->Commit("fast", 200).ok());
+  ASSERT_TRUE(p->Commit("slow", 200).ok());
+  clock_.AdvanceMs(60'000);
+  p->Tick(true);
+  EXPECT_GT(p->start_offset(), 150u);
+  EXPECT_EQ(p->end_offset(), 200u);
+  EXPECT_EQ(p->segment_count(), 1u) << "the active segment always stays";
+}
+
+TEST_P(PartitionTest, VisibleEndFollowsTheFsyncPolicy) {
+  auto p = MustOpen();
+  ASSERT_NE(p, nullptr);
+  std::vector<wire::ProduceEvent> events = {{"k", "1", "", std::nullopt}, {"k", "2", "", 5}};
+  events[1].producer = "p";
+  const wire::ProduceEvent* ev_ptrs[] = {&events[0], &events[1]};
+  wire::ProduceResult results[2];
+  wire::ProduceResult* res_ptrs[] = {&results[0], &results[1]};
+  ASSERT_TRUE(p->Append(ev_ptrs, res_ptrs).ok());
+  EXPECT_EQ(p->end_offset(), 2u);
+  if (GetParam() == FsyncPolicy::kAlways) {
+    // Not visible before it could be acknowledged.
+    EXPECT_EQ(p->visible_end(), 0u);
+    EXPECT_FALSE(p->HasDataFor("g"));
+    EXPECT_TRUE(Consume(*p, "g", 100).empty());
+    ASSERT_TRUE(p->SyncForAck().ok());
+    EXPECT_EQ(p->visible_end(), 2u);
+  } else {
+    EXPECT_EQ(p->visible_end(), 2u);
+    ASSERT_TRUE(p->SyncForAck().ok());
+    EXPECT_EQ(p->visible_end(), 2u);
+    // The interval tick makes it durable and reports no change of the visible end.
+    EXPECT_FALSE(p->Tick(true));
+  }
+  EXPECT_TRUE(p->HasDataFor("g"));
+  EXPECT_EQ(Offsets(Consume(*p, "g", 100)), Range(0, 2));
+}
+
+TEST(PartitionAlwaysTest, TickDoesNotExposeUnsyncedEvents) {
+  TempDir dir;
+  ManualClock clock;
+  SidecarProbe probe("orders");
+  PartitionOptions o;
+  o.dir = dir.path() + "/p0";
+  o.fsync = FsyncPolicy::kAlways;
+  auto p = Partition::Open(PartitionId(3), o, clock, probe);
+  ASSERT_TRUE(p.ok());
+  wire::ProduceEvent ev{"k", "1", "", std::nullopt};
+  const wire::ProduceEvent* ev_ptrs[] = {&ev};
+  wire::ProduceResult result;
+  wire::ProduceResult* res_ptrs[] = {&result};
+  ASSERT_TRUE((*p)->Append(ev_ptrs, res_ptrs).ok());
+  EXPECT_EQ(result.partition, 3u);
+  EXPECT_FALSE((*p)->Tick(true));  // under always the interval sync is not the acknowledgement
+  EXPECT_EQ((*p)->visible_end(), 0u);
+  ASSERT_TRUE((*p)->SyncForAck().ok());
+  EXPECT_EQ((*p)->visible_end(), 1u);
+}
+
+TEST(ParseFsyncPolicyTest, NamesAndErrors) {
+  EXPECT_EQ(*ParseFsyncPolicy("always"), FsyncPolicy::kAlways);
+  EXPECT_EQ(*ParseFsyncPolicy("interval"), FsyncPolicy::kInterval);
+  EXPECT_EQ(*ParseFsyncPolicy("never"), FsyncPolicy::kNever);
+  EXPECT_EQ(ParseFsyncPolicy("sometimes").status().code(), Status::Code::kInvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, PartitionTest,
+                         ::testing::Values(FsyncPolicy::kAlways, FsyncPolicy::kInterval),
+                         [](const ::testing::TestParamInfo<FsyncPolicy>& info) {
+                           return info.param == FsyncPolicy::kAlways ? std::string("Always")
+                                                                     : std::string("Interval");
+                         });
+
+}  // namespace
+}  // namespace shoal::broker

@@ -1,0 +1,187 @@
+// Tests of CommitStore (sidecar/src/storage/commit_store.{h,cc}): monotonic group commits in an
+// append-only file, replayed on open, compacted when it grows.
+#include "storage/commit_store.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <string>
+
+namespace shoal::storage {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh directory under $TMPDIR (or /tmp), removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/shoal-commits-XXXXXX";
+    char* p = ::mkdtemp(tmpl.data());
+    EXPECT_NE(p, nullptr) << std::strerror(errno);
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+class CommitStoreTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<CommitStore> MustOpen() {
+    auto r = CommitStore::Open(dir_.path());
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? std::move(r).value() : nullptr;
+  }
+  std::string FilePath() const { return dir_.path() + "/commits.log"; }
+  void AppendToFile(const std::string& bytes) {
+    const int fd = ::open(FilePath().c_str(), O_WRONLY | O_APPEND);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+    ASSERT_EQ(::close(fd), 0);
+  }
+  TempDir dir_;
+};
+
+bool MustCommit(CommitStore& s, const std::string& g, uint64_t offset, bool sync = false) {
+  auto r = s.Commit(g, offset, sync);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() && *r;
+}
+
+TEST_F(CommitStoreTest, CommitsAreMonotonic) {
+  auto s = MustOpen();
+  ASSERT_NE(s, nullptr);
+  EXPECT_FALSE(s->Get("g"));
+  EXPECT_TRUE(MustCommit(*s, "g", 10));
+  EXPECT_EQ(s->Get("g"), std::optional<uint64_t>(10));
+  EXPECT_FALSE(MustCommit(*s, "g", 5)) << "a commit below the current one is a no-op";
+  EXPECT_FALSE(MustCommit(*s, "g", 10));
+  EXPECT_EQ(s->Get("g"), std::optional<uint64_t>(10));
+  EXPECT_TRUE(MustCommit(*s, "g", 11, /*sync=*/true));
+  EXPECT_EQ(s->Get("g"), std::optional<uint64_t>(11));
+  // A first commit at 0 counts as moving the group (it now has a commit).
+  EXPECT_TRUE(MustCommit(*s, "h", 0));
+  EXPECT_EQ(s->Get("h"), std::optional<uint64_t>(0));
+  EXPECT_EQ(s->All(), (std::map<std::string, uint64_t>{{"g", 11}, {"h", 0}}));
+  EXPECT_TRUE(s->Sync().ok());
+  EXPECT_TRUE(s->Sync().ok());
+}
+
+TEST_F(CommitStoreTest, SurvivesReopen) {
+  std::map<std::string, uint64_t> want;
+  {
+    auto s = MustOpen();
+    ASSERT_NE(s, nullptr);
+    for (int g = 0; g < 10; ++g) {
+      const std::string group = "group-" + std::to_string(g);
+      for (uint64_t o = 1; o <= 50; ++o) MustCommit(*s, group, o * (g + 1), g % 2 == 0);
+      want[group] = 50 * (g + 1);
+    }
+    MustCommit(*s, "group-3", 1);  // ignored: below
+    MustCommit(*s, std::string(300, 'x'), 1ull << 50);
+    want[std::string(300, 'x')] = 1ull << 50;
+    ASSERT_TRUE(s->Sync().ok());
+  }
+  auto s = MustOpen();
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->All(), want);
+  // Still monotonic across the reopen, and still writable.
+  EXPECT_FALSE(MustCommit(*s, "group-0", 49));
+  EXPECT_TRUE(MustCommit(*s, "group-0", 51));
+  s.reset();
+  s = MustOpen();
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->Get("group-0"), std::optional<uint64_t>(51));
+}
+
+TEST_F(CommitStoreTest, TornTailIsIgnored) {
+  {
+    auto s = MustOpen();
+    ASSERT_NE(s, nullptr);
+    MustCommit(*s, "a", 5, true);
+    MustCommit(*s, "b", 7, true);
+    MustCommit(*s, "a", 9, true);
+  }
+  const auto good_size = fs::file_size(FilePath());
+  // Half of a record committing a=100, then garbage: neither may count.
+  std::string rec;
+  {
+    TempDir other;
+    auto r = CommitStore::Open(other.path());
+    ASSERT_TRUE(r.ok());
+    ASSERT_TRUE((*r)->Commit("a", 100, true).ok());
+    rec = std::string(fs::file_size(other.path() + "/commits.log"), '\0');
+    const int fd = ::open((other.path() + "/commits.log").c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::pread(fd, rec.data(), rec.size(), 0), static_cast<ssize_t>(rec.size()));
+    ::close(fd);
+  }
+  for (size_t cut = 1; cut < rec.size(); cut += 3) {
+    ASSERT_NO_FATAL_FAILURE(AppendToFile(rec.substr(0, cut)));
+    auto s = MustOpen();
+    ASSERT_NE(s, nullptr);
+    EXPECT_EQ(s->All(), (std::map<std::string, uint64_t>{{"a", 9}, {"b", 7}})) << "cut " << cut;
+  }
+  // A whole record with a bad CRC is not a commit either.
+  std::string bad = rec;
+  bad.back() = static_cast<char>(bad.back() ^ 1);
+  ASSERT_NO_FATAL_FAILURE(AppendToFile(bad));
+  ASSERT_NO_FATAL_FAILURE(AppendToFile("\xff\xff\xff\x7fjunk"));
+  {
+    auto s = MustOpen();
+    ASSERT_NE(s, nullptr);
+    EXPECT_EQ(s->All(), (std::map<std::string, uint64_t>{{"a", 9}, {"b", 7}}));
+    // The open rewrote the file without the tail, so new commits after it are found again.
+    EXPECT_LE(fs::file_size(FilePath()), good_size);
+    EXPECT_TRUE(MustCommit(*s, "b", 8, true));
+  }
+  auto s = MustOpen();
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->All(), (std::map<std::string, uint64_t>{{"a", 9}, {"b", 8}}));
+}
+
+TEST_F(CommitStoreTest, CompactionKeepsLatestValues) {
+  auto s = MustOpen();
+  ASSERT_NE(s, nullptr);
+  constexpr int kGroups = 7;
+  constexpr uint64_t kCommits = 12000;  // per group; ~35 bytes each: about 3 MiB in all
+  uint64_t written = 0;
+  for (uint64_t o = 1; o <= kCommits; ++o) {
+    for (int g = 0; g < kGroups; ++g) {
+      const std::string group = "consumer-group-" + std::to_string(g);
+      ASSERT_TRUE(MustCommit(*s, group, o * 3 + g));
+      written += 8 + 2 + group.size() + 8;
+    }
+    if (o % 1000 == 0) {
+      // Compaction bounds the file near its threshold, whatever was written.
+      EXPECT_LE(fs::file_size(FilePath()), (1u << 20) + 64);
+    }
+  }
+  ASSERT_GT(written, 2u << 20);
+  std::map<std::string, uint64_t> want;
+  for (int g = 0; g < kGroups; ++g) want["consumer-group-" + std::to_string(g)] = kCommits * 3 + g;
+  EXPECT_EQ(s->All(), want);
+  ASSERT_TRUE(s->Sync().ok());
+  s.reset();
+  s = MustOpen();
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->All(), want);
+  EXPECT_LT(fs::file_size(FilePath()), 1000u) << "open compacts to one record per group";
+}
+
+}  // namespace
+}  // namespace shoal::storage
