@@ -1,5 +1,7 @@
 // shoal: the command-line tool. Local demo, benchmarks; later the local cluster, load, verify.
-#include <utility>  // std::exchange, before boost::asio
+// clang-format off
+#include <utility>  // std::exchange, before boost::asio (awaitable.hpp needs it)
+// clang-format on
 
 #include <CLI/CLI.hpp>
 
@@ -7,13 +9,17 @@
 #include "shoal/common/logging.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"shoal: elastic partitioned topics (local demo, benchmarks)"};
+  CLI::App app{
+      "shoal: elastic partitioned topics (demo, load, consume, verify, torture, benchmarks)"};
   app.require_subcommand(1);
   int exit_code = 0;
   shoal::cli::RegisterDemo(app, exit_code);
+  shoal::cli::RegisterTorture(app, exit_code);
+  shoal::cli::RegisterLoadVerify(app, exit_code);
   auto* bench = app.add_subcommand("bench", "Benchmarks against real sidecars");
   bench->require_subcommand(1);
   shoal::cli::RegisterBenchIngest(*bench, exit_code);
+  shoal::cli::RegisterBenchPause(*bench, exit_code);
   (void)shoal::InitLogging("warn");
   CLI11_PARSE(app, argc, argv);
   return exit_code;

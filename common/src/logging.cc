@@ -18,7 +18,8 @@ Status InitLogging(std::string_view level) {
   }
   std::lock_guard<std::mutex> lock(g_mu);
   g_level = parsed;
-  spdlog::set_pattern("ts=%Y-%m-%dT%H:%M:%S.%fZ level=%l component=%n %v", spdlog::pattern_time_type::utc);
+  spdlog::set_pattern("ts=%Y-%m-%dT%H:%M:%S.%fZ level=%l component=%n %v",
+                      spdlog::pattern_time_type::utc);
   spdlog::set_level(parsed);
   spdlog::apply_all([&](std::shared_ptr<spdlog::logger> l) { l->set_level(parsed); });
   return Status::Ok();
@@ -28,8 +29,8 @@ std::shared_ptr<spdlog::logger> Logger(std::string_view component) {
   std::lock_guard<std::mutex> lock(g_mu);
   std::string name(component);
   if (auto existing = spdlog::get(name)) return existing;
-  auto logger = std::make_shared<spdlog::logger>(
-      name, std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  auto logger =
+      std::make_shared<spdlog::logger>(name, std::make_shared<spdlog::sinks::stderr_sink_mt>());
   logger->set_pattern("ts=%Y-%m-%dT%H:%M:%S.%fZ level=%l component=%n %v",
                       spdlog::pattern_time_type::utc);
   logger->set_level(g_level);

@@ -32,8 +32,8 @@ void AddGauge(prometheus::MetricFamily& family, std::map<std::string, std::strin
 
 const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
   static const prometheus::Histogram::BucketBoundaries kBuckets = {
-      0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
-      0.025,   0.05,   0.1,     0.25,   0.5,   1.0,    2.5,   5.0, 10.0};
+      0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+      0.05,    0.1,    0.25,    0.5,    1.0,   2.5,    5.0,   10.0};
   return kBuckets;
 }
 

@@ -47,6 +47,25 @@ void PartitionMap::BuildIndex() {
   active_index_ = idx;
   active_lo_.clear();
   for (uint32_t i : idx) active_lo_.push_back(static_cast<uint32_t>(partitions_[i].range.lo));
+
+  // Route's slice table. A map without active partitions cannot route (it is not valid), so it
+  // gets no table; the others get the answer of the plain search at each slice start.
+  if (active_lo_.empty()) {
+    prefix_index_.reset();
+    return;
+  }
+  constexpr uint32_t kSlices = uint32_t{1} << (32 - kPrefixShift);
+  auto table = std::make_shared<std::vector<uint32_t>>(kSlices + 1);
+  // One pass: the owner of each slice start only moves forward. Like Route's search, it is the
+  // last start <= the point, or index 0 when there is none (never the case in a valid map).
+  uint32_t owner = 0;
+  for (uint32_t p = 0; p < kSlices; ++p) {
+    const uint32_t start = p << kPrefixShift;
+    while (owner + 1 < active_lo_.size() && active_lo_[owner + 1] <= start) ++owner;
+    (*table)[p] = owner;
+  }
+  (*table)[kSlices] = static_cast<uint32_t>(active_lo_.size() - 1);  // every start is <= 2^32 - 1
+  prefix_index_ = std::move(table);
 }
 
 Status PartitionMap::Validate() const {
@@ -125,13 +144,15 @@ Result<PartitionMap> PartitionMap::Split(PartitionId id, uint64_t at) const {
   for (auto& p : parts) {
     if (p.id == id) p.state = PartitionState::kSealed;
   }
-  PartitionInfo left{.id = next, .range = {parent.range.lo, at}, .owner = parent.owner,
-                     .parents = {id}};
-  PartitionInfo right{.id = PartitionId(next.value() + 1), .range = {at, parent.range.hi},
-                      .owner = parent.owner, .parents = {id}};
+  PartitionInfo left{
+      .id = next, .range = {parent.range.lo, at}, .owner = parent.owner, .parents = {id}};
+  PartitionInfo right{.id = PartitionId(next.value() + 1),
+                      .range = {at, parent.range.hi},
+                      .owner = parent.owner,
+                      .parents = {id}};
   parts.push_back(std::move(left));
   parts.push_back(std::move(right));
-  return PartitionMap(topic_, Epoch(epoch_.value() + 1), std::move(parts));
+  return Next(std::move(parts));
 }
 
 Result<PartitionMap> PartitionMap::Merge(PartitionId a, PartitionId b) const {
@@ -146,14 +167,16 @@ Result<PartitionMap> PartitionMap::Merge(PartitionId a, PartitionId b) const {
     return Status::InvalidArgument("partitions " + std::to_string(a.value()) + " and " +
                                    std::to_string(b.value()) + " are not adjacent");
   }
-  PartitionInfo merged{.id = NextId(), .range = {pa->range.lo, pb->range.hi}, .owner = pa->owner,
+  PartitionInfo merged{.id = NextId(),
+                       .range = {pa->range.lo, pb->range.hi},
+                       .owner = pa->owner,
                        .parents = {pa->id, pb->id}};
   std::vector<PartitionInfo> parts = partitions_;
   for (auto& p : parts) {
     if (p.id == a || p.id == b) p.state = PartitionState::kSealed;
   }
   parts.push_back(std::move(merged));
-  return PartitionMap(topic_, Epoch(epoch_.value() + 1), std::move(parts));
+  return Next(std::move(parts));
 }
 
 Result<PartitionMap> PartitionMap::Move(PartitionId id, const PodName& to) const {
@@ -169,7 +192,25 @@ Result<PartitionMap> PartitionMap::Move(PartitionId id, const PodName& to) const
     if (p.id == id) p.state = PartitionState::kSealed;
   }
   parts.push_back(std::move(successor));
-  return PartitionMap(topic_, Epoch(epoch_.value() + 1), std::move(parts));
+  return Next(std::move(parts));
+}
+
+PartitionMap PartitionMap::Next(std::vector<PartitionInfo> partitions) const {
+  PartitionMap m(topic_, Epoch(epoch_.value() + 1), std::move(partitions));
+  m.peers_ = peers_;
+  return m;
+}
+
+PartitionMap PartitionMap::WithPeer(const PodName& pod, PeerAddress address) const {
+  PartitionMap m = *this;
+  m.peers_[pod.value()] = std::move(address);
+  return m;
+}
+
+PartitionMap PartitionMap::WithEpoch(Epoch epoch) const {
+  PartitionMap m = *this;
+  m.epoch_ = epoch;
+  return m;
 }
 
 Result<PartitionMap> PartitionMap::WithEndOffset(PartitionId id, uint64_t end_offset) const {
@@ -196,7 +237,9 @@ Result<PartitionMap> PartitionMap::WithoutRetired(PartitionId id) const {
     parts.push_back(p);
   }
   if (!found) return Status::NotFound("no partition " + std::to_string(id.value()));
-  return PartitionMap(topic_, epoch_, std::move(parts));
+  PartitionMap m(topic_, epoch_, std::move(parts));
+  m.peers_ = peers_;
+  return m;
 }
 
 std::string PartitionMap::ToJson() const {
@@ -228,7 +271,19 @@ std::string PartitionMap::ToJson() const {
     json::AppendUint(out, p.end_offset);
     out += '}';
   }
-  out += "]}";
+  out += "],\"peers\":{";
+  bool first_peer = true;
+  for (const auto& [pod, addr] : peers_) {
+    if (!first_peer) out += ',';
+    first_peer = false;
+    json::AppendString(out, pod);
+    out += ":{\"data\":";
+    json::AppendString(out, addr.data);
+    out += ",\"admin\":";
+    json::AppendString(out, addr.admin);
+    out += '}';
+  }
+  out += "}}";
   return out;
 }
 
@@ -275,6 +330,16 @@ Result<PartitionMap> PartitionMap::FromJson(std::string_view text) {
     out.push_back(std::move(p));
   }
   PartitionMap map(std::string(topic), Epoch(epoch), std::move(out));
+  simdjson::dom::object peers;
+  if (doc["peers"].get(peers) == simdjson::SUCCESS) {
+    for (auto field : peers) {
+      std::string_view data, admin;
+      if (field.value["data"].get(data) || field.value["admin"].get(admin)) {
+        return Status::InvalidArgument("peer entry needs data and admin addresses");
+      }
+      map.peers_[std::string(field.key)] = {std::string(data), std::string(admin)};
+    }
+  }
   SHOAL_RETURN_IF_ERROR(map.Validate());
   return map;
 }

@@ -4,16 +4,26 @@ namespace shoal {
 
 std::string_view Status::code_name() const {
   switch (code_) {
-    case Code::kOk: return "ok";
-    case Code::kInvalidArgument: return "invalid_argument";
-    case Code::kNotFound: return "not_found";
-    case Code::kTooLarge: return "too_large";
-    case Code::kFailedPrecondition: return "failed_precondition";
-    case Code::kUnauthenticated: return "unauthenticated";
-    case Code::kUnavailable: return "unavailable";
-    case Code::kCorruption: return "corruption";
-    case Code::kIoError: return "io_error";
-    case Code::kInternal: return "internal";
+    case Code::kOk:
+      return "ok";
+    case Code::kInvalidArgument:
+      return "invalid_argument";
+    case Code::kNotFound:
+      return "not_found";
+    case Code::kTooLarge:
+      return "too_large";
+    case Code::kFailedPrecondition:
+      return "failed_precondition";
+    case Code::kUnauthenticated:
+      return "unauthenticated";
+    case Code::kUnavailable:
+      return "unavailable";
+    case Code::kCorruption:
+      return "corruption";
+    case Code::kIoError:
+      return "io_error";
+    case Code::kInternal:
+      return "internal";
   }
   return "unknown";
 }

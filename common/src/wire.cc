@@ -173,6 +173,26 @@ Result<CommitRequest> ParseCommitRequest(std::string_view body) {
   return req;
 }
 
+std::string EncodeProduceRequest(const std::vector<const ProduceEvent*>& events) {
+  std::string out = "{\"events\":[";
+  for (size_t i = 0; i < events.size(); ++i) {
+    const ProduceEvent& e = *events[i];
+    out += i ? ",{\"key\":" : "{\"key\":";
+    json::AppendString(out, e.key);
+    out += ",\"value\":";
+    out += e.value;
+    if (e.seq) {
+      out += ",\"producer\":";
+      json::AppendString(out, e.producer);
+      out += ",\"seq\":";
+      json::AppendUint(out, *e.seq);
+    }
+    out += '}';
+  }
+  out += "]}";
+  return out;
+}
+
 void EncodeProduceResults(const std::vector<ProduceResult>& results, std::string& out) {
   out.reserve(out.size() + 16 + results.size() * 52);
   out += "{\"results\":[";

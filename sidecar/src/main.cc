@@ -1,6 +1,8 @@
 // shoal-sidecar: the per-pod broker. One topic's partitions in one process; the data plane, the
 // admin plane and the metrics on three ports. See DESIGN.md for the contract these flags keep.
-#include <utility>  // before boost::asio (awaitable.hpp needs std::exchange)
+// clang-format off
+#include <utility>  // std::exchange, before boost::asio (awaitable.hpp needs it)
+// clang-format on
 #include <fcntl.h>
 #include <pplx/threadpool.h>
 #include <signal.h>
@@ -11,6 +13,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
 #include "broker/sidecar_probe.h"
@@ -18,6 +21,7 @@
 #include "http/admin_frontend.h"
 #include "http/data_frontend.h"
 #include "http/metrics_frontend.h"
+#include "http/peer_client.h"
 #include "shoal/common/clock.h"
 #include "shoal/common/logging.h"
 #include "storage/file_util.h"
@@ -76,6 +80,9 @@ int main(int argc, char** argv) {
   app.add_option("--admin-token", admin_opts.token, "Admin bearer token")
       ->envname("SHOAL_ADMIN_TOKEN");
   app.add_option("--admin-token-file", token_file, "File holding the admin bearer token");
+  app.add_flag("--wait-for-map", topic_opts.wait_for_map,
+               "With no map in --data-dir, hold no partitions until a map is installed on the "
+               "admin plane (a sidecar joining a multi-sidecar topic)");
   app.add_option("--max-body-bytes", data_opts.max_body_bytes, "Largest request body accepted")
       ->check(CLI::Range(size_t{1024}, size_t{1} << 30));
   app.add_option("--max-key-bytes", data_opts.limits.max_key_bytes, "Largest key accepted")
@@ -122,11 +129,18 @@ int main(int argc, char** argv) {
   crossplat::threadpool::initialize_with_threads(http_threads);
 
   broker::SidecarProbe probe(topic_opts.topic);
-  auto topic = broker::Topic::Open(topic_opts, SystemClock::Instance(), probe);
-  if (!topic.ok()) return Fail(topic.status().ToString());
-  broker::Topic& t = **topic;
-
   if (admin_opts.token.empty()) {
+    // A generated token survives restarts, so peers and operators keep working.
+    const std::string path = topic_opts.data_dir + "/admin-token";
+    std::string t;
+    if (storage::ReadWholeFile(path, &t).ok()) {
+      while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
+      admin_opts.token = t;
+    }
+  }
+  if (admin_opts.token.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(topic_opts.data_dir, ec);
     admin_opts.token = RandomToken();
     const std::string path = topic_opts.data_dir + "/admin-token";
     if (auto st = storage::WriteFileAtomic(path, admin_opts.token + "\n"); !st.ok()) {
@@ -136,8 +150,13 @@ int main(int argc, char** argv) {
     log->info("msg=\"no admin token given; generated one\" path={}", path);
   }
 
+  http::HttpPeerClient peers(admin_opts.token);
+  auto topic = broker::Topic::Open(topic_opts, SystemClock::Instance(), probe, &peers);
+  if (!topic.ok()) return Fail(topic.status().ToString());
+  broker::Topic& t = **topic;
+
   std::atomic<bool> ready{false};
-  http::DataFrontend data(data_opts, t, probe, ready);
+  http::DataFrontend data(data_opts, t, probe, ready, &peers);
   http::AdminFrontend admin(admin_opts, t, probe);
   http::MetricsFrontend metrics(bind, metrics_port, {probe.registry(), t.StateCollectable()},
                                 ready);
@@ -148,8 +167,8 @@ int main(int argc, char** argv) {
   }
   ready = true;
   log->info("msg=\"sidecar ready\" topic={} pod={} port={} admin_port={} metrics_port={} fsync={}",
-            topic_opts.topic, topic_opts.pod.value(), data_opts.port, admin_opts.port,
-            metrics_port, fsync);
+            topic_opts.topic, topic_opts.pod.value(), data_opts.port, admin_opts.port, metrics_port,
+            fsync);
 
   int sig = 0;
   sigwait(&signals, &sig);

@@ -4,7 +4,9 @@
 #include <cpprest/http_client.h>
 
 #include <exception>
-#include <utility>  // before boost::asio (awaitable.hpp needs std::exchange)
+// clang-format off
+#include <utility>  // std::exchange, before boost::asio (awaitable.hpp needs it)
+// clang-format on
 #include <vector>
 
 namespace shoal::testing {

@@ -166,29 +166,50 @@ Result<LocalSidecar> LocalSidecar::Start(const LocalSidecarOptions& o) {
     *p = *port;
   }
   std::vector<std::string> argv = {o.binary.empty() ? FindSidecarBinary() : o.binary,
-                                   "--topic", o.topic,
-                                   "--partitions", std::to_string(o.partitions),
-                                   "--data-dir", o.data_dir,
-                                   "--bind", o.host,
-                                   "--port", std::to_string(s.port),
-                                   "--admin-port", std::to_string(s.admin_port),
-                                   "--metrics-port", std::to_string(s.metrics_port),
-                                   "--fsync", o.fsync};
+                                   "--topic",
+                                   o.topic,
+                                   "--partitions",
+                                   std::to_string(o.partitions),
+                                   "--data-dir",
+                                   o.data_dir,
+                                   "--bind",
+                                   o.host,
+                                   "--port",
+                                   std::to_string(s.port),
+                                   "--admin-port",
+                                   std::to_string(s.admin_port),
+                                   "--metrics-port",
+                                   std::to_string(s.metrics_port),
+                                   "--fsync",
+                                   o.fsync};
   argv.insert(argv.end(), o.extra_args.begin(), o.extra_args.end());
-  auto child = ChildProcess::Spawn(argv, s.log_path);
+  s.argv = argv;
+  SHOAL_RETURN_IF_ERROR(s.Restart());
+  return s;
+}
+
+Status LocalSidecar::Restart() {
+  auto child = ChildProcess::Spawn(argv, log_path);
   if (!child.ok()) return child.status();
-  s.process = std::move(child).value();
+  process = std::move(child).value();
+  return WaitReady();
+}
+
+Status LocalSidecar::WaitReady() {
+  LocalSidecar& s = *this;
   // Wait for readiness, but notice at once a sidecar that exits (bad flags, a busy port).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (true) {
-    if (WaitForHttp(s.host, s.port, "/readyz", std::chrono::milliseconds(250)).ok()) return s;
+    if (WaitForHttp(s.host, s.port, "/readyz", std::chrono::milliseconds(250)).ok()) {
+      return Status::Ok();
+    }
     if (auto code = s.process.Wait(std::chrono::milliseconds(0))) {
       return Status::Unavailable("the sidecar exited with code " + std::to_string(*code) +
                                  " before it was ready (its log: " + s.log_path + ")");
     }
     if (std::chrono::steady_clock::now() >= deadline) {
-      return Status::Unavailable("the sidecar did not become ready within 30 s (its log: " +
-                                 s.log_path + ")");
+      return Status::Unavailable(
+          "the sidecar did not become ready within 30 s (its log: " + s.log_path + ")");
     }
   }
 }

@@ -1,6 +1,8 @@
 #include "shoal/client/shoal_client.h"
 
-#include <utility>  // std::exchange, before boost::asio
+// clang-format off
+#include <utility>  // std::exchange, before boost::asio (awaitable.hpp needs it)
+// clang-format on
 
 #include <cpprest/http_client.h>
 #include <simdjson.h>
@@ -56,7 +58,8 @@ Result<std::string> ShoalClient::Call(const std::string& method, const std::stri
     simdjson::dom::element doc;
     std::string_view r;
     if (!parser.parse(text).get(doc) && !doc["reason"].get(r)) reason = std::string(r);
-    const std::string msg = method + " " + path + " answered " + std::to_string(code) + ": " + reason;
+    const std::string msg =
+        method + " " + path + " answered " + std::to_string(code) + ": " + reason;
     if (code == 404) return Status::NotFound(msg);
     if (code == 413) return Status::TooLarge(msg);
     if (code == 409) return Status::FailedPrecondition(msg);
@@ -80,8 +83,8 @@ Result<std::vector<wire::ProduceResult>> ShoalClient::Produce(
   return results;
 }
 
-Result<std::vector<wire::ConsumedEvent>> ShoalClient::Consume(const std::string& group,
-                                                               size_t max, int64_t wait_ms) {
+Result<std::vector<wire::ConsumedEvent>> ShoalClient::Consume(const std::string& group, size_t max,
+                                                              int64_t wait_ms) {
   auto body = Call("GET",
                    "/v1/topics/" + topic_ + "/events?group=" + web::uri::encode_data_string(group) +
                        "&max=" + std::to_string(max) + "&wait_ms=" + std::to_string(wait_ms),

@@ -167,8 +167,9 @@ int Run(const IngestOptions& o) {
         }
         // Cheap check that every event got a result.
         size_t results = 0;
-        for (const char* p = answer.data(); (p = static_cast<const char*>(memmem(
-                 p, answer.data() + answer.size() - p, "\"offset\"", 8)));
+        for (const char* p = answer.data();
+             (p = static_cast<const char*>(
+                  memmem(p, answer.data() + answer.size() - p, "\"offset\"", 8)));
              p += 8) {
           ++results;
         }
@@ -196,12 +197,11 @@ int Run(const IngestOptions& o) {
     std::cout << "{\"events_per_sec\":" << static_cast<uint64_t>(eps)
               << ",\"batches\":" << all.size() << ",\"p50_ms\":" << Percentile(all, 0.50)
               << ",\"p99_ms\":" << Percentile(all, 0.99)
-              << ",\"max_ms\":" << (all.empty() ? 0 : all.back())
-              << ",\"errors\":" << errors.load() << ",\"connections\":" << o.connections
-              << ",\"batch\":" << o.batch << ",\"value_bytes\":" << o.value_bytes
-              << ",\"partitions\":" << o.partitions << ",\"fsync\":\"" << o.fsync
-              << "\",\"offered_rate\":" << o.rate << ",\"duration_s\":" << o.duration_s
-              << ",\"sidecar_cpu_cores\":" << cores << "}\n";
+              << ",\"max_ms\":" << (all.empty() ? 0 : all.back()) << ",\"errors\":" << errors.load()
+              << ",\"connections\":" << o.connections << ",\"batch\":" << o.batch
+              << ",\"value_bytes\":" << o.value_bytes << ",\"partitions\":" << o.partitions
+              << ",\"fsync\":\"" << o.fsync << "\",\"offered_rate\":" << o.rate
+              << ",\"duration_s\":" << o.duration_s << ",\"sidecar_cpu_cores\":" << cores << "}\n";
   } else {
     std::printf(
         "ingest: %.0f events/s  produce p50 %.2f ms  p99 %.2f ms  max %.2f ms  (%zu batches of %d, "
@@ -241,7 +241,8 @@ void RegisterBenchIngest(CLI::App& bench, int& exit_code) {
       ->check(CLI::Range(16, 1 << 20));
   cmd->add_option("--keys", o->keys, "Distinct keys")->check(CLI::Range(1, 100000000));
   cmd->add_option("--duration", o->duration_s, "Seconds measured")->check(CLI::Range(0.1, 3600.0));
-  cmd->add_option("--warmup", o->warmup_s, "Seconds before measuring")->check(CLI::Range(0.0, 600.0));
+  cmd->add_option("--warmup", o->warmup_s, "Seconds before measuring")
+      ->check(CLI::Range(0.0, 600.0));
   cmd->add_option("--rate", o->rate, "Offered events/s in total (0: maximum)");
   cmd->add_option("--data-dir", o->data_dir, "Data directory of the started sidecar (kept)");
   cmd->add_flag("--json", o->json, "Print one JSON object");

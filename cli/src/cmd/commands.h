@@ -8,6 +8,9 @@ namespace shoal::cli {
 
 void RegisterDemo(CLI::App& app, int& exit_code);
 void RegisterBenchIngest(CLI::App& bench, int& exit_code);
+void RegisterTorture(CLI::App& app, int& exit_code);
+void RegisterBenchPause(CLI::App& bench, int& exit_code);
+void RegisterLoadVerify(CLI::App& app, int& exit_code);
 
 // Percentile of a sorted vector (nearest rank), 0 for an empty one.
 double Percentile(const std::vector<double>& sorted, double p);

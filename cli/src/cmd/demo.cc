@@ -2,14 +2,14 @@
 // produces keyed events with an idempotent producer, retries a batch, consumes everything as a
 // group with commits, restarts the sidecar, checks that nothing was lost, reordered or duplicated,
 // and prints what happened at each step.
+#include <simdjson.h>
+
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <iostream>
 #include <map>
 #include <set>
-
-#include <simdjson.h>
 
 #include "cmd/commands.h"
 #include "shoal/client/process.h"
@@ -69,10 +69,10 @@ int Run(const DemoOptions& o) {
     std::vector<client::OutgoingEvent> batch;
     for (; i < o.events && batch.size() < o.batch; ++i) {
       const uint64_t k = i % o.keys;
-      batch.push_back({"customer_" + std::to_string(k),
-                       "{\"order\":" + std::to_string(i) + ",\"n\":" + std::to_string(++next_n[k]) +
-                           "}",
-                       "demo", i});
+      batch.push_back(
+          {"customer_" + std::to_string(k),
+           "{\"order\":" + std::to_string(i) + ",\"n\":" + std::to_string(++next_n[k]) + "}",
+           "demo", i});
     }
     const auto t0 = std::chrono::steady_clock::now();
     auto r = c.Produce(batch);

@@ -1,6 +1,7 @@
 #include "broker/partition.h"
 
 #include <algorithm>
+#include <cstring>
 #include <unordered_set>
 
 #include "shoal/common/logging.h"
@@ -56,6 +57,13 @@ Result<std::unique_ptr<Partition>> Partition::Open(PartitionId id, const Partiti
   if (!commits.ok()) return commits.status();
   p->commits_ = std::move(commits).value();
   SHOAL_RETURN_IF_ERROR(p->RecoverProducers());
+  std::string marker;
+  if (storage::ReadWholeFile(options.dir + "/sealed", &marker).ok()) {
+    p->seal_end_ = std::strtoull(marker.c_str(), nullptr, 10);
+    p->sealed_.store(true);
+  }
+  // Seeded means a producer snapshot loaded: inherited parent state lives only there, so a
+  // missing or damaged one makes the successor inherit again before it takes appends.
   return p;
 }
 
@@ -69,8 +77,9 @@ Status Partition::RecoverProducers() {
     auto table = storage::ProducerTable::Deserialize(std::string_view(bytes).substr(8));
     if (table.ok()) {
       producers_ = std::move(table).value();
+      seeded_.store(true);
       // A snapshot may cover records a crash took back from the log; forget those.
-      producers_.TruncateFrom(log_->end_offset());
+      producers_.TruncateFrom(id_.value(), log_->end_offset());
       from = std::max(from, std::min(covered, log_->end_offset()));
     } else {
       Logger("broker")->warn("msg=\"ignoring producer snapshot\" partition={} reason=\"{}\"",
@@ -84,7 +93,7 @@ Status Partition::RecoverProducers() {
     SHOAL_RETURN_IF_ERROR(log_->Read(from, end, 65536, 16 << 20, &batch));
     if (batch.records.empty()) break;
     for (const auto& r : batch.records) {
-      if (r.seq) producers_.Record(r.producer, *r.seq, r.offset, r.timestamp_ms);
+      if (r.seq) producers_.Record(r.producer, *r.seq, {id_.value(), r.offset}, r.timestamp_ms);
     }
     from = batch.records.back().offset + 1;
   }
@@ -97,7 +106,7 @@ Status Partition::WriteProducerSnapshot() {
   {
     std::lock_guard<std::mutex> lock(append_mu_);
     const uint64_t end = log_->end_offset();
-    if (end == producers_snapshot_end_) return Status::Ok();
+    if (end == producers_snapshot_end_) return Status::Ok();  // nothing new since the last one
     bytes.append(reinterpret_cast<const char*>(&end), 8);
     bytes += producers_.Serialize();
     producers_snapshot_end_ = end;
@@ -108,6 +117,11 @@ Status Partition::WriteProducerSnapshot() {
 Status Partition::Append(std::span<const wire::ProduceEvent* const> events,
                          std::span<wire::ProduceResult* const> results) {
   std::lock_guard<std::mutex> lock(append_mu_);
+  // Fencing (invariant 5): a sealed partition's end is final; nothing is appended after it.
+  if (sealed_.load()) {
+    return Status::Unavailable("partition " + std::to_string(id_.value()) +
+                               " is sealed by a change in progress; retry");
+  }
   pending_.clear();
   const uint64_t base = log_->end_offset();
   const int64_t now = clock_.NowMs();
@@ -117,8 +131,8 @@ Status Partition::Append(std::span<const wire::ProduceEvent* const> events,
   for (size_t i = 0; i < events.size(); ++i) {
     const auto& ev = *events[i];
     if (ev.seq) {
-      if (auto off = producers_.Find(ev.producer, *ev.seq)) {
-        *results[i] = {id_.value(), *off, true};
+      if (auto at = producers_.Find(ev.producer, *ev.seq)) {
+        *results[i] = {at->partition, at->offset, true};
         ++dups;
         continue;
       }
@@ -142,12 +156,56 @@ Status Partition::Append(std::span<const wire::ProduceEvent* const> events,
     auto first = log_->Append(pending_);
     if (!first.ok()) return first.status();
     for (size_t j = 0; j < pending_.size(); ++j) {
-      if (pending_[j].seq) producers_.Record(pending_[j].producer, *pending_[j].seq, base + j, now);
+      if (pending_[j].seq) {
+        producers_.Record(pending_[j].producer, *pending_[j].seq, {id_.value(), base + j}, now);
+      }
     }
     probe_.events_appended->Increment(static_cast<double>(pending_.size()));
     probe_.bytes_appended->Increment(static_cast<double>(bytes));
   }
   if (dups) probe_.duplicates->Increment(static_cast<double>(dups));
+  return Status::Ok();
+}
+
+Result<uint64_t> Partition::Seal() {
+  std::lock_guard<std::mutex> lock(append_mu_);
+  if (sealed_.load()) return seal_end_;
+  // The seal is durable before it is acknowledged: a restarted sidecar must never append to a
+  // partition whose successor may already accept writes (invariant 2).
+  SHOAL_RETURN_IF_ERROR(SyncLog());
+  const uint64_t end = log_->end_offset();
+  SHOAL_RETURN_IF_ERROR(storage::WriteFileAtomic(opts_.dir + "/sealed", std::to_string(end)));
+  seal_end_ = end;
+  sealed_.store(true);
+  return end;
+}
+
+std::optional<uint64_t> Partition::sealed_end() const {
+  if (!sealed_.load()) return std::nullopt;
+  return seal_end_;
+}
+
+std::string Partition::ExportProducers() {
+  std::lock_guard<std::mutex> lock(append_mu_);
+  return producers_.Serialize();
+}
+
+Status Partition::InheritProducers(const std::string& serialized) {
+  auto table = storage::ProducerTable::Deserialize(serialized);
+  if (!table.ok()) return table.status();
+  std::lock_guard<std::mutex> lock(append_mu_);
+  producers_.Inherit(*table);
+  producers_snapshot_end_ = UINT64_MAX;  // force the next snapshot
+  return Status::Ok();
+}
+
+bool Partition::seeded() const { return seeded_.load(); }
+
+Status Partition::MarkSeeded() {
+  // The producer snapshot is the durable mark: a partition with parents writes its first one
+  // here, with the inherited state in it; one without a snapshot after a crash is seeded again.
+  SHOAL_RETURN_IF_ERROR(WriteProducerSnapshot());
+  seeded_.store(true);
   return Status::Ok();
 }
 

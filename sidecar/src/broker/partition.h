@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -53,6 +54,19 @@ class Partition {
   // Durability is the caller's next step (SyncForAck).
   Status Append(std::span<const wire::ProduceEvent* const> events,
                 std::span<wire::ProduceResult* const> results);
+  // Seals the partition: no append after this returns, the end offset is final and durable, and
+  // the seal survives a restart. Idempotent: a sealed partition answers its end again.
+  Result<uint64_t> Seal();
+  std::optional<uint64_t> sealed_end() const;
+
+  // Handoff of the idempotent-producer state along the lineage (invariant 6).
+  std::string ExportProducers();
+  Status InheritProducers(const std::string& serialized);
+  // A successor is seeded once it inherited its parents' producer state; only then does it take
+  // appends. The mark is durable so a restart does not seed twice.
+  bool seeded() const;
+  Status MarkSeeded();
+
   // Under fsync=always: makes everything appended so far durable before the caller acks.
   Status SyncForAck();
 
@@ -101,9 +115,13 @@ class Partition {
   std::unique_ptr<storage::Log> log_;
   std::unique_ptr<storage::CommitStore> commits_;
 
+  std::atomic<bool> sealed_{false};
+  uint64_t seal_end_ = 0;  // written under append_mu_ before sealed_ is set
+  std::atomic<bool> seeded_{false};
+
   std::mutex append_mu_;
-  storage::ProducerTable producers_;          // guarded by append_mu_
-  uint64_t producers_snapshot_end_ = 0;       // guarded by append_mu_
+  storage::ProducerTable producers_;           // guarded by append_mu_
+  uint64_t producers_snapshot_end_ = 0;        // guarded by append_mu_
   std::vector<storage::AppendEntry> pending_;  // guarded by append_mu_
 
   int64_t last_retention_ms_ = 0;  // touched by the ticker thread only

@@ -37,7 +37,11 @@ SidecarProbe::SidecarProbe(std::string topic)
       requests_(BuildCounter()
                     .Name("shoal_http_requests_total")
                     .Help("HTTP requests answered, by endpoint and status code")
-                    .Register(*registry_)) {
+                    .Register(*registry_)),
+      admin_changes_(BuildCounter()
+                         .Name("shoal_sidecar_changes_total")
+                         .Help("Map installs, prepares and seals on the admin plane, by outcome")
+                         .Register(*registry_)) {
   produce_latency_ = &BuildHistogram()
                           .Name("shoal_produce_latency_seconds")
                           .Help("Time from a produce request's arrival to its answer")
@@ -60,6 +64,10 @@ PartitionProbe SidecarProbe::ForPartition(uint32_t partition) {
 
 void SidecarProbe::Rejected(const std::string& reason) {
   rejected_.Add({{"topic", topic_}, {"reason", reason}}).Increment();
+}
+
+void SidecarProbe::AdminChange(const std::string& op, const std::string& outcome) {
+  admin_changes_.Add({{"topic", topic_}, {"op", op}, {"outcome", outcome}}).Increment();
 }
 
 void SidecarProbe::Request(const std::string& endpoint, int code) {

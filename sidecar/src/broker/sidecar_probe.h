@@ -38,6 +38,8 @@ class SidecarProbe {
   // reason: the error code of the answer (invalid_argument, too_large, not_found, ...).
   void Rejected(const std::string& reason);
   void Request(const std::string& endpoint, int code);
+  // op: install, prepare, seal; outcome: ok, stale_epoch, error.
+  void AdminChange(const std::string& op, const std::string& outcome);
 
  private:
   const std::string topic_;
@@ -49,6 +51,7 @@ class SidecarProbe {
   prometheus::Family<prometheus::Counter>& duplicates_;
   prometheus::Family<prometheus::Counter>& rejected_;
   prometheus::Family<prometheus::Counter>& requests_;
+  prometheus::Family<prometheus::Counter>& admin_changes_;
   prometheus::Histogram* produce_latency_;
   prometheus::Histogram* fsync_latency_;
 };

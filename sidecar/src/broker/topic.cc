@@ -10,8 +10,8 @@
 
 namespace shoal::broker {
 
-Topic::Topic(TopicOptions options, Clock& clock, SidecarProbe& probe)
-    : opts_(std::move(options)), clock_(clock), probe_(probe) {}
+Topic::Topic(TopicOptions options, Clock& clock, SidecarProbe& probe, PeerClient* peers)
+    : opts_(std::move(options)), clock_(clock), probe_(probe), peers_(peers) {}
 
 Topic::~Topic() {
   {
@@ -23,8 +23,8 @@ Topic::~Topic() {
 }
 
 Result<std::unique_ptr<Topic>> Topic::Open(const TopicOptions& options, Clock& clock,
-                                           SidecarProbe& probe) {
-  std::unique_ptr<Topic> t(new Topic(options, clock, probe));
+                                           SidecarProbe& probe, PeerClient* peers) {
+  std::unique_ptr<Topic> t(new Topic(options, clock, probe, peers));
   SHOAL_RETURN_IF_ERROR(t->LoadOrCreateMap());
   SHOAL_RETURN_IF_ERROR(t->OpenPartitions());
   return t;
@@ -54,6 +54,10 @@ Status Topic::LoadOrCreateMap() {
     return Status::Ok();
   }
   if (st.code() != Status::Code::kNotFound) return st;
+  if (opts_.wait_for_map) {
+    Logger("broker")->info("msg=\"no partition map yet; waiting for one on the admin plane\"");
+    return Status::Ok();
+  }
   auto initial = PartitionMap::Initial(opts_.topic, opts_.partitions, opts_.pod);
   if (!initial.ok()) return initial.status();
   map_ = std::move(initial).value();
@@ -74,11 +78,23 @@ Status Topic::OpenPartitions() {
   return Status::Ok();
 }
 
+bool Topic::Accepting(const PartitionInfo& info, const Partition& p) const {
+  // A successor takes appends only once it holds its parents' producer state (invariant 6); its
+  // parents are sealed before the map that creates it exists (invariant 2).
+  return info.active() && info.owner == opts_.pod && !p.sealed_end() &&
+         (info.parents.empty() || p.seeded());
+}
+
 Status Topic::Produce(const std::vector<wire::ProduceEvent>& events,
-                      std::vector<wire::ProduceResult>* results) {
+                      std::vector<wire::ProduceResult>* results, bool forwarded,
+                      std::vector<ForwardPlan>* forwards) {
   results->assign(events.size(), {});
   std::shared_lock<std::shared_mutex> lock(map_mu_);
-  // Group the events by partition, keeping request order inside each group.
+  if (map_.active_count() == 0) {
+    return Status::Unavailable("this sidecar has no partition map yet; retry");
+  }
+  // Group the events by partition, keeping request order inside each group; events of other
+  // owners are grouped by owner for forwarding.
   struct Group {
     Partition* partition;
     std::vector<const wire::ProduceEvent*> events;
@@ -86,18 +102,25 @@ Status Topic::Produce(const std::vector<wire::ProduceEvent>& events,
   };
   std::vector<Group> groups;
   std::vector<int32_t> group_of(map_.NextId().value(), -1);
+  std::map<std::string, std::vector<size_t>> remote;
   for (size_t i = 0; i < events.size(); ++i) {
     const PartitionInfo& info = map_.Route(KeyHash(events[i].key));
     if (info.owner != opts_.pod) {
-      return Status::FailedPrecondition("partition " + std::to_string(info.id.value()) +
-                                        " is owned by " + info.owner.value());
+      if (forwarded || !forwards) {
+        // One hop only: a forwarding sidecar with an older map learns the owner from the answer.
+        return Status::FailedPrecondition(
+            "not the owner: partition " + std::to_string(info.id.value()) + " is owned by " +
+            info.owner.value() + " at epoch " + std::to_string(map_.epoch().value()));
+      }
+      remote[info.owner.value()].push_back(i);
+      continue;
     }
     int32_t& g = group_of[info.id.value()];
     if (g < 0) {
       auto it = partitions_.find(info.id.value());
-      if (it == partitions_.end()) {
+      if (it == partitions_.end() || !Accepting(info, *it->second)) {
         return Status::Unavailable("partition " + std::to_string(info.id.value()) +
-                                   " is not open on this sidecar");
+                                   " is being created by a change in progress; retry");
       }
       g = static_cast<int32_t>(groups.size());
       groups.push_back({it->second.get(), {}, {}});
@@ -105,12 +128,21 @@ Status Topic::Produce(const std::vector<wire::ProduceEvent>& events,
     groups[g].events.push_back(&events[i]);
     groups[g].results.push_back(&(*results)[i]);
   }
+  for (auto& [pod, idx] : remote) {
+    const PeerAddress* addr = map_.Peer(PodName(pod));
+    if (!addr) {
+      return Status::Unavailable("no address known for " + pod + ", the owner of some keys");
+    }
+    std::vector<const wire::ProduceEvent*> subset;
+    for (size_t i : idx) subset.push_back(&events[i]);
+    forwards->push_back({*addr, wire::EncodeProduceRequest(subset), std::move(idx)});
+  }
   for (auto& g : groups) SHOAL_RETURN_IF_ERROR(g.partition->Append(g.events, g.results));
   // Acknowledge only what the fsync policy made durable; under fsync=always the concurrent
   // requests of a partition share one fdatasync (group commit in DiskLog::Sync).
   for (auto& g : groups) SHOAL_RETURN_IF_ERROR(g.partition->SyncForAck());
   lock.unlock();
-  if (on_data_) on_data_();
+  if (!groups.empty() && on_data_) on_data_();
   return Status::Ok();
 }
 
@@ -119,9 +151,17 @@ Result<size_t> Topic::Consume(const std::string& group, size_t max, std::string*
   out->append("{\"events\":[");
   size_t total = 0;
   {
+    {
+      std::lock_guard<std::mutex> g(gate_mu_);
+      groups_.insert(group);
+    }
     std::shared_lock<std::shared_mutex> lock(map_mu_);
     std::vector<Partition*> order;
-    for (auto& [id, p] : partitions_) order.push_back(p.get());
+    for (auto& [id, p] : partitions_) {
+      const PartitionInfo* info = map_.Find(PartitionId(id));
+      if (info && !Released(*info, group)) continue;
+      order.push_back(p.get());
+    }
     if (!order.empty()) {
       // Start at a rotating partition so that one busy partition cannot starve the others.
       const size_t start = consume_rotor_.fetch_add(1) % order.size();
@@ -140,9 +180,275 @@ Result<size_t> Topic::Consume(const std::string& group, size_t max, std::string*
 bool Topic::HasDataFor(const std::string& group) const {
   std::shared_lock<std::shared_mutex> lock(map_mu_);
   for (const auto& [id, p] : partitions_) {
-    if (p->HasDataFor(group)) return true;
+    if (p->HasDataFor(group)) return true;  // a gated successor only costs one empty read
   }
   return false;
+}
+
+// Invariant 3, parents first: an event of successor S goes to group G only after G committed
+// every parent of S up to the parent's final end offset, recorded in the map when the parent was
+// sealed. Every event of a key before the change is in a parent, every event after it in S, and
+// each partition is delivered in offset order, so G sees a key's events in acknowledgement order
+// across the change. Gating is per group: a slow group holds back only itself. Once released, a
+// group stays released (the parents' ends are final).
+bool Topic::Released(const PartitionInfo& info, const std::string& group) {
+  if (info.parents.empty()) return true;
+  std::lock_guard<std::mutex> g(gate_mu_);
+  auto& released = released_[info.id.value()];
+  if (released.count(group)) return true;
+  for (PartitionId parent : info.parents) {
+    const PartitionInfo* pi = map_.Find(parent);
+    if (!pi) continue;  // retired: every group consumed it
+    if (pi->end_offset == 0) continue;
+    uint64_t committed = 0;
+    auto local = partitions_.find(parent.value());
+    if (local != partitions_.end()) {
+      committed = local->second->Committed(group).value_or(local->second->start_offset());
+    } else {
+      auto rc = remote_commits_.find(parent.value());
+      if (rc == remote_commits_.end()) return false;
+      auto it = rc->second.find(group);
+      if (it == rc->second.end()) return false;
+      committed = it->second;
+    }
+    if (committed < pi->end_offset) return false;
+  }
+  released.insert(group);
+  return true;
+}
+
+void Topic::RefreshRemoteCommits() {
+  if (!peers_) return;
+  // Which remote parents still hold back some group that wants to consume here?
+  std::vector<std::pair<PeerAddress, PartitionId>> wanted;
+  {
+    std::shared_lock<std::shared_mutex> lock(map_mu_);
+    std::lock_guard<std::mutex> g(gate_mu_);
+    std::set<uint32_t> seen;
+    for (const auto& [id, p] : partitions_) {
+      const PartitionInfo* info = map_.Find(PartitionId(id));
+      if (!info || info->parents.empty()) continue;
+      const auto& released = released_[id];
+      bool all = true;
+      for (const auto& grp : groups_) all &= released.count(grp) > 0;
+      if (all) continue;
+      for (PartitionId parent : info->parents) {
+        const PartitionInfo* pi = map_.Find(parent);
+        if (!pi || partitions_.count(parent.value()) || !seen.insert(parent.value()).second) {
+          continue;
+        }
+        if (const PeerAddress* addr = map_.Peer(pi->owner)) wanted.emplace_back(*addr, parent);
+      }
+    }
+  }
+  for (const auto& [addr, parent] : wanted) {
+    auto commits = peers_->FetchCommits(addr, parent);
+    if (!commits.ok()) continue;  // the owner may be restarting; try again next tick
+    bool changed;
+    {
+      std::lock_guard<std::mutex> g(gate_mu_);
+      auto& held = remote_commits_[parent.value()];
+      changed = held != *commits;
+      held = std::move(commits).value();
+    }
+    // New remote commits may release a successor: wake parked consumers.
+    if (changed && on_data_) on_data_();
+  }
+}
+
+Status Topic::InstallMap(const PartitionMap& next) {
+  std::lock_guard<std::mutex> install(install_mu_);
+  SHOAL_RETURN_IF_ERROR(next.Validate());
+  if (next.topic() != opts_.topic) {
+    return Status::InvalidArgument("the map is for topic " + next.topic() + ", not " + opts_.topic);
+  }
+  const Epoch held = map().epoch();
+  if (next.epoch() <= held) {
+    return Status::FailedPrecondition("stale epoch " + std::to_string(next.epoch().value()) +
+                                      ": this sidecar holds epoch " + std::to_string(held.value()));
+  }
+  const auto t0 = clock_.SteadyNow();
+  auto ms_since = [&](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(clock_.SteadyNow() - t).count();
+  };
+  // 1. Open what this pod owns in the new map and does not hold yet (outside the map lock),
+  // unless Prepare opened it already.
+  std::map<uint32_t, std::unique_ptr<Partition>> opened;
+  for (const auto& info : next.partitions()) {
+    if (info.owner != opts_.pod) continue;
+    {
+      std::shared_lock<std::shared_mutex> lock(map_mu_);
+      if (partitions_.count(info.id.value())) continue;
+    }
+    if (auto it = prepared_.find(info.id.value()); it != prepared_.end()) {
+      opened.emplace(info.id.value(), std::move(it->second));
+      prepared_.erase(it);
+      continue;
+    }
+    PartitionOptions po = opts_.partition;
+    po.dir = opts_.data_dir + "/" + opts_.topic + "/partitions/" + std::to_string(info.id.value());
+    auto p = Partition::Open(info.id, po, clock_, probe_);
+    if (!p.ok()) return p.status().Annotate("partition " + std::to_string(info.id.value()));
+    opened.emplace(info.id.value(), std::move(p).value());
+  }
+  auto held_partition = [&](uint32_t id) -> Partition* {
+    if (auto it = opened.find(id); it != opened.end()) return it->second.get();
+    std::shared_lock<std::shared_mutex> lock(map_mu_);
+    auto it = partitions_.find(id);
+    return it == partitions_.end() ? nullptr : it->second.get();
+  };
+  const double opened_ms = ms_since(t0);
+  // 2. Seal what the new map seals, before any successor can take appends.
+  for (const auto& info : next.partitions()) {
+    if (info.active()) continue;
+    if (Partition* p = held_partition(info.id.value()); p && !p->sealed_end()) {
+      auto end = p->Seal();
+      if (!end.ok()) return end.status();
+    }
+  }
+  // 3. Seed each new successor with its parents' producer state (handoff of dedup state).
+  SHOAL_RETURN_IF_ERROR(SeedSuccessors(next, held_partition));
+  const double seeded_ms = ms_since(t0);
+  // 4. Persist, then take effect. A crash between the two re-opens the new map on restart.
+  SHOAL_RETURN_IF_ERROR(storage::WriteFileAtomic(MapPath(), next.ToJson()));
+  const double persisted_ms = ms_since(t0);
+  {
+    std::unique_lock<std::shared_mutex> lock(map_mu_);
+    map_ = next;
+    for (auto& [id, p] : opened) partitions_.emplace(id, std::move(p));
+  }
+  Logger("broker")->info(
+      "msg=\"installed map\" epoch={} active_partitions={} held={} opened_ms={:.2f} "
+      "seeded_ms={:.2f} persisted_ms={:.2f} total_ms={:.2f}",
+      next.epoch().value(), next.active_count(), partitions_.size(), opened_ms, seeded_ms,
+      persisted_ms, ms_since(t0));
+  return Status::Ok();
+}
+
+Status Topic::SeedSuccessors(const PartitionMap& next,
+                             const std::function<Partition*(uint32_t)>& held) {
+  for (const auto& info : next.partitions()) {
+    if (!info.active() || info.owner != opts_.pod || info.parents.empty()) continue;
+    Partition* p = held(info.id.value());
+    if (!p || p->seeded()) continue;
+    for (PartitionId parent : info.parents) {
+      const PartitionInfo* pi = next.Find(parent);
+      if (!pi) continue;  // retired
+      Result<std::string> table = Status::Internal("unset");
+      if (Partition* local = held(parent.value())) {
+        table = local->ExportProducers();
+      } else if (const PeerAddress* addr = next.Peer(pi->owner); addr && peers_) {
+        table = peers_->FetchProducers(*addr, parent);
+      } else {
+        table = Status::Unavailable("no address for " + pi->owner.value());
+      }
+      if (!table.ok()) {
+        return table.status().Annotate("fetching the producer state of parent " +
+                                       std::to_string(parent.value()));
+      }
+      SHOAL_RETURN_IF_ERROR(p->InheritProducers(*table));
+    }
+    SHOAL_RETURN_IF_ERROR(p->MarkSeeded());
+  }
+  return Status::Ok();
+}
+
+void Topic::SeedPending() {
+  std::lock_guard<std::mutex> install(install_mu_);
+  const PartitionMap m = map();
+  bool pending = false;
+  {
+    std::shared_lock<std::shared_mutex> lock(map_mu_);
+    for (const auto& info : m.partitions()) {
+      auto it = partitions_.find(info.id.value());
+      pending |= info.active() && info.owner == opts_.pod && !info.parents.empty() &&
+                 it != partitions_.end() && !it->second->seeded();
+    }
+  }
+  if (!pending) return;
+  Status st = SeedSuccessors(m, [this](uint32_t id) -> Partition* {
+    std::shared_lock<std::shared_mutex> lock(map_mu_);
+    auto it = partitions_.find(id);
+    return it == partitions_.end() ? nullptr : it->second.get();
+  });
+  if (!st.ok()) {
+    Logger("broker")->warn("msg=\"successor not seeded yet; retrying\" reason=\"{}\"",
+                           st.message());
+  }
+}
+
+Status Topic::Prepare(const PartitionMap& next) {
+  std::lock_guard<std::mutex> install(install_mu_);
+  SHOAL_RETURN_IF_ERROR(next.Validate());
+  if (next.epoch() <= map().epoch()) {
+    return Status::FailedPrecondition("stale epoch " + std::to_string(next.epoch().value()) +
+                                      ": this sidecar holds epoch " +
+                                      std::to_string(map().epoch().value()));
+  }
+  for (const auto& info : next.partitions()) {
+    if (info.owner != opts_.pod || prepared_.count(info.id.value())) continue;
+    {
+      std::shared_lock<std::shared_mutex> lock(map_mu_);
+      if (partitions_.count(info.id.value())) continue;
+    }
+    PartitionOptions po = opts_.partition;
+    po.dir = opts_.data_dir + "/" + opts_.topic + "/partitions/" + std::to_string(info.id.value());
+    auto p = Partition::Open(info.id, po, clock_, probe_);
+    if (!p.ok()) return p.status().Annotate("partition " + std::to_string(info.id.value()));
+    prepared_.emplace(info.id.value(), std::move(p).value());
+  }
+  return Status::Ok();
+}
+
+Result<uint64_t> Topic::Seal(Epoch epoch, PartitionId id) {
+  std::shared_lock<std::shared_mutex> lock(map_mu_);
+  auto it = partitions_.find(id.value());
+  if (it == partitions_.end()) {
+    return Status::NotFound("partition " + std::to_string(id.value()) + " is not on this sidecar");
+  }
+  if (auto end = it->second->sealed_end()) return *end;
+  // Fencing (invariant 5): a seal belongs to the change that makes a newer map.
+  if (epoch <= map_.epoch()) {
+    return Status::FailedPrecondition("stale epoch " + std::to_string(epoch.value()) +
+                                      ": this sidecar holds epoch " +
+                                      std::to_string(map_.epoch().value()));
+  }
+  return it->second->Seal();
+}
+
+Result<std::string> Topic::ExportProducers(PartitionId id) {
+  std::shared_lock<std::shared_mutex> lock(map_mu_);
+  auto it = partitions_.find(id.value());
+  if (it == partitions_.end()) {
+    return Status::NotFound("partition " + std::to_string(id.value()) + " is not on this sidecar");
+  }
+  return it->second->ExportProducers();
+}
+
+Result<std::string> Topic::CommitsJson(PartitionId id) {
+  std::shared_lock<std::shared_mutex> lock(map_mu_);
+  auto it = partitions_.find(id.value());
+  if (it == partitions_.end()) {
+    return Status::NotFound("partition " + std::to_string(id.value()) + " is not on this sidecar");
+  }
+  const Partition& p = *it->second;
+  std::string out = "{\"commits\":{";
+  bool first = true;
+  for (const auto& [g, o] : p.Commits()) {
+    if (!first) out += ',';
+    first = false;
+    json::AppendString(out, g);
+    out += ':';
+    json::AppendUint(out, o);
+  }
+  out += "},\"sealed\":";
+  out += p.sealed_end() ? "true" : "false";
+  out += ",\"start_offset\":";
+  json::AppendUint(out, p.start_offset());
+  out += ",\"end_offset\":";
+  json::AppendUint(out, p.end_offset());
+  out += '}';
+  return out;
 }
 
 Status Topic::Commit(const wire::CommitRequest& request) {
@@ -164,6 +470,9 @@ Status Topic::Commit(const wire::CommitRequest& request) {
   for (const auto& c : request.offsets) {
     SHOAL_RETURN_IF_ERROR(partitions_.at(c.partition)->Commit(request.group, c.offset));
   }
+  lock.unlock();
+  // A commit to a parent's end may release a successor to this group: wake parked consumers.
+  if (on_data_) on_data_();
   return Status::Ok();
 }
 
@@ -212,6 +521,10 @@ std::string Topic::ViewJson() const {
       json::AppendUint(out, p.visible_end());
       out += ",\"size_bytes\":";
       json::AppendUint(out, p.size_bytes());
+      out += ",\"accepting\":";
+      out += Accepting(info, p) ? "true" : "false";
+      out += ",\"sealed_here\":";
+      out += p.sealed_end() ? "true" : "false";
       out += ",\"segments\":";
       json::AppendUint(out, p.segment_count());
       out += ",\"groups\":{";
@@ -242,18 +555,17 @@ std::shared_ptr<prometheus::Collectable> Topic::StateCollectable() {
                                     "Offset the next event of a partition will get");
     auto start = metrics::GaugeFamily("shoal_partition_start_offset",
                                       "Oldest offset still retained in a partition");
-    auto segments = metrics::GaugeFamily("shoal_partition_segments",
-                                         "Segment files of a partition's log");
-    auto lag = metrics::GaugeFamily(
-        "shoal_consumer_lag_events", "Events of a partition not yet committed by a group");
+    auto segments =
+        metrics::GaugeFamily("shoal_partition_segments", "Segment files of a partition's log");
+    auto lag = metrics::GaugeFamily("shoal_consumer_lag_events",
+                                    "Events of a partition not yet committed by a group");
     auto committed = metrics::GaugeFamily("shoal_consumer_committed_offset",
                                           "A group's committed offset in a partition");
-    auto epoch = metrics::GaugeFamily("shoal_epoch", "Epoch of the partition map this sidecar holds");
-    auto parts = metrics::GaugeFamily("shoal_partitions",
-                                      "Partitions of this sidecar by state");
+    auto epoch =
+        metrics::GaugeFamily("shoal_epoch", "Epoch of the partition map this sidecar holds");
+    auto parts = metrics::GaugeFamily("shoal_partitions", "Partitions of this sidecar by state");
     std::shared_lock<std::shared_mutex> lock(map_mu_);
-    metrics::AddGauge(epoch, {{"topic", opts_.topic}},
-                      static_cast<double>(map_.epoch().value()));
+    metrics::AddGauge(epoch, {{"topic", opts_.topic}}, static_cast<double>(map_.epoch().value()));
     double active = 0, sealed = 0;
     for (const auto& info : map_.partitions()) {
       auto it = partitions_.find(info.id.value());
@@ -270,18 +582,21 @@ std::shared_ptr<prometheus::Collectable> Topic::StateCollectable() {
       for (const auto& [g, o] : p.Commits()) {
         const std::map<std::string, std::string> gl = {
             {"topic", opts_.topic}, {"partition", pid}, {"group", g}};
-        metrics::AddGauge(lag, gl, static_cast<double>(p.end_offset() > o ? p.end_offset() - o : 0));
+        metrics::AddGauge(lag, gl,
+                          static_cast<double>(p.end_offset() > o ? p.end_offset() - o : 0));
         metrics::AddGauge(committed, gl, static_cast<double>(o));
       }
     }
     metrics::AddGauge(parts, {{"topic", opts_.topic}, {"state", "active"}}, active);
     metrics::AddGauge(parts, {{"topic", opts_.topic}, {"state", "sealed"}}, sealed);
-    return std::vector<prometheus::MetricFamily>{size,   end, start, segments, lag,
-                                                 committed, epoch, parts};
+    return std::vector<prometheus::MetricFamily>{size, end,       start, segments,
+                                                 lag,  committed, epoch, parts};
   });
 }
 
-void Topic::Start() { ticker_ = std::thread([this] { TickLoop(); }); }
+void Topic::Start() {
+  ticker_ = std::thread([this] { TickLoop(); });
+}
 
 void Topic::TickLoop() {
   auto last_sync = clock_.SteadyNow();
@@ -298,6 +613,8 @@ void Topic::TickLoop() {
       std::shared_lock<std::shared_mutex> map_lock(map_mu_);
       for (auto& [id, p] : partitions_) moved |= p->Tick(sync_due);
     }
+    RefreshRemoteCommits();
+    SeedPending();
     if (moved && on_data_) on_data_();
     lock.lock();
   }

@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <shared_mutex>
 #include <string>
 #include <thread>
@@ -30,6 +31,28 @@ class Collectable;
 
 namespace shoal::broker {
 
+// How a sidecar talks to its peers: forwarding produce requests to a key's owner and, during a
+// change, fetching a sealed parent's producer state and its groups' commits. Implemented over HTTP
+// in http/peer_client.h; tests may hand in their own. Thread-safe; owned by main.
+class PeerClient {
+ public:
+  virtual ~PeerClient() = default;
+  // The serialized ProducerTable of `partition` from its owner's admin plane.
+  virtual Result<std::string> FetchProducers(const PeerAddress& peer, PartitionId partition) = 0;
+  // {group: committed offset} of `partition` from its owner's admin plane.
+  virtual Result<std::map<std::string, uint64_t>> FetchCommits(const PeerAddress& peer,
+                                                               PartitionId partition) = 0;
+};
+
+// Events of one produce request that another sidecar owns: the frontend sends `body` to `peer`
+// (asynchronously, so no server thread waits on the network) and puts the answer's results at
+// `indices` of the request's results.
+struct ForwardPlan {
+  PeerAddress peer;
+  std::string body;
+  std::vector<size_t> indices;
+};
+
 struct TopicOptions {
   std::string topic;
   uint32_t partitions = 4;  // for a new topic; an existing map on disk wins
@@ -38,12 +61,15 @@ struct TopicOptions {
   PartitionOptions partition;  // dir is filled per partition
   int64_t fsync_interval_ms = 100;
   int64_t tick_ms = 50;
+  // Start without a map of our own when none is on disk, and wait for one to be installed
+  // through the admin plane (a sidecar that joins a multi-sidecar topic).
+  bool wait_for_map = false;
 };
 
 class Topic {
  public:
   static Result<std::unique_ptr<Topic>> Open(const TopicOptions& options, Clock& clock,
-                                             SidecarProbe& probe);
+                                             SidecarProbe& probe, PeerClient* peers = nullptr);
   Topic(const Topic&) = delete;
   Topic& operator=(const Topic&) = delete;
   ~Topic();
@@ -53,8 +79,12 @@ class Topic {
   // Routes each event by KeyHash to its active partition and appends it; results come back in
   // request order. Events of one request for the same key keep their order (same partition,
   // appended in request order). Acknowledged only after the fsync policy is met.
+  // Events whose partition another sidecar owns are returned in `forwards` for the caller to send
+  // on, unless this request was itself forwarded or `forwards` is null (then they are refused
+  // as FailedPrecondition naming the owner).
   Status Produce(const std::vector<wire::ProduceEvent>& events,
-                 std::vector<wire::ProduceResult>* results);
+                 std::vector<wire::ProduceResult>* results, bool forwarded = false,
+                 std::vector<ForwardPlan>* forwards = nullptr);
 
   // Writes up to `max` events for `group` into `out` as {"events":[...]}; returns how many.
   Result<size_t> Consume(const std::string& group, size_t max, std::string* out);
@@ -64,6 +94,21 @@ class Topic {
   // The topic view of GET /v1/topics/{topic}: the map plus per-partition counters.
   std::string ViewJson() const;
   PartitionMap map() const;
+
+  // The admin plane's changes. InstallMap applies a map of a newer epoch (fencing: an older or
+  // equal epoch is FailedPrecondition naming the current one): it opens the partitions this pod
+  // now owns, seeds successors with their parents' producer state, seals what the map seals, and
+  // persists the map before it takes effect.
+  Status InstallMap(const PartitionMap& map);
+  // Opens, ahead of a change, the partitions a coming map gives this pod, so that creating their
+  // files is not part of the change's write pause. They take effect with InstallMap.
+  Status Prepare(const PartitionMap& map);
+  // Seals a partition this sidecar holds, ahead of the map that makes its successors; `epoch`
+  // is the epoch of that coming map and must be newer than the one held (unless already sealed).
+  Result<uint64_t> Seal(Epoch epoch, PartitionId partition);
+  Result<std::string> ExportProducers(PartitionId partition);
+  // {"commits":{group:offset},"sealed":bool,"end_offset":N} of one partition held here.
+  Result<std::string> CommitsJson(PartitionId partition);
 
   // Called (from producing threads or the ticker) whenever events became visible to consumers.
   void SetDataListener(std::function<void()> fn) { on_data_ = std::move(fn); }
@@ -75,7 +120,16 @@ class Topic {
   Status Close();
 
  private:
-  Topic(TopicOptions options, Clock& clock, SidecarProbe& probe);
+  Topic(TopicOptions options, Clock& clock, SidecarProbe& probe, PeerClient* peers);
+  // Whether `group` may read successor `info` yet: every parent consumed to its end by the group.
+  bool Released(const PartitionInfo& info, const std::string& group);  // requires map_mu_ shared
+  void RefreshRemoteCommits();
+  bool Accepting(const PartitionInfo& info, const Partition& p) const;
+  // Makes each active successor this pod owns in `map` inherit its parents' producer state, if
+  // it has not yet. `held` finds a partition held here (or about to be).
+  Status SeedSuccessors(const PartitionMap& map, const std::function<Partition*(uint32_t)>& held);
+  // Seeds successors left unseeded by a restart (their parents' owners may be down a while).
+  void SeedPending();
   Status LoadOrCreateMap();
   Status OpenPartitions();
   std::string MapPath() const;
@@ -90,6 +144,16 @@ class Topic {
   PartitionMap map_;                                           // guarded by map_mu_
   std::map<uint32_t, std::unique_ptr<Partition>> partitions_;  // guarded by map_mu_
   std::atomic<uint32_t> consume_rotor_{0};
+  PeerClient* peers_;
+  std::mutex install_mu_;                                    // one map change at a time
+  std::map<uint32_t, std::unique_ptr<Partition>> prepared_;  // guarded by install_mu_
+
+  // Parents-first gating (invariant 3), guarded by gate_mu_: groups already released per
+  // successor, commits of remote parents as last fetched, groups that have asked to consume.
+  std::mutex gate_mu_;
+  std::map<uint32_t, std::set<std::string>> released_;
+  std::map<uint32_t, std::map<std::string, uint64_t>> remote_commits_;
+  std::set<std::string> groups_;
 
   std::mutex tick_mu_;
   std::condition_variable tick_cv_;

@@ -1,11 +1,20 @@
 #include "http/admin_frontend.h"
 
+#include <simdjson.h>
+
 #include "http/http_util.h"
 
 namespace shoal::http {
 
 using web::http::http_request;
 using web::http::methods;
+
+namespace {
+std::string Outcome(const Status& st) {
+  if (st.ok()) return "ok";
+  return st.code() == Status::Code::kFailedPrecondition ? "refused" : "error";
+}
+}  // namespace
 
 AdminFrontend::AdminFrontend(AdminFrontendOptions options, broker::Topic& topic,
                              broker::SidecarProbe& probe)
@@ -52,16 +61,96 @@ void AdminFrontend::Handle(http_request req) {
     return;
   }
   const auto path = PathSegments(req);
-  if (path.size() == 3 && path[0] == "v1" && path[1] == "admin" && path[2] == "map") {
-    if (req.method() != methods::GET) {
-      probe_.Request("admin", ReplyError(req, 405, "method_not_allowed", "use GET"));
+  const auto& m = req.method();
+  // Captures by value: it also runs in body continuations, after Handle returned.
+  auto answer = [this, req](const Result<std::string>& r,
+                            const char* content_type = "application/json") {
+    if (!r.ok()) {
+      probe_.Request("admin", ReplyError(req, r.status()));
+      probe_.Rejected(std::string(r.status().code_name()));
       return;
     }
-    ReplyJson(req, 200, topic_.map().ToJson());
+    try {
+      web::http::http_response resp(web::http::status_codes::OK);
+      resp.set_body(*r, content_type);
+      req.reply(resp).then([](pplx::task<void> t) {
+        try {
+          t.get();
+        } catch (...) {
+        }
+      });
+    } catch (...) {
+    }
     probe_.Request("admin", 200);
+  };
+  auto with_body = [&](std::function<Result<std::string>(const std::string&)> fn) {
+    ReadBody(
+        req, 64 << 20, [answer, fn](std::string body) { answer(fn(body)); },
+        [answer](const Status& st) { answer(st); });
+  };
+  if (path.size() < 3 || path[0] != "v1" || path[1] != "admin") {
+    answer(Status::NotFound("no such admin endpoint; see docs/admin-api.md"));
     return;
   }
-  probe_.Request("admin", ReplyError(req, Status::NotFound("no such admin endpoint")));
+  if (path.size() == 3 && path[2] == "map") {
+    if (m == methods::GET) return answer(topic_.map().ToJson());
+    if (m == methods::POST) {
+      return with_body([this](const std::string& body) -> Result<std::string> {
+        auto next = PartitionMap::FromJson(body);
+        if (!next.ok()) return next.status();
+        Status st = topic_.InstallMap(*next);
+        probe_.AdminChange("install", Outcome(st));
+        SHOAL_RETURN_IF_ERROR(st);
+        return "{\"epoch\":" + std::to_string(next->epoch().value()) + "}";
+      });
+    }
+  } else if (path.size() == 3 && path[2] == "prepare") {
+    if (m == methods::POST) {
+      return with_body([this](const std::string& body) -> Result<std::string> {
+        auto next = PartitionMap::FromJson(body);
+        if (!next.ok()) return next.status();
+        Status st = topic_.Prepare(*next);
+        probe_.AdminChange("prepare", Outcome(st));
+        SHOAL_RETURN_IF_ERROR(st);
+        return "{\"prepared\":" + std::to_string(next->epoch().value()) + "}";
+      });
+    }
+  } else if (path.size() == 3 && path[2] == "seal") {
+    if (m == methods::POST) {
+      return with_body([this](const std::string& body) -> Result<std::string> {
+        simdjson::dom::parser parser;
+        simdjson::dom::element doc;
+        uint64_t epoch = 0, partition = 0;
+        if (parser.parse(body).get(doc) || doc["epoch"].get(epoch) ||
+            doc["partition"].get(partition) || partition > UINT32_MAX) {
+          return Status::InvalidArgument("seal needs {\"epoch\": E, \"partition\": P}");
+        }
+        auto end = topic_.Seal(Epoch(epoch), PartitionId(static_cast<uint32_t>(partition)));
+        probe_.AdminChange("seal", Outcome(end.status()));
+        if (!end.ok()) return end.status();
+        return "{\"partition\":" + std::to_string(partition) +
+               ",\"end_offset\":" + std::to_string(*end) + "}";
+      });
+    }
+  } else if (path.size() == 5 && path[2] == "partitions" &&
+             (path[4] == "producers" || path[4] == "commits")) {
+    char* end = nullptr;
+    const unsigned long id = std::strtoul(path[3].c_str(), &end, 10);
+    if (end == path[3].c_str() || *end || id > UINT32_MAX) {
+      return answer(Status::InvalidArgument("partition id must be an integer"));
+    }
+    if (m == methods::GET) {
+      const PartitionId pid(static_cast<uint32_t>(id));
+      if (path[4] == "producers") {
+        return answer(topic_.ExportProducers(pid), "application/octet-stream");
+      }
+      return answer(topic_.CommitsJson(pid));
+    }
+  } else {
+    return answer(Status::NotFound("no such admin endpoint; see docs/admin-api.md"));
+  }
+  probe_.Request("admin", ReplyError(req, 405, "method_not_allowed",
+                                     "method " + m + " is not allowed on this admin endpoint"));
 }
 
 }  // namespace shoal::http

@@ -50,8 +50,9 @@ void WaitUntilSent(const std::vector<pplx::task<void>>& answers, std::chrono::mi
 }  // namespace
 
 DataFrontend::DataFrontend(DataFrontendOptions options, broker::Topic& topic,
-                           broker::SidecarProbe& probe, const std::atomic<bool>& ready)
-    : opts_(std::move(options)), topic_(topic), probe_(probe), ready_(ready) {}
+                           broker::SidecarProbe& probe, const std::atomic<bool>& ready,
+                           HttpPeerClient* peers)
+    : opts_(std::move(options)), topic_(topic), probe_(probe), ready_(ready), peers_(peers) {}
 
 DataFrontend::~DataFrontend() { Close(); }
 
@@ -150,23 +151,66 @@ void DataFrontend::HandleProduce(const http_request& req,
     Fail(req, "produce", Status::Unavailable("the sidecar is shutting down"));
     return;
   }
+  const bool forwarded = req.headers().has("X-Shoal-Forwarded");
   ReadBody(
       req, opts_.max_body_bytes,
-      [this, req, t0](std::string body) {
+      [this, req, t0, forwarded](std::string body) {
         thread_local wire::ProduceRequestParser parser;
-        thread_local std::vector<wire::ProduceResult> results;
-        thread_local std::string out;
+        auto results = std::make_shared<std::vector<wire::ProduceResult>>();
+        std::vector<broker::ForwardPlan> plans;
         Status st = parser.Parse(body, opts_.limits);
-        if (st.ok()) st = topic_.Produce(parser.events(), &results);
+        if (st.ok()) st = topic_.Produce(parser.events(), results.get(), forwarded, &plans);
         if (!st.ok()) {
           Fail(req, "produce", st);
           return;
         }
-        out.clear();
-        wire::EncodeProduceResults(results, out);
-        Answer(req, "produce", 200, out);
-        probe_.ObserveProduce(
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        auto finish = [this, req, t0, results](const Status& status) {
+          if (!status.ok()) {
+            Fail(req, "produce", status);
+            return;
+          }
+          std::string out;
+          wire::EncodeProduceResults(*results, out);
+          Answer(req, "produce", 200, std::move(out));
+          probe_.ObserveProduce(
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        };
+        if (plans.empty()) return finish(Status::Ok());
+        // Events of other owners go on asynchronously; the answer leaves when the last is back.
+        struct Pending {
+          std::mutex mu;
+          size_t left;
+          Status first_error;
+        };
+        auto pending = std::make_shared<Pending>();
+        pending->left = plans.size();
+        for (auto& plan : plans) {
+          if (!peers_) {
+            finish(Status::Unavailable("this sidecar cannot forward"));
+            return;
+          }
+          peers_->ForwardAsync(plan.peer, topic_.name(), std::move(plan.body),
+                               [pending, results, finish,
+                                idx = plan.indices](Result<std::vector<wire::ProduceResult>> r) {
+                                 Status outcome;
+                                 {
+                                   std::lock_guard<std::mutex> lock(pending->mu);
+                                   if (!r.ok()) {
+                                     if (pending->first_error.ok())
+                                       pending->first_error = r.status();
+                                   } else if (r->size() != idx.size()) {
+                                     pending->first_error =
+                                         Status::Internal("a forwarded answer has the wrong size");
+                                   } else {
+                                     for (size_t k = 0; k < idx.size(); ++k)
+                                       (*results)[idx[k]] = (*r)[k];
+                                   }
+                                   if (--pending->left > 0) return;
+                                   outcome = pending->first_error;
+                                 }
+                                 finish(outcome);
+                               });
+        }
       },
       [this, req](const Status& st) { Fail(req, "produce", st); });
 }
@@ -213,9 +257,8 @@ void DataFrontend::PollLoop() {
   while (true) {
     auto next = std::chrono::steady_clock::time_point::max();
     for (const auto& w : waiters_) next = std::min(next, w.deadline);
-    wait_cv_.wait_until(lock, next, [&] {
-      return stopping_ || data_ || std::chrono::steady_clock::now() >= next;
-    });
+    wait_cv_.wait_until(
+        lock, next, [&] { return stopping_ || data_ || std::chrono::steady_clock::now() >= next; });
     const bool stopping = stopping_;
     data_ = false;
     std::list<Waiter> mine;
@@ -264,7 +307,8 @@ void DataFrontend::HandleCommit(const http_request& req) {
           Fail(req, "commit", st);
           return;
         }
-        Answer(req, "commit", 200, "{\"committed\":" + std::to_string(parsed->offsets.size()) + "}");
+        Answer(req, "commit", 200,
+               "{\"committed\":" + std::to_string(parsed->offsets.size()) + "}");
       },
       [this, req](const Status& st) { Fail(req, "commit", st); });
 }

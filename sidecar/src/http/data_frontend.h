@@ -19,6 +19,7 @@
 
 #include "broker/sidecar_probe.h"
 #include "broker/topic.h"
+#include "http/peer_client.h"
 #include "shoal/common/wire.h"
 
 namespace shoal::http {
@@ -34,8 +35,9 @@ struct DataFrontendOptions {
 
 class DataFrontend {
  public:
+  // `peers` forwards events of keys other sidecars own; null: such events are refused.
   DataFrontend(DataFrontendOptions options, broker::Topic& topic, broker::SidecarProbe& probe,
-               const std::atomic<bool>& ready);
+               const std::atomic<bool>& ready, HttpPeerClient* peers = nullptr);
   ~DataFrontend();
   DataFrontend(const DataFrontend&) = delete;
   DataFrontend& operator=(const DataFrontend&) = delete;
@@ -59,14 +61,15 @@ class DataFrontend {
   void HandleCommit(const web::http::http_request& req);
   void PollLoop();
   // The task completes once the answer is sent (or could not be).
-  pplx::task<void> Answer(const web::http::http_request& req, const std::string& endpoint,
-                          int code, std::string body);
+  pplx::task<void> Answer(const web::http::http_request& req, const std::string& endpoint, int code,
+                          std::string body);
   void Fail(const web::http::http_request& req, const std::string& endpoint, const Status& st);
 
   const DataFrontendOptions opts_;
   broker::Topic& topic_;
   broker::SidecarProbe& probe_;
   const std::atomic<bool>& ready_;
+  HttpPeerClient* peers_;
   std::unique_ptr<web::http::experimental::listener::http_listener> listener_;
 
   std::mutex wait_mu_;

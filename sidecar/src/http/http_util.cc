@@ -6,14 +6,22 @@ namespace shoal::http {
 
 int HttpCode(const Status& s) {
   switch (s.code()) {
-    case Status::Code::kOk: return 200;
-    case Status::Code::kInvalidArgument: return 400;
-    case Status::Code::kNotFound: return 404;
-    case Status::Code::kTooLarge: return 413;
-    case Status::Code::kFailedPrecondition: return 409;
-    case Status::Code::kUnauthenticated: return 401;
-    case Status::Code::kUnavailable: return 503;
-    default: return 500;
+    case Status::Code::kOk:
+      return 200;
+    case Status::Code::kInvalidArgument:
+      return 400;
+    case Status::Code::kNotFound:
+      return 404;
+    case Status::Code::kTooLarge:
+      return 413;
+    case Status::Code::kFailedPrecondition:
+      return 409;
+    case Status::Code::kUnauthenticated:
+      return 401;
+    case Status::Code::kUnavailable:
+      return 503;
+    default:
+      return 500;
   }
 }
 
@@ -77,23 +85,23 @@ void ReadBody(const http_request& req, size_t max_bytes, std::function<void(std:
     return;
   }
   auto request = req;  // a handle; keeps the request alive in the continuation
-  request.extract_vector().then([request, max_bytes, then = std::move(then),
-                                 on_error = std::move(on_error)](
-                                    pplx::task<std::vector<unsigned char>> t) {
-    std::vector<unsigned char> bytes;
-    try {
-      bytes = t.get();
-    } catch (const std::exception& e) {
-      on_error(Status::InvalidArgument(std::string("cannot read the body: ") + e.what()));
-      return;
-    }
-    if (bytes.size() > max_bytes) {
-      on_error(Status::TooLarge("body is " + std::to_string(bytes.size()) +
-                                " bytes; the limit is " + std::to_string(max_bytes)));
-      return;
-    }
-    then(std::string(bytes.begin(), bytes.end()));
-  });
+  request.extract_vector().then(
+      [request, max_bytes, then = std::move(then),
+       on_error = std::move(on_error)](pplx::task<std::vector<unsigned char>> t) {
+        std::vector<unsigned char> bytes;
+        try {
+          bytes = t.get();
+        } catch (const std::exception& e) {
+          on_error(Status::InvalidArgument(std::string("cannot read the body: ") + e.what()));
+          return;
+        }
+        if (bytes.size() > max_bytes) {
+          on_error(Status::TooLarge("body is " + std::to_string(bytes.size()) +
+                                    " bytes; the limit is " + std::to_string(max_bytes)));
+          return;
+        }
+        then(std::string(bytes.begin(), bytes.end()));
+      });
 }
 
 Status OpenListener(web::http::experimental::listener::http_listener& listener) {

@@ -30,8 +30,7 @@ std::map<std::string, std::string> Query(const http_request& req);
 
 // Reads the whole body, refusing with 413 (before reading it, when Content-Length says so) a body
 // over max_bytes, then calls `then` with it on a pool thread. Errors are answered here.
-void ReadBody(const http_request& req, size_t max_bytes,
-              std::function<void(std::string body)> then,
+void ReadBody(const http_request& req, size_t max_bytes, std::function<void(std::string body)> then,
               std::function<void(const Status&)> on_error);
 
 // Opens a listener on http://host:port; returns the error as a Status.

@@ -94,7 +94,8 @@ class DiskLog final : public Log {
   const LogOptions opts_;
   std::shared_ptr<spdlog::logger> log_;
 
-  mutable std::mutex mu_;  // guards segments_ and every Segment's mutable fields, serializes appends
+  mutable std::mutex
+      mu_;  // guards segments_ and every Segment's mutable fields, serializes appends
   std::vector<std::shared_ptr<Segment>> segments_;
   std::string scratch_;
   std::mutex sync_mu_;  // one fdatasync at a time; later callers find their records already synced

@@ -7,20 +7,26 @@
 
 namespace shoal::storage {
 
-std::optional<uint64_t> ProducerTable::Find(std::string_view producer, uint64_t seq) const {
+std::optional<ProducerTable::Location> ProducerTable::Find(std::string_view producer,
+                                                           uint64_t seq) const {
   auto it = producers_.find(std::string(producer));
-  if (it == producers_.end() || it->second.entries.empty()) return std::nullopt;
-  const auto& e = it->second.entries;
-  if (seq > e.back().seq) return std::nullopt;  // the common case: a new, higher seq
-  auto pos = std::lower_bound(e.begin(), e.end(), seq,
-                              [](const Entry& a, uint64_t s) { return a.seq < s; });
-  if (pos != e.end() && pos->seq == seq) return pos->offset;
-  if (e.size() == kWindow && seq < e.front().seq) return e.front().offset;  // older than the window
-  return std::nullopt;  // inside the window but not seen: an out-of-order arrival, new
+  if (it == producers_.end()) return std::nullopt;
+  const Window& w = it->second;
+  const auto& e = w.entries;
+  if (!e.empty() && seq <= e.back().seq) {
+    auto pos = std::lower_bound(e.begin(), e.end(), seq,
+                                [](const Entry& a, uint64_t s) { return a.seq < s; });
+    if (pos->seq == seq) return Location{pos->partition, pos->offset};
+  }
+  // Not in the window. Forgotten (so a duplicate) if evicted, or older than a full window.
+  const bool forgotten =
+      (w.evicted && seq <= w.evicted->seq) || (e.size() == kWindow && seq < e.front().seq);
+  if (!forgotten) return std::nullopt;  // new: above the window, or a gap in it
+  const Entry& oldest = e.empty() ? *w.evicted : e.front();
+  return Location{oldest.partition, oldest.offset};
 }
 
-void ProducerTable::Record(std::string_view producer, uint64_t seq, uint64_t offset,
-                           int64_t now_ms) {
+ProducerTable::Window& ProducerTable::WindowOf(std::string_view producer) {
   auto [it, inserted] = producers_.try_emplace(std::string(producer));
   if (inserted && producers_.size() > kMaxProducers) {
     // Bound memory: evict the producer idle the longest.
@@ -32,18 +38,33 @@ void ProducerTable::Record(std::string_view producer, uint64_t seq, uint64_t off
     }
     if (victim != producers_.end()) producers_.erase(victim);
   }
-  auto& w = it->second;
-  w.last_ms = now_ms;
+  return it->second;
+}
+
+void ProducerTable::NoteEvicted(Window& w, const Entry& entry) {
+  if (!w.evicted || entry.seq > w.evicted->seq) w.evicted = entry;
+}
+
+void ProducerTable::Insert(Window& w, const Entry& entry) {
   auto& e = w.entries;
-  if (e.empty() || seq > e.back().seq) {
-    e.push_back({seq, offset});
+  if (e.empty() || entry.seq > e.back().seq) {
+    e.push_back(entry);
   } else {
-    auto pos = std::lower_bound(e.begin(), e.end(), seq,
+    auto pos = std::lower_bound(e.begin(), e.end(), entry.seq,
                                 [](const Entry& a, uint64_t s) { return a.seq < s; });
-    if (pos != e.end() && pos->seq == seq) return;
-    e.insert(pos, {seq, offset});
+    if (pos->seq == entry.seq) return;  // already known: the first location stays
+    e.insert(pos, entry);
   }
-  if (e.size() > kWindow) e.erase(e.begin());
+  if (e.size() > kWindow) {
+    NoteEvicted(w, e.front());
+    e.erase(e.begin());
+  }
+}
+
+void ProducerTable::Record(std::string_view producer, uint64_t seq, Location at, int64_t now_ms) {
+  Window& w = WindowOf(producer);
+  w.last_ms = now_ms;
+  Insert(w, {seq, at.offset, at.partition});
 }
 
 size_t ProducerTable::Expire(int64_t now_ms, int64_t idle_ms) {
@@ -51,10 +72,24 @@ size_t ProducerTable::Expire(int64_t now_ms, int64_t idle_ms) {
                        [&](const auto& kv) { return kv.second.last_ms < now_ms - idle_ms; });
 }
 
-void ProducerTable::TruncateFrom(uint64_t end) {
+void ProducerTable::Inherit(const ProducerTable& parent) {
+  for (const auto& [name, pw] : parent.producers_) {
+    Window& w = WindowOf(name);
+    // Inheriting is not activity: keep the newer of the two idle clocks.
+    w.last_ms = std::max(w.last_ms, pw.last_ms);
+    for (const auto& e : pw.entries) Insert(w, e);
+    if (pw.evicted) NoteEvicted(w, *pw.evicted);
+  }
+}
+
+void ProducerTable::TruncateFrom(uint32_t partition, uint64_t end) {
   for (auto it = producers_.begin(); it != producers_.end();) {
-    std::erase_if(it->second.entries, [&](const Entry& e) { return e.offset >= end; });
-    it = it->second.entries.empty() ? producers_.erase(it) : std::next(it);
+    Window& w = it->second;
+    std::erase_if(w.entries,
+                  [&](const Entry& e) { return e.partition == partition && e.offset >= end; });
+    // The evicted mark stays even if its own record was cut off: lowering it would turn seqs
+    // acknowledged long ago back into new ones (see the header).
+    it = (w.entries.empty() && !w.evicted) ? producers_.erase(it) : std::next(it);
   }
 }
 
@@ -70,11 +105,19 @@ bool Take(std::string_view& in, T* v) {
   in.remove_prefix(sizeof(T));
   return true;
 }
-constexpr uint32_t kMagic = 0x53485054;  // "SHPT"
+void PutEntry(std::string& out, uint64_t seq, uint64_t offset, uint32_t partition) {
+  Put<uint64_t>(out, seq);
+  Put<uint64_t>(out, offset);
+  Put<uint32_t>(out, partition);
+}
+// "SHPV": entries carry their partition, and each producer its evicted mark. Older snapshots are
+// rejected, so the partition replays its log instead.
+constexpr uint32_t kMagic = 0x53485056;
 }  // namespace
 
 // Format: u32 magic, u32 crc of the rest, u64 producer count, then per producer:
-// u16 name length, name, i64 last_ms, u32 entry count, (u64 seq, u64 offset) entries.
+// u16 name length, name, i64 last_ms, u32 entry count, entries, u8 has evicted (0 or 1), and the
+// evicted entry if it has one; an entry is (u64 seq, u64 offset, u32 partition).
 std::string ProducerTable::Serialize() const {
   std::string body;
   Put<uint64_t>(body, producers_.size());
@@ -83,10 +126,9 @@ std::string ProducerTable::Serialize() const {
     body += name;
     Put<int64_t>(body, w.last_ms);
     Put<uint32_t>(body, static_cast<uint32_t>(w.entries.size()));
-    for (const auto& e : w.entries) {
-      Put<uint64_t>(body, e.seq);
-      Put<uint64_t>(body, e.offset);
-    }
+    for (const auto& e : w.entries) PutEntry(body, e.seq, e.offset, e.partition);
+    Put<uint8_t>(body, w.evicted ? 1 : 0);
+    if (w.evicted) PutEntry(body, w.evicted->seq, w.evicted->offset, w.evicted->partition);
   }
   std::string out;
   Put<uint32_t>(out, kMagic);
@@ -101,11 +143,15 @@ Result<ProducerTable> ProducerTable::Deserialize(std::string_view in) {
     return Status::Corruption("producer snapshot has a bad header or checksum");
   }
   ProducerTable t;
+  auto take_entry = [&in](Entry* e) {
+    return Take(in, &e->seq) && Take(in, &e->offset) && Take(in, &e->partition);
+  };
   uint64_t n = 0;
   if (!Take(in, &n)) return Status::Corruption("producer snapshot truncated");
   for (uint64_t i = 0; i < n; ++i) {
     uint16_t len = 0;
-    if (!Take(in, &len) || in.size() < len) return Status::Corruption("producer snapshot truncated");
+    if (!Take(in, &len) || in.size() < len)
+      return Status::Corruption("producer snapshot truncated");
     std::string name(in.substr(0, len));
     in.remove_prefix(len);
     Window w;
@@ -115,9 +161,15 @@ Result<ProducerTable> ProducerTable::Deserialize(std::string_view in) {
     }
     w.entries.resize(count);
     for (auto& e : w.entries) {
-      if (!Take(in, &e.seq) || !Take(in, &e.offset)) {
-        return Status::Corruption("producer snapshot truncated");
-      }
+      if (!take_entry(&e)) return Status::Corruption("producer snapshot truncated");
+    }
+    uint8_t has_evicted = 0;
+    if (!Take(in, &has_evicted)) return Status::Corruption("producer snapshot truncated");
+    if (has_evicted > 1) return Status::Corruption("producer snapshot has a bad evicted flag");
+    if (has_evicted) {
+      Entry e{};
+      if (!take_entry(&e)) return Status::Corruption("producer snapshot truncated");
+      w.evicted = e;
     }
     t.producers_.emplace(std::move(name), std::move(w));
   }

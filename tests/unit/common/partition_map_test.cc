@@ -3,9 +3,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <random>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace shoal {
@@ -215,6 +220,148 @@ TEST(PartitionMapRouteTest, AgreesWithALinearScanAfterChanges) {
     ASSERT_NE(expected, nullptr);
     ASSERT_EQ(m.Route(h).id, expected->id) << "hash " << h;
   }
+}
+
+// Route narrows its search with a table on the top 16 bits of h; these maps put range edges where
+// that can go wrong: many tiny ranges inside one 2^16-wide slice, edges on and next to slice
+// boundaries, and ranges of width one at both ends of the hash space.
+struct RouteShape {
+  uint32_t uniform_cuts;    // range edges anywhere
+  uint32_t crowded_slices;  // slices that get crowd_size edges each
+  uint32_t crowd_size;
+  uint32_t slice_edges;  // edges at a slice boundary, or one off it
+  int maps;              // how many random maps of this shape to check
+};
+
+// A valid map: active partitions over the cuts, ids shuffled, plus sealed ones over arbitrary
+// ranges (which Route must never pick). Returns the cuts (range starts but 0) in `cuts`.
+PartitionMap RandomMap(std::mt19937_64& rng, const RouteShape& shape, std::set<uint64_t>* cuts) {
+  auto point = [&](uint64_t lo, uint64_t hi) {  // uniform in [lo, hi)
+    return std::uniform_int_distribution<uint64_t>(lo, hi - 1)(rng);
+  };
+  cuts->clear();
+  for (uint32_t i = 0; i < shape.uniform_cuts; ++i) cuts->insert(point(1, kHashSpace));
+  for (uint32_t i = 0; i < shape.crowded_slices; ++i) {
+    const uint64_t slice = point(0, 1 << 16) << 16;
+    for (uint32_t j = 0; j < shape.crowd_size; ++j) {
+      // Half anywhere in the slice, half packed at its start: runs of width-one ranges.
+      const uint64_t c = j % 2 ? point(slice, slice + (1 << 16)) : slice + j / 2;
+      if (c > 0) cuts->insert(c);
+    }
+  }
+  for (uint32_t i = 0; i < shape.slice_edges; ++i) {
+    const uint64_t c = (point(0, 1 << 16) << 16) + point(0, 3) - 1;
+    if (c > 0 && c < kHashSpace) cuts->insert(c);
+  }
+  std::vector<uint64_t> starts = {0};
+  starts.insert(starts.end(), cuts->begin(), cuts->end());
+  std::vector<uint32_t> ids(starts.size() + starts.size() / 4 + 1);
+  for (uint32_t i = 0; i < ids.size(); ++i) ids[i] = i;
+  std::shuffle(ids.begin(), ids.end(), rng);
+  std::vector<PartitionInfo> parts;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    parts.push_back(Active(ids[i], starts[i], i + 1 < starts.size() ? starts[i + 1] : kHashSpace));
+  }
+  for (size_t i = starts.size(); i < ids.size(); ++i) {
+    const uint64_t lo = point(0, kHashSpace);
+    parts.push_back(Sealed(ids[i], lo, point(lo + 1, kHashSpace + 1)));
+  }
+  std::shuffle(parts.begin(), parts.end(), rng);
+  return PartitionMap("t", Epoch(1), std::move(parts));
+}
+
+// The hash points where an off-by-one would show: both ends of the space, each edge and its
+// neighbours, the slice boundaries around each edge, and random points.
+std::vector<uint32_t> Probes(std::mt19937_64& rng, const std::set<uint64_t>& cuts) {
+  std::vector<uint64_t> points = {0, 1, kHashSpace - 2, kHashSpace - 1};
+  for (uint64_t c : cuts) {
+    const uint64_t slice = c >> 16 << 16;
+    for (uint64_t p :
+         {c - 1, c, c + 1, slice - 1, slice, slice + (1 << 16) - 1, slice + (1 << 16)}) {
+      points.push_back(p);
+    }
+  }
+  for (int i = 0; i < 500; ++i) points.push_back(rng() >> 32);
+  std::vector<uint32_t> out;
+  for (uint64_t p : points) {
+    if (p < kHashSpace) out.push_back(static_cast<uint32_t>(p));
+  }
+  return out;
+}
+
+class PartitionMapRouteShapeTest : public ::testing::TestWithParam<RouteShape> {};
+
+TEST_P(PartitionMapRouteShapeTest, AgreesWithALinearScanOnRandomMaps) {
+  std::mt19937_64 rng(7);
+  std::set<uint64_t> cuts;
+  for (int round = 0; round < GetParam().maps; ++round) {
+    SCOPED_TRACE("map " + std::to_string(round));
+    const PartitionMap m = RandomMap(rng, GetParam(), &cuts);
+    ASSERT_TRUE(m.Validate().ok()) << m.Validate().ToString();
+    for (uint32_t h : Probes(rng, cuts)) {
+      const PartitionInfo* expected = nullptr;
+      for (const auto& p : m.partitions()) {
+        if (p.active() && p.range.Contains(h)) expected = &p;
+      }
+      ASSERT_NE(expected, nullptr) << "hash " << h;
+      ASSERT_EQ(&m.Route(h), expected) << "hash " << h;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, PartitionMapRouteShapeTest,
+    // The linear scan costs partitions x probes per map, so big shapes check fewer maps.
+    ::testing::Values(RouteShape{0, 0, 0, 0, 20},      // one partition
+                      RouteShape{1, 0, 0, 0, 200},     // two
+                      RouteShape{5, 0, 0, 3, 200},     // a few, some on slice boundaries
+                      RouteShape{300, 0, 0, 0, 30},    // even-ish
+                      RouteShape{20, 1, 400, 0, 30},   // one slice crowded with tiny ranges
+                      RouteShape{0, 1, 2000, 0, 3},    // nearly all partitions in one slice
+                      RouteShape{50, 3, 150, 50, 20},  // several crowded slices, edges on bounds
+                      RouteShape{0, 0, 0, 200, 40}),   // every edge on or next to a slice boundary
+    [](const auto& info) { return "shape" + std::to_string(info.index); });
+
+TEST(PartitionMapRouteTest, AgreesWithTheOwnerAtEveryEdgeOfHugeMaps) {
+  // More active partitions than slices (2^16), so most slices hold several; and the largest
+  // initial map, where every slice holds exactly one.
+  std::mt19937_64 rng(11);
+  std::set<uint64_t> cuts;
+  const PartitionMap huge = RandomMap(rng, {70000, 2, 3000, 1000, 1}, &cuts);
+  ASSERT_TRUE(huge.Validate().ok());
+  ASSERT_GT(huge.active_count(), size_t{1} << 16);
+  for (const PartitionMap& m : {huge, MustInitial(65536)}) {
+    for (const auto& p : m.partitions()) {
+      if (!p.active()) continue;
+      ASSERT_EQ(m.Route(static_cast<uint32_t>(p.range.lo)).id, p.id) << p.range.lo;
+      ASSERT_EQ(m.Route(static_cast<uint32_t>(p.range.hi - 1)).id, p.id) << p.range.hi;
+    }
+  }
+}
+
+TEST(PartitionMapRouteTest, CopiesRouteAlikeAfterTheOriginalIsGone) {
+  // The routing table is shared between copies, not owned by the first one.
+  std::mt19937_64 rng(3);
+  std::set<uint64_t> cuts;
+  auto original = std::make_unique<PartitionMap>(RandomMap(rng, {50, 1, 100, 10, 1}, &cuts));
+  PartitionMap copy = *original;
+  PartitionMap assigned;
+  assigned = *original;
+  std::vector<std::pair<uint32_t, PartitionId>> expected;
+  for (uint32_t h : Probes(rng, cuts)) expected.emplace_back(h, original->Route(h).id);
+  original.reset();
+  for (const auto& [h, id] : expected) {
+    ASSERT_EQ(copy.Route(h).id, id) << h;
+    ASSERT_EQ(assigned.Route(h).id, id) << h;
+  }
+  // A change builds its own table: routing follows the new ranges, the copy keeps the old.
+  const PartitionInfo& middle = copy.Route(kMaxHash / 2);
+  ASSERT_GE(middle.range.Width(), 2u);
+  const uint64_t at = middle.range.lo + middle.range.Width() / 2;
+  const PartitionMap split = Must(copy.Split(middle.id, at));
+  EXPECT_EQ(split.Route(static_cast<uint32_t>(at)).id, PartitionId(split.NextId().value() - 1));
+  EXPECT_EQ(split.Route(static_cast<uint32_t>(at - 1)).id, PartitionId(split.NextId().value() - 2));
+  EXPECT_EQ(copy.Route(static_cast<uint32_t>(at)).id, middle.id);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -71,9 +71,17 @@ struct LocalSidecar {
   std::string host;
   uint16_t port = 0, admin_port = 0, metrics_port = 0;
   std::string data_dir, log_path;
+  std::vector<std::string> argv;  // how it was started, for Restart
   std::string base_url() const { return "http://" + host + ":" + std::to_string(port); }
+  std::string data_address() const { return host + ":" + std::to_string(port); }
+  std::string admin_address() const { return host + ":" + std::to_string(admin_port); }
 
   static Result<LocalSidecar> Start(const LocalSidecarOptions& options);
+  // Starts it again with the same arguments, ports and data directory (after a stop or a kill).
+  Status Restart();
+
+ private:
+  Status WaitReady();
 };
 
 }  // namespace shoal::client

@@ -41,7 +41,7 @@ class ShoalClient {
 
   Result<std::vector<wire::ProduceResult>> Produce(const std::vector<OutgoingEvent>& events);
   Result<std::vector<wire::ConsumedEvent>> Consume(const std::string& group, size_t max,
-                                                    int64_t wait_ms);
+                                                   int64_t wait_ms);
   Status Commit(const std::string& group, const std::vector<wire::CommitOffset>& offsets);
   // GET /v1/topics/{topic}: the raw JSON of the topic view.
   Result<std::string> TopicView();

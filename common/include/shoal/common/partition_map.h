@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,6 +48,13 @@ struct PartitionInfo {
   bool operator==(const PartitionInfo&) const = default;
 };
 
+// Where a pod's sidecar listens: "host:port" of its data and admin planes.
+struct PeerAddress {
+  std::string data;
+  std::string admin;
+  bool operator==(const PeerAddress&) const = default;
+};
+
 class PartitionMap {
  public:
   PartitionMap() = default;
@@ -66,11 +75,16 @@ class PartitionMap {
   // nullptr when no partition has this id.
   const PartitionInfo* Find(PartitionId id) const;
 
-  // The active partition that owns hash point h. The map must be valid. O(log n) over a sorted
-  // array of range starts.
+  // The active partition that owns hash point h. The map must be valid.
+  //
+  // Hot path: every produced event is routed. A binary search over all range starts costs a
+  // dependent cache miss per level once the map is large, so a table on the top 16 bits of h
+  // first narrows the search to the partitions that can own h's 2^16-wide slice: one or two when
+  // the ranges are even, O(log n) of only the tiny ranges when many crowd into one slice.
   const PartitionInfo& Route(uint32_t h) const {
-    size_t lo = 0, n = active_lo_.size();
-    while (n > 1) {  // branch-light binary search for the last start <= h
+    const uint32_t* slice = prefix_index_->data() + (h >> kPrefixShift);
+    size_t lo = slice[0], n = slice[1] - slice[0] + 1;
+    while (n > 1) {  // branch-light binary search for the last start <= h in [lo, lo + n)
       size_t half = n / 2;
       lo = (active_lo_[lo + half] <= h) ? lo + half : lo;
       n -= half;
@@ -92,22 +106,43 @@ class PartitionMap {
 
   PartitionId NextId() const;
 
+  // Peers: the addresses of the pods that own partitions, so sidecars can forward and hand over.
+  const std::map<std::string, PeerAddress>& peers() const { return peers_; }
+  const PeerAddress* Peer(const PodName& pod) const {
+    auto it = peers_.find(pod.value());
+    return it == peers_.end() ? nullptr : &it->second;
+  }
+  // A copy with the pod's address set (same epoch).
+  PartitionMap WithPeer(const PodName& pod, PeerAddress address) const;
+  // A copy at another epoch (used when a planner composes several steps into one change).
+  PartitionMap WithEpoch(Epoch epoch) const;
+
   std::string ToJson() const;
   static Result<PartitionMap> FromJson(std::string_view json);
 
   bool operator==(const PartitionMap& o) const {
-    return topic_ == o.topic_ && epoch_ == o.epoch_ && partitions_ == o.partitions_;
+    return topic_ == o.topic_ && epoch_ == o.epoch_ && partitions_ == o.partitions_ &&
+           peers_ == o.peers_;
   }
 
  private:
   void BuildIndex();
+  // The next map: same topic and peers, epoch + 1, these partitions.
+  PartitionMap Next(std::vector<PartitionInfo> partitions) const;
 
   std::string topic_;
   Epoch epoch_{0};
   std::vector<PartitionInfo> partitions_;
+  std::map<std::string, PeerAddress> peers_;
   // Routing index over the active partitions, sorted by range start.
   std::vector<uint32_t> active_lo_;
   std::vector<uint32_t> active_index_;
+  // Route's table: entry p (p < 2^16) is the index into active_lo_ of the active partition that
+  // owns hash point p << 16; entry 2^16 is the one that owns 2^32 - 1, so [entry p, entry p + 1]
+  // holds every candidate for the slice p. 256 KiB that never changes once built: copies of the
+  // map share it instead of copying it.
+  static constexpr int kPrefixShift = 16;
+  std::shared_ptr<const std::vector<uint32_t>> prefix_index_;
 };
 
 }  // namespace shoal

@@ -17,26 +17,30 @@ class Status {
  public:
   enum class Code {
     kOk = 0,
-    kInvalidArgument,   // the caller sent something malformed; maps to 400
-    kNotFound,          // unknown topic, partition, group; maps to 404
-    kTooLarge,          // body, key or value over a limit; maps to 413
-    kFailedPrecondition,// state forbids it now (sealed partition, stale epoch); maps to 409
-    kUnauthenticated,   // missing or wrong token; maps to 401
-    kUnavailable,       // try again later (not ready, shutting down); maps to 503
-    kCorruption,        // on-disk data failed a check
-    kIoError,           // the OS refused a read, write or fsync
-    kInternal,          // a bug
+    kInvalidArgument,     // the caller sent something malformed; maps to 400
+    kNotFound,            // unknown topic, partition, group; maps to 404
+    kTooLarge,            // body, key or value over a limit; maps to 413
+    kFailedPrecondition,  // state forbids it now (sealed partition, stale epoch); maps to 409
+    kUnauthenticated,     // missing or wrong token; maps to 401
+    kUnavailable,         // try again later (not ready, shutting down); maps to 503
+    kCorruption,          // on-disk data failed a check
+    kIoError,             // the OS refused a read, write or fsync
+    kInternal,            // a bug
   };
 
   Status() = default;
   static Status Ok() { return Status(); }
-  static Status InvalidArgument(std::string msg) { return {Code::kInvalidArgument, std::move(msg)}; }
+  static Status InvalidArgument(std::string msg) {
+    return {Code::kInvalidArgument, std::move(msg)};
+  }
   static Status NotFound(std::string msg) { return {Code::kNotFound, std::move(msg)}; }
   static Status TooLarge(std::string msg) { return {Code::kTooLarge, std::move(msg)}; }
   static Status FailedPrecondition(std::string msg) {
     return {Code::kFailedPrecondition, std::move(msg)};
   }
-  static Status Unauthenticated(std::string msg) { return {Code::kUnauthenticated, std::move(msg)}; }
+  static Status Unauthenticated(std::string msg) {
+    return {Code::kUnauthenticated, std::move(msg)};
+  }
   static Status Unavailable(std::string msg) { return {Code::kUnavailable, std::move(msg)}; }
   static Status Corruption(std::string msg) { return {Code::kCorruption, std::move(msg)}; }
   static Status IoError(std::string msg) { return {Code::kIoError, std::move(msg)}; }
@@ -61,8 +65,8 @@ class Status {
 template <typename T>
 class Result {
  public:
-  Result(T value) : v_(std::move(value)) {}               // NOLINT: implicit by design
-  Result(Status status) : v_(std::move(status)) {          // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
+  Result(Status status) : v_(std::move(status)) {  // NOLINT: implicit by design
     assert(!std::get<Status>(v_).ok());
   }
 
@@ -86,8 +90,8 @@ class Result {
 }  // namespace shoal
 
 // Returns early from the enclosing function when `expr` yields a non-OK Status.
-#define SHOAL_RETURN_IF_ERROR(expr)          \
-  do {                                       \
-    ::shoal::Status shoal_status_ = (expr);  \
+#define SHOAL_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::shoal::Status shoal_status_ = (expr);        \
     if (!shoal_status_.ok()) return shoal_status_; \
   } while (0)

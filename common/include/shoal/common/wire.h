@@ -46,6 +46,9 @@ class ProduceRequestParser {
   std::vector<ProduceEvent> events_;
 };
 
+// Encodes events as a produce body {"events":[...]} (values are JSON text, copied verbatim).
+std::string EncodeProduceRequest(const std::vector<const ProduceEvent*>& events);
+
 struct CommitOffset {
   uint32_t partition = 0;
   uint64_t offset = 0;

@@ -1,0 +1,56 @@
+// The verifier: from what producers had acknowledged and what consumer groups saw, counts lost,
+// reordered and duplicated events (invariants 4, 6 and 7). Pure functions; thread-safe.
+//
+// Events are identified by (producer, seq). Each event's value carries a per-(producer, key)
+// counter n that grows in send order; a producer sends a key's next event only after the previous
+// one was acknowledged, so n order is acknowledgement order.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "shoal/common/status.h"
+
+namespace shoal::client {
+
+struct AckedEvent {
+  std::string producer;
+  std::string key;
+  uint64_t seq = 0;
+  uint64_t n = 0;
+};
+
+struct SeenEvent {
+  std::string producer;
+  std::string key;
+  uint64_t seq = 0;
+  uint64_t n = 0;
+  uint64_t observed_ns = 0;  // CLOCK_MONOTONIC when the consumer took it: one order machine-wide
+  uint32_t partition = 0;
+  uint64_t offset = 0;
+};
+
+struct VerifyReport {
+  uint64_t acked = 0;
+  uint64_t seen = 0;
+  uint64_t lost = 0;                  // acked, never seen
+  uint64_t reordered = 0;             // seen after a later event of the same (producer, key)
+  uint64_t duplicated = 0;            // seen more than once
+  uint64_t unacked_seen = 0;          // appended but the producer never got the answer (allowed)
+  std::vector<std::string> examples;  // a few concrete violations, for the reader
+
+  bool ok() const { return lost == 0 && reordered == 0 && duplicated == 0; }
+  std::string ToJson() const;
+  std::string ToText() const;
+};
+
+VerifyReport Verify(const std::vector<AckedEvent>& acked, std::vector<SeenEvent> seen);
+
+// JSON lines: {"p":..,"k":..,"s":..,"n":..} per acked event; seen events add "t","part","off".
+std::string AckedLine(const AckedEvent& e);
+std::string SeenLine(const SeenEvent& e);
+Result<std::vector<AckedEvent>> ReadAckedFile(const std::string& path);
+Result<std::vector<SeenEvent>> ReadSeenFile(const std::string& path);
+
+}  // namespace shoal::client

@@ -1,0 +1,161 @@
+#include "shoal/client/verifier.h"
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "shoal/common/json.h"
+
+namespace shoal::client {
+
+namespace {
+struct IdHash {
+  size_t operator()(const std::pair<std::string, uint64_t>& k) const {
+    return std::hash<std::string>{}(k.first) ^ (k.second * 0x9E3779B97F4A7C15ull);
+  }
+};
+}  // namespace
+
+VerifyReport Verify(const std::vector<AckedEvent>& acked, std::vector<SeenEvent> seen) {
+  VerifyReport r;
+  r.acked = acked.size();
+  r.seen = seen.size();
+  std::sort(seen.begin(), seen.end(),
+            [](const SeenEvent& a, const SeenEvent& b) { return a.observed_ns < b.observed_ns; });
+  std::unordered_set<std::pair<std::string, uint64_t>, IdHash> acked_ids;
+  for (const auto& a : acked) acked_ids.insert({a.producer, a.seq});
+  std::unordered_map<std::pair<std::string, uint64_t>, int, IdHash> times_seen;
+  std::map<std::pair<std::string, std::string>, uint64_t> last_n;
+  for (const auto& e : seen) {
+    const auto id = std::make_pair(e.producer, e.seq);
+    if (++times_seen[id] > 1) {
+      ++r.duplicated;
+      if (r.examples.size() < 10) {
+        r.examples.push_back("duplicated: producer " + e.producer + " seq " +
+                             std::to_string(e.seq) + " (partition " + std::to_string(e.partition) +
+                             " offset " + std::to_string(e.offset) + ")");
+      }
+      continue;
+    }
+    if (!acked_ids.count(id)) ++r.unacked_seen;
+    auto& last = last_n[{e.producer, e.key}];
+    if (e.n <= last) {
+      ++r.reordered;
+      if (r.examples.size() < 10) {
+        r.examples.push_back("reordered: producer " + e.producer + " key " + e.key +
+                             " saw n=" + std::to_string(e.n) + " after n=" + std::to_string(last) +
+                             " (partition " + std::to_string(e.partition) + " offset " +
+                             std::to_string(e.offset) + ")");
+      }
+    } else {
+      last = e.n;
+    }
+  }
+  for (const auto& a : acked) {
+    if (!times_seen.count({a.producer, a.seq})) {
+      ++r.lost;
+      if (r.examples.size() < 10) {
+        r.examples.push_back("lost: producer " + a.producer + " seq " + std::to_string(a.seq) +
+                             " key " + a.key + " n=" + std::to_string(a.n));
+      }
+    }
+  }
+  return r;
+}
+
+std::string VerifyReport::ToJson() const {
+  std::string out = "{\"acked\":" + std::to_string(acked) + ",\"seen\":" + std::to_string(seen) +
+                    ",\"lost\":" + std::to_string(lost) +
+                    ",\"reordered\":" + std::to_string(reordered) +
+                    ",\"duplicated\":" + std::to_string(duplicated) +
+                    ",\"unacked_seen\":" + std::to_string(unacked_seen) + ",\"examples\":[";
+  for (size_t i = 0; i < examples.size(); ++i) {
+    if (i) out += ',';
+    json::AppendString(out, examples[i]);
+  }
+  return out + "]}";
+}
+
+std::string VerifyReport::ToText() const {
+  std::string out = "acked " + std::to_string(acked) + ", seen " + std::to_string(seen) +
+                    ": lost " + std::to_string(lost) + ", reordered " + std::to_string(reordered) +
+                    ", duplicated " + std::to_string(duplicated) + " (appended but unacked " +
+                    std::to_string(unacked_seen) + ")";
+  for (const auto& e : examples) out += "\n  " + e;
+  return out;
+}
+
+std::string AckedLine(const AckedEvent& e) {
+  std::string out = "{\"p\":";
+  json::AppendString(out, e.producer);
+  out += ",\"k\":";
+  json::AppendString(out, e.key);
+  out += ",\"s\":" + std::to_string(e.seq) + ",\"n\":" + std::to_string(e.n) + "}";
+  return out;
+}
+
+std::string SeenLine(const SeenEvent& e) {
+  std::string out = "{\"p\":";
+  json::AppendString(out, e.producer);
+  out += ",\"k\":";
+  json::AppendString(out, e.key);
+  out += ",\"s\":" + std::to_string(e.seq) + ",\"n\":" + std::to_string(e.n) +
+         ",\"t\":" + std::to_string(e.observed_ns) + ",\"part\":" + std::to_string(e.partition) +
+         ",\"off\":" + std::to_string(e.offset) + "}";
+  return out;
+}
+
+namespace {
+template <typename T, typename Fn>
+Result<std::vector<T>> ReadLines(const std::string& path, Fn parse) {
+  std::ifstream in(path);
+  if (!in) return Status::NotFound("cannot open " + path);
+  std::vector<T> out;
+  simdjson::dom::parser parser;
+  std::string line;
+  size_t no = 0;
+  while (std::getline(in, line)) {
+    ++no;
+    if (line.empty()) continue;
+    simdjson::dom::element doc;
+    T e;
+    if (parser.parse(line).get(doc) || !parse(doc, e)) {
+      return Status::InvalidArgument(path + ":" + std::to_string(no) + ": not an event line");
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+}  // namespace
+
+Result<std::vector<AckedEvent>> ReadAckedFile(const std::string& path) {
+  return ReadLines<AckedEvent>(path, [](simdjson::dom::element d, AckedEvent& e) {
+    std::string_view p, k;
+    if (d["p"].get(p) || d["k"].get(k) || d["s"].get(e.seq) || d["n"].get(e.n)) return false;
+    e.producer = std::string(p);
+    e.key = std::string(k);
+    return true;
+  });
+}
+
+Result<std::vector<SeenEvent>> ReadSeenFile(const std::string& path) {
+  return ReadLines<SeenEvent>(path, [](simdjson::dom::element d, SeenEvent& e) {
+    std::string_view p, k;
+    uint64_t part = 0;
+    if (d["p"].get(p) || d["k"].get(k) || d["s"].get(e.seq) || d["n"].get(e.n) ||
+        d["t"].get(e.observed_ns) || d["part"].get(part) || d["off"].get(e.offset)) {
+      return false;
+    }
+    e.producer = std::string(p);
+    e.key = std::string(k);
+    e.partition = static_cast<uint32_t>(part);
+    return true;
+  });
+}
+
+}  // namespace shoal::client

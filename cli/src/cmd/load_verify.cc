@@ -1,0 +1,184 @@
+// shoal load, shoal consume, shoal verify: keyed load with per-key sequence numbers, a recording
+// consumer, and the verifier over what they wrote (JSON lines, see verifier.h).
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "cmd/commands.h"
+#include "shoal/client/verifier.h"
+#include "shoal/client/workload.h"
+
+namespace shoal::cli {
+
+namespace {
+
+struct LoadCmd {
+  client::LoadOptions load;
+  std::string targets;
+  std::string acked_out;
+  bool json = false;
+};
+
+std::vector<std::string> SplitComma(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t end = s.find(',', start);
+    if (end == std::string::npos) end = s.size();
+    if (end > start) out.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+int RunLoad(LoadCmd c) {
+  c.load.targets = SplitComma(c.targets);
+  if (c.load.targets.empty()) {
+    std::cerr << "shoal load: --targets needs at least one sidecar URL (http://host:port)\n";
+    return 2;
+  }
+  if (c.load.duration_s <= 0) {
+    std::cerr << "shoal load: --duration must be positive\n";
+    return 2;
+  }
+  std::ofstream out;
+  if (!c.acked_out.empty()) {
+    out.open(c.acked_out);
+    if (!out) {
+      std::cerr << "shoal load: cannot write " << c.acked_out << "\n";
+      return 1;
+    }
+  }
+  client::LoadGenerator gen(c.load);
+  const auto start = std::chrono::steady_clock::now();
+  gen.Start();
+  uint64_t last = 0;
+  for (int s = 1; std::chrono::steady_clock::now() - start <
+                  std::chrono::duration<double>(c.load.duration_s + 0.5);
+       ++s) {
+    std::this_thread::sleep_until(start + std::chrono::seconds(s));  // one progress line a second
+    const uint64_t now = gen.acked();
+    if (!c.json) {
+      std::cerr << "load: t=" << s << "s acked " << now << " (" << (now - last) << "/s, profile x"
+                << client::ProfileFactor(c.load.profile, s, c.load.duration_s)
+                << "), retried batches " << gen.retries() << "\n";
+    }
+    last = now;
+  }
+  gen.Stop();
+  const auto acked = gen.TakeAcked();
+  for (const auto& e : acked) out << client::AckedLine(e) << "\n";
+  if (c.json) {
+    std::cout << "{\"acked\":" << acked.size() << ",\"retried_batches\":" << gen.retries()
+              << ",\"duration_s\":" << c.load.duration_s << "}\n";
+  } else {
+    std::cout << "acked " << acked.size() << " events, " << gen.retries() << " retried batches\n";
+  }
+  return 0;
+}
+
+struct ConsumeCmd {
+  client::ConsumerOptions consumer;
+  std::string out;
+  double idle_exit_s = 5;
+  double max_s = 3600;
+};
+
+int RunConsume(const ConsumeCmd& c) {
+  std::ofstream out(c.out);
+  if (!out) {
+    std::cerr << "shoal consume: cannot write " << c.out << "\n";
+    return 1;
+  }
+  client::GroupConsumer consumer(c.consumer);
+  consumer.Start();
+  const auto start = std::chrono::steady_clock::now();
+  auto last_change = start;
+  uint64_t last = 0;
+  while (std::chrono::steady_clock::now() - start < std::chrono::duration<double>(c.max_s)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // progress sampling
+    const uint64_t n = consumer.seen();
+    if (n != last) {
+      last = n;
+      last_change = std::chrono::steady_clock::now();
+    } else if (std::chrono::steady_clock::now() - last_change >
+               std::chrono::duration<double>(c.idle_exit_s)) {
+      break;
+    }
+  }
+  consumer.Stop();
+  const auto seen = consumer.TakeSeen();
+  for (const auto& e : seen) out << client::SeenLine(e) << "\n";
+  std::cerr << "consume: recorded " << seen.size() << " events to " << c.out << "\n";
+  return 0;
+}
+
+struct VerifyCmd {
+  std::string acked;
+  std::vector<std::string> seen;
+  bool json = false;
+};
+
+int RunVerify(const VerifyCmd& c) {
+  auto acked = client::ReadAckedFile(c.acked);
+  if (!acked.ok()) {
+    std::cerr << "shoal verify: " << acked.status().message() << "\n";
+    return 2;
+  }
+  std::vector<client::SeenEvent> seen;
+  for (const auto& f : c.seen) {
+    auto s = client::ReadSeenFile(f);
+    if (!s.ok()) {
+      std::cerr << "shoal verify: " << s.status().message() << "\n";
+      return 2;
+    }
+    seen.insert(seen.end(), s->begin(), s->end());
+  }
+  auto report = client::Verify(*acked, std::move(seen));
+  std::cout << (c.json ? report.ToJson() : report.ToText()) << "\n";
+  return (report.lost || report.reordered) ? 1 : 0;
+}
+
+}  // namespace
+
+void RegisterLoadVerify(CLI::App& app, int& exit_code) {
+  auto l = std::make_shared<LoadCmd>();
+  l->load.duration_s = 10;
+  auto* load = app.add_subcommand("load", "Keyed load with idempotent producers and per-key order");
+  load->add_option("--targets", l->targets, "Sidecar URLs, comma separated")->required();
+  load->add_option("--topic", l->load.topic, "Topic");
+  load->add_option("--producers", l->load.producers, "Producer threads")
+      ->check(CLI::Range(1, 1024));
+  load->add_option("--keys", l->load.keys, "Distinct keys")->check(CLI::Range(1, 100000000));
+  load->add_option("--batch", l->load.batch, "Events per request")->check(CLI::Range(1, 100000));
+  load->add_option("--rate", l->load.rate, "Events/s in total at 1x (0: maximum)");
+  load->add_option("--profile", l->load.profile, "steady | surge | sawtooth")
+      ->check(CLI::IsMember({"steady", "surge", "sawtooth"}));
+  load->add_option("--duration", l->load.duration_s, "Seconds");
+  load->add_option("--seed", l->load.seed, "Random seed");
+  load->add_option("--producer-prefix", l->load.producer_prefix, "Producer id prefix");
+  load->add_option("--acked-out", l->acked_out, "Write acknowledged events here (JSON lines)");
+  load->add_flag("--json", l->json, "Print one JSON object");
+  load->callback([l, &exit_code] { exit_code = RunLoad(*l); });
+
+  auto c = std::make_shared<ConsumeCmd>();
+  auto* consume = app.add_subcommand("consume", "Consume as a group and record what was seen");
+  consume->add_option("--target", c->consumer.target, "Sidecar URL")->required();
+  consume->add_option("--topic", c->consumer.topic, "Topic");
+  consume->add_option("--group", c->consumer.group, "Consumer group");
+  consume->add_option("--out", c->out, "Write seen events here (JSON lines)")->required();
+  consume->add_option("--idle-exit", c->idle_exit_s, "Stop after this many idle seconds");
+  consume->add_option("--max-seconds", c->max_s, "Stop after this many seconds in any case");
+  consume->callback([c, &exit_code] { exit_code = RunConsume(*c); });
+
+  auto v = std::make_shared<VerifyCmd>();
+  auto* verify = app.add_subcommand(
+      "verify", "Count lost, reordered and duplicated events; non-zero exit on loss or reorder");
+  verify->add_option("--acked", v->acked, "Acked events from shoal load --acked-out")->required();
+  verify->add_option("--seen", v->seen, "Seen events from shoal consume --out (repeatable)")
+      ->required();
+  verify->add_flag("--json", v->json, "Print one JSON object");
+  verify->callback([v, &exit_code] { exit_code = RunVerify(*v); });
+}
+
+}  // namespace shoal::cli
