@@ -128,7 +128,9 @@ int Run(const PauseOptions& o) {
         }
       }
     });
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let the probe run steady
+    // Let the probe run steady and the backlog settle: a backlog is events at rest waiting for
+    // consumers, synced by the fsync policy (the seal's own fdatasync then has little to do).
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
     max_gap_ms = 0;
     Result<PartitionMap> next = Status::Internal("unset");
     if (o.kind == "split") {
@@ -155,7 +157,7 @@ int Run(const PauseOptions& o) {
   }
   for (auto& p : pods) p.process.Stop(std::chrono::seconds(10));
   std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
+  if (!getenv("SHOAL_KEEP")) std::filesystem::remove_all(dir, ec);
   std::sort(pauses.begin(), pauses.end());
   std::sort(observed.begin(), observed.end());
   if (o.json) {

@@ -195,16 +195,19 @@ Status Partition::InheritProducers(const std::string& serialized) {
   if (!table.ok()) return table.status();
   std::lock_guard<std::mutex> lock(append_mu_);
   producers_.Inherit(*table);
-  producers_snapshot_end_ = UINT64_MAX;  // force the next snapshot
   return Status::Ok();
 }
 
 bool Partition::seeded() const { return seeded_.load(); }
 
 Status Partition::MarkSeeded() {
-  // The producer snapshot is the durable mark: a partition with parents writes its first one
-  // here, with the inherited state in it; one without a snapshot after a crash is seeded again.
-  SHOAL_RETURN_IF_ERROR(WriteProducerSnapshot());
+  // Not synced here, to keep the write pause short: the ticker writes the next producer snapshot
+  // (with the inherited state) within kSnapshotEveryMs. A crash before that leaves no snapshot,
+  // so the restarted partition is not seeded and inherits again from its sealed parents, which
+  // stay until retired; retiring a parent must wait for its successors' snapshots.
+  std::lock_guard<std::mutex> lock(append_mu_);
+  producers_snapshot_end_ = UINT64_MAX;  // differs from any end: the next snapshot is written
+  snapshot_due_.store(true);             // at the next tick
   seeded_.store(true);
   return Status::Ok();
 }
@@ -322,7 +325,7 @@ bool Partition::Tick(bool sync_due) {
                               removed.status().message());
     }
   }
-  if (now - last_snapshot_ms_ >= kSnapshotEveryMs) {
+  if (now - last_snapshot_ms_ >= kSnapshotEveryMs || snapshot_due_.exchange(false)) {
     last_snapshot_ms_ = now;
     {
       std::lock_guard<std::mutex> lock(append_mu_);

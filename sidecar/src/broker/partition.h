@@ -118,6 +118,7 @@ class Partition {
   std::atomic<bool> sealed_{false};
   uint64_t seal_end_ = 0;  // written under append_mu_ before sealed_ is set
   std::atomic<bool> seeded_{false};
+  std::atomic<bool> snapshot_due_{false};  // a seeding asks the ticker for a snapshot now
 
   std::mutex append_mu_;
   storage::ProducerTable producers_;           // guarded by append_mu_

@@ -27,6 +27,9 @@ Result<std::unique_ptr<Topic>> Topic::Open(const TopicOptions& options, Clock& c
   std::unique_ptr<Topic> t(new Topic(options, clock, probe, peers));
   SHOAL_RETURN_IF_ERROR(t->LoadOrCreateMap());
   SHOAL_RETURN_IF_ERROR(t->OpenPartitions());
+  // Successors whose seeding a crash took back inherit again before the sidecar is ready, when
+  // their parents' owners answer; otherwise the ticker keeps trying.
+  t->SeedPending();
   return t;
 }
 
