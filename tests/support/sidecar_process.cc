@@ -36,25 +36,6 @@ Status Errno(const std::string& what) {
 
 }  // namespace
 
-TempDir::TempDir(const std::string& prefix) {
-  const char* base = std::getenv("TMPDIR");
-  std::string tmpl = std::string(base && *base ? base : "/tmp") + "/" + prefix + "-XXXXXX";
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  if (::mkdtemp(buf.data()) == nullptr) {
-    // Nothing sensible to continue with: tests would write into a shared place.
-    std::fprintf(stderr, "mkdtemp(%s): %s\n", tmpl.c_str(), std::strerror(errno));
-    std::abort();
-  }
-  path_ = buf.data();
-}
-
-TempDir::~TempDir() {
-  if (keep_ || path_.empty()) return;
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
-
 Result<std::vector<uint16_t>> PickFreePorts(size_t n) {
   std::vector<int> fds;
   std::vector<uint16_t> ports;

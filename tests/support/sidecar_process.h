@@ -24,25 +24,12 @@
 
 #include "shoal/common/status.h"
 #include "support/http_test_client.h"
+#include "support/temp_dir.h"
 
 namespace shoal::testing {
 
 // TempDir: a fresh directory under $TMPDIR (or /tmp), removed with everything in it on
 // destruction unless Keep() was called. Not copyable; owned by its creator.
-class TempDir {
- public:
-  explicit TempDir(const std::string& prefix = "shoal-test");
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  void Keep() { keep_ = true; }
-
- private:
-  std::string path_;
-  bool keep_ = false;
-};
 
 struct SidecarOptions {
   std::string binary;  // path of shoal-sidecar; tests pass SHOAL_SIDECAR_BIN

@@ -12,24 +12,14 @@
 namespace shoal::client {
 
 std::string EncodeProduceBody(const std::vector<OutgoingEvent>& events) {
-  std::string out = "{\"events\":[";
+  std::vector<wire::ProduceEvent> views(events.size());
+  std::vector<const wire::ProduceEvent*> ptrs(events.size());
   for (size_t i = 0; i < events.size(); ++i) {
     const auto& e = events[i];
-    if (i) out += ',';
-    out += "{\"key\":";
-    json::AppendString(out, e.key);
-    out += ",\"value\":";
-    out += e.value_json;
-    if (e.seq) {
-      out += ",\"producer\":";
-      json::AppendString(out, e.producer);
-      out += ",\"seq\":";
-      json::AppendUint(out, *e.seq);
-    }
-    out += '}';
+    views[i] = {e.key, e.value_json, e.producer, e.seq};
+    ptrs[i] = &views[i];
   }
-  out += "]}";
-  return out;
+  return wire::EncodeProduceRequest(ptrs);
 }
 
 ShoalClient::ShoalClient(const std::string& base_url, std::string topic,

@@ -13,6 +13,7 @@
 
 #include "storage/record.h"
 #include "support/manual_clock.h"
+#include "support/temp_dir.h"
 
 namespace shoal::broker {
 namespace {
@@ -20,27 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 using shoal::testing::ManualClock;
 
-// A fresh directory under $TMPDIR (or /tmp), removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/shoal-partition-XXXXXX";
-    char* p = ::mkdtemp(tmpl.data());
-    EXPECT_NE(p, nullptr) << std::strerror(errno);
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ::shoal::testing::TempDir;
 
 struct Ev {
   std::string key;

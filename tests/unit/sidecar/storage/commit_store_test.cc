@@ -12,32 +12,14 @@
 #include <map>
 #include <string>
 
+#include "support/temp_dir.h"
+
 namespace shoal::storage {
 namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory under $TMPDIR (or /tmp), removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/shoal-commits-XXXXXX";
-    char* p = ::mkdtemp(tmpl.data());
-    EXPECT_NE(p, nullptr) << std::strerror(errno);
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ::shoal::testing::TempDir;
 
 class CommitStoreTest : public ::testing::Test {
  protected:
