@@ -20,6 +20,7 @@ Topic::~Topic() {
   }
   tick_cv_.notify_all();
   if (ticker_.joinable()) ticker_.join();
+  if (peer_ticker_.joinable()) peer_ticker_.join();
 }
 
 Result<std::unique_ptr<Topic>> Topic::Open(const TopicOptions& options, Clock& clock,
@@ -599,6 +600,21 @@ std::shared_ptr<prometheus::Collectable> Topic::StateCollectable() {
 
 void Topic::Start() {
   ticker_ = std::thread([this] { TickLoop(); });
+  peer_ticker_ = std::thread([this] { PeerTickLoop(); });
+}
+
+// Work that talks to other sidecars runs on its own thread: a slow or hung peer must not delay
+// the interval fsync, retention or redelivery of the partitions held here.
+void Topic::PeerTickLoop() {
+  std::unique_lock<std::mutex> lock(tick_mu_);
+  while (!stopping_) {
+    tick_cv_.wait_for(lock, std::chrono::milliseconds(opts_.tick_ms), [&] { return stopping_; });
+    if (stopping_) break;
+    lock.unlock();
+    RefreshRemoteCommits();
+    SeedPending();
+    lock.lock();
+  }
 }
 
 void Topic::TickLoop() {
@@ -616,8 +632,6 @@ void Topic::TickLoop() {
       std::shared_lock<std::shared_mutex> map_lock(map_mu_);
       for (auto& [id, p] : partitions_) moved |= p->Tick(sync_due);
     }
-    RefreshRemoteCommits();
-    SeedPending();
     if (moved && on_data_) on_data_();
     lock.lock();
   }
@@ -630,6 +644,7 @@ Status Topic::Close() {
   }
   tick_cv_.notify_all();
   if (ticker_.joinable()) ticker_.join();
+  if (peer_ticker_.joinable()) peer_ticker_.join();
   std::unique_lock<std::shared_mutex> lock(map_mu_);
   Status first;
   for (auto& [id, p] : partitions_) {

@@ -134,6 +134,7 @@ class Topic {
   Status OpenPartitions();
   std::string MapPath() const;
   void TickLoop();
+  void PeerTickLoop();
 
   const TopicOptions opts_;
   Clock& clock_;
@@ -159,6 +160,7 @@ class Topic {
   std::condition_variable tick_cv_;
   bool stopping_ = false;  // guarded by tick_mu_
   std::thread ticker_;
+  std::thread peer_ticker_;
 };
 
 }  // namespace shoal::broker
