@@ -157,7 +157,7 @@ int Run(const PauseOptions& o) {
   }
   for (auto& p : pods) p.process.Stop(std::chrono::seconds(10));
   std::error_code ec;
-  if (!getenv("SHOAL_KEEP")) std::filesystem::remove_all(dir, ec);
+  std::filesystem::remove_all(dir, ec);
   std::sort(pauses.begin(), pauses.end());
   std::sort(observed.begin(), observed.end());
   if (o.json) {

@@ -203,11 +203,6 @@ int Run(const TortureOptions& o) {
       change_probe.Applied(change->first, timing.pause_ms / 1000, timing.total_ms / 1000,
                            current.epoch().value());
       pauses.push_back({change->first, timing.pause_ms, timing.total_ms});
-      if (getenv("SHOAL_DEBUG_PAUSE")) {
-        std::fprintf(stderr, "%s pause %.2f seal %.2f total %.2f retries %d\n",
-                     change->first.c_str(), timing.pause_ms, timing.seal_ms, timing.total_ms,
-                     timing.retries);
-      }
     }
   });
 
