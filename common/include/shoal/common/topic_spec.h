@@ -1,0 +1,59 @@
+// TopicSpec: the PartitionedTopic spec of DESIGN.md ("The CRD, in outline") as a type, with
+// YAML and JSON codecs (yaml-cpp reads both: JSON is YAML) and a validation whose messages name
+// the field and the fix. The operator, `shoal up` and the simulator read topics through this.
+// Values: copyable, not synchronized.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "shoal/common/status.h"
+
+namespace shoal {
+
+struct ScaleBehavior {
+  uint32_t stabilization_window_seconds = 0;
+  double tolerance = 0.1;                // HPA-like: no change while within ±10% of the target
+  uint32_t max_partitions_per_step = 0;  // 0: reach the needed count in one step
+};
+
+struct TopicSpec {
+  std::string name;
+  std::string namespace_name = "default";
+  struct {
+    uint32_t min = 1;
+    uint32_t max = 64;  // the hard cap
+    uint32_t initial = 4;
+  } partitions;
+  struct {
+    uint32_t min = 1;
+    uint32_t max = 16;
+  } replicas;
+  struct {
+    double events_per_second_per_partition = 5000;
+    uint32_t cpu_utilization_percent = 70;
+    uint64_t consumer_lag_events = 10000;
+  } scaling;
+  ScaleBehavior scale_up{0, 0.1, 0};
+  ScaleBehavior scale_down{300, 0.1, 0};
+  std::string fsync = "interval";
+  struct {
+    uint64_t bytes = 0;  // per partition; 0: unlimited
+    int64_t ms = 7LL * 24 * 3600 * 1000;
+  } retention;
+  std::string consumer_template_yaml;  // the user's pod template, kept as written
+  std::string sidecar_image = "shoal:latest";
+  std::map<std::string, std::string> sidecar_resources;  // e.g. requests.cpu -> 100m
+};
+
+// Parses a whole PartitionedTopic document (apiVersion shoal.dev/v1alpha1, kind, metadata, spec),
+// YAML or JSON, then validates it. Missing fields take the defaults above; unknown fields are
+// errors naming their path.
+Result<TopicSpec> ParseTopic(std::string_view text);
+Status ValidateTopic(const TopicSpec& spec);
+std::string TopicToYaml(const TopicSpec& spec);
+std::string TopicToJson(const TopicSpec& spec);
+
+}  // namespace shoal

@@ -1,0 +1,321 @@
+#include "shoal/common/topic_spec.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+
+#include "shoal/common/json.h"
+
+namespace shoal {
+
+namespace {
+
+constexpr uint32_t kPartitionCap = 65536;
+
+Status Unknown(const std::string& path, const YAML::Node& node,
+               const std::set<std::string>& known) {
+  for (const auto& kv : node) {
+    const std::string key = kv.first.as<std::string>();
+    if (!known.count(key)) {
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      return Status::InvalidArgument(path + "." + key + ": unknown field; " + path + " takes " +
+                                     list);
+    }
+  }
+  return Status::Ok();
+}
+
+template <typename T>
+Status Read(const YAML::Node& node, const std::string& path, const char* key, T* out) {
+  const YAML::Node v = node[key];
+  if (!v) return Status::Ok();
+  try {
+    *out = v.as<T>();
+  } catch (const YAML::Exception&) {
+    return Status::InvalidArgument(path + "." + key + ": expected " +
+                                   (std::is_same_v<T, std::string> ? "a string"
+                                    : std::is_floating_point_v<T>  ? "a number"
+                                                                   : "a non-negative integer") +
+                                   ", got \"" + YAML::Dump(v) + "\"");
+  }
+  return Status::Ok();
+}
+
+Status ReadBehavior(const YAML::Node& n, const std::string& path, ScaleBehavior* b) {
+  if (!n) return Status::Ok();
+  if (!n.IsMap()) return Status::InvalidArgument(path + ": expected a mapping");
+  SHOAL_RETURN_IF_ERROR(
+      Unknown(path, n, {"stabilizationWindowSeconds", "tolerance", "maxPartitionsPerStep"}));
+  SHOAL_RETURN_IF_ERROR(
+      Read(n, path, "stabilizationWindowSeconds", &b->stabilization_window_seconds));
+  SHOAL_RETURN_IF_ERROR(Read(n, path, "tolerance", &b->tolerance));
+  return Read(n, path, "maxPartitionsPerStep", &b->max_partitions_per_step);
+}
+
+Status ParseSpec(const YAML::Node& spec, TopicSpec* t) {
+  const std::string p = "spec";
+  if (!spec.IsMap()) return Status::InvalidArgument("spec: expected a mapping");
+  SHOAL_RETURN_IF_ERROR(Unknown(p, spec,
+                                {"partitions", "replicas", "scaling", "behavior", "durability",
+                                 "retention", "consumer", "sidecar"}));
+  if (auto n = spec["partitions"]) {
+    SHOAL_RETURN_IF_ERROR(Unknown(p + ".partitions", n, {"min", "max", "initial"}));
+    SHOAL_RETURN_IF_ERROR(Read(n, p + ".partitions", "min", &t->partitions.min));
+    SHOAL_RETURN_IF_ERROR(Read(n, p + ".partitions", "max", &t->partitions.max));
+    t->partitions.initial = t->partitions.min;
+    SHOAL_RETURN_IF_ERROR(Read(n, p + ".partitions", "initial", &t->partitions.initial));
+  }
+  if (auto n = spec["replicas"]) {
+    SHOAL_RETURN_IF_ERROR(Unknown(p + ".replicas", n, {"min", "max"}));
+    SHOAL_RETURN_IF_ERROR(Read(n, p + ".replicas", "min", &t->replicas.min));
+    SHOAL_RETURN_IF_ERROR(Read(n, p + ".replicas", "max", &t->replicas.max));
+  }
+  if (auto n = spec["scaling"]) {
+    const std::string q = p + ".scaling";
+    SHOAL_RETURN_IF_ERROR(Unknown(
+        q, n,
+        {"targetEventsPerSecondPerPartition", "targetCPUUtilizationPercent", "targetConsumerLag"}));
+    SHOAL_RETURN_IF_ERROR(Read(n, q, "targetEventsPerSecondPerPartition",
+                               &t->scaling.events_per_second_per_partition));
+    SHOAL_RETURN_IF_ERROR(
+        Read(n, q, "targetCPUUtilizationPercent", &t->scaling.cpu_utilization_percent));
+    SHOAL_RETURN_IF_ERROR(Read(n, q, "targetConsumerLag", &t->scaling.consumer_lag_events));
+  }
+  if (auto n = spec["behavior"]) {
+    SHOAL_RETURN_IF_ERROR(Unknown(p + ".behavior", n, {"scaleUp", "scaleDown"}));
+    SHOAL_RETURN_IF_ERROR(ReadBehavior(n["scaleUp"], p + ".behavior.scaleUp", &t->scale_up));
+    SHOAL_RETURN_IF_ERROR(ReadBehavior(n["scaleDown"], p + ".behavior.scaleDown", &t->scale_down));
+  }
+  if (auto n = spec["durability"]) {
+    SHOAL_RETURN_IF_ERROR(Unknown(p + ".durability", n, {"fsync"}));
+    SHOAL_RETURN_IF_ERROR(Read(n, p + ".durability", "fsync", &t->fsync));
+  }
+  if (auto n = spec["retention"]) {
+    SHOAL_RETURN_IF_ERROR(Unknown(p + ".retention", n, {"bytes", "ms"}));
+    SHOAL_RETURN_IF_ERROR(Read(n, p + ".retention", "bytes", &t->retention.bytes));
+    SHOAL_RETURN_IF_ERROR(Read(n, p + ".retention", "ms", &t->retention.ms));
+  }
+  if (auto n = spec["consumer"]) {
+    SHOAL_RETURN_IF_ERROR(Unknown(p + ".consumer", n, {"template"}));
+    if (n["template"]) t->consumer_template_yaml = YAML::Dump(n["template"]);
+  }
+  if (auto n = spec["sidecar"]) {
+    SHOAL_RETURN_IF_ERROR(Unknown(p + ".sidecar", n, {"image", "resources"}));
+    SHOAL_RETURN_IF_ERROR(Read(n, p + ".sidecar", "image", &t->sidecar_image));
+    if (auto r = n["resources"]) {
+      for (const auto& kind : r) {
+        for (const auto& kv : kind.second) {
+          t->sidecar_resources[kind.first.as<std::string>() + "." + kv.first.as<std::string>()] =
+              kv.second.as<std::string>();
+        }
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+bool Dns1123(const std::string& s) {
+  if (s.empty() || s.size() > 63) return false;
+  for (char c : s) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+  }
+  return s.front() != '-' && s.back() != '-';
+}
+
+}  // namespace
+
+Result<TopicSpec> ParseTopic(std::string_view text) {
+  YAML::Node doc;
+  try {
+    doc = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(std::string("not YAML or JSON: ") + e.what());
+  }
+  if (!doc.IsMap()) return Status::InvalidArgument("a PartitionedTopic document is a mapping");
+  TopicSpec t;
+  try {
+    SHOAL_RETURN_IF_ERROR(
+        Unknown("(document)", doc, {"apiVersion", "kind", "metadata", "spec", "status"}));
+    std::string api, kind;
+    SHOAL_RETURN_IF_ERROR(Read(doc, "(document)", "apiVersion", &api));
+    SHOAL_RETURN_IF_ERROR(Read(doc, "(document)", "kind", &kind));
+    if (api != "shoal.dev/v1alpha1") {
+      return Status::InvalidArgument("apiVersion: must be shoal.dev/v1alpha1, not \"" + api + "\"");
+    }
+    if (kind != "PartitionedTopic") {
+      return Status::InvalidArgument("kind: must be PartitionedTopic, not \"" + kind + "\"");
+    }
+    const YAML::Node meta = doc["metadata"];
+    if (!meta || !meta["name"]) return Status::InvalidArgument("metadata.name: required");
+    SHOAL_RETURN_IF_ERROR(Read(meta, "metadata", "name", &t.name));
+    SHOAL_RETURN_IF_ERROR(Read(meta, "metadata", "namespace", &t.namespace_name));
+    if (!doc["spec"]) return Status::InvalidArgument("spec: required");
+    SHOAL_RETURN_IF_ERROR(ParseSpec(doc["spec"], &t));
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(std::string("malformed topic: ") + e.what());
+  }
+  SHOAL_RETURN_IF_ERROR(ValidateTopic(t));
+  return t;
+}
+
+Status ValidateTopic(const TopicSpec& t) {
+  if (!Dns1123(t.name)) {
+    return Status::InvalidArgument(
+        "metadata.name: \"" + t.name +
+        "\" must be 1-63 lowercase letters, digits or '-', starting and ending alphanumeric");
+  }
+  const auto& p = t.partitions;
+  if (p.min < 1) return Status::InvalidArgument("spec.partitions.min: must be at least 1");
+  if (p.max > kPartitionCap) {
+    return Status::InvalidArgument("spec.partitions.max: at most " + std::to_string(kPartitionCap));
+  }
+  if (p.min > p.max) {
+    return Status::InvalidArgument("spec.partitions: min (" + std::to_string(p.min) +
+                                   ") must not exceed max (" + std::to_string(p.max) + ")");
+  }
+  if (p.initial < p.min || p.initial > p.max) {
+    return Status::InvalidArgument("spec.partitions.initial: " + std::to_string(p.initial) +
+                                   " must lie within [min, max] = [" + std::to_string(p.min) +
+                                   ", " + std::to_string(p.max) + "]");
+  }
+  if (t.replicas.min < 1 || t.replicas.min > t.replicas.max) {
+    return Status::InvalidArgument("spec.replicas: need 1 <= min <= max, got min " +
+                                   std::to_string(t.replicas.min) + ", max " +
+                                   std::to_string(t.replicas.max));
+  }
+  if (!(t.scaling.events_per_second_per_partition > 0) ||
+      !std::isfinite(t.scaling.events_per_second_per_partition)) {
+    return Status::InvalidArgument(
+        "spec.scaling.targetEventsPerSecondPerPartition: must be a positive number");
+  }
+  if (t.scaling.cpu_utilization_percent < 1 || t.scaling.cpu_utilization_percent > 100) {
+    return Status::InvalidArgument(
+        "spec.scaling.targetCPUUtilizationPercent: must be between 1 and 100");
+  }
+  for (const auto& [name, b] : {std::pair{"scaleUp", &t.scale_up}, {"scaleDown", &t.scale_down}}) {
+    if (!(b->tolerance >= 0 && b->tolerance < 1)) {
+      return Status::InvalidArgument(std::string("spec.behavior.") + name +
+                                     ".tolerance: must be in [0, 1), e.g. 0.1");
+    }
+    if (b->stabilization_window_seconds > 3600) {
+      return Status::InvalidArgument(std::string("spec.behavior.") + name +
+                                     ".stabilizationWindowSeconds: at most 3600");
+    }
+  }
+  if (t.fsync != "always" && t.fsync != "interval" && t.fsync != "never") {
+    return Status::InvalidArgument(
+        "spec.durability.fsync: must be always, interval or never, "
+        "not \"" +
+        t.fsync + "\"");
+  }
+  if (t.retention.ms < 0) return Status::InvalidArgument("spec.retention.ms: must be >= 0");
+  return Status::Ok();
+}
+
+namespace {
+// Shortest form that reads back as the same double ("0.1", not "0.10000000000000001").
+std::string Num(double v) {
+  char buf[32];
+  for (int precision = 6; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
+YAML::Node BehaviorNode(const ScaleBehavior& b) {
+  YAML::Node n;
+  n["stabilizationWindowSeconds"] = b.stabilization_window_seconds;
+  n["tolerance"] = Num(b.tolerance);
+  n["maxPartitionsPerStep"] = b.max_partitions_per_step;
+  return n;
+}
+
+YAML::Node Document(const TopicSpec& t) {
+  YAML::Node d;
+  d["apiVersion"] = "shoal.dev/v1alpha1";
+  d["kind"] = "PartitionedTopic";
+  d["metadata"]["name"] = t.name;
+  d["metadata"]["namespace"] = t.namespace_name;
+  YAML::Node s;
+  s["partitions"]["min"] = t.partitions.min;
+  s["partitions"]["max"] = t.partitions.max;
+  s["partitions"]["initial"] = t.partitions.initial;
+  s["replicas"]["min"] = t.replicas.min;
+  s["replicas"]["max"] = t.replicas.max;
+  s["scaling"]["targetEventsPerSecondPerPartition"] =
+      Num(t.scaling.events_per_second_per_partition);
+  s["scaling"]["targetCPUUtilizationPercent"] = t.scaling.cpu_utilization_percent;
+  s["scaling"]["targetConsumerLag"] = t.scaling.consumer_lag_events;
+  s["behavior"]["scaleUp"] = BehaviorNode(t.scale_up);
+  s["behavior"]["scaleDown"] = BehaviorNode(t.scale_down);
+  s["durability"]["fsync"] = t.fsync;
+  s["retention"]["bytes"] = t.retention.bytes;
+  s["retention"]["ms"] = t.retention.ms;
+  if (!t.consumer_template_yaml.empty()) {
+    s["consumer"]["template"] = YAML::Load(t.consumer_template_yaml);
+  }
+  s["sidecar"]["image"] = t.sidecar_image;
+  for (const auto& [k, v] : t.sidecar_resources) {
+    const auto dot = k.find('.');
+    s["sidecar"]["resources"][k.substr(0, dot)][k.substr(dot + 1)] = v;
+  }
+  d["spec"] = s;
+  return d;
+}
+}  // namespace
+
+std::string TopicToYaml(const TopicSpec& t) {
+  YAML::Emitter out;
+  out << Document(t);
+  return std::string(out.c_str()) + "\n";
+}
+
+namespace {
+// JSON from a YAML tree: scalars that read as numbers or booleans stay bare, others are strings.
+void AppendJson(const YAML::Node& n, std::string& out) {
+  if (n.IsMap()) {
+    out += '{';
+    bool first = true;
+    for (const auto& kv : n) {
+      if (!first) out += ',';
+      first = false;
+      json::AppendString(out, kv.first.as<std::string>());
+      out += ':';
+      AppendJson(kv.second, out);
+    }
+    out += '}';
+  } else if (n.IsSequence()) {
+    out += '[';
+    for (size_t i = 0; i < n.size(); ++i) {
+      if (i) out += ',';
+      AppendJson(n[i], out);
+    }
+    out += ']';
+  } else if (n.IsScalar()) {
+    const std::string v = n.Scalar();
+    char* end = nullptr;
+    std::strtod(v.c_str(), &end);
+    const bool number = !v.empty() && end && *end == '\0' && v.find_first_of("xXnN") == v.npos;
+    if (number || v == "true" || v == "false") {
+      out += v;
+    } else {
+      json::AppendString(out, v);
+    }
+  } else {
+    out += "null";
+  }
+}
+}  // namespace
+
+std::string TopicToJson(const TopicSpec& t) {
+  std::string out;
+  AppendJson(Document(t), out);
+  return out;
+}
+
+}  // namespace shoal

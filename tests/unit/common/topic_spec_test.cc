@@ -1,0 +1,116 @@
+#include "shoal/common/topic_spec.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace shoal {
+namespace {
+
+std::string ReadExample(const std::string& name) {
+  std::ifstream in(std::string(SHOAL_SOURCE_DIR) + "/examples/" + name);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+constexpr const char* kMinimal = R"(apiVersion: shoal.dev/v1alpha1
+kind: PartitionedTopic
+metadata: {name: orders}
+spec:
+  partitions: {min: 2, max: 8, initial: 2}
+)";
+
+TEST(TopicSpecTest, EveryExampleParsesAndValidates) {
+  for (const char* f : {"flash-sale.yaml", "steady.yaml"}) {
+    auto t = ParseTopic(ReadExample(f));
+    ASSERT_TRUE(t.ok()) << f << ": " << t.status().ToString();
+  }
+  auto t = ParseTopic(ReadExample("flash-sale.yaml"));
+  EXPECT_EQ(t->name, "orders");
+  EXPECT_EQ(t->partitions.max, 32u);
+  EXPECT_EQ(t->scale_down.stabilization_window_seconds, 30u);
+  EXPECT_EQ(t->sidecar_resources.at("requests.cpu"), "100m");
+  EXPECT_NE(t->consumer_template_yaml.find("order-processor"), std::string::npos);
+}
+
+TEST(TopicSpecTest, DefaultsFillWhatIsMissing) {
+  auto t = ParseTopic(kMinimal);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->namespace_name, "default");
+  EXPECT_EQ(t->fsync, "interval");
+  EXPECT_EQ(t->replicas.min, 1u);
+  EXPECT_EQ(t->scale_down.stabilization_window_seconds, 300u);
+}
+
+TEST(TopicSpecTest, YamlAndJsonRoundTrip) {
+  auto t = ParseTopic(ReadExample("flash-sale.yaml"));
+  ASSERT_TRUE(t.ok());
+  for (const std::string& text : {TopicToYaml(*t), TopicToJson(*t)}) {
+    auto back = ParseTopic(text);
+    ASSERT_TRUE(back.ok()) << back.status().ToString() << "\n" << text;
+    EXPECT_EQ(TopicToJson(*back), TopicToJson(*t));  // JSON ignores YAML's flow/block style
+  }
+  EXPECT_EQ(TopicToJson(*t).front(), '{');
+  EXPECT_NE(TopicToJson(*t).find("\"max\":32"), std::string::npos);
+}
+
+struct Bad {
+  const char* name;
+  std::string text;
+  const char* must_mention;
+};
+
+class TopicSpecRejectTest : public ::testing::TestWithParam<Bad> {};
+
+TEST_P(TopicSpecRejectTest, NamesTheFieldAndTheFix) {
+  auto t = ParseTopic(GetParam().text);
+  ASSERT_FALSE(t.ok()) << GetParam().name;
+  EXPECT_EQ(t.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(t.status().message().find(GetParam().must_mention), std::string::npos)
+      << t.status().message();
+}
+
+std::string With(const std::string& spec_tail) {
+  return "apiVersion: shoal.dev/v1alpha1\nkind: PartitionedTopic\nmetadata: {name: orders}\n"
+         "spec:\n" +
+         spec_tail;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, TopicSpecRejectTest,
+    ::testing::Values(
+        Bad{"not yaml", "{{{", "not YAML"},
+        Bad{"wrong kind",
+            "apiVersion: shoal.dev/v1alpha1\nkind: Topic\nmetadata: {name: a}\nspec: {}\n", "kind"},
+        Bad{"wrong api", "apiVersion: v1\nkind: PartitionedTopic\nmetadata: {name: a}\nspec: {}\n",
+            "apiVersion"},
+        Bad{"no name", "apiVersion: shoal.dev/v1alpha1\nkind: PartitionedTopic\nspec: {}\n",
+            "metadata.name"},
+        Bad{"bad name",
+            "apiVersion: shoal.dev/v1alpha1\nkind: PartitionedTopic\n"
+            "metadata: {name: Orders_1}\nspec: {}\n",
+            "metadata.name"},
+        Bad{"min over max", With("  partitions: {min: 9, max: 4}\n"), "spec.partitions"},
+        Bad{"initial outside", With("  partitions: {min: 2, max: 4, initial: 8}\n"),
+            "spec.partitions.initial"},
+        Bad{"cap", With("  partitions: {min: 2, max: 100000}\n"), "spec.partitions.max"},
+        Bad{"replicas", With("  replicas: {min: 0, max: 4}\n"), "spec.replicas"},
+        Bad{"typo", With("  scaling: {targetEventsPerSec: 5}\n"),
+            "spec.scaling.targetEventsPerSec"},
+        Bad{"not a number", With("  scaling: {targetEventsPerSecondPerPartition: lots}\n"),
+            "targetEventsPerSecondPerPartition"},
+        Bad{"cpu", With("  scaling: {targetCPUUtilizationPercent: 150}\n"),
+            "targetCPUUtilizationPercent"},
+        Bad{"tolerance", With("  behavior: {scaleUp: {tolerance: 1.5}}\n"), "tolerance"},
+        Bad{"fsync", With("  durability: {fsync: sometimes}\n"), "spec.durability.fsync"},
+        Bad{"unknown spec field", With("  partitons: {min: 1}\n"), "spec.partitons"}),
+    [](const auto& info) {
+      std::string n = info.param.name;
+      for (auto& c : n) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+      return n;
+    });
+
+}  // namespace
+}  // namespace shoal
