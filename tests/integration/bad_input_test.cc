@@ -16,6 +16,7 @@
 #include "shoal/common/wire.h"
 #include "support/http_test_client.h"
 #include "support/sidecar_process.h"
+#include "support/topic_view.h"
 
 namespace shoal::testing {
 namespace {
@@ -26,37 +27,15 @@ const std::string kEvents = kTopicPath + "/events";
 const std::string kCommits = kTopicPath + "/commits";
 constexpr size_t kMaxBody = 65536, kMaxKey = 64, kMaxValue = 1024;
 
-struct PartitionView {
-  uint64_t end_offset = 0;
-  std::map<std::string, uint64_t> committed;  // by group
-};
-
 std::map<uint32_t, PartitionView> TopicView(HttpTestClient& client) {
-  std::map<uint32_t, PartitionView> out;
   HttpResponse r = client.Get(kTopicPath);
   EXPECT_EQ(r.status, 200) << r.Describe();
-  simdjson::dom::parser parser;
-  simdjson::dom::element doc;
-  if (parser.parse(simdjson::padded_string(r.body)).get(doc)) {
-    ADD_FAILURE() << "topic view is not JSON: " << r.body;
-    return out;
+  auto view = ParseTopicView(r.body);
+  if (!view.ok()) {
+    ADD_FAILURE() << "topic view: " << view.status().ToString();
+    return {};
   }
-  for (auto p : doc["partitions"]) {
-    uint64_t id = 0;
-    PartitionView v;
-    EXPECT_EQ(p["id"].get(id), simdjson::SUCCESS) << r.body;
-    EXPECT_EQ(p["end_offset"].get(v.end_offset), simdjson::SUCCESS) << r.body;
-    simdjson::dom::object groups;
-    if (p["groups"].get(groups) == simdjson::SUCCESS) {
-      for (auto g : groups) {
-        uint64_t c = 0;
-        EXPECT_EQ(g.value["committed"].get(c), simdjson::SUCCESS) << r.body;
-        v.committed[std::string(g.key)] = c;
-      }
-    }
-    out[static_cast<uint32_t>(id)] = v;
-  }
-  return out;
+  return view->partitions;
 }
 
 std::string Event(const std::string& key, const std::string& value_json) {

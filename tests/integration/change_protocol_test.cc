@@ -43,6 +43,7 @@
 #include "shoal/operator/change_executor.h"
 #include "support/http_test_client.h"
 #include "support/sidecar_process.h"
+#include "support/topic_view.h"
 
 namespace shoal::testing {
 namespace {
@@ -106,71 +107,10 @@ std::vector<std::string> KeysOf(const PartitionMap& map, PartitionId p, size_t n
   return keys;
 }
 
-// The parts of GET /v1/topics/{topic} this test compares.
-struct PartitionView {
-  std::string state, owner;
-  bool held = false;  // the sidecar holds the partition's log (counters present)
-  uint64_t end_offset = 0;
-  bool accepting = false;
-  bool sealed_here = false;
-  std::map<std::string, uint64_t> committed;  // per group
-  bool operator==(const PartitionView&) const = default;
-};
-struct TopicView {
-  uint64_t epoch = 0;
-  std::map<uint32_t, PartitionView> partitions;
-  bool operator==(const TopicView&) const = default;
-};
-
-std::ostream& operator<<(std::ostream& os, const TopicView& v) {
-  os << "{epoch " << v.epoch;
-  for (const auto& [id, p] : v.partitions) {
-    os << "; p" << id << " " << p.state << " on " << p.owner;
-    if (p.held) {
-      os << " end=" << p.end_offset << " accepting=" << p.accepting
-         << " sealed_here=" << p.sealed_here;
-      for (const auto& [g, o] : p.committed) os << " " << g << "@" << o;
-    }
-  }
-  return os << "}";
-}
-
 Result<TopicView> GetView(const SidecarProcess& sidecar) {
   HttpResponse r = sidecar.DataClient(10s)->Get(kView);
   if (r.status != 200) return Status::Unavailable("GET " + kView + ": " + r.Describe());
-  simdjson::dom::parser parser;
-  simdjson::dom::element doc;
-  simdjson::dom::array parts;
-  TopicView view;
-  if (parser.parse(simdjson::padded_string(r.body)).get(doc) || doc["epoch"].get(view.epoch) ||
-      doc["partitions"].get(parts)) {
-    return Status::Internal("malformed topic view: " + r.body);
-  }
-  for (auto p : parts) {
-    uint64_t id = 0;
-    std::string_view state, owner;
-    if (p["id"].get(id) || p["state"].get(state) || p["owner"].get(owner)) {
-      return Status::Internal("malformed partition in the topic view: " + r.body);
-    }
-    PartitionView pv;
-    pv.state = std::string(state);
-    pv.owner = std::string(owner);
-    if (p["end_offset"].get(pv.end_offset) == simdjson::SUCCESS) {
-      pv.held = true;
-      simdjson::dom::object groups;
-      if (p["accepting"].get(pv.accepting) || p["sealed_here"].get(pv.sealed_here) ||
-          p["groups"].get(groups)) {
-        return Status::Internal("malformed partition counters in the topic view: " + r.body);
-      }
-      for (auto g : groups) {
-        uint64_t c = 0;
-        if (g.value["committed"].get(c)) return Status::Internal("malformed group: " + r.body);
-        pv.committed[std::string(g.key)] = c;
-      }
-    }
-    view.partitions[static_cast<uint32_t>(id)] = pv;
-  }
-  return view;
+  return ParseTopicView(r.body);
 }
 
 // The view as text for failure messages (or why there is none).

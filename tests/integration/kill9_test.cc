@@ -26,6 +26,7 @@
 #include "shoal/common/wire.h"
 #include "support/http_test_client.h"
 #include "support/sidecar_process.h"
+#include "support/topic_view.h"
 
 namespace shoal::testing {
 namespace {
@@ -171,18 +172,12 @@ PartitionEnds Ends(HttpTestClient& client) {
   PartitionEnds out;
   HttpResponse r = client.Get(std::string("/v1/topics/") + kTopic);
   EXPECT_EQ(r.status, 200) << r.Describe();
-  simdjson::dom::parser parser;
-  simdjson::dom::element doc;
-  if (parser.parse(simdjson::padded_string(r.body)).get(doc)) {
-    ADD_FAILURE() << "topic view is not JSON: " << r.body;
+  auto view = ParseTopicView(r.body);
+  if (!view.ok()) {
+    ADD_FAILURE() << "topic view: " << view.status().ToString();
     return out;
   }
-  for (auto p : doc["partitions"]) {
-    uint64_t id = 0, end = 0;
-    EXPECT_EQ(p["id"].get(id), simdjson::SUCCESS) << r.body;
-    EXPECT_EQ(p["end_offset"].get(end), simdjson::SUCCESS) << r.body;
-    out.end[static_cast<uint32_t>(id)] = end;
-  }
+  for (const auto& [id, p] : view->partitions) out.end[id] = p.end_offset;
   return out;
 }
 

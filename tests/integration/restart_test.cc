@@ -18,6 +18,7 @@
 #include "shoal/common/wire.h"
 #include "support/http_test_client.h"
 #include "support/sidecar_process.h"
+#include "support/topic_view.h"
 
 namespace shoal::testing {
 namespace {
@@ -67,30 +68,22 @@ std::string CommitBody(const std::string& group, const std::map<uint32_t, uint64
 }
 
 // Per partition: (end_offset, committed offset of `group` or -1).
-struct PartitionView {
+struct EndAndCommit {
   uint64_t end_offset = 0;
   int64_t committed = -1;
 };
-std::map<uint32_t, PartitionView> TopicView(HttpTestClient& client, const std::string& group) {
-  std::map<uint32_t, PartitionView> out;
+std::map<uint32_t, EndAndCommit> TopicView(HttpTestClient& client, const std::string& group) {
   HttpResponse r = client.Get(std::string("/v1/topics/") + kTopic);
   EXPECT_EQ(r.status, 200) << r.Describe();
-  simdjson::dom::parser parser;
-  simdjson::dom::element doc;
-  if (parser.parse(simdjson::padded_string(r.body)).get(doc)) {
-    ADD_FAILURE() << "topic view is not JSON: " << r.body;
-    return out;
+  auto view = ParseTopicView(r.body);
+  if (!view.ok()) {
+    ADD_FAILURE() << "topic view: " << view.status().ToString();
+    return {};
   }
-  for (auto p : doc["partitions"]) {
-    uint64_t id = 0;
-    PartitionView v;
-    EXPECT_EQ(p["id"].get(id), simdjson::SUCCESS);
-    EXPECT_EQ(p["end_offset"].get(v.end_offset), simdjson::SUCCESS) << r.body;
-    uint64_t committed = 0;
-    if (p["groups"][group]["committed"].get(committed) == simdjson::SUCCESS) {
-      v.committed = static_cast<int64_t>(committed);
-    }
-    out[static_cast<uint32_t>(id)] = v;
+  std::map<uint32_t, EndAndCommit> out;
+  for (const auto& [id, p] : view->partitions) {
+    auto c = p.committed.find(group);
+    out[id] = {p.end_offset, c == p.committed.end() ? -1 : static_cast<int64_t>(c->second)};
   }
   return out;
 }

@@ -214,4 +214,30 @@ Status LocalSidecar::WaitReady() {
   }
 }
 
+Result<std::vector<LocalSidecar>> StartPods(int n, const std::string& dir,
+                                            const LocalSidecarOptions& base,
+                                            const std::string& token,
+                                            const std::string& log_level) {
+  std::vector<LocalSidecar> pods;
+  for (int i = 0; i < n; ++i) {
+    LocalSidecarOptions so = base;
+    so.data_dir = dir + "/pod-" + std::to_string(i);
+    so.extra_args.insert(so.extra_args.end(),
+                         {"--pod-name", "pod-" + std::to_string(i), "--admin-token", token,
+                          "--wait-for-map", "--log-level", log_level});
+    auto s = LocalSidecar::Start(so);
+    if (!s.ok()) return s.status();
+    pods.push_back(std::move(s).value());
+  }
+  return pods;
+}
+
+PartitionMap WithPeers(PartitionMap map, const std::vector<LocalSidecar>& pods) {
+  for (size_t i = 0; i < pods.size(); ++i) {
+    map = map.WithPeer(PodName("pod-" + std::to_string(i)),
+                       {pods[i].data_address(), pods[i].admin_address()});
+  }
+  return map;
+}
+
 }  // namespace shoal::client

@@ -48,30 +48,19 @@ int Run(const PauseOptions& o) {
   char tmpl[] = "/tmp/shoal-pause-XXXXXX";
   if (!mkdtemp(tmpl)) return 1;
   const std::string dir = tmpl, token = "bench-token";
-  std::vector<client::LocalSidecar> pods;
-  for (int i = 0; i < 2; ++i) {
-    client::LocalSidecarOptions so;
-    so.topic = "bench";
-    so.data_dir = dir + "/pod-" + std::to_string(i);
-    so.fsync = o.fsync;
-    so.extra_args = {"--pod-name", "pod-" + std::to_string(i), "--admin-token",
-                     token,        "--wait-for-map",           "--log-level",
-                     "warn"};
-    auto s = client::LocalSidecar::Start(so);
-    if (!s.ok()) {
-      std::cerr << "shoal bench pause: " << s.status().message() << "\n";
-      return 1;
-    }
-    pods.push_back(std::move(s).value());
+  client::LocalSidecarOptions base;
+  base.topic = "bench";
+  base.fsync = o.fsync;
+  auto started = client::StartPods(2, dir, base, token, "warn");
+  if (!started.ok()) {
+    std::cerr << "shoal bench pause: " << started.status().message() << "\n";
+    return 1;
   }
+  std::vector<client::LocalSidecar> pods = std::move(started).value();
   PartitionInfo p0;
   p0.id = PartitionId(0);
   p0.owner = PodName("pod-0");
-  PartitionMap current("bench", Epoch(1), {p0});
-  for (int i = 0; i < 2; ++i) {
-    current = current.WithPeer(PodName("pod-" + std::to_string(i)),
-                               {pods[i].data_address(), pods[i].admin_address()});
-  }
+  PartitionMap current = client::WithPeers(PartitionMap("bench", Epoch(1), {p0}), pods);
   client::AdminClient admin(token);
   control::ChangeExecutor executor(admin);
   if (auto st = executor.InstallEverywhere(current); !st.ok()) {

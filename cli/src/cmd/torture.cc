@@ -113,21 +113,14 @@ int Run(const TortureOptions& o) {
     if (!o.json) std::cout << s << std::endl;
   };
   const std::string token = "torture-admin-token";
-  std::vector<client::LocalSidecar> pods;
-  for (int i = 0; i < o.sidecars; ++i) {
-    client::LocalSidecarOptions so;
-    so.data_dir = dir + "/pod-" + std::to_string(i);
-    so.fsync = o.fsync;
-    so.extra_args = {"--pod-name", "pod-" + std::to_string(i), "--admin-token",
-                     token,        "--wait-for-map",           "--log-level",
-                     "info"};
-    auto s = client::LocalSidecar::Start(so);
-    if (!s.ok()) {
-      std::cerr << "shoal torture: " << s.status().message() << "\n";
-      return 1;
-    }
-    pods.push_back(std::move(s).value());
+  client::LocalSidecarOptions base;
+  base.fsync = o.fsync;
+  auto started = client::StartPods(o.sidecars, dir, base, token, "info");
+  if (!started.ok()) {
+    std::cerr << "shoal torture: " << started.status().message() << "\n";
+    return 1;
   }
+  std::vector<client::LocalSidecar> pods = std::move(started).value();
   // Epoch 1: 2 partitions per pod over equal ranges, owners round robin.
   std::vector<PartitionInfo> parts;
   const uint32_t count = static_cast<uint32_t>(2 * o.sidecars);
@@ -138,11 +131,7 @@ int Run(const TortureOptions& o) {
     p.owner = PodName("pod-" + std::to_string(i % o.sidecars));
     parts.push_back(p);
   }
-  PartitionMap current("orders", Epoch(1), parts);
-  for (int i = 0; i < o.sidecars; ++i) {
-    current = current.WithPeer(PodName("pod-" + std::to_string(i)),
-                               {pods[i].data_address(), pods[i].admin_address()});
-  }
+  PartitionMap current = client::WithPeers(PartitionMap("orders", Epoch(1), parts), pods);
   client::AdminClient admin(token);
   control::ChangeExecutor executor(admin);
   control::ChangeProbe change_probe;

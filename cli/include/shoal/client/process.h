@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "shoal/common/partition_map.h"
 #include "shoal/common/status.h"
 
 namespace shoal::client {
@@ -83,5 +84,13 @@ struct LocalSidecar {
  private:
   Status WaitReady();
 };
+
+// Starts n sidecars pod-0..pod-(n-1) that join a multi-sidecar topic (--wait-for-map, the given
+// admin token and log level), each under dir/pod-i; `base` gives topic and fsync.
+Result<std::vector<LocalSidecar>> StartPods(int n, const std::string& dir,
+                                            const LocalSidecarOptions& base,
+                                            const std::string& token, const std::string& log_level);
+// `map` with every pod's data and admin address as its peers.
+PartitionMap WithPeers(PartitionMap map, const std::vector<LocalSidecar>& pods);
 
 }  // namespace shoal::client
