@@ -4,6 +4,7 @@
 #include <cstring>
 #include <unordered_set>
 
+#include "shoal/common/hash.h"
 #include "shoal/common/logging.h"
 #include "storage/file_util.h"
 #include "storage/record.h"
@@ -78,6 +79,7 @@ Status Partition::RecoverProducers() {
     if (table.ok()) {
       producers_ = std::move(table).value();
       seeded_.store(true);
+      producers_durable_.store(true);
       // A snapshot may cover records a crash took back from the log; forget those.
       producers_.TruncateFrom(id_.value(), log_->end_offset());
       from = std::max(from, std::min(covered, log_->end_offset()));
@@ -103,6 +105,7 @@ Status Partition::RecoverProducers() {
 
 Status Partition::WriteProducerSnapshot() {
   std::string bytes;
+  bool covers_seeding = false;
   {
     std::lock_guard<std::mutex> lock(append_mu_);
     const uint64_t end = log_->end_offset();
@@ -110,11 +113,73 @@ Status Partition::WriteProducerSnapshot() {
     bytes.append(reinterpret_cast<const char*>(&end), 8);
     bytes += producers_.Serialize();
     producers_snapshot_end_ = end;
+    // MarkSeeded sets seeded_ under this lock after the inherited state is in producers_, so a
+    // table serialized after it holds that state.
+    covers_seeding = seeded_.load();
   }
-  return storage::WriteFileAtomic(SnapshotPath(opts_.dir), bytes);
+  Status st = storage::WriteFileAtomic(SnapshotPath(opts_.dir), bytes);
+  if (!st.ok()) {
+    // Not on disk: write it again at the next snapshot time even if nothing is appended.
+    std::lock_guard<std::mutex> lock(append_mu_);
+    producers_snapshot_end_ = UINT64_MAX;
+    return st;
+  }
+  if (covers_seeding) producers_durable_.store(true);
+  return st;
 }
 
 Status Partition::Append(std::span<const wire::ProduceEvent* const> events,
+                         std::span<wire::ProduceResult* const> results) {
+  std::vector<uint32_t> hashes(events.size());
+  for (size_t i = 0; i < events.size(); ++i) hashes[i] = KeyHash(events[i]->key);
+  return Append(events, hashes, results);
+}
+
+// The load sketch, per appended event under append_mu_: one bucket increment and a scan of four
+// counters (space-saving: a hash point not counted yet takes over the smallest counter and adds
+// one to it, so every count is an upper bound and a point with more than 1/4 of the appends is
+// always among them).
+void Partition::CountLoad(uint32_t hash) {
+  const uint64_t lo = opts_.range.lo, width = opts_.range.Width();
+  const uint64_t rel = hash >= lo ? hash - lo : 0;
+  const uint64_t b = rel * LoadSketch::kBuckets / (width ? width : 1);
+  ++load_buckets_[b < LoadSketch::kBuckets ? b : LoadSketch::kBuckets - 1];
+  for (size_t k = 0; k < load_top_size_; ++k) {
+    if (load_top_[k].hash == hash) {
+      ++load_top_[k].count;
+      return;
+    }
+  }
+  if (load_top_size_ < LoadSketch::kTopHashes) {
+    load_top_[load_top_size_++] = {hash, 1};
+    return;
+  }
+  size_t min = 0;
+  for (size_t k = 1; k < LoadSketch::kTopHashes; ++k) {
+    if (load_top_[k].count < load_top_[min].count) min = k;
+  }
+  load_top_[min] = {hash, load_top_[min].count + 1};
+}
+
+LoadSketch Partition::Load() const {
+  LoadSketch out;
+  {
+    std::lock_guard<std::mutex> lock(append_mu_);
+    out.buckets = load_buckets_;
+    out.top.assign(load_top_.begin(), load_top_.begin() + load_top_size_);
+  }
+  std::sort(out.top.begin(), out.top.end(), [](const auto& a, const auto& b) {
+    return a.count != b.count ? a.count > b.count : a.hash < b.hash;
+  });
+  return out;
+}
+
+uint64_t Partition::appended() const {
+  return static_cast<uint64_t>(probe_.events_appended->Value());
+}
+
+Status Partition::Append(std::span<const wire::ProduceEvent* const> events,
+                         std::span<const uint32_t> hashes,
                          std::span<wire::ProduceResult* const> results) {
   std::lock_guard<std::mutex> lock(append_mu_);
   // Fencing (invariant 5): a sealed partition's end is final; nothing is appended after it.
@@ -160,6 +225,10 @@ Status Partition::Append(std::span<const wire::ProduceEvent* const> events,
         producers_.Record(pending_[j].producer, *pending_[j].seq, {id_.value(), base + j}, now);
       }
     }
+    // Every result that is not a duplicate got one of the new offsets just appended.
+    for (size_t i = 0; i < events.size(); ++i) {
+      if (!results[i]->duplicate) CountLoad(hashes[i]);
+    }
     probe_.events_appended->Increment(static_cast<double>(pending_.size()));
     probe_.bytes_appended->Increment(static_cast<double>(bytes));
   }
@@ -204,7 +273,8 @@ Status Partition::MarkSeeded() {
   // Not synced here, to keep the write pause short: the ticker writes the next producer snapshot
   // (with the inherited state) within kSnapshotEveryMs. A crash before that leaves no snapshot,
   // so the restarted partition is not seeded and inherits again from its sealed parents, which
-  // stay until retired; retiring a parent must wait for its successors' snapshots.
+  // stay until retired; retiring a parent must wait for its successors' snapshots, which
+  // producers_durable() reports.
   std::lock_guard<std::mutex> lock(append_mu_);
   producers_snapshot_end_ = UINT64_MAX;  // differs from any end: the next snapshot is written
   snapshot_due_.store(true);             // at the next tick

@@ -1,12 +1,14 @@
 // Partition: one partition replica on this sidecar: its log, its idempotent-producer table, its
 // consumer groups' commits and delivery cursors, and its metrics.
 //
-// Thread-safety: Append is serialized by append_mu_ (dedup check and append are one step);
-// reads for a group are serialized per partition by cursor_mu_ so two requests of one group never
-// get the same events; Commit goes through the CommitStore's own lock. Owned by Topic; destroyed
-// only after the HTTP frontends stopped.
+// Thread-safety: Append is serialized by append_mu_ (dedup check and append are one step, and the
+// load sketch is counted under the same lock, so it costs no lock of its own); reads for a group
+// are serialized per partition by cursor_mu_ so two requests of one group never get the same
+// events; Commit goes through the CommitStore's own lock. Owned by Topic; destroyed only after the
+// HTTP frontends stopped.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -19,6 +21,7 @@
 #include "broker/sidecar_probe.h"
 #include "shoal/common/clock.h"
 #include "shoal/common/ids.h"
+#include "shoal/common/partition_map.h"
 #include "shoal/common/wire.h"
 #include "shoal/sidecar/log.h"
 #include "storage/commit_store.h"
@@ -31,12 +34,30 @@ Result<FsyncPolicy> ParseFsyncPolicy(std::string_view s);
 
 struct PartitionOptions {
   std::string dir;
+  HashRange range;  // the partition's hash range, for its load sketch (fixed for an id)
   FsyncPolicy fsync = FsyncPolicy::kInterval;
   uint64_t segment_bytes = 64ull << 20;
   uint64_t retention_bytes = 0;  // 0: unlimited
   int64_t retention_ms = 0;      // 0: unlimited
   int64_t redelivery_ms = 30000;
   int64_t producer_idle_ms = 24 * 3600 * 1000;
+};
+
+// Where a partition's appends fell in its hash range [lo, hi), counted since the sidecar started
+// (in memory only), for the operator's split decisions. A value.
+struct LoadSketch {
+  static constexpr size_t kBuckets = 16;
+  static constexpr size_t kTopHashes = 4;
+  struct HashCount {
+    uint32_t hash = 0;
+    uint64_t count = 0;  // an upper bound of the hash point's appends (space-saving)
+    bool operator==(const HashCount&) const = default;
+  };
+  // Appends per sixteenth of the range: bucket b counts hash points h with
+  // (h - lo) * 16 / (hi - lo) == b.
+  std::array<uint64_t, kBuckets> buckets{};
+  // The heaviest hash points (space-saving over kTopHashes counters), by count, heaviest first.
+  std::vector<HashCount> top;
 };
 
 class Partition {
@@ -51,9 +72,19 @@ class Partition {
 
   // Appends the events (all routed to this partition, in request order). For each event, writes
   // its result: a new offset, or the original offset of an already-appended (producer, seq).
-  // Durability is the caller's next step (SyncForAck).
+  // `hashes[i]` is KeyHash(events[i]->key), as the router computed it; every appended event (not
+  // a duplicate) is counted in the load sketch at its hash point. Durability is the caller's next
+  // step (SyncForAck).
+  Status Append(std::span<const wire::ProduceEvent* const> events, std::span<const uint32_t> hashes,
+                std::span<wire::ProduceResult* const> results);
+  // As above, hashing the keys here (for callers that did not route).
   Status Append(std::span<const wire::ProduceEvent* const> events,
                 std::span<wire::ProduceResult* const> results);
+  // The load sketch of the appends since the sidecar started (empty for a partition that took
+  // none, e.g. a sealed one).
+  LoadSketch Load() const;
+  // Events appended since the sidecar started (shoal_events_appended_total of this partition).
+  uint64_t appended() const;
   // Seals the partition: no append after this returns, the end offset is final and durable, and
   // the seal survives a restart. Idempotent: a sealed partition answers its end again.
   Result<uint64_t> Seal();
@@ -66,6 +97,10 @@ class Partition {
   // appends. The mark is durable so a restart does not seed twice.
   bool seeded() const;
   Status MarkSeeded();
+  // Whether the producer state inherited at seeding is on disk, in a producer snapshot written
+  // after the seeding (or loaded at open): from then on the partition no longer needs its
+  // parents' state, so they may be retired. False until the ticker wrote that snapshot.
+  bool producers_durable() const { return producers_durable_.load(); }
 
   // Under fsync=always: makes everything appended so far durable before the caller acks.
   Status SyncForAck();
@@ -100,6 +135,7 @@ class Partition {
   Partition(PartitionId id, PartitionOptions options, Clock& clock, PartitionProbe probe);
   Status RecoverProducers();
   Status WriteProducerSnapshot();
+  void CountLoad(uint32_t hash);  // requires append_mu_
   Status SyncLog();
 
   struct Cursor {
@@ -119,11 +155,17 @@ class Partition {
   uint64_t seal_end_ = 0;  // written under append_mu_ before sealed_ is set
   std::atomic<bool> seeded_{false};
   std::atomic<bool> snapshot_due_{false};  // a seeding asks the ticker for a snapshot now
+  std::atomic<bool> producers_durable_{false};
 
-  std::mutex append_mu_;
+  mutable std::mutex append_mu_;
   storage::ProducerTable producers_;           // guarded by append_mu_
   uint64_t producers_snapshot_end_ = 0;        // guarded by append_mu_
   std::vector<storage::AppendEntry> pending_;  // guarded by append_mu_
+  // The load sketch, guarded by append_mu_: bucket counters and space-saving counters of the
+  // heaviest hash points (top_size_ of them in use).
+  std::array<uint64_t, LoadSketch::kBuckets> load_buckets_{};
+  std::array<LoadSketch::HashCount, LoadSketch::kTopHashes> load_top_{};
+  size_t load_top_size_ = 0;
 
   int64_t last_retention_ms_ = 0;  // touched by the ticker thread only
   int64_t last_snapshot_ms_ = 0;   // touched by the ticker thread only

@@ -1,5 +1,7 @@
 #include "broker/topic.h"
 
+#include <algorithm>
+#include <charconv>
 #include <filesystem>
 
 #include "shoal/common/hash.h"
@@ -36,6 +38,21 @@ Result<std::unique_ptr<Topic>> Topic::Open(const TopicOptions& options, Clock& c
 
 std::string Topic::MapPath() const { return opts_.data_dir + "/" + opts_.topic + "/map.json"; }
 
+std::string Topic::PartitionDir(uint32_t id) const {
+  return opts_.data_dir + "/" + opts_.topic + "/partitions/" + std::to_string(id);
+}
+
+PartitionOptions Topic::OptionsFor(const PartitionInfo& info) const {
+  PartitionOptions po = opts_.partition;
+  po.dir = PartitionDir(info.id.value());
+  po.range = info.range;
+  return po;
+}
+
+bool Topic::RetiredInMap(uint32_t id) const {
+  return map_.Find(PartitionId(id)) == nullptr && id < map_.NextId().value();
+}
+
 Status Topic::LoadOrCreateMap() {
   std::error_code ec;
   std::filesystem::create_directories(opts_.data_dir + "/" + opts_.topic, ec);
@@ -49,6 +66,7 @@ Status Topic::LoadOrCreateMap() {
       return Status::FailedPrecondition(MapPath() + " belongs to topic " + loaded->topic());
     }
     map_ = std::move(loaded).value();
+    map_from_disk_ = true;
     if (map_.active_count() != opts_.partitions) {
       Logger("broker")->info(
           "msg=\"using the partition map on disk\" epoch={} active_partitions={} "
@@ -69,17 +87,42 @@ Status Topic::LoadOrCreateMap() {
 }
 
 Status Topic::OpenPartitions() {
+  // Only what the map lists: a retired partition is not in it, so a restart never resurrects one.
+  RemoveRetiredLeftovers();
   for (const auto& info : map_.partitions()) {
     if (info.owner != opts_.pod) continue;
-    PartitionOptions po = opts_.partition;
-    po.dir = opts_.data_dir + "/" + opts_.topic + "/partitions/" + std::to_string(info.id.value());
-    auto p = Partition::Open(info.id, po, clock_, probe_);
+    auto p = Partition::Open(info.id, OptionsFor(info), clock_, probe_);
     if (!p.ok()) return p.status().Annotate("partition " + std::to_string(info.id.value()));
     partitions_.emplace(info.id.value(), std::move(p).value());
   }
   Logger("broker")->info("msg=\"topic open\" topic={} epoch={} partitions={}", opts_.topic,
                          map_.epoch().value(), partitions_.size());
   return Status::Ok();
+}
+
+void Topic::RemoveRetiredLeftovers() {
+  // Only with a map read from disk: a map just created (its file was missing) says nothing about
+  // what the directories hold. Directories of ids the map never had (a prepare for a coming map)
+  // are left alone; they hold no events and the change that prepared them reopens them.
+  if (!map_from_disk_) return;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::directory_iterator it(opts_.data_dir + "/" + opts_.topic + "/partitions", ec);
+  if (ec) return;  // no partitions yet
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    const std::string name = it->path().filename().string();
+    uint32_t id = 0;
+    auto [end, err] = std::from_chars(name.data(), name.data() + name.size(), id);
+    if (err != std::errc() || end != name.data() + name.size() || !RetiredInMap(id)) continue;
+    // InstallMap persisted the map that retired it, then crashed before (or while) removing it.
+    std::error_code rm;
+    fs::remove_all(it->path(), rm);
+    Logger("broker")->info(
+        "msg=\"removed the directory of a retired partition\" partition={} "
+        "ok={}",
+        id, !rm);
+  }
 }
 
 bool Topic::Accepting(const PartitionInfo& info, const Partition& p) const {
@@ -102,13 +145,15 @@ Status Topic::Produce(const std::vector<wire::ProduceEvent>& events,
   struct Group {
     Partition* partition;
     std::vector<const wire::ProduceEvent*> events;
+    std::vector<uint32_t> hashes;  // the routing hash of each event, for the load sketch
     std::vector<wire::ProduceResult*> results;
   };
   std::vector<Group> groups;
   std::vector<int32_t> group_of(map_.NextId().value(), -1);
   std::map<std::string, std::vector<size_t>> remote;
   for (size_t i = 0; i < events.size(); ++i) {
-    const PartitionInfo& info = map_.Route(KeyHash(events[i].key));
+    const uint32_t hash = KeyHash(events[i].key);
+    const PartitionInfo& info = map_.Route(hash);
     if (info.owner != opts_.pod) {
       if (forwarded || !forwards) {
         // One hop only: a forwarding sidecar with an older map learns the owner from the answer.
@@ -127,9 +172,10 @@ Status Topic::Produce(const std::vector<wire::ProduceEvent>& events,
                                    " is being created by a change in progress; retry");
       }
       g = static_cast<int32_t>(groups.size());
-      groups.push_back({it->second.get(), {}, {}});
+      groups.push_back({it->second.get(), {}, {}, {}});
     }
     groups[g].events.push_back(&events[i]);
+    groups[g].hashes.push_back(hash);
     groups[g].results.push_back(&(*results)[i]);
   }
   for (auto& [pod, idx] : remote) {
@@ -141,7 +187,7 @@ Status Topic::Produce(const std::vector<wire::ProduceEvent>& events,
     for (size_t i : idx) subset.push_back(&events[i]);
     forwards->push_back({*addr, wire::EncodeProduceRequest(subset), std::move(idx)});
   }
-  for (auto& g : groups) SHOAL_RETURN_IF_ERROR(g.partition->Append(g.events, g.results));
+  for (auto& g : groups) SHOAL_RETURN_IF_ERROR(g.partition->Append(g.events, g.hashes, g.results));
   // Acknowledge only what the fsync policy made durable; under fsync=always the concurrent
   // requests of a partition share one fdatasync (group commit in DiskLog::Sync).
   for (auto& g : groups) SHOAL_RETURN_IF_ERROR(g.partition->SyncForAck());
@@ -250,6 +296,9 @@ void Topic::RefreshRemoteCommits() {
     if (!commits.ok()) continue;  // the owner may be restarting; try again next tick
     bool changed;
     {
+      // The map may have retired the parent meanwhile; its entry must not come back.
+      std::shared_lock<std::shared_mutex> lock(map_mu_);
+      if (!map_.Find(parent)) continue;
       std::lock_guard<std::mutex> g(gate_mu_);
       auto& held = remote_commits_[parent.value()];
       changed = held != *commits;
@@ -271,6 +320,21 @@ Status Topic::InstallMap(const PartitionMap& next) {
     return Status::FailedPrecondition("stale epoch " + std::to_string(next.epoch().value()) +
                                       ": this sidecar holds epoch " + std::to_string(held.value()));
   }
+  // Retirement drops sealed partitions only: an active one still takes the appends of its range
+  // (invariant 2), and dropping it would lose them. Checked before anything changes.
+  {
+    std::shared_lock<std::shared_mutex> lock(map_mu_);
+    for (const auto& info : map_.partitions()) {
+      if (info.active() && !next.Find(info.id)) {
+        // 400, not 409: a 409 on install means "this epoch or a newer one is held", which the
+        // change executor takes as done; this map is wrong and must not be taken as installed.
+        return Status::InvalidArgument(
+            "the map of epoch " + std::to_string(next.epoch().value()) + " drops partition " +
+            std::to_string(info.id.value()) + ", which is active at the held epoch " +
+            std::to_string(held.value()) + "; only sealed partitions can be retired");
+      }
+    }
+  }
   const auto t0 = clock_.SteadyNow();
   auto ms_since = [&](std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double, std::milli>(clock_.SteadyNow() - t).count();
@@ -289,9 +353,7 @@ Status Topic::InstallMap(const PartitionMap& next) {
       prepared_.erase(it);
       continue;
     }
-    PartitionOptions po = opts_.partition;
-    po.dir = opts_.data_dir + "/" + opts_.topic + "/partitions/" + std::to_string(info.id.value());
-    auto p = Partition::Open(info.id, po, clock_, probe_);
+    auto p = Partition::Open(info.id, OptionsFor(info), clock_, probe_);
     if (!p.ok()) return p.status().Annotate("partition " + std::to_string(info.id.value()));
     opened.emplace(info.id.value(), std::move(p).value());
   }
@@ -316,15 +378,60 @@ Status Topic::InstallMap(const PartitionMap& next) {
   // 4. Persist, then take effect. A crash between the two re-opens the new map on restart.
   SHOAL_RETURN_IF_ERROR(storage::WriteFileAtomic(MapPath(), next.ToJson()));
   const double persisted_ms = ms_since(t0);
+  // 5. Retire what the new map no longer lists. The partitions leave partitions_ under the
+  // exclusive lock, together with the map change: every reader (produce, consume, commit, the
+  // ticker, the admin views) holds the shared lock while it uses a Partition*, so none is in use
+  // once the lock is ours, and none can be found afterwards. They are destroyed and their
+  // directories removed after the lock is released. A crash before the removal leaves
+  // directories that the next start removes (the persisted map no longer lists them).
+  std::vector<std::pair<uint32_t, std::unique_ptr<Partition>>> retired;
+  size_t held_count = 0;
   {
     std::unique_lock<std::shared_mutex> lock(map_mu_);
     map_ = next;
     for (auto& [id, p] : opened) partitions_.emplace(id, std::move(p));
+    for (auto it = partitions_.begin(); it != partitions_.end();) {
+      if (next.Find(PartitionId(it->first))) {
+        ++it;
+        continue;
+      }
+      retired.emplace_back(it->first, std::move(it->second));
+      it = partitions_.erase(it);
+    }
+    held_count = partitions_.size();
+    // Gating state of partitions gone from the map: groups released per successor (held here)
+    // and commits fetched of remote parents.
+    std::lock_guard<std::mutex> g(gate_mu_);
+    std::erase_if(released_, [&](const auto& e) { return !next.Find(PartitionId(e.first)); });
+    std::erase_if(remote_commits_, [&](const auto& e) { return !next.Find(PartitionId(e.first)); });
+  }
+  // Prepared for a map that this one retired (an id it had); ids beyond it belong to a coming map.
+  for (auto it = prepared_.begin(); it != prepared_.end();) {
+    if (next.Find(PartitionId(it->first)) || it->first >= next.NextId().value()) {
+      ++it;
+      continue;
+    }
+    retired.emplace_back(it->first, std::move(it->second));
+    it = prepared_.erase(it);
+  }
+  for (auto& [id, p] : retired) {
+    p.reset();  // closes its files; nothing of it is needed any more
+    std::error_code ec;
+    std::filesystem::remove_all(PartitionDir(id), ec);
+    if (ec) {
+      Logger("broker")->warn(
+          "msg=\"could not remove a retired partition's directory; the next start removes it\" "
+          "partition={} reason=\"{}\"",
+          id, ec.message());
+    } else {
+      Logger("broker")->info("msg=\"retired partition\" partition={} epoch={}", id,
+                             next.epoch().value());
+    }
   }
   Logger("broker")->info(
-      "msg=\"installed map\" epoch={} active_partitions={} held={} opened_ms={:.2f} "
+      "msg=\"installed map\" epoch={} active_partitions={} held={} retired={} opened_ms={:.2f} "
       "seeded_ms={:.2f} persisted_ms={:.2f} total_ms={:.2f}",
-      next.epoch().value(), next.active_count(), partitions_.size(), opened_ms, seeded_ms,
+      next.epoch().value(), next.active_count(), held_count, retired.size(), opened_ms, seeded_ms,
       persisted_ms, ms_since(t0));
   return Status::Ok();
 }
@@ -395,9 +502,7 @@ Status Topic::Prepare(const PartitionMap& next) {
       std::shared_lock<std::shared_mutex> lock(map_mu_);
       if (partitions_.count(info.id.value())) continue;
     }
-    PartitionOptions po = opts_.partition;
-    po.dir = opts_.data_dir + "/" + opts_.topic + "/partitions/" + std::to_string(info.id.value());
-    auto p = Partition::Open(info.id, po, clock_, probe_);
+    auto p = Partition::Open(info.id, OptionsFor(info), clock_, probe_);
     if (!p.ok()) return p.status().Annotate("partition " + std::to_string(info.id.value()));
     prepared_.emplace(info.id.value(), std::move(p).value());
   }
@@ -462,6 +567,9 @@ Status Topic::Commit(const wire::CommitRequest& request) {
   for (const auto& c : request.offsets) {
     auto it = partitions_.find(c.partition);
     if (it == partitions_.end()) {
+      // A retired partition was consumed to its end by every group before it was retired: a
+      // late commit of it has nothing left to record, so it is skipped, not refused.
+      if (RetiredInMap(c.partition)) continue;
       return Status::NotFound("partition " + std::to_string(c.partition) +
                               " is not on this sidecar");
     }
@@ -472,7 +580,9 @@ Status Topic::Commit(const wire::CommitRequest& request) {
     }
   }
   for (const auto& c : request.offsets) {
-    SHOAL_RETURN_IF_ERROR(partitions_.at(c.partition)->Commit(request.group, c.offset));
+    auto it = partitions_.find(c.partition);
+    if (it == partitions_.end()) continue;  // retired, see above
+    SHOAL_RETURN_IF_ERROR(it->second->Commit(request.group, c.offset));
   }
   lock.unlock();
   // A commit to a parent's end may release a successor to this group: wake parked consumers.
@@ -546,6 +656,71 @@ std::string Topic::ViewJson() const {
       out += '}';
     }
     out += '}';
+  }
+  out += "]}";
+  return out;
+}
+
+std::string Topic::PartitionsJson() const {
+  std::shared_lock<std::shared_mutex> lock(map_mu_);
+  std::string out = "{\"topic\":";
+  json::AppendString(out, opts_.topic);
+  out += ",\"pod\":";
+  json::AppendString(out, opts_.pod.value());
+  out += ",\"epoch\":";
+  json::AppendUint(out, map_.epoch().value());
+  out += ",\"partitions\":[";
+  bool first = true;
+  for (const auto& [id, p] : partitions_) {
+    const PartitionInfo* info = map_.Find(PartitionId(id));
+    if (!info) continue;  // every held partition is in the map; retired ones are gone
+    if (!first) out += ',';
+    first = false;
+    // Sealed as soon as it is sealed here, also ahead of the map that records the seal.
+    const bool sealed = !info->active() || p->sealed_end().has_value();
+    out += "{\"id\":";
+    json::AppendUint(out, id);
+    out += ",\"state\":\"";
+    out += ToString(sealed ? PartitionState::kSealed : PartitionState::kActive);
+    out += "\",\"lo\":";
+    json::AppendUint(out, info->range.lo);
+    out += ",\"hi\":";
+    json::AppendUint(out, info->range.hi);
+    out += ",\"start_offset\":";
+    json::AppendUint(out, p->start_offset());
+    out += ",\"end_offset\":";
+    json::AppendUint(out, p->end_offset());
+    // A partition without parents inherited nothing; a successor's inherited state is durable
+    // once a producer snapshot taken after its seeding is on disk (Partition::MarkSeeded).
+    out += ",\"producers_durable\":";
+    out += info->parents.empty() || p->producers_durable() ? "true" : "false";
+    out += ",\"appended\":";
+    json::AppendUint(out, p->appended());
+    const LoadSketch load = p->Load();
+    out += ",\"load_buckets\":[";
+    for (size_t b = 0; b < load.buckets.size(); ++b) {
+      if (b) out += ',';
+      json::AppendUint(out, load.buckets[b]);
+    }
+    out += "],\"top_hashes\":[";
+    for (size_t k = 0; k < load.top.size(); ++k) {
+      if (k) out += ',';
+      out += "{\"hash\":";
+      json::AppendUint(out, load.top[k].hash);
+      out += ",\"count\":";
+      json::AppendUint(out, load.top[k].count);
+      out += '}';
+    }
+    out += "],\"commits\":{";
+    bool g_first = true;
+    for (const auto& [g, o] : p->Commits()) {
+      if (!g_first) out += ',';
+      g_first = false;
+      json::AppendString(out, g);
+      out += ':';
+      json::AppendUint(out, o);
+    }
+    out += "}}";
   }
   out += "]}";
   return out;

@@ -5,7 +5,9 @@
 // Lifecycle: Open (creating or recovering the map and every partition from the data directory),
 // Start (the ticker thread), then any number of concurrent calls, then Close. Thread-safe: the map
 // is read under a shared lock and replaced under an exclusive one; partitions synchronize
-// themselves. Owned by main.
+// themselves. A Partition* taken from partitions_ is valid only while map_mu_ is held (shared is
+// enough) or while install_mu_ is held: InstallMap retires partitions by taking them out under
+// both, and destroys them only after releasing map_mu_. Owned by main.
 #pragma once
 
 #include <atomic>
@@ -93,12 +95,19 @@ class Topic {
 
   // The topic view of GET /v1/topics/{topic}: the map plus per-partition counters.
   std::string ViewJson() const;
+  // GET /v1/admin/partitions: every partition held here with its offsets, appends since start,
+  // load sketch, groups' commits and whether its inherited producer state is durable.
+  std::string PartitionsJson() const;
   PartitionMap map() const;
 
   // The admin plane's changes. InstallMap applies a map of a newer epoch (fencing: an older or
   // equal epoch is FailedPrecondition naming the current one): it opens the partitions this pod
   // now owns, seeds successors with their parents' producer state, seals what the map seals, and
-  // persists the map before it takes effect.
+  // persists the map before it takes effect. Then it retires what the map no longer lists: each
+  // such partition held here (or prepared) is closed and its directory removed. A map that drops
+  // a partition active in the held map is FailedPrecondition and changes nothing: only sealed
+  // partitions are retired (the operator does so once every group consumed them to their end and
+  // their successors' producer state is durable).
   Status InstallMap(const PartitionMap& map);
   // Opens, ahead of a change, the partitions a coming map gives this pod, so that creating their
   // files is not part of the change's write pause. They take effect with InstallMap.
@@ -132,7 +141,14 @@ class Topic {
   void SeedPending();
   Status LoadOrCreateMap();
   Status OpenPartitions();
+  // Removes directories of partitions the map on disk retired that a crash left behind.
+  void RemoveRetiredLeftovers();
   std::string MapPath() const;
+  std::string PartitionDir(uint32_t id) const;
+  PartitionOptions OptionsFor(const PartitionInfo& info) const;
+  // Whether `id` is a partition the map's lineage had and retired (ids only grow, and a retired
+  // partition's successors, with larger ids, stay in the map).  Requires map_mu_.
+  bool RetiredInMap(uint32_t id) const;
   void TickLoop();
   void PeerTickLoop();
 
@@ -143,6 +159,7 @@ class Topic {
 
   mutable std::shared_mutex map_mu_;
   PartitionMap map_;                                           // guarded by map_mu_
+  bool map_from_disk_ = false;                                 // set by LoadOrCreateMap
   std::map<uint32_t, std::unique_ptr<Partition>> partitions_;  // guarded by map_mu_
   std::atomic<uint32_t> consume_rotor_{0};
   PeerClient* peers_;

@@ -132,6 +132,8 @@ void AdminFrontend::Handle(http_request req) {
                ",\"end_offset\":" + std::to_string(*end) + "}";
       });
     }
+  } else if (path.size() == 3 && path[2] == "partitions") {
+    if (m == methods::GET) return answer(topic_.PartitionsJson());
   } else if (path.size() == 5 && path[2] == "partitions" &&
              (path[4] == "producers" || path[4] == "commits")) {
     char* end = nullptr;

@@ -1,7 +1,8 @@
 // AdminFrontend: the admin plane on its own port. Every request needs `Authorization: Bearer
 // <token>`; a missing or wrong token is answered 401 and changes nothing. The map-changing calls
-// (install a map, split, merge, move, seal, handoff) arrive with the change protocol; this
-// version serves the map this sidecar holds. See docs/admin-api.md.
+// (install a map, which also retires partitions it no longer lists; prepare; seal; handoff of
+// producer state and commits) carry the change protocol; GET /v1/admin/partitions reports every
+// partition held here with its load sketch for split decisions. See docs/admin-api.md.
 //
 // Lifecycle as DataFrontend. Thread-safe. Owned by main.
 #pragma once

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "shoal/common/hash.h"
 #include "storage/record.h"
 #include "support/manual_clock.h"
 #include "support/temp_dir.h"
@@ -503,6 +504,176 @@ TEST(PartitionAlwaysTest, TickDoesNotExposeUnsyncedEvents) {
   EXPECT_EQ((*p)->visible_end(), 0u);
   ASSERT_TRUE((*p)->SyncForAck().ok());
   EXPECT_EQ((*p)->visible_end(), 1u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The load sketch: buckets per sixteenth of the range and the heaviest hash points.
+
+class LoadSketchTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Partition> Open(HashRange range) {
+    PartitionOptions o;
+    o.dir = dir_.path() + "/p" + std::to_string(opened_++);
+    o.fsync = FsyncPolicy::kNever;
+    o.range = range;
+    auto r = Partition::Open(PartitionId(opened_), o, clock_, probe_);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? std::move(r).value() : nullptr;
+  }
+  // Appends `keys` (with their hashes as the router gives them), one event each.
+  static Status Append(Partition& p, const std::vector<std::string>& keys,
+                       const std::vector<uint32_t>& hashes, const std::string& producer = "",
+                       uint64_t first_seq = 0) {
+    std::vector<wire::ProduceEvent> events;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      events.push_back({keys[i], "1", producer,
+                        producer.empty() ? std::nullopt : std::optional<uint64_t>(first_seq + i)});
+    }
+    std::vector<const wire::ProduceEvent*> ev_ptrs;
+    for (const auto& e : events) ev_ptrs.push_back(&e);
+    std::vector<wire::ProduceResult> results(events.size());
+    std::vector<wire::ProduceResult*> res_ptrs;
+    for (auto& r : results) res_ptrs.push_back(&r);
+    return p.Append(ev_ptrs, hashes, res_ptrs);
+  }
+
+  TempDir dir_;
+  ManualClock clock_;
+  SidecarProbe probe_{"orders"};
+  int opened_ = 0;
+};
+
+TEST_F(LoadSketchTest, BucketsAndTopHashesOfAHotKeyMix) {
+  // A range whose width is not a power of two, so the bucket bounds are not bit boundaries.
+  const HashRange range{1'000'000'000, 4'000'000'000};
+  auto p = Open(range);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->Load().buckets, (std::array<uint64_t, 16>{}));
+  EXPECT_TRUE(p->Load().top.empty());
+  // Keys the router sends to this range: one hot key with 80% of the events, 200 cold ones.
+  std::vector<std::string> cold;
+  std::string hot;
+  for (uint64_t i = 0; cold.size() < 200; ++i) {
+    std::string k = "user_" + std::to_string(i);
+    if (!range.Contains(KeyHash(k))) continue;
+    if (hot.empty()) {
+      hot = k;
+    } else {
+      cold.push_back(k);
+    }
+  }
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < 1000; ++i) keys.push_back(i % 5 == 4 ? cold[i / 5] : hot);
+  std::vector<uint32_t> hashes;
+  std::array<uint64_t, 16> want{};
+  for (const auto& k : keys) {
+    hashes.push_back(KeyHash(k));
+    ++want[(uint64_t{hashes.back()} - range.lo) * 16 / (range.hi - range.lo)];
+  }
+  // In batches of 100; every tenth batch through the overload that hashes the keys itself.
+  for (size_t b = 0; b < 10; ++b) {
+    std::vector<std::string> bk(keys.begin() + b * 100, keys.begin() + (b + 1) * 100);
+    std::vector<uint32_t> bh(hashes.begin() + b * 100, hashes.begin() + (b + 1) * 100);
+    if (b == 9) {
+      std::vector<wire::ProduceEvent> events;
+      for (const auto& k : bk) events.push_back({k, "1", "", std::nullopt});
+      std::vector<const wire::ProduceEvent*> ev_ptrs;
+      for (const auto& e : events) ev_ptrs.push_back(&e);
+      std::vector<wire::ProduceResult> results(events.size());
+      std::vector<wire::ProduceResult*> res_ptrs;
+      for (auto& r : results) res_ptrs.push_back(&r);
+      ASSERT_TRUE(p->Append(ev_ptrs, res_ptrs).ok());
+    } else {
+      ASSERT_TRUE(Append(*p, bk, bh).ok());
+    }
+  }
+  EXPECT_EQ(p->appended(), 1000u);
+  LoadSketch load = p->Load();
+  EXPECT_EQ(load.buckets, want) << "the buckets are exact counts";
+  ASSERT_EQ(load.top.size(), LoadSketch::kTopHashes);
+  EXPECT_EQ(load.top[0].hash, KeyHash(hot));
+  EXPECT_GE(load.top[0].count, 800u) << "a space-saving count is an upper bound";
+  EXPECT_LE(load.top[0].count, 1000u);
+  for (size_t k = 1; k < load.top.size(); ++k) {
+    EXPECT_LE(load.top[k].count, load.top[k - 1].count) << "heaviest first";
+    EXPECT_NE(load.top[k].hash, load.top[0].hash);
+  }
+  // Duplicates (a retried batch) and appends refused by a seal count nothing.
+  std::vector<std::string> seq_keys(cold.begin(), cold.begin() + 10);
+  std::vector<uint32_t> seq_hashes;
+  for (const auto& k : seq_keys) seq_hashes.push_back(KeyHash(k));
+  ASSERT_TRUE(Append(*p, seq_keys, seq_hashes, "prod", 1).ok());
+  for (const auto h : seq_hashes) ++want[(uint64_t{h} - range.lo) * 16 / (range.hi - range.lo)];
+  const LoadSketch before_retry = p->Load();
+  EXPECT_EQ(before_retry.buckets, want);
+  ASSERT_TRUE(Append(*p, seq_keys, seq_hashes, "prod", 1).ok());
+  EXPECT_EQ(p->Load().buckets, want) << "a duplicate is not an append";
+  EXPECT_EQ(p->Load().top, before_retry.top);
+  EXPECT_EQ(p->appended(), 1010u);
+  ASSERT_TRUE(p->Seal().ok());
+  EXPECT_FALSE(Append(*p, {hot}, {KeyHash(hot)}).ok());
+  EXPECT_EQ(p->Load().buckets, want);
+  EXPECT_EQ(p->appended(), 1010u);
+}
+
+TEST_F(LoadSketchTest, TheLastRangeEndsAtTwoToThe32) {
+  const HashRange range{uint64_t{3} << 30, kHashSpace};
+  auto p = Open(range);
+  ASSERT_NE(p, nullptr);
+  // Hash points as the router hands them in: the range's first point, 2^32 - 1 twice, and the
+  // first point of each sixteenth.
+  const uint64_t step = range.Width() / 16;
+  std::vector<uint32_t> hashes = {static_cast<uint32_t>(range.lo), UINT32_MAX, UINT32_MAX};
+  for (uint64_t b = 0; b < 16; ++b) hashes.push_back(static_cast<uint32_t>(range.lo + b * step));
+  std::vector<std::string> keys(hashes.size(), "k");
+  ASSERT_TRUE(Append(*p, keys, hashes).ok());
+  std::array<uint64_t, 16> want{};
+  want.fill(1);
+  want[0] = 2;
+  want[15] = 3;
+  const LoadSketch load = p->Load();
+  EXPECT_EQ(load.buckets, want);
+  EXPECT_EQ(load.top.size(), LoadSketch::kTopHashes);
+}
+
+TEST(PartitionSeedTest, ProducersDurableOnceTheSnapshotAfterTheSeedingIsWritten) {
+  TempDir dir;
+  ManualClock clock;
+  SidecarProbe probe("orders");
+  PartitionOptions o;
+  o.dir = dir.path() + "/parent";
+  o.fsync = FsyncPolicy::kInterval;
+  auto parent = Partition::Open(PartitionId(0), o, clock, probe);
+  ASSERT_TRUE(parent.ok());
+  wire::ProduceEvent ev{"k", "1", "prod", 7};
+  const wire::ProduceEvent* ev_ptrs[] = {&ev};
+  wire::ProduceResult result;
+  wire::ProduceResult* res_ptrs[] = {&result};
+  ASSERT_TRUE((*parent)->Append(ev_ptrs, res_ptrs).ok());
+  ASSERT_TRUE((*parent)->Seal().ok());
+
+  o.dir = dir.path() + "/child";
+  {
+    auto child = Partition::Open(PartitionId(1), o, clock, probe);
+    ASSERT_TRUE(child.ok());
+    EXPECT_FALSE((*child)->producers_durable());
+    ASSERT_TRUE((*child)->InheritProducers((*parent)->ExportProducers()).ok());
+    ASSERT_TRUE((*child)->MarkSeeded().ok());
+    EXPECT_TRUE((*child)->seeded());
+    EXPECT_FALSE((*child)->producers_durable()) << "seeded, but the snapshot is not written yet";
+    EXPECT_FALSE(fs::exists(o.dir + "/producers.snapshot"));
+    (*child)->Tick(false);  // the seeding asked for a snapshot at the next tick
+    EXPECT_TRUE(fs::exists(o.dir + "/producers.snapshot"));
+    EXPECT_TRUE((*child)->producers_durable());
+  }
+  // After a restart the loaded snapshot holds the inherited state: durable, and dedup works.
+  auto child = Partition::Open(PartitionId(1), o, clock, probe);
+  ASSERT_TRUE(child.ok());
+  EXPECT_TRUE((*child)->seeded());
+  EXPECT_TRUE((*child)->producers_durable());
+  ASSERT_TRUE((*child)->Append(ev_ptrs, res_ptrs).ok());
+  EXPECT_TRUE(result.duplicate);
+  EXPECT_EQ(result.partition, 0u);
 }
 
 TEST(ParseFsyncPolicyTest, NamesAndErrors) {

@@ -1,0 +1,430 @@
+// Tests of Topic (sidecar/src/broker/topic.{h,cc}) on one sidecar, without HTTP: the report of
+// GET /v1/admin/partitions (offsets, appends, load sketch, commits, producers_durable) and the
+// retirement of sealed partitions by InstallMap (files removed, gating state dropped, not reopened
+// after a restart, leftovers of a crash removed at start, an active partition never dropped,
+// consumers and commits racing with a retirement).
+#include "broker/topic.h"
+
+#include <gtest/gtest.h>
+#include <simdjson.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "shoal/common/hash.h"
+#include "support/manual_clock.h"
+#include "support/temp_dir.h"
+
+namespace shoal::broker {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using shoal::testing::ManualClock;
+using shoal::testing::TempDir;
+
+// The parts of one partition of GET /v1/admin/partitions that the tests compare.
+struct PartitionReport {
+  std::string state;
+  uint64_t lo = 0, hi = 0, start_offset = 0, end_offset = 0, appended = 0;
+  bool producers_durable = false;
+  std::vector<uint64_t> load_buckets;
+  std::vector<std::pair<uint64_t, uint64_t>> top_hashes;  // (hash, count)
+  std::map<std::string, uint64_t> commits;
+};
+struct Report {
+  std::string topic, pod;
+  uint64_t epoch = 0;
+  std::map<uint32_t, PartitionReport> partitions;
+};
+
+Report Parse(const std::string& body) {
+  Report r;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  EXPECT_EQ(parser.parse(simdjson::padded_string(body)).get(doc), simdjson::SUCCESS) << body;
+  std::string_view topic, pod;
+  EXPECT_EQ(doc["topic"].get(topic), simdjson::SUCCESS) << body;
+  EXPECT_EQ(doc["pod"].get(pod), simdjson::SUCCESS) << body;
+  EXPECT_EQ(doc["epoch"].get(r.epoch), simdjson::SUCCESS) << body;
+  r.topic = topic;
+  r.pod = pod;
+  simdjson::dom::array parts;
+  EXPECT_EQ(doc["partitions"].get(parts), simdjson::SUCCESS) << body;
+  for (simdjson::dom::element p : parts) {
+    PartitionReport pr;
+    uint64_t id = 0;
+    std::string_view state;
+    bool ok = !p["id"].get(id) && !p["state"].get(state) && !p["lo"].get(pr.lo) &&
+              !p["hi"].get(pr.hi) && !p["start_offset"].get(pr.start_offset) &&
+              !p["end_offset"].get(pr.end_offset) && !p["appended"].get(pr.appended) &&
+              !p["producers_durable"].get(pr.producers_durable);
+    EXPECT_TRUE(ok) << body;
+    pr.state = state;
+    simdjson::dom::array buckets, top;
+    simdjson::dom::object commits;
+    EXPECT_EQ(p["load_buckets"].get(buckets), simdjson::SUCCESS) << body;
+    EXPECT_EQ(p["top_hashes"].get(top), simdjson::SUCCESS) << body;
+    EXPECT_EQ(p["commits"].get(commits), simdjson::SUCCESS) << body;
+    for (simdjson::dom::element b : buckets) pr.load_buckets.push_back(b.get_uint64().value());
+    for (simdjson::dom::element t : top) {
+      pr.top_hashes.emplace_back(t["hash"].get_uint64().value(), t["count"].get_uint64().value());
+    }
+    for (auto [g, o] : commits) pr.commits[std::string(g)] = o.get_uint64().value();
+    r.partitions[static_cast<uint32_t>(id)] = pr;
+  }
+  return r;
+}
+
+// `n` keys that `map` routes to partition `p`.
+std::vector<std::string> KeysOf(const PartitionMap& map, PartitionId p, size_t n,
+                                const std::string& prefix = "key") {
+  std::vector<std::string> keys;
+  for (uint64_t i = 0; keys.size() < n && i < 10'000'000; ++i) {
+    std::string k = prefix + "-" + std::to_string(i);
+    if (map.Route(KeyHash(k)).id == p) keys.push_back(std::move(k));
+  }
+  EXPECT_EQ(keys.size(), n);
+  return keys;
+}
+
+template <typename Pred>
+bool WaitFor(Pred&& pred, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(5ms);  // polling period of a condition with a deadline
+  }
+  return true;
+}
+
+class TopicTest : public ::testing::Test {
+ protected:
+  TopicOptions Options() const {
+    TopicOptions o;
+    o.topic = "orders";
+    o.partitions = 2;
+    o.data_dir = dir_.path();
+    o.partition.fsync = FsyncPolicy::kInterval;
+    o.tick_ms = 5;
+    return o;
+  }
+  std::unique_ptr<Topic> MustOpen() {
+    auto t = Topic::Open(Options(), clock_, probe_);
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    return t.ok() ? std::move(t).value() : nullptr;
+  }
+  std::string PartitionDir(uint32_t id) const {
+    return dir_.path() + "/orders/partitions/" + std::to_string(id);
+  }
+
+  // Produces one event per key, with (producer, seq) when a producer is given.
+  static std::vector<wire::ProduceResult> Produce(Topic& t, const std::vector<std::string>& keys,
+                                                  const std::string& producer = "",
+                                                  uint64_t first_seq = 0) {
+    std::vector<wire::ProduceEvent> events;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      events.push_back({keys[i], "1", producer,
+                        producer.empty() ? std::nullopt : std::optional<uint64_t>(first_seq + i)});
+    }
+    std::vector<wire::ProduceResult> results;
+    Status st = t.Produce(events, &results);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return results;
+  }
+  // Reads everything `group` may read now and commits it; returns the events.
+  // At most `max_rounds` reads of up to 1000 events (a producer may keep adding).
+  static std::vector<wire::ConsumedEvent> Drain(Topic& t, const std::string& group,
+                                                int max_rounds = 1000) {
+    std::vector<wire::ConsumedEvent> all;
+    for (int round = 0; round < max_rounds; ++round) {
+      std::string out;
+      auto n = t.Consume(group, 1000, &out);
+      EXPECT_TRUE(n.ok()) << n.status().ToString();
+      auto events = wire::ParseConsumeResponse(out);
+      EXPECT_TRUE(events.ok()) << out;
+      if (!n.ok() || !events.ok() || events->empty()) return all;
+      std::map<uint32_t, uint64_t> next;
+      for (const auto& e : *events) next[e.partition] = std::max(next[e.partition], e.offset + 1);
+      wire::CommitRequest c{group, {}};
+      for (auto [p, o] : next) c.offsets.push_back({p, o});
+      Status st = t.Commit(c);
+      EXPECT_TRUE(st.ok()) << st.ToString();
+      all.insert(all.end(), events->begin(), events->end());
+    }
+    return all;
+  }
+
+  // Splits p0 at the middle of its range the way the change executor does: seal at the owner,
+  // record the end offset, install. Returns the installed map (epoch 2: p0 sealed, p2 and p3).
+  static PartitionMap SplitP0(Topic& t) {
+    const PartitionMap m1 = t.map();
+    const PartitionInfo p0 = *m1.Find(PartitionId(0));
+    auto split = m1.Split(p0.id, p0.range.lo + p0.range.Width() / 2);
+    EXPECT_TRUE(split.ok()) << split.status().ToString();
+    auto end = t.Seal(split->epoch(), p0.id);
+    EXPECT_TRUE(end.ok()) << end.status().ToString();
+    auto with_end = split->WithEndOffset(p0.id, *end);
+    EXPECT_TRUE(with_end.ok());
+    Status st = t.InstallMap(*with_end);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return *with_end;
+  }
+
+  TempDir dir_;
+  ManualClock clock_;
+  SidecarProbe probe_{"orders"};
+};
+
+TEST_F(TopicTest, PartitionsReportOffsetsAppendsLoadAndCommits) {
+  auto t = MustOpen();
+  ASSERT_NE(t, nullptr);
+  const PartitionMap m = t->map();
+  const auto cold = KeysOf(m, PartitionId(0), 20, "cold");
+  const std::string hot = KeysOf(m, PartitionId(0), 1, "hot")[0];
+  const auto other = KeysOf(m, PartitionId(1), 5, "other");
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < 100; ++i) keys.push_back(i % 5 == 4 ? cold[i / 5] : hot);
+  keys.insert(keys.end(), other.begin(), other.end());
+  Produce(*t, keys, "prod", 0);
+  Produce(*t, keys, "prod", 0);  // a retry: duplicates, not appends
+  ASSERT_TRUE(t->Commit({"groupA", {{0, 60}, {1, 5}}}).ok());
+  ASSERT_TRUE(t->Commit({"groupB", {{0, 100}}}).ok());
+
+  const Report r = Parse(t->PartitionsJson());
+  EXPECT_EQ(r.topic, "orders");
+  EXPECT_EQ(r.pod, "local");
+  EXPECT_EQ(r.epoch, 1u);
+  ASSERT_EQ(r.partitions.size(), 2u);
+  const PartitionReport& p0 = r.partitions.at(0);
+  EXPECT_EQ(p0.state, "active");
+  EXPECT_EQ(p0.lo, 0u);
+  EXPECT_EQ(p0.hi, kHashSpace / 2);
+  EXPECT_EQ(p0.start_offset, 0u);
+  EXPECT_EQ(p0.end_offset, 100u);
+  EXPECT_EQ(p0.appended, 100u);
+  EXPECT_TRUE(p0.producers_durable) << "a partition without parents inherited nothing";
+  ASSERT_EQ(p0.load_buckets.size(), 16u);
+  std::vector<uint64_t> want(16, 0);
+  for (size_t i = 0; i < 100; ++i) ++want[uint64_t{KeyHash(keys[i])} * 16 / (kHashSpace / 2)];
+  EXPECT_EQ(p0.load_buckets, want);
+  ASSERT_EQ(p0.top_hashes.size(), 4u);
+  EXPECT_EQ(p0.top_hashes[0].first, KeyHash(hot));
+  EXPECT_GE(p0.top_hashes[0].second, 80u);
+  EXPECT_LE(p0.top_hashes[0].second, 100u);
+  EXPECT_EQ(p0.commits, (std::map<std::string, uint64_t>{{"groupA", 60}, {"groupB", 100}}));
+  const PartitionReport& p1 = r.partitions.at(1);
+  EXPECT_EQ(p1.lo, kHashSpace / 2);
+  EXPECT_EQ(p1.hi, kHashSpace);
+  EXPECT_EQ(p1.appended, 5u);
+  EXPECT_EQ(p1.commits, (std::map<std::string, uint64_t>{{"groupA", 5}}));
+}
+
+TEST_F(TopicTest, RetiresASealedPartitionAndARestartDoesNotBringItBack) {
+  auto t = MustOpen();
+  ASSERT_NE(t, nullptr);
+  const auto p0_keys = KeysOf(t->map(), PartitionId(0), 6, "a");
+  Produce(*t, p0_keys, "prod", 0);
+  const PartitionMap split = SplitP0(*t);
+  ASSERT_EQ(split.Find(PartitionId(0))->end_offset, 6u);
+  // The successors are seeded, but their inherited producer state is not on disk before the
+  // ticker wrote their snapshots.
+  Report r = Parse(t->PartitionsJson());
+  ASSERT_EQ(r.partitions.size(), 4u);
+  EXPECT_EQ(r.partitions.at(0).state, "sealed");
+  EXPECT_EQ(r.partitions.at(2).state, "active");
+  EXPECT_FALSE(r.partitions.at(2).producers_durable);
+  EXPECT_FALSE(r.partitions.at(3).producers_durable);
+  t->Start();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        Report now = Parse(t->PartitionsJson());
+        return now.partitions.at(2).producers_durable && now.partitions.at(3).producers_durable;
+      },
+      10s));
+  // Successor events, then the group consumes everything: the parent to its end first.
+  Produce(*t, p0_keys, "prod", 100);
+  const auto got = Drain(*t, "g");
+  ASSERT_EQ(got.size(), 12u);
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(got[i].partition, 0u);
+  ASSERT_TRUE(fs::exists(PartitionDir(0)));
+
+  auto retire = split.WithoutRetired(PartitionId(0));
+  ASSERT_TRUE(retire.ok()) << retire.status().ToString();
+  const PartitionMap m3 = retire->WithEpoch(Epoch(3));
+  ASSERT_TRUE(t->InstallMap(m3).ok());
+  EXPECT_EQ(t->map().epoch().value(), 3u);
+  EXPECT_FALSE(fs::exists(PartitionDir(0))) << "the retired partition's files are still there";
+  r = Parse(t->PartitionsJson());
+  EXPECT_EQ(r.epoch, 3u);
+  EXPECT_EQ(r.partitions.count(0), 0u);
+  EXPECT_EQ(r.partitions.size(), 3u);
+  EXPECT_NE(t->ViewJson().find("\"epoch\":3"), std::string::npos);
+  EXPECT_EQ(t->CommitsJson(PartitionId(0)).status().code(), Status::Code::kNotFound);
+  EXPECT_EQ(t->ExportProducers(PartitionId(0)).status().code(), Status::Code::kNotFound);
+  // A late commit of the retired partition is skipped, the rest of the request applies; a
+  // partition the topic never had is still refused.
+  const uint32_t p2 = t->map().Route(KeyHash(p0_keys[0])).id.value();
+  ASSERT_TRUE(t->Commit({"late", {{0, 6}, {p2, 1}}}).ok());
+  EXPECT_EQ(Parse(t->PartitionsJson()).partitions.at(p2).commits.at("late"), 1u);
+  EXPECT_EQ(t->Commit({"late", {{42, 1}}}).code(), Status::Code::kNotFound);
+  // Production and consumption go on; retried duplicates still name their original offsets.
+  auto again = Produce(*t, p0_keys, "prod", 100);
+  for (const auto& res : again) EXPECT_TRUE(res.duplicate);
+  Produce(*t, p0_keys, "prod", 200);
+  EXPECT_EQ(Drain(*t, "g").size(), 6u);
+  // A group that never read the parent is not held back by it any more.
+  EXPECT_EQ(Drain(*t, "fresh").size(), 12u);
+  ASSERT_TRUE(t->Close().ok());
+  t.reset();
+
+  // Restart: the map on disk no longer lists p0, nothing reopens it.
+  t = MustOpen();
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->map().epoch().value(), 3u);
+  EXPECT_FALSE(fs::exists(PartitionDir(0)));
+  r = Parse(t->PartitionsJson());
+  EXPECT_EQ(r.partitions.count(0), 0u);
+  EXPECT_EQ(r.partitions.size(), 3u);
+  Produce(*t, p0_keys, "prod", 300);
+  EXPECT_EQ(Drain(*t, "g").size(), 6u);
+  ASSERT_TRUE(t->Close().ok());
+  t.reset();
+
+  // A crash between persisting the map and removing the directory leaves it behind: the next
+  // start removes it. A directory of an id the map never had (a prepare for a coming map) stays.
+  fs::create_directories(PartitionDir(0));
+  { std::ofstream(PartitionDir(0) + "/00000000000000000000.log") << "leftover"; }
+  fs::create_directories(PartitionDir(99));
+  t = MustOpen();
+  ASSERT_NE(t, nullptr);
+  EXPECT_FALSE(fs::exists(PartitionDir(0)));
+  EXPECT_TRUE(fs::exists(PartitionDir(99)));
+  EXPECT_EQ(Parse(t->PartitionsJson()).partitions.count(0), 0u);
+}
+
+TEST_F(TopicTest, AMapThatDropsAnActivePartitionIsRefusedAndChangesNothing) {
+  auto t = MustOpen();
+  ASSERT_NE(t, nullptr);
+  const auto p0_keys = KeysOf(t->map(), PartitionId(0), 3, "a");
+  Produce(*t, p0_keys);
+  // Epoch 2 where a new p2 without parents replaces the active p0 (the cover still holds).
+  const PartitionMap m1 = t->map();
+  std::vector<PartitionInfo> parts = {*m1.Find(PartitionId(1))};
+  PartitionInfo p2 = *m1.Find(PartitionId(0));
+  p2.id = PartitionId(2);
+  parts.push_back(p2);
+  PartitionMap drops_active("orders", Epoch(2), parts);
+  ASSERT_TRUE(drops_active.Validate().ok());
+  Status st = t->InstallMap(drops_active);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.ToString();
+  EXPECT_NE(st.message().find("partition 0"), std::string::npos) << st.ToString();
+  EXPECT_EQ(t->map(), m1);
+  EXPECT_TRUE(fs::exists(PartitionDir(0)));
+  EXPECT_FALSE(fs::exists(PartitionDir(2)));
+  auto res = Produce(*t, p0_keys);
+  ASSERT_EQ(res.size(), 3u);
+  EXPECT_EQ(res[0].partition, 0u);
+  EXPECT_EQ(res[0].offset, 3u);
+
+  // After a split, a map that retires the sealed p0 together with its active successor p2 (a
+  // new p4 taking p2's range) is refused as a whole: p0 stays too.
+  const PartitionMap split = SplitP0(*t);
+  std::vector<PartitionInfo> parts3;
+  for (const auto& info : split.partitions()) {
+    if (info.id.value() == 0) continue;
+    if (info.id.value() == 2) {
+      PartitionInfo p4 = info;
+      p4.id = PartitionId(4);
+      p4.parents.clear();
+      parts3.push_back(p4);
+      continue;
+    }
+    parts3.push_back(info);
+  }
+  PartitionMap drops_both("orders", Epoch(3), parts3);
+  ASSERT_TRUE(drops_both.Validate().ok());
+  st = t->InstallMap(drops_both);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.ToString();
+  EXPECT_EQ(t->map(), split);
+  EXPECT_TRUE(fs::exists(PartitionDir(0)));
+  EXPECT_EQ(Parse(t->PartitionsJson()).partitions.size(), 4u);
+}
+
+TEST_F(TopicTest, ConsumersAndCommitsRacingWithRetirementsAreSafe) {
+  auto t = MustOpen();
+  ASSERT_NE(t, nullptr);
+  t->Start();
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> reads{0};
+  std::vector<std::thread> threads;
+  // Readers and committers that name every partition id the rounds below create and retire.
+  for (int i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] {
+      const std::string group = "race" + std::to_string(i);
+      while (!stop.load()) {
+        std::string out;
+        (void)t->Consume(group, 100, &out);
+        (void)t->HasDataFor(group);
+        wire::CommitRequest c{group, {}};
+        for (uint32_t p = 0; p < 16; ++p) c.offsets.push_back({p, 0});
+        (void)t->Commit(c);
+        (void)t->PartitionsJson();
+        (void)t->ViewJson();
+        reads.fetch_add(1);
+      }
+    });
+  }
+  threads.emplace_back([&] {
+    uint64_t seq = 0;
+    std::vector<std::string> keys;
+    for (int k = 0; k < 32; ++k) keys.push_back("k" + std::to_string(k));
+    while (!stop.load()) {
+      std::vector<wire::ProduceEvent> events;
+      for (const auto& k : keys) events.push_back({k, "1", "racer", seq++});
+      std::vector<wire::ProduceResult> results;
+      (void)t->Produce(events, &results);  // Unavailable while a successor is being created
+      std::this_thread::sleep_for(2ms);    // a little load, not a flood the group cannot drain
+    }
+  });
+  // Rounds of: split the partition owning hash 0, let group "g" drain it, retire the parent.
+  for (int round = 0; round < 5; ++round) {
+    const PartitionMap m = t->map();
+    const PartitionInfo first = m.Route(0);
+    auto split = m.Split(first.id, first.range.lo + first.range.Width() / 2);
+    ASSERT_TRUE(split.ok());
+    auto end = t->Seal(split->epoch(), first.id);
+    ASSERT_TRUE(end.ok());
+    auto installed = split->WithEndOffset(first.id, *end);
+    ASSERT_TRUE(installed.ok());
+    ASSERT_TRUE(t->InstallMap(*installed).ok());
+    // Drain until the group committed the parent to its end.
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          Drain(*t, "g", 5);
+          auto c = Parse(t->PartitionsJson()).partitions.at(first.id.value()).commits;
+          return *end == 0 || (c.count("g") && c.at("g") >= *end);
+        },
+        30s));
+    auto retire = installed->WithoutRetired(first.id);
+    ASSERT_TRUE(retire.ok());
+    ASSERT_TRUE(t->InstallMap(retire->WithEpoch(Epoch(installed->epoch().value() + 1))).ok());
+    EXPECT_FALSE(fs::exists(PartitionDir(first.id.value())));
+  }
+  const uint64_t before = reads.load();
+  ASSERT_TRUE(WaitFor([&] { return reads.load() > before + 10; }, 10s));
+  stop.store(true);
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(t->map().epoch().value(), 11u);
+  EXPECT_EQ(Parse(t->PartitionsJson()).partitions.size(), 7u);  // p1 and 6 successors
+  ASSERT_TRUE(t->Close().ok());
+}
+
+}  // namespace
+}  // namespace shoal::broker
