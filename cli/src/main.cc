@@ -10,12 +10,15 @@
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "shoal: elastic partitioned topics (demo, load, consume, verify, torture, benchmarks)"};
+      "shoal: elastic partitioned topics (demo, load, consume, verify, simulate, torture, benchmarks)"};
   app.require_subcommand(1);
   int exit_code = 0;
   shoal::cli::RegisterDemo(app, exit_code);
   shoal::cli::RegisterTorture(app, exit_code);
   shoal::cli::RegisterLoadVerify(app, exit_code);
+  shoal::cli::RegisterSimulate(app, exit_code);
+  shoal::cli::RegisterUp(app, exit_code);
+  shoal::cli::RegisterControl(app, exit_code);
   auto* bench = app.add_subcommand("bench", "Benchmarks against real sidecars");
   bench->require_subcommand(1);
   shoal::cli::RegisterBenchIngest(*bench, exit_code);

@@ -36,6 +36,17 @@ Result<PartitionMap> PartitionMap::Initial(std::string topic, uint32_t count, Po
   return PartitionMap(std::move(topic), Epoch(1), std::move(parts));
 }
 
+Result<PartitionMap> PartitionMap::Initial(std::string topic, uint32_t count,
+                                           const std::vector<PodName>& owners) {
+  if (owners.empty()) return Status::InvalidArgument("a topic needs at least one owner pod");
+  auto m = Initial(std::move(topic), count, owners[0]);
+  if (!m.ok()) return m.status();
+  for (size_t i = 0; i < m->partitions_.size(); ++i) {
+    m->partitions_[i].owner = owners[i % owners.size()];
+  }
+  return m;
+}
+
 void PartitionMap::BuildIndex() {
   std::vector<uint32_t> idx;
   for (uint32_t i = 0; i < partitions_.size(); ++i) {
@@ -207,6 +218,12 @@ PartitionMap PartitionMap::WithPeer(const PodName& pod, PeerAddress address) con
   return m;
 }
 
+PartitionMap PartitionMap::WithoutPeer(const PodName& pod) const {
+  PartitionMap m = *this;
+  m.peers_.erase(pod.value());
+  return m;
+}
+
 PartitionMap PartitionMap::WithEpoch(Epoch epoch) const {
   PartitionMap m = *this;
   m.epoch_ = epoch;
@@ -342,6 +359,144 @@ Result<PartitionMap> PartitionMap::FromJson(std::string_view text) {
   }
   SHOAL_RETURN_IF_ERROR(map.Validate());
   return map;
+}
+
+}  // namespace shoal
+
+namespace shoal {
+
+MapChange::MapChange(const PartitionMap& base)
+    : base_(base), parts_(base.partitions()), next_id_(base.NextId().value()) {}
+
+Result<PartitionInfo*> MapChange::TakeActive(PartitionId id) {
+  // Base partitions are sorted by id and come first; successors are never changed again.
+  const size_t n = base_.partitions().size();
+  auto it = std::lower_bound(parts_.begin(), parts_.begin() + n, id,
+                             [](const PartitionInfo& p, PartitionId v) { return p.id < v; });
+  if (it == parts_.begin() + n || it->id != id) {
+    return Status::NotFound("no partition " + std::to_string(id.value()));
+  }
+  if (touched_.count(id.value())) {
+    return Status::FailedPrecondition("partition " + std::to_string(id.value()) +
+                                      " is already changed by this change");
+  }
+  if (!it->active()) {
+    return Status::FailedPrecondition("partition " + std::to_string(id.value()) + " is sealed");
+  }
+  touched_.insert(id.value());
+  return &*it;
+}
+
+Status MapChange::Split(PartitionId id, const std::vector<uint64_t>& cuts) {
+  if (cuts.empty()) return Status::InvalidArgument("a split needs at least one point");
+  const PartitionInfo* found = base_.Find(id);
+  if (!found) return Status::NotFound("no partition " + std::to_string(id.value()));
+  uint64_t prev = found->range.lo;
+  for (uint64_t c : cuts) {
+    if (c <= prev || c >= found->range.hi) {
+      return Status::InvalidArgument("split points of partition " + std::to_string(id.value()) +
+                                     " must increase strictly inside [" +
+                                     std::to_string(found->range.lo) + ", " +
+                                     std::to_string(found->range.hi) + ")");
+    }
+    prev = c;
+  }
+  auto taken = TakeActive(id);
+  if (!taken.ok()) return taken.status();
+  PartitionInfo* p = *taken;
+  p->state = PartitionState::kSealed;
+  const HashRange range = p->range;
+  const PodName owner = p->owner;
+  uint64_t lo = range.lo;
+  for (size_t i = 0; i <= cuts.size(); ++i) {
+    const uint64_t hi = i < cuts.size() ? cuts[i] : range.hi;
+    parts_.push_back(PartitionInfo{
+        .id = PartitionId(next_id_++), .range = {lo, hi}, .owner = owner, .parents = {id}});
+    lo = hi;
+  }
+  return Status::Ok();
+}
+
+Status MapChange::MergeRun(const std::vector<PartitionId>& run) {
+  if (run.size() < 2) return Status::InvalidArgument("a merge needs two or more partitions");
+  std::vector<const PartitionInfo*> found;
+  for (PartitionId id : run) {
+    const PartitionInfo* p = base_.Find(id);
+    if (!p) return Status::NotFound("no partition " + std::to_string(id.value()));
+    found.push_back(p);
+  }
+  std::sort(found.begin(), found.end(), [](const PartitionInfo* x, const PartitionInfo* y) {
+    return x->range.lo < y->range.lo;
+  });
+  for (size_t i = 1; i < found.size(); ++i) {
+    if (found[i - 1]->range.hi != found[i]->range.lo) {
+      return Status::InvalidArgument("partitions " + std::to_string(found[i - 1]->id.value()) +
+                                     " and " + std::to_string(found[i]->id.value()) +
+                                     " are not adjacent");
+    }
+  }
+  std::vector<PartitionId> parents;
+  for (const PartitionInfo* p : found) {
+    auto taken = TakeActive(p->id);
+    if (!taken.ok()) {
+      for (PartitionId done : parents) {
+        touched_.erase(done.value());
+        auto it = std::lower_bound(parts_.begin(), parts_.begin() + base_.partitions().size(), done,
+                                   [](const PartitionInfo& x, PartitionId v) { return x.id < v; });
+        it->state = PartitionState::kActive;
+      }
+      return taken.status();
+    }
+    (*taken)->state = PartitionState::kSealed;
+    parents.push_back(p->id);
+  }
+  parts_.push_back(PartitionInfo{.id = PartitionId(next_id_++),
+                                 .range = {found.front()->range.lo, found.back()->range.hi},
+                                 .owner = found.front()->owner,
+                                 .parents = std::move(parents)});
+  return Status::Ok();
+}
+
+Status MapChange::Move(PartitionId id, const PodName& to) {
+  const PartitionInfo* found = base_.Find(id);
+  if (found && found->owner == to) {
+    return Status::InvalidArgument("partition " + std::to_string(id.value()) + " is already on " +
+                                   to.value());
+  }
+  auto taken = TakeActive(id);
+  if (!taken.ok()) return taken.status();
+  (*taken)->state = PartitionState::kSealed;
+  parts_.push_back(PartitionInfo{
+      .id = PartitionId(next_id_++), .range = (*taken)->range, .owner = to, .parents = {id}});
+  return Status::Ok();
+}
+
+Status MapChange::Retire(PartitionId id) {
+  const PartitionInfo* found = base_.Find(id);
+  if (!found) return Status::NotFound("no partition " + std::to_string(id.value()));
+  if (found->active()) {
+    return Status::FailedPrecondition("partition " + std::to_string(id.value()) +
+                                      " is active; only sealed partitions retire");
+  }
+  if (!touched_.insert(id.value()).second) {
+    return Status::FailedPrecondition("partition " + std::to_string(id.value()) +
+                                      " is already changed by this change");
+  }
+  retired_.push_back(id.value());
+  return Status::Ok();
+}
+
+Result<PartitionMap> MapChange::Build() const {
+  std::vector<PartitionInfo> parts;
+  parts.reserve(parts_.size());
+  std::unordered_set<uint32_t> retired(retired_.begin(), retired_.end());
+  for (const auto& p : parts_) {
+    if (!retired.count(p.id.value())) parts.push_back(p);
+  }
+  PartitionMap next(base_.topic(), Epoch(base_.epoch().value() + 1), std::move(parts));
+  next.peers_ = base_.peers();
+  SHOAL_RETURN_IF_ERROR(next.Validate());
+  return next;
 }
 
 }  // namespace shoal

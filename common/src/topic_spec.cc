@@ -78,12 +78,15 @@ Status ParseSpec(const YAML::Node& spec, TopicSpec* t) {
     const std::string q = p + ".scaling";
     SHOAL_RETURN_IF_ERROR(Unknown(
         q, n,
-        {"targetEventsPerSecondPerPartition", "targetCPUUtilizationPercent", "targetConsumerLag"}));
+        {"targetEventsPerSecondPerPartition", "targetCPUUtilizationPercent", "targetConsumerLag",
+         "targetPartitionsPerReplica"}));
     SHOAL_RETURN_IF_ERROR(Read(n, q, "targetEventsPerSecondPerPartition",
                                &t->scaling.events_per_second_per_partition));
     SHOAL_RETURN_IF_ERROR(
         Read(n, q, "targetCPUUtilizationPercent", &t->scaling.cpu_utilization_percent));
     SHOAL_RETURN_IF_ERROR(Read(n, q, "targetConsumerLag", &t->scaling.consumer_lag_events));
+    SHOAL_RETURN_IF_ERROR(
+        Read(n, q, "targetPartitionsPerReplica", &t->scaling.partitions_per_replica));
   }
   if (auto n = spec["behavior"]) {
     SHOAL_RETURN_IF_ERROR(Unknown(p + ".behavior", n, {"scaleUp", "scaleDown"}));
@@ -196,6 +199,10 @@ Status ValidateTopic(const TopicSpec& t) {
     return Status::InvalidArgument(
         "spec.scaling.targetCPUUtilizationPercent: must be between 1 and 100");
   }
+  if (t.scaling.partitions_per_replica < 1) {
+    return Status::InvalidArgument(
+        "spec.scaling.targetPartitionsPerReplica: must be at least 1 (e.g. 4)");
+  }
   for (const auto& [name, b] : {std::pair{"scaleUp", &t.scale_up}, {"scaleDown", &t.scale_down}}) {
     if (!(b->tolerance >= 0 && b->tolerance < 1)) {
       return Status::InvalidArgument(std::string("spec.behavior.") + name +
@@ -251,6 +258,7 @@ YAML::Node Document(const TopicSpec& t) {
       Num(t.scaling.events_per_second_per_partition);
   s["scaling"]["targetCPUUtilizationPercent"] = t.scaling.cpu_utilization_percent;
   s["scaling"]["targetConsumerLag"] = t.scaling.consumer_lag_events;
+  s["scaling"]["targetPartitionsPerReplica"] = t.scaling.partitions_per_replica;
   s["behavior"]["scaleUp"] = BehaviorNode(t.scale_up);
   s["behavior"]["scaleDown"] = BehaviorNode(t.scale_down);
   s["durability"]["fsync"] = t.fsync;

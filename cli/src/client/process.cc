@@ -12,6 +12,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "shoal/client/raw_http.h"
@@ -41,6 +43,12 @@ ChildProcess& ChildProcess::operator=(ChildProcess&& o) noexcept {
 
 Result<ChildProcess> ChildProcess::Spawn(const std::vector<std::string>& argv,
                                          const std::string& log_path) {
+  return Spawn(argv, log_path, SpawnOptions{});
+}
+
+Result<ChildProcess> ChildProcess::Spawn(const std::vector<std::string>& argv,
+                                         const std::string& log_path, const SpawnOptions& options) {
+  if (argv.empty()) return Status::InvalidArgument("starting a process: no program given");
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -49,13 +57,24 @@ Result<ChildProcess> ChildProcess::Spawn(const std::vector<std::string>& argv,
   posix_spawn_file_actions_addopen(&fa, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   posix_spawn_file_actions_adddup2(&fa, 1, 2);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  // A detached child must not keep this program's sockets and files open after it is gone.
+  if (options.new_session) posix_spawn_file_actions_addclosefrom_np(&fa, 3);
   // The child must not inherit signal masks of the parent's threads (sidecars sigwait).
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   sigset_t empty;
   sigemptyset(&empty);
   posix_spawnattr_setsigmask(&attr, &empty);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  short flags = POSIX_SPAWN_SETSIGMASK;
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  if (options.new_session) {
+    // Nor the stop signals' dispositions: an ignored SIGTERM would survive the exec.
+    flags |= POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGDEF;
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&defaults, sig);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+  }
+  posix_spawnattr_setflags(&attr, flags);
   pid_t pid = -1;
   int rc = posix_spawnp(&pid, args[0], &fa, &attr, args.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
@@ -99,6 +118,78 @@ int ChildProcess::Stop(std::chrono::milliseconds grace) {
   if (auto code = Wait(grace)) return *code;
   Signal(SIGKILL);
   return Wait(std::chrono::seconds(10)).value_or(-1);
+}
+
+bool ProcessAlive(pid_t pid, std::optional<int>* exit_code) {
+  if (pid <= 0) return false;
+  int status = 0;
+  pid_t r = ::waitpid(pid, &status, WNOHANG);
+  if (r == pid) {
+    if (exit_code) {
+      if (WIFEXITED(status)) *exit_code = WEXITSTATUS(status);
+      if (WIFSIGNALED(status)) *exit_code = 128 + WTERMSIG(status);
+    }
+    return false;
+  }
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
+  // kill(pid, 0) succeeds on a zombie: an exited process that another parent has not reaped yet.
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(in, stat)) return false;
+  const size_t paren = stat.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= stat.size()) return false;
+  const char state = stat[paren + 2];
+  return state != 'Z' && state != 'X' && state != 'x';
+}
+
+bool WaitProcessGone(pid_t pid, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto pause = std::chrono::milliseconds(1);
+  while (ProcessAlive(pid)) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(pause);  // polling a process's exit: no event to wait on
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
+bool StopProcess(pid_t pid, std::chrono::milliseconds grace) {
+  if (!ProcessAlive(pid)) return true;
+  ::kill(pid, SIGTERM);
+  if (WaitProcessGone(pid, grace)) return true;
+  ::kill(pid, SIGKILL);
+  return WaitProcessGone(pid, std::chrono::seconds(10));
+}
+
+std::vector<std::string> ProcessCmdline(pid_t pid) {
+  std::vector<std::string> args;
+  if (pid <= 0) return args;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+  std::string arg;
+  while (std::getline(in, arg, '\0')) args.push_back(arg);
+  return args;
+}
+
+std::optional<std::chrono::nanoseconds> ProcessCpuTime(pid_t pid) {
+  if (pid <= 0) return std::nullopt;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(in, stat)) return std::nullopt;
+  // Fields after "pid (comm)": state is field 3; utime and stime are fields 14 and 15.
+  const size_t paren = stat.rfind(')');
+  if (paren == std::string::npos) return std::nullopt;
+  std::istringstream fields(stat.substr(paren + 1));
+  std::string field;
+  uint64_t utime = 0, stime = 0;
+  for (int i = 3; i <= 15; ++i) {
+    if (!(fields >> field)) return std::nullopt;
+    if (i == 14) utime = std::strtoull(field.c_str(), nullptr, 10);
+    if (i == 15) stime = std::strtoull(field.c_str(), nullptr, 10);
+  }
+  const long ticks = ::sysconf(_SC_CLK_TCK);
+  if (ticks <= 0) return std::nullopt;
+  return std::chrono::nanoseconds((utime + stime) * 1'000'000'000ull /
+                                  static_cast<uint64_t>(ticks));
 }
 
 Result<uint16_t> FreePort(const std::string& host) {

@@ -1,10 +1,20 @@
 #include "shoal/client/workload.h"
 
+#include <fcntl.h>
 #include <simdjson.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+#include <filesystem>
+#include <fstream>
 #include <random>
+#include <set>
 
 #include "shoal/client/shoal_client.h"
 
@@ -82,6 +92,7 @@ void LoadGenerator::Run(int index) {
     // Send until acknowledged, rotating over sidecars; the same (producer, seq) every time.
     auto backoff = std::chrono::milliseconds(5);
     bool acked = false;
+    const auto sent = std::chrono::steady_clock::now();
     while (!stop_.load()) {
       auto r = clients[target]->Produce(batch);
       if (r.ok()) {
@@ -102,6 +113,10 @@ void LoadGenerator::Run(int index) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       acked_events_.insert(acked_events_.end(), meta.begin(), meta.end());
+      // What the producer waited, retries included.
+      latencies_ms_.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - sent)
+              .count());
     }
     if (opts_.rate > 0) {
       const double factor = ProfileFactor(opts_.profile, t, opts_.duration_s);
@@ -115,11 +130,21 @@ void LoadGenerator::Run(int index) {
   }
 }
 
-GroupConsumer::GroupConsumer(ConsumerOptions options) : opts_(std::move(options)) {}
-GroupConsumer::~GroupConsumer() { Stop(); }
+std::vector<double> LoadGenerator::TakeLatenciesMs() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::exchange(latencies_ms_, {});
+}
 
-void GroupConsumer::Start() {
+GroupConsumer::GroupConsumer(ConsumerOptions options) : opts_(std::move(options)) {}
+GroupConsumer::~GroupConsumer() {
+  Stop();
+  if (out_fd_ >= 0) ::close(out_fd_);
+}
+
+Status GroupConsumer::Start() {
+  if (!opts_.stream_to.empty()) SHOAL_RETURN_IF_ERROR(OpenStream(&resume_next_));
   thread_ = std::thread([this] { Run(); });
+  return Status::Ok();
 }
 
 void GroupConsumer::Stop() {
@@ -132,9 +157,138 @@ std::vector<SeenEvent> GroupConsumer::TakeSeen() {
   return std::move(seen_);
 }
 
+Status GroupConsumer::status() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return status_;
+}
+
+namespace {
+
+// The length of `path` up to and including its last '\n' (0 when it has none), and its size.
+Status CompleteLinesLength(const std::string& path, uint64_t* complete, uint64_t* size) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return Status::IoError("cannot read " + path);
+  const auto end = static_cast<uint64_t>(in.tellg());
+  *size = end;
+  *complete = 0;
+  uint64_t pos = end;
+  char buf[4096];
+  while (pos > 0) {
+    const uint64_t n = std::min<uint64_t>(pos, sizeof buf);
+    pos -= n;
+    in.seekg(static_cast<std::streamoff>(pos));
+    if (!in.read(buf, static_cast<std::streamsize>(n))) return Status::IoError("reading " + path);
+    for (uint64_t i = n; i > 0; --i) {
+      if (buf[i - 1] == '\n') {
+        *complete = pos + i;
+        return Status::Ok();
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+// Per partition the sidecar holds: where delivery to `group` restarts, that is its commit, or the
+// oldest retained offset for a group that never committed there (from the topic view).
+Result<std::map<uint32_t, uint64_t>> GroupPositions(ShoalClient& client, const std::string& group) {
+  auto body = client.TopicView();
+  if (!body.ok()) return body.status();
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  simdjson::dom::array parts;
+  if (parser.parse(simdjson::padded_string(*body)).get(doc) || doc["partitions"].get(parts)) {
+    return Status::Internal("malformed topic view");
+  }
+  std::map<uint32_t, uint64_t> out;
+  for (auto p : parts) {
+    uint64_t id = 0, start = 0, committed = 0;
+    if (p["id"].get(id) || p["start_offset"].get(start)) continue;  // not held here
+    simdjson::dom::object groups;
+    if (p["groups"].get(groups) == simdjson::SUCCESS &&
+        groups[group]["committed"].get(committed) == simdjson::SUCCESS) {
+      start = std::max(start, committed);
+    }
+    out[static_cast<uint32_t>(id)] = start;
+  }
+  return out;
+}
+
+void BurnCpu(int64_t us) {
+  if (us <= 0) return;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+  while (std::chrono::steady_clock::now() < end) {
+    // Busy work on purpose: the consumer's CPU use is what CPU-based scaling measures.
+  }
+}
+
+}  // namespace
+
+Status GroupConsumer::OpenStream(std::map<uint32_t, uint64_t>* next) {
+  const std::string& path = opts_.stream_to;
+  std::error_code ec;
+  if (opts_.append && std::filesystem::exists(path, ec)) {
+    // A consumer killed in the middle of a write leaves a torn last line. Its events were not
+    // committed (the commit follows the complete write), so the sidecar hands them out again:
+    // cut the torn line off rather than glue the next line to it.
+    uint64_t complete = 0, size = 0;
+    SHOAL_RETURN_IF_ERROR(CompleteLinesLength(path, &complete, &size));
+    if (complete < size && ::truncate(path.c_str(), static_cast<off_t>(complete)) != 0) {
+      return Status::IoError("cutting the torn last line of " + path + ": " + std::strerror(errno));
+    }
+    // What the file holds was recorded already: skip it if it is handed out again (it was
+    // written but not committed when the previous consumer was killed).
+    auto seen = ReadSeenFile(path);
+    if (!seen.ok()) return seen.status().Annotate("appending to " + path);
+    for (const auto& e : *seen) {
+      auto& nx = (*next)[e.partition];
+      nx = std::max(nx, e.offset + 1);
+    }
+  }
+  int flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_APPEND;
+  if (!opts_.append) flags |= O_TRUNC;
+  out_fd_ = ::open(path.c_str(), flags, 0644);
+  if (out_fd_ < 0) return Status::IoError("cannot write " + path + ": " + std::strerror(errno));
+  return Status::Ok();
+}
+
+Status GroupConsumer::WriteLines(const std::vector<SeenEvent>& batch) {
+  if (batch.empty()) return Status::Ok();
+  std::string text;
+  for (const auto& e : batch) {
+    text += SeenLine(e);
+    text += '\n';
+  }
+  struct stat st {};
+  const bool sized = ::fstat(out_fd_, &st) == 0;
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(out_fd_, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string why = n < 0 ? std::strerror(errno) : "no progress";
+      // Leave no partial line behind: these events are not committed and come again.
+      if (sized && ::ftruncate(out_fd_, st.st_size) != 0) {
+        return Status::IoError("writing " + opts_.stream_to + ": " + why +
+                               "; and cutting the partial batch failed");
+      }
+      return Status::IoError("writing " + opts_.stream_to + ": " + why);
+    }
+    done += static_cast<size_t>(n);
+  }
+  // Written to the kernel: a kill -9 of this process no longer loses the lines, so committing
+  // the batch is safe (the lines precede the commit, see the class comment).
+  return Status::Ok();
+}
+
 void GroupConsumer::Run() {
+  const bool streaming = out_fd_ >= 0;
   ShoalClient client(opts_.target, opts_.topic, std::chrono::seconds(10));
-  std::map<uint32_t, uint64_t> next;  // per partition: the offset after the last one recorded
+  // Per partition: the offset after the last one recorded.
+  std::map<uint32_t, uint64_t> next = std::move(resume_next_);
+  // Streaming: per partition, the offset the group stands at (the next one it must be handed);
+  // and the partitions waiting for the redelivery of a gap (reported once each).
+  std::map<uint32_t, uint64_t> position;
+  std::set<uint32_t> waiting;
   std::vector<wire::CommitOffset> pending;
   simdjson::dom::parser parser;
   auto backoff = std::chrono::milliseconds(5);
@@ -159,11 +313,54 @@ void GroupConsumer::Run() {
       continue;
     }
     backoff = std::chrono::milliseconds(5);
+    // Streaming (a pod's long-running consumer, restarted after a crash): commits are cumulative
+    // and the sidecar's delivery cursor is in memory, so the events an earlier consumer of the
+    // group took and never committed lie behind the cursor, and committing what follows them
+    // would commit them unseen. So a partition's events are taken only when they continue where
+    // the group stands (its commit, from the topic view, then what this consumer took); after a
+    // gap nothing of the partition is recorded or committed until the sidecar's redelivery
+    // (--redelivery-ms) returns the cursor to the commit and hands the gap out again.
+    std::set<uint32_t> gapped;
+    if (streaming) {
+      bool unknown = false;
+      for (const auto& e : *got) unknown = unknown || !position.count(e.partition);
+      if (unknown) {
+        auto positions = GroupPositions(client, opts_.group);
+        for (const auto& e : *got) {
+          if (position.count(e.partition)) continue;
+          auto it = positions.ok() ? positions->find(e.partition)
+                                   : std::map<uint32_t, uint64_t>::iterator();
+          if (!positions.ok() || it == positions->end()) {
+            gapped.insert(e.partition);  // where the group stands is unknown: not this time
+            continue;
+          }
+          position[e.partition] = it->second;
+        }
+      }
+    }
     std::vector<SeenEvent> batch;
     for (const auto& e : *got) {
+      if (gapped.count(e.partition)) continue;
+      if (streaming) {
+        uint64_t& pos = position[e.partition];
+        if (e.offset > pos) {
+          gapped.insert(e.partition);
+          if (waiting.insert(e.partition).second) {
+            std::fprintf(stderr,
+                         "consume: partition %u: offsets %llu..%llu were taken by an earlier "
+                         "consumer of group %s and not committed; waiting for their redelivery\n",
+                         e.partition, static_cast<unsigned long long>(pos),
+                         static_cast<unsigned long long>(e.offset - 1), opts_.group.c_str());
+          }
+          continue;
+        }
+        waiting.erase(e.partition);
+        pos = std::max(pos, e.offset + 1);
+      }
       auto& nx = next[e.partition];
       if (e.offset < nx) continue;  // handed out again after a restart; recorded already
       nx = e.offset + 1;
+      BurnCpu(opts_.cpu_us_per_event);
       simdjson::dom::element v;
       std::string_view p, k;
       uint64_t n = 0;
@@ -174,12 +371,38 @@ void GroupConsumer::Run() {
       batch.push_back(
           {std::string(p), std::string(k), *e.seq, n, MonotonicNs(), e.partition, e.offset});
     }
+    if (streaming) {
+      if (auto st = WriteLines(batch); !st.ok()) {
+        // Nothing of this batch is committed; a restarted consumer gets it again.
+        std::lock_guard<std::mutex> lock(mu_);
+        status_ = st;
+        committed_all_ = false;
+        return;
+      }
+    }
     std::map<uint32_t, uint64_t> touched;
-    for (const auto& e : *got) touched[e.partition] = next[e.partition];
+    for (const auto& e : *got) {
+      if (gapped.count(e.partition)) continue;
+      touched[e.partition] = streaming ? position[e.partition] : next[e.partition];
+    }
     for (auto [p, o] : touched) pending.push_back({p, o});
     seen_count_.fetch_add(batch.size());
-    std::lock_guard<std::mutex> lock(mu_);
-    seen_.insert(seen_.end(), batch.begin(), batch.end());
+    if (!streaming) {
+      std::lock_guard<std::mutex> lock(mu_);
+      seen_.insert(seen_.end(), batch.begin(), batch.end());
+    }
+  }
+  if (streaming && !pending.empty()) {
+    // Stopping: the last batch is written; commit it so that what the file holds is exactly what
+    // the group committed. A sidecar that does not answer within a few seconds leaves it
+    // uncommitted: handed out again later, a duplicate, never a loss.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    bool ok = false;
+    while (!(ok = client.Commit(opts_.group, pending).ok()) &&
+           std::chrono::steady_clock::now() < deadline) {
+      wait_a_little();
+    }
+    committed_all_ = ok;
   }
 }
 

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <string>
+
+#include "shoal/common/status.h"
 
 namespace shoal::cli {
 
@@ -11,6 +14,14 @@ void RegisterBenchIngest(CLI::App& bench, int& exit_code);
 void RegisterTorture(CLI::App& app, int& exit_code);
 void RegisterBenchPause(CLI::App& bench, int& exit_code);
 void RegisterLoadVerify(CLI::App& app, int& exit_code);
+void RegisterSimulate(CLI::App& app, int& exit_code);
+void RegisterControl(CLI::App& app, int& exit_code);
+void RegisterUp(CLI::App& app, int& exit_code);
+
+// The whole file, or NotFound naming the path.
+Result<std::string> ReadTextFile(const std::string& path);
+// This program's path (/proc/self/exe): the `shoal` that pods run as their consumer.
+std::string SelfPath();
 
 // Percentile of a sorted vector (nearest rank), 0 for an empty one.
 double Percentile(const std::vector<double>& sorted, double p);

@@ -1,5 +1,10 @@
 // shoal load, shoal consume, shoal verify: keyed load with per-key sequence numbers, a recording
-// consumer, and the verifier over what they wrote (JSON lines, see verifier.h).
+// consumer, and the verifier over what they wrote (JSON lines, see verifier.h). `shoal consume`
+// also runs as a pod's long-running consumer (the local platform starts it): --append, --idle-exit
+// 0, --max-seconds 0, --cpu-us-per-event, and SIGTERM finishes the batch, commits and exits 0.
+#include <signal.h>
+
+#include <atomic>
 #include <fstream>
 #include <iostream>
 #include <thread>
@@ -84,32 +89,56 @@ struct ConsumeCmd {
   double max_s = 3600;
 };
 
+// Set by SIGTERM / SIGINT: `shoal consume` as a pod's consumer finishes its batch, commits and
+// exits 0 when it is stopped.
+std::atomic<int> g_stop_signal{0};
+
+void OnStopSignal(int sig) { g_stop_signal.store(sig); }
+
 int RunConsume(const ConsumeCmd& c) {
-  std::ofstream out(c.out);
-  if (!out) {
-    std::cerr << "shoal consume: cannot write " << c.out << "\n";
+  struct sigaction sa {};
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+
+  // Every batch goes to the file before its offsets are committed (ConsumerOptions::stream_to):
+  // the file holds what the group committed, also when this process is killed.
+  client::ConsumerOptions options = c.consumer;
+  options.stream_to = c.out;
+  client::GroupConsumer consumer(options);
+  if (auto st = consumer.Start(); !st.ok()) {
+    std::cerr << "shoal consume: " << st.message() << "\n";
     return 1;
   }
-  client::GroupConsumer consumer(c.consumer);
-  consumer.Start();
   const auto start = std::chrono::steady_clock::now();
   auto last_change = start;
   uint64_t last = 0;
-  while (std::chrono::steady_clock::now() - start < std::chrono::duration<double>(c.max_s)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // progress sampling
+  while (g_stop_signal.load() == 0 && consumer.status().ok()) {
+    const auto now = std::chrono::steady_clock::now();
+    if (c.max_s > 0 && now - start >= std::chrono::duration<double>(c.max_s)) break;
     const uint64_t n = consumer.seen();
     if (n != last) {
       last = n;
-      last_change = std::chrono::steady_clock::now();
-    } else if (std::chrono::steady_clock::now() - last_change >
-               std::chrono::duration<double>(c.idle_exit_s)) {
+      last_change = now;
+    } else if (c.idle_exit_s > 0 &&
+               now - last_change > std::chrono::duration<double>(c.idle_exit_s)) {
       break;
     }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // progress and signal sampling
   }
   consumer.Stop();
-  const auto seen = consumer.TakeSeen();
-  for (const auto& e : seen) out << client::SeenLine(e) << "\n";
-  std::cerr << "consume: recorded " << seen.size() << " events to " << c.out << "\n";
+  if (auto st = consumer.status(); !st.ok()) {
+    std::cerr << "shoal consume: " << st.message() << "\n";
+    return 1;
+  }
+  if (!consumer.committed_all()) {
+    std::cerr << "shoal consume: the last batch is recorded but its commit failed (it will be "
+                 "handed out again)\n";
+  }
+  std::cerr << "consume: recorded " << consumer.seen() << " events to " << c.out
+            << (g_stop_signal.load() ? " (stopped by a signal)" : "") << "\n";
   return 0;
 }
 
@@ -167,8 +196,16 @@ void RegisterLoadVerify(CLI::App& app, int& exit_code) {
   consume->add_option("--topic", c->consumer.topic, "Topic");
   consume->add_option("--group", c->consumer.group, "Consumer group");
   consume->add_option("--out", c->out, "Write seen events here (JSON lines)")->required();
-  consume->add_option("--idle-exit", c->idle_exit_s, "Stop after this many idle seconds");
-  consume->add_option("--max-seconds", c->max_s, "Stop after this many seconds in any case");
+  consume->add_flag("--append", c->consumer.append,
+                    "Append to --out (a pod's consumer across restarts) instead of truncating");
+  consume->add_option("--idle-exit", c->idle_exit_s,
+                      "Stop after this many idle seconds (0: never stop on idleness)");
+  consume->add_option("--max-seconds", c->max_s,
+                      "Stop after this many seconds in any case (0: no limit)");
+  consume
+      ->add_option("--cpu-us-per-event", c->consumer.cpu_us_per_event,
+                   "Busy CPU work per event in microseconds (a CPU-bound consumer)")
+      ->check(CLI::Range(int64_t{0}, int64_t{10'000'000}));
   consume->callback([c, &exit_code] { exit_code = RunConsume(*c); });
 
   auto v = std::make_shared<VerifyCmd>();

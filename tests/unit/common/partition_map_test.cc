@@ -667,5 +667,506 @@ INSTANTIATE_TEST_SUITE_P(
         FromJsonCase{"empty_topic", Doc(kEntry, R"("topic":"","epoch":1)"), "no topic"}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// ---------------------------------------------------------------------------------------------
+// Initial with several owners, WithoutPeer, active_in_order
+
+TEST(PartitionMapInitialTest, SpreadsPartitionsRoundRobinOverOwners) {
+  struct Case {
+    uint32_t count;
+    std::vector<std::string> owners;
+  };
+  for (const Case& c : {Case{1, {"a"}}, Case{4, {"a", "b"}}, Case{7, {"a", "b", "c"}},
+                        Case{2, {"a", "b", "c", "d"}}, Case{1000, {"a", "b", "c"}}}) {
+    SCOPED_TRACE("count " + std::to_string(c.count) + " owners " + std::to_string(c.owners.size()));
+    std::vector<PodName> owners;
+    for (const auto& o : c.owners) owners.emplace_back(o);
+    PartitionMap m = Must(PartitionMap::Initial("orders", c.count, owners));
+    const PartitionMap single = MustInitial(c.count);
+    EXPECT_TRUE(m.Validate().ok()) << m.Validate().ToString();
+    EXPECT_EQ(m.epoch(), Epoch(1));
+    ASSERT_EQ(m.partitions().size(), c.count);
+    for (uint32_t i = 0; i < c.count; ++i) {
+      EXPECT_EQ(m.partitions()[i].id, PartitionId(i));
+      EXPECT_EQ(m.partitions()[i].owner, owners[i % owners.size()]);
+      // Same ranges as the single-owner map: only the owners differ.
+      EXPECT_EQ(m.partitions()[i].range, single.partitions()[i].range);
+    }
+    EXPECT_EQ(m.Route(0).owner, owners[0]);
+  }
+}
+
+TEST(PartitionMapInitialTest, SeveralOwnersRejectsNoOwnersAndBadCounts) {
+  auto none = PartitionMap::Initial("orders", 4, std::vector<PodName>{});
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(none.status().message(), HasSubstr("owner"));
+  const std::vector<PodName> owners = {PodName("a"), PodName("b")};
+  EXPECT_EQ(PartitionMap::Initial("orders", 0, owners).status().code(),
+            Status::Code::kInvalidArgument);
+  EXPECT_EQ(PartitionMap::Initial("orders", 65537, owners).status().code(),
+            Status::Code::kInvalidArgument);
+}
+
+TEST(PartitionMapPeerTest, WithoutPeerDropsOnlyThatPodAndKeepsTheEpoch) {
+  const PartitionMap base = MustInitial(2)
+                                .WithPeer(PodName("pod-a"), {"a:1", "a:2"})
+                                .WithPeer(PodName("pod-b"), {"b:1", "b:2"});
+  const PartitionMap without = base.WithoutPeer(PodName("pod-b"));
+  EXPECT_EQ(without.epoch(), base.epoch());
+  EXPECT_EQ(without.partitions(), base.partitions());
+  EXPECT_EQ(without.Peer(PodName("pod-b")), nullptr);
+  ASSERT_NE(without.Peer(PodName("pod-a")), nullptr);
+  EXPECT_EQ(*without.Peer(PodName("pod-a")), (PeerAddress{"a:1", "a:2"}));
+  EXPECT_EQ(without.peers().size(), 1u);
+  // The original is untouched; dropping an unknown pod is a no-op.
+  ASSERT_NE(base.Peer(PodName("pod-b")), nullptr);
+  EXPECT_EQ(base.WithoutPeer(PodName("pod-z")), base);
+  EXPECT_EQ(without.Route(0).id, base.Route(0).id);
+}
+
+// The active partitions of m, sorted by range start, computed the slow way.
+std::vector<PartitionId> ActiveByRangeSlow(const PartitionMap& m) {
+  std::vector<const PartitionInfo*> act;
+  for (const auto& p : m.partitions()) {
+    if (p.active()) act.push_back(&p);
+  }
+  std::sort(act.begin(), act.end(), [](const PartitionInfo* a, const PartitionInfo* b) {
+    return a->range.lo < b->range.lo;
+  });
+  std::vector<PartitionId> ids;
+  for (const auto* p : act) ids.push_back(p->id);
+  return ids;
+}
+
+std::vector<PartitionId> ActiveInOrder(const PartitionMap& m) {
+  std::vector<PartitionId> ids;
+  for (uint32_t i : m.active_in_order()) ids.push_back(m.partitions().at(i).id);
+  return ids;
+}
+
+TEST(PartitionMapActiveInOrderTest, ListsActivePartitionsInHashOrder) {
+  PartitionMap m = MustInitial(4);
+  EXPECT_THAT(ActiveInOrder(m),
+              ElementsAre(PartitionId(0), PartitionId(1), PartitionId(2), PartitionId(3)));
+  // Successors get higher ids but sit in the middle of the hash space: order is by range.
+  m = Must(m.Split(PartitionId(1), m.Find(PartitionId(1))->range.lo + 10));  // 4, 5 <- 1
+  m = Must(m.Merge(PartitionId(2), PartitionId(3)));                         // 6 <- 2, 3
+  m = Must(m.Move(PartitionId(0), PodName("pod-b")));                        // 7 <- 0
+  EXPECT_THAT(ActiveInOrder(m),
+              ElementsAre(PartitionId(7), PartitionId(4), PartitionId(5), PartitionId(6)));
+  EXPECT_EQ(ActiveInOrder(m), ActiveByRangeSlow(m));
+  EXPECT_EQ(m.active_in_order().size(), m.active_count());
+  const PartitionMap back = Must(PartitionMap::FromJson(m.ToJson()));
+  EXPECT_EQ(ActiveInOrder(back), ActiveInOrder(m));
+}
+
+// ---------------------------------------------------------------------------------------------
+// MapChange
+
+// Checks what every map a MapChange builds must satisfy: valid, active ranges tile [0, 2^32),
+// one epoch past the base, every partition that is new has a fresh id and parents from the base.
+void ExpectComposedFrom(const PartitionMap& base, const PartitionMap& next) {
+  EXPECT_TRUE(next.Validate().ok()) << next.Validate().ToString();
+  EXPECT_EQ(next.epoch(), Epoch(base.epoch().value() + 1));
+  EXPECT_EQ(next.topic(), base.topic());
+  EXPECT_EQ(next.peers(), base.peers());
+  uint64_t at = 0;
+  for (uint32_t i : next.active_in_order()) {
+    ASSERT_EQ(next.partitions()[i].range.lo, at);
+    at = next.partitions()[i].range.hi;
+  }
+  EXPECT_EQ(at, kHashSpace);
+  for (const auto& p : next.partitions()) {
+    if (base.Find(p.id)) continue;
+    EXPECT_GE(p.id.value(), base.NextId().value()) << "successor " << p.id.value();
+    EXPECT_TRUE(p.active());
+    EXPECT_FALSE(p.parents.empty()) << "successor " << p.id.value();
+    for (PartitionId parent : p.parents) {
+      const PartitionInfo* was = base.Find(parent);
+      ASSERT_NE(was, nullptr) << "parent " << parent.value();
+      EXPECT_TRUE(was->active()) << "parent " << parent.value() << " was already sealed";
+      const PartitionInfo* now = next.Find(parent);
+      ASSERT_NE(now, nullptr);
+      EXPECT_FALSE(now->active()) << "parent " << parent.value() << " is not sealed";
+    }
+  }
+}
+
+TEST(MapChangeTest, EmptyChangeBuildsTheSameMapAtTheNextEpoch) {
+  const PartitionMap base = MustInitial(3).WithPeer(PodName("pod-a"), {"d", "a"});
+  MapChange change(base);
+  EXPECT_TRUE(change.empty());
+  EXPECT_EQ(change.size(), 0u);
+  const PartitionMap next = Must(change.Build());
+  EXPECT_EQ(next, base.WithEpoch(Epoch(2)));
+  ExpectComposedFrom(base, next);
+}
+
+struct KWaySplitCase {
+  const char* name;
+  uint32_t count;          // partitions of the base map
+  uint32_t split;          // the one to split
+  std::vector<double> at;  // cut points as fractions of its range
+};
+
+void PrintTo(const KWaySplitCase& c, std::ostream* os) { *os << c.name; }
+
+class MapChangeSplitTest : public ::testing::TestWithParam<KWaySplitCase> {};
+
+TEST_P(MapChangeSplitTest, SplitsIntoCutsPlusOneSuccessorsOnTheOwner) {
+  const KWaySplitCase& c = GetParam();
+  const PartitionMap base = MustInitial(c.count, "pod-x");
+  const HashRange r = base.Find(PartitionId(c.split))->range;
+  std::vector<uint64_t> cuts;
+  for (double f : c.at) cuts.push_back(r.lo + static_cast<uint64_t>(f * double(r.Width())));
+  MapChange change(base);
+  ASSERT_TRUE(change.Split(PartitionId(c.split), cuts).ok());
+  EXPECT_EQ(change.size(), 1u);
+  const PartitionMap next = Must(change.Build());
+  ExpectComposedFrom(base, next);
+  EXPECT_EQ(next.active_count(), c.count + cuts.size());
+  EXPECT_FALSE(next.Find(PartitionId(c.split))->active());
+  uint64_t lo = r.lo;
+  for (size_t i = 0; i <= cuts.size(); ++i) {
+    const PartitionInfo* s = next.Find(PartitionId(c.count + static_cast<uint32_t>(i)));
+    ASSERT_NE(s, nullptr) << "piece " << i;
+    const uint64_t hi = i < cuts.size() ? cuts[i] : r.hi;
+    EXPECT_EQ(s->range, (HashRange{lo, hi})) << "piece " << i;
+    EXPECT_EQ(s->owner, PodName("pod-x"));
+    EXPECT_THAT(s->parents, ElementsAre(PartitionId(c.split)));
+    EXPECT_EQ(next.Route(static_cast<uint32_t>(lo)).id, s->id);
+    lo = hi;
+  }
+  EXPECT_EQ(next.NextId().value(), c.count + cuts.size() + 1);
+  EXPECT_EQ(base, MustInitial(c.count, "pod-x"));  // the base is never modified
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, MapChangeSplitTest,
+    ::testing::Values(
+        KWaySplitCase{"two_way", 4, 1, {0.5}}, KWaySplitCase{"three_way", 4, 2, {1.0 / 3, 2.0 / 3}},
+        KWaySplitCase{"ten_way_uneven", 2, 0, {0.01, 0.02, 0.1, 0.3, 0.31, 0.5, 0.7, 0.9, 0.999}},
+        KWaySplitCase{"last_partition", 3, 2, {0.25, 0.5, 0.75}},
+        KWaySplitCase{"whole_space", 1, 0, {0.125, 0.25, 0.5}}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(MapChangeTest, SplitAtEveryPointOfATinyRange) {
+  // The tightest split possible: a range of width 3 cut at both inner points.
+  const PartitionMap base = Must(MustInitial(1).Split(PartitionId(0), 3));  // 1: [0,3), 2
+  MapChange change(base);
+  ASSERT_TRUE(change.Split(PartitionId(1), {1, 2}).ok());
+  const PartitionMap next = Must(change.Build());
+  ExpectComposedFrom(base, next);
+  for (uint32_t h : {0u, 1u, 2u}) EXPECT_EQ(next.Route(h).range.Width(), 1u);
+}
+
+TEST(MapChangeTest, ComposesManyChangesIntoOneEpochWithFreshIds) {
+  // Base: 8 partitions, then partition 7 split (so 7 is sealed and ids 8, 9 exist).
+  const PartitionMap base =
+      Must(Must(PartitionMap::Initial("orders", 8, {PodName("p0"), PodName("p1")}))
+               .Split(PartitionId(7), 7 * (kHashSpace / 8) + 100))
+          .WithPeer(PodName("p0"), {"d0", "a0"});
+  MapChange change(base);
+  const HashRange r0 = base.Find(PartitionId(0))->range;
+  ASSERT_TRUE(change.Split(PartitionId(0), {r0.lo + 10, r0.lo + 20}).ok());  // 10, 11, 12
+  ASSERT_TRUE(change.MergeRun({PartitionId(1), PartitionId(2), PartitionId(3)}).ok());  // 13
+  ASSERT_TRUE(change.Move(PartitionId(4), PodName("p9")).ok());                         // 14
+  ASSERT_TRUE(change.Merge(PartitionId(5), PartitionId(6)).ok());                       // 15
+  ASSERT_TRUE(change.Retire(PartitionId(7)).ok());
+  EXPECT_FALSE(change.empty());
+  EXPECT_EQ(change.size(), 8u);  // 0, 1, 2, 3, 4, 5, 6, 7
+  const PartitionMap next = Must(change.Build());
+  ExpectComposedFrom(base, next);
+  EXPECT_EQ(next.epoch(), Epoch(3));  // one epoch for the whole change
+  EXPECT_EQ(next.Find(PartitionId(7)), nullptr);
+  EXPECT_EQ(next.NextId(), PartitionId(16));
+  EXPECT_THAT(ActiveInOrder(next),
+              ElementsAre(PartitionId(10), PartitionId(11), PartitionId(12), PartitionId(13),
+                          PartitionId(14), PartitionId(15), PartitionId(8), PartitionId(9)));
+  const PartitionInfo* merged = next.Find(PartitionId(13));
+  ASSERT_NE(merged, nullptr);
+  EXPECT_THAT(merged->parents, ElementsAre(PartitionId(1), PartitionId(2), PartitionId(3)));
+  EXPECT_EQ(merged->range,
+            (HashRange{base.Find(PartitionId(1))->range.lo, base.Find(PartitionId(3))->range.hi}));
+  EXPECT_EQ(merged->owner, base.Find(PartitionId(1))->owner);  // the first one's owner
+  EXPECT_EQ(next.Find(PartitionId(14))->owner, PodName("p9"));
+  EXPECT_EQ(next.Find(PartitionId(14))->range, base.Find(PartitionId(4))->range);
+  EXPECT_THAT(next.Find(PartitionId(15))->parents, ElementsAre(PartitionId(5), PartitionId(6)));
+  EXPECT_EQ(next.Find(PartitionId(15))->owner, base.Find(PartitionId(5))->owner);
+  // Untouched partitions are carried over as they were.
+  EXPECT_EQ(*next.Find(PartitionId(8)), *base.Find(PartitionId(8)));
+  EXPECT_EQ(*next.Find(PartitionId(9)), *base.Find(PartitionId(9)));
+}
+
+TEST(MapChangeTest, MergeRunTakesTheLowerOwnerWhateverTheArgumentOrder) {
+  const PartitionMap base =
+      Must(PartitionMap::Initial("orders", 4, {PodName("p0"), PodName("p1")}));
+  MapChange change(base);
+  ASSERT_TRUE(change.Merge(PartitionId(2), PartitionId(1)).ok());
+  const PartitionMap next = Must(change.Build());
+  ExpectComposedFrom(base, next);
+  const PartitionInfo* merged = next.Find(PartitionId(4));
+  ASSERT_NE(merged, nullptr);
+  EXPECT_EQ(merged->owner, PodName("p1"));  // partition 1's: the lower range
+  EXPECT_THAT(merged->parents, ElementsAre(PartitionId(1), PartitionId(2)));
+}
+
+TEST(MapChangeTest, RetireDropsSealedPartitionsAndKeepsLineage) {
+  PartitionMap base = Must(MustInitial(2).Split(PartitionId(0), 1000));  // 2, 3 <- 0
+  base = Must(base.Merge(PartitionId(3), PartitionId(1)));               // 4 <- 3, 1
+  MapChange change(base);
+  ASSERT_TRUE(change.Retire(PartitionId(0)).ok());
+  ASSERT_TRUE(change.Retire(PartitionId(1)).ok());
+  const PartitionMap next = Must(change.Build());
+  ExpectComposedFrom(base, next);
+  EXPECT_EQ(next.Find(PartitionId(0)), nullptr);
+  EXPECT_EQ(next.Find(PartitionId(1)), nullptr);
+  ASSERT_NE(next.Find(PartitionId(3)), nullptr);  // still sealed, not retired
+  EXPECT_THAT(next.Find(PartitionId(4))->parents, ElementsAre(PartitionId(3), PartitionId(1)));
+  EXPECT_EQ(next.active_count(), base.active_count());
+  EXPECT_EQ(next.NextId(), base.NextId());
+}
+
+TEST(MapChangeTest, AMergeRunStoppedByASealedPartitionPutsBackWhatItTook) {
+  // Partition 3 (the last quarter) is sealed; a run 2+3 takes 2 before it meets 3.
+  const PartitionMap base =
+      Must(MustInitial(4).Split(PartitionId(3), 3 * (kHashSpace / 4) + 10));  // 4, 5 <- 3
+  MapChange change(base);
+  const Status s = change.MergeRun({PartitionId(2), PartitionId(3)});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("partition 3 is sealed"));
+  EXPECT_TRUE(change.empty());
+  ASSERT_TRUE(change.Merge(PartitionId(1), PartitionId(2)).ok());
+  const PartitionMap next = Must(change.Build());
+  ExpectComposedFrom(base, next);
+  EXPECT_THAT(next.Find(PartitionId(6))->parents, ElementsAre(PartitionId(1), PartitionId(2)));
+}
+
+TEST(MapChangeTest, ThousandsOfSplitsInOneChange) {
+  const PartitionMap base = MustInitial(10000);
+  MapChange change(base);
+  for (uint32_t i = 0; i < 10000; ++i) {
+    const HashRange r = base.Find(PartitionId(i))->range;
+    ASSERT_TRUE(change.Split(PartitionId(i), {r.lo + r.Width() / 2}).ok()) << i;
+  }
+  const PartitionMap next = Must(change.Build());
+  ExpectComposedFrom(base, next);
+  EXPECT_EQ(next.active_count(), 20000u);
+  EXPECT_EQ(next.partitions().size(), 30000u);
+  EXPECT_EQ(next.epoch(), Epoch(2));
+}
+
+struct MapChangeErrorCase {
+  const char* name;
+  // Applies changes to `c`; returns the status of the last one (the one expected to fail).
+  std::function<Status(MapChange& c, const PartitionMap& base)> apply;
+  Status::Code code;
+  const char* error;
+};
+
+void PrintTo(const MapChangeErrorCase& c, std::ostream* os) { *os << c.name; }
+
+class MapChangeErrorTest : public ::testing::TestWithParam<MapChangeErrorCase> {};
+
+// The base of every error case: 4 partitions over quarters on pod-a, then partition 0 split at
+// 1000 (ids 4 [0, 1000) and 5 [1000, 2^30)), so partition 0 is sealed.
+PartitionMap MapChangeErrorBase() { return Must(MustInitial(4).Split(PartitionId(0), 1000)); }
+
+TEST_P(MapChangeErrorTest, RejectsAndLeavesTheChangeUsable) {
+  const PartitionMap base = MapChangeErrorBase();
+  MapChange change(base);
+  const Status s = GetParam().apply(change, base);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), GetParam().code) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr(GetParam().error));
+  // Whatever succeeded before the failure still builds a valid map; the failed call left nothing.
+  auto next = change.Build();
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  ExpectComposedFrom(base, *next);
+  // And the change still takes more: partition 3 is untouched in every case.
+  ASSERT_TRUE(change.Move(PartitionId(3), PodName("pod-z")).ok());
+  auto more = change.Build();
+  ASSERT_TRUE(more.ok()) << more.status().ToString();
+  ExpectComposedFrom(base, *more);
+  EXPECT_EQ(base, MapChangeErrorBase());
+}
+
+constexpr uint64_t kQuarter = kHashSpace / 4;
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, MapChangeErrorTest,
+    ::testing::Values(
+        MapChangeErrorCase{"split_no_points",
+                           [](MapChange& c, auto&) { return c.Split(PartitionId(1), {}); },
+                           Status::Code::kInvalidArgument, "at least one point"},
+        MapChangeErrorCase{"split_points_equal",
+                           [](MapChange& c, auto&) {
+                             return c.Split(PartitionId(1), {kQuarter + 10, kQuarter + 10});
+                           },
+                           Status::Code::kInvalidArgument, "must increase strictly inside"},
+        MapChangeErrorCase{"split_points_decreasing",
+                           [](MapChange& c, auto&) {
+                             return c.Split(PartitionId(1), {kQuarter + 20, kQuarter + 10});
+                           },
+                           Status::Code::kInvalidArgument, "must increase strictly inside"},
+        MapChangeErrorCase{"split_point_at_lo",
+                           [](MapChange& c, auto&) { return c.Split(PartitionId(1), {kQuarter}); },
+                           Status::Code::kInvalidArgument, "must increase strictly inside"},
+        MapChangeErrorCase{"split_point_at_hi",
+                           [](MapChange& c, auto&) {
+                             return c.Split(PartitionId(1), {kQuarter + 1, 2 * kQuarter});
+                           },
+                           Status::Code::kInvalidArgument, "must increase strictly inside"},
+        MapChangeErrorCase{"split_point_below",
+                           [](MapChange& c, auto&) { return c.Split(PartitionId(1), {5}); },
+                           Status::Code::kInvalidArgument, "must increase strictly inside"},
+        MapChangeErrorCase{
+            "split_point_beyond_space",
+            [](MapChange& c, auto&) { return c.Split(PartitionId(2), {kHashSpace + 1}); },
+            Status::Code::kInvalidArgument, "must increase strictly inside"},
+        MapChangeErrorCase{"split_sealed",
+                           [](MapChange& c, auto&) { return c.Split(PartitionId(0), {10}); },
+                           Status::Code::kFailedPrecondition, "partition 0 is sealed"},
+        MapChangeErrorCase{"split_unknown",
+                           [](MapChange& c, auto&) { return c.Split(PartitionId(99), {10}); },
+                           Status::Code::kNotFound, "no partition 99"},
+        MapChangeErrorCase{"split_twice",
+                           [](MapChange& c, auto&) {
+                             EXPECT_TRUE(c.Split(PartitionId(1), {kQuarter + 10}).ok());
+                             return c.Split(PartitionId(1), {kQuarter + 20});
+                           },
+                           Status::Code::kFailedPrecondition, "partition 1 is"},
+        MapChangeErrorCase{"split_a_successor_of_this_change",
+                           [](MapChange& c, auto&) {
+                             EXPECT_TRUE(c.Split(PartitionId(1), {kQuarter + 10}).ok());
+                             // Id 6 is the first successor: not a partition of the base.
+                             return c.Split(PartitionId(6), {kQuarter + 5});
+                           },
+                           Status::Code::kNotFound, "no partition 6"},
+        MapChangeErrorCase{"split_then_move",
+                           [](MapChange& c, auto&) {
+                             EXPECT_TRUE(c.Split(PartitionId(1), {kQuarter + 10}).ok());
+                             return c.Move(PartitionId(1), PodName("pod-b"));
+                           },
+                           Status::Code::kFailedPrecondition, "partition 1 is"},
+        MapChangeErrorCase{"move_then_merge",
+                           [](MapChange& c, auto&) {
+                             EXPECT_TRUE(c.Move(PartitionId(2), PodName("pod-b")).ok());
+                             return c.Merge(PartitionId(1), PartitionId(2));
+                           },
+                           Status::Code::kFailedPrecondition, "partition 2 is"},
+        MapChangeErrorCase{"merge_then_split",
+                           [](MapChange& c, auto&) {
+                             EXPECT_TRUE(c.Merge(PartitionId(1), PartitionId(2)).ok());
+                             return c.Split(PartitionId(2), {2 * kQuarter + 10});
+                           },
+                           Status::Code::kFailedPrecondition, "partition 2 is"},
+        MapChangeErrorCase{"merge_not_adjacent",
+                           [](MapChange& c, auto&) {
+                             return c.MergeRun({PartitionId(1), PartitionId(3)});
+                           },
+                           Status::Code::kInvalidArgument, "not adjacent"},
+        MapChangeErrorCase{"merge_run_with_a_hole",
+                           [](MapChange& c, auto&) {
+                             return c.MergeRun({PartitionId(4), PartitionId(1), PartitionId(2)});
+                           },
+                           Status::Code::kInvalidArgument, "not adjacent"},
+        MapChangeErrorCase{
+            "merge_with_itself",
+            [](MapChange& c, auto&) { return c.Merge(PartitionId(1), PartitionId(1)); },
+            Status::Code::kInvalidArgument, "not adjacent"},
+        MapChangeErrorCase{"merge_one",
+                           [](MapChange& c, auto&) { return c.MergeRun({PartitionId(1)}); },
+                           Status::Code::kInvalidArgument, "two or more"},
+        MapChangeErrorCase{"merge_sealed",
+                           [](MapChange& c, auto&) {
+                             return c.MergeRun({PartitionId(0), PartitionId(1)});
+                           },
+                           Status::Code::kFailedPrecondition, "partition 0 is sealed"},
+        MapChangeErrorCase{
+            "merge_unknown",
+            [](MapChange& c, auto&) { return c.Merge(PartitionId(1), PartitionId(42)); },
+            Status::Code::kNotFound, "no partition 42"},
+        MapChangeErrorCase{
+            "move_same_owner",
+            [](MapChange& c, auto&) { return c.Move(PartitionId(1), PodName("pod-a")); },
+            Status::Code::kInvalidArgument, "already on pod-a"},
+        MapChangeErrorCase{
+            "move_sealed",
+            [](MapChange& c, auto&) { return c.Move(PartitionId(0), PodName("pod-b")); },
+            Status::Code::kFailedPrecondition, "partition 0 is sealed"},
+        MapChangeErrorCase{"retire_active",
+                           [](MapChange& c, auto&) { return c.Retire(PartitionId(1)); },
+                           Status::Code::kFailedPrecondition, "only sealed partitions retire"},
+        MapChangeErrorCase{"retire_twice",
+                           [](MapChange& c, auto&) {
+                             EXPECT_TRUE(c.Retire(PartitionId(0)).ok());
+                             return c.Retire(PartitionId(0));
+                           },
+                           Status::Code::kFailedPrecondition, "already changed"},
+        MapChangeErrorCase{"retire_unknown",
+                           [](MapChange& c, auto&) { return c.Retire(PartitionId(77)); },
+                           Status::Code::kNotFound, "no partition 77"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// A MergeRun that fails part-way (its last partition is already changed) must put back the
+// partitions it took before failing: they stay active and can still be merged.
+struct MergeRollbackCase {
+  const char* name;
+  std::vector<uint32_t> taken_first;  // partitions split before the failing run
+  std::vector<uint32_t> failing_run;
+  std::vector<uint32_t> then_run;  // must succeed afterwards
+};
+
+void PrintTo(const MergeRollbackCase& c, std::ostream* os) { *os << c.name; }
+
+class MapChangeMergeRollbackTest : public ::testing::TestWithParam<MergeRollbackCase> {};
+
+TEST_P(MapChangeMergeRollbackTest, AFailedMergeRunLeavesTheChangeUsable) {
+  const MergeRollbackCase& c = GetParam();
+  const PartitionMap base = MustInitial(8);
+  MapChange change(base);
+  for (uint32_t id : c.taken_first) {
+    const HashRange r = base.Find(PartitionId(id))->range;
+    ASSERT_TRUE(change.Split(PartitionId(id), {r.lo + 1}).ok());
+  }
+  std::vector<PartitionId> failing;
+  for (uint32_t id : c.failing_run) failing.emplace_back(id);
+  const Status s = change.MergeRun(failing);
+  ASSERT_FALSE(s.ok());
+  // The partition changed first is sealed in this change: it cannot be taken again.
+  EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition) << s.ToString();
+  EXPECT_EQ(change.size(), c.taken_first.size());
+  // Built now, the partitions the failed run took are active again (no gap in the cover).
+  const PartitionMap mid = Must(change.Build());
+  ExpectComposedFrom(base, mid);
+  for (uint32_t id : c.failing_run) {
+    if (std::find(c.taken_first.begin(), c.taken_first.end(), id) != c.taken_first.end()) continue;
+    EXPECT_TRUE(mid.Find(PartitionId(id))->active()) << "partition " << id;
+  }
+  std::vector<PartitionId> then;
+  for (uint32_t id : c.then_run) then.emplace_back(id);
+  ASSERT_TRUE(change.MergeRun(then).ok());
+  const PartitionMap next = Must(change.Build());
+  ExpectComposedFrom(base, next);
+  const PartitionInfo* merged = nullptr;
+  for (const auto& p : next.partitions()) {
+    if (p.parents == then) merged = &p;
+  }
+  ASSERT_NE(merged, nullptr);
+  EXPECT_EQ(merged->range,
+            (HashRange{base.Find(then.front())->range.lo, base.Find(then.back())->range.hi}));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, MapChangeMergeRollbackTest,
+    ::testing::Values(MergeRollbackCase{"last_of_three_taken", {3}, {1, 2, 3}, {1, 2}},
+                      MergeRollbackCase{"last_of_five_taken", {5}, {1, 2, 3, 4, 5}, {1, 2, 3, 4}},
+                      MergeRollbackCase{"middle_taken", {2}, {1, 2, 3}, {0, 1}},
+                      MergeRollbackCase{"first_taken", {1}, {1, 2}, {2, 3}},
+                      MergeRollbackCase{"given_out_of_order", {4}, {3, 4, 2}, {2, 3}}),
+    [](const auto& info) { return std::string(info.param.name); });
+
 }  // namespace
 }  // namespace shoal

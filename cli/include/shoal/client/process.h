@@ -1,6 +1,10 @@
 // ChildProcess: a started program (a sidecar, a consumer) that the CLI owns: spawn with output
 // to a log file, signal, wait with a deadline. Destruction kills a still-running child (SIGKILL)
-// so no process outlives the command that started it. Not thread-safe; one owner.
+// so no process outlives the command that started it, unless the owner Release()d it (pods of
+// the local platform outlive the control loop, as in Kubernetes). Not thread-safe; one owner.
+//
+// The free functions below (ProcessAlive, StopProcess, ...) work on any pid, also one this
+// program did not start (a pod adopted from a pid file): they poll kill(pid, 0) and /proc.
 #pragma once
 
 #include <sys/types.h>
@@ -24,9 +28,17 @@ class ChildProcess {
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
 
+  struct SpawnOptions {
+    // Start the child in a session of its own (setsid): a terminal's Ctrl-C and the end of this
+    // program's process group do not reach it, and it inherits no descriptor above stderr.
+    bool new_session = false;
+  };
+
   // argv[0] is the program path. stdout and stderr go to log_path (appended).
   static Result<ChildProcess> Spawn(const std::vector<std::string>& argv,
                                     const std::string& log_path);
+  static Result<ChildProcess> Spawn(const std::vector<std::string>& argv,
+                                    const std::string& log_path, const SpawnOptions& options);
 
   pid_t pid() const { return pid_; }
   bool running() const { return pid_ > 0; }
@@ -36,10 +48,29 @@ class ChildProcess {
   std::optional<int> Wait(std::chrono::milliseconds timeout);
   // SIGTERM, wait up to `grace`, then SIGKILL. Returns the exit code.
   int Stop(std::chrono::milliseconds grace);
+  // Gives the process up: the destructor no longer kills it. Returns its pid (-1 if none).
+  pid_t Release() {
+    const pid_t p = pid_;
+    pid_ = -1;
+    return p;
+  }
 
  private:
   pid_t pid_ = -1;
 };
+
+// Whether `pid` runs. A zombie counts as gone; when it is an exited child of this program it is
+// reaped, and its exit code (128+signal when killed) goes to *exit_code if given.
+bool ProcessAlive(pid_t pid, std::optional<int>* exit_code = nullptr);
+// Polls until `pid` is gone or the timeout passes; returns whether it is gone.
+bool WaitProcessGone(pid_t pid, std::chrono::milliseconds timeout);
+// SIGTERM, wait up to `grace`, then SIGKILL and wait up to 10 s more. Returns whether it is gone
+// (true at once for a pid that does not run).
+bool StopProcess(pid_t pid, std::chrono::milliseconds grace);
+// The arguments of a running process from /proc/<pid>/cmdline (empty when it is gone).
+std::vector<std::string> ProcessCmdline(pid_t pid);
+// The CPU time (user + system) a running process used so far, from /proc/<pid>/stat.
+std::optional<std::chrono::nanoseconds> ProcessCpuTime(pid_t pid);
 
 // A TCP port on `host` that was free a moment ago (bind to port 0, read it, close).
 Result<uint16_t> FreePort(const std::string& host = "127.0.0.1");

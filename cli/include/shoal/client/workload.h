@@ -7,7 +7,15 @@
 //
 // GroupConsumer: one consumer of a group reading from one sidecar, recording what it sees for the
 // verifier, committing after recording, and skipping offsets it already saw when a restarted
-// sidecar hands them out again.
+// sidecar hands them out again. By default it keeps what it saw in memory (TakeSeen); with
+// ConsumerOptions::stream_to it is a long-running pod consumer instead: each batch's lines are
+// written to that file before the batch's offsets are committed, so a consumer killed with
+// kill -9 never loses the line of an event its group committed (it may repeat uncommitted ones).
+// Streaming also guards against what a killed predecessor leaves behind: events it took and never
+// committed lie behind the sidecar's in-memory delivery cursor, and since commits are cumulative,
+// committing what follows them would commit them unseen; so a partition's events are taken only
+// where the group stands (its commit, from the topic view), and after such a gap the consumer
+// waits for the sidecar's redelivery (--redelivery-ms) to hand the gap out again.
 //
 // Both own their threads: Start, then Stop (joins). Thread-safe accessors.
 #pragma once
@@ -21,6 +29,7 @@
 #include <vector>
 
 #include "shoal/client/verifier.h"
+#include "shoal/common/status.h"
 
 namespace shoal::client {
 
@@ -50,6 +59,8 @@ class LoadGenerator {
   void Start();
   void Stop();
   std::vector<AckedEvent> TakeAcked();
+  // Produce latencies (ms, from first send to acknowledgement) since the last call.
+  std::vector<double> TakeLatenciesMs();
 
   uint64_t acked() const { return acked_.load(); }
   uint64_t retries() const { return retries_.load(); }
@@ -63,6 +74,7 @@ class LoadGenerator {
   std::atomic<uint64_t> acked_{0}, retries_{0};
   mutable std::mutex mu_;
   std::vector<AckedEvent> acked_events_;  // guarded by mu_
+  std::vector<double> latencies_ms_;       // guarded by mu_
   std::string last_error_;                // guarded by mu_
   std::vector<std::thread> threads_;
 };
@@ -73,6 +85,16 @@ struct ConsumerOptions {
   std::string group = "verify";
   size_t max = 500;
   int64_t wait_ms = 100;
+  // Streaming: write every seen event's line (verifier.h's SeenLine) to this file and flush it
+  // before committing; nothing is kept for TakeSeen. Empty: record in memory.
+  std::string stream_to;
+  // With stream_to: append to the file instead of truncating it. A torn last line (a previous
+  // consumer killed in the middle of a write; those events were not committed) is cut off, and
+  // offsets the file already holds are not written again when the sidecar hands them out again.
+  bool append = false;
+  // Busy work per event, in microseconds of CPU (a steady-clock busy loop), so that a consumer
+  // pod uses CPU in proportion to its events.
+  int64_t cpu_us_per_event = 0;
 };
 
 class GroupConsumer {
@@ -82,19 +104,34 @@ class GroupConsumer {
   GroupConsumer(const GroupConsumer&) = delete;
   GroupConsumer& operator=(const GroupConsumer&) = delete;
 
-  void Start();
+  // Starts the consuming thread. With stream_to: opens the file first; an error if it cannot.
+  Status Start();
+  // Stops and joins. The batch in progress is finished; with stream_to its lines are written and
+  // its offsets committed (retried for a few seconds) before Stop returns.
   void Stop();
   std::vector<SeenEvent> TakeSeen();
   uint64_t seen() const { return seen_count_.load(); }
+  // With stream_to: whether the last commit of what was written succeeded (false when Stop
+  // gave up committing because the sidecar did not answer).
+  bool committed_all() const { return committed_all_.load(); }
+  // With stream_to: not OK once writing the file failed; the consumer then stopped by itself
+  // (without committing the batch it could not write).
+  Status status() const;
 
  private:
   void Run();
+  Status OpenStream(std::map<uint32_t, uint64_t>* next);
+  Status WriteLines(const std::vector<SeenEvent>& batch);
 
   const ConsumerOptions opts_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> seen_count_{0};
-  std::mutex mu_;
-  std::vector<SeenEvent> seen_;  // guarded by mu_
+  std::atomic<bool> committed_all_{true};
+  mutable std::mutex mu_;
+  std::vector<SeenEvent> seen_;               // guarded by mu_
+  Status status_;                             // guarded by mu_
+  int out_fd_ = -1;                           // with stream_to; used by the consuming thread only
+  std::map<uint32_t, uint64_t> resume_next_;  // from the appended file; handed to the thread
   std::thread thread_;
 };
 

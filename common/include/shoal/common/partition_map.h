@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "shoal/common/ids.h"
@@ -62,6 +63,9 @@ class PartitionMap {
 
   // Epoch 1: `count` active partitions with ids 0..count-1 over equal ranges, all owned by `owner`.
   static Result<PartitionMap> Initial(std::string topic, uint32_t count, PodName owner);
+  // The same, with partition i owned by owners[i % owners.size()].
+  static Result<PartitionMap> Initial(std::string topic, uint32_t count,
+                                      const std::vector<PodName>& owners);
 
   // Checks invariant 1 (the active partitions cover [0, 2^32) exactly), unique ids, and that
   // every parent is a partition of this map.
@@ -71,6 +75,9 @@ class PartitionMap {
   Epoch epoch() const { return epoch_; }
   const std::vector<PartitionInfo>& partitions() const { return partitions_; }
   size_t active_count() const { return active_lo_.size(); }
+
+  // Indexes into partitions() of the active partitions, in hash order.
+  const std::vector<uint32_t>& active_in_order() const { return active_index_; }
 
   // nullptr when no partition has this id.
   const PartitionInfo* Find(PartitionId id) const;
@@ -114,6 +121,8 @@ class PartitionMap {
   }
   // A copy with the pod's address set (same epoch).
   PartitionMap WithPeer(const PodName& pod, PeerAddress address) const;
+  // A copy without the pod's address (same epoch): the pod is leaving and owns nothing.
+  PartitionMap WithoutPeer(const PodName& pod) const;
   // A copy at another epoch (used when a planner composes several steps into one change).
   PartitionMap WithEpoch(Epoch epoch) const;
 
@@ -126,6 +135,7 @@ class PartitionMap {
   }
 
  private:
+  friend class MapChange;
   void BuildIndex();
   // The next map: same topic and peers, epoch + 1, these partitions.
   PartitionMap Next(std::vector<PartitionInfo> partitions) const;
@@ -143,6 +153,44 @@ class PartitionMap {
   // map share it instead of copying it.
   static constexpr int kPrefixShift = 16;
   std::shared_ptr<const std::vector<uint32_t>> prefix_index_;
+};
+
+// MapChange composes several seal-and-succeed changes into one new map at epoch + 1: one change,
+// one epoch, however many partitions it touches (a surge is answered by one change to the needed
+// count, not by 1->2->4->8). Each base partition is changed at most once and only if it is active
+// in the base; successors get fresh ids. Build() costs one copy of the partition list and one
+// index build, so a planner can compose thousands of splits at 10,000 partitions.
+// Refers to its base map, which must outlive it; not synchronized.
+class MapChange {
+ public:
+  explicit MapChange(const PartitionMap& base);
+
+  // Splits p at the given points (strictly increasing, strictly inside its range) into
+  // cuts.size() + 1 successors on p's owner.
+  Status Split(PartitionId p, const std::vector<uint64_t>& cuts);
+  // Merges adjacent a and b into one successor on a's owner (the lower range's owner).
+  Status Merge(PartitionId a, PartitionId b) { return MergeRun({a, b}); }
+  // Merges a run of two or more adjacent partitions, given in hash order, into one successor on
+  // the first one's owner.
+  Status MergeRun(const std::vector<PartitionId>& run);
+  // Moves p to pod `to`: a successor with the same range on `to`.
+  Status Move(PartitionId p, const PodName& to);
+  // Drops a sealed partition whose events every group has consumed.
+  Status Retire(PartitionId p);
+
+  bool empty() const { return touched_.empty(); }
+  size_t size() const { return touched_.size(); }
+  // The composed map at base epoch + 1, validated.
+  Result<PartitionMap> Build() const;
+
+ private:
+  Result<PartitionInfo*> TakeActive(PartitionId id);
+
+  const PartitionMap& base_;
+  std::vector<PartitionInfo> parts_;  // base partitions (sorted by id), then successors
+  std::vector<uint32_t> retired_;
+  std::unordered_set<uint32_t> touched_;
+  uint32_t next_id_;
 };
 
 }  // namespace shoal

@@ -35,6 +35,7 @@ struct TopicSpec {
     double events_per_second_per_partition = 5000;
     uint32_t cpu_utilization_percent = 70;
     uint64_t consumer_lag_events = 10000;
+    uint32_t partitions_per_replica = 4;  // active partitions one consumer pod takes on
   } scaling;
   ScaleBehavior scale_up{0, 0.1, 0};
   ScaleBehavior scale_down{300, 0.1, 0};

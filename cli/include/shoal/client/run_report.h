@@ -1,0 +1,106 @@
+// The report of a local run (`shoal up` writes one at the end of a run): what ran, what the
+// verifier found, how partitions, pods and lag followed the load, and the trade-off against static
+// partitioning when static runs of the same load are given to compare.
+//
+// Everything here is a pure function of plain values (RunSummary in, text out) except WriteReport,
+// which writes files. No threads, no clocks; thread-safe as long as each caller owns its values.
+//
+// The two checks of a run read the figures like this:
+//   - "lag stops growing within 15 s after the surge begins": lag_peak_after_surge_s is in
+//     [0, 15]. The peak is taken over [surge start, surge end + 30 s], so a lag that keeps growing
+//     through the surge peaks near the end of that window and fails.
+//   - "partitions and pods return toward the baseline after the surge": scaled_down, i.e. every one
+//     of partitions and pods that rose above its first-sample value ends below its maximum.
+// Both read "n/a" when they do not apply (no surge; never scaled up).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "shoal/client/verifier.h"
+#include "shoal/common/status.h"
+
+namespace shoal::client {
+
+// One per second of a run.
+struct RunSample {
+  double t = 0;               // seconds since the load started
+  double arrival_rate = 0;    // events/s produced (acknowledged) in the last second
+  double consumed_rate = 0;   // events/s consumed
+  uint32_t partitions = 0;    // active partitions
+  uint32_t pods = 0;          // desired pods
+  uint32_t ready_pods = 0;    // pods that are ready
+  double lag = 0;             // consumer lag, events, summed over partitions
+  double produce_p99_ms = 0;  // produce latency p99 over the last second (0 if none)
+};
+
+// One decision of the control loop that changed something.
+struct RunDecision {
+  double t = 0;       // seconds since the load started
+  std::string kinds;  // e.g. "split,pods_up"
+  std::string reason;
+  uint32_t partitions_from = 0, partitions_to = 0, pods_from = 0, pods_to = 0;
+};
+
+// Everything recorded about one run; a value.
+struct RunSummary {
+  std::string name;            // "dynamic", "static-baseline", "static-peak"
+  std::string topic, profile;  // e.g. "orders", "flash-sale"
+  double base_rate = 0, surge_factor = 1;
+  // The surge is [surge_start_s, surge_end_s); a run has none when surge_end_s <= surge_start_s.
+  double surge_start_s = 0, surge_end_s = 0, duration_s = 0;
+  std::vector<RunSample> samples;  // in time order
+  std::vector<RunDecision> decisions;
+  VerifyReport verify;
+  std::string command;  // the command line that produced it
+};
+
+// The numbers of one run, computed from its samples and verifier report.
+struct RunFigures {
+  double peak_lag = 0;
+  // Seconds from the surge start to the first sample holding the highest lag within
+  // [surge_start, surge_end + 30 s] (after it the lag never rises above that peak in the window);
+  // -1 without a surge or without samples in that window.
+  double lag_peak_after_surge_s = -1;
+  // The 99th percentile (nearest rank) of the run's per-second p99 values, zeros ignored; 0 if
+  // none.
+  double produce_p99_ms = 0;
+  // Sums over the samples of partitions (pods) times the sample's spacing: the time to the next
+  // sample; the last sample counts the spacing before it (1 s when it is the only one).
+  double partition_seconds = 0, pod_seconds = 0;
+  uint32_t max_partitions = 0, max_pods = 0;
+  uint32_t baseline_partitions = 0, baseline_pods = 0;  // at the first sample
+  uint32_t final_partitions = 0, final_pods = 0;        // at the last sample
+  uint64_t lost = 0, reordered = 0, duplicated = 0, acked = 0;
+  bool scaled_up = false;    // partitions or pods went above the baseline
+  bool scaled_down = false;  // scaled up, and each that went up ends below its maximum
+};
+
+RunFigures ComputeFigures(const RunSummary& run);
+
+// A self-contained SVG (900x700, no external fonts or scripts): four stacked panels sharing the
+// time axis: arrival and consumed rate, partitions, desired and ready pods, consumer lag. The surge
+// is shaded; each decision is a thin vertical line whose <title> tooltip gives its reason.
+std::string ChartSvg(const RunSummary& run);
+
+// summary.md: what ran, the verifier's numbers with a PASS/FAIL line (FAIL on lost or reordered
+// events; duplicates are reported but do not fail), the figures, the two checks above with their
+// measured values, the decisions and the chart (chart.svg beside it).
+std::string SummaryMarkdown(const RunSummary& run, const RunFigures& f);
+
+// compare.md: the trade-off table between static and dynamic partitioning, one row per run (the
+// run's name links chart-<name>.svg as WriteReport writes it); then, when runs named "dynamic" and
+// "static-peak" are both present, the checks "dynamic uses at most half the partition-seconds of
+// static-at-peak" and "dynamic's peak lag is no worse than twice static-at-peak's".
+std::string CompareMarkdown(const std::vector<RunSummary>& runs);
+
+// Creates `dir` (and its parents) and writes summary.md, chart.svg, timeline.csv (a header and one
+// row per sample) and report.json (figures, checks, verify, decisions); with a non-empty `compare`
+// also compare.md and chart-<name>.svg per compared run (names made file-safe), and summary.md
+// links compare.md. summary.md is written last, so its presence means the report is complete.
+// Errors are IoError naming the path that could not be created or written.
+Status WriteReport(const std::string& dir, const RunSummary& run,
+                   const std::vector<RunSummary>& compare);
+
+}  // namespace shoal::client

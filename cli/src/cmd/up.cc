@@ -1,0 +1,465 @@
+// shoal up FILE: a whole elastic topic on this machine: the control loop (in this process) on the
+// local platform (sidecar and consumer processes on loopback addresses), a load profile (flash
+// sale by default), a live view, and at the end a report directory (summary, chart, timeline,
+// the verifier's numbers). --compare runs the same profile three ways (static at the baseline
+// size, static at the peak size, dynamic) and adds the trade-off table. --no-load leaves the
+// topic running for the user's own producers and consumers until Ctrl-C. Run again, it resumes
+// the topic from its state directory.
+// clang-format off
+#include <utility>  // std::exchange, before boost::asio (awaitable.hpp needs it)
+// clang-format on
+
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "cmd/commands.h"
+#include "shoal/client/admin_client.h"
+#include "shoal/client/process.h"
+#include "shoal/client/run_report.h"
+#include "shoal/client/verifier.h"
+#include "shoal/client/workload.h"
+#include "shoal/common/clock.h"
+#include "shoal/common/logging.h"
+#include "shoal/common/topic_spec.h"
+#include "shoal/operator/control_frontend.h"
+#include "shoal/operator/control_loop.h"
+#include "shoal/operator/local_platform.h"
+#include "shoal/operator/metrics_observer.h"
+
+namespace shoal::cli {
+
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+std::atomic<bool> g_interrupted{false};
+void OnInterrupt(int) { g_interrupted.store(true); }
+
+struct UpOptions {
+  std::string file = "examples/flash-sale.yaml";
+  std::string state_dir;
+  std::string report_dir;
+  std::string profile = "flash-sale";  // flash-sale | steady | sawtooth
+  double rate = 800;                   // events/s at 1x
+  double duration_s = 90;
+  int keys = 5000;
+  int producers = 4;
+  int64_t consumer_cpu_us = 100;
+  double consumer_cpu_request = 0.25;
+  std::string ip_prefix = "127.0.0";
+  uint16_t control_port = 9400;
+  bool no_load = false;
+  bool compare = false;
+  bool fresh = false;
+  bool json = false;
+  std::string command;
+};
+
+std::string Timestamp() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", std::gmtime(&t));
+  return buf;
+}
+
+std::string LoadProfile(const std::string& p) { return p == "flash-sale" ? "surge" : p; }
+
+int TerminalWidth() {
+  winsize w{};
+  if (ioctl(STDERR_FILENO, TIOCGWINSZ, &w) == 0 && w.ws_col > 20) return w.ws_col;
+  return 100;
+}
+
+std::string Fit(const std::string& s, size_t width) {
+  return s.size() <= width ? s : s.substr(0, width > 3 ? width - 3 : 0) + "...";
+}
+
+uint64_t CountSeen(const std::string& dir) {
+  uint64_t n = 0;
+  std::error_code ec;
+  for (const auto& f : std::filesystem::directory_iterator(dir, ec)) {
+    std::ifstream in(f.path());
+    std::string line;
+    while (std::getline(in, line)) n += line.empty() ? 0 : 1;
+  }
+  return n;
+}
+
+// One run of the topic: pods, loop, load, live view, verification. Fills `out`.
+class Run {
+ public:
+  Run(const UpOptions& o, TopicSpec spec, std::string name, std::string state_dir)
+      : o_(o), spec_(std::move(spec)), name_(std::move(name)), state_dir_(std::move(state_dir)) {}
+
+  Status Execute(client::RunSummary* out) {
+    if (o_.fresh) {
+      std::error_code ec;
+      std::filesystem::remove_all(state_dir_, ec);
+    }
+    control::LocalPlatformOptions po;
+    po.topic = spec_.name;
+    po.state_dir = state_dir_;
+    po.consumer_binary = SelfPath();
+    po.ip_prefix = o_.ip_prefix;
+    po.fsync = spec_.fsync;
+    po.cpu_us_per_event = o_.consumer_cpu_us;
+    po.cpu_request_cores = o_.consumer_cpu_request;
+    po.log_level = "warn";
+    po.sidecar_args = {"--retention-ms=" + std::to_string(spec_.retention.ms),
+                       "--redelivery-ms=5000"};
+    if (spec_.retention.bytes) {
+      po.sidecar_args.push_back("--retention-bytes=" + std::to_string(spec_.retention.bytes));
+    }
+    auto platform = control::LocalPlatform::Open(po);
+    if (!platform.ok()) return platform.status();
+    auto& clock = SystemClock::Instance();
+    control::MetricsObserver observer(clock, (*platform)->AdminToken());
+    client::AdminClient admin((*platform)->AdminToken());
+    control::ControlLoop loop(spec_, **platform, observer, admin, clock, {});
+    SHOAL_RETURN_IF_ERROR(loop.Start());
+    std::unique_ptr<control::ControlFrontend> frontend;
+    if (o_.control_port) {
+      frontend = std::make_unique<control::ControlFrontend>("127.0.0.1", o_.control_port, loop);
+      if (Status st = frontend->Open(); !st.ok()) {
+        std::cerr << "shoal up: " << st.message() << " (continuing without /status)\n";
+        frontend.reset();
+      }
+    }
+    std::atomic<bool> stop_loop{false};
+    std::thread loop_thread([&] { loop.Run(stop_loop); });
+    auto finish = [&](Status st) {
+      stop_loop.store(true);
+      loop_thread.join();
+      if (frontend) frontend->Close();
+      // Consumers first, so they commit and flush what they recorded; data stays for a rerun.
+      Status down = (*platform)->Shutdown();
+      return st.ok() ? down : st;
+    };
+
+    // The topic exists once the loop installed its first map.
+    const auto deadline = SteadyClock::now() + std::chrono::seconds(60);
+    while (loop.map().epoch().value() == 0 && !g_interrupted.load()) {
+      if (SteadyClock::now() > deadline) {
+        return finish(
+            Status::Unavailable("the topic's first pods did not become ready in 60 s; "
+                                "see " +
+                                state_dir_ + "/pods/*/sidecar.log"));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // polling the loop's state
+    }
+    const std::string target = "http://" + (*platform)->PodIp(0) + ":8080";
+    if (o_.no_load) {
+      std::cerr << "shoal up: topic " << spec_.name << " is up; produce to " << target
+                << "/v1/topics/" << spec_.name << "/events, consume from each pod's :8080, "
+                << "status at http://127.0.0.1:" << o_.control_port
+                << "/status. Ctrl-C stops it.\n";
+      while (!g_interrupted.load()) {
+        Sample(loop, **platform, nullptr, 0);
+        View(loop, nullptr);
+        std::this_thread::sleep_for(std::chrono::seconds(1));  // the view's refresh
+      }
+      return finish(Status::Ok());
+    }
+
+    client::LoadOptions lo;
+    lo.targets = {target};
+    lo.topic = spec_.name;
+    lo.rate = o_.rate;
+    lo.profile = LoadProfile(o_.profile);
+    lo.duration_s = o_.duration_s;
+    lo.keys = o_.keys;
+    lo.producers = o_.producers;
+    lo.batch = 20;
+    lo.producer_prefix = "up-" + Timestamp();
+    client::LoadGenerator load(lo);
+    seen_before_ = CountSeen(state_dir_ + "/seen");  // a resumed topic's earlier runs
+    last_seen_ = seen_before_;
+    start_ = SteadyClock::now();
+    load.Start();
+    uint64_t last_acked = 0;
+    while (!g_interrupted.load()) {
+      const double t = Elapsed();
+      if (t >= o_.duration_s) break;
+      std::this_thread::sleep_until(start_ + std::chrono::seconds(static_cast<int>(t) + 1));
+      const uint64_t acked = load.acked();
+      Sample(loop, **platform, &load, static_cast<double>(acked - last_acked));
+      last_acked = acked;
+      View(loop, &load);
+    }
+    load.Stop();
+    auto acked = load.TakeAcked();
+    // Let the consumers catch up (the lag drains) and the topic shrink back toward its baseline,
+    // still sampling: up to three scale-down windows.
+    const auto drain_deadline =
+        SteadyClock::now() +
+        std::chrono::seconds(3 * spec_.scale_down.stabilization_window_seconds + 30);
+    auto at_baseline = [&] {
+      if (samples_.empty()) return true;
+      const auto& first = samples_.front();
+      const auto& last = samples_.back();
+      return last.partitions <= first.partitions && last.pods <= first.pods;
+    };
+    while (!g_interrupted.load() && SteadyClock::now() < drain_deadline &&
+           (CountSeen(state_dir_ + "/seen") < acked.size() + seen_before_ || !at_baseline())) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));  // the view's refresh
+      Sample(loop, **platform, &load, 0);
+      View(loop, &load);
+    }
+    if (tty_) std::cerr << "\n";
+    Status st = finish(Status::Ok());
+    if (!st.ok()) return st;
+
+    std::vector<client::SeenEvent> seen;
+    std::error_code ec;
+    for (const auto& f : std::filesystem::directory_iterator(state_dir_ + "/seen", ec)) {
+      auto part = client::ReadSeenFile(f.path().string());
+      if (!part.ok()) return part.status();
+      seen.insert(seen.end(), part->begin(), part->end());
+    }
+    out->name = name_;
+    out->topic = spec_.name;
+    out->profile = o_.profile;
+    out->base_rate = o_.rate;
+    out->surge_factor = o_.profile == "flash-sale" ? 10 : 1;
+    out->surge_start_s = o_.profile == "flash-sale" ? o_.duration_s / 3 : 0;
+    out->surge_end_s = o_.profile == "flash-sale" ? 2 * o_.duration_s / 3 : 0;
+    out->duration_s = o_.duration_s;
+    out->samples = samples_;
+    out->decisions = decisions_;
+    out->verify = client::Verify(acked, std::move(seen));
+    out->command = o_.command;
+    return Status::Ok();
+  }
+
+ private:
+  double Elapsed() const {
+    return std::chrono::duration<double>(SteadyClock::now() - start_).count();
+  }
+
+  void Sample(control::ControlLoop& loop, control::LocalPlatform& platform,
+              client::LoadGenerator* load, double acked_in_second) {
+    client::RunSample s;
+    s.t = Elapsed();
+    s.arrival_rate = acked_in_second;
+    const auto obs = loop.last_observed();
+    s.lag = obs.lag;
+    const auto map = loop.map();
+    s.partitions = static_cast<uint32_t>(map.active_count());
+    s.pods = platform.DesiredPods();
+    if (auto pods = platform.ListPods(); pods.ok()) {
+      for (const auto& p : *pods) s.ready_pods += p.ready ? 1 : 0;
+    }
+    if (load) {
+      auto lat = load->TakeLatenciesMs();
+      if (!lat.empty()) {
+        std::sort(lat.begin(), lat.end());
+        s.produce_p99_ms = Percentile(lat, 0.99);
+      }
+    }
+    const uint64_t seen = CountSeen(state_dir_ + "/seen");
+    s.consumed_rate = static_cast<double>(seen > last_seen_ ? seen - last_seen_ : 0);
+    last_seen_ = seen;
+    samples_.push_back(s);
+    const auto d = loop.last_decision();
+    if (d.at_ms != last_decision_ms_ && !(d.kinds.size() == 1 && d.kinds[0] == "hold")) {
+      last_decision_ms_ = d.at_ms;
+      std::string kinds;
+      for (const auto& k : d.kinds) kinds += (kinds.empty() ? "" : ",") + k;
+      client::RunDecision rd;
+      rd.t = s.t;
+      rd.kinds = kinds;
+      rd.reason = d.reason;
+      rd.partitions_from = last_partitions_ ? last_partitions_ : s.partitions;
+      rd.partitions_to = d.partitions;
+      rd.pods_from = last_pods_ ? last_pods_ : s.pods;
+      rd.pods_to = d.replicas;
+      decisions_.push_back(rd);
+      last_reason_ = d.reason;
+    }
+    last_partitions_ = s.partitions;
+    last_pods_ = s.pods;
+  }
+
+  void View(control::ControlLoop& loop, client::LoadGenerator* load) {
+    if (samples_.empty()) return;
+    const auto& s = samples_.back();
+    const bool surge =
+        o_.profile == "flash-sale" && s.t >= o_.duration_s / 3 && s.t < 2 * o_.duration_s / 3;
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "t=%3.0fs %s arrival %7.0f ev/s  partitions %3u  pods %u/%u  lag %8.0f  "
+                  "produce p99 %6.1f ms",
+                  s.t, surge ? "SURGE" : "     ", s.arrival_rate, s.partitions, s.ready_pods,
+                  s.pods, s.lag, s.produce_p99_ms);
+    const auto d = loop.last_decision();
+    const std::string reason = d.reason.empty() ? "(none yet)" : d.reason;
+    if (tty_) {
+      const size_t w = static_cast<size_t>(TerminalWidth());
+      // Redraw three lines in place.
+      if (drawn_) std::cerr << "\x1b[3F";
+      std::cerr << "\x1b[2K" << Fit(line, w) << "\n\x1b[2K" << Fit("last decision: " + reason, w)
+                << "\n\x1b[2K"
+                << Fit(loop.plan_in_progress() ? "changing: a plan is in progress" : "", w) << "\n";
+      drawn_ = true;
+    } else if (static_cast<int>(s.t) % 5 == 0 || !load) {
+      std::cerr << line << "\n";
+      if (reason != printed_reason_) {
+        std::cerr << "  decision: " << reason << "\n";
+        printed_reason_ = reason;
+      }
+    }
+  }
+
+  const UpOptions& o_;
+  const TopicSpec spec_;
+  const std::string name_, state_dir_;
+  SteadyClock::time_point start_ = SteadyClock::now();
+  std::vector<client::RunSample> samples_;
+  std::vector<client::RunDecision> decisions_;
+  int64_t last_decision_ms_ = 0;
+  uint32_t last_partitions_ = 0, last_pods_ = 0;
+  uint64_t last_seen_ = 0, seen_before_ = 0;
+  std::string last_reason_, printed_reason_;
+  const bool tty_ = isatty(STDERR_FILENO) != 0;
+  bool drawn_ = false;
+};
+
+void PrintFigures(const client::RunSummary& r, const client::RunFigures& f) {
+  std::printf(
+      "%s: acked %llu, lost %llu, reordered %llu, duplicated %llu; partitions %u -> %u -> %u, "
+      "pods %u -> %u -> %u; peak lag %.0f (%.1f s after the surge began); produce p99 %.1f ms; "
+      "%.0f partition-seconds, %.0f pod-seconds\n",
+      r.name.c_str(), static_cast<unsigned long long>(f.acked),
+      static_cast<unsigned long long>(f.lost), static_cast<unsigned long long>(f.reordered),
+      static_cast<unsigned long long>(f.duplicated), f.baseline_partitions, f.max_partitions,
+      f.final_partitions, f.baseline_pods, f.max_pods, f.final_pods, f.peak_lag,
+      f.lag_peak_after_surge_s, f.produce_p99_ms, f.partition_seconds, f.pod_seconds);
+}
+
+int RunUp(UpOptions o) {
+  (void)InitLogging("warn");
+  auto text = ReadTextFile(o.file);
+  if (!text.ok()) {
+    std::cerr << "shoal up: " << text.status().message()
+              << " (run from the repository root, or give the PartitionedTopic file)\n";
+    return 2;
+  }
+  auto spec = ParseTopic(*text);
+  if (!spec.ok()) {
+    std::cerr << "shoal up: " << o.file << ": " << spec.status().message() << "\n";
+    return 2;
+  }
+  if (o.state_dir.empty()) o.state_dir = ".shoal/" + spec->name;
+  if (o.report_dir.empty()) o.report_dir = "reports/" + spec->name + "-" + Timestamp();
+  signal(SIGINT, OnInterrupt);
+  signal(SIGTERM, OnInterrupt);
+  std::cerr << "shoal up: " << spec->name << " from " << o.file << ", state in " << o.state_dir
+            << (o.no_load
+                    ? ""
+                    : ", profile " + o.profile + " at " + std::to_string(static_cast<int>(o.rate)) +
+                          " ev/s (x10 in "
+                          "the middle third) for " +
+                          std::to_string(static_cast<int>(o.duration_s)) + " s")
+            << "\n";
+
+  client::RunSummary dynamic;
+  {
+    Run run(o, *spec, "dynamic", o.state_dir);
+    if (Status st = run.Execute(&dynamic); !st.ok()) {
+      std::cerr << "shoal up: " << st.message() << "\n";
+      return 1;
+    }
+  }
+  if (o.no_load) return 0;
+  const auto fd = client::ComputeFigures(dynamic);
+  std::vector<client::RunSummary> compare;
+  if (o.compare && !g_interrupted.load()) {
+    // The same profile with the partition count and pods fixed: at the baseline, and at the
+    // peak the dynamic run reached. Fresh state for each.
+    UpOptions so = o;
+    so.fresh = true;
+    for (const auto& [name, parts, pods] :
+         {std::tuple<std::string, uint32_t, uint32_t>{"static-baseline", fd.baseline_partitions,
+                                                      fd.baseline_pods},
+          {"static-peak", fd.max_partitions, fd.max_pods}}) {
+      if (g_interrupted.load()) break;
+      TopicSpec s = *spec;
+      s.partitions.min = s.partitions.max = s.partitions.initial = std::max<uint32_t>(1, parts);
+      s.replicas.min = s.replicas.max = std::max<uint32_t>(1, pods);
+      std::cerr << "shoal up --compare: " << name << " (" << parts << " partitions, " << pods
+                << " pods)\n";
+      client::RunSummary r;
+      Run run(so, s, name, o.state_dir + "-" + name);
+      if (Status st = run.Execute(&r); !st.ok()) {
+        std::cerr << "shoal up: " << name << ": " << st.message() << "\n";
+        return 1;
+      }
+      compare.push_back(std::move(r));
+    }
+    compare.insert(compare.begin(), dynamic);
+  }
+  if (Status st = client::WriteReport(o.report_dir, dynamic, compare); !st.ok()) {
+    std::cerr << "shoal up: " << st.message() << "\n";
+    return 1;
+  }
+  PrintFigures(dynamic, fd);
+  for (size_t i = 1; i < compare.size(); ++i) PrintFigures(compare[i], ComputeFigures(compare[i]));
+  std::printf("report: %s/summary.md%s\n", o.report_dir.c_str(),
+              compare.empty() ? "" : (" and " + o.report_dir + "/compare.md").c_str());
+  if (fd.lost > 0 || fd.reordered > 0) {
+    std::cerr << "shoal up: the verifier found lost or reordered events\n";
+    return 3;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void RegisterUp(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<UpOptions>();
+  auto* cmd = app.add_subcommand(
+      "up", "Run an elastic topic on this machine under a load profile, live, with a report");
+  cmd->add_option("file", o->file, "PartitionedTopic YAML (default examples/flash-sale.yaml)");
+  cmd->add_option("--profile", o->profile, "flash-sale | steady | sawtooth")
+      ->check(CLI::IsMember({"flash-sale", "steady", "sawtooth"}));
+  cmd->add_option("--rate", o->rate, "Events/s at 1x (the flash sale is 10x in its middle third)")
+      ->check(CLI::Range(1.0, 1e7));
+  cmd->add_option("--duration", o->duration_s, "Seconds of load")->check(CLI::Range(3.0, 86400.0));
+  cmd->add_option("--keys", o->keys, "Distinct keys")->check(CLI::Range(1, 100000000));
+  cmd->add_option("--producers", o->producers, "Producer threads")->check(CLI::Range(1, 256));
+  cmd->add_option("--consumer-cpu-us", o->consumer_cpu_us,
+                  "CPU microseconds a consumer spends "
+                  "per event");
+  cmd->add_option("--consumer-cpu-request", o->consumer_cpu_request,
+                  "Cores one consumer pod requests (CPU utilization is measured against it)");
+  cmd->add_option("--state-dir", o->state_dir, "Topic state (default .shoal/<topic>)");
+  cmd->add_option("--report", o->report_dir, "Report directory (default reports/<topic>-<time>)");
+  cmd->add_option("--ip-prefix", o->ip_prefix, "Pods bind <prefix>.2, <prefix>.3, ...");
+  cmd->add_option("--control-port", o->control_port, "/metrics and /status on 127.0.0.1 (0: off)");
+  cmd->add_flag("--no-load", o->no_load, "Leave the topic running for your own producers");
+  cmd->add_flag("--compare", o->compare,
+                "Also run static at the baseline and at the peak size, and compare");
+  cmd->add_flag("--fresh", o->fresh, "Start from an empty state directory");
+  cmd->callback([o, &exit_code] {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, " --profile %s --rate %g --duration %g --consumer-cpu-us %lld",
+                  o->profile.c_str(), o->rate, o->duration_s,
+                  static_cast<long long>(o->consumer_cpu_us));
+    o->command = "shoal up " + o->file + buf + (o->compare ? " --compare" : "");
+    exit_code = RunUp(*o);
+  });
+}
+
+}  // namespace shoal::cli

@@ -1,0 +1,92 @@
+// The simulator: replays a load trace (docs/simulator.md) through the real policy and planner at
+// any scale, with a simple model of the world around them (arrivals spread over the hash space
+// plus hot keys, consumers with a fixed capacity per pod, pods that take a while to start,
+// observations that go missing), and records every decision with its reason and the time the
+// policy and planner took. `shoal simulate` prints it; tests assert on it.
+//
+// The world model, in short: each step (the control loop's observation interval) every active
+// partition receives the trace's rate times its share of the hash space (plus the hot keys in
+// its range), optionally with noise; each ready pod consumes up to its capacity from the backlog
+// of the partitions it owns, in proportion to their backlog; a change takes one step and hands a
+// sealed partition's backlog to its successors in proportion to their ranges (the real system
+// keeps it in the parent and drains it first; the total is the same).
+// Values and a function; not synchronized.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "shoal/common/status.h"
+#include "shoal/common/topic_spec.h"
+
+namespace shoal::control {
+
+struct Trace {
+  std::string name;
+  double duration_s = 60;
+  double step_s = 1;
+  std::string topic_file;  // a PartitionedTopic file, relative to the trace's directory
+  std::vector<std::pair<double, double>> rate;  // (t, events/s), piecewise linear
+  double repeat_s = 0;                          // > 0: the pattern repeats with this period
+  double noise = 0;
+  uint64_t seed = 1;
+  struct HotKey {
+    std::string key;
+    double share = 0;
+    double from_s = 0, until_s = 1e18;
+  };
+  std::vector<HotKey> hot_keys;
+  struct Gap {
+    double from_s = 0, until_s = 0;
+    std::vector<uint32_t> pods;  // ordinals whose metrics are missing
+  };
+  std::vector<Gap> missing;
+  double consumer_events_per_second = 20000;  // per ready pod
+  double pod_start_s = 5;
+  uint32_t initial_partitions = 0;  // 0: the spec's partitions.initial
+  uint32_t initial_pods = 0;        // 0: the spec's replicas.min
+
+  double RateAt(double t) const;
+};
+
+// Parses a trace file's YAML; errors name the field.
+Result<Trace> ParseTrace(std::string_view yaml);
+
+struct SimDecision {
+  double t = 0;
+  uint32_t partitions_before = 0, partitions_after = 0;
+  uint32_t pods_before = 0, pods_after = 0;
+  std::vector<std::string> kinds;
+  std::string reason;
+  // Wall time of Decide, and of MakePlan plus resolving every change step of the plan.
+  double decide_ms = 0, plan_ms = 0;
+  size_t plan_steps = 0;
+};
+
+struct SimPoint {
+  double t = 0;
+  double rate = 0;
+  uint32_t partitions = 0;
+  uint32_t pods = 0;
+  double lag = 0;
+  bool plan_in_progress = false;
+};
+
+struct SimResult {
+  std::vector<SimDecision> decisions;  // only those that changed something
+  std::vector<SimPoint> timeline;      // one point per step
+  double max_lag = 0;
+  double partition_seconds = 0, pod_seconds = 0;
+  // The slowest Decide; the slowest MakePlan with its first change resolved; the slowest
+  // resolution of one later change step.
+  double max_decide_ms = 0, max_plan_ms = 0, max_resolve_ms = 0;
+  uint32_t max_partitions = 0, max_pods = 0;
+  uint64_t holds = 0;  // decisions that changed nothing
+
+  std::string ToJson(bool with_timeline) const;
+};
+
+Result<SimResult> Simulate(const TopicSpec& spec, const Trace& trace);
+
+}  // namespace shoal::control

@@ -1,0 +1,80 @@
+#include "loop/control_probe.h"
+
+#include "shoal/common/metrics.h"
+
+namespace shoal::control {
+
+namespace {
+
+prometheus::Gauge& TopicGauge(prometheus::Registry& r, const std::string& name,
+                              const std::string& help, const std::string& topic,
+                              std::map<std::string, std::string> labels = {}) {
+  labels["topic"] = topic;
+  return prometheus::BuildGauge().Name(name).Help(help).Register(r).Add(labels);
+}
+
+}  // namespace
+
+ControlProbe::ControlProbe(prometheus::Registry& r, const std::string& topic)
+    : topic_(topic),
+      decisions_(prometheus::BuildCounter()
+                     .Name("shoal_control_decisions_total")
+                     .Help("Scaling decisions by kind (split, merge, pods_up, pods_down, hold)")
+                     .Register(r)),
+      steps_(prometheus::BuildCounter()
+                 .Name("shoal_control_plan_steps_total")
+                 .Help("Plan steps carried out, by kind and outcome (ok, failed)")
+                 .Register(r)),
+      step_seconds_(prometheus::BuildHistogram()
+                        .Name("shoal_control_plan_step_duration_seconds")
+                        .Help("Time one plan step took, by kind")
+                        .Register(r)),
+      last_decision_(TopicGauge(r, "shoal_control_last_decision_timestamp_seconds",
+                                "Unix time of the last decision that changed something", topic)),
+      arrival_(TopicGauge(r, "shoal_control_arrival_rate_events_per_second",
+                          "Arrival rate over the topic's active partitions, as last observed",
+                          topic)),
+      lag_(TopicGauge(r, "shoal_control_consumer_lag_events",
+                      "Consumer lag summed over the topic's partitions, as last observed", topic)),
+      missing_(TopicGauge(r, "shoal_control_observation_missing",
+                          "What the last observation could not see (partitions or pods)", topic)),
+      active_(TopicGauge(r, "shoal_control_partitions", "Partitions of the topic's map, by state",
+                         topic, {{"state", "active"}})),
+      sealed_(TopicGauge(r, "shoal_control_partitions", "Partitions of the topic's map, by state",
+                         topic, {{"state", "sealed"}})),
+      desired_pods_(TopicGauge(r, "shoal_control_pods", "Pods of the topic, desired and ready",
+                               topic, {{"state", "desired"}})),
+      ready_pods_(TopicGauge(r, "shoal_control_pods", "Pods of the topic, desired and ready", topic,
+                             {{"state", "ready"}})),
+      in_progress_(TopicGauge(r, "shoal_control_plan_in_progress",
+                              "1 while a plan is being carried out", topic)) {}
+
+void ControlProbe::Decided(const std::string& kind, double unix_seconds) {
+  decisions_.Add({{"topic", topic_}, {"kind", kind}}).Increment();
+  if (kind != "hold") last_decision_.Set(unix_seconds);
+}
+
+void ControlProbe::StepFinished(const std::string& kind, bool ok, double seconds) {
+  steps_.Add({{"topic", topic_}, {"kind", kind}, {"outcome", ok ? "ok" : "failed"}}).Increment();
+  if (ok) {
+    step_seconds_.Add({{"topic", topic_}, {"kind", kind}}, metrics::LatencyBuckets())
+        .Observe(seconds);
+  }
+}
+
+void ControlProbe::Observed(double arrival_rate, double consumer_lag, size_t missing) {
+  arrival_.Set(arrival_rate);
+  lag_.Set(consumer_lag);
+  missing_.Set(static_cast<double>(missing));
+}
+
+void ControlProbe::State(size_t active_partitions, size_t sealed_partitions, uint32_t desired_pods,
+                         uint32_t ready_pods, bool plan_in_progress) {
+  active_.Set(static_cast<double>(active_partitions));
+  sealed_.Set(static_cast<double>(sealed_partitions));
+  desired_pods_.Set(desired_pods);
+  ready_pods_.Set(ready_pods);
+  in_progress_.Set(plan_in_progress ? 1 : 0);
+}
+
+}  // namespace shoal::control

@@ -1,0 +1,45 @@
+// ControlProbe: the control loop's metrics, declared once (docs/metrics.md, "Control loop"):
+// decisions by kind, plan steps by kind and outcome with their durations, and gauges of what the
+// loop sees and wants. Registered on the registry of the loop's ChangeProbe so that one /metrics
+// serves both. Thread-safe once constructed; owned by the ControlLoop.
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <string>
+
+namespace shoal::control {
+
+class ControlProbe {
+ public:
+  ControlProbe(prometheus::Registry& registry, const std::string& topic);
+  ControlProbe(const ControlProbe&) = delete;
+  ControlProbe& operator=(const ControlProbe&) = delete;
+
+  void Decided(const std::string& kind, double unix_seconds);
+  void StepFinished(const std::string& kind, bool ok, double seconds);
+  void Observed(double arrival_rate, double consumer_lag, size_t missing);
+  void State(size_t active_partitions, size_t sealed_partitions, uint32_t desired_pods,
+             uint32_t ready_pods, bool plan_in_progress);
+
+ private:
+  const std::string topic_;
+  prometheus::Family<prometheus::Counter>& decisions_;
+  prometheus::Family<prometheus::Counter>& steps_;
+  prometheus::Family<prometheus::Histogram>& step_seconds_;
+  prometheus::Gauge& last_decision_;
+  prometheus::Gauge& arrival_;
+  prometheus::Gauge& lag_;
+  prometheus::Gauge& missing_;
+  prometheus::Gauge& active_;
+  prometheus::Gauge& sealed_;
+  prometheus::Gauge& desired_pods_;
+  prometheus::Gauge& ready_pods_;
+  prometheus::Gauge& in_progress_;
+};
+
+}  // namespace shoal::control

@@ -1,0 +1,260 @@
+// The control loop on the local platform with real sidecars under load (issue 4's acceptance):
+// `shoal control` runs as its own process with pods (sidecar + consumer processes) on a loopback
+// block of their own; keyed load with a surge drives it. The test watches the persisted control
+// state and checks that the surge leads to splits, new pods and moves; kills the loop with
+// kill -9 in the middle of a plan and starts it again, which must complete that plan; lets the
+// surge pass and checks that scale-down returns the pods; and finally verifies, over the whole
+// run, that every acknowledged event was seen, none reordered.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <simdjson.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "shoal/client/process.h"
+#include "shoal/client/verifier.h"
+#include "shoal/client/workload.h"
+#include "support/temp_dir.h"
+
+namespace shoal {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// What the control state file says at one moment.
+struct Snapshot {
+  bool has_map = false;
+  uint64_t epoch = 0;
+  size_t active = 0;
+  std::set<std::string> owners;  // of active partitions
+  bool has_plan = false;
+  uint64_t plan_id = 0, plan_next = 0, plan_steps = 0;
+  std::vector<std::string> step_kinds;
+};
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// nullopt while the file is missing or being replaced.
+std::optional<Snapshot> ReadState(const std::string& dir) {
+  const std::string text = ReadAll(dir + "/control-state.json");
+  if (text.empty()) return std::nullopt;
+  simdjson::dom::parser parser;
+  simdjson::padded_string padded(text);
+  simdjson::dom::element doc;
+  if (parser.parse(padded).get(doc)) return std::nullopt;
+  Snapshot s;
+  simdjson::dom::element map, plan;
+  if (!doc["map"].get(map) && !map.is_null()) {
+    s.has_map = true;
+    if (map["epoch"].get(s.epoch)) return std::nullopt;
+    simdjson::dom::array parts;
+    if (map["partitions"].get(parts)) return std::nullopt;
+    for (auto p : parts) {
+      std::string_view state, owner;
+      if (p["state"].get(state) || p["owner"].get(owner)) return std::nullopt;
+      if (state == "active") {
+        ++s.active;
+        s.owners.insert(std::string(owner));
+      }
+    }
+  }
+  if (!doc["plan"].get(plan) && !plan.is_null()) {
+    s.has_plan = true;
+    simdjson::dom::array steps;
+    if (plan["id"].get(s.plan_id) || plan["next"].get(s.plan_next) || plan["steps"].get(steps)) {
+      return std::nullopt;
+    }
+    for (auto st : steps) {
+      std::string_view kind;
+      if (st["kind"].get(kind)) return std::nullopt;
+      s.step_kinds.emplace_back(kind);
+    }
+    s.plan_steps = s.step_kinds.size();
+  }
+  return s;
+}
+
+uint32_t DesiredPods(const std::string& dir) {
+  const std::string text = ReadAll(dir + "/desired-pods");
+  return text.empty() ? 0 : static_cast<uint32_t>(std::stoul(text));
+}
+
+uint64_t CountLines(const std::string& dir) {
+  uint64_t n = 0;
+  if (!std::filesystem::exists(dir)) return 0;
+  for (const auto& f : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(f.path());
+    std::string line;
+    while (std::getline(in, line)) n += line.empty() ? 0 : 1;
+  }
+  return n;
+}
+
+class ControlLoopTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::random_device rd;
+    std::mt19937 rng(rd());
+    // A loopback block of our own: parallel tests never share addresses.
+    ip_prefix_ = "127." + std::to_string(20 + rng() % 200) + "." + std::to_string(rng() % 250);
+    state_ = dir_.path() + "/state";
+    topic_file_ = dir_.path() + "/orders.yaml";
+    std::ofstream(topic_file_) << R"(apiVersion: shoal.dev/v1alpha1
+kind: PartitionedTopic
+metadata: {name: orders}
+spec:
+  partitions: {min: 2, max: 16, initial: 2}
+  replicas: {min: 1, max: 4}
+  scaling:
+    targetEventsPerSecondPerPartition: 400
+    targetPartitionsPerReplica: 4
+    targetConsumerLag: 50000
+  behavior:
+    scaleUp: {stabilizationWindowSeconds: 0, tolerance: 0.1}
+    scaleDown: {stabilizationWindowSeconds: 6, tolerance: 0.1}
+  durability: {fsync: interval}
+)";
+  }
+
+  void TearDown() override {
+    if (loop_.running()) loop_.Stop(5s);
+    // Stop the pods whatever happened (they run in sessions of their own).
+    auto down = client::ChildProcess::Spawn(
+        {SHOAL_BIN, "down", "--topic", "orders", "--state-dir", state_}, dir_.path() + "/down.log");
+    if (down.ok()) down->Wait(60s);
+    if (HasFailure()) {
+      dir_.Keep();
+      std::fprintf(stderr, "kept %s for inspection\n", dir_.path().c_str());
+    }
+  }
+
+  void StartLoop() {
+    auto p = client::ChildProcess::Spawn(
+        {SHOAL_BIN, "control", topic_file_, "--state-dir", state_, "--ip-prefix", ip_prefix_,
+         "--control-port", "0", "--interval-ms", "500", "--log-level", "info"},
+        dir_.path() + "/control.log");
+    ASSERT_TRUE(p.ok()) << p.status().message();
+    loop_ = std::move(p).value();
+  }
+
+  // Polls the control state until `pred` holds; records every snapshot seen on the way.
+  bool WaitFor(const std::function<bool(const Snapshot&)>& pred, std::chrono::seconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline) {
+      if (auto s = ReadState(state_)) {
+        max_active_ = std::max(max_active_, s->active);
+        max_owners_ = std::max(max_owners_, s->owners.size());
+        max_pods_ = std::max(max_pods_, DesiredPods(state_));
+        if (pred(*s)) return true;
+      }
+      std::this_thread::sleep_for(20ms);  // polling interval of a file another process writes
+    }
+    return false;
+  }
+
+  testing::TempDir dir_{"shoal-control"};
+  std::string ip_prefix_, state_, topic_file_;
+  client::ChildProcess loop_;
+  size_t max_active_ = 0, max_owners_ = 0;
+  uint32_t max_pods_ = 0;
+};
+
+TEST_F(ControlLoopTest, SurgeScalesUpKilledLoopResumesScaleDownReturnsPodsNothingLost) {
+  StartLoop();
+  ASSERT_TRUE(WaitFor([](const Snapshot& s) { return s.has_map; }, 60s))
+      << "the topic was not created; see control.log";
+
+  // Load: 500 events/s, ten times that in the middle third of 36 s, into pod 0 (it forwards).
+  client::LoadOptions lo;
+  lo.targets = {"http://" + ip_prefix_ + ".2:8080"};
+  lo.rate = 500;
+  lo.profile = "surge";
+  lo.duration_s = 36;
+  lo.keys = 2000;
+  lo.producers = 4;
+  lo.batch = 25;
+  client::LoadGenerator load(lo);
+  load.Start();
+
+  // The surge: splits, then more pods, then moves. Kill the loop once a plan has done its first
+  // step and still has steps to go.
+  uint64_t killed_plan = 0;
+  ASSERT_TRUE(WaitFor(
+      [&](const Snapshot& s) {
+        if (s.has_plan && s.plan_next >= 1 && s.plan_next < s.plan_steps) {
+          killed_plan = s.plan_id;
+          return true;
+        }
+        return false;
+      },
+      60s))
+      << "no plan in progress seen during the surge";
+  loop_.Signal(SIGKILL);
+  ASSERT_TRUE(loop_.Wait(10s).has_value());
+  const auto before = ReadState(state_);
+  ASSERT_TRUE(before && before->has_plan && before->plan_id == killed_plan);
+  StartLoop();
+  // The restarted loop completes that very plan.
+  ASSERT_TRUE(
+      WaitFor([&](const Snapshot& s) { return !s.has_plan || s.plan_id > killed_plan; }, 60s))
+      << "plan " << killed_plan << " was not completed after the restart";
+
+  // Scale-up happened: more partitions, more pods, partitions moved onto them.
+  // (A tenfold surge of 500 ev/s at 400 ev/s per partition needs at least 8 partitions.)
+  EXPECT_TRUE(WaitFor(
+      [&](const Snapshot&) { return max_pods_ >= 2 && max_owners_ >= 2 && max_active_ >= 8; }, 30s))
+      << "max pods " << max_pods_ << ", max owners " << max_owners_ << ", max partitions "
+      << max_active_;
+
+  // The surge passes and the load ends: scale-down returns the pods and merges partitions.
+  ASSERT_TRUE(WaitFor(
+      [&](const Snapshot& s) {
+        return !s.has_plan && DesiredPods(state_) == 1 && s.owners.size() == 1 && s.active <= 4;
+      },
+      120s))
+      << "scale-down did not return to one pod";
+  load.Stop();
+  const auto acked = load.TakeAcked();
+  ASSERT_GT(acked.size(), 10000u);
+
+  // Every acknowledged event reaches a consumer: wait until the consumers recorded them all.
+  const auto deadline = Clock::now() + 60s;
+  while (CountLines(state_ + "/seen") < acked.size() && Clock::now() < deadline) {
+    std::this_thread::sleep_for(50ms);  // polling files other processes append to
+  }
+  loop_.Stop(10s);
+  auto down = client::ChildProcess::Spawn(
+      {SHOAL_BIN, "down", "--topic", "orders", "--state-dir", state_}, dir_.path() + "/down.log");
+  ASSERT_TRUE(down.ok());
+  ASSERT_EQ(down->Wait(60s).value_or(-1), 0);
+  std::vector<client::SeenEvent> seen;
+  for (const auto& f : std::filesystem::directory_iterator(state_ + "/seen")) {
+    auto part = client::ReadSeenFile(f.path().string());
+    ASSERT_TRUE(part.ok()) << part.status().message();
+    seen.insert(seen.end(), part->begin(), part->end());
+  }
+  const auto report = client::Verify(acked, seen);
+  EXPECT_EQ(report.lost, 0u) << report.ToText();
+  EXPECT_EQ(report.reordered, 0u) << report.ToText();
+  std::printf(
+      "acked %zu, seen %zu, lost %llu, reordered %llu, duplicated %llu; max partitions %zu, "
+      "max pods %u\n",
+      acked.size(), seen.size(), static_cast<unsigned long long>(report.lost),
+      static_cast<unsigned long long>(report.reordered),
+      static_cast<unsigned long long>(report.duplicated), max_active_, max_pods_);
+}
+
+}  // namespace
+}  // namespace shoal
