@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The main job: install what is needed, build, and run the local sidecar demo.
+# The main job: install what is needed, build, and run an elastic topic through a flash sale on
+# this machine (`shoal up`), ending in a report under reports/. Extra arguments go to shoal up,
+# e.g. --compare, --no-load, --duration 120.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/build.sh
-exec ./build/cli/shoal demo "$@"
+./scripts/build.sh shoal shoal-sidecar  # the programs only; scripts/test.sh builds the tests
+exec ./build/cli/shoal up examples/flash-sale.yaml "$@"
