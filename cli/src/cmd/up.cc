@@ -100,8 +100,15 @@ uint64_t CountSeen(const std::string& dir) {
 // One run of the topic: pods, loop, load, live view, verification. Fills `out`.
 class Run {
  public:
-  Run(const UpOptions& o, TopicSpec spec, std::string name, std::string state_dir)
-      : o_(o), spec_(std::move(spec)), name_(std::move(name)), state_dir_(std::move(state_dir)) {}
+  // `min_sampled_s`: keep sampling at least this long, so that compared runs cover the same
+  // window (the dynamic run samples through its catch-up and shrink-back).
+  Run(const UpOptions& o, TopicSpec spec, std::string name, std::string state_dir,
+      double min_sampled_s = 0)
+      : o_(o),
+        spec_(std::move(spec)),
+        name_(std::move(name)),
+        state_dir_(std::move(state_dir)),
+        min_sampled_s_(min_sampled_s) {}
 
   Status Execute(client::RunSummary* out) {
     if (o_.fresh) {
@@ -203,8 +210,10 @@ class Run {
     // Let the consumers catch up (the lag drains) and the topic shrink back toward its baseline,
     // still sampling: up to three scale-down windows.
     const auto drain_deadline =
-        SteadyClock::now() +
-        std::chrono::seconds(3 * spec_.scale_down.stabilization_window_seconds + 30);
+        std::max(SteadyClock::now() +
+                     std::chrono::seconds(3 * spec_.scale_down.stabilization_window_seconds + 30),
+                 start_ + std::chrono::duration_cast<SteadyClock::duration>(
+                              std::chrono::duration<double>(min_sampled_s_)));
     auto at_baseline = [&] {
       if (samples_.empty()) return true;
       const auto& first = samples_.front();
@@ -212,7 +221,8 @@ class Run {
       return last.partitions <= first.partitions && last.pods <= first.pods;
     };
     while (!g_interrupted.load() && SteadyClock::now() < drain_deadline &&
-           (CountSeen(state_dir_ + "/seen") < acked.size() + seen_before_ || !at_baseline())) {
+           (CountSeen(state_dir_ + "/seen") < acked.size() + seen_before_ || !at_baseline() ||
+            Elapsed() < min_sampled_s_)) {
       std::this_thread::sleep_for(std::chrono::seconds(1));  // the view's refresh
       Sample(loop, **platform, &load, 0);
       View(loop, &load);
@@ -325,6 +335,7 @@ class Run {
   const UpOptions& o_;
   const TopicSpec spec_;
   const std::string name_, state_dir_;
+  const double min_sampled_s_;
   SteadyClock::time_point start_ = SteadyClock::now();
   std::vector<client::RunSample> samples_;
   std::vector<client::RunDecision> decisions_;
@@ -401,7 +412,9 @@ int RunUp(UpOptions o) {
       std::cerr << "shoal up --compare: " << name << " (" << parts << " partitions, " << pods
                 << " pods)\n";
       client::RunSummary r;
-      Run run(so, s, name, o.state_dir + "-" + name);
+      // Sampled over the same window as the dynamic run, for comparable partition-seconds.
+      const double window = dynamic.samples.empty() ? 0 : dynamic.samples.back().t;
+      Run run(so, s, name, o.state_dir + "-" + name, window);
       if (Status st = run.Execute(&r); !st.ok()) {
         std::cerr << "shoal up: " << name << ": " << st.message() << "\n";
         return 1;
