@@ -6,6 +6,8 @@
 #include <string>
 
 #include "shoal/common/status.h"
+#include "shoal/common/topic_spec.h"
+#include "shoal/operator/local_platform.h"
 
 namespace shoal::cli {
 
@@ -22,6 +24,10 @@ void RegisterUp(CLI::App& app, int& exit_code);
 Result<std::string> ReadTextFile(const std::string& path);
 // This program's path (/proc/self/exe): the `shoal` that pods run as their consumer.
 std::string SelfPath();
+
+// The local platform's options that follow from a topic's spec: topic, state directory, the
+// sidecars' fsync and retention, and `shoal` itself as the pods' consumer.
+control::LocalPlatformOptions PlatformOptionsFor(const TopicSpec& spec, std::string state_dir);
 
 // Percentile of a sorted vector (nearest rank), 0 for an empty one.
 double Percentile(const std::vector<double>& sorted, double p);

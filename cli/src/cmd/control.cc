@@ -64,21 +64,15 @@ int RunControl(const ControlOptions& o) {
     std::cerr << "shoal control: " << o.file << ": " << spec.status().message() << "\n";
     return 2;
   }
-  control::LocalPlatformOptions po;
-  po.topic = spec->name;
-  po.state_dir = o.state_dir.empty() ? DefaultStateDir(spec->name) : o.state_dir;
-  po.consumer_binary = o.no_consumers ? "" : SelfPath();
+  control::LocalPlatformOptions po =
+      PlatformOptionsFor(*spec, o.state_dir.empty() ? DefaultStateDir(spec->name) : o.state_dir);
+  if (o.no_consumers) po.consumer_binary.clear();
   po.ip_prefix = o.ip_prefix;
   po.data_port = o.data_port;
   po.admin_port = o.admin_port;
   po.metrics_port = o.metrics_port;
-  po.fsync = spec->fsync;
   po.cpu_us_per_event = o.consumer_cpu_us;
   po.log_level = o.log_level == "debug" ? "debug" : "info";
-  if (spec->retention.bytes) {
-    po.sidecar_args.push_back("--retention-bytes=" + std::to_string(spec->retention.bytes));
-  }
-  po.sidecar_args.push_back("--retention-ms=" + std::to_string(spec->retention.ms));
   auto platform = control::LocalPlatform::Open(po);
   if (!platform.ok()) {
     std::cerr << "shoal control: " << platform.status().message() << "\n";
@@ -258,6 +252,19 @@ std::string SelfPath() {
   char buf[4096];
   const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "shoal";
+}
+
+control::LocalPlatformOptions PlatformOptionsFor(const TopicSpec& spec, std::string state_dir) {
+  control::LocalPlatformOptions po;
+  po.topic = spec.name;
+  po.state_dir = std::move(state_dir);
+  po.consumer_binary = SelfPath();
+  po.fsync = spec.fsync;
+  po.sidecar_args.push_back("--retention-ms=" + std::to_string(spec.retention.ms));
+  if (spec.retention.bytes) {
+    po.sidecar_args.push_back("--retention-bytes=" + std::to_string(spec.retention.bytes));
+  }
+  return po;
 }
 
 void RegisterControl(CLI::App& app, int& exit_code) {

@@ -115,20 +115,12 @@ class Run {
       std::error_code ec;
       std::filesystem::remove_all(state_dir_, ec);
     }
-    control::LocalPlatformOptions po;
-    po.topic = spec_.name;
-    po.state_dir = state_dir_;
-    po.consumer_binary = SelfPath();
+    control::LocalPlatformOptions po = PlatformOptionsFor(spec_, state_dir_);
     po.ip_prefix = o_.ip_prefix;
-    po.fsync = spec_.fsync;
     po.cpu_us_per_event = o_.consumer_cpu_us;
     po.cpu_request_cores = o_.consumer_cpu_request;
     po.log_level = "warn";
-    po.sidecar_args = {"--retention-ms=" + std::to_string(spec_.retention.ms),
-                       "--redelivery-ms=5000"};
-    if (spec_.retention.bytes) {
-      po.sidecar_args.push_back("--retention-bytes=" + std::to_string(spec_.retention.bytes));
-    }
+    po.sidecar_args.push_back("--redelivery-ms=5000");
     auto platform = control::LocalPlatform::Open(po);
     if (!platform.ok()) return platform.status();
     auto& clock = SystemClock::Instance();
