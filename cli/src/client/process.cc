@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -192,21 +193,51 @@ std::optional<std::chrono::nanoseconds> ProcessCpuTime(pid_t pid) {
                                   static_cast<uint64_t>(ticks));
 }
 
-Result<uint16_t> FreePort(const std::string& host) {
+namespace {
+
+// Whether `port` can be bound on `host` right now.
+bool CanBind(const std::string& host, uint16_t port, uint16_t* bound) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Status::IoError("socket failed");
+  if (fd < 0) return false;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   ::inet_pton(AF_INET, host.c_str(), &addr.sin_addr);
-  addr.sin_port = 0;
+  addr.sin_port = htons(port);
   socklen_t len = sizeof addr;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    ::close(fd);
-    return Status::IoError("cannot bind a free port on " + host);
-  }
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
   ::close(fd);
-  return ntohs(addr.sin_port);
+  if (ok && bound) *bound = ntohs(addr.sin_port);
+  return ok;
+}
+
+// The lowest port the kernel hands out to outgoing connections (32768 by default).
+uint16_t EphemeralLow() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  unsigned low = 0, high = 0;
+  if (in >> low >> high && low > 0 && low < 65536) return static_cast<uint16_t>(low);
+  return 32768;
+}
+
+}  // namespace
+
+// A port chosen below the kernel's ephemeral range, so that the many outgoing connections of a
+// busy machine cannot take it between this check and the child's bind; port 0 (the kernel's
+// choice) only when that range is too small to draw from.
+Result<uint16_t> FreePort(const std::string& host) {
+  constexpr uint16_t kLow = 20000;
+  const uint16_t high = EphemeralLow();
+  if (high > kLow + 1000) {
+    static thread_local std::mt19937 rng(std::random_device{}());
+    std::uniform_int_distribution<int> pick(kLow, high - 1);
+    for (int attempt = 0; attempt < 64; ++attempt) {
+      const auto port = static_cast<uint16_t>(pick(rng));
+      if (CanBind(host, port, nullptr)) return port;
+    }
+  }
+  uint16_t port = 0;
+  if (!CanBind(host, 0, &port)) return Status::IoError("cannot bind a free port on " + host);
+  return port;
 }
 
 Status WaitForHttp(const std::string& host, uint16_t port, const std::string& path,
@@ -243,6 +274,20 @@ std::string FindSidecarBinary() {
 
 namespace shoal::client {
 
+namespace {
+
+// Whether the log, from byte `from` on, reports a listen that failed on a busy port.
+bool LogSaysPortBusy(const std::string& log_path, uintmax_t from) {
+  std::ifstream in(log_path, std::ios::binary);
+  if (!in) return false;
+  in.seekg(static_cast<std::streamoff>(from));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str().find("Address already in use") != std::string::npos;
+}
+
+}  // namespace
+
 Result<LocalSidecar> LocalSidecar::Start(const LocalSidecarOptions& o) {
   LocalSidecar s;
   s.host = o.host;
@@ -251,32 +296,39 @@ Result<LocalSidecar> LocalSidecar::Start(const LocalSidecarOptions& o) {
   std::filesystem::create_directories(o.data_dir, ec);
   if (ec) return Status::IoError("creating " + o.data_dir + ": " + ec.message());
   s.log_path = o.data_dir + "/sidecar.log";
-  for (uint16_t* p : {&s.port, &s.admin_port, &s.metrics_port}) {
-    auto port = FreePort(o.host);
-    if (!port.ok()) return port.status();
-    *p = *port;
+  // Another program may still take a chosen port before the child binds it; then the child says
+  // so in its log and exits, and it is started again on other ports.
+  for (int attempt = 1;; ++attempt) {
+    for (uint16_t* p : {&s.port, &s.admin_port, &s.metrics_port}) {
+      auto port = FreePort(o.host);
+      if (!port.ok()) return port.status();
+      *p = *port;
+    }
+    std::vector<std::string> argv = {o.binary.empty() ? FindSidecarBinary() : o.binary,
+                                     "--topic",
+                                     o.topic,
+                                     "--partitions",
+                                     std::to_string(o.partitions),
+                                     "--data-dir",
+                                     o.data_dir,
+                                     "--bind",
+                                     o.host,
+                                     "--port",
+                                     std::to_string(s.port),
+                                     "--admin-port",
+                                     std::to_string(s.admin_port),
+                                     "--metrics-port",
+                                     std::to_string(s.metrics_port),
+                                     "--fsync",
+                                     o.fsync};
+    argv.insert(argv.end(), o.extra_args.begin(), o.extra_args.end());
+    s.argv = argv;
+    std::error_code size_ec;
+    const auto log_before = std::filesystem::file_size(s.log_path, size_ec);
+    Status st = s.Restart();
+    if (st.ok()) return s;
+    if (attempt >= 4 || !LogSaysPortBusy(s.log_path, size_ec ? 0 : log_before)) return st;
   }
-  std::vector<std::string> argv = {o.binary.empty() ? FindSidecarBinary() : o.binary,
-                                   "--topic",
-                                   o.topic,
-                                   "--partitions",
-                                   std::to_string(o.partitions),
-                                   "--data-dir",
-                                   o.data_dir,
-                                   "--bind",
-                                   o.host,
-                                   "--port",
-                                   std::to_string(s.port),
-                                   "--admin-port",
-                                   std::to_string(s.admin_port),
-                                   "--metrics-port",
-                                   std::to_string(s.metrics_port),
-                                   "--fsync",
-                                   o.fsync};
-  argv.insert(argv.end(), o.extra_args.begin(), o.extra_args.end());
-  s.argv = argv;
-  SHOAL_RETURN_IF_ERROR(s.Restart());
-  return s;
 }
 
 Status LocalSidecar::Restart() {

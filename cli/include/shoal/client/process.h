@@ -72,7 +72,8 @@ std::vector<std::string> ProcessCmdline(pid_t pid);
 // The CPU time (user + system) a running process used so far, from /proc/<pid>/stat.
 std::optional<std::chrono::nanoseconds> ProcessCpuTime(pid_t pid);
 
-// A TCP port on `host` that was free a moment ago (bind to port 0, read it, close).
+// A TCP port on `host` that was free a moment ago, drawn below the kernel's ephemeral range
+// (where outgoing connections cannot take it) when the machine allows.
 Result<uint16_t> FreePort(const std::string& host = "127.0.0.1");
 
 // Polls GET path until it answers 200 or the deadline passes.
