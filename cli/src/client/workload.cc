@@ -26,10 +26,12 @@ uint64_t MonotonicNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-double ProfileFactor(const std::string& profile, double t, double d) {
+double ProfileFactor(const LoadOptions& o, double t) {
+  const std::string& profile = o.profile;
+  const double d = o.duration_s;
   if (profile == "surge") {
     if (d <= 0) return 1;
-    return (t >= d / 3 && t < 2 * d / 3) ? 10.0 : 1.0;
+    return (t >= o.surge_from * d && t < o.surge_until * d) ? 10.0 : 1.0;
   }
   if (profile == "sawtooth") {
     const double period = d > 0 ? d / 3 : 10.0;
@@ -37,6 +39,13 @@ double ProfileFactor(const std::string& profile, double t, double d) {
     return 1.0 + 9.0 * phase;
   }
   return 1.0;
+}
+
+double ProfileFactor(const std::string& profile, double t, double d) {
+  LoadOptions o;
+  o.profile = profile;
+  o.duration_s = d;
+  return ProfileFactor(o, t);
 }
 
 LoadGenerator::LoadGenerator(LoadOptions options) : opts_(std::move(options)) {}
@@ -119,7 +128,7 @@ void LoadGenerator::Run(int index) {
               .count());
     }
     if (opts_.rate > 0) {
-      const double factor = ProfileFactor(opts_.profile, t, opts_.duration_s);
+      const double factor = ProfileFactor(opts_, t);
       const double per_producer = opts_.rate * factor / opts_.producers;
       next_send += std::chrono::duration_cast<std::chrono::steady_clock::duration>(
           std::chrono::duration<double>(opts_.batch / per_producer));
@@ -213,6 +222,8 @@ Result<std::map<uint32_t, uint64_t>> GroupPositions(ShoalClient& client, const s
   return out;
 }
 
+}  // namespace
+
 void BurnCpu(int64_t us) {
   if (us <= 0) return;
   const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
@@ -220,8 +231,6 @@ void BurnCpu(int64_t us) {
     // Busy work on purpose: the consumer's CPU use is what CPU-based scaling measures.
   }
 }
-
-}  // namespace
 
 Status GroupConsumer::OpenStream(std::map<uint32_t, uint64_t>* next) {
   const std::string& path = opts_.stream_to;

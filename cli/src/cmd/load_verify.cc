@@ -65,7 +65,7 @@ int RunLoad(LoadCmd c) {
     const uint64_t now = gen.acked();
     if (!c.json) {
       std::cerr << "load: t=" << s << "s acked " << now << " (" << (now - last) << "/s, profile x"
-                << client::ProfileFactor(c.load.profile, s, c.load.duration_s)
+                << client::ProfileFactor(c.load, s)
                 << "), retried batches " << gen.retries() << "\n";
     }
     last = now;
@@ -181,7 +181,8 @@ void RegisterLoadVerify(CLI::App& app, int& exit_code) {
   load->add_option("--keys", l->load.keys, "Distinct keys")->check(CLI::Range(1, 100000000));
   load->add_option("--batch", l->load.batch, "Events per request")->check(CLI::Range(1, 100000));
   load->add_option("--rate", l->load.rate, "Events/s in total at 1x (0: maximum)");
-  load->add_option("--profile", l->load.profile, "steady | surge | sawtooth")
+  load->add_option("--profile", l->load.profile,
+                   "steady | surge (10x from 30% to 50% of --duration) | sawtooth")
       ->check(CLI::IsMember({"steady", "surge", "sawtooth"}));
   load->add_option("--duration", l->load.duration_s, "Seconds");
   load->add_option("--seed", l->load.seed, "Random seed");

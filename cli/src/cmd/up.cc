@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -52,11 +53,11 @@ struct UpOptions {
   std::string state_dir;
   std::string report_dir;
   std::string profile = "flash-sale";  // flash-sale | steady | sawtooth
-  double rate = 800;                   // events/s at 1x
-  double duration_s = 90;
+  double rate = 700;                   // events/s at 1x
+  double duration_s = 80;
   int keys = 5000;
-  int producers = 4;
-  int64_t consumer_cpu_us = 100;
+  int producers = 16;
+  int64_t consumer_cpu_us = 50;
   double consumer_cpu_request = 0.25;
   std::string ip_prefix = "127.0.0";
   uint16_t control_port = 9400;
@@ -76,6 +77,10 @@ std::string Timestamp() {
 
 std::string LoadProfile(const std::string& p) { return p == "flash-sale" ? "surge" : p; }
 
+// The flash sale's 10x phase, in seconds from the start (LoadOptions' surge fractions).
+double SurgeFrom(const UpOptions& o) { return client::LoadOptions{}.surge_from * o.duration_s; }
+double SurgeUntil(const UpOptions& o) { return client::LoadOptions{}.surge_until * o.duration_s; }
+
 int TerminalWidth() {
   winsize w{};
   if (ioctl(STDERR_FILENO, TIOCGWINSZ, &w) == 0 && w.ws_col > 20) return w.ws_col;
@@ -86,16 +91,46 @@ std::string Fit(const std::string& s, size_t width) {
   return s.size() <= width ? s : s.substr(0, width > 3 ? width - 3 : 0) + "...";
 }
 
-uint64_t CountSeen(const std::string& dir) {
-  uint64_t n = 0;
-  std::error_code ec;
-  for (const auto& f : std::filesystem::directory_iterator(dir, ec)) {
-    std::ifstream in(f.path());
-    std::string line;
-    while (std::getline(in, line)) n += line.empty() ? 0 : 1;
+// Counts the lines of the consumers' seen files in a directory, reading only what was appended
+// since the last call (the view asks every second; the files grow to millions of lines).
+class SeenCounter {
+ public:
+  explicit SeenCounter(std::string dir) : dir_(std::move(dir)) {}
+
+  uint64_t Count() {
+    std::error_code ec;
+    for (const auto& f : std::filesystem::directory_iterator(dir_, ec)) {
+      File& file = files_[f.path().string()];
+      std::ifstream in(f.path(), std::ios::binary);
+      in.seekg(static_cast<std::streamoff>(file.complete));
+      char buf[1 << 16];
+      uint64_t read = 0;
+      while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+        const auto n = static_cast<size_t>(in.gcount());
+        for (size_t i = 0; i < n; ++i) {
+          if (buf[i] != '\n') continue;
+          // A line counts once complete; an empty line is not an event.
+          if (file.complete + read + i > file.line_start) ++file.lines;
+          file.line_start = file.complete + read + i + 1;
+        }
+        read += n;
+      }
+      file.complete = file.line_start;
+    }
+    uint64_t n = 0;
+    for (const auto& [path, file] : files_) n += file.lines;
+    return n;
   }
-  return n;
-}
+
+ private:
+  struct File {
+    uint64_t complete = 0;    // bytes up to the end of the last complete line
+    uint64_t line_start = 0;  // where the next line starts
+    uint64_t lines = 0;
+  };
+  std::string dir_;
+  std::map<std::string, File> files_;
+};
 
 // One run of the topic: pods, loop, load, live view, verification. Fills `out`.
 class Run {
@@ -180,10 +215,10 @@ class Run {
     lo.duration_s = o_.duration_s;
     lo.keys = o_.keys;
     lo.producers = o_.producers;
-    lo.batch = 20;
+    lo.batch = 25;
     lo.producer_prefix = "up-" + Timestamp();
     client::LoadGenerator load(lo);
-    seen_before_ = CountSeen(state_dir_ + "/seen");  // a resumed topic's earlier runs
+    seen_before_ = seen_.Count();  // a resumed topic's earlier runs
     last_seen_ = seen_before_;
     start_ = SteadyClock::now();
     load.Start();
@@ -213,7 +248,7 @@ class Run {
       return last.partitions <= first.partitions && last.pods <= first.pods;
     };
     while (!g_interrupted.load() && SteadyClock::now() < drain_deadline &&
-           (CountSeen(state_dir_ + "/seen") < acked.size() + seen_before_ || !at_baseline() ||
+           (seen_.Count() < acked.size() + seen_before_ || !at_baseline() ||
             Elapsed() < min_sampled_s_)) {
       std::this_thread::sleep_for(std::chrono::seconds(1));  // the view's refresh
       Sample(loop, **platform, &load, 0);
@@ -235,8 +270,8 @@ class Run {
     out->profile = o_.profile;
     out->base_rate = o_.rate;
     out->surge_factor = o_.profile == "flash-sale" ? 10 : 1;
-    out->surge_start_s = o_.profile == "flash-sale" ? o_.duration_s / 3 : 0;
-    out->surge_end_s = o_.profile == "flash-sale" ? 2 * o_.duration_s / 3 : 0;
+    out->surge_start_s = o_.profile == "flash-sale" ? SurgeFrom(o_) : 0;
+    out->surge_end_s = o_.profile == "flash-sale" ? SurgeUntil(o_) : 0;
     out->duration_s = o_.duration_s;
     out->samples = samples_;
     out->decisions = decisions_;
@@ -270,7 +305,7 @@ class Run {
         s.produce_p99_ms = Percentile(lat, 0.99);
       }
     }
-    const uint64_t seen = CountSeen(state_dir_ + "/seen");
+    const uint64_t seen = seen_.Count();
     s.consumed_rate = static_cast<double>(seen > last_seen_ ? seen - last_seen_ : 0);
     last_seen_ = seen;
     samples_.push_back(s);
@@ -297,8 +332,7 @@ class Run {
   void View(control::ControlLoop& loop, client::LoadGenerator* load) {
     if (samples_.empty()) return;
     const auto& s = samples_.back();
-    const bool surge =
-        o_.profile == "flash-sale" && s.t >= o_.duration_s / 3 && s.t < 2 * o_.duration_s / 3;
+    const bool surge = o_.profile == "flash-sale" && s.t >= SurgeFrom(o_) && s.t < SurgeUntil(o_);
     char line[256];
     std::snprintf(line, sizeof line,
                   "t=%3.0fs %s arrival %7.0f ev/s  partitions %3u  pods %u/%u  lag %8.0f  "
@@ -328,6 +362,7 @@ class Run {
   const TopicSpec spec_;
   const std::string name_, state_dir_;
   const double min_sampled_s_;
+  SeenCounter seen_{state_dir_ + "/seen"};
   SteadyClock::time_point start_ = SteadyClock::now();
   std::vector<client::RunSample> samples_;
   std::vector<client::RunDecision> decisions_;
@@ -372,9 +407,12 @@ int RunUp(UpOptions o) {
             << (o.no_load
                     ? ""
                     : ", profile " + o.profile + " at " + std::to_string(static_cast<int>(o.rate)) +
-                          " ev/s (x10 in "
-                          "the middle third) for " +
-                          std::to_string(static_cast<int>(o.duration_s)) + " s")
+                          " ev/s for " + std::to_string(static_cast<int>(o.duration_s)) + " s" +
+                          (o.profile == "flash-sale"
+                               ? " (x10 from t=" + std::to_string(static_cast<int>(SurgeFrom(o))) +
+                                     " s to t=" + std::to_string(static_cast<int>(SurgeUntil(o))) +
+                                     " s)"
+                               : ""))
             << "\n";
 
   client::RunSummary dynamic;
@@ -439,7 +477,7 @@ void RegisterUp(CLI::App& app, int& exit_code) {
   cmd->add_option("file", o->file, "PartitionedTopic YAML (default examples/flash-sale.yaml)");
   cmd->add_option("--profile", o->profile, "flash-sale | steady | sawtooth")
       ->check(CLI::IsMember({"flash-sale", "steady", "sawtooth"}));
-  cmd->add_option("--rate", o->rate, "Events/s at 1x (the flash sale is 10x in its middle third)")
+  cmd->add_option("--rate", o->rate, "Events/s at 1x (the flash sale is 10x from 30% to 50% of the duration)")
       ->check(CLI::Range(1.0, 1e7));
   cmd->add_option("--duration", o->duration_s, "Seconds of load")->check(CLI::Range(3.0, 86400.0));
   cmd->add_option("--keys", o->keys, "Distinct keys")->check(CLI::Range(1, 100000000));

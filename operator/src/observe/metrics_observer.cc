@@ -266,6 +266,7 @@ Observation MetricsObserver::Observe(const PartitionMap& map, const std::vector<
     PartitionLoad load;
     load.id = info.id;
     load.active = info.active();
+    for (const auto& parent : info.parents) load.parents.push_back(parent.value());
     auto lag = s.view.lag.find(id);
     if (lag != s.view.lag.end()) load.lag = lag->second;
 

@@ -728,12 +728,15 @@ Result<std::vector<PodInfo>> LocalPlatform::ListPods() {
       auto it = pods_.find(s.ordinal);
       if (cpu && it != pods_.end()) {
         CpuSample& prev = it->second.cpu;
-        if (prev.pid == s.consumer && now > prev.at) {
+        if (prev.pid != s.consumer) {
+          prev = {s.consumer, *cpu, now, std::nullopt};  // a new consumer: start measuring
+        } else if (now - prev.at >= kCpuInterval) {
           const double cpu_s = std::chrono::duration<double>(*cpu - prev.cpu).count();
           const double wall_s = std::chrono::duration<double>(now - prev.at).count();
-          info.cpu_utilization = std::max(0.0, cpu_s / wall_s / opts_.cpu_request_cores);
+          prev = {s.consumer, *cpu, now,
+                  std::max(0.0, cpu_s / wall_s / opts_.cpu_request_cores)};
         }
-        if (prev.pid != s.consumer || now > prev.at) prev = {s.consumer, *cpu, now};
+        info.cpu_utilization = prev.utilization;
       }
     }
     out.push_back(std::move(info));

@@ -63,14 +63,20 @@ void LoadHistory::Add(const Observation& o) {
     ++s.active;
     auto [it, fresh] = partitions_.try_emplace(id);
     PartitionHistory& h = it->second;
-    if (fresh) h.first_seen = o.at;
+    if (fresh) {
+      h.first_seen = h.known_since = o.at;
+      Inherit(h, load.parents);
+    }
     h.last = load;
     h.last_at = o.at;
-    if (h.buckets.empty() || o.at - h.buckets.back().start >= bucket_) {
-      h.buckets.push_back({o.at, load.rate, load.rate});
+    const SteadyTime start = GridStart(o.at);
+    if (h.buckets.empty() || h.buckets.back().start < start) {
+      h.buckets.push_back({start, load.rate, load.rate});
     } else {
-      h.buckets.back().low = std::min(h.buckets.back().low, load.rate);
-      h.buckets.back().peak = std::max(h.buckets.back().peak, load.rate);
+      auto& b = h.buckets.back();
+      b.low = b.inherited ? load.rate : std::min(b.low, load.rate);
+      b.peak = std::max(b.peak, load.rate);
+      b.inherited = false;
     }
     while (h.buckets.size() > 1 && o.at - h.buckets[1].start > horizon_) h.buckets.pop_front();
   }
@@ -86,15 +92,75 @@ void LoadHistory::Add(const Observation& o) {
   }
 }
 
+SteadyTime LoadHistory::GridStart(SteadyTime at) const {
+  const SteadyTime origin = first_at_.value_or(at);
+  if (at <= origin) return origin;
+  return origin + ((at - origin) / bucket_) * bucket_;
+}
+
+// A partition seen for the first time whose parents are all known: its buckets before it existed
+// are the parents' peaks summed (its range lies within theirs, so its load was at most that),
+// known from when all of theirs are. A bucket one parent lacks counts as that parent's highest.
+void LoadHistory::Inherit(PartitionHistory& h, const std::vector<uint32_t>& parents) {
+  if (parents.empty()) return;
+  std::map<SteadyTime, double> sum;
+  std::vector<const PartitionHistory*> from;
+  SteadyTime known{};  // the latest of the parents' known_since
+  for (uint32_t p : parents) {
+    auto it = partitions_.find(p);
+    if (it == partitions_.end() || it->second.buckets.empty()) return;
+    from.push_back(&it->second);
+    known = std::max(known, it->second.known_since);
+  }
+  for (const auto* f : from) {
+    for (const auto& b : f->buckets) sum.try_emplace(b.start, 0.0);
+  }
+  for (const auto* f : from) {
+    double highest = 0;
+    for (const auto& b : f->buckets) highest = std::max(highest, b.peak);
+    auto b = f->buckets.begin();
+    for (auto& [start, total] : sum) {
+      while (b != f->buckets.end() && b->start < start) ++b;
+      total += (b != f->buckets.end() && b->start == start) ? b->peak : highest;
+    }
+  }
+  for (const auto& [start, total] : sum) h.buckets.push_back({start, total, total, true});
+  h.known_since = std::min(h.known_since, known);
+}
+
+std::optional<std::vector<double>> LoadHistory::WindowPeaks(const PartitionHistory& h,
+                                                            SteadyTime since) const {
+  const auto window_peak = h.PeakSince(since);
+  if (!window_peak || samples_.empty()) return std::nullopt;
+  const SteadyTime first = GridStart(std::max(since, *first_at_));
+  const SteadyTime last = GridStart(samples_.back().at);
+  const size_t n = static_cast<size_t>((last - first) / bucket_) + 1;
+  std::vector<double> peaks(n, -1);
+  for (const auto& b : h.buckets) {
+    if (b.start < first) continue;
+    const auto i = static_cast<size_t>((b.start - first) / bucket_);
+    if (i < n) peaks[i] = std::max(peaks[i], b.peak);
+  }
+  // A bucket starting before the window may hold samples inside it (its start is on an older
+  // grid after SetHorizon): it counts for the window's first bucket, erring high.
+  for (const auto& b : h.buckets) {
+    if (b.start < first && b.start + bucket_ > since) peaks[0] = std::max(peaks[0], b.peak);
+  }
+  for (double& p : peaks) {
+    if (p < 0) p = *window_peak;
+  }
+  return peaks;
+}
+
 const LoadHistory::PartitionHistory* LoadHistory::Partition(PartitionId id) const {
   auto it = partitions_.find(id.value());
   return it == partitions_.end() ? nullptr : &it->second;
 }
 
 std::optional<double> LoadHistory::PartitionHistory::PeakSince(SteadyTime since) const {
-  if (first_seen > since || buckets.empty()) return std::nullopt;
+  if (known_since > since || buckets.empty()) return std::nullopt;
   // Buckets older than the horizon were dropped: a window reaching further back is unknown.
-  if (buckets.front().start > since && buckets.front().start > first_seen) return std::nullopt;
+  if (buckets.front().start > since && buckets.front().start > known_since) return std::nullopt;
   double peak = 0;
   // A bucket that started before `since` may still hold samples after it: count it (the peak
   // errs high, which only makes scale-down more careful).
@@ -107,9 +173,10 @@ std::optional<double> LoadHistory::PartitionHistory::PeakSince(SteadyTime since)
 
 std::optional<double> LoadHistory::PartitionHistory::LowSince(SteadyTime since) const {
   if (buckets.empty()) return std::nullopt;
-  double low = buckets.back().low;
+  // Inherited buckets say nothing about how low this partition's own rate went.
+  std::optional<double> low;
   for (auto it = buckets.rbegin(); it != buckets.rend(); ++it) {
-    low = std::min(low, it->low);
+    if (!it->inherited) low = std::min(low.value_or(it->low), it->low);
     if (it->start <= since) break;
   }
   return low;
@@ -459,35 +526,44 @@ Decision Decide(const TopicSpec& spec, const LoadHistory& history, const Partiti
     const double limit = target * (1 - down_tol);
     uint32_t remaining = active;
     std::vector<PartitionId> run;
-    double run_peak = 0;
+    // The run's peaks per bucket of the window, summed over its members: the most the merged
+    // partition would have carried at any time in the window.
+    std::vector<double> run_peaks;
+    auto peak_of = [](const std::vector<double>& v) {
+      return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end());
+    };
     auto close_run = [&] {
       if (run.size() >= 2) {
-        d.merges.push_back({run, run_peak});
+        d.merges.push_back({run, peak_of(run_peaks)});
         remaining -= static_cast<uint32_t>(run.size() - 1);
       }
       run.clear();
-      run_peak = 0;
+      run_peaks.clear();
     };
     uint32_t step_limit = spec.scale_down.max_partitions_per_step;
     uint32_t removed = 0;
     for (const auto& c : by_range) {
-      const auto peak = c.history->PeakSince(since);
-      if (!peak) {  // too young: it exists for less than the window
+      auto peaks = history.WindowPeaks(*c.history, since);
+      if (!peaks) {  // too young: its load over the whole window is unknown
         close_run();
         continue;
       }
       const bool room =
           remaining - (run.empty() ? 0 : static_cast<uint32_t>(run.size() - 1)) > floor &&
           (step_limit == 0 || removed < step_limit);
-      if (!run.empty() && room && run_peak + *peak <= limit) {
-        run.push_back(c.info->id);
-        run_peak += *peak;
-        ++removed;
-        continue;
+      if (!run.empty() && room && peaks->size() == run_peaks.size()) {
+        std::vector<double> sum = run_peaks;
+        for (size_t i = 0; i < sum.size(); ++i) sum[i] += (*peaks)[i];
+        if (peak_of(sum) <= limit) {
+          run.push_back(c.info->id);
+          run_peaks = std::move(sum);
+          ++removed;
+          continue;
+        }
       }
       close_run();
       run.push_back(c.info->id);
-      run_peak = *peak;
+      run_peaks = std::move(*peaks);
     }
     close_run();
     if (!d.merges.empty()) {

@@ -187,6 +187,7 @@ class World {
       const double width = static_cast<double>(p.range.Width()) / static_cast<double>(kHashSpace);
       PartitionLoad load;
       load.id = p.id;
+      for (const auto& parent : p.parents) load.parents.push_back(parent.value());
       double spread = rate * (1 - hot_share) * width;
       double top = 0;
       uint32_t top_hash = 0;

@@ -182,6 +182,8 @@ TEST_F(ControlLoopTest, SurgeScalesUpKilledLoopResumesScaleDownReturnsPodsNothin
   lo.rate = 500;
   lo.profile = "surge";
   lo.duration_s = 36;
+  lo.surge_from = 1.0 / 3;
+  lo.surge_until = 2.0 / 3;
   lo.keys = 2000;
   lo.producers = 4;
   lo.batch = 25;

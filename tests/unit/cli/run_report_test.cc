@@ -130,6 +130,34 @@ TEST(RunReportFigures, GrowingLagPeaksAtTheEndOfTheWindow) {
   EXPECT_FALSE(f.scaled_down);
 }
 
+// Lag that stays within what consumers hold in flight (a quarter second of the surge's 10,000
+// events/s here, or the lag before the surge) never grew, wherever its noise peaks.
+TEST(RunReportFigures, LagWithinTheInFlightFloorNeverGrew) {
+  RunSummary run = FlashSale();
+  for (auto& s : run.samples) {
+    s.lag = s.t == 75 ? 2400 : (s.t == 10 ? 900 : 100);  // noise, highest 15 s into the surge
+  }
+  RunFigures f = ComputeFigures(run);
+  EXPECT_EQ(f.lag_peak_after_surge_s, 0);
+  const std::string line = LineWith(SummaryMarkdown(run, f), "lag stops growing");
+  EXPECT_NE(line.find("never grew"), std::string::npos) << line;
+  EXPECT_NE(line.find("PASS"), std::string::npos) << line;
+  // Above the floor it is growth: the peak's time counts.
+  for (auto& s : run.samples) {
+    if (s.t == 75) s.lag = 2600;
+  }
+  f = ComputeFigures(run);
+  EXPECT_EQ(f.lag_peak_after_surge_s, 15);
+  EXPECT_NE(LineWith(SummaryMarkdown(run, f), "lag stops growing").find("PASS"), std::string::npos);
+  for (auto& s : run.samples) {
+    if (s.t == 75) s.lag = 100;
+    if (s.t == 80) s.lag = 2600;  // 20 s into the surge
+  }
+  f = ComputeFigures(run);
+  EXPECT_EQ(f.lag_peak_after_surge_s, 20);
+  EXPECT_NE(LineWith(SummaryMarkdown(run, f), "lag stops growing").find("FAIL"), std::string::npos);
+}
+
 TEST(RunReportFigures, StayingScaledUpIsNotScalingDown) {
   RunSummary run = FlashSale();
   for (auto& s : run.samples) {

@@ -8,7 +8,9 @@
 // The two checks of a run read the figures like this:
 //   - "lag stops growing within 15 s after the surge begins": lag_peak_after_surge_s is in
 //     [0, 15]. The peak is taken over [surge start, surge end + 30 s], so a lag that keeps growing
-//     through the surge peaks near the end of that window and fails.
+//     through the surge peaks near the end of that window and fails. A peak no higher than what
+//     consumers hold in flight (a quarter second of the surge's arrivals, or the lag's peak
+//     before the surge) is not growth: it counts as 0 s.
 //   - "partitions and pods return toward the baseline after the surge": scaled_down, i.e. every one
 //     of partitions and pods that rose above its first-sample value ends below its maximum.
 // Both read "n/a" when they do not apply (no surge; never scaled up).
@@ -61,7 +63,8 @@ struct RunFigures {
   double peak_lag = 0;
   // Seconds from the surge start to the first sample holding the highest lag within
   // [surge_start, surge_end + 30 s] (after it the lag never rises above that peak in the window);
-  // -1 without a surge or without samples in that window.
+  // 0 when that peak is within the in-flight floor (see above); -1 without a surge or without
+  // samples in that window.
   double lag_peak_after_surge_s = -1;
   // The 99th percentile (nearest rank) of the run's per-second p99 values, zeros ignored; 0 if
   // none.

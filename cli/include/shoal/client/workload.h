@@ -42,11 +42,16 @@ struct LoadOptions {
   double rate = 1000;  // events/s in total at 1x; 0: as fast as answers come
   std::string profile = "steady";
   double duration_s = 0;  // the profile's length (surge and sawtooth scale to it); 0: no end
+  // "surge": 10x from surge_from to surge_until, as fractions of duration_s, 1x around it (a
+  // flash sale: a while at 1x, a shorter burst, and a longer return to 1x).
+  double surge_from = 0.3, surge_until = 0.5;
   uint64_t seed = 1;
   std::string producer_prefix = "prod";
 };
 
-// The profile's rate multiplier at time t of a run of length d.
+// The profile's rate multiplier at time t (seconds from the start).
+double ProfileFactor(const LoadOptions& o, double t);
+// The same for `profile` over a run of length d, with LoadOptions' default surge window.
 double ProfileFactor(const std::string& profile, double t, double d);
 
 class LoadGenerator {
@@ -136,5 +141,8 @@ class GroupConsumer {
 };
 
 uint64_t MonotonicNs();
+// Spins for `us` microseconds of wall time: a consumer's simulated work per event, so that its
+// CPU use grows with its events (what CPU-based scaling measures).
+void BurnCpu(int64_t us);
 
 }  // namespace shoal::client

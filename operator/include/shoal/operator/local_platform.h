@@ -141,11 +141,16 @@ class LocalPlatform final : public Platform {
     std::chrono::steady_clock::time_point not_before{};  // earliest (re)start
     std::chrono::steady_clock::time_point started_at{};
   };
+  // A consumer's CPU time at the start of the current measuring interval, and the utilisation
+  // of the last complete interval (intervals of at least kCpuInterval: /proc counts in 10 ms
+  // ticks, and ListPods is called by more than one reader, sometimes milliseconds apart).
   struct CpuSample {
     pid_t pid = -1;
     std::chrono::nanoseconds cpu{0};
     std::chrono::steady_clock::time_point at{};
+    std::optional<double> utilization;
   };
+  static constexpr std::chrono::seconds kCpuInterval{2};
   struct Pod {
     uint32_t ordinal = 0;
     PodName name;

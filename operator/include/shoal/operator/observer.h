@@ -32,6 +32,9 @@ struct PartitionLoad {
   // The heaviest single hash point seen and its share of `rate` (0 when unknown): a hot key.
   uint32_t top_hash = 0;
   double top_share = 0;
+  // The sealed partitions this one succeeds (from the map): a new partition's load before it
+  // existed is at most theirs.
+  std::vector<uint32_t> parents;
 };
 
 struct Observation {

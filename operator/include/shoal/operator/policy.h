@@ -64,12 +64,18 @@ class LoadHistory {
   };
   struct PartitionHistory {
     SteadyTime first_seen;
+    // From when its peaks are known: first_seen, or earlier for a partition whose buckets before
+    // it existed were taken from its parents (their summed peaks bound its load from above).
+    SteadyTime known_since;
     PartitionLoad last;
     SteadyTime last_at;
-    // Lowest and highest rate per time bucket, oldest first.
+    // Lowest and highest rate per time bucket, oldest first; buckets start on a grid shared by
+    // every partition (the history's first observation plus multiples of the bucket length), so
+    // that peaks of neighbours can be summed bucket by bucket.
     struct Bucket {
       SteadyTime start;
       double low, peak;
+      bool inherited = false;  // its peak is the parents' sum; it has no low of its own
     };
     std::deque<Bucket> buckets;
     // The peak (lowest) rate since `since`; nullopt when the history does not reach back that far.
@@ -79,12 +85,20 @@ class LoadHistory {
 
   const std::deque<Sample>& samples() const { return samples_; }
   const PartitionHistory* Partition(PartitionId id) const;
+  // `h`'s peak per bucket of the grid from the one holding `since` to the latest, oldest first
+  // (a bucket it lacks counts as its peak over the window); nullopt when its history does not
+  // reach back to `since`. Elementwise sums of these bound the peak of partitions merged.
+  std::optional<std::vector<double>> WindowPeaks(const PartitionHistory& h,
+                                                 SteadyTime since) const;
   // The last time an observation missed something (nullopt: never).
   std::optional<SteadyTime> last_incomplete() const { return last_incomplete_; }
   std::optional<SteadyTime> first_at() const { return first_at_; }
   const std::vector<std::string>& last_missing() const { return last_missing_; }
 
  private:
+  SteadyTime GridStart(SteadyTime at) const;
+  void Inherit(PartitionHistory& h, const std::vector<uint32_t>& parents);
+
   std::chrono::seconds horizon_;
   std::chrono::seconds bucket_;
   std::deque<Sample> samples_;

@@ -444,20 +444,27 @@ TEST_F(LocalPlatformTest, ConsumerCpuUtilizationFollowsItsWork) {
   lo.batch = 20;
   client::LoadGenerator load(lo);
   load.Start();
+  // 1,000 events/s at 400 us each is 0.4 cores, 0.8 of the request. Two readers list the pods
+  // milliseconds apart (the control loop and shoal up's view do): the utilisation is still taken
+  // over whole intervals, not from one 10 ms /proc tick over a few milliseconds.
   double max_util = 0;
+  int measured = 0;
   const bool busy = WaitFor(
       [&] {
-        auto pods = platform.ListPods();
-        if (pods.ok() && (*pods)[0].cpu_utilization) {
-          max_util = std::max(max_util, *(*pods)[0].cpu_utilization);
+        for (int reader = 0; reader < 2; ++reader) {
+          auto pods = platform.ListPods();
+          if (pods.ok() && (*pods)[0].cpu_utilization) {
+            max_util = std::max(max_util, *(*pods)[0].cpu_utilization);
+            if (*(*pods)[0].cpu_utilization > 0.2) ++measured;
+          }
         }
-        return max_util > 0.05;
+        return measured >= 8;
       },
       30s, 250ms);
   load.Stop();
   EXPECT_TRUE(busy) << "highest cpu_utilization " << max_util << ", acked " << load.acked()
                     << ", last produce error: " << load.last_error();
-  EXPECT_LT(max_util, 4.0);
+  EXPECT_LT(max_util, 2.0) << "0.8 expected, plus the consumer's own overhead";
 
   // What the consumer saw is in its seen file, readable by the verifier.
   const std::string seen = platform.SeenFile(PodName(std::string(kTopic) + "-0"));

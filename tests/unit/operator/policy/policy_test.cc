@@ -72,15 +72,20 @@ PartitionLoad HotKey(uint32_t id, double rate, const HashRange& range, uint32_t 
   return l;
 }
 
-// An observation of every active partition of `map` at rate rate_of(id), uniformly spread.
+// An observation of every active partition of `map` at rate rate_of(id), uniformly spread; with
+// `lineage`, each names its parents from the map (as the metrics observer does).
 Observation Observe(const PartitionMap& map, int64_t t,
-                    const std::function<double(uint32_t)>& rate_of) {
+                    const std::function<double(uint32_t)>& rate_of, bool lineage = false) {
   Observation o;
   o.at = At(t);
   o.epoch = map.epoch();
   for (const auto& p : map.partitions()) {
     if (!p.active()) continue;
-    o.partitions[p.id.value()] = Uniform(p.id.value(), rate_of(p.id.value()));
+    PartitionLoad l = Uniform(p.id.value(), rate_of(p.id.value()));
+    if (lineage) {
+      for (const auto& parent : p.parents) l.parents.push_back(parent.value());
+    }
+    o.partitions[p.id.value()] = l;
   }
   return o;
 }
@@ -309,6 +314,55 @@ TEST(LoadHistoryTest, PeakSinceBeyondTheHorizonIsUnknownNotTooLow) {
   const auto peak = p->PeakSince(At(1));  // t=1 is beyond the 20 s horizon at t=40
   EXPECT_TRUE(!peak.has_value() || *peak >= 10000)
       << "PeakSince(t=1) = " << *peak << " although the rate was 10,000 at t=5";
+}
+
+// A partition made by a merge carries at most what its parents carried: before it existed, its
+// peaks are theirs summed bucket by bucket, so its window is known from when theirs is. Its lows
+// are its own (the parents' say nothing about how low it went).
+TEST(LoadHistoryTest, AMergedPartitionInheritsItsParentsSummedPeaks) {
+  LoadHistory h(seconds(40));  // buckets of 2 s
+  const PartitionMap two = Initial(2);
+  auto merged = two.Merge(PartitionId(0), PartitionId(1));  // 2 <- 0, 1
+  ASSERT_TRUE(merged.ok());
+  for (int64_t t = 0; t <= 20; ++t) {
+    h.Add(Observe(two, t, [&](uint32_t id) { return id == 0 && t == 10 ? 3000.0 : 1000.0; },
+                  true));
+  }
+  for (int64_t t = 21; t <= 30; ++t) {
+    h.Add(Observe(*merged, t, [](uint32_t) { return 500.0; }, true));
+  }
+  const auto* child = h.Partition(PartitionId(2));
+  ASSERT_NE(child, nullptr);
+  EXPECT_EQ(child->first_seen, At(21));
+  EXPECT_EQ(child->known_since, At(0));
+  EXPECT_DOUBLE_EQ(child->PeakSince(At(5)).value(), 4000);   // 3,000 + 1,000 at t=10
+  EXPECT_DOUBLE_EQ(child->PeakSince(At(12)).value(), 2000);  // 1,000 + 1,000
+  EXPECT_DOUBLE_EQ(child->PeakSince(At(24)).value(), 500);   // its own
+  EXPECT_DOUBLE_EQ(child->LowSince(At(5)).value(), 500);
+  EXPECT_FALSE(child->PeakSince(At(-1)).has_value()) << "before its parents were seen";
+
+  // Without lineage in the observations it is young: nothing known before it was seen.
+  LoadHistory plain(seconds(40));
+  Steady(plain, two, 0, 20, 1000);
+  Steady(plain, *merged, 21, 30, 500);
+  EXPECT_FALSE(plain.Partition(PartitionId(2))->PeakSince(At(5)).has_value());
+}
+
+// Window peaks are per bucket of one grid shared by all partitions, so neighbours whose peaks
+// come at different times sum to what they carried together, not to the sum of their peaks.
+TEST(LoadHistoryTest, WindowPeaksAreAlignedAcrossPartitions) {
+  LoadHistory h(seconds(20));  // buckets of 1 s
+  const PartitionMap two = Initial(2);
+  for (int64_t t = 0; t <= 30; ++t) {
+    h.Add(Observe(two, t, [&](uint32_t id) { return (t + id) % 2 ? 300.0 : 100.0; }));
+  }
+  auto a = h.WindowPeaks(*h.Partition(PartitionId(0)), At(20));
+  auto b = h.WindowPeaks(*h.Partition(PartitionId(1)), At(20));
+  ASSERT_TRUE(a && b);
+  ASSERT_EQ(a->size(), 11u);  // t = 20..30
+  ASSERT_EQ(b->size(), 11u);
+  for (size_t i = 0; i < a->size(); ++i) EXPECT_DOUBLE_EQ((*a)[i] + (*b)[i], 400) << i;
+  EXPECT_FALSE(h.WindowPeaks(*h.Partition(PartitionId(0)), At(-5)).has_value());
 }
 
 TEST(LoadHistoryTest, ForgetsWhatIsOlderThanTheHorizon) {
@@ -540,26 +594,72 @@ TEST(DecideTest, ColdNeighboursMergeOnlyAfterTheScaleDownWindow) {
   }
 }
 
-TEST(DecideTest, MergesOnlyPartitionsThatExistedForTheWholeWindow) {
+TEST(DecideTest, MergesOnlyPartitionsWhoseLoadIsKnownForTheWholeWindow) {
   const TopicSpec spec = BaseSpec();  // window 30 s
   const PartitionMap before = Initial(2);
   const HashRange r1 = before.Find(PartitionId(1))->range;
   auto split = before.Split(PartitionId(1), r1.lo + r1.Width() / 2);  // 2, 3 <- 1
   ASSERT_TRUE(split.ok());
   const PartitionMap after = *split;
+  for (bool lineage : {false, true}) {
+    SCOPED_TRACE(lineage ? "with lineage" : "without lineage");
+    LoadHistory h(seconds(120));
+    for (int64_t t = 0; t <= 40; ++t) {
+      h.Add(Observe(t < 20 ? before : after, t, [](uint32_t) { return 1000.0; }, lineage));
+    }
+    // At t=40 the window reaches back to t=10: partitions 2 and 3 are 20 s old. Without their
+    // lineage their first 10 s of the window are unknown; with it, their parent's 1,000 ev/s
+    // bounds each of them, and 3 x 1,000 fit in one partition.
+    const Decision at40 = Decide(spec, h, after, 1, At(40));
+    if (!lineage) {
+      EXPECT_THAT(at40.merges, IsEmpty()) << at40.reason;
+      EXPECT_EQ(at40.partitions, 3u);
+    } else {
+      ASSERT_EQ(at40.merges.size(), 1u) << at40.reason;
+      EXPECT_DOUBLE_EQ(at40.merges[0].peak_rate, 3000);
+      EXPECT_EQ(at40.partitions, 1u);
+      ExpectWellFormed(at40, after);
+    }
+    // At t=55 they are 35 s old: all three cold partitions merge either way.
+    for (int64_t t = 41; t <= 55; ++t) {
+      h.Add(Observe(after, t, [](uint32_t) { return 1000.0; }, lineage));
+    }
+    const Decision old = Decide(spec, h, after, 1, At(55));
+    ASSERT_FALSE(old.merges.empty()) << old.reason;
+    EXPECT_EQ(old.partitions, 1u);
+    ExpectWellFormed(old, after);
+  }
+}
+
+// A parent's peak inside the window still bounds its young children: they stay apart.
+TEST(DecideTest, AnInheritedPeakKeepsYoungPartitionsApart) {
+  const TopicSpec spec = BaseSpec();  // window 30 s, merge limit 4,500
+  const PartitionMap before = Initial(1);
+  auto split = before.Split(PartitionId(0), kHashSpace / 2);  // 1, 2 <- 0
+  ASSERT_TRUE(split.ok());
   LoadHistory h(seconds(120));
-  Steady(h, before, 0, 19, 1000);
-  Steady(h, after, 20, 40, 1000);
-  // At t=40 the window reaches back to t=10: partitions 2 and 3 are 20 s old.
-  const Decision young = Decide(spec, h, after, 1, At(40));
-  EXPECT_THAT(young.merges, IsEmpty()) << young.reason;
-  EXPECT_EQ(young.partitions, 3u);
-  // At t=55 they are 35 s old: all three cold partitions merge.
-  Steady(h, after, 41, 55, 1000);
-  const Decision old = Decide(spec, h, after, 1, At(55));
-  ASSERT_FALSE(old.merges.empty()) << old.reason;
-  EXPECT_EQ(old.partitions, 1u);
-  ExpectWellFormed(old, after);
+  for (int64_t t = 0; t <= 40; ++t) {
+    h.Add(Observe(t < 20 ? before : *split, t,
+                  [&](uint32_t) { return t == 15 ? 6000.0 : 1000.0; }, true));
+  }
+  const Decision d = Decide(spec, h, *split, 1, At(40));
+  EXPECT_THAT(d.merges, IsEmpty()) << d.reason;
+}
+
+// Neighbours whose peaks come at different times merge on what they carried together.
+TEST(DecideTest, NeighboursPeakingAtDifferentTimesMergeOnTheirSum) {
+  TopicSpec spec = BaseSpec();  // merge limit 4,500
+  spec.scale_down.stabilization_window_seconds = 20;
+  const PartitionMap map = Initial(2);
+  LoadHistory h(seconds(20));  // buckets of 1 s
+  for (int64_t t = 0; t <= 40; ++t) {
+    h.Add(Observe(map, t, [&](uint32_t id) { return (t + id) % 2 ? 3000.0 : 1000.0; }));
+  }
+  // Each peaks at 3,000 (6,000 summed), but together they never carried more than 4,000.
+  const Decision d = Decide(spec, h, map, 1, At(40));
+  ASSERT_EQ(d.merges.size(), 1u) << d.reason;
+  EXPECT_DOUBLE_EQ(d.merges[0].peak_rate, 4000);
+  ExpectWellFormed(d, map);
 }
 
 TEST(DecideTest, PeakOverTheWindowKeepsNeighboursApart) {

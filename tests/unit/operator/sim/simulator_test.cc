@@ -261,7 +261,7 @@ TEST(SimulatorTest, MissingMetricsBlockScaleDownForAWindowAfterThey) {
   bool shrank_after = false;
   for (const auto& d : r.decisions) {
     const bool shrinks = Has(d, "merge") || Has(d, "pods_down");
-    if (d.t < 220) {  // the 200 s gap plus the 20 s scale-down window of flash-sale.yaml
+    if (d.t < 220) {  // the 200 s gap plus the 20 s scale-down window of topic.yaml
       EXPECT_FALSE(shrinks) << "t=" << d.t << ": " << d.reason;
     } else if (shrinks) {
       shrank_after = true;
