@@ -4,11 +4,17 @@
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
+#include <signal.h>
+
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "shoal/client/process.h"
+#include "shoal/client/shoal_client.h"
 #include "support/temp_dir.h"
 
 namespace shoal {
@@ -16,14 +22,16 @@ namespace {
 
 using namespace std::chrono_literals;
 
-TEST(ShoalUpTest, ShortFlashSaleScalesUpAndDownAndLosesNothing) {
-  testing::TempDir dir("shoal-up");
+// A loopback /16 of its own per test run, so that pods of concurrent runs do not collide.
+std::string RandomPrefix() {
   std::random_device rd;
   std::mt19937 rng(rd());
-  const std::string prefix =
-      "127." + std::to_string(20 + rng() % 200) + "." + std::to_string(rng() % 250);
-  // A topic that reacts within this short run: 300 ev/s per partition, a 6 s scale-down window.
-  const std::string topic = dir.path() + "/orders.yaml";
+  return "127." + std::to_string(20 + rng() % 200) + "." + std::to_string(rng() % 250);
+}
+
+// A topic that reacts within a short run: 300 ev/s per partition, a 6 s scale-down window.
+std::string WriteTopic(const std::string& dir) {
+  const std::string topic = dir + "/orders.yaml";
   std::ofstream(topic) << R"(apiVersion: shoal.dev/v1alpha1
 kind: PartitionedTopic
 metadata: {name: orders}
@@ -38,6 +46,36 @@ spec:
     scaleUp: {stabilizationWindowSeconds: 0, tolerance: 0.1}
     scaleDown: {stabilizationWindowSeconds: 6, tolerance: 0.1}
 )";
+  return topic;
+}
+
+uint64_t EpochOf(const std::string& view) {
+  simdjson::dom::parser parser;
+  simdjson::padded_string text(view);
+  simdjson::dom::element doc;
+  uint64_t epoch = 0;
+  if (parser.parse(text).get(doc) || doc["epoch"].get(epoch)) return 0;
+  return epoch;
+}
+
+// The pids in the state directory's pid files that still run.
+std::vector<pid_t> LivePids(const std::string& state_dir) {
+  std::vector<pid_t> live;
+  std::error_code ec;
+  for (const auto& pod : std::filesystem::directory_iterator(state_dir + "/pods", ec)) {
+    for (const char* f : {"sidecar.pid", "consumer.pid"}) {
+      std::ifstream in(pod.path() / f);
+      pid_t pid = 0;
+      if (in >> pid && pid > 0 && client::ProcessAlive(pid)) live.push_back(pid);
+    }
+  }
+  return live;
+}
+
+TEST(ShoalUpTest, ShortFlashSaleScalesUpAndDownAndLosesNothing) {
+  testing::TempDir dir("shoal-up");
+  const std::string prefix = RandomPrefix();
+  const std::string topic = WriteTopic(dir.path());
   const std::string report = dir.path() + "/report";
   auto up = client::ChildProcess::Spawn(
       {SHOAL_BIN, "up", topic, "--duration", "30", "--rate", "400", "--consumer-cpu-us", "50",
@@ -73,6 +111,88 @@ spec:
   for (const char* f : {"summary.md", "chart.svg", "timeline.csv"}) {
     EXPECT_TRUE(std::ifstream(report + "/" + f).good()) << f;
   }
+}
+
+// Ctrl-C stops `shoal up` cleanly (exit 0, no pod process left), and running it again resumes
+// the topic from its state directory: the same map, and every event acknowledged before still
+// there.
+TEST(ShoalUpTest, InterruptedUpStopsCleanlyAndResumesTheTopic) {
+  testing::TempDir dir("shoal-up-resume");
+  const std::string prefix = RandomPrefix();
+  const std::string state = dir.path() + "/state";
+  const std::string pod0 = "http://" + prefix + ".2:8080";
+  const std::string topic = WriteTopic(dir.path());
+  auto start = [&](const std::string& log, bool fresh) {
+    std::vector<std::string> argv = {SHOAL_BIN,    "up",          topic,
+                                     "--no-load",  "--state-dir", state,
+                                     "--ip-prefix", prefix,        "--control-port",
+                                     "0"};
+    if (fresh) argv.push_back("--fresh");
+    return client::ChildProcess::Spawn(argv, dir.path() + "/" + log);
+  };
+  // Up once the loop installed the topic's map at pod 0.
+  auto wait_topic = [&](client::ShoalClient& c) {
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto view = c.TopicView();
+      if (view.ok() && EpochOf(*view) > 0) return EpochOf(*view);
+      std::this_thread::sleep_for(100ms);  // polling for the map, under the deadline
+    }
+    return uint64_t{0};
+  };
+
+  auto first = start("up-1.log", true);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  client::ShoalClient c(pod0, "orders", 5s);
+  const uint64_t epoch = wait_topic(c);
+  ASSERT_GT(epoch, 0u) << "the topic did not come up; see " << dir.path() << "/up-1.log";
+  std::set<uint64_t> acked;
+  for (uint64_t batch = 0; batch < 20; ++batch) {
+    std::vector<client::OutgoingEvent> events;
+    for (uint64_t i = 0; i < 100; ++i) {
+      const uint64_t seq = batch * 100 + i;
+      events.push_back({"key-" + std::to_string(seq % 37), "{\"n\":" + std::to_string(seq) + "}",
+                        "resume-test", seq});
+    }
+    auto r = c.Produce(events);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    for (const auto& e : events) acked.insert(*e.seq);
+  }
+
+  first->Signal(SIGINT);
+  const auto code = first->Wait(60s);
+  ASSERT_TRUE(code.has_value()) << "shoal up did not stop on SIGINT; see up-1.log";
+  EXPECT_EQ(*code, 0) << "see " << dir.path() << "/up-1.log";
+  EXPECT_TRUE(LivePids(state).empty()) << "pod processes left running after Ctrl-C";
+
+  auto second = start("up-2.log", false);
+  ASSERT_TRUE(second.ok()) << second.status().message();
+  client::ShoalClient c2(pod0, "orders", 5s);
+  const uint64_t resumed = wait_topic(c2);
+  EXPECT_EQ(resumed, epoch) << "the topic was created anew instead of resumed";
+  // Every event acknowledged before the stop is there, read by a group of our own.
+  std::set<uint64_t> seen;
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (seen.size() < acked.size() && std::chrono::steady_clock::now() < deadline) {
+    auto got = c2.Consume("resume-check", 1000, 200);
+    if (!got.ok()) continue;
+    std::map<uint32_t, uint64_t> commit;
+    for (const auto& e : *got) {
+      if (e.seq) seen.insert(*e.seq);
+      commit[e.partition] = std::max(commit[e.partition], e.offset + 1);
+    }
+    std::vector<wire::CommitOffset> offsets;
+    for (auto [p, o] : commit) offsets.push_back({p, o});
+    if (!offsets.empty()) (void)c2.Commit("resume-check", offsets);
+  }
+  EXPECT_EQ(seen, acked);
+
+  second->Signal(SIGINT);
+  const auto code2 = second->Wait(60s);
+  ASSERT_TRUE(code2.has_value());
+  EXPECT_EQ(*code2, 0);
+  EXPECT_TRUE(LivePids(state).empty());
+  if (HasFailure()) dir.Keep();
 }
 
 }  // namespace
