@@ -83,6 +83,14 @@ void LoadGenerator::Run(int index) {
   size_t target = static_cast<size_t>(index) % clients.size();
   const auto start = std::chrono::steady_clock::now();
   auto next_send = start;
+  if (opts_.rate > 0) {
+    // Producers start staggered over one batch interval: in step, they would send in bursts that
+    // make a steady rate look like alternating seconds of 1 and 2 bursts to anyone measuring it.
+    const double per_producer = opts_.rate * ProfileFactor(opts_, 0) / opts_.producers;
+    next_send += std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(opts_.batch / per_producer * index / opts_.producers));
+    std::this_thread::sleep_until(next_send);  // this producer's place in the schedule
+  }
   while (!stop_.load()) {
     const double t =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

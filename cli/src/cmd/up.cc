@@ -56,9 +56,9 @@ struct UpOptions {
   double rate = 700;                   // events/s at 1x
   double duration_s = 80;
   int keys = 5000;
-  int producers = 16;
+  int producers = 32;
   int64_t consumer_cpu_us = 50;
-  double consumer_cpu_request = 0.25;
+  double consumer_cpu_request = 0.5;
   std::string ip_prefix = "127.0.0";
   uint16_t control_port = 9400;
   bool no_load = false;

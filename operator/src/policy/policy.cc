@@ -67,6 +67,7 @@ void LoadHistory::Add(const Observation& o) {
       h.first_seen = h.known_since = o.at;
       Inherit(h, load.parents);
     }
+    if (!fresh) h.previous_rate = h.last.rate;
     h.last = load;
     h.last_at = o.at;
     const SteadyTime start = GridStart(o.at);
@@ -350,10 +351,13 @@ Decision Decide(const TopicSpec& spec, const LoadHistory& history, const Partiti
       continue;
     }
     Candidate c{.info = &info, .history = h, .load = h->last};
-    // A scale-up window asks the rate to have stayed high for the whole window, unless the rate
-    // is more than twice the target: a surge takes the fast path.
+    // A scale-up window asks the rate to have stayed high for the whole window, unless it was
+    // more than twice the target at the last two observations: a surge takes the fast path, sized
+    // by its latest rate. (One observation is not enough: the first of a surge usually holds only
+    // part of it, and a split sized by that part would need a second one.)
     double rate = h->last.rate;
-    if (up_window.count() > 0 && rate <= 2 * target) {
+    const bool surge = rate > 2 * target && h->previous_rate && *h->previous_rate > 2 * target;
+    if (up_window.count() > 0 && !surge) {
       rate = std::min(rate, h->LowSince(now - up_window).value_or(rate));
     }
     c.load.rate = rate;

@@ -69,6 +69,7 @@ class LoadHistory {
     SteadyTime known_since;
     PartitionLoad last;
     SteadyTime last_at;
+    std::optional<double> previous_rate;  // the rate of the observation before `last`
     // Lowest and highest rate per time bucket, oldest first; buckets start on a grid shared by
     // every partition (the history's first observation plus multiples of the bucket length), so
     // that peaks of neighbours can be summed bucket by bucket.

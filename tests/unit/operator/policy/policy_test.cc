@@ -521,9 +521,10 @@ TEST(DecideTest, APartitionThatIsOneKeyIsNotSplit) {
 struct UpWindowCase {
   const char* name;
   uint32_t window_s;
-  double spike;    // rate of partition 0 at the last observation only
+  double spike;    // rate of partition 0 at the last `samples` observations
   bool sustained;  // the spike lasts for the whole window instead
   bool splits;
+  int samples = 1;
 };
 
 void PrintTo(const UpWindowCase& c, std::ostream* os) { *os << c.name; }
@@ -539,7 +540,7 @@ TEST_P(DecideScaleUpWindowTest, ShortSpikesWaitSurgesDoNot) {
   const int64_t now = 200;
   for (int64_t t = 0; t <= now; ++t) {
     // "Sustained" starts a little before the window: the history keeps lows per time bucket.
-    const bool high = t == now || (c.sustained && t >= now - c.window_s - 20);
+    const bool high = t > now - c.samples || (c.sustained && t >= now - c.window_s - 20);
     h.Add(Observe(map, t, [&](uint32_t id) { return id == 0 && high ? c.spike : 4000.0; }));
   }
   const Decision d = Decide(spec, h, map, 1, At(now));
@@ -563,9 +564,12 @@ INSTANTIATE_TEST_SUITE_P(Cases, DecideScaleUpWindowTest,
                                           false},
                              // ... one that lasted the whole window does not...
                              UpWindowCase{"window_sustained_splits", 60, 9000, true, true},
-                             // ... and a surge above twice the target takes the fast path.
-                             UpWindowCase{"window_surge_splits", 60, 10500, false, true},
-                             UpWindowCase{"window_big_surge_splits", 60, 50000, false, true}),
+                             // ... and a surge above twice the target for two observations
+                             // takes the fast path; at its first observation it waits one more.
+                             UpWindowCase{"window_surge_first_sample_waits", 60, 10500, false,
+                                          false},
+                             UpWindowCase{"window_surge_splits", 60, 10500, false, true, 2},
+                             UpWindowCase{"window_big_surge_splits", 60, 50000, false, true, 2}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 // ---------------------------------------------------------------------------------------------
