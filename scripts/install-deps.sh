@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages that Shoal's build, tests and benchmarks need.
 # Idempotent: packages already present are skipped, so it costs a second on a prepared machine.
+#
+#   scripts/install-deps.sh           what the build, the tests and the demo need
+#   scripts/install-deps.sh --peers   also the peers of `shoal bench peers` (Redis Streams and
+#                                     NATS JetStream: servers and C clients); opt-in, so the main
+#                                     demo does not pay for them
 set -euo pipefail
 
 packages=(
@@ -11,6 +16,21 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
 )
+peer_packages=(redis-server nats-server libhiredis-dev libnats-dev)
+
+for arg in "$@"; do
+  case "$arg" in
+    --peers) packages+=("${peer_packages[@]}") ;;
+    -h | --help)
+      sed -n '2,8p' "$0"
+      exit 0
+      ;;
+    *)
+      echo "usage: $0 [--peers]" >&2
+      exit 2
+      ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   bench->require_subcommand(1);
   shoal::cli::RegisterBenchIngest(*bench, exit_code);
   shoal::cli::RegisterBenchPause(*bench, exit_code);
+  shoal::cli::RegisterBenchPeers(*bench, exit_code);
   (void)shoal::InitLogging("warn");
   CLI11_PARSE(app, argc, argv);
   return exit_code;

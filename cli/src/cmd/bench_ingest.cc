@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "cmd/commands.h"
+#include "shoal/client/batch_driver.h"
 #include "shoal/client/process.h"
 #include "shoal/client/raw_http.h"
 #include "shoal/client/shoal_client.h"
@@ -53,15 +54,6 @@ double CpuSecondsOf(pid_t pid) {
     if (i == 15) stime = std::stoull(field);
   }
   return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
-// A value of exactly `bytes` bytes of JSON: {"n":<i>,"pad":"xxx..."}.
-std::string ValueOf(uint64_t i, int bytes) {
-  std::string v = "{\"n\":" + std::to_string(i) + ",\"pad\":\"";
-  const int pad = std::max(0, bytes - static_cast<int>(v.size()) - 2);
-  v.append(static_cast<size_t>(pad), 'x');
-  v += "\"}";
-  return v;
 }
 
 int Run(const IngestOptions& o) {
@@ -109,8 +101,8 @@ int Run(const IngestOptions& o) {
     for (int b = 0; b < kBodies; ++b) {
       std::vector<client::OutgoingEvent> events(o.batch);
       for (auto& e : events) {
-        e.key = "user_" + std::to_string((n * 2654435761u) % o.keys);
-        e.value_json = ValueOf(n, o.value_bytes);
+        e.key = client::BenchKey(n, o.keys);
+        e.value_json = client::BenchValue(n, o.value_bytes);
         ++n;
       }
       bodies[c].push_back(client::EncodeProduceBody(events));
@@ -118,86 +110,42 @@ int Run(const IngestOptions& o) {
   }
   const std::string path = "/v1/topics/" + o.topic + "/events";
 
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  const auto measure_from = start + std::chrono::duration_cast<Clock::duration>(
-                                        std::chrono::duration<double>(o.warmup_s));
-  const auto end = measure_from + std::chrono::duration_cast<Clock::duration>(
-                                      std::chrono::duration<double>(o.duration_s));
-  std::atomic<uint64_t> acked{0}, errors{0};
-  std::vector<std::vector<double>> latencies(o.connections);
-  const double cpu_before = sidecar ? CpuSecondsOf(sidecar->process.pid()) : 0;
-  std::atomic<bool> measuring_started{false};
-  double cpu_at_measure = 0;
-  std::mutex cpu_mu;
-  std::vector<std::thread> threads;
+  double cpu_at_measure = sidecar ? CpuSecondsOf(sidecar->process.pid()) : 0;
+  std::vector<std::unique_ptr<client::RawHttpConnection>> conns;
+  std::vector<std::string> answers(o.connections);
   for (int c = 0; c < o.connections; ++c) {
-    threads.emplace_back([&, c] {
-      client::RawHttpConnection conn(host, port);
-      std::string answer;
-      // Under --rate, connection c sends its batches on a fixed schedule, staggered.
-      const double per_conn_rate = o.rate / o.connections / o.batch;  // batches/s
-      const auto period = per_conn_rate > 0
-                              ? std::chrono::duration_cast<Clock::duration>(
-                                    std::chrono::duration<double>(1.0 / per_conn_rate))
-                              : Clock::duration::zero();
-      auto scheduled = start + period * c / std::max(1, o.connections);
-      for (uint64_t i = 0;; ++i) {
-        if (period.count() > 0) {
-          scheduled += period;
-          std::this_thread::sleep_until(scheduled);  // the offered load's schedule
-        }
-        const auto t0 = period.count() > 0 ? scheduled : Clock::now();
-        if (t0 >= end) break;
-        if (t0 >= measure_from && !measuring_started.exchange(true) && sidecar) {
-          std::lock_guard<std::mutex> lock(cpu_mu);
-          cpu_at_measure = CpuSecondsOf(sidecar->process.pid());
-        }
-        auto code = conn.Request("POST", path, bodies[c][i % kBodies], &answer);
-        const auto t1 = Clock::now();
-        if (!code.ok() || *code != 200) {
-          errors.fetch_add(1);
-          if (errors.load() == 1) {
-            std::cerr << "shoal bench ingest: produce failed: "
-                      << (code.ok() ? std::to_string(*code) + " " + answer.substr(0, 200)
-                                    : code.status().message())
-                      << "\n";
-          }
-          continue;
-        }
-        // Cheap check that every event got a result.
-        size_t results = 0;
-        for (const char* p = answer.data();
-             (p = static_cast<const char*>(
-                  memmem(p, answer.data() + answer.size() - p, "\"offset\"", 8)));
-             p += 8) {
-          ++results;
-        }
-        if (results != static_cast<size_t>(o.batch)) {
-          errors.fetch_add(1);
-          continue;
-        }
-        if (t0 >= measure_from) {
-          acked.fetch_add(o.batch);
-          latencies[c].push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-        }
-      }
-    });
+    conns.push_back(std::make_unique<client::RawHttpConnection>(host, port));
   }
-  for (auto& t : threads) t.join();
+  client::DriveOptions drive;
+  drive.connections = o.connections;
+  drive.batch = o.batch;
+  drive.warmup_s = o.warmup_s;
+  drive.duration_s = o.duration_s;
+  drive.rate = o.rate;
+  const auto report = client::DriveBatches(
+      drive,
+      [&](int c, uint64_t i, uint64_t) {
+        return client::PostProduceBody(*conns[c], path, bodies[c][i % kBodies],
+                                       static_cast<size_t>(o.batch), &answers[c]);
+      },
+      [&] {
+        if (sidecar) cpu_at_measure = CpuSecondsOf(sidecar->process.pid());
+      });
+  if (report.failed_batches > 0) {
+    std::cerr << "shoal bench ingest: " << report.failed_batches
+              << " batches failed; the first: " << report.first_error << "\n";
+  }
   const double cpu_after = sidecar ? CpuSecondsOf(sidecar->process.pid()) : 0;
-  (void)cpu_before;
-  std::vector<double> all;
-  for (auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
-  std::sort(all.begin(), all.end());
-  const double eps = static_cast<double>(acked.load()) / o.duration_s;
+  const std::vector<double>& all = report.latencies_ms;
+  const uint64_t errors = report.failed_batches;
+  const double eps = report.events_per_sec(o.duration_s);
   const double cores = sidecar ? (cpu_after - cpu_at_measure) / o.duration_s : 0;
   if (sidecar) sidecar->process.Stop(std::chrono::seconds(10));
   if (o.json) {
     std::cout << "{\"events_per_sec\":" << static_cast<uint64_t>(eps)
               << ",\"batches\":" << all.size() << ",\"p50_ms\":" << Percentile(all, 0.50)
               << ",\"p99_ms\":" << Percentile(all, 0.99)
-              << ",\"max_ms\":" << (all.empty() ? 0 : all.back()) << ",\"errors\":" << errors.load()
+              << ",\"max_ms\":" << (all.empty() ? 0 : all.back()) << ",\"errors\":" << errors
               << ",\"connections\":" << o.connections << ",\"batch\":" << o.batch
               << ",\"value_bytes\":" << o.value_bytes << ",\"partitions\":" << o.partitions
               << ",\"fsync\":\"" << o.fsync << "\",\"offered_rate\":" << o.rate
@@ -209,21 +157,19 @@ int Run(const IngestOptions& o) {
         "cores)\n",
         eps, Percentile(all, 0.5), Percentile(all, 0.99), all.empty() ? 0.0 : all.back(),
         all.size(), o.batch, o.connections, o.value_bytes, o.fsync.c_str(), o.partitions,
-        static_cast<int>(errors.load()), cores);
+        static_cast<int>(errors), cores);
   }
   if (o.target.empty() && o.data_dir.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(data_dir, ec);
   }
-  return errors.load() ? 1 : 0;
+  return errors ? 1 : 0;
 }
 
 }  // namespace
 
 double Percentile(const std::vector<double>& sorted, double p) {
-  if (sorted.empty()) return 0;
-  size_t idx = static_cast<size_t>(p * static_cast<double>(sorted.size()));
-  return sorted[std::min(idx, sorted.size() - 1)];
+  return client::Percentile(sorted, p);
 }
 
 void RegisterBenchIngest(CLI::App& bench, int& exit_code) {

@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "cmd/commands.h"
+#include "shoal/cli/local_topic.h"
 #include "shoal/client/admin_client.h"
 #include "shoal/client/process.h"
 #include "shoal/common/clock.h"
@@ -255,16 +256,7 @@ std::string SelfPath() {
 }
 
 control::LocalPlatformOptions PlatformOptionsFor(const TopicSpec& spec, std::string state_dir) {
-  control::LocalPlatformOptions po;
-  po.topic = spec.name;
-  po.state_dir = std::move(state_dir);
-  po.consumer_binary = SelfPath();
-  po.fsync = spec.fsync;
-  po.sidecar_args.push_back("--retention-ms=" + std::to_string(spec.retention.ms));
-  if (spec.retention.bytes) {
-    po.sidecar_args.push_back("--retention-bytes=" + std::to_string(spec.retention.bytes));
-  }
-  return po;
+  return LocalPlatformOptionsFor(spec, std::move(state_dir), SelfPath());
 }
 
 void RegisterControl(CLI::App& app, int& exit_code) {

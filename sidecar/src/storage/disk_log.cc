@@ -350,11 +350,17 @@ Status DiskLog::Read(uint64_t from, uint64_t limit, size_t max_records, size_t m
       if (ix != seg->index.begin()) pos = (ix - 1)->position;
     }
     const uint64_t from_before = from;
+    // Chunks start small and double: a consumer's read usually wants a few hundred records, and
+    // a first chunk of max_bytes would read megabytes to use kilobytes of them (once per
+    // partition of every consume request).
+    uint64_t chunk = 64 << 10;
     while (pos < seg_size && want_more()) {
       size_t len = static_cast<size_t>(std::min<uint64_t>(
-          std::max<uint64_t>(64 << 10, max_bytes - std::min(max_bytes, out->bytes) + 4096),
-          seg_size - pos));
-      auto buf = std::make_unique<char[]>(len);
+          {chunk, std::max<uint64_t>(64 << 10, max_bytes - std::min(max_bytes, out->bytes) + 4096),
+           seg_size - pos}));
+      chunk = std::min<uint64_t>(chunk * 2, uint64_t{1} << 30);
+      // Not value-initialised: the pread below fills it (clearing it cost as much as the read).
+      auto buf = std::make_unique_for_overwrite<char[]>(len);
       SHOAL_RETURN_IF_ERROR(PreadFull(seg->fd, buf.get(), len, pos));
       size_t used = 0;
       bool kept = false;
@@ -371,7 +377,7 @@ Status DiskLog::Read(uint64_t from, uint64_t limit, size_t max_records, size_t m
             return Status::Corruption("record past the end of " + seg->path);
           }
           len = static_cast<size_t>(need);
-          buf = std::make_unique<char[]>(len);
+          buf = std::make_unique_for_overwrite<char[]>(len);
           SHOAL_RETURN_IF_ERROR(PreadFull(seg->fd, buf.get(), len, pos));
           continue;
         }

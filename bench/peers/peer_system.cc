@@ -1,0 +1,31 @@
+#include "peer_system.h"
+
+#include "shoal/client/batch_driver.h"
+#include "shoal/common/hash.h"
+#include "shoal/common/partition_map.h"
+
+namespace shoal::bench {
+
+Result<std::vector<std::vector<BenchBatch>>> BuildBatches(int connections, int per_connection,
+                                                          int batch, uint64_t keys, int value_bytes,
+                                                          uint32_t partitions) {
+  auto map = PartitionMap::Initial("bench", partitions, PodName("bench"));
+  if (!map.ok()) return map.status();
+  std::vector<std::vector<BenchBatch>> out(static_cast<size_t>(connections));
+  uint64_t n = 0;
+  for (auto& conn : out) {
+    conn.resize(static_cast<size_t>(per_connection));
+    for (auto& b : conn) {
+      b.resize(static_cast<size_t>(batch));
+      for (auto& e : b) {
+        e.key = client::BenchKey(n, keys);
+        e.value = client::BenchValue(n, value_bytes);
+        e.partition = map->Route(KeyHash(e.key)).id.value();
+        ++n;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace shoal::bench
