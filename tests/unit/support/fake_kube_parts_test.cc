@@ -1,0 +1,308 @@
+// The pure parts of the fake API server: JSON merge patch (RFC 7386) and JSON patch (RFC 6902),
+// label selectors, RBAC rule matching and messages, and the operator's rules file
+// (deploy/rbac/operator-rules.yaml): what it grants, what it does not, and that every rule in it
+// grants something the operator needs.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "support/fake_kube/json_patch.h"
+#include "support/fake_kube/label_selector.h"
+#include "support/fake_kube/rbac.h"
+
+namespace shoal::testing {
+namespace {
+
+using web::json::value;
+
+value J(const std::string& text) { return value::parse(text); }
+
+// ---- merge patch
+
+TEST(MergePatchTest, FollowsRfc7386Examples) {
+  struct Case {
+    const char* target;
+    const char* patch;
+    const char* want;
+  };
+  const std::vector<Case> cases = {
+      {R"({"a":"b"})", R"({"a":"c"})", R"({"a":"c"})"},
+      {R"({"a":"b"})", R"({"b":"c"})", R"({"a":"b","b":"c"})"},
+      {R"({"a":"b"})", R"({"a":null})", R"({})"},
+      {R"({"a":"b","b":"c"})", R"({"a":null})", R"({"b":"c"})"},
+      {R"({"a":["b"]})", R"({"a":"c"})", R"({"a":"c"})"},
+      {R"({"a":"c"})", R"({"a":["b"]})", R"({"a":["b"]})"},
+      {R"({"a":{"b":"c"}})", R"({"a":{"b":"d","c":null}})", R"({"a":{"b":"d"}})"},
+      {R"({"a":[{"b":"c"}]})", R"({"a":[1]})", R"({"a":[1]})"},
+      {R"(["a","b"])", R"(["c","d"])", R"(["c","d"])"},
+      {R"({"a":"b"})", R"(["c"])", R"(["c"])"},
+      {R"({"a":"foo"})", "null", "null"},
+      {R"({"e":null})", R"({"a":1})", R"({"e":null,"a":1})"},
+      {R"([1,2])", R"({"a":"b","c":null})", R"({"a":"b"})"},
+      {R"({})", R"({"a":{"bb":{"ccc":null}}})", R"({"a":{"bb":{}}})"},
+  };
+  for (const auto& c : cases) {
+    EXPECT_TRUE(JsonEqual(ApplyMergePatch(J(c.target), J(c.patch)), J(c.want)))
+        << c.target << " + " << c.patch << " = "
+        << ApplyMergePatch(J(c.target), J(c.patch)).serialize();
+  }
+}
+
+// ---- JSON patch
+
+TEST(JsonPatchTest, AppliesEveryOperation) {
+  struct Case {
+    const char* doc;
+    const char* patch;
+    const char* want;
+  };
+  const std::vector<Case> cases = {
+      {R"({"foo":"bar"})", R"([{"op":"add","path":"/baz","value":"qux"}])",
+       R"({"baz":"qux","foo":"bar"})"},
+      {R"({"foo":["bar","baz"]})", R"([{"op":"add","path":"/foo/1","value":"qux"}])",
+       R"({"foo":["bar","qux","baz"]})"},
+      {R"({"foo":["bar"]})", R"([{"op":"add","path":"/foo/-","value":"x"}])",
+       R"({"foo":["bar","x"]})"},
+      {R"({"baz":"qux","foo":"bar"})", R"([{"op":"remove","path":"/baz"}])", R"({"foo":"bar"})"},
+      {R"({"foo":["bar","qux","baz"]})", R"([{"op":"remove","path":"/foo/1"}])",
+       R"({"foo":["bar","baz"]})"},
+      {R"({"baz":"qux","foo":"bar"})", R"([{"op":"replace","path":"/baz","value":"boo"}])",
+       R"({"baz":"boo","foo":"bar"})"},
+      {R"({"a":[1,2,3]})", R"([{"op":"replace","path":"/a/2","value":9}])", R"({"a":[1,2,9]})"},
+      {R"({"foo":{"bar":"baz","waldo":"fred"},"qux":{"corge":"grault"}})",
+       R"([{"op":"move","from":"/foo/waldo","path":"/qux/thud"}])",
+       R"({"foo":{"bar":"baz"},"qux":{"corge":"grault","thud":"fred"}})"},
+      {R"({"foo":["all","grass","cows","eat"]})",
+       R"([{"op":"move","from":"/foo/1","path":"/foo/3"}])",
+       R"({"foo":["all","cows","eat","grass"]})"},
+      {R"({"a":{"b":1}})", R"([{"op":"copy","from":"/a","path":"/c"}])",
+       R"({"a":{"b":1},"c":{"b":1}})"},
+      {R"({"a/b":1,"m~n":2})",
+       R"([{"op":"test","path":"/a~1b","value":1},{"op":"test","path":"/m~0n","value":2.0}])",
+       R"({"a/b":1,"m~n":2})"},
+      {R"({"a":1})", R"([{"op":"replace","path":"","value":[1]}])", R"([1])"},
+  };
+  for (const auto& c : cases) {
+    auto r = ApplyJsonPatch(J(c.doc), J(c.patch));
+    ASSERT_TRUE(r.ok()) << c.patch << ": " << r.status().ToString();
+    EXPECT_TRUE(JsonEqual(*r, J(c.want))) << c.patch << " gave " << r->serialize();
+  }
+}
+
+TEST(JsonPatchTest, RefusesWhatCannotApplyAndChangesNothing) {
+  const value doc = J(R"({"a":{"b":1},"l":[1]})");
+  const std::vector<const char*> cannot_apply = {
+      R"([{"op":"test","path":"/a/b","value":2}])",
+      R"([{"op":"remove","path":"/nope"}])",
+      R"([{"op":"replace","path":"/a/c","value":1}])",
+      R"([{"op":"add","path":"/x/y","value":1}])",
+      R"([{"op":"add","path":"/l/5","value":1}])",
+      R"([{"op":"add","path":"/l/01","value":1}])",
+      R"([{"op":"move","from":"/a","path":"/a/b/c"}])",
+      R"([{"op":"add","path":"/new","value":1},{"op":"test","path":"/new","value":2}])",
+  };
+  for (const char* p : cannot_apply) {
+    auto r = ApplyJsonPatch(doc, J(p));
+    EXPECT_EQ(r.status().code(), Status::Code::kFailedPrecondition) << p;
+  }
+  const std::vector<const char*> malformed = {
+      R"({"op":"add"})",
+      R"([{"path":"/a"}])",
+      R"([{"op":"add","path":"/a"}])",
+      R"([{"op":"frobnicate","path":"/a"}])",
+      R"([{"op":"add","path":"a","value":1}])",
+  };
+  for (const char* p : malformed) {
+    auto r = ApplyJsonPatch(doc, J(p));
+    EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument) << p;
+  }
+}
+
+TEST(JsonEqualTest, NumbersByValueObjectsBySet) {
+  EXPECT_TRUE(JsonEqual(J("1"), J("1.0")));
+  EXPECT_TRUE(JsonEqual(value::number(int64_t{3}), J("3")));
+  EXPECT_TRUE(JsonEqual(J(R"({"a":1,"b":[true,null]})"), J(R"({"b":[true,null],"a":1})")));
+  EXPECT_FALSE(JsonEqual(J(R"({"a":1})"), J(R"({"a":1,"b":2})")));
+  EXPECT_FALSE(JsonEqual(J(R"([1,2])"), J(R"([2,1])")));
+  EXPECT_FALSE(JsonEqual(J(R"("1")"), J("1")));
+}
+
+// ---- label selectors
+
+TEST(LabelSelectorTest, MatchesEqualitySetAndExistenceRequirements) {
+  const std::map<std::string, std::string> labels = {{"app", "shoal"}, {"tier", "data"}};
+  struct Case {
+    const char* selector;
+    bool matches;
+  };
+  const std::vector<Case> cases = {
+      {"", true},
+      {"app=shoal", true},
+      {"app==shoal", true},
+      {"app=other", false},
+      {"app!=other", true},
+      {"app!=shoal", false},
+      {"missing!=x", true},
+      {"app=shoal,tier=data", true},
+      {"app=shoal,tier!=data", false},
+      {"app", true},
+      {"!app", false},
+      {"!missing", true},
+      {"tier in (data, web)", true},
+      {"tier in (web)", false},
+      {"tier notin (web),app=shoal", true},
+      {"missing notin (x)", true},
+      {" app = shoal ", true},
+  };
+  for (const auto& c : cases) {
+    auto s = LabelSelector::Parse(c.selector);
+    ASSERT_TRUE(s.ok()) << c.selector << ": " << s.status().ToString();
+    EXPECT_EQ(s->Matches(labels), c.matches) << c.selector;
+  }
+  for (const char* bad : {"=x", "a in x", "a between (x)", "a,,b", "a in (x"}) {
+    EXPECT_FALSE(LabelSelector::Parse(bad).ok()) << bad;
+  }
+}
+
+// ---- RBAC
+
+TEST(RbacTest, MatchesGroupsResourcesSubresourcesVerbsAndNames) {
+  auto rules = ParsePolicyRules(R"(
+rules:
+  - apiGroups: ["apps"]
+    resources: ["statefulsets", "statefulsets/scale"]
+    verbs: ["get", "patch"]
+  - apiGroups: [""]
+    resources: ["configmaps"]
+    verbs: ["*"]
+    resourceNames: ["only-this"]
+  - apiGroups: ["*"]
+    resources: ["*/status"]
+    verbs: ["get"]
+)");
+  ASSERT_TRUE(rules.ok()) << rules.status().ToString();
+  auto allow = [&](std::string verb, std::string group, std::string resource, std::string sub,
+                   std::string name = "x") {
+    return RulesAllow(*rules, {.verb = verb,
+                               .group = group,
+                               .resource = resource,
+                               .subresource = sub,
+                               .name = name,
+                               .namespace_ = "default"});
+  };
+  EXPECT_TRUE(allow("get", "apps", "statefulsets", ""));
+  EXPECT_TRUE(allow("patch", "apps", "statefulsets", "scale"));
+  EXPECT_FALSE(allow("update", "apps", "statefulsets", ""));
+  EXPECT_FALSE(allow("get", "", "statefulsets", ""));  // another group
+  EXPECT_FALSE(allow("patch", "apps", "statefulsets", "status"));
+  EXPECT_TRUE(allow("get", "apps", "statefulsets", "status"));  // */status
+  EXPECT_TRUE(allow("get", "shoal.dev", "partitionedtopics", "status"));
+  EXPECT_FALSE(allow("get", "shoal.dev", "partitionedtopics", ""));
+  EXPECT_TRUE(allow("delete", "", "configmaps", "", "only-this"));
+  EXPECT_FALSE(allow("delete", "", "configmaps", "", "another"));
+  EXPECT_FALSE(allow("list", "", "configmaps", "", ""));  // resourceNames cannot list
+
+  EXPECT_FALSE(ParsePolicyRules("rules: [{apiGroups: [''], verbs: [get]}]").ok());
+  EXPECT_FALSE(ParsePolicyRules("not: rules").ok());
+  EXPECT_FALSE(ParsePolicyRules("rules: [{apiGroups: x, resources: [a], verbs: [get]}]").ok());
+}
+
+TEST(RbacTest, ForbiddenMessagesAreTheApiServers) {
+  const std::string user = "system:serviceaccount:shoal-system:shoal-operator";
+  EXPECT_EQ(ForbiddenMessage(user, {.verb = "update",
+                                    .group = "shoal.dev",
+                                    .resource = "partitionedtopics",
+                                    .subresource = "status",
+                                    .name = "x",
+                                    .namespace_ = "default"}),
+            "partitionedtopics.shoal.dev \"x\" is forbidden: User "
+            "\"system:serviceaccount:shoal-system:shoal-operator\" cannot update resource "
+            "\"partitionedtopics/status\" in API group \"shoal.dev\" in the namespace \"default\"");
+  EXPECT_EQ(ForbiddenMessage(user, {.verb = "list", .group = "", .resource = "pods"}),
+            "pods is forbidden: User \"system:serviceaccount:shoal-system:shoal-operator\" "
+            "cannot list resource \"pods\" in API group \"\" at the cluster scope");
+}
+
+// ---- the operator's rules file
+
+using Grant = std::tuple<std::string, std::string, std::string>;  // group, resource, verb
+
+std::vector<Grant> OperatorNeeds() {
+  std::vector<Grant> out;
+  auto add = [&](const std::string& group, const std::string& resource,
+                 const std::vector<std::string>& verbs) {
+    for (const auto& v : verbs) out.emplace_back(group, resource, v);
+  };
+  add("shoal.dev", "partitionedtopics", {"get", "list", "watch", "update", "patch"});
+  add("shoal.dev", "partitionedtopics/status", {"get", "update", "patch"});
+  add("shoal.dev", "partitionedtopics/finalizers", {"update"});
+  add("apps", "statefulsets", {"get", "list", "watch", "create", "update", "patch", "delete"});
+  add("apps", "statefulsets/scale", {"get", "update", "patch"});
+  for (const char* r : {"services", "secrets"}) {
+    add("", r, {"get", "list", "watch", "create", "update", "patch", "delete"});
+  }
+  add("", "pods", {"get", "list", "watch"});
+  add("", "events", {"create", "patch"});
+  add("events.k8s.io", "events", {"create", "patch"});
+  add("coordination.k8s.io", "leases", {"get", "create", "update"});
+  add("metrics.k8s.io", "pods", {"get", "list"});
+  return out;
+}
+
+ResourceAttributes Attrs(const Grant& g) {
+  const auto& [group, resource, verb] = g;
+  const size_t slash = resource.find('/');
+  return {.verb = verb,
+          .group = group,
+          .resource = resource.substr(0, slash),
+          .subresource = slash == std::string::npos ? "" : resource.substr(slash + 1),
+          .name = "x",
+          .namespace_ = "default"};
+}
+
+Result<std::vector<PolicyRule>> OperatorRules() {
+  return LoadPolicyRules(std::string(SHOAL_SOURCE_DIR) + "/deploy/rbac/operator-rules.yaml");
+}
+
+TEST(OperatorRulesTest, GrantsWhatTheOperatorNeedsAndNothingElse) {
+  auto rules = OperatorRules();
+  ASSERT_TRUE(rules.ok()) << rules.status().ToString();
+  const auto needs = OperatorNeeds();
+  const std::set<Grant> needed(needs.begin(), needs.end());
+  for (const auto& g : needs) {
+    EXPECT_TRUE(RulesAllow(*rules, Attrs(g)))
+        << std::get<0>(g) << " " << std::get<1>(g) << " " << std::get<2>(g);
+  }
+  // Everything else over the same groups and resources is refused.
+  const std::vector<std::string> verbs = {"get",    "list",  "watch",  "create",
+                                          "update", "patch", "delete", "deletecollection"};
+  for (const auto& [group, resource, verb] : needs) {
+    for (const auto& v : verbs) {
+      const Grant g{group, resource, v};
+      if (needed.count(g) == 0) {
+        EXPECT_FALSE(RulesAllow(*rules, Attrs(g))) << group << " " << resource << " " << v;
+      }
+    }
+  }
+  EXPECT_FALSE(RulesAllow(*rules, Attrs({"", "configmaps", "get"})));
+  EXPECT_FALSE(RulesAllow(*rules, Attrs({"", "pods/status", "update"})));
+  EXPECT_FALSE(RulesAllow(*rules, Attrs({"apps", "statefulsets/status", "update"})));
+}
+
+TEST(OperatorRulesTest, EveryRuleIsNeeded) {
+  auto rules = OperatorRules();
+  ASSERT_TRUE(rules.ok()) << rules.status().ToString();
+  for (size_t i = 0; i < rules->size(); ++i) {
+    std::vector<PolicyRule> without = *rules;
+    without.erase(without.begin() + static_cast<std::ptrdiff_t>(i));
+    bool some_need_refused = false;
+    for (const auto& g : OperatorNeeds()) some_need_refused |= !RulesAllow(without, Attrs(g));
+    EXPECT_TRUE(some_need_refused) << "rule " << i << " grants nothing the operator needs";
+  }
+}
+
+}  // namespace
+}  // namespace shoal::testing
