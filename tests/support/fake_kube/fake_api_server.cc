@@ -35,7 +35,8 @@ ResourceType PartitionedTopicType() {
   t.custom = true;
   t.status_subresource = true;
   t.tracks_generation = true;
-  t.scale = ScaleSubresource{.spec_replicas_path = ".spec.replicas",
+  // As in crds/shoal.dev_partitionedtopics.yaml: `kubectl scale` sets the floor of consumer pods.
+  t.scale = ScaleSubresource{.spec_replicas_path = ".spec.replicas.min",
                              .status_replicas_path = ".status.replicas",
                              .label_selector_path = ".status.selector"};
   return t;

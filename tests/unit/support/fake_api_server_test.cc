@@ -425,7 +425,12 @@ TEST_F(FakeApiServerTest, GenerationCountsSpecChangesOnly) {
 
 TEST_F(FakeApiServerTest, ScaleSubresourceReadsAndWritesReplicas) {
   const std::string path = std::string(kTopics) + "/t1";
-  CreateTopic("t1", 3);
+  // The scale subresource of a PartitionedTopic is its floor of pods, spec.replicas.min.
+  ASSERT_EQ(Admin("POST", kTopics,
+                  R"({"apiVersion":"shoal.dev/v1alpha1","kind":"PartitionedTopic",)"
+                  R"("metadata":{"name":"t1"},"spec":{"replicas":{"min":3,"max":8}}})")
+                .status,
+            201);
   ASSERT_EQ(Admin("PATCH", path + "/status",
                   R"({"status":{"replicas":2,"selector":"app=shoal,topic=t1"}})", kMergePatch)
                 .status,
@@ -450,7 +455,8 @@ TEST_F(FakeApiServerTest, ScaleSubresourceReadsAndWritesReplicas) {
   EXPECT_EQ(S(J(p), "kind"), "Scale");
   EXPECT_EQ(I(J(p), "spec.replicas"), 5);
   const value scaled = J(Admin("GET", path));
-  EXPECT_EQ(I(scaled, "spec.replicas"), 5);
+  EXPECT_EQ(I(scaled, "spec.replicas.min"), 5);
+  EXPECT_EQ(I(scaled, "spec.replicas.max"), 8);
   EXPECT_EQ(I(scaled, "metadata.generation"), 2);
   EXPECT_EQ(S(J(p), "metadata.resourceVersion"), S(scaled, "metadata.resourceVersion"));
 
@@ -466,12 +472,12 @@ TEST_F(FakeApiServerTest, ScaleSubresourceReadsAndWritesReplicas) {
   put["spec"]["replicas"] = value::number(6);
   HttpResponse ok = Admin("PUT", path + "/scale", put.serialize());
   ASSERT_EQ(ok.status, 200) << ok.Describe();
-  EXPECT_EQ(I(J(Admin("GET", path)), "spec.replicas"), 6);
+  EXPECT_EQ(I(J(Admin("GET", path)), "spec.replicas.min"), 6);
   // JSON patch works on the Scale too.
   HttpResponse jp = Admin("PATCH", path + "/scale",
                           R"([{"op":"replace","path":"/spec/replicas","value":1}])", kJsonPatch);
   ASSERT_EQ(jp.status, 200) << jp.Describe();
-  EXPECT_EQ(I(J(Admin("GET", path)), "spec.replicas"), 1);
+  EXPECT_EQ(I(J(Admin("GET", path)), "spec.replicas.min"), 1);
 }
 
 TEST_F(FakeApiServerTest, StatefulSetScaleShowsItsSelector) {
