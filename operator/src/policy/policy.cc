@@ -133,8 +133,10 @@ std::optional<std::vector<double>> LoadHistory::WindowPeaks(const PartitionHisto
                                                             SteadyTime since) const {
   const auto window_peak = h.PeakSince(since);
   if (!window_peak || samples_.empty()) return std::nullopt;
-  const SteadyTime first = GridStart(std::max(since, *first_at_));
   const SteadyTime last = GridStart(samples_.back().at);
+  // A window that starts after the latest sample (a zero-length window, asked later) has that
+  // sample's bucket as its only one.
+  const SteadyTime first = std::min(GridStart(std::max(since, *first_at_)), last);
   const size_t n = static_cast<size_t>((last - first) / bucket_) + 1;
   std::vector<double> peaks(n, -1);
   for (const auto& b : h.buckets) {

@@ -650,6 +650,22 @@ TEST(DecideTest, AnInheritedPeakKeepsYoungPartitionsApart) {
   EXPECT_THAT(d.merges, IsEmpty()) << d.reason;
 }
 
+// A zero scale-down window asked after the latest observation still bounds the merge by the
+// latest peaks (and never sizes its bucket list from a window that ends before it starts).
+TEST(DecideTest, AZeroScaleDownWindowAskedLaterMergesOnTheLatestPeaks) {
+  TopicSpec spec = BaseSpec();
+  spec.scale_down.stabilization_window_seconds = 0;
+  const PartitionMap map = Initial(4);
+  LoadHistory h(seconds(20));
+  Steady(h, map, 0, 10, 1000);
+  const Decision d = Decide(spec, h, map, 1, At(25));
+  ASSERT_EQ(d.merges.size(), 1u) << d.reason;
+  EXPECT_DOUBLE_EQ(d.merges[0].peak_rate, 4000);
+  auto peaks = h.WindowPeaks(*h.Partition(PartitionId(0)), At(25));
+  ASSERT_TRUE(peaks.has_value());
+  EXPECT_EQ(peaks->size(), 1u);
+}
+
 // Neighbours whose peaks come at different times merge on what they carried together.
 TEST(DecideTest, NeighboursPeakingAtDifferentTimesMergeOnTheirSum) {
   TopicSpec spec = BaseSpec();  // merge limit 4,500
