@@ -295,9 +295,7 @@ class Run {
     const auto map = loop.map();
     s.partitions = static_cast<uint32_t>(map.active_count());
     s.pods = platform.DesiredPods();
-    if (auto pods = platform.ListPods(); pods.ok()) {
-      for (const auto& p : *pods) s.ready_pods += p.ready ? 1 : 0;
-    }
+    s.ready_pods = obs.ready_pods;  // the loop already listed the pods this tick
     if (load) {
       auto lat = load->TakeLatenciesMs();
       if (!lat.empty()) {

@@ -175,7 +175,8 @@ Status ControlLoop::Tick() {
       if (load.active) last_rates_[id] = load.rate;
     }
     history_.Add(o);
-    observed_ = Observed{.arrival_rate = arrival, .lag = lag, .missing = o.missing.size()};
+    observed_ = Observed{
+        .arrival_rate = arrival, .lag = lag, .missing = o.missing.size(), .ready_pods = ready};
   }
 
   const auto now = clock_.SteadyNow();
@@ -260,8 +261,7 @@ Status ControlLoop::Tick() {
       }
     }
   }
-  size_t sealed = 0;
-  for (const auto& p : map_.partitions()) sealed += p.active() ? 0 : 1;
+  const size_t sealed = map_.partitions().size() - map_.active_count();
   probe_->State(map_.active_count(), sealed, platform_.DesiredPods(), ready, plan_.has_value());
   return result;
 }
@@ -557,8 +557,7 @@ Status ControlLoop::LoadState(std::string_view text) {
 
 std::string ControlLoop::StatusJson() const {
   std::lock_guard<std::mutex> lock(mu_);
-  size_t sealed = 0;
-  for (const auto& p : map_.partitions()) sealed += p.active() ? 0 : 1;
+  const size_t sealed = map_.partitions().size() - map_.active_count();
   std::string o = "{\"topic\":";
   json::AppendString(o, spec_.name);
   o += ",\"epoch\":";

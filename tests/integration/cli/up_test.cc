@@ -9,25 +9,18 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <random>
 #include <set>
 #include <sstream>
 
 #include "shoal/client/process.h"
 #include "shoal/client/shoal_client.h"
+#include "support/loopback.h"
 #include "support/temp_dir.h"
 
 namespace shoal {
 namespace {
 
 using namespace std::chrono_literals;
-
-// A loopback /16 of its own per test run, so that pods of concurrent runs do not collide.
-std::string RandomPrefix() {
-  std::random_device rd;
-  std::mt19937 rng(rd());
-  return "127." + std::to_string(20 + rng() % 200) + "." + std::to_string(rng() % 250);
-}
 
 // A topic that reacts within a short run: 300 ev/s per partition, a 6 s scale-down window.
 std::string WriteTopic(const std::string& dir) {
@@ -74,7 +67,7 @@ std::vector<pid_t> LivePids(const std::string& state_dir) {
 
 TEST(ShoalUpTest, ShortFlashSaleScalesUpAndDownAndLosesNothing) {
   testing::TempDir dir("shoal-up");
-  const std::string prefix = RandomPrefix();
+  const std::string prefix = testing::RandomLoopbackPrefix();
   const std::string topic = WriteTopic(dir.path());
   const std::string report = dir.path() + "/report";
   auto up = client::ChildProcess::Spawn(
@@ -118,7 +111,7 @@ TEST(ShoalUpTest, ShortFlashSaleScalesUpAndDownAndLosesNothing) {
 // there.
 TEST(ShoalUpTest, InterruptedUpStopsCleanlyAndResumesTheTopic) {
   testing::TempDir dir("shoal-up-resume");
-  const std::string prefix = RandomPrefix();
+  const std::string prefix = testing::RandomLoopbackPrefix();
   const std::string state = dir.path() + "/state";
   const std::string pod0 = "http://" + prefix + ".2:8080";
   const std::string topic = WriteTopic(dir.path());

@@ -12,7 +12,6 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -20,6 +19,7 @@
 #include "shoal/client/process.h"
 #include "shoal/client/verifier.h"
 #include "shoal/client/workload.h"
+#include "support/loopback.h"
 #include "support/temp_dir.h"
 
 namespace shoal {
@@ -105,10 +105,7 @@ uint64_t CountLines(const std::string& dir) {
 class ControlLoopTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::random_device rd;
-    std::mt19937 rng(rd());
-    // A loopback block of our own: parallel tests never share addresses.
-    ip_prefix_ = "127." + std::to_string(20 + rng() % 200) + "." + std::to_string(rng() % 250);
+    ip_prefix_ = testing::RandomLoopbackPrefix();
     state_ = dir_.path() + "/state";
     topic_file_ = dir_.path() + "/orders.yaml";
     std::ofstream(topic_file_) << R"(apiVersion: shoal.dev/v1alpha1

@@ -93,6 +93,7 @@ class ControlLoop {
     double arrival_rate = 0;  // events/s over the active partitions
     double lag = 0;           // consumer lag summed over the partitions
     size_t missing = 0;
+    uint32_t ready_pods = 0;  // pods the platform listed as ready at that tick
   };
   Observed last_observed() const;
   DecisionRecord last_decision() const;
