@@ -1101,8 +1101,13 @@ Reply FakeApiServer::Impl::Delete(const Call& call, const std::string& body) {
 std::optional<Reply> FakeApiServer::Impl::CheckOwnerReferences(const Call& call,
                                                                const value* current,
                                                                const value& next) const {
-  // The OwnerReferencesPermissionEnforcement admission plugin: setting blockOwnerDeletion on a
-  // reference needs `update` on the owner's finalizers subresource.
+  // The OwnerReferencesPermissionEnforcement admission plugin (plugin/pkg/admission/gc): a user
+  // subject to RBAC who sets blockOwnerDeletion on a reference (a new object, or a reference whose
+  // uid is new or was not blocking before) needs `update` on the owner's finalizers subresource,
+  // in the owner's API group and the object's namespace: otherwise the user could hold up the
+  // deletion of an object it may not touch. The message ends in ", <nil>" as the real one does
+  // (it formats the authorizer's reason and its nil error). Not done: the plugin's other rule,
+  // `delete` on the object itself to change ownerReferences on update.
   if (call.rules == nullptr) return std::nullopt;
   const value refs = MetaValue(next, "ownerReferences");
   if (!refs.is_array()) return std::nullopt;
@@ -1134,7 +1139,8 @@ std::optional<Reply> FakeApiServer::Impl::CheckOwnerReferences(const Call& call,
                      prefix +
                          "cannot set blockOwnerDeletion in this case because cannot find "
                          "RESTMapping for APIVersion " +
-                         api_version + " Kind " + kind,
+                         api_version + " Kind " + kind + ": no matches for kind \"" + kind +
+                         "\" in version \"" + api_version + "\"",
                      Details(name, t.group, t.plural));
     }
     ResourceAttributes attrs{.verb = "update",
@@ -1148,7 +1154,7 @@ std::optional<Reply> FakeApiServer::Impl::CheckOwnerReferences(const Call& call,
                      prefix +
                          "cannot set blockOwnerDeletion if an ownerReference refers to a "
                          "resource you can't set finalizers on: " +
-                         ForbiddenReason(call.user, attrs),
+                         ForbiddenReason(call.user, attrs) + ", <nil>",
                      Details(name, t.group, t.plural));
     }
   }
@@ -1450,6 +1456,23 @@ Status FakeApiServer::Seed(const std::string& collection_path, const std::string
   const std::optional<value> old = prev != nullptr ? std::optional<value>(*prev) : std::nullopt;
   s.Commit(call.route.type, key, old ? &*old : nullptr, std::move(obj),
            old ? Impl::EventType::kModified : Impl::EventType::kAdded);
+  return Status::Ok();
+}
+
+Status FakeApiServer::Unseed(const std::string& object_path) {
+  Impl& s = *impl_;
+  Impl::Call call;
+  call.method = "DELETE";
+  call.path = object_path;
+  if (s.ParseRoute(call) || call.route.name.empty() || !call.route.sub.empty()) {
+    return Status::NotFound("not an object path: " + object_path);
+  }
+  std::lock_guard<std::mutex> lock(s.mu_);
+  const Impl::Key key{call.route.ns, call.route.name};
+  const value* found = s.Find(call.route.type, key);
+  if (found == nullptr) return Status::NotFound(object_path + " not found");
+  const value current = *found;
+  s.Commit(call.route.type, key, &current, current, Impl::EventType::kDeleted);
   return Status::Ok();
 }
 

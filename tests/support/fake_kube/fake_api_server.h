@@ -8,7 +8,9 @@
 //     patch on built-ins); an RV in a patch is a precondition;
 //   - list (`<Kind>List`) and watch (chunked, one event per line, bookmarks, timeoutSeconds, a
 //     bounded history with 410 Expired for too-old RVs), label and field selectors;
-//   - bearer-token authentication and RBAC from PolicyRule lists (403 Forbidden);
+//   - bearer-token authentication and RBAC from PolicyRule lists (403 Forbidden), with the
+//     OwnerReferencesPermissionEnforcement admission rule (blockOwnerDeletion on a reference
+//     needs `update` on the owner's `finalizers`);
 //   - every error as a `Status` body with reason, code and details.
 // Test hooks close watches, send bookmarks, forget history and inject failures.
 //
@@ -141,6 +143,10 @@ class FakeApiServer {
   // namespace, uid, creationTimestamp and a new RV: how tests fill metrics.k8s.io or act as
   // a controller. Replaces an existing object of that name (MODIFIED).
   Status Seed(const std::string& collection_path, const std::string& object_json);
+  // Removes the object at ".../PLURAL/NAME" (DELETED), bypassing authentication, RBAC,
+  // read-only types and finalizers: how a test's metrics-server forgets a pod that is gone.
+  // NotFound when there is no such object.
+  Status Unseed(const std::string& object_path);
   // The stored object at ".../PLURAL/NAME" as JSON, or nullopt.
   std::optional<std::string> Object(const std::string& path) const;
   // The current global resourceVersion.

@@ -874,9 +874,9 @@ TEST_F(FakeApiServerTest, OperatorTokenIsHeldToTheRulesFile) {
             200);
   EXPECT_EQ(Op("POST", "/api/v1/namespaces/default/secrets", R"({"metadata":{"name":"t"}})").status,
             201);
-  EXPECT_EQ(
-      Op("POST", "/api/v1/namespaces/default/events", R"({"metadata":{"name":"e.1"}})").status,
-      201);
+  // Events go through events.k8s.io/v1 only.
+  ExpectStatus(Op("POST", "/api/v1/namespaces/default/events", R"({"metadata":{"name":"e.1"}})"),
+               403, "Forbidden");
   EXPECT_EQ(Op("POST", "/apis/events.k8s.io/v1/namespaces/default/events",
                R"({"metadata":{"name":"e.2"},"eventTime":"2023-11-14T22:13:20.000000Z"})")
                 .status,
@@ -928,10 +928,52 @@ TEST_F(FakeApiServerTest, ARuleRemovedFromTheFileIsA403) {
                "ownerReference refers to a resource you can't set finalizers on: User "
                "\"system:serviceaccount:shoal-system:shoal-operator\" cannot update resource "
                "\"partitionedtopics/finalizers\" in API group \"shoal.dev\" in the namespace "
-               "\"default\"");
+               "\"default\", <nil>");
   EXPECT_EQ(Op("POST", kStatefulSets, with_block("false")).status, 201);
   EXPECT_EQ(Admin("POST", "/api/v1/namespaces/default/services", with_block("true")).status, 201)
       << "the admin bypasses RBAC";
+
+  // The same rule on update: turning an existing reference into a blocking one, or adding a
+  // new blocking one, is refused; keeping one that already blocks is not checked again.
+  const std::string sts = std::string(kStatefulSets) + "/x";
+  auto with_refs = [&](const std::string& refs_json) {
+    value obj = J(Admin("GET", sts));
+    obj["metadata"]["ownerReferences"] = J(refs_json);
+    return obj;
+  };
+  const std::string blocking = R"([{"apiVersion":"shoal.dev/v1alpha1","kind":"PartitionedTopic",
+      "name":"x","uid":"u","controller":true,"blockOwnerDeletion":true}])";
+  HttpResponse updated = Op("PUT", sts, with_refs(blocking).serialize());
+  ExpectStatus(updated, 403, "Forbidden",
+               "statefulsets.apps \"x\" is forbidden: cannot set blockOwnerDeletion if an "
+               "ownerReference refers to a resource you can't set finalizers on: User "
+               "\"system:serviceaccount:shoal-system:shoal-operator\" cannot update resource "
+               "\"partitionedtopics/finalizers\" in API group \"shoal.dev\" in the namespace "
+               "\"default\", <nil>");
+  EXPECT_EQ(S(J(updated), "details.name"), "x");
+  EXPECT_EQ(S(J(updated), "details.kind"), "statefulsets");
+  ASSERT_EQ(Admin("PUT", sts, with_refs(blocking).serialize()).status, 200);
+  value more = J(Admin("GET", sts));
+  more["spec"] = J(R"({"replicas":3})");
+  EXPECT_EQ(Op("PUT", sts, more.serialize()).status, 200)
+      << "a reference that already blocked is not checked again";
+  ExpectStatus(Op("PUT", sts,
+                  with_refs(R"([{"apiVersion":"apps/v1","kind":"StatefulSet","name":"y",
+                      "uid":"v","blockOwnerDeletion":true}])")
+                      .serialize()),
+               403, "Forbidden",
+               "statefulsets.apps \"x\" is forbidden: cannot set blockOwnerDeletion if an "
+               "ownerReference refers to a resource you can't set finalizers on: User "
+               "\"system:serviceaccount:shoal-system:shoal-operator\" cannot update resource "
+               "\"statefulsets/finalizers\" in API group \"apps\" in the namespace "
+               "\"default\", <nil>");
+  ExpectStatus(Op("POST", "/api/v1/namespaces/default/secrets", R"({"metadata":{"name":"s",
+      "ownerReferences":[{"apiVersion":"example.com/v1","kind":"Widget","name":"w","uid":"w",
+      "blockOwnerDeletion":true}]}})"),
+               403, "Forbidden",
+               "secrets \"s\" is forbidden: cannot set blockOwnerDeletion in this case because "
+               "cannot find RESTMapping for APIVersion example.com/v1 Kind Widget: no matches for "
+               "kind \"Widget\" in version \"example.com/v1\"");
 }
 
 // ---- metrics.k8s.io
@@ -943,7 +985,9 @@ TEST_F(FakeApiServerTest, PodMetricsAreServedFromWhatTheTestPutsThere) {
                      "containers":[{"name":"consumer","usage":{"cpu":"508234567n","memory":"256Mi"}}]})")
                   .ok());
   ASSERT_TRUE(server_->Seed(kPodMetrics, R"({"metadata":{"name":"other"},"containers":[]})").ok());
-  HttpResponse g = Op("GET", std::string(kPodMetrics) + "/t1-0");
+  // The operator lists; getting one is the admin's (the operator's rules grant list only).
+  ExpectStatus(Op("GET", std::string(kPodMetrics) + "/t1-0"), 403, "Forbidden");
+  HttpResponse g = Admin("GET", std::string(kPodMetrics) + "/t1-0");
   ASSERT_EQ(g.status, 200) << g.Describe();
   EXPECT_EQ(S(J(g), "kind"), "PodMetrics");
   EXPECT_EQ(S(J(g), "apiVersion"), "metrics.k8s.io/v1beta1");
@@ -959,8 +1003,8 @@ TEST_F(FakeApiServerTest, PodMetricsAreServedFromWhatTheTestPutsThere) {
 
   // A seed replaces the object of that name.
   ASSERT_TRUE(server_->Seed(kPodMetrics, R"({"metadata":{"name":"t1-0"},"containers":[]})").ok());
-  EXPECT_EQ(At(J(Op("GET", std::string(kPodMetrics) + "/t1-0")), "containers").as_array().size(),
-            0u);
+  EXPECT_EQ(
+      At(J(Admin("GET", std::string(kPodMetrics) + "/t1-0")), "containers").as_array().size(), 0u);
   ASSERT_TRUE(server_->Object(std::string(kPodMetrics) + "/t1-0").has_value());
   EXPECT_FALSE(server_->Object(std::string(kPodMetrics) + "/gone").has_value());
   EXPECT_FALSE(server_->Seed("/nowhere", "{}").ok());

@@ -236,19 +236,17 @@ std::vector<Grant> OperatorNeeds() {
                  const std::vector<std::string>& verbs) {
     for (const auto& v : verbs) out.emplace_back(group, resource, v);
   };
-  add("shoal.dev", "partitionedtopics", {"get", "list", "watch", "update", "patch"});
+  add("shoal.dev", "partitionedtopics", {"list", "watch", "patch"});
   add("shoal.dev", "partitionedtopics/status", {"get", "update", "patch"});
   add("shoal.dev", "partitionedtopics/finalizers", {"update"});
-  add("apps", "statefulsets", {"get", "list", "watch", "create", "update", "patch", "delete"});
-  add("apps", "statefulsets/scale", {"get", "update", "patch"});
-  for (const char* r : {"services", "secrets"}) {
-    add("", r, {"get", "list", "watch", "create", "update", "patch", "delete"});
-  }
-  add("", "pods", {"get", "list", "watch"});
-  add("", "events", {"create", "patch"});
-  add("events.k8s.io", "events", {"create", "patch"});
+  add("apps", "statefulsets", {"list", "watch", "create", "update", "delete"});
+  add("apps", "statefulsets/scale", {"patch"});
+  add("", "services", {"get", "create", "update", "delete"});
+  add("", "secrets", {"get", "create", "delete"});
+  add("", "pods", {"list", "watch"});
+  add("events.k8s.io", "events", {"create"});
   add("coordination.k8s.io", "leases", {"get", "create", "update"});
-  add("metrics.k8s.io", "pods", {"get", "list"});
+  add("metrics.k8s.io", "pods", {"list"});
   return out;
 }
 
