@@ -2,14 +2,26 @@
 
 #include <prometheus/text_serializer.h>
 
+#include <map>
+
 namespace shoal::metrics {
 
 std::string Serialize(const std::vector<std::shared_ptr<prometheus::Collectable>>& collectables) {
+  // Families of one name from several registries (the operator's topics each have one) are
+  // merged: the exposition format allows each name once.
   std::vector<prometheus::MetricFamily> families;
+  std::map<std::string, size_t> index;
   for (const auto& c : collectables) {
-    auto f = c->Collect();
-    families.insert(families.end(), std::make_move_iterator(f.begin()),
-                    std::make_move_iterator(f.end()));
+    for (auto& f : c->Collect()) {
+      auto [it, fresh] = index.emplace(f.name, families.size());
+      if (fresh) {
+        families.push_back(std::move(f));
+      } else {
+        auto& into = families[it->second].metric;
+        into.insert(into.end(), std::make_move_iterator(f.metric.begin()),
+                    std::make_move_iterator(f.metric.end()));
+      }
+    }
   }
   return prometheus::TextSerializer().Serialize(families);
 }

@@ -1,0 +1,332 @@
+#include "shoal/k8s/kube_platform.h"
+
+#include <cpprest/asyncrt_utils.h>
+#include <zlib.h>
+
+#include <ctime>
+
+#include "shoal/common/logging.h"
+#include "shoal/k8s/manifests.h"
+
+namespace shoal::k8s {
+namespace {
+
+using kube::Json;
+using web::json::value;
+
+// RFC 3339 with milliseconds, UTC.
+std::string Rfc3339Ms(int64_t ms) {
+  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(ms % 1000));
+  return buf;
+}
+
+int64_t ParseRfc3339Ms(const std::string& s) {
+  std::tm tm{};
+  int ms = 0;
+  if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6) {
+    return 0;
+  }
+  if (s.size() > 20 && s[19] == '.') ms = std::atoi(s.substr(20, 3).c_str());
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return static_cast<int64_t>(timegm(&tm)) * 1000 + ms;
+}
+
+// "250m" -> 0.25, "2" -> 2, "1500000n" -> 0.0015 (cores).
+std::optional<double> CpuCores(const std::string& q) {
+  if (q.empty()) return std::nullopt;
+  double scale = 1;
+  std::string num = q;
+  switch (q.back()) {
+    case 'n': scale = 1e-9; num.pop_back(); break;
+    case 'u': scale = 1e-6; num.pop_back(); break;
+    case 'm': scale = 1e-3; num.pop_back(); break;
+    default: break;
+  }
+  try {
+    size_t used = 0;
+    const double v = std::stod(num, &used);
+    if (used != num.size()) return std::nullopt;
+    return v * scale;
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+bool PodReady(const Json& pod) {
+  if (kube::At(pod, "metadata.deletionTimestamp").is_string()) return false;
+  const Json conditions = kube::At(pod, "status.conditions");
+  if (!conditions.is_array()) return false;
+  for (const auto& c : conditions.as_array()) {
+    if (c.has_string_field("type") && c.at("type").as_string() == "Ready") {
+      return c.has_string_field("status") && c.at("status").as_string() == "True";
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string GzipBase64(const std::string& text) {
+  z_stream zs{};
+  deflateInit2(&zs, Z_BEST_SPEED, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+  std::vector<unsigned char> out(deflateBound(&zs, static_cast<uLong>(text.size())) + 32);
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  zs.avail_in = static_cast<uInt>(text.size());
+  zs.next_out = out.data();
+  zs.avail_out = static_cast<uInt>(out.size());
+  deflate(&zs, Z_FINISH);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return utility::conversions::to_base64(out);
+}
+
+Result<std::string> GunzipBase64(const std::string& data) {
+  std::vector<unsigned char> in;
+  try {
+    in = utility::conversions::from_base64(data);
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string("status.partitionMap.data is not base64: ") +
+                                   e.what());
+  }
+  z_stream zs{};
+  inflateInit2(&zs, 15 + 16);
+  zs.next_in = in.data();
+  zs.avail_in = static_cast<uInt>(in.size());
+  std::string out;
+  char buf[1 << 16];
+  int rc = Z_OK;
+  while (rc == Z_OK) {
+    zs.next_out = reinterpret_cast<Bytef*>(buf);
+    zs.avail_out = sizeof buf;
+    rc = inflate(&zs, Z_NO_FLUSH);
+    out.append(buf, sizeof buf - zs.avail_out);
+  }
+  inflateEnd(&zs);
+  if (rc != Z_STREAM_END) {
+    return Status::InvalidArgument("status.partitionMap.data is not gzip data");
+  }
+  return out;
+}
+
+KubePlatform::KubePlatform(kube::KubeClient& client, kube::Informer& pods,
+                           KubePlatformOptions options, uint32_t desired_pods)
+    : client_(client), pods_(pods), opts_(std::move(options)), desired_(desired_pods) {}
+
+Status KubePlatform::SetDesiredPods(uint32_t n) {
+  if (!opts_.may_act()) return Status::Unavailable("not the leader: not scaling");
+  value patch = value::object();
+  patch["spec"]["replicas"] = value::number(n);
+  auto r = client_.MergePatch(kube::StatefulSets(), opts_.ns, opts_.topic, patch, "scale");
+  if (!r.ok()) return r.error().ToStatus();
+  desired_.store(n);
+  return Status::Ok();
+}
+
+uint32_t KubePlatform::DesiredPods() const { return desired_.load(); }
+
+void KubePlatform::RefreshMetrics() {
+  const auto now = std::chrono::steady_clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (metrics_known_ && now - metrics_at_ < opts_.metrics_every) return;
+    metrics_at_ = now;
+  }
+  // Every pod of the namespace (metrics-server copies labels, but not every implementation does);
+  // ListPods looks up this topic's by name.
+  auto list = client_.List(kube::PodMetrics(), opts_.ns);
+  std::map<std::string, double> usage;  // pod -> cores used by its app containers
+  if (list.ok() && list->has_array_field("items")) {
+    for (const auto& m : list->at("items").as_array()) {
+      double cores = 0;
+      const Json containers = kube::At(m, "containers");
+      if (!containers.is_array()) continue;
+      for (const auto& c : containers.as_array()) {
+        if (!c.has_string_field("name") || c.at("name").as_string() == kSidecarContainer) continue;
+        const Json cpu = kube::At(c, "usage.cpu");
+        if (auto v = cpu.is_string() ? CpuCores(cpu.as_string()) : std::nullopt) cores += *v;
+      }
+      usage[kube::Name(m)] = cores;
+    }
+  } else if (!list.ok() && !list.error().IsNotFound()) {
+    Logger("platform")->debug("metrics.k8s.io: {}", list.error().ToString());
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  metrics_known_ = true;
+  cpu_ = std::move(usage);
+}
+
+Result<std::vector<control::PodInfo>> KubePlatform::ListPods() {
+  RefreshMetrics();
+  std::vector<control::PodInfo> pods;
+  const std::string prefix = opts_.topic + "-";
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Json& pod : pods_.List()) {
+    if (kube::Namespace(pod) != opts_.ns) continue;
+    const Json label = kube::At(pod, "metadata.labels");
+    if (!label.is_object() || !label.has_string_field(kTopicLabel) ||
+        label.at(kTopicLabel).as_string() != opts_.topic) {
+      continue;
+    }
+    const std::string name = kube::Name(pod);
+    if (name.rfind(prefix, 0) != 0) continue;
+    control::PodInfo info;
+    info.name = PodName(name);
+    try {
+      info.ordinal = static_cast<uint32_t>(std::stoul(name.substr(prefix.size())));
+    } catch (...) {
+      continue;
+    }
+    const Json ip = kube::At(pod, "status.podIP");
+    info.ip = ip.is_string() ? ip.as_string() : "";
+    if (!info.ip.empty()) {
+      info.address = {info.ip + ":" + std::to_string(kDataPort),
+                      info.ip + ":" + std::to_string(kAdminPort)};
+      info.metrics = info.ip + ":" + std::to_string(kMetricsPort);
+    }
+    info.ready = !info.ip.empty() && PodReady(pod);
+    info.draining = draining_.count(name) > 0;
+    // CPU over the app containers' requests.
+    double request = 0;
+    const Json containers = kube::At(pod, "spec.containers");
+    if (containers.is_array()) {
+      for (const auto& c : containers.as_array()) {
+        if (!c.has_string_field("name") || c.at("name").as_string() == kSidecarContainer) continue;
+        const Json req = kube::At(c, "resources.requests.cpu");
+        if (auto v = req.is_string() ? CpuCores(req.as_string()) : std::nullopt) request += *v;
+      }
+    }
+    if (auto it = cpu_.find(name); it != cpu_.end() && request > 0) {
+      info.cpu_utilization = it->second / request;
+    }
+    pods.push_back(std::move(info));
+  }
+  std::sort(pods.begin(), pods.end(),
+            [](const auto& a, const auto& b) { return a.ordinal < b.ordinal; });
+  // Forget drain marks of pods that are gone.
+  for (auto it = draining_.begin(); it != draining_.end();) {
+    const bool present = std::any_of(pods.begin(), pods.end(),
+                                     [&](const auto& p) { return p.name.value() == *it; });
+    it = present ? std::next(it) : draining_.erase(it);
+  }
+  return pods;
+}
+
+Status KubePlatform::DrainPod(const PodName& pod) {
+  if (!opts_.may_act()) return Status::Unavailable("not the leader: not draining");
+  std::lock_guard<std::mutex> lock(mu_);
+  draining_.insert(pod.value());
+  return Status::Ok();
+}
+
+Result<Json> KubePlatform::StateToStatus(const std::string& state_json) {
+  Json state;
+  try {
+    state = value::parse(state_json);
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string("control state is not JSON: ") + e.what());
+  }
+  value status = value::object();
+  const Json map = kube::At(state, "map");
+  if (map.is_object()) {
+    status["partitionMap"]["epoch"] = kube::At(map, "epoch");
+    status["partitionMap"]["encoding"] = value::string("gzip+base64");
+    status["partitionMap"]["data"] = value::string(GzipBase64(map.serialize()));
+    status["epoch"] = kube::At(map, "epoch");
+  } else {
+    status["partitionMap"] = value::null();
+  }
+  status["plan"] = kube::At(state, "plan");  // null removes it (merge patch)
+  status["nextPlanId"] = kube::At(state, "next_plan_id");
+  const Json d = kube::At(state, "last_decision");
+  if (d.is_object() && d.has_field("at_ms") && d.at("at_ms").as_number().to_int64() > 0) {
+    value ld = value::object();
+    ld["time"] = value::string(Rfc3339Ms(d.at("at_ms").as_number().to_int64()));
+    ld["reason"] = kube::At(d, "reason");
+    ld["kinds"] = kube::At(d, "kinds");
+    ld["partitions"] = kube::At(d, "partitions");
+    ld["replicas"] = kube::At(d, "replicas");
+    status["lastDecision"] = ld;
+  }
+  return status;
+}
+
+Result<std::string> KubePlatform::StatusToState(const Json& status, const std::string& topic) {
+  const Json pm = kube::At(status, "partitionMap");
+  const Json plan = kube::At(status, "plan");
+  if (!pm.is_object() && !plan.is_object()) {
+    return Status::NotFound("the topic's status holds no control state yet");
+  }
+  value state = value::object();
+  state["version"] = value::number(1);
+  state["topic"] = value::string(topic);
+  state["map"] = value::null();
+  if (pm.is_object()) {
+    const Json encoding = kube::At(pm, "encoding");
+    const Json data = kube::At(pm, "data");
+    if (!data.is_string()) return Status::InvalidArgument("status.partitionMap.data: missing");
+    std::string text;
+    if (encoding.is_string() && encoding.as_string() == "gzip+base64") {
+      auto t = GunzipBase64(data.as_string());
+      if (!t.ok()) return t.status();
+      text = std::move(t).value();
+    } else if (encoding.is_string() && encoding.as_string() == "json") {
+      text = data.as_string();
+    } else {
+      return Status::InvalidArgument("status.partitionMap.encoding: unknown");
+    }
+    try {
+      state["map"] = value::parse(text);
+    } catch (const std::exception& e) {
+      return Status::InvalidArgument(std::string("status.partitionMap: not JSON: ") + e.what());
+    }
+  }
+  state["plan"] = plan.is_object() ? plan : value::null();
+  const Json next = kube::At(status, "nextPlanId");
+  state["next_plan_id"] = next.is_number() ? next : value::number(1);
+  const Json ld = kube::At(status, "lastDecision");
+  if (ld.is_object()) {
+    value d = value::object();
+    const Json t = kube::At(ld, "time");
+    d["at_ms"] = value::number(t.is_string() ? ParseRfc3339Ms(t.as_string()) : 0);
+    d["reason"] = ld.has_string_field("reason") ? ld.at("reason") : value::string("");
+    d["kinds"] = ld.has_array_field("kinds") ? ld.at("kinds") : value::array();
+    d["partitions"] = ld.has_field("partitions") ? ld.at("partitions") : value::number(0);
+    d["replicas"] = ld.has_field("replicas") ? ld.at("replicas") : value::number(0);
+    state["last_decision"] = d;
+  }
+  return state.serialize();
+}
+
+Status KubePlatform::SaveState(const std::string& json) {
+  if (!opts_.may_act()) return Status::Unavailable("not the leader: not saving the control state");
+  auto status = StateToStatus(json);
+  if (!status.ok()) return status.status();
+  value patch = value::object();
+  patch["status"] = std::move(status).value();
+  // Merge patches touch only these fields; the reconciler's conditions stay. A 409 from a
+  // concurrent writer or a 5xx is tried again a few times here; the loop retries the rest.
+  kube::ApiError last;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    auto r = client_.MergePatch(kube::PartitionedTopics(), opts_.ns, opts_.topic, patch, "status");
+    if (r.ok()) return Status::Ok();
+    last = r.error();
+    if (!last.IsConflict() && !last.IsRetryable()) break;
+  }
+  return last.ToStatus();
+}
+
+Result<std::string> KubePlatform::LoadState() {
+  auto topic = client_.Get(kube::PartitionedTopics(), opts_.ns, opts_.topic, "status");
+  if (!topic.ok()) return topic.error().ToStatus();
+  return StatusToState(kube::At(topic.value(), "status"), opts_.topic);
+}
+
+}  // namespace shoal::k8s

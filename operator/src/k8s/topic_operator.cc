@@ -1,0 +1,749 @@
+#include "shoal/k8s/topic_operator.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
+#include <cpprest/asyncrt_utils.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "shoal/client/admin_client.h"
+#include "shoal/common/logging.h"
+#include "shoal/common/metrics.h"
+#include "shoal/k8s/kube_platform.h"
+#include "shoal/operator/metrics_observer.h"
+
+namespace shoal::k8s {
+namespace {
+
+using kube::Json;
+using web::json::value;
+
+constexpr const char* kManagedSelector = "app.kubernetes.io/managed-by=shoal-operator";
+
+std::string Key(const std::string& ns, const std::string& name) { return ns + "/" + name; }
+
+std::pair<std::string, std::string> SplitKey(const std::string& key) {
+  const size_t slash = key.find('/');
+  return {key.substr(0, slash), key.substr(slash + 1)};
+}
+
+std::string RandomToken() {
+  unsigned char bytes[24] = {};
+  std::ifstream urandom("/dev/urandom", std::ios::binary);
+  urandom.read(reinterpret_cast<char*>(bytes), sizeof bytes);
+  std::string hex;
+  char buf[3];
+  for (unsigned char b : bytes) {
+    std::snprintf(buf, sizeof buf, "%02x", b);
+    hex += buf;
+  }
+  return hex;
+}
+
+std::string Rfc3339(int64_t ms, bool micro) {
+  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[96];
+  if (micro) {
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ", tm.tm_year + 1900,
+                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                  static_cast<int>(ms % 1000) * 1000);
+  } else {
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900,
+                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+  }
+  return buf;
+}
+
+bool HasFinalizer(const Json& obj) {
+  const Json f = kube::At(obj, "metadata.finalizers");
+  if (!f.is_array()) return false;
+  for (const auto& v : f.as_array()) {
+    if (v.is_string() && v.as_string() == kFinalizer) return true;
+  }
+  return false;
+}
+
+// Sets one condition, keeping lastTransitionTime unless the status flips.
+void SetCondition(value& status, const std::string& type, const std::string& state,
+                  const std::string& reason, const std::string& message, int64_t generation,
+                  int64_t now_ms) {
+  if (!status.has_array_field("conditions")) status["conditions"] = value::array();
+  value& list = status["conditions"];
+  value* slot = nullptr;
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (list[i].has_string_field("type") && list[i].at("type").as_string() == type) {
+      slot = &list[i];
+    }
+  }
+  value c = value::object();
+  c["type"] = value::string(type);
+  c["status"] = value::string(state);
+  c["observedGeneration"] = value::number(generation);
+  c["reason"] = value::string(reason);
+  c["message"] = value::string(message.substr(0, 32768));
+  const bool same = slot && slot->has_string_field("status") &&
+                    slot->at("status").as_string() == state &&
+                    slot->has_string_field("lastTransitionTime");
+  c["lastTransitionTime"] =
+      same ? slot->at("lastTransitionTime") : value::string(Rfc3339(now_ms, false));
+  if (slot) {
+    *slot = c;
+  } else {
+    list[list.size()] = c;
+  }
+}
+
+std::string ConditionStatus(const Json& status, const std::string& type) {
+  const Json list = kube::At(status, "conditions");
+  if (!list.is_array()) return "";
+  for (const auto& c : list.as_array()) {
+    if (c.has_string_field("type") && c.at("type").as_string() == type &&
+        c.has_string_field("status")) {
+      return c.at("status").as_string();
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+struct TopicOperator::Worker {
+  std::string key;
+  int64_t generation = 0;
+  std::unique_ptr<KubePlatform> platform;
+  std::unique_ptr<control::MetricsObserver> observer;
+  std::unique_ptr<client::AdminClient> admin;
+  std::unique_ptr<control::ControlLoop> loop;
+  std::atomic<bool> stop{false};
+  std::atomic<bool> started{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  std::thread thread;
+  std::string start_error;  // guarded by mu
+  int64_t decision_reported_ms = 0;
+};
+
+TopicOperator::TopicOperator(kube::KubeClient& client, TopicOperatorOptions options,
+                             Clock& clock)
+    : client_(client),
+      opts_(std::move(options)),
+      clock_(clock),
+      registry_(std::make_shared<prometheus::Registry>()) {
+  reconciles_ = &prometheus::BuildCounter()
+                     .Name("shoal_operator_reconciles_total")
+                     .Help("Reconciles of PartitionedTopics by result (ok, error)")
+                     .Register(*registry_);
+  leader_ = &prometheus::BuildGauge()
+                 .Name("shoal_operator_leader")
+                 .Help("1 while this operator holds the leader lease")
+                 .Register(*registry_)
+                 .Add({});
+  topics_gauge_ = &prometheus::BuildGauge()
+                       .Name("shoal_operator_topics")
+                       .Help("PartitionedTopics whose control loop runs in this operator")
+                       .Register(*registry_)
+                       .Add({});
+  std::vector<std::string> namespaces = opts_.namespaces;
+  if (namespaces.empty()) namespaces.push_back("");
+  auto enqueue_topic = [this](const std::string&, const Json& obj) {
+    Enqueue(Key(kube::Namespace(obj), kube::Name(obj)));
+  };
+  auto enqueue_owner = [this](const std::string&, const Json& obj) { EnqueueOwner(obj); };
+  for (const auto& ns : namespaces) {
+    kube::InformerOptions io;
+    io.ns = ns;
+    io.watch_timeout = opts_.watch_timeout;
+    topics_.push_back(std::make_unique<kube::Informer>(client_, kube::PartitionedTopics(), io,
+                                                       enqueue_topic));
+    io.label_selector = kManagedSelector;
+    statefulsets_.push_back(
+        std::make_unique<kube::Informer>(client_, kube::StatefulSets(), io, enqueue_owner));
+    pods_.push_back(std::make_unique<kube::Informer>(client_, kube::Pods(), io, enqueue_owner));
+  }
+}
+
+TopicOperator::~TopicOperator() { StopAllWorkers(); }
+
+kube::Informer& TopicOperator::PodsOf(const std::string& ns) {
+  if (opts_.namespaces.empty()) return *pods_.front();
+  for (size_t i = 0; i < opts_.namespaces.size(); ++i) {
+    if (opts_.namespaces[i] == ns) return *pods_[i];
+  }
+  return *pods_.front();
+}
+
+bool TopicOperator::synced() const {
+  for (const auto* list : {&topics_, &statefulsets_, &pods_}) {
+    for (const auto& inf : *list) {
+      if (!inf->synced()) return false;
+    }
+  }
+  return true;
+}
+
+void TopicOperator::Enqueue(const std::string& key) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.insert(key);
+  }
+  cv_.notify_all();
+}
+
+void TopicOperator::EnqueueOwner(const Json& obj) {
+  const Json labels = kube::At(obj, "metadata.labels");
+  if (labels.is_object() && labels.has_string_field(kTopicLabel)) {
+    Enqueue(Key(kube::Namespace(obj), labels.at(kTopicLabel).as_string()));
+  }
+}
+
+void TopicOperator::StartLeading(std::function<bool()> is_leader) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    is_leader_ = std::move(is_leader);
+    leading_.store(true);
+    for (const auto& inf : topics_) {
+      for (const auto& t : inf->List()) queue_.insert(Key(kube::Namespace(t), kube::Name(t)));
+    }
+  }
+  leader_->Set(1);
+  Logger("operator")->info("leading: reconciling every topic");
+  cv_.notify_all();
+}
+
+void TopicOperator::StopLeading() {
+  leading_.store(false);
+  leader_->Set(0);
+  Logger("operator")->warn("no longer leading: stopping every topic's control loop");
+  StopAllWorkers();
+}
+
+void TopicOperator::Run(const std::atomic<bool>& stop) {
+  std::vector<std::thread> threads;
+  for (const auto* list : {&topics_, &statefulsets_, &pods_}) {
+    for (const auto& inf : *list) {
+      threads.emplace_back([&inf, &stop] { inf->Run(stop); });
+    }
+  }
+  auto next_resync = std::chrono::steady_clock::now() + opts_.resync;
+  while (!stop.load()) {
+    std::string key;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= next_resync) {
+        next_resync = now + opts_.resync;
+        if (leading_.load()) {
+          for (const auto& inf : topics_) {
+            for (const auto& t : inf->List()) {
+              queue_.insert(Key(kube::Namespace(t), kube::Name(t)));
+            }
+          }
+          for (const auto& [k, w] : workers_) queue_.insert(k);
+        }
+      }
+      auto wake = next_resync;
+      if (leading_.load()) {
+        for (const auto& k : queue_) {
+          auto nb = not_before_.find(k);
+          if (nb == not_before_.end() || nb->second <= now) {
+            key = k;
+            break;
+          }
+          wake = std::min(wake, nb->second);
+        }
+      }
+      if (key.empty()) {
+        cv_.wait_until(lock, std::min(wake, now + std::chrono::milliseconds(200)));
+        continue;
+      }
+      queue_.erase(key);
+    }
+    bool ok = false;
+    try {
+      ok = Reconcile(key);
+    } catch (const std::exception& e) {
+      Logger("operator")->error("reconcile {}: {}", key, e.what());
+    }
+    reconciles_->Add({{"result", ok ? "ok" : "error"}}).Increment();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ok) {
+      failures_.erase(key);
+      not_before_.erase(key);
+    } else {
+      const int n = ++failures_[key];
+      auto delay = opts_.backoff_start * (1LL << std::min(n - 1, 16));
+      if (delay > opts_.backoff_max) delay = opts_.backoff_max;
+      not_before_[key] = std::chrono::steady_clock::now() + delay;
+      queue_.insert(key);
+    }
+  }
+  StopAllWorkers();
+  for (auto& t : threads) t.join();
+}
+
+std::optional<Json> TopicOperator::CachedTopic(const std::string& key) const {
+  const auto [ns, name] = SplitKey(key);
+  for (const auto& inf : topics_) {
+    if (auto t = inf->Get(ns, name)) return t;
+  }
+  return std::nullopt;
+}
+
+bool TopicOperator::Reconcile(const std::string& key) {
+  std::function<bool()> is_leader;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    is_leader = is_leader_;
+  }
+  if (!leading_.load() || !is_leader || !is_leader()) return true;
+  auto cached = CachedTopic(key);
+  if (!cached) {
+    StopWorker(key);
+    return true;
+  }
+  Json topic = *cached;
+  if (kube::At(topic, "metadata.deletionTimestamp").is_string()) return Cleanup(topic);
+  if (!HasFinalizer(topic)) {
+    Json finalizers = kube::At(topic, "metadata.finalizers");
+    if (!finalizers.is_array()) finalizers = value::array();
+    finalizers[finalizers.size()] = value::string(kFinalizer);
+    value patch = value::object();
+    patch["metadata"]["finalizers"] = finalizers;
+    patch["metadata"]["resourceVersion"] = value::string(kube::ResourceVersion(topic));
+    auto r = client_.MergePatch(kube::PartitionedTopics(), kube::Namespace(topic),
+                                kube::Name(topic), patch);
+    if (!r.ok()) {
+      Logger("operator")->warn("{}: adding the finalizer: {}", key, r.error().ToString());
+      return false;
+    }
+    topic = std::move(r).value();
+  }
+  auto t = ReadTopic(topic);
+  if (t.ok() && t->spec.partitions.max > opts_.max_partitions) {
+    t = Status::InvalidArgument("spec.partitions.max: " + std::to_string(t->spec.partitions.max) +
+                                " is above this operator's limit of " +
+                                std::to_string(opts_.max_partitions) +
+                                " partitions per topic (--max-partitions); lower it");
+  }
+  if (!t.ok()) {
+    ReportInvalid(topic, t.status().message());
+    return true;  // nothing to retry: the user edits the spec
+  }
+  return Apply(topic, *t);
+}
+
+void TopicOperator::ReportInvalid(const Json& topic, const std::string& message) {
+  const std::string key = Key(kube::Namespace(topic), kube::Name(topic));
+  const int64_t gen = kube::Generation(topic);
+  Logger("operator")->warn("{}: invalid spec (generation {}): {}", key, gen, message);
+  bool warn = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto [it, fresh] = reported_invalid_.emplace(key, gen);
+    warn = fresh || it->second != gen;
+    it->second = gen;
+  }
+  if (warn) Event(topic, "Warning", "InvalidSpec", "Validate", message);
+  const int64_t now = clock_.NowMs();
+  WriteStatus(topic, [&](value& status) {
+    status["observedGeneration"] = value::number(gen);
+    SetCondition(status, "Degraded", "True", "InvalidSpec", message, gen, now);
+    if (ConditionStatus(status, "Ready").empty()) {
+      SetCondition(status, "Ready", "False", "InvalidSpec",
+                   "the spec is invalid; see the Degraded condition", gen, now);
+    }
+    if (ConditionStatus(status, "Progressing").empty()) {
+      SetCondition(status, "Progressing", "False", "InvalidSpec",
+                   "nothing is done until the spec is fixed", gen, now);
+    }
+  });
+}
+
+Result<std::string> TopicOperator::EnsureSecret(const Json& topic, const TopicObject& t) {
+  const std::string name = AdminSecretName(t.name);
+  auto got = client_.Get(kube::Secrets(), t.ns, name);
+  if (got.ok()) {
+    const Json data = kube::At(got.value(), "data.token");
+    if (data.is_string()) {
+      try {
+        const auto bytes = utility::conversions::from_base64(data.as_string());
+        return std::string(bytes.begin(), bytes.end());
+      } catch (...) {
+      }
+    }
+    return Status::InvalidArgument("Secret " + name + " has no token; delete it to get a new one");
+  }
+  if (!got.error().IsNotFound()) return got.error().ToStatus();
+  auto made = client_.Create(kube::Secrets(), t.ns, BuildSecret(t, RandomToken()));
+  if (!made.ok() && !made.error().IsAlreadyExists()) return made.error().ToStatus();
+  Event(topic, "Normal", "Created", "Create", "created Secret " + name + " (sidecars' admin token)");
+  return EnsureSecret(topic, t);
+}
+
+bool TopicOperator::EnsureService(const TopicObject& t) {
+  const Json want = BuildService(t);
+  auto got = client_.Get(kube::Services(), t.ns, t.name);
+  if (!got.ok()) {
+    if (!got.error().IsNotFound()) {
+      Logger("operator")->warn("{}/{}: reading its Service: {}", t.ns, t.name,
+                               got.error().ToString());
+      return false;
+    }
+    auto made = client_.Create(kube::Services(), t.ns, want);
+    return made.ok() || made.error().IsAlreadyExists();
+  }
+  Json live = std::move(got).value();
+  bool same = true;
+  for (const char* field : {"selector", "ports", "clusterIP", "publishNotReadyAddresses"}) {
+    if (kube::At(live, std::string("spec.") + field).serialize() !=
+        want.at("spec").at(field).serialize()) {
+      same = false;
+    }
+  }
+  if (same) return true;
+  for (const char* field : {"selector", "ports", "publishNotReadyAddresses"}) {
+    live["spec"][field] = want.at("spec").at(field);
+  }
+  auto r = client_.Update(kube::Services(), t.ns, t.name, live);
+  return r.ok();
+}
+
+bool TopicOperator::EnsureStatefulSet(const Json& topic, const TopicObject& t, bool* created,
+                                      std::string* refused) {
+  *created = false;
+  std::optional<Json> live;
+  for (const auto& inf : statefulsets_) {
+    if ((live = inf->Get(t.ns, t.name))) break;
+  }
+  if (!live) {
+    // Replicas start at 0: the control loop asks for the first pods through the scale
+    // subresource once it has read (or found no) control state.
+    auto made = client_.Create(kube::StatefulSets(), t.ns, BuildStatefulSet(t, opts_.manifests, 0));
+    if (!made.ok() && !made.error().IsAlreadyExists()) {
+      Logger("operator")->warn("{}/{}: creating its StatefulSet: {}", t.ns, t.name,
+                               made.error().ToString());
+      if (made.error().IsInvalid()) *refused = made.error().message;
+      return false;
+    }
+    if (made.ok()) {
+      *created = true;
+      Event(topic, "Normal", "Created", "Create", "created StatefulSet " + t.name);
+    }
+    return true;
+  }
+  const Json replicas = kube::At(*live, "spec.replicas");
+  Json want = BuildStatefulSet(t, opts_.manifests, replicas.is_number() ? replicas.as_number().to_int64() : 0);
+  const Json annotations = kube::At(*live, "metadata.annotations");
+  const Json have_hash = annotations.is_object() && annotations.has_field(kTemplateHashAnnotation)
+                             ? annotations.at(kTemplateHashAnnotation)
+                             : Json::null();
+  if (have_hash.is_string() &&
+      have_hash.as_string() == want.at("metadata").at("annotations").at(kTemplateHashAnnotation).as_string()) {
+    return true;
+  }
+  want["metadata"]["resourceVersion"] = value::string(kube::ResourceVersion(*live));
+  auto r = client_.Update(kube::StatefulSets(), t.ns, t.name, want);
+  if (!r.ok()) {
+    Logger("operator")->warn("{}/{}: updating its StatefulSet: {}", t.ns, t.name,
+                             r.error().ToString());
+    if (r.error().IsInvalid()) *refused = r.error().message;
+    return false;
+  }
+  Event(topic, "Normal", "Updated", "Update", "updated StatefulSet " + t.name + " to the new spec");
+  return true;
+}
+
+bool TopicOperator::Apply(const Json& topic, const TopicObject& t) {
+  const std::string key = Key(t.ns, t.name);
+  auto token = EnsureSecret(topic, t);
+  if (!token.ok()) {
+    Logger("operator")->warn("{}: its Secret: {}", key, token.status().message());
+    return false;
+  }
+  if (!EnsureService(t)) return false;
+  bool created = false;
+  std::string refused;
+  if (!EnsureStatefulSet(topic, t, &created, &refused)) {
+    // The API server refused the pod template (what Kubernetes checks on a Pod): the user's
+    // to fix, reported like an invalid spec.
+    if (!refused.empty()) {
+      ReportInvalid(topic, "the API server refused the topic's StatefulSet: " + refused);
+      return true;
+    }
+    return false;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    reported_invalid_.erase(key);
+  }
+
+  // The topic's control loop.
+  Worker* w = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = workers_.find(key);
+    if (it != workers_.end()) w = it->second.get();
+  }
+  if (w && w->generation != t.generation) {
+    w->loop->UpdateSpec(t.spec);
+    w->generation = t.generation;
+  }
+  if (!w) {
+    uint32_t desired = 0;
+    for (const auto& inf : statefulsets_) {
+      if (auto sts = inf->Get(t.ns, t.name)) {
+        const Json r = kube::At(*sts, "spec.replicas");
+        if (r.is_number()) desired = static_cast<uint32_t>(r.as_number().to_int64());
+      }
+    }
+    auto worker = std::make_unique<Worker>();
+    worker->key = key;
+    worker->generation = t.generation;
+    std::function<bool()> is_leader;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      is_leader = is_leader_;
+    }
+    KubePlatformOptions po;
+    po.ns = t.ns;
+    po.topic = t.name;
+    po.admin_token = *token;
+    po.may_act = [this, is_leader] { return leading_.load() && is_leader && is_leader(); };
+    worker->platform =
+        std::make_unique<KubePlatform>(client_, PodsOf(t.ns), std::move(po), desired);
+    worker->observer = std::make_unique<control::MetricsObserver>(clock_, *token);
+    worker->admin = std::make_unique<client::AdminClient>(*token);
+    worker->loop = std::make_unique<control::ControlLoop>(
+        t.spec, *worker->platform, *worker->observer, *worker->admin, clock_,
+        opts_.loop);
+    Worker* raw = worker.get();
+    const auto interval = opts_.loop.interval;
+    raw->thread = std::thread([raw, interval, may_act = [this, is_leader] {
+                                 return leading_.load() && is_leader && is_leader();
+                               }] {
+      auto backoff = std::chrono::milliseconds(200);
+      while (!raw->stop.load()) {
+        auto wait = interval;
+        if (!raw->started.load()) {
+          if (may_act()) {
+            Status st = raw->loop->Start();
+            if (st.ok()) {
+              raw->started.store(true);
+              std::lock_guard<std::mutex> lock(raw->mu);
+              raw->start_error.clear();
+            } else {
+              Logger("operator")->warn("{}: starting its control loop: {}", raw->key,
+                                       st.ToString());
+              std::lock_guard<std::mutex> lock(raw->mu);
+              raw->start_error = st.ToString();
+              wait = backoff;
+              backoff = std::min(backoff * 2, std::chrono::milliseconds(10'000));
+            }
+          }
+        } else if (may_act()) {
+          (void)raw->loop->Tick();
+        }
+        std::unique_lock<std::mutex> lock(raw->mu);
+        raw->cv.wait_for(lock, wait, [raw] { return raw->stop.load(); });
+      }
+    });
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      workers_[key] = std::move(worker);
+      topics_gauge_->Set(static_cast<double>(workers_.size()));
+    }
+    w = raw;
+    Logger("operator")->info("{}: control loop started ({} pods asked for now)", key, desired);
+  }
+
+  // A new decision is an Event.
+  const control::DecisionRecord d = w->loop->last_decision();
+  if (d.at_ms > w->decision_reported_ms) {
+    if (w->decision_reported_ms != 0 || d.at_ms > 0) {
+      Event(topic, "Normal", "Scaled", "Scale",
+            "partitions " + std::to_string(d.partitions) + ", pods " +
+                std::to_string(d.replicas) + ": " + d.reason);
+    }
+    w->decision_reported_ms = d.at_ms;
+  }
+
+  // Status.
+  uint32_t desired = w->platform->DesiredPods();
+  uint32_t ready = 0;
+  if (auto pods = w->platform->ListPods(); pods.ok()) {
+    for (const auto& p : *pods) ready += p.ready ? 1 : 0;
+  }
+  const PartitionMap map = w->loop->map();
+  size_t active = 0, sealed = 0;
+  for (const auto& p : map.partitions()) {
+    (p.state == PartitionState::kActive ? active : sealed) += 1;
+  }
+  const bool bootstrapped = map.epoch().value() > 0;
+  const bool in_plan = w->loop->plan_in_progress();
+  std::string start_error;
+  {
+    std::lock_guard<std::mutex> lock(w->mu);
+    start_error = w->start_error;
+  }
+  const int64_t gen = t.generation;
+  const int64_t now = clock_.NowMs();
+  return WriteStatus(topic, [&](value& status) {
+    status["observedGeneration"] = value::number(gen);
+    status["replicas"] = value::number(desired);
+    status["readyReplicas"] = value::number(ready);
+    status["selector"] = value::string(SelectorString(t.name));
+    if (bootstrapped) {
+      status["epoch"] = value::number(map.epoch().value());
+      status["partitions"] = value::number(static_cast<int64_t>(active));
+      status["sealedPartitions"] = value::number(static_cast<int64_t>(sealed));
+    }
+    if (!start_error.empty()) {
+      SetCondition(status, "Degraded", "True", "ControlStateUnreadable", start_error, gen, now);
+    } else {
+      SetCondition(status, "Degraded", "False", "AsExpected", "the spec is valid", gen, now);
+    }
+    if (in_plan) {
+      SetCondition(status, "Progressing", "True", "PlanInProgress",
+                   "changing partitions or pods: see status.plan", gen, now);
+    } else if (ready < desired || !bootstrapped) {
+      SetCondition(status, "Progressing", "True", "PodsStarting",
+                   std::to_string(ready) + " of " + std::to_string(desired) + " pods ready", gen,
+                   now);
+    } else {
+      SetCondition(status, "Progressing", "False", "Stable", "no change in progress", gen, now);
+    }
+    if (bootstrapped && desired > 0 && ready >= desired) {
+      SetCondition(status, "Ready", "True", "TopicReady",
+                   std::to_string(active) + " partitions on " + std::to_string(ready) + " pods",
+                   gen, now);
+    } else {
+      SetCondition(status, "Ready", "False", bootstrapped ? "PodsNotReady" : "Starting",
+                   std::to_string(ready) + " of " + std::to_string(desired) + " pods ready" +
+                       (bootstrapped ? "" : "; no partition map installed yet"),
+                   gen, now);
+    }
+  });
+}
+
+bool TopicOperator::WriteStatus(const Json& topic, const std::function<void(value&)>& fill) {
+  auto r = client_.UpdateWithRetry(
+      kube::PartitionedTopics(), kube::Namespace(topic), kube::Name(topic),
+      [&](Json& obj) {
+        const std::string before = kube::At(obj, "status").serialize();
+        if (!obj.has_object_field("status")) obj["status"] = value::object();
+        fill(obj["status"]);
+        return obj.at("status").serialize() != before;
+      },
+      "status");
+  if (!r.ok()) {
+    Logger("operator")->warn("{}/{}: writing status: {}", kube::Namespace(topic),
+                             kube::Name(topic), r.error().ToString());
+    return r.error().IsNotFound();
+  }
+  return true;
+}
+
+bool TopicOperator::Cleanup(const Json& topic) {
+  const std::string ns = kube::Namespace(topic), name = kube::Name(topic);
+  StopWorker(Key(ns, name));
+  if (!HasFinalizer(topic)) return true;
+  // Owned objects would also go by garbage collection; deleting them here makes the topic's
+  // deletion wait until its pods are asked to stop and its token is gone.
+  const std::pair<const kube::ResourceKind*, std::string> owned[] = {
+      {&kube::StatefulSets(), name}, {&kube::Services(), name}, {&kube::Secrets(), AdminSecretName(name)}};
+  for (const auto& [kind, object] : owned) {
+    auto r = client_.Delete(*kind, ns, object);
+    if (!r.ok() && !r.error().IsNotFound()) {
+      Logger("operator")->warn("{}/{}: deleting {} {}: {}", ns, name, kind->kind, object,
+                               r.error().ToString());
+      return false;
+    }
+  }
+  Event(topic, "Normal", "Deleted", "Delete",
+        "deleted StatefulSet, Service and Secret of the topic");
+  value rest = value::array();
+  const Json f = kube::At(topic, "metadata.finalizers");
+  for (const auto& v : f.as_array()) {
+    if (!(v.is_string() && v.as_string() == kFinalizer)) rest[rest.size()] = v;
+  }
+  value patch = value::object();
+  patch["metadata"]["finalizers"] = rest;
+  patch["metadata"]["resourceVersion"] = value::string(kube::ResourceVersion(topic));
+  auto r = client_.MergePatch(kube::PartitionedTopics(), ns, name, patch);
+  if (!r.ok() && !r.error().IsNotFound()) {
+    Logger("operator")->warn("{}/{}: removing the finalizer: {}", ns, name, r.error().ToString());
+    return false;
+  }
+  Logger("operator")->info("{}/{}: cleaned up", ns, name);
+  return true;
+}
+
+void TopicOperator::Event(const Json& regarding, const std::string& type,
+                          const std::string& reason, const std::string& action,
+                          const std::string& note) {
+  static std::atomic<uint64_t> seq{0};
+  const int64_t now = clock_.NowMs();
+  char suffix[32];
+  std::snprintf(suffix, sizeof suffix, ".%llx",
+                static_cast<unsigned long long>(now * 1'000'000 + (seq.fetch_add(1) % 1'000'000)));
+  value e = value::object();
+  e["apiVersion"] = value::string("events.k8s.io/v1");
+  e["kind"] = value::string("Event");
+  e["metadata"]["name"] = value::string(kube::Name(regarding) + suffix);
+  e["metadata"]["namespace"] = value::string(kube::Namespace(regarding));
+  e["eventTime"] = value::string(Rfc3339(now, true));
+  e["reportingController"] = value::string("shoal.dev/operator");
+  e["reportingInstance"] = value::string(opts_.identity.substr(0, 128));
+  e["action"] = value::string(action);
+  e["reason"] = value::string(reason);
+  e["type"] = value::string(type);
+  e["note"] = value::string(note.substr(0, 1024));
+  e["regarding"]["apiVersion"] = value::string("shoal.dev/v1alpha1");
+  e["regarding"]["kind"] = value::string("PartitionedTopic");
+  e["regarding"]["name"] = value::string(kube::Name(regarding));
+  e["regarding"]["namespace"] = value::string(kube::Namespace(regarding));
+  e["regarding"]["uid"] = value::string(kube::Uid(regarding));
+  auto r = client_.Create(kube::Events(), kube::Namespace(regarding), e);
+  if (!r.ok()) {
+    Logger("operator")->warn("event {} on {}: {}", reason, kube::Name(regarding),
+                             r.error().ToString());
+  }
+}
+
+void TopicOperator::StopWorker(const std::string& key) {
+  std::unique_ptr<Worker> w;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = workers_.find(key);
+    if (it == workers_.end()) return;
+    w = std::move(it->second);
+    workers_.erase(it);
+    topics_gauge_->Set(static_cast<double>(workers_.size()));
+  }
+  w->stop.store(true);
+  w->cv.notify_all();
+  if (w->thread.joinable()) w->thread.join();
+}
+
+void TopicOperator::StopAllWorkers() {
+  std::vector<std::string> keys;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [k, w] : workers_) keys.push_back(k);
+  }
+  for (const auto& k : keys) StopWorker(k);
+}
+
+std::string TopicOperator::MetricsText() const {
+  std::vector<std::shared_ptr<prometheus::Collectable>> all = {registry_};
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [k, w] : workers_) all.push_back(w->loop->registry());
+  return metrics::Serialize(all);
+}
+
+}  // namespace shoal::k8s
