@@ -1411,10 +1411,10 @@ void FakeApiServer::SendBookmark() {
   }
 }
 
-void FakeApiServer::CompactHistory() {
+void FakeApiServer::CompactHistory(bool including_current) {
   std::lock_guard<std::mutex> lock(impl_->mu_);
   impl_->history_.clear();
-  impl_->compacted_rv_ = impl_->rv_;
+  impl_->compacted_rv_ = impl_->rv_ + (including_current ? 1 : 0);
 }
 
 void FakeApiServer::FailNextWrites(const std::string& path, int count, int code) {

@@ -132,8 +132,11 @@ class FakeApiServer {
   void CloseAllWatches();
   // Sends a BOOKMARK with the current RV to every watch that asked for bookmarks.
   void SendBookmark();
-  // Forgets the watch history: a watch from any RV older than the current one gets 410.
-  void CompactHistory();
+  // Forgets the watch history: a watch from any RV older than the current one gets 410. With
+  // `including_current`, a watch from the current RV gets 410 too, as for a client that was
+  // away while the history moved past it: whatever RV a client holds now is too old, so its
+  // next watch must relist (a deterministic 410 for tests).
+  void CompactHistory(bool including_current = false);
   // The next `count` writes (POST, PUT, PATCH, DELETE) to exactly `path` (no query) fail with
   // `code` (409 Conflict, 500 InternalError, 429, 503, ...) after authentication and RBAC, and
   // change nothing.
