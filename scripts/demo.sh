@@ -4,5 +4,6 @@
 # e.g. --compare, --no-load, --duration 120.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/build.sh shoal shoal-sidecar  # the programs only; scripts/test.sh builds the tests
+# The programs only; scripts/test.sh builds the tests.
+SHOAL_BUILD_TESTS=OFF ./scripts/build.sh shoal shoal-sidecar
 exec ./build/cli/shoal up examples/flash-sale.yaml "$@"

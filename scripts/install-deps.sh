@@ -6,6 +6,11 @@
 #   scripts/install-deps.sh --peers   also the peers of `shoal bench peers` (Redis Streams and
 #                                     NATS JetStream: servers and C clients); opt-in, so the main
 #                                     demo does not pay for them
+#   scripts/install-deps.sh --observe also Prometheus and promtool (the dashboard and alert-rule
+#                                     tests) and shellcheck (the kind end-to-end script's check)
+#   scripts/install-deps.sh --runtime only the shared libraries that shoal, shoal-sidecar and
+#                                     shoal-operator load (the run stage of the Dockerfile);
+#                                     alone, not with the other modes
 set -euo pipefail
 
 packages=(
@@ -17,16 +22,35 @@ packages=(
   clang libclang-rt-14-dev
 )
 peer_packages=(redis-server nats-server libhiredis-dev libnats-dev)
+observe_packages=(prometheus shellcheck)
+# What `ldd` lists for the three binaries, by the Debian 12 package that ships each library
+# (`dpkg -S`), plus ca-certificates for an API server behind a public CA. The Dockerfile's run
+# stage checks with ldd that nothing is missing.
+runtime_packages=(
+  libc6 libstdc++6 libgcc-s1 zlib1g libssl3 libbrotli1
+  libcpprest2.10 libyaml-cpp0.7 libprometheus-cpp-core1.0 libspdlog1.10 libfmt9 libsimdjson14
+  ca-certificates
+)
+
+if [[ " $* " == *" --runtime "* ]]; then
+  if (($# != 1)); then
+    echo "install-deps: --runtime installs the run-time libraries only; use it alone" >&2
+    exit 2
+  fi
+  packages=("${runtime_packages[@]}")
+  shift
+fi
 
 for arg in "$@"; do
   case "$arg" in
     --peers) packages+=("${peer_packages[@]}") ;;
+    --observe) packages+=("${observe_packages[@]}") ;;
     -h | --help)
-      sed -n '2,8p' "$0"
+      sed -n '2,13p' "$0"
       exit 0
       ;;
     *)
-      echo "usage: $0 [--peers]" >&2
+      echo "usage: $0 [--peers] [--observe] | $0 --runtime" >&2
       exit 2
       ;;
   esac

@@ -2,11 +2,12 @@
 # Every test: install what is needed, build everything, run the unit and integration tests
 # (ctest), the data-plane contract check, a short fuzz run of the request parsers and a smoke run
 # of the ingest benchmark. Exits non-zero on the first failure. The peers of the peer benchmark
-# (Redis, NATS) are installed too, so that its smoke test runs against them.
+# (Redis, NATS) are installed too, so that its smoke test runs against them, and Prometheus,
+# promtool and shellcheck for the observability and chart tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
-./scripts/install-deps.sh --peers
+./scripts/install-deps.sh --peers --observe
 ./scripts/build.sh
 
 echo "== unit and integration tests (ctest)"

@@ -134,7 +134,7 @@ int Run(const TortureOptions& o) {
   PartitionMap current = client::WithPeers(PartitionMap("orders", Epoch(1), parts), pods);
   client::AdminClient admin(token);
   control::ChangeExecutor executor(admin);
-  control::ChangeProbe change_probe;
+  control::ChangeProbe change_probe("orders");
   if (auto st = executor.InstallEverywhere(current); !st.ok()) {
     std::cerr << "shoal torture: installing the first map: " << st.message() << "\n";
     return 1;

@@ -4,8 +4,9 @@
 
 namespace shoal::control {
 
-ChangeProbe::ChangeProbe()
-    : registry_(std::make_shared<prometheus::Registry>()),
+ChangeProbe::ChangeProbe(std::string topic)
+    : topic_(std::move(topic)),
+      registry_(std::make_shared<prometheus::Registry>()),
       changes_(prometheus::BuildCounter()
                    .Name("shoal_changes_total")
                    .Help("Partition map changes carried out, by kind and outcome")
@@ -22,19 +23,20 @@ ChangeProbe::ChangeProbe()
                 .Name("shoal_control_epoch")
                 .Help("Epoch of the last partition map the control plane installed")
                 .Register(*registry_)
-                .Add({});
+                .Add({{"topic", topic_}});
 }
 
 void ChangeProbe::Applied(const std::string& kind, double pause_seconds, double total_seconds,
                           uint64_t epoch) {
-  changes_.Add({{"kind", kind}, {"outcome", "ok"}}).Increment();
-  pause_.Add({{"kind", kind}}, metrics::LatencyBuckets()).Observe(pause_seconds);
-  duration_.Add({{"kind", kind}}, metrics::LatencyBuckets()).Observe(total_seconds);
+  changes_.Add({{"topic", topic_}, {"kind", kind}, {"outcome", "ok"}}).Increment();
+  pause_.Add({{"topic", topic_}, {"kind", kind}}, metrics::LatencyBuckets()).Observe(pause_seconds);
+  duration_.Add({{"topic", topic_}, {"kind", kind}}, metrics::LatencyBuckets())
+      .Observe(total_seconds);
   epoch_->Set(static_cast<double>(epoch));
 }
 
 void ChangeProbe::Failed(const std::string& kind) {
-  changes_.Add({{"kind", kind}, {"outcome", "failed"}}).Increment();
+  changes_.Add({{"topic", topic_}, {"kind", kind}, {"outcome", "failed"}}).Increment();
 }
 
 }  // namespace shoal::control

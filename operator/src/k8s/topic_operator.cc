@@ -125,7 +125,9 @@ struct TopicOperator::Worker {
   std::condition_variable cv;
   std::thread thread;
   std::string start_error;  // guarded by mu
+  // Reconcile's thread only.
   int64_t decision_reported_ms = 0;
+  bool decision_noted = false;
 };
 
 TopicOperator::TopicOperator(kube::KubeClient& client, TopicOperatorOptions options,
@@ -561,15 +563,17 @@ bool TopicOperator::Apply(const Json& topic, const TopicObject& t) {
     Logger("operator")->info("{}: control loop started ({} pods asked for now)", key, desired);
   }
 
-  // A new decision is an Event.
-  const control::DecisionRecord d = w->loop->last_decision();
-  if (d.at_ms > w->decision_reported_ms) {
-    if (w->decision_reported_ms != 0 || d.at_ms > 0) {
+  // A new decision is an Event. The first look after the loop started only notes the decision
+  // it loaded from the status (the previous leader's, already reported).
+  if (w->started.load()) {
+    const control::DecisionRecord d = w->loop->last_decision();
+    if (w->decision_noted && d.at_ms > w->decision_reported_ms) {
       Event(topic, "Normal", "Scaled", "Scale",
             "partitions " + std::to_string(d.partitions) + ", pods " +
                 std::to_string(d.replicas) + ": " + d.reason);
     }
-    w->decision_reported_ms = d.at_ms;
+    w->decision_reported_ms = std::max(w->decision_reported_ms, d.at_ms);
+    w->decision_noted = true;
   }
 
   // Status.
@@ -742,7 +746,19 @@ void TopicOperator::StopAllWorkers() {
 std::string TopicOperator::MetricsText() const {
   std::vector<std::shared_ptr<prometheus::Collectable>> all = {registry_};
   std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& [k, w] : workers_) all.push_back(w->loop->registry());
+  for (const auto& [k, w] : workers_) {
+    // Topics of one name in two namespaces would give identical series: each loop's series
+    // also carry the topic's namespace.
+    auto registry = w->loop->registry();
+    const std::string ns = SplitKey(k).first;
+    all.push_back(std::make_shared<metrics::CallbackCollectable>([registry, ns] {
+      auto families = registry->Collect();
+      for (auto& f : families) {
+        for (auto& m : f.metric) m.label.push_back({"topic_namespace", ns});
+      }
+      return families;
+    }));
+  }
   return metrics::Serialize(all);
 }
 

@@ -65,9 +65,12 @@ ControlLoop::ControlLoop(TopicSpec spec, Platform& platform, MetricsObserver& ob
       admin_(admin),
       clock_(clock),
       opts_(options),
+      change_probe_(spec_.name),
       probe_(std::make_unique<ControlProbe>(*change_probe_.registry(), spec_.name)),
       executor_(admin, options.executor),
-      history_(Horizon(spec_)) {}
+      history_(Horizon(spec_)) {
+  probe_->Limits(spec_.partitions.max);
+}
 
 ControlLoop::~ControlLoop() = default;
 
@@ -145,6 +148,7 @@ Status ControlLoop::Tick() {
       spec_ = std::move(*pending_spec_);
       pending_spec_.reset();
       if (history_.horizon() != Horizon(spec_)) history_.SetHorizon(Horizon(spec_));
+      probe_->Limits(spec_.partitions.max);
     }
   }
   auto listed = platform_.ListPods();

@@ -13,6 +13,13 @@ prometheus::Gauge& TopicGauge(prometheus::Registry& r, const std::string& name,
   return prometheus::BuildGauge().Name(name).Help(help).Register(r).Add(labels);
 }
 
+// Every kind a decision or a plan step can have (policy.cc's Decide; StepKind in
+// control_loop.cc). Their counters exist from the start at 0, so that rate() and increase() see
+// a topic's first split or first failed step: a series that appears at 1 looks like no change.
+constexpr const char* kDecisionKinds[] = {"split", "merge", "pods_up", "pods_down", "hold"};
+constexpr const char* kStepKinds[] = {"split",    "merge",      "move",          "retire",
+                                      "set_pods", "wait_ready", "wait_consumed", "drain"};
+
 }  // namespace
 
 ControlProbe::ControlProbe(prometheus::Registry& r, const std::string& topic)
@@ -47,7 +54,17 @@ ControlProbe::ControlProbe(prometheus::Registry& r, const std::string& topic)
       ready_pods_(TopicGauge(r, "shoal_control_pods", "Pods of the topic, desired and ready", topic,
                              {{"state", "ready"}})),
       in_progress_(TopicGauge(r, "shoal_control_plan_in_progress",
-                              "1 while a plan is being carried out", topic)) {}
+                              "1 while a plan is being carried out", topic)),
+      max_partitions_(TopicGauge(r, "shoal_control_partitions_max",
+                                 "Most active partitions the topic's spec allows (partitions.max)",
+                                 topic)) {
+  for (const char* kind : kDecisionKinds) decisions_.Add({{"topic", topic_}, {"kind", kind}});
+  for (const char* kind : kStepKinds) {
+    for (const char* outcome : {"ok", "failed"}) {
+      steps_.Add({{"topic", topic_}, {"kind", kind}, {"outcome", outcome}});
+    }
+  }
+}
 
 void ControlProbe::Decided(const std::string& kind, double unix_seconds) {
   decisions_.Add({{"topic", topic_}, {"kind", kind}}).Increment();
@@ -76,5 +93,7 @@ void ControlProbe::State(size_t active_partitions, size_t sealed_partitions, uin
   ready_pods_.Set(ready_pods);
   in_progress_.Set(plan_in_progress ? 1 : 0);
 }
+
+void ControlProbe::Limits(uint32_t max_partitions) { max_partitions_.Set(max_partitions); }
 
 }  // namespace shoal::control

@@ -1,7 +1,9 @@
 // ControlProbe: the control loop's metrics, declared once (docs/metrics.md, "Control loop"):
 // decisions by kind, plan steps by kind and outcome with their durations, and gauges of what the
-// loop sees and wants. Registered on the registry of the loop's ChangeProbe so that one /metrics
-// serves both. Thread-safe once constructed; owned by the ControlLoop.
+// loop sees and wants, and the partition cap of the spec it holds (what alerts compare the active
+// partitions with). The decision and step counters exist for every kind from the start, at 0.
+// Registered on the registry of the loop's ChangeProbe so that one /metrics serves both.
+// Thread-safe once constructed; owned by the ControlLoop.
 #pragma once
 
 #include <prometheus/counter.h>
@@ -25,6 +27,8 @@ class ControlProbe {
   void Observed(double arrival_rate, double consumer_lag, size_t missing);
   void State(size_t active_partitions, size_t sealed_partitions, uint32_t desired_pods,
              uint32_t ready_pods, bool plan_in_progress);
+  // The spec's partitions.max; set at construction and again when the loop takes a new spec.
+  void Limits(uint32_t max_partitions);
 
  private:
   const std::string topic_;
@@ -40,6 +44,7 @@ class ControlProbe {
   prometheus::Gauge& desired_pods_;
   prometheus::Gauge& ready_pods_;
   prometheus::Gauge& in_progress_;
+  prometheus::Gauge& max_partitions_;
 };
 
 }  // namespace shoal::control

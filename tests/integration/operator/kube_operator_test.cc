@@ -1,6 +1,6 @@
-// shoal-operator against a cluster made of the fake API server (tests/support/fake_kube: real
-// HTTP, resourceVersions, watches, RBAC from deploy/rbac/operator-rules.yaml) and the test
-// kubelet (real shoal-sidecar and `shoal consume` processes for the StatefulSet's pods, one
+// shoal-operator against a cluster (TestCluster, tests/support/fake_kube/test_cluster.h) made of
+// the fake API server (real HTTP, resourceVersions, watches, RBAC from
+// deploy/rbac/operator-rules.yaml) and the test kubelet (real shoal-sidecar and `shoal consume` processes for the StatefulSet's pods, one
 // loopback address each). The operators are real processes, found by their kubeconfig, killed
 // with kill -9 where a test says so. What issue 6 asks, test by test:
 //   - a topic yields its StatefulSet, Service, Secret, finalizer and status conditions;
@@ -25,11 +25,9 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <optional>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "shoal/client/process.h"
@@ -38,10 +36,8 @@
 #include "shoal/common/partition_map.h"
 #include "shoal/k8s/kube_platform.h"
 #include "shoal/kube/kube_client.h"
-#include "support/fake_kube/fake_api_server.h"
 #include "support/fake_kube/rbac.h"
-#include "support/fake_kube/test_kubelet.h"
-#include "support/http_test_client.h"
+#include "support/fake_kube/test_cluster.h"
 #include "support/loopback.h"
 #include "support/temp_dir.h"
 
@@ -52,15 +48,13 @@ using namespace std::chrono_literals;
 using web::json::value;
 using SteadyClock = std::chrono::steady_clock;
 
-constexpr char kAdmin[] = "admin-token";
-constexpr char kOperatorToken[] = "operator-token";
-constexpr char kNs[] = "default";
-constexpr char kTopics[] = "/apis/shoal.dev/v1alpha1/namespaces/default/partitionedtopics";
-constexpr char kTopic[] = "/apis/shoal.dev/v1alpha1/namespaces/default/partitionedtopics/orders";
+constexpr const char* kAdmin = kClusterAdminToken;
+constexpr const char* kTopics = kTopicsPath;
+constexpr const char* kTopic = kTopicPath;
+constexpr const char* kLease = kLeasePath;
 constexpr char kStatefulSet[] = "/apis/apps/v1/namespaces/default/statefulsets/orders";
 constexpr char kService[] = "/api/v1/namespaces/default/services/orders";
 constexpr char kSecret[] = "/api/v1/namespaces/default/secrets/orders-admin";
-constexpr char kLease[] = "/apis/coordination.k8s.io/v1/namespaces/default/leases/shoal-operator";
 constexpr char kEvents[] = "/apis/events.k8s.io/v1/namespaces/default/events";
 
 using kube::At;  // the value at a dotted path, or null
@@ -83,200 +77,69 @@ std::string Describe(const PolicyRule& r) {
 int64_t Int(const value& v) { return v.is_number() ? v.as_number().to_int64() : -1; }
 std::string Str(const value& v) { return v.is_string() ? v.as_string() : ""; }
 
-std::string Condition(const value& topic, const std::string& type, std::string* reason = nullptr,
-                      std::string* message = nullptr) {
-  const value list = At(topic, "status.conditions");
-  if (!list.is_array()) return "";
-  for (const auto& c : list.as_array()) {
-    if (Str(At(c, "type")) == type) {
-      if (reason) *reason = Str(At(c, "reason"));
-      if (message) *message = Str(At(c, "message"));
-      return Str(At(c, "status"));
-    }
-  }
-  return "";
-}
-
-bool WaitUntil(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-  const auto deadline = SteadyClock::now() + timeout;
-  while (!pred()) {
-    if (SteadyClock::now() > deadline) return false;
-    std::this_thread::sleep_for(50ms);  // polling the API and files of other processes
-  }
-  return true;
-}
-
-// The test topic: its consumer container is the real `shoal consume`, recording what it sees
-// in a hostPath directory (kept when pods go) for the verifier.
-value TopicJson(const std::string& seen_dir, int64_t max_partitions = 32) {
-  const std::string text = R"json({
-    "apiVersion": "shoal.dev/v1alpha1", "kind": "PartitionedTopic",
-    "metadata": {"name": "orders", "namespace": "default"},
-    "spec": {
-      "partitions": {"min": 2, "max": )json" + std::to_string(max_partitions) + R"json(, "initial": 2},
-      "replicas": {"min": 1, "max": 4},
-      "scaling": {"targetEventsPerSecondPerPartition": 400, "targetCPUUtilizationPercent": 90,
-                  "targetConsumerLag": 5000, "targetPartitionsPerReplica": 4},
-      "behavior": {"scaleUp": {"stabilizationWindowSeconds": 0, "tolerance": 0.1},
-                   "scaleDown": {"stabilizationWindowSeconds": 300, "tolerance": 0.1}},
-      "durability": {"fsync": "interval"},
-      "retention": {"bytes": 0, "ms": 86400000},
-      "consumer": {"template": {"spec": {
-        "terminationGracePeriodSeconds": 5,
-        "containers": [{
-          "name": "app", "image": "example/order-processor:1.0", "command": ["shoal"],
-          "args": ["consume", "--target", "$(SHOAL_URL)", "--topic", "orders", "--group", "app",
-                   "--out", "/seen/$(POD_NAME).jsonl", "--append", "--idle-exit", "0",
-                   "--max-seconds", "0"],
-          "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
-          "resources": {"requests": {"cpu": "500m"}},
-          "volumeMounts": [{"name": "seen", "mountPath": "/seen"}]}],
-        "volumes": [{"name": "seen", "hostPath": {"path": ")json" + seen_dir + R"json("}}]}}},
-      "sidecar": {"image": "shoal:test"}
-    }})json";
-  return value::parse(text);
-}
-
+// Each test starts its cluster (support/fake_kube/test_cluster.h) with the binaries this test
+// was built with; the wrappers below turn the cluster's Status answers into assertions.
 class KubeOperatorTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(std::filesystem::create_directories(seen_dir())); }
 
-  void TearDown() override {
-    for (auto& [id, p] : operators_) p.Stop(5s);
-    if (kubelet_) kubelet_->Stop();
-  }
-
   std::string seen_dir() const { return dir_.path() + "/seen"; }
 
-  // The fake API server (the operator's user gets `rules`, by default the rules file) and the
-  // kubelet beside it.
+  // The operator's user gets `rules`, by default the rules file.
   void StartCluster(std::optional<std::vector<PolicyRule>> rules = std::nullopt) {
-    FakeApiServerOptions o;
-    o.admin_token = kAdmin;
-    auto user = OperatorUser(kOperatorToken, kOperatorRulesFile);
-    ASSERT_TRUE(user.ok()) << user.status().message();
-    if (rules) user->rules = *rules;
-    o.users.push_back(*user);
-    auto api = FakeApiServer::Start(o);
-    ASSERT_TRUE(api.ok()) << api.status().message();
-    api_ = std::move(api).value();
-    admin_ = std::make_unique<HttpTestClient>(api_->base_url());
-    TestKubeletOptions ko;
-    ko.api = api_.get();
-    ko.admin_token = kAdmin;
-    ko.work_dir = dir_.path() + "/node";
-    ko.ip_prefix = ip_prefix_;
-    ko.images = {{"shoal-sidecar", SHOAL_SIDECAR_BIN}, {"shoal", SHOAL_BIN}};
-    ko.probe_period = 200ms;
-    ko.metrics_interval = 1000ms;
-    kubelet_ = std::make_unique<TestKubelet>(ko);
-    ASSERT_TRUE(kubelet_->Start().ok());
-    // The operator finds the API server by a kubeconfig, as outside a cluster.
-    kubeconfig_ = dir_.path() + "/kubeconfig";
-    std::ofstream(kubeconfig_) << "apiVersion: v1\nkind: Config\ncurrent-context: test\n"
-                               << "clusters:\n- name: test\n  cluster:\n    server: "
-                               << api_->base_url() << "\n"
-                               << "users:\n- name: operator\n  user:\n    token: "
-                               << kOperatorToken << "\n"
-                               << "contexts:\n- name: test\n  context:\n    cluster: test\n"
-                               << "    user: operator\n    namespace: default\n";
+    TestClusterOptions o;
+    o.work_dir = dir_.path();
+    o.operator_binary = SHOAL_OPERATOR_BIN;
+    o.sidecar_binary = SHOAL_SIDECAR_BIN;
+    o.shoal_binary = SHOAL_BIN;
+    o.operator_rules = std::move(rules);
+    o.ip_prefix = ip_prefix_;
+    auto c = TestCluster::Start(o);
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    cluster_ = std::move(c).value();
   }
 
-  void StartOperator(const std::string& id, std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv = {SHOAL_OPERATOR_BIN,
-                                     "--kubeconfig", kubeconfig_,
-                                     "--identity", id,
-                                     "--namespaces", kNs,
-                                     "--bind", "127.0.0.1",
-                                     "--http-port", std::to_string(*client::FreePort()),
-                                     "--lease-duration-ms", "3000",
-                                     "--renew-deadline-ms", "2000",
-                                     "--retry-period-ms", "500",
-                                     "--interval-ms", "500",
-                                     "--resync-ms", "500",
-                                     "--watch-timeout-s", "60",
-                                     "--log-level", "debug"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    auto p = client::ChildProcess::Spawn(argv, dir_.path() + "/operator-" + id + ".log");
-    ASSERT_TRUE(p.ok()) << p.status().message();
-    operators_[id] = std::move(p).value();
+  void StartOperator(const std::string& id, const std::vector<std::string>& extra = {}) {
+    const Status st = cluster_->StartOperator(id, extra);
+    ASSERT_TRUE(st.ok()) << st.message();
   }
-
-  std::string OperatorLog(const std::string& id) const {
-    std::ifstream in(dir_.path() + "/operator-" + id + ".log");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    const std::string s = ss.str();
-    return s.size() > 6000 ? s.substr(s.size() - 6000) : s;
-  }
-
-  std::optional<value> Get(const std::string& path) const {
-    auto text = api_->Object(path);
-    if (!text) return std::nullopt;
-    return value::parse(*text);
-  }
-
-  HttpResponse Admin(const std::string& method, const std::string& path, const value& body,
-                     const std::string& content_type = "application/json") {
-    HttpRequestOptions o;
-    o.headers["Authorization"] = std::string("Bearer ") + kAdmin;
-    o.content_type = content_type;
-    return admin_->Send(method, path, body.is_null() ? "" : body.serialize(), o);
-  }
-
   void CreateTopic(const value& topic) {
-    const auto r = Admin("POST", kTopics, topic);
-    ASSERT_EQ(r.status, 201) << r.Describe();
+    const Status st = cluster_->CreateTopic(topic);
+    ASSERT_TRUE(st.ok()) << st.message();
   }
-
   void PatchSpec(const std::string& merge_patch_json) {
-    const auto r = Admin("PATCH", kTopic, value::parse(merge_patch_json),
-                         "application/merge-patch+json");
-    ASSERT_EQ(r.status, 200) << r.Describe();
+    const Status st = cluster_->PatchTopic(merge_patch_json);
+    ASSERT_TRUE(st.ok()) << st.message();
   }
 
-  bool WaitCaughtUp(std::chrono::milliseconds timeout) {
-    return WaitUntil(
-        [&] {
-          auto t = Get(kTopic);
-          return t && Int(At(*t, "status.observedGeneration")) == Int(At(*t, "metadata.generation"));
-        },
-        timeout);
+  std::optional<value> Get(const std::string& path) const { return cluster_->Get(path); }
+  HttpResponse Admin(const std::string& method, const std::string& path, const value& body) {
+    return cluster_->Admin(method, path, body);
   }
-
-  bool WaitReady(std::chrono::milliseconds timeout) {
-    return WaitUntil(
-        [&] {
-          auto t = Get(kTopic);
-          return t && Condition(*t, "Ready") == "True";
-        },
-        timeout);
+  bool WaitReady(std::chrono::milliseconds timeout) const { return cluster_->WaitReady(timeout); }
+  bool WaitCaughtUp(std::chrono::milliseconds timeout) const {
+    return cluster_->WaitCaughtUp(timeout);
   }
-
-  std::string LeaseHolder() const {
-    auto l = Get(kLease);
-    return l ? Str(At(*l, "spec.holderIdentity")) : "";
+  std::string LeaseHolder() const { return cluster_->LeaseHolder(); }
+  int Forbidden() const { return cluster_->Forbidden(); }
+  std::string OperatorLog(const std::string& id) const { return cluster_->OperatorLog(id); }
+  client::ChildProcess& operator_process(const std::string& id) {
+    return cluster_->operator_process(id);
   }
+  FakeApiServer& api() { return cluster_->api(); }
+  TestKubelet& kubelet() { return cluster_->kubelet(); }
+  HttpTestClient& admin() { return cluster_->http(); }
 
-  int Forbidden() const {
-    int n = 0;
-    for (const auto& r : api_->Requests()) n += (r.code == 403 && r.user == kOperatorUser) ? 1 : 0;
-    return n;
-  }
-
+  // The cluster goes (operators, kubelet, server) before the directory it writes to.
   TempDir dir_;
   const std::string ip_prefix_ = RandomLoopbackPrefix();
-  std::unique_ptr<FakeApiServer> api_;
-  std::unique_ptr<HttpTestClient> admin_;
-  std::unique_ptr<TestKubelet> kubelet_;
-  std::string kubeconfig_;
-  std::map<std::string, client::ChildProcess> operators_;
+  std::unique_ptr<TestCluster> cluster_;
 };
 
 TEST_F(KubeOperatorTest, ATopicGetsItsObjectsFinalizerAndReadyStatus) {
   StartCluster();
   StartOperator("a");
-  CreateTopic(TopicJson(seen_dir()));
+  CreateTopic(TestTopicJson(seen_dir()));
   ASSERT_TRUE(WaitReady(60s)) << OperatorLog("a");
 
   const auto topic = Get(kTopic);
@@ -316,28 +179,28 @@ TEST_F(KubeOperatorTest, ATopicGetsItsObjectsFinalizerAndReadyStatus) {
   EXPECT_EQ(Str(At(*Get(kService), "spec.clusterIP")), "None");
   EXPECT_TRUE(At(*Get(kSecret), "data.token").is_string());
   // The pod runs and its sidecar holds the topic's partitions.
-  const auto pod = kubelet_->Pod("orders-0");
+  const auto pod = kubelet().Pod("orders-0");
   ASSERT_TRUE(pod && pod->ready);
   // Events say what was done.
-  const auto events = admin_->Get(kEvents, {{{"Authorization", std::string("Bearer ") + kAdmin}}});
+  const auto events = admin().Get(kEvents, {{{"Authorization", std::string("Bearer ") + kAdmin}}});
   EXPECT_NE(events.body.find("created StatefulSet orders"), std::string::npos) << events.body;
 }
 
 TEST_F(KubeOperatorTest, SpecChangesAreFollowedThroughConflictsClosedWatchesAnd410) {
   StartCluster();
   StartOperator("a");
-  CreateTopic(TopicJson(seen_dir()));
+  CreateTopic(TestTopicJson(seen_dir()));
   ASSERT_TRUE(WaitReady(60s)) << OperatorLog("a");
   const std::string hash_before =
       Str(Field(At(*Get(kStatefulSet), "metadata.annotations"), "shoal.dev/template-hash"));
 
   // 1. A change whose status writes first meet two 409 Conflicts.
   const std::string status_path = std::string(kTopic) + "/status";
-  const int conflicts_before = api_->CountRequests("PUT", status_path, 409);
-  api_->FailNextWrites(status_path, 2, 409);
+  const int conflicts_before = api().CountRequests("PUT", status_path, 409);
+  api().FailNextWrites(status_path, 2, 409);
   PatchSpec(R"({"spec":{"durability":{"fsync":"always"}}})");
   ASSERT_TRUE(WaitCaughtUp(30s)) << OperatorLog("a");
-  EXPECT_EQ(api_->CountRequests("PUT", status_path, 409) - conflicts_before, 2);
+  EXPECT_EQ(api().CountRequests("PUT", status_path, 409) - conflicts_before, 2);
   // The StatefulSet's template followed the spec.
   const auto sts = Get(kStatefulSet);
   EXPECT_NE(At(*sts, "spec.template.spec.containers").at(1).at("args").serialize().find(
@@ -345,23 +208,23 @@ TEST_F(KubeOperatorTest, SpecChangesAreFollowedThroughConflictsClosedWatchesAnd4
             std::string::npos);
 
   // 2. Every watch closed: the informers watch again from where they were.
-  api_->CloseAllWatches();
+  api().CloseAllWatches();
   PatchSpec(R"({"spec":{"retention":{"ms":3600000}}})");
   ASSERT_TRUE(WaitCaughtUp(30s)) << OperatorLog("a");
 
-  // 3. History compacted and watches closed: the re-watch gets 410 Expired, the informers list
-  // again, and the change made meanwhile is not missed.
+  // 3. History compacted past every RV the operator holds and watches closed: the re-watch gets
+  // 410 Expired, the informers list again, and the change made meanwhile is not missed.
   auto topic_lists = [&] {
     int n = 0;
-    for (const auto& r : api_->Requests()) {
+    for (const auto& r : api().Requests()) {
       n += r.method == "GET" && r.path == kTopics && r.query.find("watch") == std::string::npos &&
            r.user == kOperatorUser && r.code == 200;
     }
     return n;
   };
   const int lists_before = topic_lists();
-  api_->CompactHistory();
-  api_->CloseAllWatches();
+  api().CompactHistory(/*including_current=*/true);
+  api().CloseAllWatches();
   PatchSpec(R"({"spec":{"retention":{"ms":7200000}}})");
   ASSERT_TRUE(WaitCaughtUp(30s)) << OperatorLog("a");
   EXPECT_GT(topic_lists(), lists_before) << "the topics informer did not list again after 410";
@@ -376,7 +239,7 @@ TEST_F(KubeOperatorTest, InvalidSpecsAreDegradedAndChangeNothing) {
   StartCluster();
   StartOperator("a", {"--max-partitions", "16"});
   // A cap above the operator's limit: the schema allows it, the operator refuses it.
-  CreateTopic(TopicJson(seen_dir(), /*max_partitions=*/32));
+  CreateTopic(TestTopicJson(seen_dir(), /*max_partitions=*/32));
   ASSERT_TRUE(WaitUntil(
       [&] {
         auto t = Get(kTopic);
@@ -427,7 +290,7 @@ TEST_F(KubeOperatorTest, InvalidSpecsAreDegradedAndChangeNothing) {
       << OperatorLog("a") << message;
   EXPECT_EQ(Str(At(*Get(kStatefulSet), "metadata.resourceVersion")), sts_rv)
       << "an invalid spec changed the StatefulSet";
-  const auto events = admin_->Get(kEvents, {{{"Authorization", std::string("Bearer ") + kAdmin}}});
+  const auto events = admin().Get(kEvents, {{{"Authorization", std::string("Bearer ") + kAdmin}}});
   EXPECT_NE(events.body.find("InvalidSpec"), std::string::npos);
 }
 
@@ -435,7 +298,7 @@ TEST_F(KubeOperatorTest, TwoOperatorsElectOneLeaderAndFailOverWhenItIsKilled) {
   StartCluster();
   StartOperator("a");
   StartOperator("b");
-  CreateTopic(TopicJson(seen_dir()));
+  CreateTopic(TestTopicJson(seen_dir()));
   ASSERT_TRUE(WaitReady(60s)) << OperatorLog("a") << OperatorLog("b");
   const std::string leader = LeaseHolder();
   ASSERT_TRUE(leader == "a" || leader == "b") << leader;
@@ -444,8 +307,8 @@ TEST_F(KubeOperatorTest, TwoOperatorsElectOneLeaderAndFailOverWhenItIsKilled) {
   // the logs: the follower never starts a control loop).
   EXPECT_EQ(OperatorLog(other).find("control loop started"), std::string::npos);
 
-  operators_[leader].Signal(SIGKILL);
-  ASSERT_TRUE(operators_[leader].Wait(10s).has_value());
+  operator_process(leader).Signal(SIGKILL);
+  ASSERT_TRUE(operator_process(leader).Wait(10s).has_value());
   const auto killed_at = SteadyClock::now();
   ASSERT_TRUE(WaitUntil([&] { return LeaseHolder() == other; }, 10s)) << OperatorLog(other);
   const auto took = SteadyClock::now() - killed_at;
@@ -460,7 +323,7 @@ TEST_F(KubeOperatorTest, TwoOperatorsElectOneLeaderAndFailOverWhenItIsKilled) {
 TEST_F(KubeOperatorTest, DeletingTheTopicRunsTheFinalizerCleanup) {
   StartCluster();
   StartOperator("a");
-  CreateTopic(TopicJson(seen_dir()));
+  CreateTopic(TestTopicJson(seen_dir()));
   ASSERT_TRUE(WaitReady(60s)) << OperatorLog("a");
   const auto r = Admin("DELETE", kTopic, value::null());
   ASSERT_EQ(r.status, 200) << r.Describe();
@@ -469,7 +332,7 @@ TEST_F(KubeOperatorTest, DeletingTheTopicRunsTheFinalizerCleanup) {
   EXPECT_FALSE(Get(kService));
   EXPECT_FALSE(Get(kSecret));
   // Without its StatefulSet the pods go (the kubelet plays the garbage collector).
-  EXPECT_TRUE(kubelet_->WaitFor([&] { return kubelet_->Pods().empty(); }, 30s));
+  EXPECT_TRUE(kubelet().WaitFor([&] { return kubelet().Pods().empty(); }, 30s));
 }
 
 // Without any one rule of deploy/rbac/operator-rules.yaml the operator meets 403 Forbidden in
@@ -486,7 +349,7 @@ TEST_F(KubeOperatorTest, EveryRbacRuleIsNeeded) {
     }
     StartCluster(rules);
     StartOperator("a");
-    CreateTopic(TopicJson(seen_dir()));
+    CreateTopic(TestTopicJson(seen_dir()));
     // The topic's life: ready, a spec change, deletion. Stop at the first 403.
     const bool ready = WaitUntil([&] { return Forbidden() > 0 || (Get(kTopic) &&
                                             Condition(*Get(kTopic), "Ready") == "True"); },
@@ -497,7 +360,7 @@ TEST_F(KubeOperatorTest, EveryRbacRuleIsNeeded) {
     }
     if (Forbidden() == 0) {
       // Metrics are read every few seconds: give the platform a few turns.
-      WaitUntil([&] { return Forbidden() > 0 || api_->CountRequests("GET",
+      WaitUntil([&] { return Forbidden() > 0 || api().CountRequests("GET",
           "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods") >= 2; }, 20s);
     }
     if (Forbidden() == 0) {
@@ -511,11 +374,7 @@ TEST_F(KubeOperatorTest, EveryRbacRuleIsNeeded) {
       EXPECT_GT(Forbidden(), 0) << "rule " << skip << " (" << Describe((*all)[skip])
                                 << ") is not needed by anything the operator did";
     }
-    operators_["a"].Stop(5s);
-    operators_.clear();
-    kubelet_->Stop();
-    kubelet_.reset();
-    api_.reset();
+    cluster_.reset();
   }
 }
 
@@ -536,9 +395,9 @@ TEST_F(KubeOperatorTest, SurgeSplitsAddsPodsAndTheNextLeaderFinishesTheKilledLea
   StartCluster();
   StartOperator("a");
   StartOperator("b");
-  CreateTopic(TopicJson(seen_dir()));
+  CreateTopic(TestTopicJson(seen_dir()));
   ASSERT_TRUE(WaitReady(60s)) << OperatorLog("a") << OperatorLog("b");
-  const auto pod0 = kubelet_->Pod("orders-0");
+  const auto pod0 = kubelet().Pod("orders-0");
   ASSERT_TRUE(pod0);
 
   // 500 events/s, ten times that in the middle of 30 s, into pod 0 (it forwards).
@@ -591,8 +450,8 @@ TEST_F(KubeOperatorTest, SurgeSplitsAddsPodsAndTheNextLeaderFinishesTheKilledLea
       << OperatorLog("a") << OperatorLog("b");
   const std::string leader = LeaseHolder();
   const std::string other = leader == "a" ? "b" : "a";
-  operators_[leader].Signal(SIGKILL);
-  ASSERT_TRUE(operators_[leader].Wait(10s).has_value());
+  operator_process(leader).Signal(SIGKILL);
+  ASSERT_TRUE(operator_process(leader).Wait(10s).has_value());
   ASSERT_TRUE(WaitUntil([&] { return LeaseHolder() == other; }, 10s)) << OperatorLog(other);
   // The new leader completes that very plan (found in the status).
   ASSERT_TRUE(WaitUntil(

@@ -17,7 +17,8 @@ namespace shoal::control {
 
 class ChangeProbe {
  public:
-  ChangeProbe();
+  // Every series carries the topic's label (one operator runs many topics' loops).
+  explicit ChangeProbe(std::string topic);
   ChangeProbe(const ChangeProbe&) = delete;
   ChangeProbe& operator=(const ChangeProbe&) = delete;
 
@@ -26,6 +27,7 @@ class ChangeProbe {
   void Failed(const std::string& kind);
 
  private:
+  const std::string topic_;
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>& changes_;
   prometheus::Family<prometheus::Histogram>& pause_;

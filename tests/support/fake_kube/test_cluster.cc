@@ -1,0 +1,235 @@
+#include "support/fake_kube/test_cluster.h"
+
+// clang-format off
+#include <utility>  // std::exchange, before boost::asio (awaitable.hpp needs it)
+// clang-format on
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "shoal/kube/kube_client.h"
+
+namespace shoal::testing {
+
+using kube::At;
+using web::json::value;
+using namespace std::chrono_literals;
+
+namespace {
+
+int64_t Int(const value& v) { return v.is_number() ? v.as_number().to_int64() : -1; }
+std::string Str(const value& v) { return v.is_string() ? v.as_string() : ""; }
+
+}  // namespace
+
+TestCluster::TestCluster(TestClusterOptions options) : options_(std::move(options)) {}
+
+TestCluster::~TestCluster() {
+  StopOperators();
+  if (kubelet_) kubelet_->Stop();
+  kubelet_.reset();
+  admin_.reset();
+  api_.reset();
+}
+
+Result<std::unique_ptr<TestCluster>> TestCluster::Start(TestClusterOptions options) {
+  if (options.work_dir.empty() || options.operator_binary.empty() ||
+      options.sidecar_binary.empty() || options.shoal_binary.empty() || options.ip_prefix.empty()) {
+    return Status::InvalidArgument(
+        "TestCluster needs work_dir, ip_prefix and the operator, sidecar and shoal binaries");
+  }
+  std::unique_ptr<TestCluster> c(new TestCluster(std::move(options)));
+  const TestClusterOptions& o = c->options_;
+
+  FakeApiServerOptions ao;
+  ao.admin_token = kClusterAdminToken;
+  auto user = OperatorUser(kClusterOperatorToken, kOperatorRulesFile);
+  if (!user.ok()) return user.status();
+  if (o.operator_rules) user->rules = *o.operator_rules;
+  ao.users.push_back(*user);
+  auto api = FakeApiServer::Start(ao);
+  if (!api.ok()) return api.status();
+  c->api_ = std::move(api).value();
+  c->admin_ = std::make_unique<HttpTestClient>(c->api_->base_url());
+
+  TestKubeletOptions ko;
+  ko.api = c->api_.get();
+  ko.admin_token = kClusterAdminToken;
+  ko.work_dir = o.work_dir + "/node";
+  ko.ip_prefix = o.ip_prefix;
+  ko.images = {{"shoal-sidecar", o.sidecar_binary}, {"shoal", o.shoal_binary}};
+  ko.probe_period = o.probe_period;
+  ko.metrics_interval = o.metrics_interval;
+  c->kubelet_ = std::make_unique<TestKubelet>(ko);
+  if (Status st = c->kubelet_->Start(); !st.ok()) return st;
+
+  // The operator finds the API server by a kubeconfig, as outside a cluster.
+  c->kubeconfig_ = o.work_dir + "/kubeconfig";
+  std::ofstream out(c->kubeconfig_);
+  out << "apiVersion: v1\nkind: Config\ncurrent-context: test\n"
+      << "clusters:\n- name: test\n  cluster:\n    server: " << c->api_->base_url() << "\n"
+      << "users:\n- name: operator\n  user:\n    token: " << kClusterOperatorToken << "\n"
+      << "contexts:\n- name: test\n  context:\n    cluster: test\n"
+      << "    user: operator\n    namespace: " << kTestNamespace << "\n";
+  out.close();
+  if (!out) return Status::IoError("cannot write " + c->kubeconfig_);
+  return c;
+}
+
+Status TestCluster::StartOperator(const std::string& id, const std::vector<std::string>& extra) {
+  auto port = client::FreePort();
+  if (!port.ok()) return port.status();
+  // clang-format off
+  std::vector<std::string> argv = {options_.operator_binary,
+                                   "--kubeconfig", kubeconfig_,
+                                   "--identity", id,
+                                   "--namespaces", kTestNamespace,
+                                   "--bind", "127.0.0.1",
+                                   "--http-port", std::to_string(*port),
+                                   "--lease-duration-ms", "3000",
+                                   "--renew-deadline-ms", "2000",
+                                   "--retry-period-ms", "500",
+                                   "--interval-ms", "500",
+                                   "--resync-ms", "500",
+                                   "--watch-timeout-s", "60",
+                                   "--log-level", "debug"};
+  // clang-format on
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  auto p = client::ChildProcess::Spawn(argv, options_.work_dir + "/operator-" + id + ".log");
+  if (!p.ok()) return p.status();
+  Operator& op = operators_[id];
+  op.process = std::move(p).value();
+  op.http_port = *port;
+  return Status::Ok();
+}
+
+uint16_t TestCluster::operator_http_port(const std::string& id) const {
+  const auto it = operators_.find(id);
+  return it == operators_.end() ? 0 : it->second.http_port;
+}
+
+std::string TestCluster::OperatorLog(const std::string& id) const {
+  std::ifstream in(options_.work_dir + "/operator-" + id + ".log");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string s = ss.str();
+  return s.size() > 6000 ? s.substr(s.size() - 6000) : s;
+}
+
+void TestCluster::StopOperators() {
+  for (auto& [id, op] : operators_) op.process.Stop(5s);
+  operators_.clear();
+}
+
+std::optional<value> TestCluster::Get(const std::string& path) const {
+  auto text = api_->Object(path);
+  if (!text) return std::nullopt;
+  return value::parse(*text);
+}
+
+HttpResponse TestCluster::Admin(const std::string& method, const std::string& path,
+                                const value& body, const std::string& content_type) {
+  HttpRequestOptions o;
+  o.headers["Authorization"] = std::string("Bearer ") + kClusterAdminToken;
+  o.content_type = content_type;
+  return admin_->Send(method, path, body.is_null() ? "" : body.serialize(), o);
+}
+
+Status TestCluster::CreateTopic(const value& topic) {
+  const auto r = Admin("POST", kTopicsPath, topic);
+  if (r.status != 201) return Status::Unavailable("creating the topic: " + r.Describe());
+  return Status::Ok();
+}
+
+Status TestCluster::PatchTopic(const std::string& merge_patch_json) {
+  const auto r =
+      Admin("PATCH", kTopicPath, value::parse(merge_patch_json), "application/merge-patch+json");
+  if (r.status != 200) return Status::Unavailable("patching the topic: " + r.Describe());
+  return Status::Ok();
+}
+
+bool TestCluster::WaitCaughtUp(std::chrono::milliseconds timeout) const {
+  return WaitUntil(
+      [&] {
+        auto t = Get(kTopicPath);
+        return t && Int(At(*t, "status.observedGeneration")) == Int(At(*t, "metadata.generation"));
+      },
+      timeout);
+}
+
+bool TestCluster::WaitReady(std::chrono::milliseconds timeout) const {
+  return WaitUntil(
+      [&] {
+        auto t = Get(kTopicPath);
+        return t && Condition(*t, "Ready") == "True";
+      },
+      timeout);
+}
+
+std::string TestCluster::LeaseHolder() const {
+  auto l = Get(kLeasePath);
+  return l ? Str(At(*l, "spec.holderIdentity")) : "";
+}
+
+int TestCluster::Forbidden() const {
+  int n = 0;
+  for (const auto& r : api_->Requests()) n += (r.code == 403 && r.user == kOperatorUser) ? 1 : 0;
+  return n;
+}
+
+value TestTopicJson(const std::string& seen_dir, int64_t max_partitions) {
+  // clang-format off
+  const std::string text = R"json({
+    "apiVersion": "shoal.dev/v1alpha1", "kind": "PartitionedTopic",
+    "metadata": {"name": "orders", "namespace": "default"},
+    "spec": {
+      "partitions": {"min": 2, "max": )json" + std::to_string(max_partitions) + R"json(, "initial": 2},
+      "replicas": {"min": 1, "max": 4},
+      "scaling": {"targetEventsPerSecondPerPartition": 400, "targetCPUUtilizationPercent": 90,
+                  "targetConsumerLag": 5000, "targetPartitionsPerReplica": 4},
+      "behavior": {"scaleUp": {"stabilizationWindowSeconds": 0, "tolerance": 0.1},
+                   "scaleDown": {"stabilizationWindowSeconds": 300, "tolerance": 0.1}},
+      "durability": {"fsync": "interval"},
+      "retention": {"bytes": 0, "ms": 86400000},
+      "consumer": {"template": {"spec": {
+        "terminationGracePeriodSeconds": 5,
+        "containers": [{
+          "name": "app", "image": "example/order-processor:1.0", "command": ["shoal"],
+          "args": ["consume", "--target", "$(SHOAL_URL)", "--topic", "orders", "--group", "app",
+                   "--out", "/seen/$(POD_NAME).jsonl", "--append", "--idle-exit", "0",
+                   "--max-seconds", "0"],
+          "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+          "resources": {"requests": {"cpu": "500m"}},
+          "volumeMounts": [{"name": "seen", "mountPath": "/seen"}]}],
+        "volumes": [{"name": "seen", "hostPath": {"path": ")json" + seen_dir + R"json("}}]}}},
+      "sidecar": {"image": "shoal:test"}
+    }})json";
+  // clang-format on
+  return value::parse(text);
+}
+
+std::string Condition(const value& topic, const std::string& type, std::string* reason,
+                      std::string* message) {
+  const value list = At(topic, "status.conditions");
+  if (!list.is_array()) return "";
+  for (const auto& c : list.as_array()) {
+    if (Str(At(c, "type")) == type) {
+      if (reason) *reason = Str(At(c, "reason"));
+      if (message) *message = Str(At(c, "message"));
+      return Str(At(c, "status"));
+    }
+  }
+  return "";
+}
+
+bool WaitUntil(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(50ms);  // polling the API and files of other processes
+  }
+  return true;
+}
+
+}  // namespace shoal::testing
