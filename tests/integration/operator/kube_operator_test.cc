@@ -320,6 +320,44 @@ TEST_F(KubeOperatorTest, TwoOperatorsElectOneLeaderAndFailOverWhenItIsKilled) {
   EXPECT_GE(Int(At(*Get(kLease), "spec.leaseTransitions")), 1);
 }
 
+// --namespaces limits what the operator touches; its HTTP port serves health and metrics.
+TEST_F(KubeOperatorTest, WatchesOnlyItsNamespacesAndServesHealthAndMetrics) {
+  StartCluster();
+  StartOperator("a");  // --namespaces default
+  value elsewhere = TestTopicJson(seen_dir());
+  elsewhere["metadata"]["namespace"] = value::string("other");
+  const auto r = Admin("POST", "/apis/shoal.dev/v1alpha1/namespaces/other/partitionedtopics",
+                       elsewhere);
+  ASSERT_EQ(r.status, 201) << r.Describe();
+  CreateTopic(TestTopicJson(seen_dir()));
+  ASSERT_TRUE(WaitReady(60s)) << OperatorLog("a");
+  // By then the operator had listed, watched and reconciled for a while: the topic in "other"
+  // is untouched, and the operator never asked the API server about anything in "other".
+  const auto other = Get("/apis/shoal.dev/v1alpha1/namespaces/other/partitionedtopics/orders");
+  ASSERT_TRUE(other);
+  EXPECT_TRUE(At(*other, "metadata.finalizers").is_null());
+  EXPECT_TRUE(At(*other, "status").is_null());
+  EXPECT_FALSE(Get("/apis/apps/v1/namespaces/other/statefulsets/orders"));
+  int in_other = 0;
+  for (const auto& req : api().Requests()) {
+    in_other += req.user == kOperatorUser &&
+                req.path.find("/namespaces/other/") != std::string::npos;
+  }
+  EXPECT_EQ(in_other, 0);
+
+  HttpTestClient op("http://127.0.0.1:" + std::to_string(cluster_->operator_http_port("a")));
+  EXPECT_EQ(op.Get("/healthz").status, 200);
+  EXPECT_EQ(op.Get("/readyz").status, 200);
+  const auto metrics = op.Get("/metrics");
+  ASSERT_EQ(metrics.status, 200);
+  EXPECT_NE(metrics.body.find("shoal_operator_leader 1"), std::string::npos) << metrics.body;
+  EXPECT_NE(metrics.body.find("shoal_control_partitions{"), std::string::npos);
+  EXPECT_NE(metrics.body.find("topic_namespace=\"default\""), std::string::npos);
+  const auto unknown = op.Get("/nope");
+  EXPECT_EQ(unknown.status, 404);
+  EXPECT_NE(unknown.body.find("\"reason\""), std::string::npos);
+}
+
 TEST_F(KubeOperatorTest, DeletingTheTopicRunsTheFinalizerCleanup) {
   StartCluster();
   StartOperator("a");
@@ -477,6 +515,9 @@ TEST_F(KubeOperatorTest, SurgeSplitsAddsPodsAndTheNextLeaderFinishesTheKilledLea
       30s))
       << "max partitions " << max_partitions << ", max pods " << max_replicas
       << ", max owners " << max_owners;
+  // Each decision is an Event with its reason.
+  const auto events = admin().Get(kEvents, {{{"Authorization", std::string("Bearer ") + kAdmin}}});
+  EXPECT_NE(events.body.find("\"reason\":\"Scaled\""), std::string::npos) << events.body;
   load.Stop();
   const auto acked = load.TakeAcked();
   ASSERT_GT(acked.size(), 10000u);
