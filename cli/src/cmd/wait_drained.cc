@@ -4,6 +4,7 @@
 // (the pod goes anyway: its whole topic is being deleted, or the operator is not running).
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "commands.h"
@@ -16,13 +17,17 @@ void RegisterWaitDrained(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand(
       "wait-drained", "Wait until a sidecar holds no active partition (a pod's preStop hook)");
   struct Opts {
-    std::string admin = "127.0.0.1:8081";
+    std::string admin;  // empty: $POD_IP (or 127.0.0.1) and --admin-port
+    uint16_t admin_port = 8081;
     std::string token_file;
     int64_t timeout_s = 55;
     int64_t interval_ms = 500;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--admin", o->admin, "The sidecar's admin address (host:port or http://...)");
+  cmd->add_option("--admin", o->admin,
+                  "The sidecar's admin address (host:port or http://...); default: the pod's IP "
+                  "from $POD_IP (a kubelet does not expand $(VAR) in hooks) and --admin-port");
+  cmd->add_option("--admin-port", o->admin_port, "The sidecar's admin port");
   cmd->add_option("--token-file", o->token_file, "File holding the admin bearer token")
       ->required();
   cmd->add_option("--timeout", o->timeout_s, "Give up after this many seconds (exit 1)")
@@ -39,6 +44,10 @@ void RegisterWaitDrained(CLI::App& app, int& exit_code) {
     std::string t = *token;
     while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) t.pop_back();
     std::string admin = o->admin;
+    if (admin.empty()) {
+      const char* ip = std::getenv("POD_IP");
+      admin = std::string(ip && *ip ? ip : "127.0.0.1") + ":" + std::to_string(o->admin_port);
+    }
     if (admin.rfind("http://", 0) == 0) admin = admin.substr(7);
     client::AdminClient client(t);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o->timeout_s);

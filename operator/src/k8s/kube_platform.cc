@@ -315,6 +315,10 @@ Status KubePlatform::SaveState(const std::string& json) {
   // concurrent writer or a 5xx is tried again a few times here; the loop retries the rest.
   kube::ApiError last;
   for (int attempt = 0; attempt < 5; ++attempt) {
+    // Asked again before each attempt: a leader that lost its lease meanwhile writes nothing.
+    if (attempt > 0 && !opts_.may_act()) {
+      return Status::Unavailable("not the leader: not saving the control state");
+    }
     auto r = client_.MergePatch(kube::PartitionedTopics(), opts_.ns, opts_.topic, patch, "status");
     if (r.ok()) return Status::Ok();
     last = r.error();

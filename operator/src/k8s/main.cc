@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
   std::string bind = "0.0.0.0";
   uint16_t http_port = 8080;
   k8s::TopicOperatorOptions opts;
-  int64_t interval_ms = 1000, resync_ms = 2000, watch_timeout_s = 300;
+  int64_t interval_ms = 1000, resync_ms = 10'000, watch_timeout_s = 300;
   app.add_option("--kubeconfig", kubeconfig,
                  "kubeconfig file (default: in-cluster, else $KUBECONFIG or ~/.kube/config)");
   app.add_option("--context", context, "kubeconfig context (default: current-context)");

@@ -118,9 +118,10 @@ value SidecarContainer(const TopicObject& t, const ManifestOptions& o, int64_t g
   // Kubernetes runs preStop before SIGTERM: the pod stops only once it owns no partition (the
   // operator moved them away and their sealed ends were consumed), bounded by the grace period.
   const int64_t wait = std::max<int64_t>(1, grace - 5);
+  // (A kubelet does not expand $(VAR) in hooks: wait-drained takes the address from $POD_IP.)
   c["lifecycle"]["preStop"]["exec"]["command"] = StringArray(
-      {"shoal", "wait-drained", "--admin", "http://$(POD_IP):" + std::to_string(kAdminPort),
-       "--token-file", std::string(kTokenMount) + "/token", "--timeout", std::to_string(wait)});
+      {"shoal", "wait-drained", "--admin-port", std::to_string(kAdminPort), "--token-file",
+       std::string(kTokenMount) + "/token", "--timeout", std::to_string(wait)});
   value mounts = value::array();
   mounts[0] = Mount(kDataVolume, kDataMount, false);
   mounts[1] = Mount(kTokenVolume, kTokenMount, true);
@@ -221,6 +222,26 @@ Result<Json> YamlToJson(const std::string& yaml) {
 Status ValidatePodTemplate(const Json& t) {
   const std::string p = "spec.consumer.template";
   if (!t.is_object()) return Status::InvalidArgument(p + ": expected an object (a pod template)");
+  if (t.has_field("metadata")) {
+    const value& m = t.at("metadata");
+    if (!m.is_object()) return Status::InvalidArgument(p + ".metadata: expected an object");
+    for (const char* field : {"labels", "annotations"}) {
+      if (!m.has_field(field)) continue;
+      if (!m.at(field).is_object()) {
+        return Status::InvalidArgument(p + ".metadata." + field + ": expected a map of strings");
+      }
+      for (const auto& kv : m.at(field).as_object()) {
+        if (!kv.second.is_string()) {
+          return Status::InvalidArgument(p + ".metadata." + field + "." + kv.first +
+                                         ": expected a string");
+        }
+      }
+    }
+  }
+  if (t.has_field("spec") && t.at("spec").has_field("terminationGracePeriodSeconds") &&
+      !t.at("spec").at("terminationGracePeriodSeconds").is_integer()) {
+    return Status::InvalidArgument(p + ".spec.terminationGracePeriodSeconds: expected seconds");
+  }
   if (!t.has_object_field("spec") || !t.at("spec").has_array_field("containers") ||
       t.at("spec").at("containers").size() == 0) {
     return Status::InvalidArgument(
@@ -436,10 +457,10 @@ Json BuildSecret(const TopicObject& t, const std::string& admin_token) {
 }
 
 std::string TemplateHash(const Json& sts) {
+  // The pod template only: the claim templates cannot change once the StatefulSet exists.
   std::string canon;
   const value& spec = sts.has_object_field("spec") ? sts.at("spec") : value::null();
   if (spec.has_field("template")) Canonical(spec.at("template"), canon);
-  if (spec.has_field("volumeClaimTemplates")) Canonical(spec.at("volumeClaimTemplates"), canon);
   const uLong crc = crc32(0L, reinterpret_cast<const Bytef*>(canon.data()),
                           static_cast<uInt>(canon.size()));
   char buf[16];

@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <set>
 
 #include "shoal/client/admin_client.h"
 #include "shoal/common/logging.h"
@@ -96,18 +97,6 @@ void SetCondition(value& status, const std::string& type, const std::string& sta
   } else {
     list[list.size()] = c;
   }
-}
-
-std::string ConditionStatus(const Json& status, const std::string& type) {
-  const Json list = kube::At(status, "conditions");
-  if (!list.is_array()) return "";
-  for (const auto& c : list.as_array()) {
-    if (c.has_string_field("type") && c.at("type").as_string() == type &&
-        c.has_string_field("status")) {
-      return c.at("status").as_string();
-    }
-  }
-  return "";
 }
 
 }  // namespace
@@ -207,6 +196,7 @@ void TopicOperator::StartLeading(std::function<bool()> is_leader) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     is_leader_ = std::move(is_leader);
+    term_.fetch_add(1);
     leading_.store(true);
     for (const auto& inf : topics_) {
       for (const auto& t : inf->List()) queue_.insert(Key(kube::Namespace(t), kube::Name(t)));
@@ -218,7 +208,11 @@ void TopicOperator::StartLeading(std::function<bool()> is_leader) {
 }
 
 void TopicOperator::StopLeading() {
-  leading_.store(false);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    term_.fetch_add(1);
+    leading_.store(false);
+  }
   leader_->Set(0);
   Logger("operator")->warn("no longer leading: stopping every topic's control loop");
   StopAllWorkers();
@@ -249,7 +243,9 @@ void TopicOperator::Run(const std::atomic<bool>& stop) {
         }
       }
       auto wake = next_resync;
-      if (leading_.load()) {
+      // Nothing is reconciled before every informer listed once: a decision on a partial
+      // cache (no StatefulSet yet, no pods) would be a wrong one.
+      if (leading_.load() && synced()) {
         for (const auto& k : queue_) {
           auto nb = not_before_.find(k);
           if (nb == not_before_.end() || nb->second <= now) {
@@ -298,9 +294,11 @@ std::optional<Json> TopicOperator::CachedTopic(const std::string& key) const {
 
 bool TopicOperator::Reconcile(const std::string& key) {
   std::function<bool()> is_leader;
+  uint64_t term = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     is_leader = is_leader_;
+    term = term_.load();
   }
   if (!leading_.load() || !is_leader || !is_leader()) return true;
   auto cached = CachedTopic(key);
@@ -336,7 +334,7 @@ bool TopicOperator::Reconcile(const std::string& key) {
     ReportInvalid(topic, t.status().message());
     return true;  // nothing to retry: the user edits the spec
   }
-  return Apply(topic, *t);
+  return Apply(topic, *t, term);
 }
 
 void TopicOperator::ReportInvalid(const Json& topic, const std::string& message) {
@@ -354,15 +352,14 @@ void TopicOperator::ReportInvalid(const Json& topic, const std::string& message)
   const int64_t now = clock_.NowMs();
   WriteStatus(topic, [&](value& status) {
     status["observedGeneration"] = value::number(gen);
+    // Not Ready: what the user asked for (this generation) is not what runs; a running topic
+    // keeps its last valid spec meanwhile.
     SetCondition(status, "Degraded", "True", "InvalidSpec", message, gen, now);
-    if (ConditionStatus(status, "Ready").empty()) {
-      SetCondition(status, "Ready", "False", "InvalidSpec",
-                   "the spec is invalid; see the Degraded condition", gen, now);
-    }
-    if (ConditionStatus(status, "Progressing").empty()) {
-      SetCondition(status, "Progressing", "False", "InvalidSpec",
-                   "nothing is done until the spec is fixed", gen, now);
-    }
+    SetCondition(status, "Ready", "False", "InvalidSpec",
+                 "the spec is invalid (see Degraded); a running topic keeps its last valid spec",
+                 gen, now);
+    SetCondition(status, "Progressing", "False", "InvalidSpec",
+                 "nothing is changed until the spec is fixed", gen, now);
   });
 }
 
@@ -383,7 +380,10 @@ Result<std::string> TopicOperator::EnsureSecret(const Json& topic, const TopicOb
   if (!got.error().IsNotFound()) return got.error().ToStatus();
   auto made = client_.Create(kube::Secrets(), t.ns, BuildSecret(t, RandomToken()));
   if (!made.ok() && !made.error().IsAlreadyExists()) return made.error().ToStatus();
-  Event(topic, "Normal", "Created", "Create", "created Secret " + name + " (sidecars' admin token)");
+  if (made.ok()) {
+    Event(topic, "Normal", "Created", "Create",
+          "created Secret " + name + " (sidecars' admin token)");
+  }
   return EnsureSecret(topic, t);
 }
 
@@ -449,6 +449,12 @@ bool TopicOperator::EnsureStatefulSet(const Json& topic, const TopicObject& t, b
     return true;
   }
   want["metadata"]["resourceVersion"] = value::string(kube::ResourceVersion(*live));
+  // volumeClaimTemplates (and the selector) are immutable: the pods' volumes stay as created
+  // (a new --data-volume-size applies to new topics).
+  const Json claims = kube::At(*live, "spec.volumeClaimTemplates");
+  if (claims.is_array()) want["spec"]["volumeClaimTemplates"] = claims;
+  const Json selector = kube::At(*live, "spec.selector");
+  if (selector.is_object()) want["spec"]["selector"] = selector;
   auto r = client_.Update(kube::StatefulSets(), t.ns, t.name, want);
   if (!r.ok()) {
     Logger("operator")->warn("{}/{}: updating its StatefulSet: {}", t.ns, t.name,
@@ -460,7 +466,7 @@ bool TopicOperator::EnsureStatefulSet(const Json& topic, const TopicObject& t, b
   return true;
 }
 
-bool TopicOperator::Apply(const Json& topic, const TopicObject& t) {
+bool TopicOperator::Apply(const Json& topic, const TopicObject& t, uint64_t term) {
   const std::string key = Key(t.ns, t.name);
   auto token = EnsureSecret(topic, t);
   if (!token.ok()) {
@@ -485,25 +491,30 @@ bool TopicOperator::Apply(const Json& topic, const TopicObject& t) {
   }
 
   // The topic's control loop.
-  Worker* w = nullptr;
+  std::shared_ptr<Worker> w;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = workers_.find(key);
-    if (it != workers_.end()) w = it->second.get();
+    if (it != workers_.end()) w = it->second;
   }
   if (w && w->generation != t.generation) {
     w->loop->UpdateSpec(t.spec);
     w->generation = t.generation;
   }
   if (!w) {
-    uint32_t desired = 0;
+    // The pods asked for now, from the synced cache: never guessed (a loop that believed in
+    // fewer pods than exist would plan a "scale-up" that removes pods still owning partitions).
+    std::optional<Json> sts;
     for (const auto& inf : statefulsets_) {
-      if (auto sts = inf->Get(t.ns, t.name)) {
-        const Json r = kube::At(*sts, "spec.replicas");
-        if (r.is_number()) desired = static_cast<uint32_t>(r.as_number().to_int64());
-      }
+      if ((sts = inf->Get(t.ns, t.name))) break;
     }
-    auto worker = std::make_unique<Worker>();
+    const Json replicas = sts ? kube::At(*sts, "spec.replicas") : Json::null();
+    if (!replicas.is_number()) {
+      Logger("operator")->debug("{}: waiting for its StatefulSet in the cache", key);
+      return false;
+    }
+    const uint32_t desired = static_cast<uint32_t>(replicas.as_number().to_int64());
+    auto worker = std::make_shared<Worker>();
     worker->key = key;
     worker->generation = t.generation;
     std::function<bool()> is_leader;
@@ -511,55 +522,30 @@ bool TopicOperator::Apply(const Json& topic, const TopicObject& t) {
       std::lock_guard<std::mutex> lock(mu_);
       is_leader = is_leader_;
     }
+    auto may_act = [this, is_leader, term] {
+      return leading_.load() && term_.load() == term && is_leader && is_leader();
+    };
     KubePlatformOptions po;
     po.ns = t.ns;
     po.topic = t.name;
     po.admin_token = *token;
-    po.may_act = [this, is_leader] { return leading_.load() && is_leader && is_leader(); };
+    po.may_act = may_act;
     worker->platform =
         std::make_unique<KubePlatform>(client_, PodsOf(t.ns), std::move(po), desired);
     worker->observer = std::make_unique<control::MetricsObserver>(clock_, *token);
     worker->admin = std::make_unique<client::AdminClient>(*token);
     worker->loop = std::make_unique<control::ControlLoop>(
-        t.spec, *worker->platform, *worker->observer, *worker->admin, clock_,
-        opts_.loop);
-    Worker* raw = worker.get();
-    const auto interval = opts_.loop.interval;
-    raw->thread = std::thread([raw, interval, may_act = [this, is_leader] {
-                                 return leading_.load() && is_leader && is_leader();
-                               }] {
-      auto backoff = std::chrono::milliseconds(200);
-      while (!raw->stop.load()) {
-        auto wait = interval;
-        if (!raw->started.load()) {
-          if (may_act()) {
-            Status st = raw->loop->Start();
-            if (st.ok()) {
-              raw->started.store(true);
-              std::lock_guard<std::mutex> lock(raw->mu);
-              raw->start_error.clear();
-            } else {
-              Logger("operator")->warn("{}: starting its control loop: {}", raw->key,
-                                       st.ToString());
-              std::lock_guard<std::mutex> lock(raw->mu);
-              raw->start_error = st.ToString();
-              wait = backoff;
-              backoff = std::min(backoff * 2, std::chrono::milliseconds(10'000));
-            }
-          }
-        } else if (may_act()) {
-          (void)raw->loop->Tick();
-        }
-        std::unique_lock<std::mutex> lock(raw->mu);
-        raw->cv.wait_for(lock, wait, [raw] { return raw->stop.load(); });
-      }
-    });
+        t.spec, *worker->platform, *worker->observer, *worker->admin, clock_, opts_.loop);
     {
+      // Registered and started under the lock, and only in the term that decided to: a
+      // StopLeading meanwhile (which stops the workers it finds) leaves no loop behind.
       std::lock_guard<std::mutex> lock(mu_);
-      workers_[key] = std::move(worker);
+      if (!leading_.load() || term_.load() != term) return true;
+      workers_[key] = worker;
       topics_gauge_->Set(static_cast<double>(workers_.size()));
+      worker->thread = std::thread([this, raw = worker.get(), may_act] { RunWorker(*raw, may_act); });
     }
-    w = raw;
+    w = worker;
     Logger("operator")->info("{}: control loop started ({} pods asked for now)", key, desired);
   }
 
@@ -567,7 +553,9 @@ bool TopicOperator::Apply(const Json& topic, const TopicObject& t) {
   // it loaded from the status (the previous leader's, already reported).
   if (w->started.load()) {
     const control::DecisionRecord d = w->loop->last_decision();
-    if (w->decision_noted && d.at_ms > w->decision_reported_ms) {
+    const bool changes = std::any_of(d.kinds.begin(), d.kinds.end(),
+                                     [](const std::string& k) { return k != "hold"; });
+    if (w->decision_noted && changes && d.at_ms > w->decision_reported_ms) {
       Event(topic, "Normal", "Scaled", "Scale",
             "partitions " + std::to_string(d.partitions) + ", pods " +
                 std::to_string(d.replicas) + ": " + d.reason);
@@ -579,13 +567,18 @@ bool TopicOperator::Apply(const Json& topic, const TopicObject& t) {
   // Status.
   uint32_t desired = w->platform->DesiredPods();
   uint32_t ready = 0;
+  std::set<std::string> ready_pods;
   if (auto pods = w->platform->ListPods(); pods.ok()) {
-    for (const auto& p : *pods) ready += p.ready ? 1 : 0;
+    for (const auto& p : *pods) {
+      if (p.ready) ready_pods.insert(p.name.value());
+    }
+    ready = static_cast<uint32_t>(ready_pods.size());
   }
   const PartitionMap map = w->loop->map();
-  size_t active = 0, sealed = 0;
+  size_t active = 0, sealed = 0, unserved = 0;
   for (const auto& p : map.partitions()) {
     (p.state == PartitionState::kActive ? active : sealed) += 1;
+    if (p.state == PartitionState::kActive && ready_pods.count(p.owner.value()) == 0) ++unserved;
   }
   const bool bootstrapped = map.epoch().value() > 0;
   const bool in_plan = w->loop->plan_in_progress();
@@ -596,6 +589,7 @@ bool TopicOperator::Apply(const Json& topic, const TopicObject& t) {
   }
   const int64_t gen = t.generation;
   const int64_t now = clock_.NowMs();
+  if (!leading_.load() || term_.load() != term) return true;  // the next leader writes it
   return WriteStatus(topic, [&](value& status) {
     status["observedGeneration"] = value::number(gen);
     status["replicas"] = value::number(desired);
@@ -621,17 +615,69 @@ bool TopicOperator::Apply(const Json& topic, const TopicObject& t) {
     } else {
       SetCondition(status, "Progressing", "False", "Stable", "no change in progress", gen, now);
     }
-    if (bootstrapped && desired > 0 && ready >= desired) {
+    // Ready: every active partition's owner is ready (new pods still starting during a
+    // scale-up show under Progressing, not here).
+    if (bootstrapped && active > 0 && unserved == 0) {
       SetCondition(status, "Ready", "True", "TopicReady",
                    std::to_string(active) + " partitions on " + std::to_string(ready) + " pods",
                    gen, now);
+    } else if (!bootstrapped) {
+      SetCondition(status, "Ready", "False", "Starting",
+                   std::to_string(ready) + " of " + std::to_string(desired) +
+                       " pods ready; no partition map installed yet",
+                   gen, now);
     } else {
-      SetCondition(status, "Ready", "False", bootstrapped ? "PodsNotReady" : "Starting",
-                   std::to_string(ready) + " of " + std::to_string(desired) + " pods ready" +
-                       (bootstrapped ? "" : "; no partition map installed yet"),
+      SetCondition(status, "Ready", "False", "PartitionsUnserved",
+                   std::to_string(unserved) + " of " + std::to_string(active) +
+                       " active partitions are on pods that are not ready",
                    gen, now);
     }
   });
+}
+
+void TopicOperator::RunWorker(Worker& w, const std::function<bool()>& may_act) {
+  auto backoff = std::chrono::milliseconds(200);
+  std::string shown;  // what the status shows of this loop, to reconcile when it changes
+  while (!w.stop.load()) {
+    auto wait = opts_.loop.interval;
+    try {
+      if (!w.started.load()) {
+        if (may_act()) {
+          Status st = w.loop->Start();
+          std::lock_guard<std::mutex> lock(w.mu);
+          if (st.ok()) {
+            w.started.store(true);
+            w.start_error.clear();
+          } else {
+            Logger("operator")->warn("{}: starting its control loop: {}", w.key, st.ToString());
+            w.start_error = st.ToString();
+            wait = backoff;
+            backoff = std::min(backoff * 2, std::chrono::milliseconds(10'000));
+          }
+        }
+      } else if (may_act()) {
+        (void)w.loop->Tick();
+        // A change the status should show (epoch, plan, pods) reconciles the topic now rather
+        // than at the next resync.
+        const auto seen = w.loop->last_observed();
+        const std::string now = std::to_string(w.loop->map().epoch().value()) + "/" +
+                                (w.loop->plan_in_progress() ? "plan" : "-") + "/" +
+                                std::to_string(seen.ready_pods) + "/" +
+                                std::to_string(w.platform->DesiredPods());
+        if (now != shown) {
+          shown = now;
+          Enqueue(w.key);
+        }
+      }
+    } catch (const std::exception& e) {
+      // Never the whole operator for one topic: reported, retried at the next turn.
+      Logger("operator")->error("{}: control loop: {}", w.key, e.what());
+      std::lock_guard<std::mutex> lock(w.mu);
+      w.start_error = std::string("control loop: ") + e.what();
+    }
+    std::unique_lock<std::mutex> lock(w.mu);
+    w.cv.wait_for(lock, wait, [&w] { return w.stop.load(); });
+  }
 }
 
 bool TopicOperator::WriteStatus(const Json& topic, const std::function<void(value&)>& fill) {
@@ -720,7 +766,7 @@ void TopicOperator::Event(const Json& regarding, const std::string& type,
 }
 
 void TopicOperator::StopWorker(const std::string& key) {
-  std::unique_ptr<Worker> w;
+  std::shared_ptr<Worker> w;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = workers_.find(key);

@@ -1248,7 +1248,11 @@ TestKubelet::Impl::Config TestKubelet::Impl::BuildConfig(
   if (command_override == nullptr) {
     for (const auto& a : Strings(c.spec, {"args"})) rest.push_back(a);
   }
-  for (const auto& a : rest) out.argv.push_back(RewritePaths(Expand(a, vars), mounts));
+  // $(VAR) is expanded in command and args only; a kubelet leaves lifecycle hook commands as
+  // written (kubernetes/kubernetes#90624): a hook reads its container's environment itself.
+  for (const auto& a : rest) {
+    out.argv.push_back(RewritePaths(command_override ? a : Expand(a, vars), mounts));
+  }
   const std::string wd = Str(c.spec, {"workingDir"});
   out.cwd = wd.empty() ? "" : RewritePaths(wd, mounts);
 

@@ -16,7 +16,8 @@
 //   - the kubelet: every pod of a served namespace with spec.nodeName == node_name runs each of
 //     its spec.containers as a real process: command[0] is "the image", looked up in
 //     `images` (unknown: waiting ErrImagePull, never Ready); argv = [binary] + command[1:] +
-//     args with $(VAR) expanded from the container's env (unknown $(X) stays, $$ is $); env
+//     args with $(VAR) expanded from the container's env (unknown $(X) stays, $$ is $; not in
+//     lifecycle hook commands, which run with the container's env as written); env
 //     from value and valueFrom.fieldRef / secretKeyRef, also given to the process. Mount
 //     namespaces are emulated by rewriting paths: a volumeMount's mountPath, where it appears
 //     in argv, env values and workingDir, becomes the volume's host directory (PVC:

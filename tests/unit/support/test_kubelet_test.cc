@@ -456,14 +456,15 @@ TEST_F(TestKubeletTest, StopsAPodWithPreStopThenTheSidecarLastAndRecreatesIt) {
   const std::string host_dir = dir_.path() + "/host";
   std::filesystem::create_directories(host_dir);
   // Each container notes its preStop hook and its SIGTERM in one file; the sidecar must hear of
-  // both only after the app has gone.
+  // both only after the app has gone. The hook reads POD_NAME from its environment: a kubelet
+  // does not expand $(VAR) in hook commands.
   auto container = [](const std::string& name) {
     return R"({"name":")" + name + R"(","command":["sh","-c",
         "trap 'echo )" +
            name + R"(-term >> /host/order; exit 0' TERM; sleep 3600 & wait"],
       "lifecycle":{"preStop":{"exec":{"command":["sh","-c","echo )" +
            name +
-           R"J(-prestop-$(POD_NAME) >> /host/order"]}}},
+           R"J(-prestop-${POD_NAME} >> /host/order"]}}},
       "env":[{"name":"POD_NAME","valueFrom":{"fieldRef":{"fieldPath":"metadata.name"}}}],
       "volumeMounts":[{"name":"host","mountPath":"/host"}]})J";
   };

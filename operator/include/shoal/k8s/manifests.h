@@ -75,7 +75,7 @@ Json BuildStatefulSet(const TopicObject& topic, const ManifestOptions& options, 
 Json BuildService(const TopicObject& topic);
 Json BuildSecret(const TopicObject& topic, const std::string& admin_token);
 
-// A stable hash of what BuildStatefulSet puts in spec.template (and the claim templates): the
+// A stable hash of what BuildStatefulSet puts in spec.template (the claim templates cannot change): the
 // reconciler updates the StatefulSet only when it changes (annotation shoal.dev/template-hash).
 std::string TemplateHash(const Json& statefulset);
 inline constexpr const char* kTemplateHashAnnotation = "shoal.dev/template-hash";

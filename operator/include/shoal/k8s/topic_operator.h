@@ -54,7 +54,9 @@ struct TopicOperatorOptions {
   uint32_t max_partitions = 65536;      // the operator's limit on spec.partitions.max
   ManifestOptions manifests;
   control::ControlLoopOptions loop;
-  std::chrono::milliseconds resync{2000};  // every topic is reconciled at least this often
+  // Every topic is reconciled at least this often (and whenever its loop changes what the
+  // status shows).
+  std::chrono::milliseconds resync{10'000};
   std::chrono::milliseconds backoff_start{200};
   std::chrono::milliseconds backoff_max{30'000};
   std::string identity = "shoal-operator";  // Events' reportingInstance
@@ -87,7 +89,10 @@ class TopicOperator {
   // Reconciles one key; returns false to retry it with backoff.
   bool Reconcile(const std::string& key);
   bool Cleanup(const kube::Json& topic);
-  bool Apply(const kube::Json& topic, const TopicObject& t);
+  // `term`: the leadership term the reconcile began in; a loop is started only in that term.
+  bool Apply(const kube::Json& topic, const TopicObject& t, uint64_t term);
+  // The body of a topic's loop thread: Start, then Tick every interval while may_act.
+  void RunWorker(Worker& worker, const std::function<bool()>& may_act);
   void ReportInvalid(const kube::Json& topic, const std::string& message);
   bool WriteStatus(const kube::Json& topic, const std::function<void(kube::Json&)>& fill);
   void Event(const kube::Json& regarding, const std::string& type, const std::string& reason,
@@ -114,10 +119,13 @@ class TopicOperator {
   std::set<std::string> queue_;
   std::map<std::string, std::chrono::steady_clock::time_point> not_before_;
   std::map<std::string, int> failures_;
-  std::map<std::string, std::unique_ptr<Worker>> workers_;
+  // Shared: a reconcile keeps using a worker that StopWorker took out meanwhile.
+  std::map<std::string, std::shared_ptr<Worker>> workers_;
   std::map<std::string, int64_t> reported_invalid_;  // key -> generation warned about
   std::function<bool()> is_leader_;
   std::atomic<bool> leading_{false};
+  // Counts StartLeading and StopLeading calls: a worker belongs to the term that made it.
+  std::atomic<uint64_t> term_{0};
 
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>* reconciles_ = nullptr;
