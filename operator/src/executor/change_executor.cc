@@ -14,6 +14,9 @@ Status ChangeExecutor::Retry(const std::string& what, Fn&& fn, ChangeTiming* tim
   const auto deadline = std::chrono::steady_clock::now() + opts_.step_timeout;
   auto backoff = opts_.backoff_start;
   while (true) {
+    if (opts_.may_act && !opts_.may_act()) {
+      return Status::Unavailable(what + ": stopped, no longer allowed to act (leader lease)");
+    }
     Status st = fn();
     // Unavailable: the pod is down, restarting or busy; anything else is an answer.
     if (st.code() != Status::Code::kUnavailable) return st;

@@ -534,8 +534,10 @@ bool TopicOperator::Apply(const Json& topic, const TopicObject& t, uint64_t term
         std::make_unique<KubePlatform>(client_, PodsOf(t.ns), std::move(po), desired);
     worker->observer = std::make_unique<control::MetricsObserver>(clock_, *token);
     worker->admin = std::make_unique<client::AdminClient>(*token);
+    control::ControlLoopOptions lo = opts_.loop;
+    lo.executor.may_act = may_act;  // every request to a sidecar, also inside a long retry
     worker->loop = std::make_unique<control::ControlLoop>(
-        t.spec, *worker->platform, *worker->observer, *worker->admin, clock_, opts_.loop);
+        t.spec, *worker->platform, *worker->observer, *worker->admin, clock_, lo);
     {
       // Registered and started under the lock, and only in the term that decided to: a
       // StopLeading meanwhile (which stops the workers it finds) leaves no loop behind.

@@ -542,5 +542,81 @@ TEST_F(KubeOperatorTest, SurgeSplitsAddsPodsAndTheNextLeaderFinishesTheKilledLea
               leader.c_str(), static_cast<long long>(killed_plan), other.c_str());
 }
 
+// After the surge the topic shrinks back: merges, partitions moved off the highest pods, the
+// StatefulSet scaled down; each removed pod's preStop (`shoal wait-drained`) finds its sidecar
+// empty, and its volume claim goes. Nothing is lost or reordered on the way down either.
+TEST_F(KubeOperatorTest, AfterTheSurgePodsAreDrainedAndRemovedAndNothingIsLost) {
+  StartCluster();
+  StartOperator("a");
+  value topic = TestTopicJson(seen_dir());
+  topic["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] = value::number(5);
+  CreateTopic(topic);
+  ASSERT_TRUE(WaitReady(60s)) << OperatorLog("a");
+  const auto pod0 = kubelet().Pod("orders-0");
+  ASSERT_TRUE(pod0);
+
+  client::LoadOptions lo;
+  lo.targets = {"http://" + pod0->ip + ":8080"};
+  lo.rate = 500;
+  lo.profile = "surge";
+  lo.duration_s = 40;
+  lo.surge_from = 0.05;
+  lo.surge_until = 0.3;
+  lo.keys = 2000;
+  lo.producers = 4;
+  lo.batch = 25;
+  client::LoadGenerator load(lo);
+  load.Start();
+
+  int64_t max_replicas = 0;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto t = Get(kTopic);
+        if (t) max_replicas = std::max(max_replicas, Int(At(*t, "status.replicas")));
+        return max_replicas >= 2;
+      },
+      60s))
+      << OperatorLog("a");
+  // Down again: one pod, no plan, the StatefulSet and the kubelet agree.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto t = Get(kTopic);
+        auto sts = Get(kStatefulSet);
+        return t && sts && Int(At(*t, "status.replicas")) == 1 &&
+               !At(*t, "status.plan").is_object() && Int(At(*sts, "spec.replicas")) == 1 &&
+               kubelet().Pods().size() == 1;
+      },
+      120s))
+      << OperatorLog("a");
+  for (int64_t i = 1; i < max_replicas; ++i) {
+    const std::string name = "orders-" + std::to_string(i);
+    EXPECT_FALSE(std::filesystem::exists(kubelet().ClaimPath("shoal-data-" + name)))
+        << "the volume claim of " << name << " was not deleted";
+    // The sidecar's preStop hook found it drained.
+    std::ifstream log(dir_.path() + "/node/pods/" + name + "/shoal-sidecar.log");
+    std::stringstream text;
+    text << log.rdbuf();
+    EXPECT_NE(text.str().find("holds no active partition"), std::string::npos)
+        << name << "'s preStop did not see it drained:\n" << text.str().substr(0, 2000);
+  }
+  load.Stop();
+  const auto acked = load.TakeAcked();
+  ASSERT_GT(acked.size(), 5000u);
+  WaitUntil([&] { return CountLines(seen_dir()) >= acked.size(); }, 60s);
+  std::vector<client::SeenEvent> seen;
+  for (const auto& f : std::filesystem::directory_iterator(seen_dir())) {
+    auto part = client::ReadSeenFile(f.path().string());
+    ASSERT_TRUE(part.ok()) << part.status().message();
+    seen.insert(seen.end(), part->begin(), part->end());
+  }
+  const auto report = client::Verify(acked, seen);
+  EXPECT_EQ(report.lost, 0u) << report.ToText();
+  EXPECT_EQ(report.reordered, 0u) << report.ToText();
+  std::printf("acked %zu, seen %zu, lost %llu, reordered %llu; pods up to %lld and back to 1\n",
+              acked.size(), seen.size(), static_cast<unsigned long long>(report.lost),
+              static_cast<unsigned long long>(report.reordered),
+              static_cast<long long>(max_replicas));
+}
+
 }  // namespace
 }  // namespace shoal::testing

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <set>
 #include <string>
 
@@ -37,6 +38,10 @@ class ChangeExecutor {
     std::chrono::milliseconds step_timeout{120000};
     std::chrono::milliseconds backoff_start{5};
     std::chrono::milliseconds backoff_max{250};
+    // Asked before every request to a sidecar: false stops the change where it is (the
+    // operator lost its leader lease; the next leader resumes the change from the saved
+    // plan). Empty: always allowed.
+    std::function<bool()> may_act;
   };
   ChangeExecutor(client::AdminClient& admin, Options options);
   explicit ChangeExecutor(client::AdminClient& admin) : ChangeExecutor(admin, Options()) {}
