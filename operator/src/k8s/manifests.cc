@@ -309,6 +309,7 @@ Result<TopicObject> ReadTopic(const Json& object) {
   if (!spec.ok()) return spec.status();
   t.spec = std::move(spec).value();
   const value& spec_json = object.at("spec");
+  t.spec_json = spec_json;
   if (spec_json.has_object_field("consumer") &&
       spec_json.at("consumer").has_field("template")) {
     t.consumer_template = spec_json.at("consumer").at("template");
@@ -417,8 +418,26 @@ Json BuildStatefulSet(const TopicObject& t, const ManifestOptions& o, int64_t re
   value claims = value::array();
   claims[0] = claim;
   sts["spec"]["volumeClaimTemplates"] = claims;
+  sts["metadata"]["annotations"][kAppliedSpecAnnotation] = Str(t.spec_json.serialize());
   sts["metadata"]["annotations"][kTemplateHashAnnotation] = Str(TemplateHash(sts));
   return sts;
+}
+
+Result<TopicObject> AppliedTopic(const Json& topic, const Json& statefulset) {
+  if (!statefulset.has_object_field("metadata") ||
+      !statefulset.at("metadata").has_object_field("annotations") ||
+      !statefulset.at("metadata").at("annotations").has_string_field(kAppliedSpecAnnotation)) {
+    return Status::NotFound("the StatefulSet records no applied spec");
+  }
+  value object = value::object();
+  object["metadata"] = topic.has_object_field("metadata") ? topic.at("metadata") : value::object();
+  try {
+    object["spec"] = value::parse(
+        statefulset.at("metadata").at("annotations").at(kAppliedSpecAnnotation).as_string());
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string("the applied spec is not JSON: ") + e.what());
+  }
+  return ReadTopic(object);
 }
 
 Json BuildService(const TopicObject& t) {
@@ -461,6 +480,11 @@ std::string TemplateHash(const Json& sts) {
   std::string canon;
   const value& spec = sts.has_object_field("spec") ? sts.at("spec") : value::null();
   if (spec.has_field("template")) Canonical(spec.at("template"), canon);
+  const value& meta = sts.has_object_field("metadata") ? sts.at("metadata") : value::null();
+  if (meta.has_object_field("annotations") &&
+      meta.at("annotations").has_string_field(kAppliedSpecAnnotation)) {
+    canon += meta.at("annotations").at(kAppliedSpecAnnotation).as_string();
+  }
   const uLong crc = crc32(0L, reinterpret_cast<const Bytef*>(canon.data()),
                           static_cast<uInt>(canon.size()));
   char buf[16];

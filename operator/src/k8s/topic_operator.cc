@@ -332,6 +332,7 @@ bool TopicOperator::Reconcile(const std::string& key) {
   }
   if (!t.ok()) {
     ReportInvalid(topic, t.status().message());
+    ResumeLastApplied(topic, term);
     return true;  // nothing to retry: the user edits the spec
   }
   return Apply(topic, *t, term);
@@ -466,31 +467,10 @@ bool TopicOperator::EnsureStatefulSet(const Json& topic, const TopicObject& t, b
   return true;
 }
 
-bool TopicOperator::Apply(const Json& topic, const TopicObject& t, uint64_t term) {
+std::shared_ptr<TopicOperator::Worker> TopicOperator::EnsureWorker(const TopicObject& t,
+                                                                    const std::string& token,
+                                                                    uint64_t term) {
   const std::string key = Key(t.ns, t.name);
-  auto token = EnsureSecret(topic, t);
-  if (!token.ok()) {
-    Logger("operator")->warn("{}: its Secret: {}", key, token.status().message());
-    return false;
-  }
-  if (!EnsureService(t)) return false;
-  bool created = false;
-  std::string refused;
-  if (!EnsureStatefulSet(topic, t, &created, &refused)) {
-    // The API server refused the pod template (what Kubernetes checks on a Pod): the user's
-    // to fix, reported like an invalid spec.
-    if (!refused.empty()) {
-      ReportInvalid(topic, "the API server refused the topic's StatefulSet: " + refused);
-      return true;
-    }
-    return false;
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    reported_invalid_.erase(key);
-  }
-
-  // The topic's control loop.
   std::shared_ptr<Worker> w;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -511,7 +491,7 @@ bool TopicOperator::Apply(const Json& topic, const TopicObject& t, uint64_t term
     const Json replicas = sts ? kube::At(*sts, "spec.replicas") : Json::null();
     if (!replicas.is_number()) {
       Logger("operator")->debug("{}: waiting for its StatefulSet in the cache", key);
-      return false;
+      return nullptr;
     }
     const uint32_t desired = static_cast<uint32_t>(replicas.as_number().to_int64());
     auto worker = std::make_shared<Worker>();
@@ -528,12 +508,12 @@ bool TopicOperator::Apply(const Json& topic, const TopicObject& t, uint64_t term
     KubePlatformOptions po;
     po.ns = t.ns;
     po.topic = t.name;
-    po.admin_token = *token;
+    po.admin_token = token;
     po.may_act = may_act;
     worker->platform =
         std::make_unique<KubePlatform>(client_, PodsOf(t.ns), std::move(po), desired);
-    worker->observer = std::make_unique<control::MetricsObserver>(clock_, *token);
-    worker->admin = std::make_unique<client::AdminClient>(*token);
+    worker->observer = std::make_unique<control::MetricsObserver>(clock_, token);
+    worker->admin = std::make_unique<client::AdminClient>(token);
     control::ControlLoopOptions lo = opts_.loop;
     lo.executor.may_act = may_act;  // every request to a sidecar, also inside a long retry
     worker->loop = std::make_unique<control::ControlLoop>(
@@ -542,7 +522,7 @@ bool TopicOperator::Apply(const Json& topic, const TopicObject& t, uint64_t term
       // Registered and started under the lock, and only in the term that decided to: a
       // StopLeading meanwhile (which stops the workers it finds) leaves no loop behind.
       std::lock_guard<std::mutex> lock(mu_);
-      if (!leading_.load() || term_.load() != term) return true;
+      if (!leading_.load() || term_.load() != term) return nullptr;
       workers_[key] = worker;
       topics_gauge_->Set(static_cast<double>(workers_.size()));
       worker->thread = std::thread([this, raw = worker.get(), may_act] { RunWorker(*raw, may_act); });
@@ -550,6 +530,70 @@ bool TopicOperator::Apply(const Json& topic, const TopicObject& t, uint64_t term
     w = worker;
     Logger("operator")->info("{}: control loop started ({} pods asked for now)", key, desired);
   }
+  return w;
+}
+
+void TopicOperator::ResumeLastApplied(const Json& topic, uint64_t term) {
+  const std::string ns = kube::Namespace(topic), name = kube::Name(topic);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (workers_.count(Key(ns, name))) return;  // runs already, on its last valid spec
+  }
+  std::optional<Json> sts;
+  for (const auto& inf : statefulsets_) {
+    if ((sts = inf->Get(ns, name))) break;
+  }
+  if (!sts) return;  // never applied: nothing runs that would need finishing
+  auto applied = AppliedTopic(topic, *sts);
+  if (!applied.ok()) {
+    Logger("operator")->warn("{}/{}: cannot resume its loop: {}", ns, name,
+                             applied.status().message());
+    return;
+  }
+  auto secret = client_.Get(kube::Secrets(), ns, AdminSecretName(name));
+  const Json data = secret.ok() ? kube::At(secret.value(), "data.token") : Json::null();
+  if (!data.is_string()) return;
+  std::string token;
+  try {
+    const auto bytes = utility::conversions::from_base64(data.as_string());
+    token.assign(bytes.begin(), bytes.end());
+  } catch (...) {
+    return;
+  }
+  if (EnsureWorker(*applied, token, term)) {
+    Logger("operator")->info("{}/{}: running its loop on the last applied spec (generation {})",
+                             ns, name, applied->generation);
+  }
+}
+
+bool TopicOperator::Apply(const Json& topic, const TopicObject& t, uint64_t term) {
+  const std::string key = Key(t.ns, t.name);
+  auto token = EnsureSecret(topic, t);
+  if (!token.ok()) {
+    Logger("operator")->warn("{}: its Secret: {}", key, token.status().message());
+    return false;
+  }
+  if (!EnsureService(t)) return false;
+  bool created = false;
+  std::string refused;
+  if (!EnsureStatefulSet(topic, t, &created, &refused)) {
+    // The API server refused the pod template (what Kubernetes checks on a Pod): the user's
+    // to fix, reported like an invalid spec.
+    if (!refused.empty()) {
+      ReportInvalid(topic, "the API server refused the topic's StatefulSet: " + refused);
+      ResumeLastApplied(topic, term);
+      return true;
+    }
+    return false;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    reported_invalid_.erase(key);
+  }
+
+  // The topic's control loop.
+  std::shared_ptr<Worker> w = EnsureWorker(t, *token, term);
+  if (!w) return !leading_.load() || term_.load() != term;  // retry unless leadership moved on
 
   // A new decision is an Event. The first look after the loop started only notes the decision
   // it loaded from the status (the previous leader's, already reported).

@@ -290,8 +290,25 @@ TEST_F(KubeOperatorTest, InvalidSpecsAreDegradedAndChangeNothing) {
       << OperatorLog("a") << message;
   EXPECT_EQ(Str(At(*Get(kStatefulSet), "metadata.resourceVersion")), sts_rv)
       << "an invalid spec changed the StatefulSet";
+  EXPECT_EQ(Condition(*Get(kTopic), "Ready"), "False") << "what was asked for does not run";
   const auto events = admin().Get(kEvents, {{{"Authorization", std::string("Bearer ") + kAdmin}}});
   EXPECT_NE(events.body.find("InvalidSpec"), std::string::npos);
+
+  // The operator dies while the spec is invalid: the next one runs the topic's loop on the spec
+  // the StatefulSet records as last applied (a plan in progress would be finished), still
+  // reporting Degraded and still changing nothing.
+  operator_process("a").Signal(SIGKILL);
+  ASSERT_TRUE(operator_process("a").Wait(10s).has_value());
+  StartOperator("b", {"--max-partitions", "16"});
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return OperatorLog("b").find("running its loop on the last applied spec") !=
+               std::string::npos;
+      },
+      30s))
+      << OperatorLog("b");
+  EXPECT_EQ(Condition(*Get(kTopic), "Degraded"), "True");
+  EXPECT_EQ(Str(At(*Get(kStatefulSet), "metadata.resourceVersion")), sts_rv);
 }
 
 TEST_F(KubeOperatorTest, TwoOperatorsElectOneLeaderAndFailOverWhenItIsKilled) {

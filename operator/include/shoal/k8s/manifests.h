@@ -51,6 +51,7 @@ struct TopicObject {
   int64_t generation = 0;
   TopicSpec spec;
   Json consumer_template;
+  Json spec_json;  // spec as stored: what the StatefulSet records as applied
 };
 
 // Reads a PartitionedTopic object (JSON from the API) into a TopicObject: the spec through
@@ -75,10 +76,18 @@ Json BuildStatefulSet(const TopicObject& topic, const ManifestOptions& options, 
 Json BuildService(const TopicObject& topic);
 Json BuildSecret(const TopicObject& topic, const std::string& admin_token);
 
-// A stable hash of what BuildStatefulSet puts in spec.template (the claim templates cannot change): the
-// reconciler updates the StatefulSet only when it changes (annotation shoal.dev/template-hash).
+// A stable hash of what BuildStatefulSet puts in spec.template and of the applied spec (the
+// claim templates cannot change): the reconciler updates the StatefulSet only when it changes
+// (annotation shoal.dev/template-hash); a spec change that leaves the pods alone changes only
+// the StatefulSet's annotations, which restarts nothing.
 std::string TemplateHash(const Json& statefulset);
 inline constexpr const char* kTemplateHashAnnotation = "shoal.dev/template-hash";
+// The topic spec the StatefulSet was last made from (JSON). When the topic's spec becomes
+// invalid, an operator that starts (or takes over) runs the topic's loop on this one, so a plan
+// in progress is finished instead of waiting for the user's fix.
+inline constexpr const char* kAppliedSpecAnnotation = "shoal.dev/applied-spec";
+// The topic as last applied: `topic`'s identity with the spec of `statefulset`'s annotation.
+Result<TopicObject> AppliedTopic(const Json& topic, const Json& statefulset);
 
 // Converts YAML text (a pod template in a YAML topic file) to JSON: quoted scalars stay
 // strings, plain ones become numbers, booleans or null where they read as such.

@@ -91,6 +91,13 @@ class TopicOperator {
   bool Cleanup(const kube::Json& topic);
   // `term`: the leadership term the reconcile began in; a loop is started only in that term.
   bool Apply(const kube::Json& topic, const TopicObject& t, uint64_t term);
+  // The topic's loop, started (in `term` only) if it does not run; nullptr when it cannot
+  // start yet (its StatefulSet is not in the cache) or leadership moved on.
+  std::shared_ptr<Worker> EnsureWorker(const TopicObject& t, const std::string& token,
+                                       uint64_t term);
+  // With an invalid spec: the loop runs on the spec the StatefulSet records as last applied, so
+  // that a plan in progress is finished (after a restart or a failover) while the user fixes it.
+  void ResumeLastApplied(const kube::Json& topic, uint64_t term);
   // The body of a topic's loop thread: Start, then Tick every interval while may_act.
   void RunWorker(Worker& worker, const std::function<bool()>& may_act);
   void ReportInvalid(const kube::Json& topic, const std::string& message);

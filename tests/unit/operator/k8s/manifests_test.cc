@@ -148,6 +148,25 @@ TEST(ManifestsTest, TemplateHashFollowsTheTemplateNotTheReplicas) {
   EXPECT_NE(a, TemplateHash(BuildStatefulSet(*t, {}, 1)));
 }
 
+TEST(ManifestsTest, TheStatefulSetRecordsTheAppliedSpecForAResume) {
+  auto t = ReadTopic(Topic());
+  ASSERT_TRUE(t.ok());
+  const value sts = BuildStatefulSet(*t, {}, 2);
+  // A later, invalid version of the topic: its identity with the recorded spec.
+  value now = Topic(R"([])");
+  now["metadata"]["generation"] = value::number(9);
+  auto applied = AppliedTopic(now, sts);
+  ASSERT_TRUE(applied.ok()) << applied.status().message();
+  EXPECT_EQ(applied->generation, 9);
+  EXPECT_EQ(applied->spec.fsync, "always");
+  EXPECT_EQ(applied->consumer_template.at("spec").at("containers").size(), 1u);
+  EXPECT_EQ(AppliedTopic(now, value::object()).status().code(), Status::Code::kNotFound);
+  // A change that leaves the pods alone still changes the hash (the annotation is rewritten,
+  // the pods are not restarted).
+  t->spec_json["scaling"]["targetConsumerLag"] = value::number(1);
+  EXPECT_NE(TemplateHash(sts), TemplateHash(BuildStatefulSet(*t, {}, 2)));
+}
+
 TEST(YamlToJsonTest, KeepsQuotedStringsAndTypesPlainScalars) {
   auto j = YamlToJson("a: 1\nb: '1'\nc: true\nd: [x, 2.5]\ne: ~\nf: \"yes\"\n");
   ASSERT_TRUE(j.ok());
