@@ -49,6 +49,8 @@ int main(int argc, char** argv) {
   uint16_t http_port = 8080;
   k8s::TopicOperatorOptions opts;
   int64_t interval_ms = 1000, resync_ms = 10'000, watch_timeout_s = 300;
+  double kube_qps = 20;
+  int kube_burst = 100;
   app.add_option("--kubeconfig", kubeconfig,
                  "kubeconfig file (default: in-cluster, else $KUBECONFIG or ~/.kube/config)");
   app.add_option("--context", context, "kubeconfig context (default: current-context)");
@@ -80,6 +82,10 @@ int main(int argc, char** argv) {
   app.add_option("--storage-class", opts.manifests.storage_class,
                  "StorageClass of the volume claims (default: the cluster's)");
   app.add_option("--sidecar-log-level", opts.manifests.log_level, "The sidecars' --log-level");
+  app.add_option("--kube-qps", kube_qps, "Requests per second to the API server (0: unlimited)")
+      ->check(CLI::Range(0.0, 10000.0));
+  app.add_option("--kube-burst", kube_burst, "Requests allowed at once above --kube-qps")
+      ->check(CLI::Range(1, 10000));
   app.add_option("--log-level", log_level, "trace | debug | info | warn | error | off");
   CLI11_PARSE(app, argc, argv);
   if (Status st = InitLogging(log_level); !st.ok()) {
@@ -105,7 +111,16 @@ int main(int argc, char** argv) {
   // notices in time (watches have their own, longer timeout).
   kube::KubeClientOptions co;
   co.request_timeout = std::chrono::seconds(std::clamp<int64_t>(renew_ms / 2000, 1, 30));
+  // The Lease has a client of its own, never rate-limited: a busy reconciler must not delay a
+  // renewal past the deadline.
+  auto lease_client = kube::KubeClient::Create(*config, co);
+  co.qps = kube_qps;
+  co.burst = kube_burst;
   auto client = kube::KubeClient::Create(*config, co);
+  if (!lease_client.ok()) {
+    std::fprintf(stderr, "shoal-operator: %s\n", lease_client.status().message().c_str());
+    return 2;
+  }
   if (!client.ok()) {
     std::fprintf(stderr, "shoal-operator: %s\n", client.status().message().c_str());
     return 2;
@@ -124,7 +139,7 @@ int main(int argc, char** argv) {
     lo.lease_duration = std::chrono::milliseconds(lease_ms);
     lo.renew_deadline = std::chrono::milliseconds(renew_ms);
     lo.retry_period = std::chrono::milliseconds(retry_ms);
-    auto e = kube::LeaderElector::Create(**client, lo, SystemClock::Instance());
+    auto e = kube::LeaderElector::Create(**lease_client, lo, SystemClock::Instance());
     if (!e.ok()) {
       std::fprintf(stderr, "shoal-operator: %s\n", e.status().message().c_str());
       return 2;

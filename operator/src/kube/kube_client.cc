@@ -272,9 +272,31 @@ class KubeClient::Impl {
   const KubeConfig& config() const { return config_; }
   const KubeClientOptions& options() const { return opts_; }
 
+  // Waits for a token of the rate limit (options.qps, options.burst).
+  void TakeToken() {
+    if (opts_.qps <= 0) return;
+    std::unique_lock<std::mutex> lock(limit_mu_);
+    const auto now = std::chrono::steady_clock::now();
+    if (limit_at_ == std::chrono::steady_clock::time_point{}) {
+      tokens_ = opts_.burst;
+    } else {
+      tokens_ = std::min<double>(
+          opts_.burst,
+          tokens_ + opts_.qps * std::chrono::duration<double>(now - limit_at_).count());
+    }
+    limit_at_ = now;
+    tokens_ -= 1;  // may go negative: this request waits for its share
+    if (tokens_ < 0) {
+      const auto wait = std::chrono::duration<double>(-tokens_ / opts_.qps);
+      lock.unlock();
+      std::this_thread::sleep_for(wait);  // the rate limit's wait
+    }
+  }
+
   // One request and its JSON answer (2xx) or its decoded error.
   ApiResult<Json> Call(const std::string& method, const std::string& path_and_query,
                        const Json* body, const std::string& content_type) {
+    TakeToken();
     try {
       web::http::http_request req = NewRequest(method, path_and_query);
       if (body != nullptr) req.set_body(body->serialize(), content_type);
@@ -400,6 +422,9 @@ class KubeClient::Impl {
 
   const KubeConfig config_;
   const KubeClientOptions opts_;
+  std::mutex limit_mu_;
+  double tokens_ = 0;
+  std::chrono::steady_clock::time_point limit_at_{};
   std::unique_ptr<http_client> http_;
 
   std::mutex token_mu_;

@@ -153,6 +153,10 @@ struct KubeClientOptions {
   std::chrono::seconds request_timeout{30};
   int conflict_retries = 5;  // UpdateWithRetry: attempts after the first 409
   std::string user_agent = "shoal-operator/0.1";
+  // Client-side rate limit of requests (not of open watches), a token bucket: qps tokens per
+  // second up to `burst`; a request waits for a token. qps 0: unlimited.
+  double qps = 0;
+  int burst = 100;
 };
 
 class KubeClient {

@@ -707,4 +707,22 @@ TEST_F(KubeClientTokenTest, RotatedTokenFileIsReadAgain) {
 }
 
 }  // namespace
+// The client-side rate limit: a burst goes at once, the rest at qps. Only a lower bound on the
+// time is checked (the requests cannot be faster than the limit; slower is the machine's doing).
+TEST_F(KubeClientTest, RequestsBeyondTheBurstWaitForTheirShareOfTheRate) {
+  KubeClientOptions o;
+  o.qps = 20;
+  o.burst = 2;
+  auto limited = NewClient(kAdmin, o);
+  ASSERT_TRUE(limited);
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 7; ++i) {
+    auto r = limited->List(PartitionedTopics(), "default");
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+  }
+  // 2 at once, then 5 more at 20/s: at least 250 ms.
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 240ms);
+  EXPECT_EQ(server_->CountRequests("GET", "/apis/shoal.dev/v1alpha1/namespaces/default/partitionedtopics", 200), 7);
+}
+
 }  // namespace shoal::kube
