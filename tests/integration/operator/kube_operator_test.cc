@@ -7,6 +7,7 @@
 //   - a spec change is followed (observedGeneration catches up) also when the status write
 //     first meets 409 Conflicts and when the watches were closed or answered 410;
 //   - an invalid spec is reported as Degraded and changes nothing;
+//   - a spec the CRD's schema refuses is refused with 422 (the fake API server loads the CRD);
 //   - two operators elect one leader; kill -9 of the leader hands over within the lease;
 //   - deleting the topic runs the finalizer's cleanup;
 //   - every rule of the RBAC rules file is needed: without any one of them the operator meets
@@ -309,6 +310,37 @@ TEST_F(KubeOperatorTest, InvalidSpecsAreDegradedAndChangeNothing) {
       << OperatorLog("b");
   EXPECT_EQ(Condition(*Get(kTopic), "Degraded"), "True");
   EXPECT_EQ(Str(At(*Get(kStatefulSet), "metadata.resourceVersion")), sts_rv);
+}
+
+// The CRD's schema holds end to end (TestCluster loads crds/shoal.dev_partitionedtopics.yaml into
+// the API server): a topic whose spec.partitions.max is over the schema's maximum is refused with
+// 422 at create, so no operator ever sees it. The positive control: a valid topic created after it
+// is reconciled (StatefulSet, status caught up), and nothing exists or was asked for the refused one.
+TEST_F(KubeOperatorTest, ATopicTheSchemaRefusesIsNeverCreated) {
+  StartCluster();
+  StartOperator("a");
+  value huge = TestTopicJson(seen_dir(), /*max_partitions=*/70000);
+  huge["metadata"]["name"] = value::string("huge");
+  const HttpResponse r = Admin("POST", kTopics, huge);
+  ASSERT_EQ(r.status, 422) << r.Describe();
+  const value s = value::parse(r.body);
+  EXPECT_EQ(Str(At(s, "reason")), "Invalid");
+  EXPECT_EQ(Str(At(s, "message")),
+            "PartitionedTopic.shoal.dev \"huge\" is invalid: spec.partitions.max: Invalid value: "
+            "70000: spec.partitions.max in body should be less than or equal to 65536");
+  EXPECT_EQ(Str(At(s, "details.causes").at(0).at("field")), "spec.partitions.max");
+  EXPECT_FALSE(Get(std::string(kTopics) + "/huge"));
+
+  CreateTopic(TestTopicJson(seen_dir()));
+  ASSERT_TRUE(WaitUntil([&] { return Get(kStatefulSet).has_value(); }, 60s)) << OperatorLog("a");
+  ASSERT_TRUE(WaitCaughtUp(30s)) << OperatorLog("a");
+  EXPECT_FALSE(Get("/apis/apps/v1/namespaces/default/statefulsets/huge"));
+  EXPECT_FALSE(Get("/api/v1/namespaces/default/services/huge"));
+  EXPECT_FALSE(Get("/api/v1/namespaces/default/secrets/huge-admin"));
+  for (const auto& req : api().Requests()) {
+    EXPECT_FALSE(req.user == kOperatorUser && req.path.find("huge") != std::string::npos)
+        << req.method << " " << req.path;
+  }
 }
 
 TEST_F(KubeOperatorTest, TwoOperatorsElectOneLeaderAndFailOverWhenItIsKilled) {

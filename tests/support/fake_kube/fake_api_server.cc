@@ -10,14 +10,17 @@
 #include <condition_variable>
 #include <ctime>
 #include <deque>
+#include <fstream>
 #include <mutex>
 #include <random>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "shoal/client/process.h"
 #include "support/fake_kube/json_patch.h"
 #include "support/fake_kube/label_selector.h"
+#include "support/fake_kube/openapi_schema.h"
 
 namespace shoal::testing {
 
@@ -214,8 +217,12 @@ std::string Lower(std::string s) {
 // Status bodies (k8s.io/apimachinery/pkg/api/errors)
 
 struct Reply {
+  Reply() = default;
+  Reply(int c, value b, std::vector<std::string> w = {})
+      : code(c), body(std::move(b)), warnings(std::move(w)) {}
   int code = 200;
   value body;
+  std::vector<std::string> warnings;  // sent as `Warning: 299 - "..."` headers
 };
 
 value Details(const std::string& name, const std::string& group, const std::string& kind) {
@@ -277,6 +284,26 @@ Reply Invalid(const std::string& kind, const std::string& group, const std::stri
   details["causes"] = value::array({cause});
   return Failure(422, "Invalid",
                  kind_group + " \"" + name + "\" is invalid: " + field + ": " + detail, details);
+}
+
+// 422 for a schema's field errors (k8s.io/apimachinery errors.NewInvalid): the aggregate message
+// and one cause per error.
+Reply InvalidFields(const ResourceType& t, const std::string& name,
+                    const std::vector<FieldError>& errors) {
+  const std::string kind_group = t.group.empty() ? t.kind : t.kind + "." + t.group;
+  value details = Details(name, t.group, t.kind);
+  std::vector<value> causes;
+  for (const auto& e : errors) {
+    value cause = value::object();
+    cause["reason"] = value::string(e.type);
+    cause["message"] = value::string(e.body);
+    cause["field"] = value::string(e.field);
+    causes.push_back(cause);
+  }
+  details["causes"] = value::array(std::move(causes));
+  return Failure(422, "Invalid",
+                 kind_group + " \"" + name + "\" is invalid: " + AggregateMessage(errors),
+                 details);
 }
 
 Reply BadRequest(const std::string& message) { return Failure(400, "BadRequest", message); }
@@ -393,9 +420,10 @@ std::string Rfc3339(int64_t ms) {
 // registrations, which is what makes "every change after RV x, in RV order" hold for a watch.
 class FakeApiServer::Impl : public std::enable_shared_from_this<FakeApiServer::Impl> {
  public:
-  explicit Impl(FakeApiServerOptions options)
+  Impl(FakeApiServerOptions options, std::vector<value> schemas)
       : opts_(std::move(options)),
         clock_(opts_.clock != nullptr ? opts_.clock : &SystemClock::Instance()),
+        schemas_(std::move(schemas)),
         rng_(opts_.seed),
         stores_(opts_.types.size()) {}
 
@@ -467,6 +495,11 @@ class FakeApiServer::Impl : public std::enable_shared_from_this<FakeApiServer::I
   Reply UpdateScale(const Call& call, const value& current, const value& scale);
   // The stored object, or nullptr.
   const value* Find(size_t type, const Key& key) const;
+  // The CRD schema's defaulting, pruning and validation of an object about to be stored (a
+  // custom resource whose CRD is loaded; nothing otherwise): 422 for invalid fields, 400 for
+  // unknown ones under fieldValidation=Strict, else their warnings added to `warnings`.
+  std::optional<Reply> Admit(const Call& call, const std::string& name, value& obj,
+                             std::vector<std::string>* warnings) const;
 
   // Persists a change with a new RV and sends it to the watches. Returns the stored object.
   value Commit(size_t type, const Key& key, const value* prev, value next, EventType event);
@@ -483,6 +516,7 @@ class FakeApiServer::Impl : public std::enable_shared_from_this<FakeApiServer::I
 
   const FakeApiServerOptions opts_;
   const Clock* const clock_;
+  const std::vector<value> schemas_;  // per type: its CRD's openAPIV3Schema, or null
   uint16_t port_ = 0;
   std::unique_ptr<web::http::experimental::listener::http_listener> listener_;
   std::thread timer_;
@@ -607,6 +641,11 @@ void FakeApiServer::Impl::Answer(const http_request& req, const Call& call, cons
   try {
     web::http::http_response resp(static_cast<web::http::status_code>(reply.code));
     resp.set_body(reply.body.serialize(), "application/json");
+    for (const auto& w : reply.warnings) {
+      std::string quoted;
+      for (char c : w) quoted += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
+      resp.headers().add("Warning", "299 - \"" + quoted + "\"");
+    }
     req.reply(resp).then([](pplx::task<void> t) {
       try {
         t.get();
@@ -902,8 +941,12 @@ Reply FakeApiServer::Impl::Create(const Call& call, value obj) {
   SetMeta(obj, "deletionTimestamp", value::null());
   SetMeta(obj, "deletionGracePeriodSeconds", value::null());
   if (t.status_subresource) SetOrErase(obj, "status", nullptr);
+  std::vector<std::string> warnings;
+  if (auto refused = Admit(call, name, obj, &warnings)) return *refused;
   if (auto denied = CheckOwnerReferences(call, nullptr, obj)) return *denied;
-  return {201, Commit(call.route.type, key, nullptr, std::move(obj), EventType::kAdded)};
+  Reply created{201, Commit(call.route.type, key, nullptr, std::move(obj), EventType::kAdded)};
+  created.warnings = std::move(warnings);
+  return created;
 }
 
 Reply FakeApiServer::Impl::Replace(const Call& call, const value& incoming) {
@@ -1006,6 +1049,10 @@ Reply FakeApiServer::Impl::UpdateObject(const Call& call, const value& current, 
     if (t.status_subresource) SetOrErase(next, "status", Field(current, "status"));
     if (auto denied = CheckOwnerReferences(call, &current, next)) return *denied;
   }
+  // After the patch is applied and the subresource rules chose what changes: the whole object
+  // is what gets stored, so the whole object is checked (its unchanged part is valid already).
+  std::vector<std::string> warnings;
+  if (auto refused = Admit(call, name, next, &warnings)) return *refused;
 
   const bool deleting = !MetaValue(current, "deletionTimestamp").is_null();
   if (deleting) {
@@ -1038,13 +1085,14 @@ Reply FakeApiServer::Impl::UpdateObject(const Call& call, const value& current, 
       SetMeta(next, "generation", value::number(IntAt(current, ".metadata.generation") + 1));
     }
   }
-  if (JsonEqual(current, next)) return {200, current};  // a no-op: not persisted, no event
+  Reply ok{200, current, std::move(warnings)};
+  if (JsonEqual(current, next)) return ok;  // a no-op: not persisted, no event
 
   const Key key{call.route.ns, name};
-  if (deleting && Finalizers(next).empty()) {
-    return {200, Commit(call.route.type, key, &current, std::move(next), EventType::kDeleted)};
-  }
-  return {200, Commit(call.route.type, key, &current, std::move(next), EventType::kModified)};
+  const EventType event =
+      deleting && Finalizers(next).empty() ? EventType::kDeleted : EventType::kModified;
+  ok.body = Commit(call.route.type, key, &current, std::move(next), event);
+  return ok;
 }
 
 Reply FakeApiServer::Impl::Delete(const Call& call, const std::string& body) {
@@ -1208,6 +1256,34 @@ Reply FakeApiServer::Impl::UpdateScale(const Call& call, const value& current, c
   Reply r = UpdateObject(call, current, std::move(next), false);
   if (r.code == 200) r.body = ScaleOf(t, r.body);
   return r;
+}
+
+std::optional<Reply> FakeApiServer::Impl::Admit(const Call& call, const std::string& name,
+                                                value& obj,
+                                                std::vector<std::string>* warnings) const {
+  const value& schema = schemas_[call.route.type];
+  if (schema.is_null()) return std::nullopt;
+  // apiextensions-apiserver's order: nulls and defaults, pruning, then validation of what is left.
+  ApplyDefaults(schema, obj);
+  const std::vector<std::string> unknown = PruneUnknownFields(schema, obj);
+  auto it = call.query.find("fieldValidation");
+  const std::string mode = it == call.query.end() ? "Warn" : it->second;
+  if (mode != "Strict" && mode != "Warn" && mode != "Ignore") {
+    return BadRequest("fieldValidation must be one of \"Ignore\", \"Warn\", or \"Strict\"");
+  }
+  if (!unknown.empty()) {
+    std::string list;
+    for (const auto& f : unknown) {
+      list += (list.empty() ? "" : ", ") + ("unknown field \"" + f + "\"");
+    }
+    if (mode == "Strict") return BadRequest("strict decoding error: " + list);
+    if (mode == "Warn") {
+      for (const auto& f : unknown) warnings->push_back("unknown field \"" + f + "\"");
+    }
+  }
+  const std::vector<FieldError> errors = ValidateAgainstSchema(schema, obj);
+  if (!errors.empty()) return InvalidFields(type(call.route.type), name, errors);
+  return std::nullopt;
 }
 
 const value* FakeApiServer::Impl::Find(size_t type_index, const Key& key) const {
@@ -1380,7 +1456,35 @@ FakeApiServer::FakeApiServer(std::shared_ptr<Impl> impl) : impl_(std::move(impl)
 FakeApiServer::~FakeApiServer() { impl_->Shutdown(); }
 
 Result<std::unique_ptr<FakeApiServer>> FakeApiServer::Start(FakeApiServerOptions options) {
-  auto impl = std::make_shared<Impl>(std::move(options));
+  std::vector<std::string> texts = options.crd_yaml;
+  for (std::string path : options.crd_files) {
+#ifdef SHOAL_SOURCE_DIR
+    if (!path.empty() && path[0] != '/') path = std::string(SHOAL_SOURCE_DIR) + "/" + path;
+#endif
+    std::ifstream in(path);
+    if (!in) return Status::NotFound("cannot read the CRD file " + path);
+    std::stringstream text;
+    text << in.rdbuf();
+    texts.push_back(text.str());
+  }
+  std::vector<value> schemas(options.types.size(), value::null());
+  for (const auto& text : texts) {
+    auto crd = ParseCrd(text);
+    if (!crd.ok()) return crd.status();
+    size_t i = 0;
+    while (i < options.types.size() && !(options.types[i].group == crd->type.group &&
+                                         options.types[i].plural == crd->type.plural)) {
+      ++i;
+    }
+    if (i == options.types.size()) {
+      options.types.push_back(crd->type);
+      schemas.push_back(crd->schema);
+    } else {
+      options.types[i] = crd->type;
+      schemas[i] = crd->schema;
+    }
+  }
+  auto impl = std::make_shared<Impl>(std::move(options), std::move(schemas));
   SHOAL_RETURN_IF_ERROR(impl->Open());
   return std::unique_ptr<FakeApiServer>(new FakeApiServer(std::move(impl)));
 }

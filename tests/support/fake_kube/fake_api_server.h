@@ -19,8 +19,13 @@
 // from any thread; one mutex orders all state, so a watch sees writes in RV order. Owned by the
 // test that started it. Not copyable.
 //
-// The store holds JSON (cpprestsdk's web::json::value) and knows nothing of any kind's schema:
-// it does not validate, default, prune or garbage-collect (no kube-controller-manager).
+// The store holds JSON (cpprestsdk's web::json::value). Custom resources whose CRD is loaded
+// (FakeApiServerOptions::crd_files, crd_yaml) are defaulted, pruned and validated against the
+// CRD's structural schema on create, update, patch and /status writes, as apiextensions-apiserver
+// does (openapi_schema.h): 422 Invalid with the real field errors; unknown fields dropped, or 400
+// with ?fieldValidation=Strict, or a Warning header by default. CEL rules
+// (x-kubernetes-validations) are NOT evaluated: there is no CEL evaluator here. Built-in kinds
+// are not validated, and nothing is garbage-collected (no kube-controller-manager).
 #pragma once
 
 #include <chrono>
@@ -69,7 +74,8 @@ struct ResourceType {
 };
 
 // shoal.dev/v1alpha1 partitionedtopics (status and scale subresources; selector at
-// .status.selector).
+// .status.selector), as crds/shoal.dev_partitionedtopics.yaml declares it (a test checks that
+// they agree). A loaded CRD replaces it (FakeApiServerOptions::crd_files).
 ResourceType PartitionedTopicType();
 // What the operator uses: partitionedtopics, apps/v1 statefulsets (status, scale), v1 services,
 // secrets, pods (status), events, coordination.k8s.io/v1 leases, events.k8s.io/v1 events and
@@ -80,6 +86,8 @@ std::vector<ResourceType> DefaultResourceTypes();
 // spells it, and the rules file the Helm chart renders into its ClusterRole.
 inline constexpr const char* kOperatorUser = "system:serviceaccount:shoal-system:shoal-operator";
 inline constexpr const char* kOperatorRulesFile = "deploy/rbac/operator-rules.yaml";
+// The PartitionedTopic CRD, relative to the source tree.
+inline constexpr const char* kPartitionedTopicCrdFile = "crds/shoal.dev_partitionedtopics.yaml";
 
 // A user whose requests RBAC checks against `rules`.
 struct FakeApiUser {
@@ -104,6 +112,12 @@ struct FakeApiServerOptions {
   const Clock* clock = nullptr;
   // Seeds uids and generateName suffixes.
   uint64_t seed = 1;
+  // CustomResourceDefinitions (apiextensions.k8s.io/v1 YAML) to serve with their structural
+  // schema: files (a relative path is taken from the root of the source tree, e.g.
+  // kPartitionedTopicCrdFile) and texts. Each CRD's storage version replaces the type of the same
+  // group and plural in `types`, or is added. Empty (the default): no schema, nothing validated.
+  std::vector<std::string> crd_files;
+  std::vector<std::string> crd_yaml;
 };
 
 // One answered request, for tests that check what a client did (retries, verbs).

@@ -48,6 +48,7 @@ Result<std::unique_ptr<TestCluster>> TestCluster::Start(TestClusterOptions optio
   if (!user.ok()) return user.status();
   if (o.operator_rules) user->rules = *o.operator_rules;
   ao.users.push_back(*user);
+  if (!o.crd_file.empty()) ao.crd_files.push_back(o.crd_file);
   auto api = FakeApiServer::Start(ao);
   if (!api.ok()) return api.status();
   c->api_ = std::move(api).value();

@@ -61,6 +61,9 @@ struct TestClusterOptions {
   // The kubelet's readiness probe period and metrics-server interval.
   std::chrono::milliseconds probe_period{200};
   std::chrono::milliseconds metrics_interval{1000};
+  // The CRD the API server validates, defaults and prunes PartitionedTopics with (relative: from
+  // the source tree); "" serves them without a schema.
+  std::string crd_file = kPartitionedTopicCrdFile;
 };
 
 class TestCluster {
