@@ -96,7 +96,7 @@ fail() {
 }
 
 # The example topic with the built image as its sidecar and, instead of the example's app
-# (an image that does not exist, pointed at localhost), `shoal consume` on the pod's sidecar
+# (an image that does not exist), `shoal consume` on the pod's sidecar
 # (SHOAL_URL, which the operator injects) recording into the node's hostPath. Everything else
 # (partitions, replicas, scaling targets, behavior) is the example's.
 topic_manifest() {

@@ -86,7 +86,7 @@ value SidecarContainer(const TopicObject& t, const ManifestOptions& o, int64_t g
                                    "--pod-name",     "$(POD_NAME)",
                                    "--wait-for-map", "--data-dir",
                                    std::string(kDataMount) + "/data",
-                                   "--bind",         "$(POD_IP)",
+                                   "--bind",         "0.0.0.0",
                                    "--port",         std::to_string(kDataPort),
                                    "--admin-port",   std::to_string(kAdminPort),
                                    "--metrics-port", std::to_string(kMetricsPort),
@@ -146,8 +146,7 @@ void InjectAppEnv(value& container, const std::string& topic) {
   auto add = [&](value e) {
     if (!HasEnv(container, e.at("name").as_string())) env[env.size()] = std::move(e);
   };
-  add(EnvFromField("SHOAL_POD_IP", "status.podIP"));
-  add(EnvValue("SHOAL_URL", "http://$(SHOAL_POD_IP):" + std::to_string(kDataPort)));
+  add(EnvValue("SHOAL_URL", "http://localhost:" + std::to_string(kDataPort)));
   add(EnvValue("SHOAL_TOPIC", topic));
 }
 

@@ -637,10 +637,18 @@ TEST_F(KubeOperatorTest, AfterTheSurgePodsAreDrainedAndRemovedAndNothingIsLost) 
       },
       120s))
       << OperatorLog("a");
+  // The kubelet deletes a removed pod's claim after the pod (whenScaled: Delete).
+  auto claims_gone = [&] {
+    for (int64_t i = 1; i < max_replicas; ++i) {
+      if (std::filesystem::exists(kubelet().ClaimPath("shoal-data-orders-" + std::to_string(i)))) {
+        return false;
+      }
+    }
+    return true;
+  };
+  EXPECT_TRUE(kubelet().WaitFor(claims_gone, 30s)) << "the volume claims were not deleted";
   for (int64_t i = 1; i < max_replicas; ++i) {
     const std::string name = "orders-" + std::to_string(i);
-    EXPECT_FALSE(std::filesystem::exists(kubelet().ClaimPath("shoal-data-" + name)))
-        << "the volume claim of " << name << " was not deleted";
     // The sidecar's preStop hook found it drained.
     std::ifstream log(dir_.path() + "/node/pods/" + name + "/shoal-sidecar.log");
     std::stringstream text;

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
@@ -171,6 +172,34 @@ std::string RewritePaths(const std::string& s, const std::vector<Mount>& mounts)
         if (end != s.size() && PathChar(s[end])) continue;
         out += m.host;
         i = end;
+        replaced = true;
+        break;
+      }
+    }
+    if (!replaced) out += s[i++];
+  }
+  return out;
+}
+
+// Network namespaces, emulated like mounts: every pod has its own address on the host's
+// loopback, so a pod's own "localhost", "127.0.0.1" and the wildcard "0.0.0.0" (all of the pod's
+// addresses) become the pod's IP wherever they stand as a host in argv and env values.
+std::string RewriteHosts(const std::string& s, const std::string& pod_ip) {
+  if (pod_ip.empty()) return s;
+  auto host_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_';
+  };
+  std::string out;
+  size_t i = 0;
+  while (i < s.size()) {
+    bool replaced = false;
+    if (i == 0 || !host_char(s[i - 1])) {
+      for (const char* host : {"localhost", "127.0.0.1", "0.0.0.0"}) {
+        const size_t n = std::strlen(host);
+        if (s.compare(i, n, host) != 0) continue;
+        if (i + n != s.size() && host_char(s[i + n])) continue;
+        out += pod_ip;
+        i += n;
         replaced = true;
         break;
       }
@@ -1251,7 +1280,8 @@ TestKubelet::Impl::Config TestKubelet::Impl::BuildConfig(
   // $(VAR) is expanded in command and args only; a kubelet leaves lifecycle hook commands as
   // written (kubernetes/kubernetes#90624): a hook reads its container's environment itself.
   for (const auto& a : rest) {
-    out.argv.push_back(RewritePaths(command_override ? a : Expand(a, vars), mounts));
+    out.argv.push_back(
+        RewriteHosts(RewritePaths(command_override ? a : Expand(a, vars), mounts), pod.ip));
   }
   const std::string wd = Str(c.spec, {"workingDir"});
   out.cwd = wd.empty() ? "" : RewritePaths(wd, mounts);
@@ -1264,7 +1294,7 @@ TestKubelet::Impl::Config TestKubelet::Impl::BuildConfig(
     if (const char* v = std::getenv(pass)) final_env[pass] = v;
   }
   final_env["HOSTNAME"] = pod.name;
-  for (const auto& [k, v] : env) final_env[k] = RewritePaths(v, mounts);
+  for (const auto& [k, v] : env) final_env[k] = RewriteHosts(RewritePaths(v, mounts), pod.ip);
   for (const auto& [k, v] : final_env) out.env.push_back(k + "=" + v);
   return out;
 }

@@ -24,7 +24,8 @@
 //     work_dir/pvc/<claim>, kept across restarts and re-creation, deleted after scale down or
 //     StatefulSet deletion when persistentVolumeClaimRetentionPolicy says Delete; secret:
 //     work_dir/pods/<pod>/secret-<volume>/<key>, re-synced when the Secret changes; emptyDir:
-//     per pod; hostPath: the path itself). Each process runs in a session of its own; its
+//     per pod; hostPath: the path itself). Network namespaces likewise: the pod's own
+//     "localhost", "127.0.0.1" and "0.0.0.0", as hosts in argv and env values, become its IP. Each process runs in a session of its own; its
 //     stdout and stderr go to work_dir/pods/<pod>/<container>.log (pods and claims of the
 //     other served namespaces under pods/<ns>/ and pvc/<ns>/). Pods get ip_prefix.N
 //     (N = 2, 3, ...; the same name gets the same address back). restartPolicy Always (and

@@ -95,23 +95,15 @@ TEST(ManifestsTest, StatefulSetInjectsTheSidecarAndKeepsTheUsersPod) {
   ASSERT_EQ(containers.size(), 2u);
   const value& app = containers.at(0);
   EXPECT_EQ(EnvOf(app, "SHOAL_TOPIC").at("value").as_string(), "mine") << "the user's value stays";
-  EXPECT_EQ(EnvOf(app, "SHOAL_URL").at("value").as_string(), "http://$(SHOAL_POD_IP):8080");
-  // SHOAL_POD_IP is defined before SHOAL_URL refers to it (Kubernetes expands in order).
-  const auto& env = app.at("env").as_array();
-  size_t ip_at = 0, url_at = 0, i = 0;
-  for (const auto& e : env) {
-    if (e.at("name").as_string() == "SHOAL_POD_IP") ip_at = i;
-    if (e.at("name").as_string() == "SHOAL_URL") url_at = i;
-    ++i;
-  }
-  EXPECT_LT(ip_at, url_at);
+  // The app reads from localhost (DESIGN.md): the sidecar listens on all the pod's addresses.
+  EXPECT_EQ(EnvOf(app, "SHOAL_URL").at("value").as_string(), "http://localhost:8080");
   const value& side = containers.at(1);
   EXPECT_EQ(side.at("name").as_string(), "shoal-sidecar");
   EXPECT_EQ(side.at("image").as_string(), "shoal:1.2");
   EXPECT_EQ(side.at("resources").at("requests").at("cpu").as_string(), "100m");
   const std::string args = side.at("args").serialize();
   for (const char* want : {"\"--fsync\",\"always\"", "\"--retention-bytes\",\"1000000\"",
-                           "\"--bind\",\"$(POD_IP)\"", "\"--pod-name\",\"$(POD_NAME)\"",
+                           "\"--bind\",\"0.0.0.0\"", "\"--pod-name\",\"$(POD_NAME)\"",
                            "\"--wait-for-map\"", "\"--admin-token-file\",\"/etc/shoal/admin/token\""}) {
     EXPECT_NE(args.find(want), std::string::npos) << want << " in " << args;
   }
