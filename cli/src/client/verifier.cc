@@ -1,8 +1,11 @@
 #include "shoal/client/verifier.h"
 
+#include <fcntl.h>
 #include <simdjson.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -159,6 +162,32 @@ Result<std::vector<SeenEvent>> ReadSeenFile(const std::string& path) {
     e.partition = static_cast<uint32_t>(part);
     return true;
   });
+}
+
+Result<std::vector<SeenEvent>> ReadSeenDir(const std::string& dir) {
+  std::vector<SeenEvent> seen;
+  std::error_code ec;
+  for (const auto& f : std::filesystem::directory_iterator(dir, ec)) {
+    auto part = ReadSeenFile(f.path().string());
+    if (!part.ok()) return part.status();
+    seen.insert(seen.end(), part->begin(), part->end());
+  }
+  return seen;
+}
+
+uint64_t CountSeenLines(const std::string& dir) {
+  uint64_t lines = 0;
+  std::error_code ec;
+  for (const auto& f : std::filesystem::directory_iterator(dir, ec)) {
+    const int fd = ::open(f.path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    char buf[1 << 16];
+    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) {
+      for (ssize_t i = 0; i < n; ++i) lines += buf[i] == '\n' ? 1 : 0;
+    }
+    ::close(fd);
+  }
+  return lines;
 }
 
 }  // namespace shoal::client

@@ -258,13 +258,9 @@ class Run {
     Status st = finish(Status::Ok());
     if (!st.ok()) return st;
 
-    std::vector<client::SeenEvent> seen;
-    std::error_code ec;
-    for (const auto& f : std::filesystem::directory_iterator(state_dir_ + "/seen", ec)) {
-      auto part = client::ReadSeenFile(f.path().string());
-      if (!part.ok()) return part.status();
-      seen.insert(seen.end(), part->begin(), part->end());
-    }
+    auto seen_files = client::ReadSeenDir(state_dir_ + "/seen");
+    if (!seen_files.ok()) return seen_files.status();
+    std::vector<client::SeenEvent> seen = std::move(seen_files).value();
     out->name = name_;
     out->topic = spec_.name;
     out->profile = o_.profile;

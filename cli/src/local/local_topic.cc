@@ -1,10 +1,6 @@
 #include "shoal/cli/local_topic.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <filesystem>
-
+#include "shoal/client/verifier.h"
 #include "shoal/common/clock.h"
 
 namespace shoal::cli {
@@ -67,19 +63,7 @@ std::string LocalTopic::data_url() const {
 }
 
 uint64_t LocalTopic::SeenEvents() const {
-  uint64_t lines = 0;
-  std::error_code ec;
-  const auto dir = std::filesystem::path(platform_->options().state_dir) / "seen";
-  for (const auto& f : std::filesystem::directory_iterator(dir, ec)) {
-    const int fd = ::open(f.path().c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    char buf[1 << 16];
-    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) {
-      for (ssize_t i = 0; i < n; ++i) lines += buf[i] == '\n' ? 1 : 0;
-    }
-    ::close(fd);
-  }
-  return lines;
+  return client::CountSeenLines(platform_->options().state_dir + "/seen");
 }
 
 }  // namespace shoal::cli

@@ -14,31 +14,6 @@ namespace {
 using kube::Json;
 using web::json::value;
 
-// RFC 3339 with milliseconds, UTC.
-std::string Rfc3339Ms(int64_t ms) {
-  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<int>(ms % 1000));
-  return buf;
-}
-
-int64_t ParseRfc3339Ms(const std::string& s) {
-  std::tm tm{};
-  int ms = 0;
-  if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6) {
-    return 0;
-  }
-  if (s.size() > 20 && s[19] == '.') ms = std::atoi(s.substr(20, 3).c_str());
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  return static_cast<int64_t>(timegm(&tm)) * 1000 + ms;
-}
-
 // "250m" -> 0.25, "2" -> 2, "1500000n" -> 0.0015 (cores).
 std::optional<double> CpuCores(const std::string& q) {
   if (q.empty()) return std::nullopt;
@@ -248,7 +223,7 @@ Result<Json> KubePlatform::StateToStatus(const std::string& state_json) {
   const Json d = kube::At(state, "last_decision");
   if (d.is_object() && d.has_field("at_ms") && d.at("at_ms").as_number().to_int64() > 0) {
     value ld = value::object();
-    ld["time"] = value::string(Rfc3339Ms(d.at("at_ms").as_number().to_int64()));
+    ld["time"] = value::string(kube::FormatTime(d.at("at_ms").as_number().to_int64(), 3));
     ld["reason"] = kube::At(d, "reason");
     ld["kinds"] = kube::At(d, "kinds");
     ld["partitions"] = kube::At(d, "partitions");
@@ -295,7 +270,7 @@ Result<std::string> KubePlatform::StatusToState(const Json& status, const std::s
   if (ld.is_object()) {
     value d = value::object();
     const Json t = kube::At(ld, "time");
-    d["at_ms"] = value::number(t.is_string() ? ParseRfc3339Ms(t.as_string()) : 0);
+    d["at_ms"] = value::number(t.is_string() ? kube::ParseTime(t.as_string()) : 0);
     d["reason"] = ld.has_string_field("reason") ? ld.at("reason") : value::string("");
     d["kinds"] = ld.has_array_field("kinds") ? ld.at("kinds") : value::array();
     d["partitions"] = ld.has_field("partitions") ? ld.at("partitions") : value::number(0);

@@ -44,22 +44,6 @@ std::string RandomToken() {
   return hex;
 }
 
-std::string Rfc3339(int64_t ms, bool micro) {
-  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[96];
-  if (micro) {
-    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ", tm.tm_year + 1900,
-                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                  static_cast<int>(ms % 1000) * 1000);
-  } else {
-    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900,
-                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
-  }
-  return buf;
-}
-
 bool HasFinalizer(const Json& obj) {
   const Json f = kube::At(obj, "metadata.finalizers");
   if (!f.is_array()) return false;
@@ -91,7 +75,7 @@ void SetCondition(value& status, const std::string& type, const std::string& sta
                     slot->at("status").as_string() == state &&
                     slot->has_string_field("lastTransitionTime");
   c["lastTransitionTime"] =
-      same ? slot->at("lastTransitionTime") : value::string(Rfc3339(now_ms, false));
+      same ? slot->at("lastTransitionTime") : value::string(kube::FormatTime(now_ms, 0));
   if (slot) {
     *slot = c;
   } else {
@@ -792,7 +776,7 @@ void TopicOperator::Event(const Json& regarding, const std::string& type,
   e["kind"] = value::string("Event");
   e["metadata"]["name"] = value::string(kube::Name(regarding) + suffix);
   e["metadata"]["namespace"] = value::string(kube::Namespace(regarding));
-  e["eventTime"] = value::string(Rfc3339(now, true));
+  e["eventTime"] = value::string(kube::FormatTime(now, 6));
   e["reportingController"] = value::string("shoal.dev/operator");
   e["reportingInstance"] = value::string(opts_.identity.substr(0, 128));
   e["action"] = value::string(action);

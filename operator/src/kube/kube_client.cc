@@ -9,6 +9,7 @@
 
 #include <condition_variable>
 #include <fstream>
+#include <ctime>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -533,6 +534,36 @@ ApiError KubeClient::Watch(const ResourceKind& kind, const std::string& ns,
     query += "&" + QueryParam("fieldSelector", options.field_selector);
   }
   return impl_->Watch(kind.CollectionPath(ns) + query, options.timeout, on_event, stop);
+}
+
+std::string FormatTime(int64_t unix_ms, int fraction_digits) {
+  const int64_t ms = ((unix_ms % 1000) + 1000) % 1000;
+  const std::time_t secs = static_cast<std::time_t>((unix_ms - ms) / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[96];
+  int n = std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d", tm.tm_year + 1900,
+                        tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+  if (fraction_digits == 3) {
+    n += std::snprintf(buf + n, sizeof buf - n, ".%03d", static_cast<int>(ms));
+  } else if (fraction_digits == 6) {
+    n += std::snprintf(buf + n, sizeof buf - n, ".%06d", static_cast<int>(ms) * 1000);
+  }
+  std::snprintf(buf + n, sizeof buf - n, "Z");
+  return buf;
+}
+
+int64_t ParseTime(const std::string& text) {
+  std::tm tm{};
+  if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6) {
+    return 0;
+  }
+  int ms = 0;
+  if (text.size() > 20 && text[19] == '.') ms = std::atoi(text.substr(20, 3).c_str());
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return static_cast<int64_t>(timegm(&tm)) * 1000 + ms;
 }
 
 }  // namespace shoal::kube

@@ -23,19 +23,6 @@ std::shared_ptr<spdlog::logger> Log() { return Logger("leader-election"); }
 // Durations go into leaseDurationSeconds rounded up, so that nobody waits less than meant.
 int64_t CeilSeconds(milliseconds d) { return (d.count() + 999) / 1000; }
 
-// MicroTime as the API server writes it: "2006-01-02T15:04:05.000000Z".
-std::string MicroTime(int64_t unix_ms) {
-  const int64_t ms = ((unix_ms % 1000) + 1000) % 1000;
-  const std::time_t secs = static_cast<std::time_t>((unix_ms - ms) / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  std::array<char, 96> buf{};
-  std::snprintf(buf.data(), buf.size(), "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<int>(ms) * 1000);
-  return buf.data();
-}
-
 // A random (version 4) UUID: the identity must differ between restarts of the same pod, so
 // that a new process never mistakes its predecessor's lease for its own.
 std::string RandomUuid() {
@@ -141,7 +128,7 @@ bool LeaderElector::TryAcquireOrRenew() {
   // The moment of the decision, after the read: a candidate's expiry errs on the late side,
   // and the times written are this moment's (the wall clock read second, so never earlier).
   const SteadyTime seen = clock_.SteadyNow();
-  const std::string now = MicroTime(clock_.NowMs());
+  const std::string now = FormatTime(clock_.NowMs(), 6);
   if (!got.ok()) {
     if (!got.error().IsNotFound()) {
       Log()->warn("msg=\"cannot read the lease\" lease={}/{} error=\"{}\"", opts_.ns,

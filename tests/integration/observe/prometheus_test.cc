@@ -582,17 +582,7 @@ TEST_F(PrometheusTest, DashboardAndAlertRulesHaveDataFromSidecarsUnderLoadAndThe
 
   // Keyed load into pod 0 (it forwards): 500 events/s, ten times that from 3 s to 24 s, then
   // 500/s again until the checks are done.
-  client::LoadOptions lo;
-  lo.targets = {"http://" + pod0->ip + ":8080"};
-  lo.rate = 500;
-  lo.profile = "surge";
-  lo.duration_s = 60;
-  lo.surge_from = 0.05;
-  lo.surge_until = 0.4;
-  lo.keys = 2000;
-  lo.producers = 4;
-  lo.batch = 25;
-  client::LoadGenerator load(lo);
+  client::LoadGenerator load(SurgeLoad(pod0->ip, 60, 0.05, 0.4));
   load.Start();
 
   // The control loop splits and adds a pod; wait for its plans to be done and the new pod to be

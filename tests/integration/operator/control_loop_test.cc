@@ -91,17 +91,6 @@ uint32_t DesiredPods(const std::string& dir) {
   return text.empty() ? 0 : static_cast<uint32_t>(std::stoul(text));
 }
 
-uint64_t CountLines(const std::string& dir) {
-  uint64_t n = 0;
-  if (!std::filesystem::exists(dir)) return 0;
-  for (const auto& f : std::filesystem::directory_iterator(dir)) {
-    std::ifstream in(f.path());
-    std::string line;
-    while (std::getline(in, line)) n += line.empty() ? 0 : 1;
-  }
-  return n;
-}
-
 class ControlLoopTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -230,7 +219,7 @@ TEST_F(ControlLoopTest, SurgeScalesUpKilledLoopResumesScaleDownReturnsPodsNothin
 
   // Every acknowledged event reaches a consumer: wait until the consumers recorded them all.
   const auto deadline = Clock::now() + 60s;
-  while (CountLines(state_ + "/seen") < acked.size() && Clock::now() < deadline) {
+  while (client::CountSeenLines(state_ + "/seen") < acked.size() && Clock::now() < deadline) {
     std::this_thread::sleep_for(50ms);  // polling files other processes append to
   }
   loop_.Stop(10s);
@@ -238,19 +227,15 @@ TEST_F(ControlLoopTest, SurgeScalesUpKilledLoopResumesScaleDownReturnsPodsNothin
       {SHOAL_BIN, "down", "--topic", "orders", "--state-dir", state_}, dir_.path() + "/down.log");
   ASSERT_TRUE(down.ok());
   ASSERT_EQ(down->Wait(60s).value_or(-1), 0);
-  std::vector<client::SeenEvent> seen;
-  for (const auto& f : std::filesystem::directory_iterator(state_ + "/seen")) {
-    auto part = client::ReadSeenFile(f.path().string());
-    ASSERT_TRUE(part.ok()) << part.status().message();
-    seen.insert(seen.end(), part->begin(), part->end());
-  }
-  const auto report = client::Verify(acked, seen);
+  auto seen = client::ReadSeenDir(state_ + "/seen");
+  ASSERT_TRUE(seen.ok()) << seen.status().message();
+  const auto report = client::Verify(acked, *seen);
   EXPECT_EQ(report.lost, 0u) << report.ToText();
   EXPECT_EQ(report.reordered, 0u) << report.ToText();
   std::printf(
       "acked %zu, seen %zu, lost %llu, reordered %llu, duplicated %llu; max partitions %zu, "
       "max pods %u\n",
-      acked.size(), seen.size(), static_cast<unsigned long long>(report.lost),
+      acked.size(), seen->size(), static_cast<unsigned long long>(report.lost),
       static_cast<unsigned long long>(report.reordered),
       static_cast<unsigned long long>(report.duplicated), max_active_, max_pods_);
 }

@@ -465,17 +465,6 @@ TEST_F(KubeOperatorTest, EveryRbacRuleIsNeeded) {
   }
 }
 
-size_t CountLines(const std::string& dir) {
-  size_t lines = 0;
-  std::error_code ec;
-  for (const auto& f : std::filesystem::directory_iterator(dir, ec)) {
-    std::ifstream in(f.path());
-    std::string line;
-    while (std::getline(in, line)) ++lines;
-  }
-  return lines;
-}
-
 // Issue 6's last line: real sidecars under a surge; the leader is killed in the middle of a plan
 // and the other operator completes it from the topic's status; nothing is lost or reordered.
 TEST_F(KubeOperatorTest, SurgeSplitsAddsPodsAndTheNextLeaderFinishesTheKilledLeadersPlan) {
@@ -488,17 +477,7 @@ TEST_F(KubeOperatorTest, SurgeSplitsAddsPodsAndTheNextLeaderFinishesTheKilledLea
   ASSERT_TRUE(pod0);
 
   // 500 events/s, ten times that in the middle of 30 s, into pod 0 (it forwards).
-  client::LoadOptions lo;
-  lo.targets = {"http://" + pod0->ip + ":8080"};
-  lo.rate = 500;
-  lo.profile = "surge";
-  lo.duration_s = 30;
-  lo.surge_from = 0.2;
-  lo.surge_until = 0.7;
-  lo.keys = 2000;
-  lo.producers = 4;
-  lo.batch = 25;
-  client::LoadGenerator load(lo);
+  client::LoadGenerator load(SurgeLoad(pod0->ip, 30, 0.2, 0.7));
   load.Start();
 
   // Watch the status: kill -9 the leader once a plan has done a step and has more to do.
@@ -572,19 +551,15 @@ TEST_F(KubeOperatorTest, SurgeSplitsAddsPodsAndTheNextLeaderFinishesTheKilledLea
   ASSERT_GT(acked.size(), 10000u);
 
   // Every acknowledged event reaches a consumer.
-  WaitUntil([&] { return CountLines(seen_dir()) >= acked.size(); }, 60s);
-  std::vector<client::SeenEvent> seen;
-  for (const auto& f : std::filesystem::directory_iterator(seen_dir())) {
-    auto part = client::ReadSeenFile(f.path().string());
-    ASSERT_TRUE(part.ok()) << part.status().message();
-    seen.insert(seen.end(), part->begin(), part->end());
-  }
-  const auto report = client::Verify(acked, seen);
+  WaitUntil([&] { return client::CountSeenLines(seen_dir()) >= acked.size(); }, 60s);
+  auto seen = client::ReadSeenDir(seen_dir());
+  ASSERT_TRUE(seen.ok()) << seen.status().message();
+  const auto report = client::Verify(acked, *seen);
   EXPECT_EQ(report.lost, 0u) << report.ToText();
   EXPECT_EQ(report.reordered, 0u) << report.ToText();
   std::printf("acked %zu, seen %zu, lost %llu, reordered %llu, duplicated %llu; max partitions "
               "%lld, max pods %lld, max owners %zu; leader %s killed mid-plan %lld, completed by %s\n",
-              acked.size(), seen.size(), static_cast<unsigned long long>(report.lost),
+              acked.size(), seen->size(), static_cast<unsigned long long>(report.lost),
               static_cast<unsigned long long>(report.reordered),
               static_cast<unsigned long long>(report.duplicated),
               static_cast<long long>(max_partitions), static_cast<long long>(max_replicas), max_owners,
@@ -604,17 +579,7 @@ TEST_F(KubeOperatorTest, AfterTheSurgePodsAreDrainedAndRemovedAndNothingIsLost) 
   const auto pod0 = kubelet().Pod("orders-0");
   ASSERT_TRUE(pod0);
 
-  client::LoadOptions lo;
-  lo.targets = {"http://" + pod0->ip + ":8080"};
-  lo.rate = 500;
-  lo.profile = "surge";
-  lo.duration_s = 40;
-  lo.surge_from = 0.05;
-  lo.surge_until = 0.3;
-  lo.keys = 2000;
-  lo.producers = 4;
-  lo.batch = 25;
-  client::LoadGenerator load(lo);
+  client::LoadGenerator load(SurgeLoad(pod0->ip, 40, 0.05, 0.3));
   load.Start();
 
   int64_t max_replicas = 0;
@@ -659,18 +624,14 @@ TEST_F(KubeOperatorTest, AfterTheSurgePodsAreDrainedAndRemovedAndNothingIsLost) 
   load.Stop();
   const auto acked = load.TakeAcked();
   ASSERT_GT(acked.size(), 5000u);
-  WaitUntil([&] { return CountLines(seen_dir()) >= acked.size(); }, 60s);
-  std::vector<client::SeenEvent> seen;
-  for (const auto& f : std::filesystem::directory_iterator(seen_dir())) {
-    auto part = client::ReadSeenFile(f.path().string());
-    ASSERT_TRUE(part.ok()) << part.status().message();
-    seen.insert(seen.end(), part->begin(), part->end());
-  }
-  const auto report = client::Verify(acked, seen);
+  WaitUntil([&] { return client::CountSeenLines(seen_dir()) >= acked.size(); }, 60s);
+  auto seen = client::ReadSeenDir(seen_dir());
+  ASSERT_TRUE(seen.ok()) << seen.status().message();
+  const auto report = client::Verify(acked, *seen);
   EXPECT_EQ(report.lost, 0u) << report.ToText();
   EXPECT_EQ(report.reordered, 0u) << report.ToText();
   std::printf("acked %zu, seen %zu, lost %llu, reordered %llu; pods up to %lld and back to 1\n",
-              acked.size(), seen.size(), static_cast<unsigned long long>(report.lost),
+              acked.size(), seen->size(), static_cast<unsigned long long>(report.lost),
               static_cast<unsigned long long>(report.reordered),
               static_cast<long long>(max_replicas));
 }

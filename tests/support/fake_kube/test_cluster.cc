@@ -233,4 +233,19 @@ bool WaitUntil(const std::function<bool()>& pred, std::chrono::milliseconds time
   return true;
 }
 
+client::LoadOptions SurgeLoad(const std::string& pod_ip, int duration_s, double surge_from,
+                              double surge_until) {
+  client::LoadOptions lo;
+  lo.targets = {"http://" + pod_ip + ":8080"};
+  lo.rate = 500;
+  lo.profile = "surge";
+  lo.duration_s = duration_s;
+  lo.surge_from = surge_from;
+  lo.surge_until = surge_until;
+  lo.keys = 2000;
+  lo.producers = 4;
+  lo.batch = 25;
+  return lo;
+}
+
 }  // namespace shoal::testing

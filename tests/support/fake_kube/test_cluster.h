@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "shoal/client/process.h"
+#include "shoal/client/workload.h"
 #include "shoal/common/status.h"
 #include "support/fake_kube/fake_api_server.h"
 #include "support/fake_kube/rbac.h"
@@ -134,6 +135,12 @@ class TestCluster {
 // "app"), recording what it sees in the hostPath directory `seen_dir` (kept when pods go) for
 // the verifier.
 web::json::value TestTopicJson(const std::string& seen_dir, int64_t max_partitions = 32);
+
+// The keyed load the cluster tests put on the test topic through one pod's sidecar (it
+// forwards): 500 events/s over 2,000 keys from 4 producers in batches of 25, ten times that
+// between the fractions surge_from and surge_until of duration_s.
+client::LoadOptions SurgeLoad(const std::string& pod_ip, int duration_s, double surge_from,
+                              double surge_until);
 
 // The status of condition `type` of a topic ("" when absent); its reason and message if asked.
 std::string Condition(const web::json::value& topic, const std::string& type,

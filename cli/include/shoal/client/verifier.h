@@ -52,5 +52,10 @@ std::string AckedLine(const AckedEvent& e);
 std::string SeenLine(const SeenEvent& e);
 Result<std::vector<AckedEvent>> ReadAckedFile(const std::string& path);
 Result<std::vector<SeenEvent>> ReadSeenFile(const std::string& path);
+// Every seen file of a directory (one per consumer), read into one list; a missing directory
+// holds none.
+Result<std::vector<SeenEvent>> ReadSeenDir(const std::string& dir);
+// Lines (events) in the seen files of a directory so far, for waiting until consumers caught up.
+uint64_t CountSeenLines(const std::string& dir);
 
 }  // namespace shoal::client

@@ -218,4 +218,10 @@ int64_t Generation(const Json& object);
 // The value at a dotted path ("status.observedGeneration"), or null.
 Json At(const Json& object, const std::string& dotted);
 
+// Unix milliseconds as the API writes times, UTC: fraction_digits 0 for metav1.Time
+// ("2006-01-02T15:04:05Z"), 6 for MicroTime ("...05.000000Z"), 3 for milliseconds.
+std::string FormatTime(int64_t unix_ms, int fraction_digits);
+// The inverse (fractions beyond milliseconds dropped); 0 when `text` is not such a time.
+int64_t ParseTime(const std::string& text);
+
 }  // namespace shoal::kube
