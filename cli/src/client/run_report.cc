@@ -397,13 +397,15 @@ class Chart {
   }
 
   std::string Render() {
-    out_ +=
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"900\" height=\"700\" "
-        "viewBox=\"0 0 900 700\" font-family=\"sans-serif\" font-size=\"11\" fill=\"#222\">\n";
+    const std::string w = std::to_string(static_cast<int>(kWidth));
+    const std::string h = std::to_string(static_cast<int>(kHeight));
+    out_ += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + w + "\" height=\"" + h +
+            "\" viewBox=\"0 0 " + w + " " + h +
+            "\" font-family=\"sans-serif\" font-size=\"11\" fill=\"#222\">\n";
     const std::string heading =
         "Shoal run \"" + run_.name + "\": topic " + run_.topic + ", profile " + run_.profile;
     out_ += "<title>" + Xml(heading) + "</title>\n";
-    out_ += "<rect x=\"0\" y=\"0\" width=\"900\" height=\"700\" fill=\"#ffffff\"/>\n";
+    out_ += "<rect x=\"0\" y=\"0\" width=\"" + w + "\" height=\"" + h + "\" fill=\"#ffffff\"/>\n";
     Text(kLeft, 22, heading, "font-size=\"15\" font-weight=\"bold\"");
     std::string sub = "base " + FormatQuantity(run_.base_rate) + " events/s";
     if (HasSurge(run_)) {
