@@ -533,6 +533,15 @@ class FakeApiServer::Impl : public std::enable_shared_from_this<FakeApiServer::I
   uint64_t next_watcher_ = 1;                 // guarded by mu_
   std::map<std::string, std::pair<int, int>> failures_;  // guarded by mu_: path -> count, code
   std::vector<FakeApiRequest> requests_;                 // guarded by mu_
+  // Replies handed to cpprestsdk and not yet sent (or failed). Shutdown waits for them: the
+  // listener's close() closes every connection's socket from the closing thread, and a
+  // connection still writing a reply (a watch's last chunk) starts its next socket operation on
+  // an I/O thread at the same time, which crashes in asio (cpprestsdk 2.10, seen as a SIGSEGV
+  // in epoll_reactor::start_op under load).
+  size_t replies_in_flight_ = 0;  // guarded by mu_
+
+  // Counts `sent` in replies_in_flight_ until it finishes; a failed send (client gone) is fine.
+  void TrackReply(pplx::task<void> sent, std::function<void()> after = {});
 };
 
 const ResourceType* FakeApiServer::Impl::FindType(const std::string& group,
@@ -589,6 +598,11 @@ void FakeApiServer::Impl::Shutdown() {
   }
   cv_.notify_all();
   if (timer_.joinable()) timer_.join();
+  {
+    // With their streams closed, watches send their last chunk; wait until every reply is out.
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, std::chrono::seconds(10), [&] { return replies_in_flight_ == 0; });
+  }
   if (listener_) {
     try {
       listener_->close().wait();
@@ -646,15 +660,32 @@ void FakeApiServer::Impl::Answer(const http_request& req, const Call& call, cons
       for (char c : w) quoted += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
       resp.headers().add("Warning", "299 - \"" + quoted + "\"");
     }
-    req.reply(resp).then([](pplx::task<void> t) {
-      try {
-        t.get();
-      } catch (...) {
-        // The client went away; nothing to answer.
-      }
-    });
+    TrackReply(req.reply(resp));
   } catch (...) {
   }
+}
+
+void FakeApiServer::Impl::TrackReply(pplx::task<void> sent, std::function<void()> after) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++replies_in_flight_;
+  }
+  std::weak_ptr<Impl> weak = weak_from_this();
+  sent.then([weak, after = std::move(after)](pplx::task<void> t) {
+    try {
+      t.get();
+    } catch (...) {
+      // The client went away; nothing to answer.
+    }
+    auto self = weak.lock();
+    if (!self) return;
+    if (after) after();
+    {
+      std::lock_guard<std::mutex> lock(self->mu_);
+      --self->replies_in_flight_;
+    }
+    self->cv_.notify_all();
+  });
 }
 
 std::optional<Reply> FakeApiServer::Impl::Authenticate(const http_request& req, Call& call) const {
@@ -775,7 +806,7 @@ void FakeApiServer::Impl::Handle(http_request req) {
           t.get();
         } catch (...) {
         }
-      });
+      });  // not tracked: Shutdown holds or has passed mu_ and waits for what came before
       return;
     }
   }
@@ -1404,7 +1435,13 @@ void FakeApiServer::Impl::ServeWatch(const http_request& req, const Call& call) 
     std::lock_guard<std::mutex> lock(mu_);
     requests_.push_back({call.method, call.path, call.query_raw, call.user, 200});
     id = next_watcher_++;
-    if (from == 0) {
+    if (stopping_) {
+      // Shutdown has closed the streams it knew of: this one ends at once.
+      try {
+        w.buf.close(std::ios_base::out).wait();
+      } catch (...) {
+      }
+    } else if (from == 0) {
       // RV unset or "0": the current state as synthetic ADDED events, then the changes.
       for (const auto& [key, obj] : stores_[w.type]) {
         Deliver(w, {rv_, w.type, EventType::kAdded, value::null(), obj});
@@ -1431,12 +1468,7 @@ void FakeApiServer::Impl::ServeWatch(const http_request& req, const Call& call) 
   try {
     web::http::http_response resp(web::http::status_codes::OK);
     resp.set_body(concurrency::streams::istream(buf), "application/json");
-    req.reply(resp).then([weak, id](pplx::task<void> t) {
-      try {
-        t.get();
-      } catch (...) {
-        // The client went away.
-      }
+    TrackReply(req.reply(resp), [weak, id] {
       if (auto self = weak.lock()) {
         std::lock_guard<std::mutex> lock(self->mu_);
         self->CloseWatcher(id);
