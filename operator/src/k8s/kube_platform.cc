@@ -96,6 +96,7 @@ KubePlatform::KubePlatform(kube::KubeClient& client, kube::Informer& pods,
     : client_(client), pods_(pods), opts_(std::move(options)), desired_(desired_pods) {}
 
 Status KubePlatform::SetDesiredPods(uint32_t n) {
+  std::lock_guard<std::mutex> lock(scale_mu_);
   if (!opts_.may_act()) return Status::Unavailable("not the leader: not scaling");
   value patch = value::object();
   patch["spec"]["replicas"] = value::number(n);
@@ -103,6 +104,25 @@ Status KubePlatform::SetDesiredPods(uint32_t n) {
   if (!r.ok()) return r.error().ToStatus();
   desired_.store(n);
   return Status::Ok();
+}
+
+Result<std::optional<uint32_t>> KubePlatform::HoldReplicas(uint32_t cached) {
+  std::lock_guard<std::mutex> lock(scale_mu_);
+  const uint32_t want = desired_.load();
+  if (cached == want) return std::optional<uint32_t>();
+  if (!opts_.may_act()) return Status::Unavailable("not the leader: not scaling");
+  auto scale = client_.Get(kube::StatefulSets(), opts_.ns, opts_.topic, "scale");
+  if (!scale.ok()) return scale.error().ToStatus();
+  const Json live = kube::At(scale.value(), "spec.replicas");
+  const uint32_t have =
+      live.is_number() ? static_cast<uint32_t>(std::max<int64_t>(0, live.as_number().to_int64()))
+                       : 0;
+  if (have == want) return std::optional<uint32_t>();  // the cache trailed our own scale
+  value patch = value::object();
+  patch["spec"]["replicas"] = value::number(want);
+  auto r = client_.MergePatch(kube::StatefulSets(), opts_.ns, opts_.topic, patch, "scale");
+  if (!r.ok()) return r.error().ToStatus();
+  return std::optional<uint32_t>(have);
 }
 
 uint32_t KubePlatform::DesiredPods() const { return desired_.load(); }

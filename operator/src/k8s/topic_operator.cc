@@ -579,6 +579,37 @@ bool TopicOperator::Apply(const Json& topic, const TopicObject& t, uint64_t term
   std::shared_ptr<Worker> w = EnsureWorker(t, *token, term);
   if (!w) return !leading_.load() || term_.load() != term;  // retry unless leadership moved on
 
+  // The pod count is the loop's: a StatefulSet scaled by anyone else (`kubectl scale sts`)
+  // would start pods that own nothing or stop pods with their partitions, undrained. It is set
+  // back, as a Deployment's controller sets back a ReplicaSet.
+  if (w->started.load()) {
+    std::optional<Json> sts;
+    for (const auto& inf : statefulsets_) {
+      if ((sts = inf->Get(t.ns, t.name))) break;
+    }
+    const Json replicas = sts ? kube::At(*sts, "spec.replicas") : Json::null();
+    if (replicas.is_number()) {
+      const auto cached =
+          static_cast<uint32_t>(std::max<int64_t>(0, replicas.as_number().to_int64()));
+      auto held = w->platform->HoldReplicas(cached);
+      if (!held.ok()) {
+        Logger("operator")->warn("{}: setting its StatefulSet's replicas back: {}", key,
+                                 held.status().message());
+        return false;
+      }
+      if (held->has_value()) {
+        const std::string want = std::to_string(w->platform->DesiredPods());
+        Logger("operator")->warn("{}: StatefulSet scaled to {} by someone else; set back to {}",
+                                 key, **held, want);
+        Event(topic, "Warning", "ReplicasReverted", "Scale",
+              "StatefulSet " + t.name + " was scaled to " + std::to_string(**held) +
+                  " outside the operator; set back to " + want +
+                  " (the control loop owns the pod count: set spec.replicas.min/max or use kubectl "
+                  "scale ptopic)");
+      }
+    }
+  }
+
   // A new decision is an Event. The first look after the loop started only notes the decision
   // it loaded from the status (the previous leader's, already reported).
   if (w->started.load()) {

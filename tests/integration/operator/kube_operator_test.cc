@@ -185,6 +185,34 @@ TEST_F(KubeOperatorTest, ATopicGetsItsObjectsFinalizerAndReadyStatus) {
   // Events say what was done.
   const auto events = admin().Get(kEvents, {{{"Authorization", std::string("Bearer ") + kAdmin}}});
   EXPECT_NE(events.body.find("created StatefulSet orders"), std::string::npos) << events.body;
+
+  // `kubectl scale sts orders --replicas=3` by hand: the operator sets it back, says so in a
+  // Warning Event, and the pods started meanwhile (owning nothing) go again.
+  const int64_t replicas = Int(At(*sts, "spec.replicas"));
+  ASSERT_GE(replicas, 1);
+  const auto scaled = cluster_->Admin("PATCH", std::string(kStatefulSet) + "/scale",
+                                      value::parse(R"({"spec":{"replicas":3}})"),
+                                      "application/merge-patch+json");
+  ASSERT_EQ(scaled.status, 200) << scaled.Describe();
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const auto now = Get(kStatefulSet);
+        return now && Int(At(*now, "spec.replicas")) == replicas &&
+               admin()
+                       .Get(kEvents, {{{"Authorization", std::string("Bearer ") + kAdmin}}})
+                       .body.find("ReplicasReverted") != std::string::npos;
+      },
+      30s))
+      << OperatorLog("a");
+  const auto reverted =
+      admin().Get(kEvents, {{{"Authorization", std::string("Bearer ") + kAdmin}}}).body;
+  EXPECT_NE(reverted.find("was scaled to 3 outside the operator; set back to " +
+                          std::to_string(replicas)),
+            std::string::npos)
+      << reverted;
+  EXPECT_TRUE(kubelet().WaitFor(
+      [&] { return kubelet().Pods().size() == static_cast<size_t>(replicas); }, 60s));
+  EXPECT_TRUE(WaitReady(30s)) << OperatorLog("a");
 }
 
 TEST_F(KubeOperatorTest, SpecChangesAreFollowedThroughConflictsClosedWatchesAnd410) {
@@ -546,6 +574,8 @@ TEST_F(KubeOperatorTest, SurgeSplitsAddsPodsAndTheNextLeaderFinishesTheKilledLea
   // Each decision is an Event with its reason.
   const auto events = admin().Get(kEvents, {{{"Authorization", std::string("Bearer ") + kAdmin}}});
   EXPECT_NE(events.body.find("\"reason\":\"Scaled\""), std::string::npos) << events.body;
+  // Neither leader took the loop's own scaling for a change by hand.
+  EXPECT_EQ(events.body.find("ReplicasReverted"), std::string::npos) << events.body;
   load.Stop();
   const auto acked = load.TakeAcked();
   ASSERT_GT(acked.size(), 10000u);
@@ -621,6 +651,9 @@ TEST_F(KubeOperatorTest, AfterTheSurgePodsAreDrainedAndRemovedAndNothingIsLost) 
     EXPECT_NE(text.str().find("holds no active partition"), std::string::npos)
         << name << "'s preStop did not see it drained:\n" << text.str().substr(0, 2000);
   }
+  // The loop's own scaling, up and down, is never taken for a change by hand.
+  const auto events = admin().Get(kEvents, {{{"Authorization", std::string("Bearer ") + kAdmin}}});
+  EXPECT_EQ(events.body.find("ReplicasReverted"), std::string::npos) << events.body;
   load.Stop();
   const auto acked = load.TakeAcked();
   ASSERT_GT(acked.size(), 5000u);

@@ -240,7 +240,7 @@ std::vector<Grant> OperatorNeeds() {
   add("shoal.dev", "partitionedtopics/status", {"get", "update", "patch"});
   add("shoal.dev", "partitionedtopics/finalizers", {"update"});
   add("apps", "statefulsets", {"list", "watch", "create", "update", "delete"});
-  add("apps", "statefulsets/scale", {"patch"});
+  add("apps", "statefulsets/scale", {"get", "patch"});
   add("", "services", {"get", "create", "update", "delete"});
   add("", "secrets", {"get", "create", "delete"});
   add("", "pods", {"list", "watch"});

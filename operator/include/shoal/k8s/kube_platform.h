@@ -1,6 +1,7 @@
 // KubePlatform: the control loop's Platform in a cluster, for one PartitionedTopic:
 //   - pods are the topic's StatefulSet's: SetDesiredPods patches its scale subresource, the
-//     StatefulSet controller adds or removes the highest ordinals;
+//     StatefulSet controller adds or removes the highest ordinals; the replicas are the loop's,
+//     and HoldReplicas sets back a count changed by anyone else (`kubectl scale sts`);
 //   - ListPods reads the pods informer's cache (podIP, the Ready condition, deletion) and the
 //     app containers' CPU from metrics.k8s.io where metrics-server runs (over the containers'
 //     CPU requests; nothing when either is missing);
@@ -48,6 +49,11 @@ class KubePlatform final : public control::Platform {
 
   Status SetDesiredPods(uint32_t n) override;
   uint32_t DesiredPods() const override;
+  // `cached`: the StatefulSet's spec.replicas as the informer saw it. When it differs from the
+  // loop's count, reads the StatefulSet (the cache may trail the loop's own last scale) and, if
+  // it really differs, scales it back. Returns the count it found and replaced, nullopt when
+  // nothing was changed; an error when the read or the write failed.
+  Result<std::optional<uint32_t>> HoldReplicas(uint32_t cached);
   Result<std::vector<control::PodInfo>> ListPods() override;
   Status DrainPod(const PodName& pod) override;
   Status SaveState(const std::string& json) override;
@@ -66,6 +72,7 @@ class KubePlatform final : public control::Platform {
   kube::Informer& pods_;
   const KubePlatformOptions opts_;
   std::atomic<uint32_t> desired_;
+  std::mutex scale_mu_;  // one scale write at a time: SetDesiredPods against HoldReplicas
 
   std::mutex mu_;
   std::set<std::string> draining_;
