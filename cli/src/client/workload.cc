@@ -333,10 +333,11 @@ void GroupConsumer::Run() {
     // Streaming (a pod's long-running consumer, restarted after a crash): commits are cumulative
     // and the sidecar's delivery cursor is in memory, so the events an earlier consumer of the
     // group took and never committed lie behind the cursor, and committing what follows them
-    // would commit them unseen. So a partition's events are taken only when they continue where
+    // would commit them unseen. The sidecar hands a group nothing after an uncommitted batch
+    // (one batch out per group and partition, until --redelivery-ms hands it out again); this
+    // consumer checks it as well: a partition's events are taken only when they continue where
     // the group stands (its commit, from the topic view, then what this consumer took); after a
-    // gap nothing of the partition is recorded or committed until the sidecar's redelivery
-    // (--redelivery-ms) returns the cursor to the commit and hands the gap out again.
+    // gap nothing of the partition is recorded or committed until the redelivery.
     std::set<uint32_t> gapped;
     if (streaming) {
       bool unknown = false;

@@ -299,10 +299,10 @@ uint64_t Partition::visible_end() const {
 bool Partition::HasDataFor(const std::string& group) const {
   const uint64_t end = visible_end();
   std::lock_guard<std::mutex> lock(cursor_mu_);
+  const uint64_t committed = commits_->Get(group).value_or(log_->start_offset());
   auto it = cursors_.find(group);
-  if (it != cursors_.end()) return it->second.next < end;
-  const uint64_t from = commits_->Get(group).value_or(log_->start_offset());
-  return from < end;
+  if (it != cursors_.end()) return it->second.next <= committed && it->second.next < end;
+  return committed < end;
 }
 
 Result<size_t> Partition::ReadForGroup(const std::string& group, size_t max, size_t max_bytes,
@@ -317,11 +317,20 @@ Result<size_t> Partition::ReadForGroup(const std::string& group, size_t max, siz
     c.progress_ms = clock_.NowMs();
   }
   c.next = std::max(c.next, log_->start_offset());  // retention may have passed the cursor
+  // One batch out per group at a time: what was handed out must be committed (or come back by
+  // redelivery, see Tick) before anything after it goes out. Commits are cumulative ("processed
+  // everything below"), so a later batch's commit would otherwise also commit a batch handed to
+  // a consumer that died without committing it (a restarted consumer would skip it: lost for
+  // the group, invariant 4), and a redelivered batch would arrive after later events of its keys
+  // (invariant 7). As in Kafka, one consumer of a group reads a partition at a time; concurrent
+  // requests of the group are served from other partitions.
+  const uint64_t committed_at = committed.value_or(log_->start_offset());
+  if (c.next > committed_at) return size_t{0};
   const uint64_t end = visible_end();
   if (c.next >= end || max == 0) return size_t{0};
   storage::ReadBatch batch;
   SHOAL_RETURN_IF_ERROR(log_->Read(c.next, end, max, max_bytes, &batch));
-  if (committed.value_or(log_->start_offset()) >= c.next) c.progress_ms = clock_.NowMs();
+  c.progress_ms = clock_.NowMs();  // the redelivery timer runs from the hand-out
   bool comma = comma_first;
   for (const auto& r : batch.records) {
     if (comma) out->push_back(',');
@@ -364,6 +373,7 @@ bool Partition::Tick(bool sync_due) {
     (void)commits_->Sync();
   }
   const auto commits = commits_->All();
+  bool redelivered = false;  // a batch came back: a parked request of its group may take it
   {
     // A group that took events and stopped committing for redelivery_ms gets them again
     // (at-least-once); cursors of groups that caught up only record the time.
@@ -379,6 +389,7 @@ bool Partition::Tick(bool sync_due) {
             id_.value(), group, committed, c.next);
         c.next = committed;
         c.progress_ms = now;
+        redelivered = true;
       }
     }
   }
@@ -406,7 +417,7 @@ bool Partition::Tick(bool sync_due) {
                               id_.value(), st.message());
     }
   }
-  return visible_end() != visible_before;
+  return visible_end() != visible_before || redelivered;
 }
 
 Status Partition::Close() {

@@ -114,7 +114,8 @@ class Partition {
   size_t segment_count() const { return log_->segment_count(); }
 
   // Appends up to `max` events for `group` from its cursor, as JSON objects separated by commas
-  // (a comma first when `out` already holds events), and advances the cursor past them.
+  // (a comma first when `out` already holds events), and advances the cursor past them. Nothing
+  // while a batch handed to the group is not committed yet: one batch out per group.
   Result<size_t> ReadForGroup(const std::string& group, size_t max, size_t max_bytes,
                               bool comma_first, std::string* out);
   // Whether `group` has anything to read here now (for long-poll wakeups).
@@ -126,7 +127,8 @@ class Partition {
   std::optional<uint64_t> Committed(const std::string& group) const { return commits_->Get(group); }
 
   // Periodic work from Topic's ticker: interval fsync, retention, producer snapshots, cursor
-  // rewinds for groups that stopped committing. Returns whether the visible end moved.
+  // rewinds for groups that stopped committing. Returns whether a group may have something new
+  // to read: the visible end moved or a batch came back for redelivery.
   bool Tick(bool sync_due);
   // Syncs and writes the producer snapshot; used at shutdown.
   Status Close();

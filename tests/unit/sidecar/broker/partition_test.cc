@@ -255,8 +255,11 @@ TEST_P(PartitionTest, ReadForGroupHandsEachEventOnce) {
   Produce(*p, evs);
   EXPECT_TRUE(p->HasDataFor("g1"));
   EXPECT_EQ(Offsets(Consume(*p, "g1", 4)), Range(0, 4));
+  ASSERT_TRUE(p->Commit("g1", 4).ok());
   EXPECT_EQ(Offsets(Consume(*p, "g1", 4)), Range(4, 8));
+  ASSERT_TRUE(p->Commit("g1", 8).ok());
   EXPECT_EQ(Offsets(Consume(*p, "g1", 4)), Range(8, 10));
+  ASSERT_TRUE(p->Commit("g1", 10).ok());
   EXPECT_FALSE(p->HasDataFor("g1"));
   EXPECT_TRUE(Consume(*p, "g1", 4).empty());
   // max = 0 hands out nothing and moves nothing.
@@ -267,10 +270,12 @@ TEST_P(PartitionTest, ReadForGroupHandsEachEventOnce) {
   EXPECT_EQ(Offsets(g2), Range(0, 10));
   EXPECT_EQ(g2[7].key, "user_7");
   EXPECT_EQ(g2[7].value, "7");
+  ASSERT_TRUE(p->Commit("g2", 10).ok());
   // New events go to both groups, once.
   Produce(*p, {Keyed(10), Keyed(11)});
   EXPECT_EQ(Offsets(Consume(*p, "g1", 100)), Range(10, 12));
   EXPECT_EQ(Offsets(Consume(*p, "g2", 1)), Range(10, 11));
+  ASSERT_TRUE(p->Commit("g2", 11).ok());
   EXPECT_EQ(Offsets(Consume(*p, "g2", 100)), Range(11, 12));
   EXPECT_TRUE(Consume(*p, "g1", 100).empty());
   EXPECT_TRUE(Consume(*p, "g2", 100).empty());
@@ -297,6 +302,7 @@ TEST_P(PartitionTest, ReadForGroupRespectsMaxBytesButReturnsOne) {
   for (uint64_t i = 0; i < 20; ++i) evs.push_back(Keyed(i));
   Produce(*p, evs);
   EXPECT_EQ(Offsets(Consume(*p, "g", 100, 1)), Range(0, 1));
+  ASSERT_TRUE(p->Commit("g", 1).ok());
   EXPECT_EQ(Offsets(Consume(*p, "g", 100, 1)), Range(1, 2));
 }
 
@@ -311,17 +317,21 @@ TEST_P(PartitionTest, CommitsMoveCursors) {
   ASSERT_TRUE(p->Commit("g", 10).ok());
   EXPECT_EQ(p->Committed("g"), std::optional<uint64_t>(10));
   EXPECT_EQ(Offsets(Consume(*p, "g", 3)), Range(10, 13));
-  // A commit behind the cursor does not rewind it, and a lower commit is a no-op.
+  // A commit behind the cursor does not rewind it, and a lower commit is a no-op; while part of
+  // the batch is uncommitted nothing more goes out.
   ASSERT_TRUE(p->Commit("g", 11).ok());
   ASSERT_TRUE(p->Commit("g", 5).ok());
   EXPECT_EQ(p->Committed("g"), std::optional<uint64_t>(11));
+  EXPECT_TRUE(Consume(*p, "g", 3).empty());
+  ASSERT_TRUE(p->Commit("g", 13).ok());
   EXPECT_EQ(Offsets(Consume(*p, "g", 3)), Range(13, 16));
+  ASSERT_TRUE(p->Commit("g", 16).ok());
   // A group that committed before its first read starts at its commit.
   ASSERT_TRUE(p->Commit("h", 17).ok());
   EXPECT_EQ(Offsets(Consume(*p, "h", 100)), Range(17, 20));
   // Past the end is refused and changes nothing; at the end is fine.
   EXPECT_EQ(p->Commit("g", 21).code(), Status::Code::kInvalidArgument);
-  EXPECT_EQ(p->Committed("g"), std::optional<uint64_t>(11));
+  EXPECT_EQ(p->Committed("g"), std::optional<uint64_t>(16));
   ASSERT_TRUE(p->Commit("g", 20).ok());
   EXPECT_TRUE(Consume(*p, "g", 100).empty());
   EXPECT_EQ(p->Commits(), (std::map<std::string, uint64_t>{{"g", 20}, {"h", 17}}));
@@ -343,6 +353,35 @@ TEST_P(PartitionTest, GroupResumesFromCommitsAfterReopen) {
   EXPECT_EQ(p->Committed("g"), std::optional<uint64_t>(6));
   // Events handed out but not committed before the restart come again (at-least-once).
   EXPECT_EQ(Offsets(Consume(*p, "g", 100)), Range(6, 10));
+}
+
+// Commits are cumulative, so a batch handed out and not committed holds back the group's next
+// one: otherwise a restarted (or second) consumer would take what follows, commit it, and so
+// commit the first batch unseen.
+TEST_P(PartitionTest, OneBatchIsOutPerGroupUntilItIsCommitted) {
+  auto p = MustOpen();
+  ASSERT_NE(p, nullptr);
+  std::vector<Ev> evs;
+  for (uint64_t i = 0; i < 30; ++i) evs.push_back(Keyed(i));
+  Produce(*p, evs);
+  // A consumer takes 10 and dies without committing.
+  EXPECT_EQ(Offsets(Consume(*p, "g", 10)), Range(0, 10));
+  // Its successor asks: nothing of this partition while the batch is out, and no wakeup for it.
+  EXPECT_TRUE(Consume(*p, "g", 10).empty());
+  EXPECT_FALSE(p->HasDataFor("g"));
+  // Another group is not held back.
+  EXPECT_EQ(Offsets(Consume(*p, "h", 5)), Range(0, 5));
+  // After redelivery_ms the same batch goes out again, first, in order; then the rest.
+  clock_.AdvanceMs(Options().redelivery_ms + 1);
+  EXPECT_TRUE(p->Tick(false));  // a redelivery wakes parked requests
+  EXPECT_TRUE(p->HasDataFor("g"));
+  EXPECT_EQ(Offsets(Consume(*p, "g", 10)), Range(0, 10));
+  ASSERT_TRUE(p->Commit("g", 10).ok());
+  EXPECT_TRUE(p->HasDataFor("g"));
+  EXPECT_EQ(Offsets(Consume(*p, "g", 100)), Range(10, 30));
+  ASSERT_TRUE(p->Commit("g", 30).ok());
+  EXPECT_EQ(p->Committed("g"), std::optional<uint64_t>(30));
+  EXPECT_FALSE(p->HasDataFor("g"));
 }
 
 TEST_P(PartitionTest, UncommittedEventsAreRedeliveredAfterRedeliveryMs) {
