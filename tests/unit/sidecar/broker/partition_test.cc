@@ -69,6 +69,13 @@ class PartitionTest : public ::testing::TestWithParam<FsyncPolicy> {
     return results;
   }
 
+  // Keyed(0) .. Keyed(n-1), appended in one batch.
+  void ProduceKeyed(Partition& p, uint64_t n) {
+    std::vector<Ev> evs;
+    for (uint64_t i = 0; i < n; ++i) evs.push_back(Keyed(i));
+    Produce(p, evs);
+  }
+
   // The events ReadForGroup hands out, decoded the way a client decodes the consume answer.
   std::vector<wire::ConsumedEvent> Consume(Partition& p, const std::string& group, size_t max,
                                            size_t max_bytes = 1 << 20) {
@@ -250,9 +257,7 @@ TEST_P(PartitionTest, SnapshotAheadOfTheLogForgetsLostRecords) {
 TEST_P(PartitionTest, ReadForGroupHandsEachEventOnce) {
   auto p = MustOpen();
   ASSERT_NE(p, nullptr);
-  std::vector<Ev> evs;
-  for (uint64_t i = 0; i < 10; ++i) evs.push_back(Keyed(i));
-  Produce(*p, evs);
+  ProduceKeyed(*p, 10);
   EXPECT_TRUE(p->HasDataFor("g1"));
   EXPECT_EQ(Offsets(Consume(*p, "g1", 4)), Range(0, 4));
   ASSERT_TRUE(p->Commit("g1", 4).ok());
@@ -298,9 +303,7 @@ TEST_P(PartitionTest, ReadForGroupWritesCommaSeparatedObjects) {
 TEST_P(PartitionTest, ReadForGroupRespectsMaxBytesButReturnsOne) {
   auto p = MustOpen();
   ASSERT_NE(p, nullptr);
-  std::vector<Ev> evs;
-  for (uint64_t i = 0; i < 20; ++i) evs.push_back(Keyed(i));
-  Produce(*p, evs);
+  ProduceKeyed(*p, 20);
   EXPECT_EQ(Offsets(Consume(*p, "g", 100, 1)), Range(0, 1));
   ASSERT_TRUE(p->Commit("g", 1).ok());
   EXPECT_EQ(Offsets(Consume(*p, "g", 100, 1)), Range(1, 2));
@@ -309,9 +312,7 @@ TEST_P(PartitionTest, ReadForGroupRespectsMaxBytesButReturnsOne) {
 TEST_P(PartitionTest, CommitsMoveCursors) {
   auto p = MustOpen();
   ASSERT_NE(p, nullptr);
-  std::vector<Ev> evs;
-  for (uint64_t i = 0; i < 20; ++i) evs.push_back(Keyed(i));
-  Produce(*p, evs);
+  ProduceKeyed(*p, 20);
   EXPECT_EQ(Offsets(Consume(*p, "g", 4)), Range(0, 4));
   // A commit ahead of the cursor moves it there.
   ASSERT_TRUE(p->Commit("g", 10).ok());
@@ -341,9 +342,7 @@ TEST_P(PartitionTest, GroupResumesFromCommitsAfterReopen) {
   {
     auto p = MustOpen();
     ASSERT_NE(p, nullptr);
-    std::vector<Ev> evs;
-    for (uint64_t i = 0; i < 10; ++i) evs.push_back(Keyed(i));
-    Produce(*p, evs);
+    ProduceKeyed(*p, 10);
     EXPECT_EQ(Offsets(Consume(*p, "g", 8)), Range(0, 8));
     ASSERT_TRUE(p->Commit("g", 6).ok());
     ASSERT_TRUE(p->Close().ok());
@@ -361,9 +360,7 @@ TEST_P(PartitionTest, GroupResumesFromCommitsAfterReopen) {
 TEST_P(PartitionTest, OneBatchIsOutPerGroupUntilItIsCommitted) {
   auto p = MustOpen();
   ASSERT_NE(p, nullptr);
-  std::vector<Ev> evs;
-  for (uint64_t i = 0; i < 30; ++i) evs.push_back(Keyed(i));
-  Produce(*p, evs);
+  ProduceKeyed(*p, 30);
   // A consumer takes 10 and dies without committing.
   EXPECT_EQ(Offsets(Consume(*p, "g", 10)), Range(0, 10));
   // Its successor asks: nothing of this partition while the batch is out, and no wakeup for it.
@@ -387,9 +384,7 @@ TEST_P(PartitionTest, OneBatchIsOutPerGroupUntilItIsCommitted) {
 TEST_P(PartitionTest, UncommittedEventsAreRedeliveredAfterRedeliveryMs) {
   auto p = MustOpen();
   ASSERT_NE(p, nullptr);
-  std::vector<Ev> evs;
-  for (uint64_t i = 0; i < 10; ++i) evs.push_back(Keyed(i));
-  Produce(*p, evs);
+  ProduceKeyed(*p, 10);
   EXPECT_EQ(Offsets(Consume(*p, "g", 100)), Range(0, 10));
   ASSERT_TRUE(p->Commit("g", 4).ok());
   // Not before redelivery_ms without progress.
@@ -408,9 +403,7 @@ TEST_P(PartitionTest, UncommittedEventsAreRedeliveredAfterRedeliveryMs) {
 TEST_P(PartitionTest, GroupThatKeepsCommittingIsNotRedelivered) {
   auto p = MustOpen();
   ASSERT_NE(p, nullptr);
-  std::vector<Ev> evs;
-  for (uint64_t i = 0; i < 10; ++i) evs.push_back(Keyed(i));
-  Produce(*p, evs);
+  ProduceKeyed(*p, 10);
   EXPECT_EQ(Offsets(Consume(*p, "g", 100)), Range(0, 10));
   const int64_t step = Options().redelivery_ms * 6 / 10;
   for (uint64_t c : {2, 4, 6, 8}) {
