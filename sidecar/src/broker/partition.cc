@@ -296,13 +296,20 @@ uint64_t Partition::visible_end() const {
   return opts_.fsync == FsyncPolicy::kAlways ? log_->durable_offset() : log_->end_offset();
 }
 
+uint64_t Partition::Standing(std::optional<uint64_t> committed) const {
+  // Retention removes only what every group with a commit has committed, but a commit can still
+  // lie below the oldest event (a group's first commit after retention passed it, a low commit):
+  // nothing below it can be handed out any more, so the group stands there.
+  return std::max(committed.value_or(0), log_->start_offset());
+}
+
 bool Partition::HasDataFor(const std::string& group) const {
   const uint64_t end = visible_end();
   std::lock_guard<std::mutex> lock(cursor_mu_);
-  const uint64_t committed = commits_->Get(group).value_or(log_->start_offset());
+  const uint64_t stands = Standing(commits_->Get(group));
   auto it = cursors_.find(group);
-  if (it != cursors_.end()) return it->second.next <= committed && it->second.next < end;
-  return committed < end;
+  if (it != cursors_.end() && it->second.next > stands) return false;  // a batch is out
+  return stands < end;
 }
 
 Result<size_t> Partition::ReadForGroup(const std::string& group, size_t max, size_t max_bytes,
@@ -310,13 +317,15 @@ Result<size_t> Partition::ReadForGroup(const std::string& group, size_t max, siz
   std::lock_guard<std::mutex> lock(cursor_mu_);
   auto [it, fresh] = cursors_.try_emplace(group);
   Cursor& c = it->second;
-  const auto committed = commits_->Get(group);
+  // A group with no commits starts at the oldest retained event.
+  const uint64_t stands = Standing(commits_->Get(group));
   if (fresh) {
-    // A group with no commits starts at the oldest retained event.
-    c.next = committed.value_or(log_->start_offset());
+    c.next = stands;
     c.progress_ms = clock_.NowMs();
   }
-  c.next = std::max(c.next, log_->start_offset());  // retention may have passed the cursor
+  // Retention may have passed the cursor, and a commit may be ahead of it (Commit stores the
+  // commit before it moves the cursor): never hand out what the group committed.
+  c.next = std::max(c.next, stands);
   // One batch out per group at a time: what was handed out must be committed (or come back by
   // redelivery, see Tick) before anything after it goes out. Commits are cumulative ("processed
   // everything below"), so a later batch's commit would otherwise also commit a batch handed to
@@ -324,8 +333,7 @@ Result<size_t> Partition::ReadForGroup(const std::string& group, size_t max, siz
   // the group, invariant 4), and a redelivered batch would arrive after later events of its keys
   // (invariant 7). As in Kafka, one consumer of a group reads a partition at a time; concurrent
   // requests of the group are served from other partitions.
-  const uint64_t committed_at = committed.value_or(log_->start_offset());
-  if (c.next > committed_at) return size_t{0};
+  if (c.next > stands) return size_t{0};
   const uint64_t end = visible_end();
   if (c.next >= end || max == 0) return size_t{0};
   storage::ReadBatch batch;
@@ -380,7 +388,8 @@ bool Partition::Tick(bool sync_due) {
     std::lock_guard<std::mutex> lock(cursor_mu_);
     for (auto& [group, c] : cursors_) {
       auto it = commits.find(group);
-      const uint64_t committed = it == commits.end() ? log_->start_offset() : it->second;
+      const uint64_t committed =
+          Standing(it == commits.end() ? std::nullopt : std::optional<uint64_t>(it->second));
       if (committed >= c.next) {
         c.progress_ms = now;
       } else if (now - c.progress_ms > opts_.redelivery_ms) {

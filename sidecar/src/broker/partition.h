@@ -140,6 +140,10 @@ class Partition {
   void CountLoad(uint32_t hash);  // requires append_mu_
   Status SyncLog();
 
+  // Where a group stands: its commit, or the oldest retained event when that is later (also
+  // for a group without commits).
+  uint64_t Standing(std::optional<uint64_t> committed) const;
+
   struct Cursor {
     uint64_t next = 0;
     int64_t progress_ms = 0;  // last time the group's commit caught up or moved

@@ -489,6 +489,36 @@ TEST_P(PartitionTest, RetentionFloorIsTheLowestGroupCommit) {
   EXPECT_EQ(p->segment_count(), 1u) << "the active segment always stays";
 }
 
+// A commit below the oldest retained event (a group's first commit after retention passed it,
+// or just a low one): the group stands at the oldest event and is handed what follows, one
+// batch at a time; it is not held back forever by a "batch out" below what is left.
+TEST_P(PartitionTest, ACommitBelowTheOldestEventDoesNotStopTheGroup) {
+  PartitionOptions o = Options();
+  o.segment_bytes = 300;
+  o.retention_bytes = 1;
+  auto p = MustOpen(o);
+  ASSERT_NE(p, nullptr);
+  for (uint64_t i = 0; i < 200; i += 2) Produce(*p, {Keyed(i), Keyed(i + 1)});
+  ASSERT_TRUE(p->Commit("fast", 150).ok());
+  p->Tick(true);
+  const uint64_t start = p->start_offset();
+  ASSERT_GT(start, 10u);
+  ASSERT_TRUE(p->Commit("late", 5).ok());
+  EXPECT_TRUE(p->HasDataFor("late"));
+  const auto first = Offsets(Consume(*p, "late", 20));
+  ASSERT_FALSE(first.empty());
+  EXPECT_EQ(first.front(), start);
+  EXPECT_FALSE(p->HasDataFor("late")) << "its batch is out";
+  // Redelivery returns the batch from where the group stands, not from its low commit.
+  clock_.AdvanceMs(Options().redelivery_ms + 1);
+  p->Tick(false);
+  EXPECT_EQ(Offsets(Consume(*p, "late", 20)), first);
+  ASSERT_TRUE(p->Commit("late", first.back() + 1).ok());
+  EXPECT_EQ(Offsets(Consume(*p, "late", 1000)), Range(first.back() + 1, 200));
+  ASSERT_TRUE(p->Commit("late", 200).ok());
+  EXPECT_FALSE(p->HasDataFor("late"));
+}
+
 TEST_P(PartitionTest, VisibleEndFollowsTheFsyncPolicy) {
   auto p = MustOpen();
   ASSERT_NE(p, nullptr);
