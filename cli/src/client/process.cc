@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -299,9 +300,17 @@ Result<LocalSidecar> LocalSidecar::Start(const LocalSidecarOptions& o) {
   // Another program may still take a chosen port before the child binds it; then the child says
   // so in its log and exits, and it is started again on other ports.
   for (int attempt = 1;; ++attempt) {
+    // Three different ports: drawn independently, two could be the same number (the child
+    // would then fail with "http_listener is already registered for this path").
+    std::set<uint16_t> taken;
     for (uint16_t* p : {&s.port, &s.admin_port, &s.metrics_port}) {
-      auto port = FreePort(o.host);
+      Result<uint16_t> port = FreePort(o.host);
+      for (int draw = 0; port.ok() && taken.count(*port) && draw < 64; ++draw) {
+        port = FreePort(o.host);
+      }
       if (!port.ok()) return port.status();
+      if (taken.count(*port)) return Status::IoError("cannot find three free ports on " + o.host);
+      taken.insert(*port);
       *p = *port;
     }
     std::vector<std::string> argv = {o.binary.empty() ? FindSidecarBinary() : o.binary,
