@@ -95,34 +95,72 @@ KubePlatform::KubePlatform(kube::KubeClient& client, kube::Informer& pods,
                            KubePlatformOptions options, uint32_t desired_pods)
     : client_(client), pods_(pods), opts_(std::move(options)), desired_(desired_pods) {}
 
+namespace {
+
+// The StatefulSet's spec.replicas from its scale subresource, and the scale's resourceVersion.
+struct ScaleNow {
+  uint32_t replicas = 0;
+  std::string resource_version;
+};
+
+Result<ScaleNow> ReadScale(kube::KubeClient& client, const std::string& ns,
+                           const std::string& name) {
+  auto scale = client.Get(kube::StatefulSets(), ns, name, "scale");
+  if (!scale.ok()) return scale.error().ToStatus();
+  const Json live = kube::At(scale.value(), "spec.replicas");
+  ScaleNow out;
+  out.replicas =
+      live.is_number() ? static_cast<uint32_t>(std::max<int64_t>(0, live.as_number().to_int64()))
+                       : 0;
+  out.resource_version = kube::ResourceVersion(scale.value());
+  return out;
+}
+
+}  // namespace
+
 Status KubePlatform::SetDesiredPods(uint32_t n) {
   std::lock_guard<std::mutex> lock(scale_mu_);
   if (!opts_.may_act()) return Status::Unavailable("not the leader: not scaling");
   value patch = value::object();
   patch["spec"]["replicas"] = value::number(n);
   auto r = client_.MergePatch(kube::StatefulSets(), opts_.ns, opts_.topic, patch, "scale");
-  if (!r.ok()) return r.error().ToStatus();
+  if (!r.ok()) {
+    // A timeout may come after the server applied the patch: the count is whatever is there now
+    // (HoldReplicas would otherwise set an applied scale back).
+    auto now = ReadScale(client_, opts_.ns, opts_.topic);
+    if (now.ok() && now->replicas == n) {
+      desired_.store(n);
+      return Status::Ok();
+    }
+    return r.error().ToStatus();
+  }
   desired_.store(n);
   return Status::Ok();
 }
 
-Result<std::optional<uint32_t>> KubePlatform::HoldReplicas(uint32_t cached) {
+Result<std::optional<uint32_t>> KubePlatform::HoldReplicas(uint32_t cached, uint32_t floor) {
   std::lock_guard<std::mutex> lock(scale_mu_);
+  if (floor > desired_.load()) {
+    // Pods own partitions beyond the count this loop started with (the StatefulSet was scaled
+    // down while no operator ran): those pods are needed, whatever the count said.
+    Logger("platform")->warn("{}/{}: pods up to ordinal {} own partitions; the pod count is {}",
+                             opts_.ns, opts_.topic, floor - 1, floor);
+    desired_.store(floor);
+  }
   const uint32_t want = desired_.load();
   if (cached == want) return std::optional<uint32_t>();
   if (!opts_.may_act()) return Status::Unavailable("not the leader: not scaling");
-  auto scale = client_.Get(kube::StatefulSets(), opts_.ns, opts_.topic, "scale");
-  if (!scale.ok()) return scale.error().ToStatus();
-  const Json live = kube::At(scale.value(), "spec.replicas");
-  const uint32_t have =
-      live.is_number() ? static_cast<uint32_t>(std::max<int64_t>(0, live.as_number().to_int64()))
-                       : 0;
-  if (have == want) return std::optional<uint32_t>();  // the cache trailed our own scale
+  auto now = ReadScale(client_, opts_.ns, opts_.topic);
+  if (!now.ok()) return now.status();
+  if (now->replicas == want) return std::optional<uint32_t>();  // the cache trailed our scale
+  // Only over the scale read: a scale written since (by a new leader) is a 409, not overwritten.
+  if (!opts_.may_act()) return Status::Unavailable("not the leader: not scaling");
   value patch = value::object();
+  patch["metadata"]["resourceVersion"] = value::string(now->resource_version);
   patch["spec"]["replicas"] = value::number(want);
   auto r = client_.MergePatch(kube::StatefulSets(), opts_.ns, opts_.topic, patch, "scale");
   if (!r.ok()) return r.error().ToStatus();
-  return std::optional<uint32_t>(have);
+  return std::optional<uint32_t>(now->replicas);
 }
 
 uint32_t KubePlatform::DesiredPods() const { return desired_.load(); }

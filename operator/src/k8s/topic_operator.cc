@@ -15,6 +15,7 @@
 #include "shoal/common/metrics.h"
 #include "shoal/k8s/kube_platform.h"
 #include "shoal/operator/metrics_observer.h"
+#include "shoal/operator/planner.h"
 
 namespace shoal::k8s {
 namespace {
@@ -591,13 +592,19 @@ bool TopicOperator::Apply(const Json& topic, const TopicObject& t, uint64_t term
     if (replicas.is_number()) {
       const auto cached =
           static_cast<uint32_t>(std::max<int64_t>(0, replicas.as_number().to_int64()));
-      auto held = w->platform->HoldReplicas(cached);
+      // Never below the pods that own partitions (active, or sealed and not yet retired).
+      uint32_t floor = 0;
+      const PartitionMap owned = w->loop->map();
+      for (const auto& p : owned.partitions()) {
+        const int64_t ordinal = control::OrdinalOf(t.name, p.owner);
+        if (ordinal >= 0) floor = std::max<uint32_t>(floor, static_cast<uint32_t>(ordinal) + 1);
+      }
+      auto held = w->platform->HoldReplicas(cached, floor);
       if (!held.ok()) {
+        // The next pass tries again; the status below is written all the same.
         Logger("operator")->warn("{}: setting its StatefulSet's replicas back: {}", key,
                                  held.status().message());
-        return false;
-      }
-      if (held->has_value()) {
+      } else if (held->has_value()) {
         const std::string want = std::to_string(w->platform->DesiredPods());
         Logger("operator")->warn("{}: StatefulSet scaled to {} by someone else; set back to {}",
                                  key, **held, want);

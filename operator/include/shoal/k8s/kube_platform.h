@@ -49,11 +49,14 @@ class KubePlatform final : public control::Platform {
 
   Status SetDesiredPods(uint32_t n) override;
   uint32_t DesiredPods() const override;
-  // `cached`: the StatefulSet's spec.replicas as the informer saw it. When it differs from the
-  // loop's count, reads the StatefulSet (the cache may trail the loop's own last scale) and, if
-  // it really differs, scales it back. Returns the count it found and replaced, nullopt when
+  // `cached`: the StatefulSet's spec.replicas as the informer saw it; `floor`: the pods that
+  // own partitions in the loop's map (highest ordinal + 1), which the count never goes below
+  // (raised to it when the loop started from a count scaled down while no operator ran). When
+  // `cached` differs from the count, reads the scale (the cache may trail the loop's own last
+  // scale) and, if it really differs, writes the count back over that read (a scale written in
+  // between is a 409, not overwritten). Returns the count it found and replaced, nullopt when
   // nothing was changed; an error when the read or the write failed.
-  Result<std::optional<uint32_t>> HoldReplicas(uint32_t cached);
+  Result<std::optional<uint32_t>> HoldReplicas(uint32_t cached, uint32_t floor);
   Result<std::vector<control::PodInfo>> ListPods() override;
   Status DrainPod(const PodName& pod) override;
   Status SaveState(const std::string& json) override;

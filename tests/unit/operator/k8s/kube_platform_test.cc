@@ -5,7 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+
 #include "shoal/common/partition_map.h"
+#include "shoal/kube/informer.h"
+#include "shoal/kube/kube_client.h"
+#include "support/fake_kube/fake_api_server.h"
 
 namespace shoal::k8s {
 namespace {
@@ -66,6 +71,105 @@ TEST(KubePlatformStateTest, NoPlanRemovesItAndAnEmptyStatusIsNotFound) {
   broken["partitionMap"]["data"] = value::string("!!");
   EXPECT_EQ(KubePlatform::StatusToState(broken, "orders").status().code(),
             Status::Code::kInvalidArgument);
+}
+
+// HoldReplicas against a fake API server: a StatefulSet scaled by hand is set back to the loop's
+// count, a cache that trails the loop's own scale changes nothing, the count never goes below the
+// pods that own partitions, and nothing is written when this operator does not lead.
+class KubePlatformScaleTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    shoal::testing::FakeApiServerOptions o;
+    o.admin_token = "admin";
+    auto server = shoal::testing::FakeApiServer::Start(o);
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(server.value());
+    kube::KubeConfig config;
+    config.server = server_->base_url();
+    config.token = "admin";
+    auto client = kube::KubeClient::Create(config);
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    client_ = std::move(client.value());
+    pods_ = std::make_unique<kube::Informer>(*client_, kube::Pods(), kube::InformerOptions{},
+                                             [](const std::string&, const kube::Json&) {});
+    auto sts = client_->Create(kube::StatefulSets(), "default",
+                               value::parse(R"({"metadata":{"name":"orders"},"spec":{"replicas":2,
+                                  "selector":{"matchLabels":{"app":"orders"}}}})"));
+    ASSERT_TRUE(sts.ok()) << sts.error().ToString();
+  }
+
+  std::unique_ptr<KubePlatform> Platform(uint32_t desired) {
+    KubePlatformOptions o;
+    o.ns = "default";
+    o.topic = "orders";
+    o.may_act = [this] { return leading_.load(); };
+    return std::make_unique<KubePlatform>(*client_, *pods_, o, desired);
+  }
+  void ScaleByHand(int64_t n) {
+    auto r = client_->MergePatch(kube::StatefulSets(), "default", "orders",
+                                 value::parse(R"({"spec":{"replicas":)" + std::to_string(n) + "}}"),
+                                 "scale");
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+  }
+  int64_t Replicas() {
+    auto sts = client_->Get(kube::StatefulSets(), "default", "orders");
+    EXPECT_TRUE(sts.ok());
+    return sts.ok() ? kube::At(sts.value(), "spec.replicas").as_number().to_int64() : -1;
+  }
+  int ScaleWrites() {
+    return server_->CountRequests("PATCH", "/apis/apps/v1/namespaces/default/statefulsets/orders/scale");
+  }
+
+  std::atomic<bool> leading_{true};
+  std::unique_ptr<shoal::testing::FakeApiServer> server_;
+  std::unique_ptr<kube::KubeClient> client_;
+  std::unique_ptr<kube::Informer> pods_;
+};
+
+TEST_F(KubePlatformScaleTest, AScaleByHandIsSetBackAndATrailingCacheIsNot) {
+  auto platform = Platform(2);
+  auto same = platform->HoldReplicas(2, 0);
+  ASSERT_TRUE(same.ok());
+  EXPECT_FALSE(same->has_value());
+
+  ScaleByHand(5);
+  const int writes = ScaleWrites();
+  auto held = platform->HoldReplicas(5, 0);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  EXPECT_EQ(*held, std::optional<uint32_t>(5));
+  EXPECT_EQ(Replicas(), 2);
+  EXPECT_EQ(ScaleWrites(), writes + 1);
+
+  // The loop scales to 3; a cache that still shows 2 is no reason to write.
+  ASSERT_TRUE(platform->SetDesiredPods(3).ok());
+  auto trailing = platform->HoldReplicas(2, 0);
+  ASSERT_TRUE(trailing.ok());
+  EXPECT_FALSE(trailing->has_value());
+  EXPECT_EQ(Replicas(), 3);
+  EXPECT_EQ(ScaleWrites(), writes + 2);  // only the loop's own
+
+  // Not leading: nothing is written.
+  ScaleByHand(7);
+  leading_ = false;
+  EXPECT_FALSE(platform->HoldReplicas(7, 0).ok());
+  EXPECT_EQ(Replicas(), 7);
+}
+
+TEST_F(KubePlatformScaleTest, TheCountNeverGoesBelowThePodsThatOwnPartitions) {
+  // Scaled down to 1 by hand while no operator ran; the loop starts from 1, but its map has
+  // partitions on pods 0..2.
+  ScaleByHand(1);
+  auto platform = Platform(1);
+  auto held = platform->HoldReplicas(1, 3);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  EXPECT_EQ(*held, std::optional<uint32_t>(1));
+  EXPECT_EQ(platform->DesiredPods(), 3u);
+  EXPECT_EQ(Replicas(), 3);
+  // Scaled up by hand beyond them: set back to the count, not lower.
+  ScaleByHand(6);
+  held = platform->HoldReplicas(6, 3);
+  ASSERT_TRUE(held.ok());
+  EXPECT_EQ(Replicas(), 3);
 }
 
 }  // namespace
