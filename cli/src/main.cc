@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   shoal::cli::RegisterUp(app, exit_code);
   shoal::cli::RegisterControl(app, exit_code);
   shoal::cli::RegisterWaitDrained(app, exit_code);
+  shoal::cli::RegisterDeleteGroup(app, exit_code);
   auto* bench = app.add_subcommand("bench", "Benchmarks against real sidecars");
   bench->require_subcommand(1);
   shoal::cli::RegisterBenchIngest(*bench, exit_code);

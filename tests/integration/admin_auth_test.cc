@@ -1,17 +1,24 @@
 // The admin plane's bearer token, against a real sidecar process: every request without the exact
 // token is refused 401 with a JSON {"error","reason"} body; the exact token gets the map. Without
 // --admin-token the sidecar generates one into <data-dir>/admin-token (mode 0600), which works.
+// Also the admin plane's group deletion (DELETE /v1/admin/groups/{group}).
 #include <gtest/gtest.h>
 #include <simdjson.h>
 #include <sys/stat.h>
 
 #include <fstream>
 #include <iterator>
+#include <chrono>
+#include <map>
+#include <optional>
 #include <string>
 
 #include "shoal/common/partition_map.h"
 #include "support/http_test_client.h"
+#include "shoal/client/process.h"
 #include "support/sidecar_process.h"
+#include "support/temp_dir.h"
+#include "support/topic_view.h"
 
 namespace shoal::testing {
 namespace {
@@ -89,6 +96,89 @@ TEST(AdminAuthTest, OnlyTheExactBearerTokenIsAccepted) {
   auto code = sidecar.Terminate();
   ASSERT_TRUE(code.ok()) << code.status().ToString();
   EXPECT_EQ(*code, 0) << sidecar.Describe();
+}
+
+// DELETE /v1/admin/groups/{group}: a group gone for good is forgotten on every partition the
+// sidecar holds, durably (kill -9 with fsync always), and only with the token; the other groups
+// keep their commits.
+TEST(AdminGroupsTest, ADeletedGroupIsForgottenDurablyAndOnlyWithTheToken) {
+  SidecarOptions o = Options("s3cret");
+  o.fsync = "always";
+  SidecarProcess sidecar(o);
+  ASSERT_TRUE(sidecar.Start().ok()) << sidecar.Describe();
+  auto data = sidecar.DataClient();
+  std::string produce = "{\"events\":[";
+  for (int i = 0; i < 40; ++i) {
+    produce += std::string(i ? "," : "") + "{\"key\":\"k" + std::to_string(i) + "\",\"value\":" +
+               std::to_string(i) + "}";
+  }
+  produce += "]}";
+  ASSERT_EQ(data->Post("/v1/topics/orders/events", produce).status, 200);
+  std::string commits_of_gone = "{\"group\":\"gone\",\"offsets\":[", commits_of_kept =
+                                                                       "{\"group\":\"kept\",\"offsets\":[";
+  for (int p = 0; p < 4; ++p) {
+    const std::string entry = std::string(p ? "," : "") + "{\"partition\":" + std::to_string(p) +
+                              ",\"offset\":1}";
+    commits_of_gone += entry;
+    commits_of_kept += entry;
+  }
+  commits_of_gone += "]}";
+  commits_of_kept += "]}";
+  ASSERT_EQ(data->Post("/v1/topics/orders/commits", commits_of_gone).status, 200);
+  ASSERT_EQ(data->Post("/v1/topics/orders/commits", commits_of_kept).status, 200);
+
+  auto admin = sidecar.AdminClient();
+  ExpectUnauthorized(admin->Send("DELETE", "/v1/admin/groups/gone", ""), "DELETE without a token");
+  const auto bad = admin->Send("DELETE", "/v1/admin/groups/no%20spaces", "", WithAuth("Bearer s3cret"));
+  EXPECT_EQ(bad.status, 400) << bad.Describe();
+  EXPECT_NE(bad.body.find("\"reason\""), std::string::npos) << bad.body;
+  const auto del = admin->Send("DELETE", "/v1/admin/groups/gone", "", WithAuth("Bearer s3cret"));
+  ASSERT_EQ(del.status, 200) << del.Describe();
+  EXPECT_EQ(del.body, "{\"group\":\"gone\",\"partitions\":[0,1,2,3]}");
+  const auto twice = admin->Send("DELETE", "/v1/admin/groups/gone", "", WithAuth("Bearer s3cret"));
+  ASSERT_EQ(twice.status, 200) << twice.Describe();
+  EXPECT_EQ(twice.body, "{\"group\":\"gone\",\"partitions\":[]}");
+
+  sidecar.Kill9();
+  ASSERT_TRUE(sidecar.Restart().ok()) << sidecar.Describe();
+  auto after = sidecar.DataClient();
+  auto view = ParseTopicView(after->Get("/v1/topics/orders").body);
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  for (const auto& [id, p] : view->partitions) {
+    EXPECT_EQ(p.committed, (std::map<std::string, uint64_t>{{"kept", 1}})) << "partition " << id;
+  }
+
+  // The same through `shoal delete-group`, as a user runs it (a token file, the admin address).
+  TempDir dir("delete-group");
+  {
+    std::ofstream token(dir.path() + "/token");
+    token << "s3cret\n";
+  }
+  const std::string log = dir.path() + "/cli.log";
+  auto cli = client::ChildProcess::Spawn(
+      {SHOAL_BIN, "delete-group", "kept", "--admin",
+       "127.0.0.1:" + std::to_string(sidecar.admin_port()), "--token-file", dir.path() + "/token"},
+      log);
+  ASSERT_TRUE(cli.ok()) << cli.status().ToString();
+  const auto code = cli->Wait(std::chrono::seconds(30));
+  std::ifstream in(log);
+  const std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(code, std::optional<int>(0)) << out;
+  EXPECT_NE(out.find("\"group\":\"kept\",\"partitions\":[0,1,2,3]"), std::string::npos) << out;
+  view = ParseTopicView(after->Get("/v1/topics/orders").body);
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  for (const auto& [id, p] : view->partitions) EXPECT_TRUE(p.committed.empty()) << id;
+  // A wrong token file: a clear message and exit 1, nothing deleted.
+  {
+    std::ofstream token(dir.path() + "/wrong");
+    token << "nope\n";
+  }
+  auto wrong = client::ChildProcess::Spawn(
+      {SHOAL_BIN, "delete-group", "kept", "--admin",
+       "127.0.0.1:" + std::to_string(sidecar.admin_port()), "--token-file", dir.path() + "/wrong"},
+      log);
+  ASSERT_TRUE(wrong.ok());
+  EXPECT_EQ(wrong->Wait(std::chrono::seconds(30)), std::optional<int>(1));
 }
 
 TEST(AdminAuthTest, GeneratedTokenIsWrittenPrivatelyAndWorks) {

@@ -7,6 +7,8 @@
 #include <cpprest/http_client.h>
 #include <simdjson.h>
 
+#include "shoal/common/wire.h"
+
 namespace shoal::client {
 
 AdminClient::AdminClient(std::string token) : token_(std::move(token)) {}
@@ -77,6 +79,11 @@ Result<uint64_t> AdminClient::Seal(const std::string& admin, Epoch epoch, Partit
     return Status::Internal("malformed seal answer: " + *r);
   }
   return end;
+}
+
+Result<std::string> AdminClient::DeleteGroup(const std::string& admin, const std::string& group) {
+  SHOAL_RETURN_IF_ERROR(wire::ValidateGroup(group));
+  return Call(admin, "DELETE", "/v1/admin/groups/" + group, "", true);
 }
 
 Result<std::string> AdminClient::Get(const std::string& host_port, const std::string& path,

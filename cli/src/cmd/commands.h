@@ -21,6 +21,7 @@ void RegisterSimulate(CLI::App& app, int& exit_code);
 void RegisterControl(CLI::App& app, int& exit_code);
 void RegisterUp(CLI::App& app, int& exit_code);
 void RegisterWaitDrained(CLI::App& app, int& exit_code);
+void RegisterDeleteGroup(CLI::App& app, int& exit_code);
 
 // The whole file, or NotFound naming the path.
 Result<std::string> ReadTextFile(const std::string& path);

@@ -370,6 +370,13 @@ Status Partition::Commit(const std::string& group, uint64_t offset) {
   return Status::Ok();
 }
 
+Result<bool> Partition::DeleteGroup(const std::string& group) {
+  std::lock_guard<std::mutex> lock(cursor_mu_);
+  auto had = commits_->Delete(group, opts_.fsync == FsyncPolicy::kAlways);
+  if (!had.ok()) return had.status();
+  return cursors_.erase(group) > 0 || *had;
+}
+
 bool Partition::Tick(bool sync_due) {
   const uint64_t visible_before = visible_end();
   const int64_t now = clock_.NowMs();

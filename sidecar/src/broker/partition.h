@@ -125,6 +125,9 @@ class Partition {
   Status Commit(const std::string& group, uint64_t offset);
   std::map<std::string, uint64_t> Commits() const { return commits_->All(); }
   std::optional<uint64_t> Committed(const std::string& group) const { return commits_->Get(group); }
+  // Forgets `group` here: its commit (durably, with the log's fsync policy) and its cursor.
+  // Returns whether it had either.
+  Result<bool> DeleteGroup(const std::string& group);
 
   // Periodic work from Topic's ticker: interval fsync, retention, producer snapshots, cursor
   // rewinds for groups that stopped committing. Returns whether a group may have something new

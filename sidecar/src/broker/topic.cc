@@ -590,6 +590,23 @@ Status Topic::Commit(const wire::CommitRequest& request) {
   return Status::Ok();
 }
 
+Result<std::vector<uint32_t>> Topic::DeleteGroup(const std::string& group) {
+  SHOAL_RETURN_IF_ERROR(wire::ValidateGroup(group));
+  std::vector<uint32_t> had;
+  {
+    std::shared_lock<std::shared_mutex> lock(map_mu_);
+    for (auto& [id, p] : partitions_) {
+      auto deleted = p->DeleteGroup(group);
+      if (!deleted.ok()) return deleted.status();
+      if (*deleted) had.push_back(id);
+    }
+  }
+  std::lock_guard<std::mutex> gate(gate_mu_);
+  for (auto& [id, groups] : released_) groups.erase(group);
+  for (auto& [id, commits] : remote_commits_) commits.erase(group);
+  return had;
+}
+
 PartitionMap Topic::map() const {
   std::shared_lock<std::shared_mutex> lock(map_mu_);
   return map_;

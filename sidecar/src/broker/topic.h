@@ -92,6 +92,11 @@ class Topic {
   Result<size_t> Consume(const std::string& group, size_t max, std::string* out);
   bool HasDataFor(const std::string& group) const;
   Status Commit(const wire::CommitRequest& request);
+  // Forgets consumer group `group` on every partition held here (commits, cursors, parents-first
+  // releases): a group that is gone for good no longer holds back retention or the retirement
+  // of sealed partitions. Returns the partitions where it had a commit or a cursor. A group that
+  // comes back later is a new group: it starts at the oldest retained events, parents first.
+  Result<std::vector<uint32_t>> DeleteGroup(const std::string& group);
 
   // The topic view of GET /v1/topics/{topic}: the map plus per-partition counters.
   std::string ViewJson() const;

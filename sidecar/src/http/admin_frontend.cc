@@ -3,6 +3,7 @@
 #include <simdjson.h>
 
 #include "http/http_util.h"
+#include "shoal/common/json.h"
 
 namespace shoal::http {
 
@@ -147,6 +148,21 @@ void AdminFrontend::Handle(http_request req) {
         return answer(topic_.ExportProducers(pid), "application/octet-stream");
       }
       return answer(topic_.CommitsJson(pid));
+    }
+  } else if (path.size() == 4 && path[2] == "groups") {
+    if (m == methods::DEL) {
+      auto had = topic_.DeleteGroup(path[3]);
+      probe_.AdminChange("delete_group", Outcome(had.status()));
+      if (!had.ok()) return answer(had.status());
+      std::string out = "{\"group\":";
+      json::AppendString(out, path[3]);
+      out += ",\"partitions\":[";
+      for (size_t i = 0; i < had->size(); ++i) {
+        if (i) out += ',';
+        json::AppendUint(out, (*had)[i]);
+      }
+      out += "]}";
+      return answer(out);
     }
   } else {
     return answer(Status::NotFound("no such admin endpoint; see docs/admin-api.md"));

@@ -13,6 +13,7 @@ namespace shoal::storage {
 
 namespace {
 constexpr uint64_t kCompactBytes = 1 << 20;
+constexpr uint64_t kTombstone = UINT64_MAX;  // the group was deleted
 
 void EncodeCommit(const std::string& group, uint64_t offset, std::string& out) {
   const uint32_t len = static_cast<uint32_t>(2 + group.size() + 8);
@@ -51,8 +52,13 @@ Result<std::unique_ptr<CommitStore>> CommitStore::Open(const std::string& dir) {
     if (size_t{glen} + 10 != len) break;
     uint64_t offset = 0;
     std::memcpy(&offset, p + 2 + glen, 8);
-    auto& cur = s->commits_[std::string(p + 2, glen)];
-    cur = std::max(cur, offset);
+    std::string group(p + 2, glen);
+    if (offset == kTombstone) {
+      s->commits_.erase(group);
+    } else {
+      auto& cur = s->commits_[group];
+      cur = std::max(cur, offset);
+    }
     pos += 8 + len;
   }
   // Rewrite compactly: drops a torn tail and old entries in one step.
@@ -72,20 +78,37 @@ Status CommitStore::Compact() {
   return Status::Ok();
 }
 
-Result<bool> CommitStore::Commit(const std::string& group, uint64_t offset, bool sync) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = commits_.find(group);
-  if (it != commits_.end() && it->second >= offset) return false;
-  std::string rec;
-  EncodeCommit(group, offset, rec);
+Status CommitStore::Append(const std::string& rec, bool sync) {
   SHOAL_RETURN_IF_ERROR(PwriteFull(fd_, rec.data(), rec.size(), file_size_));
   file_size_ += rec.size();
-  commits_[group] = offset;
   dirty_ = true;
   if (sync) {
     if (::fdatasync(fd_) != 0) return ErrnoStatus("fdatasync " + path_);
     dirty_ = false;
   }
+  return Status::Ok();
+}
+
+Result<bool> CommitStore::Commit(const std::string& group, uint64_t offset, bool sync) {
+  if (offset == kTombstone) return Status::InvalidArgument("offset 2^64-1 is not an offset");
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = commits_.find(group);
+  if (it != commits_.end() && it->second >= offset) return false;
+  std::string rec;
+  EncodeCommit(group, offset, rec);
+  SHOAL_RETURN_IF_ERROR(Append(rec, sync));
+  commits_[group] = offset;
+  if (file_size_ > kCompactBytes) SHOAL_RETURN_IF_ERROR(Compact());
+  return true;
+}
+
+Result<bool> CommitStore::Delete(const std::string& group, bool sync) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!commits_.count(group)) return false;
+  std::string rec;
+  EncodeCommit(group, kTombstone, rec);
+  SHOAL_RETURN_IF_ERROR(Append(rec, sync));
+  commits_.erase(group);
   if (file_size_ > kCompactBytes) SHOAL_RETURN_IF_ERROR(Compact());
   return true;
 }

@@ -2,6 +2,8 @@
 // (`commits.log`: records of u32 length, u32 crc32, u16 group length, group, u64 offset) that is
 // replayed on open and compacted into a fresh file when it grows. A torn last record after a crash
 // is ignored. Commits are monotonic: a commit below the group's current position is a no-op.
+// Deleting a group appends a tombstone (offset 2^64-1, never a commit: offsets stay below the
+// partition's end); a later commit of the group starts it again.
 //
 // Thread-safe (one internal mutex). Owned by its Partition.
 #pragma once
@@ -25,13 +27,16 @@ class CommitStore {
   // Records `offset` for `group` if it is above the current one. With sync, fdatasyncs the file
   // before returning. Returns whether the position moved.
   Result<bool> Commit(const std::string& group, uint64_t offset, bool sync);
+  // Forgets `group` (durably with sync). Returns whether it had a position.
+  Result<bool> Delete(const std::string& group, bool sync);
   std::optional<uint64_t> Get(const std::string& group) const;
   std::map<std::string, uint64_t> All() const;
   Status Sync();
 
  private:
   CommitStore() = default;
-  Status Compact();  // requires mu_
+  Status Compact();                           // requires mu_
+  Status Append(const std::string& rec, bool sync);  // requires mu_
 
   mutable std::mutex mu_;
   std::string path_;

@@ -52,6 +52,17 @@ class PartitionTest : public ::testing::TestWithParam<FsyncPolicy> {
     return r.ok() ? std::move(r).value() : nullptr;
   }
   std::unique_ptr<Partition> MustOpen() { return MustOpen(Options()); }
+  // Keyed(0..199) in segments of a handful of events, with retention down to a byte: only the
+  // groups' commits hold segments back.
+  std::unique_ptr<Partition> OpenWithSmallSegments() {
+    PartitionOptions o = Options();
+    o.segment_bytes = 300;
+    o.retention_bytes = 1;
+    auto p = MustOpen(o);
+    if (p == nullptr) return nullptr;
+    for (uint64_t i = 0; i < 200; i += 2) Produce(*p, {Keyed(i), Keyed(i + 1)});
+    return p;
+  }
 
   // Appends like the data frontend does: Append, then SyncForAck before answering.
   std::vector<wire::ProduceResult> Produce(Partition& p, const std::vector<Ev>& evs) {
@@ -455,12 +466,8 @@ TEST_P(PartitionTest, GroupWithoutCommitsIsRedeliveredFromTheStart) {
 }
 
 TEST_P(PartitionTest, RetentionFloorIsTheLowestGroupCommit) {
-  PartitionOptions o = Options();
-  o.segment_bytes = 300;  // a handful of events per segment
-  o.retention_bytes = 1;  // everything is too much: only the floor holds segments back
-  auto p = MustOpen(o);
+  auto p = OpenWithSmallSegments();
   ASSERT_NE(p, nullptr);
-  for (uint64_t i = 0; i < 200; i += 2) Produce(*p, {Keyed(i), Keyed(i + 1)});
   ASSERT_GT(p->segment_count(), 20u);
   ASSERT_TRUE(p->Commit("slow", 40).ok());
   ASSERT_TRUE(p->Commit("fast", 150).ok());
@@ -489,16 +496,39 @@ TEST_P(PartitionTest, RetentionFloorIsTheLowestGroupCommit) {
   EXPECT_EQ(p->segment_count(), 1u) << "the active segment always stays";
 }
 
+// A group that is gone for good holds back retention (invariant 4 keeps what any group has not
+// committed) until it is deleted.
+TEST_P(PartitionTest, ADeletedGroupNoLongerHoldsBackRetention) {
+  auto p = OpenWithSmallSegments();
+  ASSERT_NE(p, nullptr);
+  ASSERT_TRUE(p->Commit("gone", 40).ok());
+  ASSERT_TRUE(p->Commit("live", 200).ok());
+  EXPECT_EQ(Offsets(Consume(*p, "gone", 5)), Range(40, 45));  // a cursor too
+  p->Tick(true);
+  EXPECT_LE(p->start_offset(), 40u);
+  auto deleted = p->DeleteGroup("gone");
+  ASSERT_TRUE(deleted.ok());
+  EXPECT_TRUE(*deleted);
+  EXPECT_FALSE(p->Committed("gone").has_value());
+  EXPECT_EQ(p->Commits(), (std::map<std::string, uint64_t>{{"live", 200}}));
+  clock_.AdvanceMs(60'000);
+  p->Tick(true);
+  EXPECT_GT(p->start_offset(), 150u);
+  // Back later: a new group, from the oldest retained event.
+  const auto again = Offsets(Consume(*p, "gone", 1000));
+  ASSERT_FALSE(again.empty());
+  EXPECT_EQ(again.front(), p->start_offset());
+  auto unknown = p->DeleteGroup("never-here");
+  ASSERT_TRUE(unknown.ok());
+  EXPECT_FALSE(*unknown);
+}
+
 // A commit below the oldest retained event (a group's first commit after retention passed it,
 // or just a low one): the group stands at the oldest event and is handed what follows, one
 // batch at a time; it is not held back forever by a "batch out" below what is left.
 TEST_P(PartitionTest, ACommitBelowTheOldestEventDoesNotStopTheGroup) {
-  PartitionOptions o = Options();
-  o.segment_bytes = 300;
-  o.retention_bytes = 1;
-  auto p = MustOpen(o);
+  auto p = OpenWithSmallSegments();
   ASSERT_NE(p, nullptr);
-  for (uint64_t i = 0; i < 200; i += 2) Produce(*p, {Keyed(i), Keyed(i + 1)});
   ASSERT_TRUE(p->Commit("fast", 150).ok());
   p->Tick(true);
   const uint64_t start = p->start_offset();

@@ -165,5 +165,34 @@ TEST_F(CommitStoreTest, CompactionKeepsLatestValues) {
   EXPECT_LT(fs::file_size(FilePath()), 1000u) << "open compacts to one record per group";
 }
 
+TEST_F(CommitStoreTest, ADeletedGroupStaysDeletedAcrossReopenAndMayComeBack) {
+  {
+    auto s = MustOpen();
+    ASSERT_NE(s, nullptr);
+    ASSERT_TRUE(MustCommit(*s, "gone", 40));
+    ASSERT_TRUE(MustCommit(*s, "kept", 7));
+    auto deleted = s->Delete("gone", true);
+    ASSERT_TRUE(deleted.ok());
+    EXPECT_TRUE(*deleted);
+    auto again = s->Delete("gone", true);
+    ASSERT_TRUE(again.ok());
+    EXPECT_FALSE(*again) << "nothing left to delete";
+    EXPECT_FALSE(s->Get("gone").has_value());
+    // The tombstone is not an offset a client can commit.
+    EXPECT_FALSE(s->Commit("x", UINT64_MAX, true).ok());
+  }
+  {
+    // Replayed from the file (tombstone after the commit), then compacted on open.
+    auto s = MustOpen();
+    ASSERT_NE(s, nullptr);
+    EXPECT_EQ(s->All(), (std::map<std::string, uint64_t>{{"kept", 7}}));
+    // Back: a new group, from its first commit on (lower than before is fine).
+    ASSERT_TRUE(MustCommit(*s, "gone", 3));
+  }
+  auto s = MustOpen();
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->All(), (std::map<std::string, uint64_t>{{"gone", 3}, {"kept", 7}}));
+}
+
 }  // namespace
 }  // namespace shoal::storage

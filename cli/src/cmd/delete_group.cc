@@ -1,0 +1,61 @@
+// `shoal delete-group GROUP`: forgets a consumer group that is gone for good on the given sidecars
+// (docs/admin-api.md, "Deleting a group"), so that it no longer holds back retention and the
+// retirement of sealed partitions. Run it against every sidecar of the topic; in a cluster, in
+// each pod's sidecar container, where the defaults find the sidecar and its token.
+#include <cstdio>
+#include <cstdlib>
+
+#include "commands.h"
+#include "shoal/client/admin_client.h"
+
+namespace shoal::cli {
+
+void RegisterDeleteGroup(CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand(
+      "delete-group", "Forget a consumer group that is gone for good on the given sidecars");
+  struct Opts {
+    std::string group;
+    std::vector<std::string> admins;  // empty: $POD_IP (or 127.0.0.1) and --admin-port
+    uint16_t admin_port = 8081;
+    std::string token_file = "/etc/shoal/admin/token";
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("group", o->group, "The consumer group")->required();
+  cmd->add_option("--admin", o->admins,
+                  "A sidecar's admin address (host:port); repeat for each sidecar of the topic. "
+                  "Default: this pod's sidecar ($POD_IP, or 127.0.0.1, and --admin-port)");
+  cmd->add_option("--admin-port", o->admin_port, "The sidecar's admin port (with the default)");
+  cmd->add_option("--token-file", o->token_file, "File holding the admin bearer token");
+  cmd->callback([o, &exit_code] {
+    auto token = ReadTextFile(o->token_file);
+    if (!token.ok()) {
+      std::fprintf(stderr, "shoal delete-group: %s (set --token-file)\n",
+                   token.status().message().c_str());
+      exit_code = 2;
+      return;
+    }
+    std::string t = *token;
+    while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) t.pop_back();
+    std::vector<std::string> admins = o->admins;
+    if (admins.empty()) {
+      const char* ip = std::getenv("POD_IP");
+      admins.push_back(std::string(ip && *ip ? ip : "127.0.0.1") + ":" +
+                       std::to_string(o->admin_port));
+    }
+    client::AdminClient client(t);
+    exit_code = 0;
+    for (std::string admin : admins) {
+      if (admin.rfind("http://", 0) == 0) admin = admin.substr(7);
+      auto answer = client.DeleteGroup(admin, o->group);
+      if (answer.ok()) {
+        std::printf("%s: %s\n", admin.c_str(), answer->c_str());
+      } else {
+        std::fprintf(stderr, "shoal delete-group: %s: %s\n", admin.c_str(),
+                     answer.status().message().c_str());
+        exit_code = 1;
+      }
+    }
+  });
+}
+
+}  // namespace shoal::cli
