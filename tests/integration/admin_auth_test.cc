@@ -132,7 +132,13 @@ TEST(AdminGroupsTest, ADeletedGroupIsForgottenDurablyAndOnlyWithTheToken) {
   const auto bad = admin->Send("DELETE", "/v1/admin/groups/no%20spaces", "", WithAuth("Bearer s3cret"));
   EXPECT_EQ(bad.status, 400) << bad.Describe();
   EXPECT_NE(bad.body.find("\"reason\""), std::string::npos) << bad.body;
-  const auto del = admin->Send("DELETE", "/v1/admin/groups/gone", "", WithAuth("Bearer s3cret"));
+  // Alive (it committed a moment ago; the default --redelivery-ms is 30 s): refused, unless
+  // forced.
+  const auto alive = admin->Send("DELETE", "/v1/admin/groups/gone", "", WithAuth("Bearer s3cret"));
+  EXPECT_EQ(alive.status, 409) << alive.Describe();
+  EXPECT_NE(alive.body.find("committed"), std::string::npos) << alive.body;
+  const auto del =
+      admin->Send("DELETE", "/v1/admin/groups/gone?force=true", "", WithAuth("Bearer s3cret"));
   ASSERT_EQ(del.status, 200) << del.Describe();
   EXPECT_EQ(del.body, "{\"group\":\"gone\",\"partitions\":[0,1,2,3]}");
   const auto twice = admin->Send("DELETE", "/v1/admin/groups/gone", "", WithAuth("Bearer s3cret"));
@@ -157,7 +163,8 @@ TEST(AdminGroupsTest, ADeletedGroupIsForgottenDurablyAndOnlyWithTheToken) {
   const std::string log = dir.path() + "/cli.log";
   auto cli = client::ChildProcess::Spawn(
       {SHOAL_BIN, "delete-group", "kept", "--admin",
-       "127.0.0.1:" + std::to_string(sidecar.admin_port()), "--token-file", dir.path() + "/token"},
+       "127.0.0.1:" + std::to_string(sidecar.admin_port()), "--token-file", dir.path() + "/token",
+       "--force"},
       log);
   ASSERT_TRUE(cli.ok()) << cli.status().ToString();
   const auto code = cli->Wait(std::chrono::seconds(30));

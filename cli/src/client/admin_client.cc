@@ -81,9 +81,17 @@ Result<uint64_t> AdminClient::Seal(const std::string& admin, Epoch epoch, Partit
   return end;
 }
 
-Result<std::string> AdminClient::DeleteGroup(const std::string& admin, const std::string& group) {
+Result<std::string> AdminClient::DeleteGroup(const std::string& admin, const std::string& group,
+                                             bool force) {
   SHOAL_RETURN_IF_ERROR(wire::ValidateGroup(group));
-  return Call(admin, "DELETE", "/v1/admin/groups/" + group, "", true);
+  // "." and ".." are valid names but dot segments of a path: send their dots escaped.
+  std::string segment = group;
+  if (group.find_first_not_of('.') == std::string::npos) {
+    segment.clear();
+    for (size_t i = 0; i < group.size(); ++i) segment += "%2E";
+  }
+  return Call(admin, "DELETE", "/v1/admin/groups/" + segment + (force ? "?force=true" : ""), "",
+              true);
 }
 
 Result<std::string> AdminClient::Get(const std::string& host_port, const std::string& path,

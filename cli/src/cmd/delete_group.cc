@@ -18,6 +18,7 @@ void RegisterDeleteGroup(CLI::App& app, int& exit_code) {
     std::vector<std::string> admins;  // empty: $POD_IP (or 127.0.0.1) and --admin-port
     uint16_t admin_port = 8081;
     std::string token_file = "/etc/shoal/admin/token";
+    bool force = false;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("group", o->group, "The consumer group")->required();
@@ -26,6 +27,9 @@ void RegisterDeleteGroup(CLI::App& app, int& exit_code) {
                   "Default: this pod's sidecar ($POD_IP, or 127.0.0.1, and --admin-port)");
   cmd->add_option("--admin-port", o->admin_port, "The sidecar's admin port (with the default)");
   cmd->add_option("--token-file", o->token_file, "File holding the admin bearer token");
+  cmd->add_flag("--force", o->force,
+                "Delete even while the group looks alive (a batch out, or a read or commit within "
+                "the sidecar's --redelivery-ms): its consumers then start over as a new group");
   cmd->callback([o, &exit_code] {
     auto token = ReadTextFile(o->token_file);
     if (!token.ok()) {
@@ -46,7 +50,7 @@ void RegisterDeleteGroup(CLI::App& app, int& exit_code) {
     exit_code = 0;
     for (std::string admin : admins) {
       if (admin.rfind("http://", 0) == 0) admin = admin.substr(7);
-      auto answer = client.DeleteGroup(admin, o->group);
+      auto answer = client.DeleteGroup(admin, o->group, o->force);
       if (answer.ok()) {
         std::printf("%s: %s\n", admin.c_str(), answer->c_str());
       } else {

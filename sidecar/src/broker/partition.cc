@@ -323,6 +323,7 @@ Result<size_t> Partition::ReadForGroup(const std::string& group, size_t max, siz
     c.next = stands;
     c.progress_ms = clock_.NowMs();
   }
+  c.active_ms = clock_.NowMs();
   // Retention may have passed the cursor, and a commit may be ahead of it (Commit stores the
   // commit before it moves the cursor): never hand out what the group committed.
   c.next = std::max(c.next, stands);
@@ -362,18 +363,39 @@ Status Partition::Commit(const std::string& group, uint64_t offset) {
   auto moved = commits_->Commit(group, offset, opts_.fsync == FsyncPolicy::kAlways);
   if (!moved.ok()) return moved.status();
   std::lock_guard<std::mutex> lock(cursor_mu_);
+  // A group that only commits (its reads go elsewhere, or not yet) gets a cursor too: at its
+  // commit, which is where a first read would put it; its time says the group is alive.
+  auto [it, fresh] = cursors_.try_emplace(group);
+  Cursor& c = it->second;
+  c.next = std::max(c.next, offset);
+  if (fresh || *moved) c.progress_ms = clock_.NowMs();
+  c.active_ms = clock_.NowMs();
+  return Status::Ok();
+}
+
+Status Partition::CheckGroupIdle(const std::string& group) const {
+  std::lock_guard<std::mutex> lock(cursor_mu_);
   auto it = cursors_.find(group);
-  if (it != cursors_.end()) {
-    if (it->second.next < offset) it->second.next = offset;
-    if (*moved) it->second.progress_ms = clock_.NowMs();
+  if (it == cursors_.end()) return Status::Ok();
+  const Cursor& c = it->second;
+  const std::string where = "group " + group + " on partition " + std::to_string(id_.value());
+  if (c.next > Standing(commits_->Get(group))) {
+    return Status::FailedPrecondition(where + " has a batch out that it has not committed");
+  }
+  const int64_t idle = clock_.NowMs() - c.active_ms;
+  if (idle < opts_.redelivery_ms) {
+    return Status::FailedPrecondition(where + " read or committed " + std::to_string(idle) +
+                                      " ms ago");
   }
   return Status::Ok();
 }
 
 Result<bool> Partition::DeleteGroup(const std::string& group) {
-  std::lock_guard<std::mutex> lock(cursor_mu_);
-  auto had = commits_->Delete(group, opts_.fsync == FsyncPolicy::kAlways);
+  // The store first (it may fsync or compact), then the cursor: reads of other groups do not
+  // wait for the disk.
+  auto had = commits_->Delete(group, /*sync=*/true);
   if (!had.ok()) return had.status();
+  std::lock_guard<std::mutex> lock(cursor_mu_);
   return cursors_.erase(group) > 0 || *had;
 }
 

@@ -125,7 +125,10 @@ class Partition {
   Status Commit(const std::string& group, uint64_t offset);
   std::map<std::string, uint64_t> Commits() const { return commits_->All(); }
   std::optional<uint64_t> Committed(const std::string& group) const { return commits_->Get(group); }
-  // Forgets `group` here: its commit (durably, with the log's fsync policy) and its cursor.
+  // FailedPrecondition when `group` looks alive here: a batch handed out and not committed, or
+  // a read or commit within redelivery_ms.
+  Status CheckGroupIdle(const std::string& group) const;
+  // Forgets `group` here: its commit (durably, whatever the fsync policy) and its cursor.
   // Returns whether it had either.
   Result<bool> DeleteGroup(const std::string& group);
 
@@ -150,6 +153,7 @@ class Partition {
   struct Cursor {
     uint64_t next = 0;
     int64_t progress_ms = 0;  // last time the group's commit caught up or moved
+    int64_t active_ms = 0;    // last read or commit of the group here
   };
 
   const PartitionId id_;

@@ -271,9 +271,11 @@ void Topic::RefreshRemoteCommits() {
   if (!peers_) return;
   // Which remote parents still hold back some group that wants to consume here?
   std::vector<std::pair<PeerAddress, PartitionId>> wanted;
+  uint64_t deletions = 0;
   {
     std::shared_lock<std::shared_mutex> lock(map_mu_);
     std::lock_guard<std::mutex> g(gate_mu_);
+    deletions = group_deletions_;
     std::set<uint32_t> seen;
     for (const auto& [id, p] : partitions_) {
       const PartitionInfo* info = map_.Find(PartitionId(id));
@@ -300,6 +302,8 @@ void Topic::RefreshRemoteCommits() {
       std::shared_lock<std::shared_mutex> lock(map_mu_);
       if (!map_.Find(parent)) continue;
       std::lock_guard<std::mutex> g(gate_mu_);
+      // A group deleted since the fetch began may be in it: fetch again next tick.
+      if (group_deletions_ != deletions) continue;
       auto& held = remote_commits_[parent.value()];
       changed = held != *commits;
       held = std::move(commits).value();
@@ -590,20 +594,25 @@ Status Topic::Commit(const wire::CommitRequest& request) {
   return Status::Ok();
 }
 
-Result<std::vector<uint32_t>> Topic::DeleteGroup(const std::string& group) {
+Result<std::vector<uint32_t>> Topic::DeleteGroup(const std::string& group, bool force) {
   SHOAL_RETURN_IF_ERROR(wire::ValidateGroup(group));
-  std::vector<uint32_t> had;
-  {
-    std::shared_lock<std::shared_mutex> lock(map_mu_);
-    for (auto& [id, p] : partitions_) {
-      auto deleted = p->DeleteGroup(group);
-      if (!deleted.ok()) return deleted.status();
-      if (*deleted) had.push_back(id);
-    }
+  // Exclusive: no consume or commit runs between the checks, the deletions and the release
+  // reset, so a returning group is never handed a successor on a release made before.
+  std::unique_lock<std::shared_mutex> lock(map_mu_);
+  if (!force) {
+    for (auto& [id, p] : partitions_) SHOAL_RETURN_IF_ERROR(p->CheckGroupIdle(group));
   }
   std::lock_guard<std::mutex> gate(gate_mu_);
   for (auto& [id, groups] : released_) groups.erase(group);
   for (auto& [id, commits] : remote_commits_) commits.erase(group);
+  groups_.erase(group);
+  ++group_deletions_;
+  std::vector<uint32_t> had;
+  for (auto& [id, p] : partitions_) {
+    auto deleted = p->DeleteGroup(group);
+    if (!deleted.ok()) return deleted.status();
+    if (*deleted) had.push_back(id);
+  }
   return had;
 }
 

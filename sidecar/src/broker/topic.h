@@ -94,9 +94,11 @@ class Topic {
   Status Commit(const wire::CommitRequest& request);
   // Forgets consumer group `group` on every partition held here (commits, cursors, parents-first
   // releases): a group that is gone for good no longer holds back retention or the retirement
-  // of sealed partitions. Returns the partitions where it had a commit or a cursor. A group that
-  // comes back later is a new group: it starts at the oldest retained events, parents first.
-  Result<std::vector<uint32_t>> DeleteGroup(const std::string& group);
+  // of sealed partitions. Unless `force`, refused (FailedPrecondition, nothing changed) while
+  // the group looks alive on some partition (Partition::CheckGroupIdle). Returns the partitions
+  // where it had a commit or a cursor. A group that comes back later is a new group: it starts
+  // at the oldest retained events, parents first.
+  Result<std::vector<uint32_t>> DeleteGroup(const std::string& group, bool force);
 
   // The topic view of GET /v1/topics/{topic}: the map plus per-partition counters.
   std::string ViewJson() const;
@@ -177,6 +179,7 @@ class Topic {
   std::map<uint32_t, std::set<std::string>> released_;
   std::map<uint32_t, std::map<std::string, uint64_t>> remote_commits_;
   std::set<std::string> groups_;
+  uint64_t group_deletions_ = 0;  // a commits fetch begun before a deletion is dropped
 
   std::mutex tick_mu_;
   std::condition_variable tick_cv_;

@@ -151,7 +151,10 @@ void AdminFrontend::Handle(http_request req) {
     }
   } else if (path.size() == 4 && path[2] == "groups") {
     if (m == methods::DEL) {
-      auto had = topic_.DeleteGroup(path[3]);
+      const auto query = web::uri::split_query(req.request_uri().query());
+      const auto force_it = query.find("force");
+      const bool force = force_it != query.end() && force_it->second == "true";
+      auto had = topic_.DeleteGroup(path[3], force);
       probe_.AdminChange("delete_group", Outcome(had.status()));
       if (!had.ok()) return answer(had.status());
       std::string out = "{\"group\":";

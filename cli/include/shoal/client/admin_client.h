@@ -34,7 +34,9 @@ class AdminClient {
   Result<uint64_t> Seal(const std::string& admin, Epoch epoch, PartitionId partition);
   // DELETE /v1/admin/groups/{group}: forgets a consumer group on that sidecar; the answer
   // {"group","partitions":[...]} (the partitions where it had a commit or a cursor).
-  Result<std::string> DeleteGroup(const std::string& admin, const std::string& group);
+  // FailedPrecondition while the group looks alive there, unless `force`.
+  Result<std::string> DeleteGroup(const std::string& admin, const std::string& group,
+                                  bool force = false);
   // GET of any path on a data or admin address; the raw answer.
   Result<std::string> Get(const std::string& host_port, const std::string& path, bool admin);
 

@@ -497,7 +497,8 @@ TEST_P(PartitionTest, RetentionFloorIsTheLowestGroupCommit) {
 }
 
 // A group that is gone for good holds back retention (invariant 4 keeps what any group has not
-// committed) until it is deleted.
+// committed) until it is deleted; it counts as alive while it has a batch out or read or
+// committed within redelivery_ms.
 TEST_P(PartitionTest, ADeletedGroupNoLongerHoldsBackRetention) {
   auto p = OpenWithSmallSegments();
   ASSERT_NE(p, nullptr);
@@ -506,6 +507,14 @@ TEST_P(PartitionTest, ADeletedGroupNoLongerHoldsBackRetention) {
   EXPECT_EQ(Offsets(Consume(*p, "gone", 5)), Range(40, 45));  // a cursor too
   p->Tick(true);
   EXPECT_LE(p->start_offset(), 40u);
+  // Alive: a batch out, then a commit moments ago.
+  EXPECT_EQ(p->CheckGroupIdle("gone").code(), Status::Code::kFailedPrecondition);
+  ASSERT_TRUE(p->Commit("gone", 45).ok());
+  clock_.AdvanceMs(Options().redelivery_ms - 1);
+  EXPECT_EQ(p->CheckGroupIdle("gone").code(), Status::Code::kFailedPrecondition);
+  clock_.AdvanceMs(2);
+  EXPECT_TRUE(p->CheckGroupIdle("gone").ok());
+  EXPECT_TRUE(p->CheckGroupIdle("never-here").ok());
   auto deleted = p->DeleteGroup("gone");
   ASSERT_TRUE(deleted.ok());
   EXPECT_TRUE(*deleted);
