@@ -6,12 +6,14 @@
 #include <simdjson.h>
 #include <sys/stat.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <chrono>
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "shoal/common/partition_map.h"
 #include "support/http_test_client.h"
@@ -98,6 +100,31 @@ TEST(AdminAuthTest, OnlyTheExactBearerTokenIsAccepted) {
   EXPECT_EQ(*code, 0) << sidecar.Describe();
 }
 
+// Runs `shoal ARGS` with a token file holding `token` in `dir`; the exit code (nullopt if it
+// did not end within 30 s) and what it printed.
+struct CliRun {
+  std::optional<int> code;
+  std::string out;
+};
+CliRun RunShoal(std::vector<std::string> args, const TempDir& dir, const std::string& token) {
+  const std::string token_file = dir.path() + "/token-" + token;
+  {
+    std::ofstream out(token_file);
+    out << token << "\n";
+  }
+  args.insert(args.begin(), SHOAL_BIN);
+  args.insert(args.end(), {"--token-file", token_file});
+  const std::string log = dir.path() + "/cli.log";
+  std::filesystem::remove(log);
+  auto cli = client::ChildProcess::Spawn(args, log);
+  if (!cli.ok()) return {std::nullopt, cli.status().ToString()};
+  CliRun run;
+  run.code = cli->Wait(std::chrono::seconds(30));
+  std::ifstream in(log);
+  run.out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return run;
+}
+
 // DELETE /v1/admin/groups/{group}: a group gone for good is forgotten on every partition the
 // sidecar holds, durably (kill -9 with fsync always), and only with the token; the other groups
 // keep their commits.
@@ -156,36 +183,62 @@ TEST(AdminGroupsTest, ADeletedGroupIsForgottenDurablyAndOnlyWithTheToken) {
 
   // The same through `shoal delete-group`, as a user runs it (a token file, the admin address).
   TempDir dir("delete-group");
-  {
-    std::ofstream token(dir.path() + "/token");
-    token << "s3cret\n";
-  }
-  const std::string log = dir.path() + "/cli.log";
-  auto cli = client::ChildProcess::Spawn(
-      {SHOAL_BIN, "delete-group", "kept", "--admin",
-       "127.0.0.1:" + std::to_string(sidecar.admin_port()), "--token-file", dir.path() + "/token",
-       "--force"},
-      log);
-  ASSERT_TRUE(cli.ok()) << cli.status().ToString();
-  const auto code = cli->Wait(std::chrono::seconds(30));
-  std::ifstream in(log);
-  const std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  ASSERT_EQ(code, std::optional<int>(0)) << out;
-  EXPECT_NE(out.find("\"group\":\"kept\",\"partitions\":[0,1,2,3]"), std::string::npos) << out;
+  const std::string address = "127.0.0.1:" + std::to_string(sidecar.admin_port());
+  const CliRun run = RunShoal({"delete-group", "kept", "--admin", address, "--force"}, dir, "s3cret");
+  ASSERT_EQ(run.code, std::optional<int>(0)) << run.out;
+  EXPECT_NE(run.out.find("\"group\":\"kept\",\"partitions\":[0,1,2,3]"), std::string::npos)
+      << run.out;
   view = ParseTopicView(after->Get("/v1/topics/orders").body);
   ASSERT_TRUE(view.ok()) << view.status().ToString();
   for (const auto& [id, p] : view->partitions) EXPECT_TRUE(p.committed.empty()) << id;
-  // A wrong token file: a clear message and exit 1, nothing deleted.
-  {
-    std::ofstream token(dir.path() + "/wrong");
-    token << "nope\n";
+  // A wrong token: a clear message and exit 1.
+  const CliRun wrong = RunShoal({"delete-group", "kept", "--admin", address}, dir, "nope");
+  EXPECT_EQ(wrong.code, std::optional<int>(1)) << wrong.out;
+  EXPECT_NE(wrong.out.find("401"), std::string::npos) << wrong.out;
+}
+
+// `shoal delete-group --all`: the sidecars of the topic come from the map the first one holds.
+TEST(AdminGroupsTest, DeleteGroupAllReachesEverySidecarOfTheMap) {
+  SidecarProcess a(Options("s3cret")), b(Options("s3cret"));
+  ASSERT_TRUE(a.Start().ok()) << a.Describe();
+  ASSERT_TRUE(b.Start().ok()) << b.Describe();
+  for (SidecarProcess* s : {&a, &b}) {
+    auto data = s->DataClient();
+    ASSERT_EQ(data->Post("/v1/topics/orders/events", R"({"events":[{"key":"k","value":1}]})").status,
+              200);
+    const auto view = ParseTopicView(data->Get("/v1/topics/orders").body);
+    ASSERT_TRUE(view.ok());
+    for (const auto& [id, p] : view->partitions) {
+      if (p.end_offset == 0) continue;
+      ASSERT_EQ(data->Post("/v1/topics/orders/commits",
+                           R"({"group":"old","offsets":[{"partition":)" + std::to_string(id) +
+                               R"(,"offset":1}]})")
+                    .status,
+                200);
+    }
   }
-  auto wrong = client::ChildProcess::Spawn(
-      {SHOAL_BIN, "delete-group", "kept", "--admin",
-       "127.0.0.1:" + std::to_string(sidecar.admin_port()), "--token-file", dir.path() + "/wrong"},
-      log);
-  ASSERT_TRUE(wrong.ok());
-  EXPECT_EQ(wrong->Wait(std::chrono::seconds(30)), std::optional<int>(1));
+  // a's map lists both sidecars as peers.
+  auto admin = a.AdminClient();
+  auto map = PartitionMap::FromJson(admin->Get("/v1/admin/map", WithAuth("Bearer s3cret")).body);
+  ASSERT_TRUE(map.ok()) << map.status().ToString();
+  auto strip = [](const std::string& url) { return url.substr(std::string("http://").size()); };
+  const PartitionMap with_peers =
+      map->WithPeer(PodName("a"), {strip(a.data_url()), strip(a.admin_url())})
+          .WithPeer(PodName("b"), {strip(b.data_url()), strip(b.admin_url())})
+          .WithEpoch(Epoch(map->epoch().value() + 1));
+  const auto installed =
+      admin->Send("POST", "/v1/admin/map", with_peers.ToJson(), WithAuth("Bearer s3cret"));
+  ASSERT_EQ(installed.status, 200) << installed.Describe();
+
+  TempDir dir("delete-group-all");
+  const CliRun run = RunShoal(
+      {"delete-group", "old", "--all", "--force", "--admin", strip(a.admin_url())}, dir, "s3cret");
+  ASSERT_EQ(run.code, std::optional<int>(0)) << run.out;
+  for (SidecarProcess* s : {&a, &b}) {
+    const auto view = ParseTopicView(s->DataClient()->Get("/v1/topics/orders").body);
+    ASSERT_TRUE(view.ok());
+    for (const auto& [id, p] : view->partitions) EXPECT_TRUE(p.committed.empty()) << run.out;
+  }
 }
 
 TEST(AdminAuthTest, GeneratedTokenIsWrittenPrivatelyAndWorks) {

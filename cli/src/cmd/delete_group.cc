@@ -1,7 +1,9 @@
 // `shoal delete-group GROUP`: forgets a consumer group that is gone for good on the given sidecars
 // (docs/admin-api.md, "Deleting a group"), so that it no longer holds back retention and the
-// retirement of sealed partitions. Run it against every sidecar of the topic; in a cluster, in
-// each pod's sidecar container, where the defaults find the sidecar and its token.
+// retirement of sealed partitions. Run it against every sidecar of the topic (--all finds them in
+// the map); in a cluster, in a pod's sidecar container, where the defaults find the sidecar and
+// its token.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -19,6 +21,7 @@ void RegisterDeleteGroup(CLI::App& app, int& exit_code) {
     uint16_t admin_port = 8081;
     std::string token_file = "/etc/shoal/admin/token";
     bool force = false;
+    bool all = false;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("group", o->group, "The consumer group")->required();
@@ -27,6 +30,9 @@ void RegisterDeleteGroup(CLI::App& app, int& exit_code) {
                   "Default: this pod's sidecar ($POD_IP, or 127.0.0.1, and --admin-port)");
   cmd->add_option("--admin-port", o->admin_port, "The sidecar's admin port (with the default)");
   cmd->add_option("--token-file", o->token_file, "File holding the admin bearer token");
+  cmd->add_flag("--all", o->all,
+                "Also every other sidecar of the topic, as the map held by the first one lists "
+                "them (retirement needs the group gone on every pod)");
   cmd->add_flag("--force", o->force,
                 "Delete even while the group looks alive (a batch out, or a read or commit within "
                 "the sidecar's --redelivery-ms): its consumers then start over as a new group");
@@ -46,10 +52,26 @@ void RegisterDeleteGroup(CLI::App& app, int& exit_code) {
       admins.push_back(std::string(ip && *ip ? ip : "127.0.0.1") + ":" +
                        std::to_string(o->admin_port));
     }
-    client::AdminClient client(t);
-    exit_code = 0;
-    for (std::string admin : admins) {
+    for (auto& admin : admins) {
       if (admin.rfind("http://", 0) == 0) admin = admin.substr(7);
+    }
+    client::AdminClient client(t);
+    if (o->all) {
+      auto map = client.GetMap(admins.front());
+      if (!map.ok()) {
+        std::fprintf(stderr, "shoal delete-group: reading the map from %s: %s\n",
+                     admins.front().c_str(), map.status().message().c_str());
+        exit_code = 1;
+        return;
+      }
+      for (const auto& [pod, address] : map->peers()) {
+        if (std::find(admins.begin(), admins.end(), address.admin) == admins.end()) {
+          admins.push_back(address.admin);
+        }
+      }
+    }
+    exit_code = 0;
+    for (const std::string& admin : admins) {
       auto answer = client.DeleteGroup(admin, o->group, o->force);
       if (answer.ok()) {
         std::printf("%s: %s\n", admin.c_str(), answer->c_str());
