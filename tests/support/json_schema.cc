@@ -1,4 +1,5 @@
 #include "support/json_schema.h"
+#include "support/utf8.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -70,12 +71,6 @@ bool JsonEqual(const YAML::Node& a, const YAML::Node& b) {
     default:
       return false;
   }
-}
-
-size_t CodePoints(const std::string& s) {
-  size_t n = 0;
-  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
-  return n;
 }
 
 std::string Show(const YAML::Node& n) {
@@ -244,10 +239,10 @@ class Validator {
   }
 
   void CheckString(const YAML::Node& s, const std::string& v, const std::string& path) {
-    if (auto m = s["minLength"]; m && CodePoints(v) < m.as<size_t>()) {
+    if (auto m = s["minLength"]; m && Utf8CodePoints(v) < m.as<size_t>()) {
       Error(path, "must be at least " + m.Scalar() + " characters long");
     }
-    if (auto m = s["maxLength"]; m && CodePoints(v) > m.as<size_t>()) {
+    if (auto m = s["maxLength"]; m && Utf8CodePoints(v) > m.as<size_t>()) {
       Error(path, "must be at most " + m.Scalar() + " characters long");
     }
     if (auto p = s["pattern"]) {

@@ -128,6 +128,20 @@ class KubeOperatorTest : public ::testing::Test {
     return cluster_->operator_process(id);
   }
   FakeApiServer& api() { return cluster_->api(); }
+  // The Events of the default namespace as the API server lists them (JSON).
+  std::string EventsText() {
+    return admin().Get(kEvents, {{{"Authorization", std::string("Bearer ") + kAdmin}}}).body;
+  }
+  // Once the consumers saw as many events as were acknowledged (or 60 s passed): what the
+  // verifier says of acked against the consumers' seen files.
+  client::VerifyReport VerifySeen(const std::vector<client::AckedEvent>& acked,
+                                  size_t* seen_count) {
+    WaitUntil([&] { return client::CountSeenLines(seen_dir()) >= acked.size(); }, 60s);
+    auto seen = client::ReadSeenDir(seen_dir());
+    EXPECT_TRUE(seen.ok()) << seen.status().message();
+    *seen_count = seen.ok() ? seen->size() : 0;
+    return client::Verify(acked, seen.ok() ? *seen : std::vector<client::SeenEvent>{});
+  }
   TestKubelet& kubelet() { return cluster_->kubelet(); }
   HttpTestClient& admin() { return cluster_->http(); }
 
@@ -183,8 +197,8 @@ TEST_F(KubeOperatorTest, ATopicGetsItsObjectsFinalizerAndReadyStatus) {
   const auto pod = kubelet().Pod("orders-0");
   ASSERT_TRUE(pod && pod->ready);
   // Events say what was done.
-  const auto events = admin().Get(kEvents, {{{"Authorization", std::string("Bearer ") + kAdmin}}});
-  EXPECT_NE(events.body.find("created StatefulSet orders"), std::string::npos) << events.body;
+  const std::string events = EventsText();
+  EXPECT_NE(events.find("created StatefulSet orders"), std::string::npos) << events;
 
   // `kubectl scale sts orders --replicas=3` by hand: the operator sets it back, says so in a
   // Warning Event, and the pods started meanwhile (owning nothing) go again.
@@ -198,14 +212,11 @@ TEST_F(KubeOperatorTest, ATopicGetsItsObjectsFinalizerAndReadyStatus) {
       [&] {
         const auto now = Get(kStatefulSet);
         return now && Int(At(*now, "spec.replicas")) == replicas &&
-               admin()
-                       .Get(kEvents, {{{"Authorization", std::string("Bearer ") + kAdmin}}})
-                       .body.find("ReplicasReverted") != std::string::npos;
+               EventsText().find("ReplicasReverted") != std::string::npos;
       },
       30s))
       << OperatorLog("a");
-  const auto reverted =
-      admin().Get(kEvents, {{{"Authorization", std::string("Bearer ") + kAdmin}}}).body;
+  const std::string reverted = EventsText();
   EXPECT_NE(reverted.find("was scaled to 3 outside the operator; set back to " +
                           std::to_string(replicas)),
             std::string::npos)
@@ -320,8 +331,7 @@ TEST_F(KubeOperatorTest, InvalidSpecsAreDegradedAndChangeNothing) {
   EXPECT_EQ(Str(At(*Get(kStatefulSet), "metadata.resourceVersion")), sts_rv)
       << "an invalid spec changed the StatefulSet";
   EXPECT_EQ(Condition(*Get(kTopic), "Ready"), "False") << "what was asked for does not run";
-  const auto events = admin().Get(kEvents, {{{"Authorization", std::string("Bearer ") + kAdmin}}});
-  EXPECT_NE(events.body.find("InvalidSpec"), std::string::npos);
+  EXPECT_NE(EventsText().find("InvalidSpec"), std::string::npos);
 
   // The operator dies while the spec is invalid: the next one runs the topic's loop on the spec
   // the StatefulSet records as last applied (a plan in progress would be finished), still
@@ -572,24 +582,22 @@ TEST_F(KubeOperatorTest, SurgeSplitsAddsPodsAndTheNextLeaderFinishesTheKilledLea
       << "max partitions " << max_partitions << ", max pods " << max_replicas
       << ", max owners " << max_owners;
   // Each decision is an Event with its reason.
-  const auto events = admin().Get(kEvents, {{{"Authorization", std::string("Bearer ") + kAdmin}}});
-  EXPECT_NE(events.body.find("\"reason\":\"Scaled\""), std::string::npos) << events.body;
+  const std::string events = EventsText();
+  EXPECT_NE(events.find("\"reason\":\"Scaled\""), std::string::npos) << events;
   // Neither leader took the loop's own scaling for a change by hand.
-  EXPECT_EQ(events.body.find("ReplicasReverted"), std::string::npos) << events.body;
+  EXPECT_EQ(events.find("ReplicasReverted"), std::string::npos) << events;
   load.Stop();
   const auto acked = load.TakeAcked();
   ASSERT_GT(acked.size(), 10000u);
 
   // Every acknowledged event reaches a consumer.
-  WaitUntil([&] { return client::CountSeenLines(seen_dir()) >= acked.size(); }, 60s);
-  auto seen = client::ReadSeenDir(seen_dir());
-  ASSERT_TRUE(seen.ok()) << seen.status().message();
-  const auto report = client::Verify(acked, *seen);
+  size_t seen = 0;
+  const auto report = VerifySeen(acked, &seen);
   EXPECT_EQ(report.lost, 0u) << report.ToText();
   EXPECT_EQ(report.reordered, 0u) << report.ToText();
   std::printf("acked %zu, seen %zu, lost %llu, reordered %llu, duplicated %llu; max partitions "
               "%lld, max pods %lld, max owners %zu; leader %s killed mid-plan %lld, completed by %s\n",
-              acked.size(), seen->size(), static_cast<unsigned long long>(report.lost),
+              acked.size(), seen, static_cast<unsigned long long>(report.lost),
               static_cast<unsigned long long>(report.reordered),
               static_cast<unsigned long long>(report.duplicated),
               static_cast<long long>(max_partitions), static_cast<long long>(max_replicas), max_owners,
@@ -652,19 +660,17 @@ TEST_F(KubeOperatorTest, AfterTheSurgePodsAreDrainedAndRemovedAndNothingIsLost) 
         << name << "'s preStop did not see it drained:\n" << text.str().substr(0, 2000);
   }
   // The loop's own scaling, up and down, is never taken for a change by hand.
-  const auto events = admin().Get(kEvents, {{{"Authorization", std::string("Bearer ") + kAdmin}}});
-  EXPECT_EQ(events.body.find("ReplicasReverted"), std::string::npos) << events.body;
+  const std::string events = EventsText();
+  EXPECT_EQ(events.find("ReplicasReverted"), std::string::npos) << events;
   load.Stop();
   const auto acked = load.TakeAcked();
   ASSERT_GT(acked.size(), 5000u);
-  WaitUntil([&] { return client::CountSeenLines(seen_dir()) >= acked.size(); }, 60s);
-  auto seen = client::ReadSeenDir(seen_dir());
-  ASSERT_TRUE(seen.ok()) << seen.status().message();
-  const auto report = client::Verify(acked, *seen);
+  size_t seen = 0;
+  const auto report = VerifySeen(acked, &seen);
   EXPECT_EQ(report.lost, 0u) << report.ToText();
   EXPECT_EQ(report.reordered, 0u) << report.ToText();
   std::printf("acked %zu, seen %zu, lost %llu, reordered %llu; pods up to %lld and back to 1\n",
-              acked.size(), seen->size(), static_cast<unsigned long long>(report.lost),
+              acked.size(), seen, static_cast<unsigned long long>(report.lost),
               static_cast<unsigned long long>(report.reordered),
               static_cast<long long>(max_replicas));
 }

@@ -1,4 +1,5 @@
 #include "support/fake_kube/openapi_schema.h"
+#include "support/utf8.h"
 
 #include <algorithm>
 #include <charconv>
@@ -131,12 +132,6 @@ bool IsIntegral(const value& v) {
   return std::isfinite(d) && d == std::floor(d);
 }
 
-size_t Utf8Length(const std::string& s) {
-  size_t n = 0;
-  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
-  return n;
-}
-
 // ------------------------------------------------------------------------------------------
 // Validation
 
@@ -200,7 +195,7 @@ class Validator {
 
   void CheckString(const value& s, const value& v, const std::string& path) {
     const std::string& str = v.as_string();
-    const size_t len = Utf8Length(str);
+    const size_t len = Utf8CodePoints(str);
     if (const value* m = Kw(s, "maxLength"); m != nullptr && m->is_number()) {
       if (len > static_cast<size_t>(m->as_number().to_int64())) {
         errors_.push_back({"FieldValueTooLong", path,

@@ -23,11 +23,13 @@
 #include <vector>
 
 #include "shoal/common/topic_spec.h"
+#include "support/utf8.h"
 
 namespace shoal {
 namespace {
 
 namespace fs = std::filesystem;
+using shoal::testing::Utf8CodePoints;
 
 const std::string kSourceDir = SHOAL_SOURCE_DIR;
 const std::string kCrdPath = kSourceDir + "/crds/shoal.dev_partitionedtopics.yaml";
@@ -59,12 +61,6 @@ Kind KindOf(const YAML::Node& n) {
 }
 
 bool IsTrue(const YAML::Node& n) { return n && n.IsScalar() && n.Scalar() == "true"; }
-
-size_t Utf8Length(const std::string& s) {
-  size_t n = 0;
-  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
-  return n;
-}
 
 // ---------------------------------------------------------------------------------------------
 // The validator: type, properties (unknown fields are errors, as with fieldValidation=Strict),
@@ -143,10 +139,10 @@ class Validator {
   }
 
   void CheckString(const YAML::Node& s, const std::string& v, const std::string& path) {
-    if (auto m = s["minLength"]; m && Utf8Length(v) < m.as<size_t>()) {
+    if (auto m = s["minLength"]; m && Utf8CodePoints(v) < m.as<size_t>()) {
       Error(path, "should be at least " + m.Scalar() + " chars long");
     }
-    if (auto m = s["maxLength"]; m && Utf8Length(v) > m.as<size_t>()) {
+    if (auto m = s["maxLength"]; m && Utf8CodePoints(v) > m.as<size_t>()) {
       Error(path, "may not be longer than " + m.Scalar());
     }
     if (auto p = s["pattern"]; p && !std::regex_search(v, std::regex(p.as<std::string>()))) {
