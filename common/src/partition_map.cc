@@ -81,24 +81,56 @@ void PartitionMap::BuildIndex() {
 
 Status PartitionMap::Validate() const {
   if (topic_.empty()) return Status::InvalidArgument("map has no topic");
-  std::unordered_set<uint32_t> ids;
-  for (const auto& p : partitions_) {
-    if (!ids.insert(p.id.value()).second) {
+  if (topic_.size() > kMaxNameBytes) return Status::InvalidArgument("the topic name is too long");
+  if (partitions_.size() > kMaxMapPartitions) {
+    return Status::InvalidArgument("the map lists " + std::to_string(partitions_.size()) +
+                                   " partitions; at most " + std::to_string(kMaxMapPartitions));
+  }
+  if (peers_.size() > kMaxMapPeers) {
+    return Status::InvalidArgument("the map lists " + std::to_string(peers_.size()) +
+                                   " peers; at most " + std::to_string(kMaxMapPeers));
+  }
+  for (const auto& [pod, addr] : peers_) {
+    if (pod.empty() || pod.size() > kMaxNameBytes || addr.data.size() > kMaxNameBytes ||
+        addr.admin.size() > kMaxNameBytes) {
+      return Status::InvalidArgument("a peer's name or address is empty or too long");
+    }
+  }
+  // partitions_ is sorted by id: a repeat is a neighbour.
+  for (size_t i = 0; i < partitions_.size(); ++i) {
+    const auto& p = partitions_[i];
+    if (i > 0 && partitions_[i - 1].id == p.id) {
       return Status::InvalidArgument("duplicate partition id " + std::to_string(p.id.value()));
+    }
+    if (p.id.value() > kMaxPartitionId) {
+      return Status::InvalidArgument("partition id " + std::to_string(p.id.value()) +
+                                     " is out of range; ids are at most " +
+                                     std::to_string(kMaxPartitionId));
     }
     if (p.range.lo >= p.range.hi || p.range.hi > kHashSpace) {
       return Status::InvalidArgument("partition " + std::to_string(p.id.value()) +
                                      " has an empty or out-of-space range");
     }
+    if (p.owner.value().empty() || p.owner.value().size() > kMaxNameBytes) {
+      return Status::InvalidArgument("partition " + std::to_string(p.id.value()) +
+                                     " has an empty or too long owner name");
+    }
+    if (p.parents.size() > kMaxParents) {
+      return Status::InvalidArgument("partition " + std::to_string(p.id.value()) +
+                                     " has too many parents");
+    }
   }
   for (const auto& p : partitions_) {
     for (auto parent : p.parents) {
-      if (!ids.count(parent.value())) {
-        // A retired parent may have left the map; that is fine once it is fully consumed. The
-        // map itself cannot tell, so only parents that are present are checked further.
-        continue;
-      }
       if (parent == p.id) return Status::InvalidArgument("a partition cannot be its own parent");
+      // A retired parent has left the map (every group it knew consumed it); one still listed
+      // must be sealed: only a sealed partition has successors.
+      const PartitionInfo* pi = Find(parent);
+      if (pi && pi->active()) {
+        return Status::InvalidArgument("partition " + std::to_string(p.id.value()) +
+                                       " has parent " + std::to_string(parent.value()) +
+                                       ", which is active");
+      }
     }
   }
   // Invariant 1, Cover: active ranges, sorted by start, tile [0, 2^32) with no gap or overlap.
@@ -125,9 +157,31 @@ const PartitionInfo* PartitionMap::Find(PartitionId id) const {
 }
 
 PartitionId PartitionMap::NextId() const {
-  uint32_t next = 0;
-  for (const auto& p : partitions_) next = std::max(next, p.id.value() + 1);
-  return PartitionId(next);
+  // Sorted by id; a valid map's largest id is at most kMaxPartitionId, so this cannot wrap.
+  return PartitionId(partitions_.empty() ? 0 : partitions_.back().id.value() + 1);
+}
+
+std::vector<const PartitionInfo*> PartitionMap::SuccessorsOf(PartitionId id) const {
+  std::vector<const PartitionInfo*> out;
+  for (const auto& p : partitions_) {
+    if (std::find(p.parents.begin(), p.parents.end(), id) != p.parents.end()) out.push_back(&p);
+  }
+  return out;
+}
+
+std::string PartitionMap::Digest() const {
+  // FNV-1a, 64 bits: a name for a change that two coordinators would compute alike, not a
+  // defence against forgery (the admin plane's token is that).
+  const std::string text = Serialize(/*with_ends=*/false);
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out(16, '0');
+  for (int i = 15; i >= 0; --i, h >>= 4) out[static_cast<size_t>(i)] = kHex[h & 15];
+  return out;
 }
 
 namespace {
@@ -259,7 +313,9 @@ Result<PartitionMap> PartitionMap::WithoutRetired(PartitionId id) const {
   return m;
 }
 
-std::string PartitionMap::ToJson() const {
+std::string PartitionMap::ToJson() const { return Serialize(/*with_ends=*/true); }
+
+std::string PartitionMap::Serialize(bool with_ends) const {
   std::string out = "{\"topic\":";
   json::AppendString(out, topic_);
   out += ",\"epoch\":";
@@ -285,7 +341,7 @@ std::string PartitionMap::ToJson() const {
       json::AppendUint(out, p.parents[i].value());
     }
     out += "],\"end_offset\":";
-    json::AppendUint(out, p.end_offset);
+    json::AppendUint(out, with_ends ? p.end_offset : 0);
     out += '}';
   }
   out += "],\"peers\":{";
@@ -318,7 +374,12 @@ Result<PartitionMap> PartitionMap::FromJson(std::string_view text) {
   if (doc["topic"].get(topic) || doc["epoch"].get(epoch) || doc["partitions"].get(parts)) {
     return Status::InvalidArgument("partition map needs topic, epoch and partitions");
   }
+  if (parts.size() > kMaxMapPartitions) {
+    return Status::InvalidArgument("the map lists more than " + std::to_string(kMaxMapPartitions) +
+                                   " partitions");
+  }
   std::vector<PartitionInfo> out;
+  out.reserve(parts.size());
   for (auto el : parts) {
     PartitionInfo p;
     uint64_t id = 0, end = 0;
@@ -328,7 +389,14 @@ Result<PartitionMap> PartitionMap::FromJson(std::string_view text) {
         el["state"].get(state) || el["owner"].get(owner) || el["parents"].get(parents)) {
       return Status::InvalidArgument("partition entry needs id, lo, hi, state, owner, parents");
     }
-    if (id > UINT32_MAX) return Status::InvalidArgument("partition id out of range");
+    if (id > kMaxPartitionId) {
+      return Status::InvalidArgument("partition id " + std::to_string(id) +
+                                     " is out of range; ids are at most " +
+                                     std::to_string(kMaxPartitionId));
+    }
+    if (parents.size() > kMaxParents) {
+      return Status::InvalidArgument("partition " + std::to_string(id) + " has too many parents");
+    }
     if (el["end_offset"].get(end) == simdjson::SUCCESS) p.end_offset = end;
     p.id = PartitionId(static_cast<uint32_t>(id));
     if (state == "active") {
@@ -341,7 +409,7 @@ Result<PartitionMap> PartitionMap::FromJson(std::string_view text) {
     p.owner = PodName(std::string(owner));
     for (auto parent : parents) {
       uint64_t v = 0;
-      if (parent.get(v) || v > UINT32_MAX) return Status::InvalidArgument("bad parent id");
+      if (parent.get(v) || v > kMaxPartitionId) return Status::InvalidArgument("bad parent id");
       p.parents.push_back(PartitionId(static_cast<uint32_t>(v)));
     }
     out.push_back(std::move(p));

@@ -14,6 +14,12 @@ std::string_view Status::code_name() const {
       return "too_large";
     case Code::kFailedPrecondition:
       return "failed_precondition";
+    case Code::kConflict:
+      return "conflict";
+    case Code::kStaleEpoch:
+      return "stale_epoch";
+    case Code::kSequenceUnknown:
+      return "sequence_unknown";
     case Code::kUnauthenticated:
       return "unauthenticated";
     case Code::kUnavailable:
@@ -26,6 +32,16 @@ std::string_view Status::code_name() const {
       return "internal";
   }
   return "unknown";
+}
+
+Status::Code Status::CodeFromName(std::string_view name) {
+  for (Code c : {Code::kOk, Code::kInvalidArgument, Code::kNotFound, Code::kTooLarge,
+                 Code::kFailedPrecondition, Code::kConflict, Code::kStaleEpoch,
+                 Code::kSequenceUnknown, Code::kUnauthenticated, Code::kUnavailable,
+                 Code::kCorruption, Code::kIoError, Code::kInternal}) {
+    if (Status(c, "").code_name() == name) return c;
+  }
+  return Code::kInternal;
 }
 
 std::string Status::ToString() const {

@@ -284,4 +284,65 @@ Result<std::vector<ConsumedEvent>> ParseConsumeResponse(std::string_view body) {
   return out;
 }
 
+Status ErrorFromAnswer(int http_code, std::string_view body, std::string_view context) {
+  std::string reason(body.substr(0, 500));
+  Status::Code code = Status::Code::kInternal;
+  bool named = false;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (!parser.parse(body.data(), body.size(), true).get(doc)) {
+    std::string_view error, why;
+    if (!doc["reason"].get(why)) reason = std::string(why);
+    if (!doc["error"].get(error)) {
+      code = Status::CodeFromName(error);
+      named = code != Status::Code::kInternal || error == "internal";
+    }
+  }
+  if (!named || code == Status::Code::kOk) {
+    if (http_code == 400) {
+      code = Status::Code::kInvalidArgument;
+    } else if (http_code == 401) {
+      code = Status::Code::kUnauthenticated;
+    } else if (http_code == 404) {
+      code = Status::Code::kNotFound;
+    } else if (http_code == 409) {
+      code = Status::Code::kFailedPrecondition;
+    } else if (http_code == 413) {
+      code = Status::Code::kTooLarge;
+    } else if (http_code >= 500) {
+      code = Status::Code::kUnavailable;
+    } else {
+      code = Status::Code::kInvalidArgument;
+    }
+  }
+  std::string msg(context);
+  msg += " answered " + std::to_string(http_code) + ": " + reason;
+  return Status::FromCode(code, std::move(msg));
+}
+
+std::vector<size_t> ParseUnknownIndices(std::string_view body) {
+  std::vector<size_t> out;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  simdjson::dom::array arr;
+  if (parser.parse(body.data(), body.size(), true).get(doc) || doc["unknown"].get(arr)) return out;
+  for (auto el : arr) {
+    uint64_t i = 0;
+    if (!el.get(i)) out.push_back(static_cast<size_t>(i));
+  }
+  return out;
+}
+
+std::string SequenceUnknownBody(std::string_view reason, const std::vector<size_t>& indices) {
+  std::string out = "{\"error\":\"sequence_unknown\",\"reason\":";
+  json::AppendString(out, reason);
+  out += ",\"unknown\":[";
+  for (size_t i = 0; i < indices.size(); ++i) {
+    if (i) out += ',';
+    json::AppendUint(out, indices[i]);
+  }
+  out += "]}";
+  return out;
+}
+
 }  // namespace shoal::wire

@@ -88,6 +88,22 @@ int main(int argc, char** argv) {
                "admin plane (a sidecar joining a multi-sidecar topic)");
   app.add_option("--max-body-bytes", data_opts.max_body_bytes, "Largest request body accepted")
       ->check(CLI::Range(size_t{1024}, size_t{1} << 30));
+  app.add_option("--body-timeout-ms", data_opts.body_timeout_ms,
+                 "A request body must arrive whole within this long of its headers")
+      ->check(CLI::Range(int64_t{100}, int64_t{600000}));
+  int64_t forward_timeout_ms = 2000;
+  app.add_option("--forward-timeout-ms", forward_timeout_ms,
+                 "How long a produce forwarded to a key's owner waits for it before the producer "
+                 "gets a retryable 503")
+      ->check(CLI::Range(int64_t{10}, int64_t{600000}));
+  app.add_option("--max-groups", topic_opts.max_groups,
+                 "Consumer groups the topic may have; a new one past it is refused")
+      ->check(CLI::Range(size_t{1}, size_t{1000000}));
+  app.add_option("--group-expiry-ms", topic_opts.group_expiry_ms,
+                 "Delete a consumer group idle on every sidecar of the topic for this long "
+                 "(0: never), so that a group gone for good stops holding back retention and "
+                 "the retirement of sealed partitions")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 50));
   app.add_option("--max-key-bytes", data_opts.limits.max_key_bytes, "Largest key accepted")
       ->check(CLI::Range(1, 65535));
   app.add_option("--max-value-bytes", data_opts.limits.max_value_bytes,
@@ -153,7 +169,7 @@ int main(int argc, char** argv) {
     log->info("msg=\"no admin token given; generated one\" path={}", path);
   }
 
-  http::HttpPeerClient peers(admin_opts.token);
+  http::HttpPeerClient peers(admin_opts.token, std::chrono::milliseconds(forward_timeout_ms));
   auto topic = broker::Topic::Open(topic_opts, SystemClock::Instance(), probe, &peers);
   if (!topic.ok()) return Fail(topic.status().ToString());
   broker::Topic& t = **topic;

@@ -42,7 +42,9 @@
 #include "shoal/common/wire.h"
 #include "shoal/operator/change_executor.h"
 #include "support/http_test_client.h"
+#include "support/sidecar_cluster.h"
 #include "support/sidecar_process.h"
+#include "support/test_events.h"
 #include "support/topic_view.h"
 
 namespace shoal::testing {
@@ -95,14 +97,27 @@ std::string ExpectError(const HttpResponse& r, int code, const std::string& what
   return std::string(reason);
 }
 
+// The body of a seal of `partition` for the change of epoch `epoch` whose target map has digest
+// `digest` and gives the partition the successors `successors` (a JSON array).
+std::string SealBody(uint64_t epoch, uint32_t partition, const std::string& digest = "0123",
+                     const std::string& successors = "[]") {
+  return "{\"epoch\":" + std::to_string(epoch) + ",\"partition\":" + std::to_string(partition) +
+         ",\"digest\":\"" + digest + "\",\"successors\":" + successors + "}";
+}
+
+// The "error" field of an error answer.
+std::string ErrorOf(const HttpResponse& r) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  std::string_view error;
+  if (parser.parse(simdjson::padded_string(r.body)).get(doc) || doc["error"].get(error)) return "";
+  return std::string(error);
+}
+
 // `n` keys (prefix-0, prefix-1, ...) that `map` routes to partition `p`.
 std::vector<std::string> KeysOf(const PartitionMap& map, PartitionId p, size_t n,
                                 const std::string& prefix = "key") {
-  std::vector<std::string> keys;
-  for (uint64_t i = 0; keys.size() < n && i < 10'000'000; ++i) {
-    std::string k = prefix + "-" + std::to_string(i);
-    if (map.Route(KeyHash(k)).id == p) keys.push_back(std::move(k));
-  }
+  auto keys = testing::KeysOf(map, p, n, prefix);
   EXPECT_EQ(keys.size(), n) << "no keys found for partition " << p.value();
   return keys;
 }
@@ -122,61 +137,7 @@ std::string ViewText(const SidecarProcess& sidecar) {
   return os.str();
 }
 
-// One idempotent producer's events with per-key counters (the verifier's value format), so that
-// Verify can check what groups saw against what was acknowledged.
-class Producer {
- public:
-  explicit Producer(std::string id) : id_(std::move(id)) {}
-
-  // The next events for `keys` (`per_key` each, keys interleaved); not yet acknowledged.
-  std::vector<client::OutgoingEvent> Next(const std::vector<std::string>& keys, int per_key) {
-    std::vector<client::OutgoingEvent> out;
-    for (int r = 0; r < per_key; ++r) {
-      for (const auto& k : keys) {
-        const uint64_t n = ++counter_[k];
-        out.push_back(
-            {k, "{\"p\":\"" + id_ + "\",\"k\":\"" + k + "\",\"n\":" + std::to_string(n) + "}", id_,
-             seq_++});
-      }
-    }
-    return out;
-  }
-  void Acked(const std::vector<client::OutgoingEvent>& batch) {
-    for (const auto& e : batch) {
-      // The value's n is the per-key counter the batch was built with.
-      simdjson::dom::parser parser;
-      simdjson::dom::element v;
-      uint64_t n = 0;
-      if (parser.parse(simdjson::padded_string(e.value_json)).get(v) || v["n"].get(n)) continue;
-      acked_.push_back({id_, e.key, *e.seq, n});
-    }
-  }
-  const std::vector<client::AckedEvent>& acked() const { return acked_; }
-
- private:
-  const std::string id_;
-  uint64_t seq_ = 0;
-  std::map<std::string, uint64_t> counter_;
-  std::vector<client::AckedEvent> acked_;
-};
-
-// Turns consumed events of Producer/LoadGenerator format into the verifier's SeenEvents.
-std::vector<client::SeenEvent> ToSeen(const std::vector<wire::ConsumedEvent>& events) {
-  std::vector<client::SeenEvent> out;
-  simdjson::dom::parser parser;
-  for (const auto& e : events) {
-    simdjson::dom::element v;
-    std::string_view p, k;
-    uint64_t n = 0;
-    if (!e.seq || parser.parse(simdjson::padded_string(e.value)).get(v) || v["p"].get(p) ||
-        v["k"].get(k) || v["n"].get(n)) {
-      continue;
-    }
-    out.push_back(
-        {std::string(p), std::string(k), *e.seq, n, client::MonotonicNs(), e.partition, e.offset});
-  }
-  return out;
-}
+using Producer = TestProducer;
 
 // One GET of the group's next events from `sidecar`, then a commit of everything it returned.
 std::vector<wire::ConsumedEvent> ConsumeAndCommit(client::ShoalClient& sidecar,
@@ -207,92 +168,32 @@ bool GroupCaughtUp(const SidecarProcess& sidecar, const std::string& group) {
   return true;
 }
 
-// A topic served by `n` sidecar processes (pod-0 .. pod-{n-1}) that started with --wait-for-map,
-// with the test as the operator: `current` is the map every pod holds. Start from the test's main
-// thread (the children die with it).
-class Cluster {
+// A topic served by `n` sidecar processes (pod-0 .. pod-{n-1}) with the test as the operator
+// (support/sidecar_cluster.h), 2 partitions per pod.
+class Cluster : public SidecarCluster {
  public:
-  Cluster(size_t n, const std::string& fsync) : admin_(kToken), executor_(admin_, ExecOptions()) {
-    for (size_t i = 0; i < n; ++i) {
-      SidecarOptions o;
-      o.binary = SHOAL_SIDECAR_BIN;
-      o.topic = kTopic;
-      o.fsync = fsync;
-      o.admin_token = kToken;
-      o.extra_args = {"--pod-name", Pod(i).value(), "--wait-for-map"};
-      pods_.push_back(std::make_unique<SidecarProcess>(o));
-    }
-  }
-
-  // Starts the pods and installs epoch 1 everywhere: 2 partitions per pod over equal ranges,
-  // owners round robin (p0 pod-0, p1 pod-1, p2 pod-0, ...).
-  Status Start() {
-    for (auto& p : pods_) {
-      Status st = p->Start();
-      if (!st.ok()) return st.Annotate(p->Describe());
-    }
-    std::vector<PartitionInfo> parts;
-    const uint32_t count = static_cast<uint32_t>(2 * pods_.size());
-    for (uint32_t i = 0; i < count; ++i) {
-      PartitionInfo p;
-      p.id = PartitionId(i);
-      p.range = {kHashSpace * i / count, kHashSpace * (i + 1) / count};
-      p.owner = Pod(i % pods_.size());
-      parts.push_back(p);
-    }
-    PartitionMap map(kTopic, Epoch(1), parts);
-    for (size_t i = 0; i < pods_.size(); ++i) {
-      map = map.WithPeer(Pod(i), {Address(pods_[i]->port()), Address(pods_[i]->admin_port())});
-    }
-    SHOAL_RETURN_IF_ERROR(map.Validate());
-    SHOAL_RETURN_IF_ERROR(executor_.InstallEverywhere(map));
-    current_ = map;
-    return Status::Ok();
-  }
-
-  // Applies `target` (made from current() by Split/Merge/Move) with the executor.
-  Status Apply(const PartitionMap& target, control::ChangeTiming* timing = nullptr) {
-    auto installed = executor_.Apply(current_, target, timing);
-    if (!installed.ok()) return installed.status();
-    current_ = std::move(installed).value();
-    return Status::Ok();
-  }
+  Cluster(size_t n, const std::string& fsync) : SidecarCluster(Options(n, fsync)) {}
 
   // Every pod answers GET /v1/admin/map with exactly current().
   void ExpectEveryPodHoldsCurrent() {
-    for (size_t i = 0; i < pods_.size(); ++i) {
-      auto m = admin_.GetMap(Address(pods_[i]->admin_port()));
+    for (size_t i = 0; i < size(); ++i) {
+      auto m = admin().GetMap(admin_address(i));
       ASSERT_TRUE(m.ok()) << m.status().ToString();
-      EXPECT_EQ(m->ToJson(), current_.ToJson()) << "pod-" << i;
+      EXPECT_EQ(m->ToJson(), current().ToJson()) << "pod-" << i;
     }
   }
 
-  SidecarProcess& pod(size_t i) { return *pods_.at(i); }
-  size_t size() const { return pods_.size(); }
-  const PartitionMap& current() const { return current_; }
-  void set_current(PartitionMap m) { current_ = std::move(m); }
-  client::AdminClient& admin() { return admin_; }
-  control::ChangeExecutor& executor() { return executor_; }
-  std::string admin_address(size_t i) const { return Address(pods_.at(i)->admin_port()); }
-
-  std::string Describe() const {
-    std::string out;
-    for (const auto& p : pods_) out += p->Describe(40) + "\n";
-    return out;
-  }
-
  private:
-  static control::ChangeExecutor::Options ExecOptions() {
-    control::ChangeExecutor::Options o;
-    o.step_timeout = 20s;  // a pod that does not come back fails the test, not hangs it
+  static SidecarClusterOptions Options(size_t n, const std::string& fsync) {
+    SidecarClusterOptions o;
+    o.binary = SHOAL_SIDECAR_BIN;
+    o.pods = n;
+    o.partitions_per_pod = 2;
+    o.topic = kTopic;
+    o.token = kToken;
+    o.fsync = fsync;
     return o;
   }
-  static std::string Address(uint16_t port) { return "127.0.0.1:" + std::to_string(port); }
-
-  std::vector<std::unique_ptr<SidecarProcess>> pods_;
-  client::AdminClient admin_;
-  control::ChangeExecutor executor_;
-  PartitionMap current_;
 };
 
 // The id of the partition `map` routes `key` to.
@@ -387,10 +288,16 @@ TEST(ChangeProtocolTest, AdminPlaneRefusesMissingOrWrongTokenAndStaleEpochChangi
           what + " with the token plus a suffix");
     }
 
-    // Stale maps: the held one itself, another map of epoch 2 (p1 moved to pod-0 instead of the
-    // split), and epoch 1. Each is refused 409 naming the held epoch.
-    std::vector<std::pair<std::string, std::string>> stale_maps;
-    stale_maps.push_back({"the held map (epoch 2)", c.current().ToJson()});
+    // The held map again is "already held" (an earlier attempt landed), and changes nothing.
+    {
+      HttpResponse r = admin->Post("/v1/admin/map", c.current().ToJson(), Bearer());
+      ASSERT_EQ(r.status, 200) << r.Describe();
+      EXPECT_NE(r.body.find("\"outcome\":\"already_held\""), std::string::npos) << r.body;
+    }
+    // Another map of epoch 2 (p1 moved to pod-0 instead of the split) is a conflict, never
+    // "already done"; epoch 1 is stale. Each is refused 409 naming the held epoch, with its own
+    // error code.
+    std::vector<std::tuple<std::string, std::string, std::string>> stale_maps;
     {
       // Epoch 1 as installed at the start: every partition active, p0..p3.
       std::vector<PartitionInfo> parts;
@@ -408,12 +315,14 @@ TEST(ChangeProtocolTest, AdminPlaneRefusesMissingOrWrongTokenAndStaleEpochChangi
       auto other2 = epoch1.Move(PartitionId(1), Pod(0));
       ASSERT_TRUE(other2.ok());
       ASSERT_EQ(other2->epoch().value(), 2u);
-      stale_maps.push_back({"another map of epoch 2", other2->ToJson()});
-      stale_maps.push_back({"the epoch 1 map", epoch1.ToJson()});
+      stale_maps.push_back({"another map of epoch 2", other2->ToJson(), "conflict"});
+      stale_maps.push_back({"the epoch 1 map", epoch1.ToJson(), "stale_epoch"});
     }
-    for (const auto& [name, body] : stale_maps) {
+    for (const auto& [name, body, error] : stale_maps) {
       const std::string what = "pod-" + std::to_string(i) + " installing " + name;
-      std::string reason = ExpectError(admin->Post("/v1/admin/map", body, Bearer()), 409, what);
+      HttpResponse answer = admin->Post("/v1/admin/map", body, Bearer());
+      std::string reason = ExpectError(answer, 409, what);
+      EXPECT_EQ(ErrorOf(answer), error) << what << ": " << answer.body;
       EXPECT_NE(reason.find("epoch 2"), std::string::npos) << what << ": " << reason;
       reason = ExpectError(admin->Post("/v1/admin/prepare", body, Bearer()), 409,
                            "pod-" + std::to_string(i) + " preparing " + name);
@@ -423,14 +332,17 @@ TEST(ChangeProtocolTest, AdminPlaneRefusesMissingOrWrongTokenAndStaleEpochChangi
     for (uint64_t epoch : {2u, 1u, 0u}) {
       const std::string what = "pod-" + std::to_string(i) + " sealing p" +
                                std::to_string(active_of[i]) + " at epoch " + std::to_string(epoch);
-      std::string reason =
-          ExpectError(admin->Post("/v1/admin/seal",
-                                  "{\"epoch\":" + std::to_string(epoch) +
-                                      ",\"partition\":" + std::to_string(active_of[i]) + "}",
-                                  Bearer()),
-                      409, what);
+      HttpResponse answer =
+          admin->Post("/v1/admin/seal", SealBody(epoch, active_of[i]), Bearer());
+      std::string reason = ExpectError(answer, 409, what);
+      EXPECT_EQ(ErrorOf(answer), "stale_epoch") << what << ": " << answer.body;
       EXPECT_NE(reason.find("epoch 2"), std::string::npos) << what << ": " << reason;
     }
+    // A seal that does not name its change is malformed.
+    ExpectError(admin->Post("/v1/admin/seal",
+                            "{\"epoch\":3,\"partition\":" + std::to_string(active_of[i]) + "}",
+                            Bearer()),
+                400, "pod-" + std::to_string(i) + " sealing without a digest");
   }
 
   // Nothing changed: the maps byte for byte, the views (end offsets, accepting, sealed, groups),
@@ -467,27 +379,27 @@ TEST(ChangeProtocolTest, AdminPlaneRefusesMissingOrWrongTokenAndStaleEpochChangi
     }
   }
 
-  // A seal of an already sealed partition answers its end offset again, whatever the epoch
-  // (the executor retries seals), and changes nothing.
+  // A seal of an already sealed partition for the change it was sealed for answers its end
+  // offset again (the executor retries seals) and changes nothing; for any other change it is
+  // refused: a partition is sealed for one change (fencing, invariant 5).
   auto admin0 = c.pod(0).AdminClient();
   for (int round = 0; round < 2; ++round) {
+    auto r = c.admin().Seal(c.admin_address(0), c.current(), PartitionId(0));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(*r, p0_end);
     for (uint64_t epoch : {3u, 2u}) {
-      HttpResponse r = admin0->Post(
-          "/v1/admin/seal", "{\"epoch\":" + std::to_string(epoch) + ",\"partition\":0}", Bearer());
-      ASSERT_EQ(r.status, 200) << r.Describe();
-      simdjson::dom::parser parser;
-      simdjson::dom::element doc;
-      uint64_t end = 0;
-      ASSERT_EQ(parser.parse(simdjson::padded_string(r.body)).get(doc), simdjson::SUCCESS);
-      ASSERT_EQ(doc["end_offset"].get(end), simdjson::SUCCESS) << r.body;
-      EXPECT_EQ(end, p0_end) << r.body;
+      HttpResponse other = admin0->Post("/v1/admin/seal", SealBody(epoch, 0), Bearer());
+      ExpectError(other, 409, "a seal of p0 for another change of epoch " + std::to_string(epoch));
+      EXPECT_EQ(ErrorOf(other), "conflict") << other.body;
     }
   }
-  // A fresh seal at a newer epoch (the first step of a coming change) is also idempotent, and
-  // from then on the partition takes no appends.
-  auto seal_p2 = c.admin().Seal(c.admin_address(0), Epoch(3), PartitionId(2));
+  // A fresh seal for a coming change (its first step) is idempotent too, and from then on the
+  // partition takes no appends.
+  auto coming = c.current().Move(PartitionId(2), Pod(1));
+  ASSERT_TRUE(coming.ok()) << coming.status().ToString();
+  auto seal_p2 = c.admin().Seal(c.admin_address(0), *coming, PartitionId(2));
   ASSERT_TRUE(seal_p2.ok()) << seal_p2.status().ToString();
-  auto again = c.admin().Seal(c.admin_address(0), Epoch(3), PartitionId(2));
+  auto again = c.admin().Seal(c.admin_address(0), *coming, PartitionId(2));
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(*again, *seal_p2);
   auto v = GetView(c.pod(0));
@@ -554,8 +466,10 @@ TEST(ChangeProtocolTest, ForwardedProduceAnswersWithTheOwnersOffsetsAndASecondHo
     EXPECT_EQ(it->second.second, batch[i].value_json) << "event " << i;
   }
 
-  // One hop only: a forwarded request for keys the receiver does not own is refused 409 naming
-  // the owner, and nothing of it is appended, not even the events the receiver owns.
+  // One hop only: a forwarded request for keys the receiver does not own is refused naming the
+  // owner, and nothing of it is appended, not even the events the receiver owns. 503, not 409:
+  // for the producer behind the forwarding sidecar this is a change in flight (the forwarder's
+  // map is behind), which the data plane promises to answer retryably.
   auto view0 = GetView(c.pod(0));
   auto view1 = GetView(c.pod(1));
   ASSERT_TRUE(view0.ok() && view1.ok());
@@ -565,12 +479,12 @@ TEST(ChangeProtocolTest, ForwardedProduceAnswersWithTheOwnersOffsetsAndASecondHo
   {
     std::vector<client::OutgoingEvent> foreign = {{k0[0], "{\"x\":1}", "", std::nullopt}};
     std::string reason =
-        ExpectError(to_pod1->Post(kEvents, client::EncodeProduceBody(foreign), forwarded), 409,
+        ExpectError(to_pod1->Post(kEvents, client::EncodeProduceBody(foreign), forwarded), 503,
                     "a forwarded produce for pod-0's key sent to pod-1");
     EXPECT_NE(reason.find("pod-0"), std::string::npos) << reason;
     std::vector<client::OutgoingEvent> mixed = {{k1[0], "{\"x\":2}", "", std::nullopt},
                                                 {k0[1], "{\"x\":3}", "", std::nullopt}};
-    ExpectError(to_pod1->Post(kEvents, client::EncodeProduceBody(mixed), forwarded), 409,
+    ExpectError(to_pod1->Post(kEvents, client::EncodeProduceBody(mixed), forwarded), 503,
                 "a forwarded produce with one foreign key sent to pod-1");
   }
   auto after0 = GetView(c.pod(0));
@@ -809,8 +723,11 @@ TEST(ChangeProtocolTest, SealSurvivesKill9AndTheChangeCompletesWhenRunAgain) {
   ASSERT_TRUE(before_r.ok()) << before_r.status().ToString() << "\n" << c.Describe();
   producer.Acked(before);
 
-  // The executor's first step, done by hand: seal p1 for epoch 2. Then kill -9 right away.
-  auto end = c.admin().Seal(c.admin_address(1), Epoch(2), PartitionId(1));
+  // The executor's first step, done by hand: seal p1 for the move to pod-0 (epoch 2). Then
+  // kill -9 right away.
+  auto target = c.current().Move(PartitionId(1), Pod(0));
+  ASSERT_TRUE(target.ok());
+  auto end = c.admin().Seal(c.admin_address(1), *target, PartitionId(1));
   ASSERT_TRUE(end.ok()) << end.status().ToString();
   EXPECT_EQ(*end, 12u) << "three keys of p1, four events each";
   c.pod(1).Kill9();
@@ -847,8 +764,6 @@ TEST(ChangeProtocolTest, SealSurvivesKill9AndTheChangeCompletesWhenRunAgain) {
   // The executor runs the change again (move p1 to pod-0 as p4): the seal answers the same end,
   // the successor takes the refused batch, and a retry of an event acked before the seal is a
   // duplicate naming p1.
-  auto target = c.current().Move(PartitionId(1), Pod(0));
-  ASSERT_TRUE(target.ok());
   Status st = c.Apply(*target);
   ASSERT_TRUE(st.ok()) << st.ToString() << "\n" << c.Describe();
   ASSERT_EQ(c.current().epoch().value(), 2u);

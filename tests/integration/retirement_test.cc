@@ -223,7 +223,8 @@ TEST(RetirementTest, ASealedParentConsumedToItsEndIsRetiredOnEveryPodUnderLoad) 
   EXPECT_FALSE(std::filesystem::exists(p0_dir)) << "the retired p0's directory is still there";
 
   // A map that drops an active partition (p4 and p5 replaced by a new p6 over p0's range) is
-  // refused 400 with {error, reason}, and changes nothing.
+  // refused 409 "conflict" with a reason (the coordinator stops and re-reads; it is never taken
+  // as installed), and changes nothing.
   {
     std::vector<PartitionInfo> bad_parts;
     for (const auto& info : current.partitions()) {
@@ -239,12 +240,13 @@ TEST(RetirementTest, ASealedParentConsumedToItsEndIsRetiredOnEveryPodUnderLoad) 
     for (const auto& [pod, addr] : current.peers()) bad = bad.WithPeer(PodName(pod), addr);
     ASSERT_TRUE(bad.Validate().ok());
     HttpResponse r = pods[0]->AdminClient()->Post("/v1/admin/map", bad.ToJson(), Bearer());
-    EXPECT_EQ(r.status, 400) << r.Describe();
+    EXPECT_EQ(r.status, 409) << r.Describe();
     simdjson::dom::parser parser;
     simdjson::dom::element doc;
     std::string_view error, reason;
     ASSERT_EQ(parser.parse(simdjson::padded_string(r.body)).get(doc), simdjson::SUCCESS) << r.body;
     EXPECT_EQ(doc["error"].get(error), simdjson::SUCCESS) << r.body;
+    EXPECT_EQ(error, "conflict") << r.body;
     EXPECT_EQ(doc["reason"].get(reason), simdjson::SUCCESS) << r.body;
     EXPECT_NE(reason.find("active"), std::string_view::npos) << r.body;
     auto m = admin.GetMap(Address(pods[0]->admin_port()));

@@ -7,6 +7,7 @@
 #include <cpprest/http_client.h>
 #include <simdjson.h>
 
+#include "shoal/common/json.h"
 #include "shoal/common/wire.h"
 
 namespace shoal::client {
@@ -38,13 +39,7 @@ Result<std::string> AdminClient::Call(const std::string& host_port, const std::s
     std::string text(bytes.begin(), bytes.end());
     const int code = resp.status_code();
     if (code == 200) return text;
-    const std::string msg =
-        method + " " + host_port + path + " answered " + std::to_string(code) + ": " + text;
-    if (code == 409) return Status::FailedPrecondition(msg);
-    if (code == 404) return Status::NotFound(msg);
-    if (code == 401) return Status::Unauthenticated(msg);
-    if (code >= 500) return Status::Unavailable(msg);
-    return Status::InvalidArgument(msg);
+    return wire::ErrorFromAnswer(code, text, method + " " + host_port + path);
   } catch (const std::exception& e) {
     return Status::Unavailable(method + " " + host_port + path + ": " + e.what());
   }
@@ -56,9 +51,18 @@ Result<PartitionMap> AdminClient::GetMap(const std::string& admin) {
   return PartitionMap::FromJson(*body);
 }
 
-Status AdminClient::InstallMap(const std::string& admin, const PartitionMap& map) {
+Result<InstallOutcome> AdminClient::InstallMap(const std::string& admin, const PartitionMap& map) {
   auto r = Call(admin, "POST", "/v1/admin/map", map.ToJson(), true);
-  return r.ok() ? Status::Ok() : r.status();
+  if (!r.ok()) return r.status();
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  std::string_view outcome;
+  if (parser.parse(*r).get(doc)) return Status::Internal("malformed install answer: " + *r);
+  // A sidecar from before outcomes were named answers {"epoch":E} alone: it installed the map.
+  if (doc["outcome"].get(outcome)) return InstallOutcome::kInstalled;
+  if (outcome == "installed") return InstallOutcome::kInstalled;
+  if (outcome == "already_held") return InstallOutcome::kAlreadyHeld;
+  return Status::Internal("unknown install outcome \"" + std::string(outcome) + "\"");
 }
 
 Status AdminClient::Prepare(const std::string& admin, const PartitionMap& map) {
@@ -66,11 +70,30 @@ Status AdminClient::Prepare(const std::string& admin, const PartitionMap& map) {
   return r.ok() ? Status::Ok() : r.status();
 }
 
-Result<uint64_t> AdminClient::Seal(const std::string& admin, Epoch epoch, PartitionId partition) {
-  auto r = Call(admin, "POST", "/v1/admin/seal",
-                "{\"epoch\":" + std::to_string(epoch.value()) +
-                    ",\"partition\":" + std::to_string(partition.value()) + "}",
-                true);
+Result<uint64_t> AdminClient::Seal(const std::string& admin, const PartitionMap& target,
+                                   PartitionId partition) {
+  std::string successors = "[";
+  bool first = true;
+  for (const PartitionInfo* s : target.SuccessorsOf(partition)) {
+    if (!first) successors += ',';
+    first = false;
+    successors += "{\"id\":" + std::to_string(s->id.value()) + ",\"owner\":";
+    json::AppendString(successors, s->owner.value());
+    successors += ",\"lo\":" + std::to_string(s->range.lo) +
+                  ",\"hi\":" + std::to_string(s->range.hi) + "}";
+  }
+  successors += ']';
+  return SealFor(admin, target.epoch(), partition, target.Digest(), successors);
+}
+
+Result<uint64_t> AdminClient::SealFor(const std::string& admin, Epoch epoch,
+                                      PartitionId partition, const std::string& digest,
+                                      const std::string& successors_json) {
+  std::string body = "{\"epoch\":" + std::to_string(epoch.value()) +
+                     ",\"partition\":" + std::to_string(partition.value()) + ",\"digest\":";
+  json::AppendString(body, digest);
+  body += ",\"successors\":" + successors_json + "}";
+  auto r = Call(admin, "POST", "/v1/admin/seal", body, true);
   if (!r.ok()) return r.status();
   simdjson::dom::parser parser;
   simdjson::dom::element doc;

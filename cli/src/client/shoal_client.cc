@@ -33,7 +33,7 @@ ShoalClient::ShoalClient(const std::string& base_url, std::string topic,
 ShoalClient::~ShoalClient() = default;
 
 Result<std::string> ShoalClient::Call(const std::string& method, const std::string& path,
-                                      const std::string& body) {
+                                      const std::string& body, std::string* error_body) {
   try {
     web::http::http_request req(method);
     req.set_request_uri(path);
@@ -43,28 +43,23 @@ Result<std::string> ShoalClient::Call(const std::string& method, const std::stri
     std::string text(bytes.begin(), bytes.end());
     const int code = resp.status_code();
     if (code == 200) return text;
-    std::string reason = text;
-    simdjson::dom::parser parser;
-    simdjson::dom::element doc;
-    std::string_view r;
-    if (!parser.parse(text).get(doc) && !doc["reason"].get(r)) reason = std::string(r);
-    const std::string msg =
-        method + " " + path + " answered " + std::to_string(code) + ": " + reason;
-    if (code == 404) return Status::NotFound(msg);
-    if (code == 413) return Status::TooLarge(msg);
-    if (code == 409) return Status::FailedPrecondition(msg);
-    if (code == 401) return Status::Unauthenticated(msg);
-    if (code >= 500) return Status::Unavailable(msg);
-    return Status::InvalidArgument(msg);
+    if (error_body) *error_body = text;
+    return wire::ErrorFromAnswer(code, text, method + " " + path);
   } catch (const std::exception& e) {
     return Status::Unavailable(method + " " + path + ": " + e.what());
   }
 }
 
 Result<std::vector<wire::ProduceResult>> ShoalClient::Produce(
-    const std::vector<OutgoingEvent>& events) {
-  auto body = Call("POST", "/v1/topics/" + topic_ + "/events", EncodeProduceBody(events));
-  if (!body.ok()) return body.status();
+    const std::vector<OutgoingEvent>& events, std::vector<size_t>* unknown) {
+  std::string error;
+  auto body = Call("POST", "/v1/topics/" + topic_ + "/events", EncodeProduceBody(events), &error);
+  if (!body.ok()) {
+    if (unknown && body.status().code() == Status::Code::kSequenceUnknown) {
+      *unknown = wire::ParseUnknownIndices(error);
+    }
+    return body.status();
+  }
   auto results = wire::ParseProduceResponse(*body);
   if (results.ok() && results->size() != events.size()) {
     return Status::Internal("produce answered " + std::to_string(results->size()) +

@@ -111,10 +111,30 @@ void LoadGenerator::Run(int index) {
     bool acked = false;
     const auto sent = std::chrono::steady_clock::now();
     while (!stop_.load()) {
-      auto r = clients[target]->Produce(batch);
+      std::vector<size_t> unknown;
+      auto r = clients[target]->Produce(batch, &unknown);
       if (r.ok()) {
         acked = true;
         break;
+      }
+      if (r.status().code() == Status::Code::kSequenceUnknown && !unknown.empty()) {
+        // The sidecar cannot tell whether these were stored (they are older than the producer
+        // state it has): they are given up, unacknowledged, and the rest is sent again.
+        std::vector<bool> drop(batch.size(), false);
+        for (size_t i : unknown) {
+          if (i < drop.size()) drop[i] = true;
+        }
+        std::vector<OutgoingEvent> kept_batch;
+        std::vector<AckedEvent> kept_meta;
+        for (size_t i = 0; i < batch.size(); ++i) {
+          if (drop[i]) continue;
+          kept_batch.push_back(std::move(batch[i]));
+          kept_meta.push_back(meta[i]);
+        }
+        abandoned_.fetch_add(batch.size() - kept_batch.size());
+        batch = std::move(kept_batch);
+        meta = std::move(kept_meta);
+        if (batch.empty()) break;
       }
       retries_.fetch_add(1);
       {
@@ -125,7 +145,8 @@ void LoadGenerator::Run(int index) {
       std::this_thread::sleep_for(backoff);  // backoff before retrying a refused batch
       backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
     }
-    if (!acked) break;
+    if (!acked && !batch.empty()) break;
+    if (batch.empty()) continue;
     acked_.fetch_add(meta.size());
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -1,12 +1,13 @@
 #include "shoal/operator/change_executor.h"
 
+#include <map>
 #include <thread>
 
 #include "shoal/common/logging.h"
 
 namespace shoal::control {
 
-ChangeExecutor::ChangeExecutor(client::AdminClient& admin, Options options)
+ChangeExecutor::ChangeExecutor(client::AdminPlane& admin, Options options)
     : admin_(admin), opts_(options) {}
 
 template <typename Fn>
@@ -31,12 +32,23 @@ Status ChangeExecutor::InstallOn(const PodName& pod, const PartitionMap& map,
                                  ChangeTiming* timing) {
   const PeerAddress* addr = map.Peer(pod);
   if (!addr) return Status::InvalidArgument("the map has no address for pod " + pod.value());
-  Status st = Retry(
-      "installing epoch " + std::to_string(map.epoch().value()) + " on " + pod.value(),
-      [&] { return admin_.InstallMap(addr->admin, map); }, timing);
-  // Already at this epoch or newer: installed (an earlier attempt landed, or a later change).
-  if (st.code() == Status::Code::kFailedPrecondition) return Status::Ok();
-  return st;
+  return InstallAt(pod, *addr, map, timing);
+}
+
+Status ChangeExecutor::InstallAt(const PodName& pod, const PeerAddress& address,
+                                 const PartitionMap& map, ChangeTiming* timing) {
+  const PeerAddress* addr = &address;
+  const std::string what =
+      "installing epoch " + std::to_string(map.epoch().value()) + " on " + pod.value();
+  // Installed or already held (an earlier attempt landed) is done; stale_epoch and conflict are
+  // another coordinator's doing and come back as they are.
+  return Retry(
+      what,
+      [&]() -> Status {
+        auto r = admin_.InstallMap(addr->admin, map);
+        return r.ok() ? Status::Ok() : r.status().Annotate(what);
+      },
+      timing);
 }
 
 Status ChangeExecutor::InstallEverywhere(const PartitionMap& map, ChangeTiming* timing) {
@@ -59,6 +71,15 @@ Result<PartitionMap> ChangeExecutor::Apply(const PartitionMap& current, const Pa
   for (const auto& p : target.partitions()) {
     if (p.active() && !current.Find(p.id)) first.insert(p.owner.value());
   }
+  // The owners of what the target retires check the retirement against every group the topic
+  // knows; they go before anyone else sees the map, so a refused retirement changes nothing.
+  // A leaving pod whose peer entry the target drops gets it too, at its current address.
+  std::map<std::string, PeerAddress> retiring;
+  for (const auto& p : current.partitions()) {
+    if (target.Find(p.id)) continue;
+    const PeerAddress* addr = target.Peer(p.owner) ? target.Peer(p.owner) : current.Peer(p.owner);
+    if (addr) retiring.emplace(p.owner.value(), *addr);
+  }
   for (const auto& pod : first) {
     if (const PeerAddress* addr = target.Peer(PodName(pod))) {
       (void)Retry(
@@ -77,7 +98,7 @@ Result<PartitionMap> ChangeExecutor::Apply(const PartitionMap& current, const Pa
     Status st = Retry(
         "sealing partition " + std::to_string(p.id.value()),
         [&]() -> Status {
-          auto r = admin_.Seal(addr->admin, target.epoch(), p.id);
+          auto r = admin_.Seal(addr->admin, target, p.id);
           if (!r.ok()) return r.status();
           end = *r;
           return Status::Ok();
@@ -90,12 +111,20 @@ Result<PartitionMap> ChangeExecutor::Apply(const PartitionMap& current, const Pa
   }
   timing->seal_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  // 3: the successors' owners first: from then on the successors take writes.
-  for (const auto& pod : first) SHOAL_RETURN_IF_ERROR(InstallOn(PodName(pod), installed, timing));
+  // 3: the retiring owners, then the successors' owners: from then on the successors take
+  // writes.
+  for (const auto& [pod, addr] : retiring) {
+    SHOAL_RETURN_IF_ERROR(InstallAt(PodName(pod), addr, installed, timing));
+  }
+  for (const auto& pod : first) {
+    if (!retiring.count(pod)) SHOAL_RETURN_IF_ERROR(InstallOn(PodName(pod), installed, timing));
+  }
   const auto t_active = std::chrono::steady_clock::now();
   // 4: everyone else.
   for (const auto& [pod, addr] : installed.peers()) {
-    if (!first.count(pod)) SHOAL_RETURN_IF_ERROR(InstallOn(PodName(pod), installed, timing));
+    if (!first.count(pod) && !retiring.count(pod)) {
+      SHOAL_RETURN_IF_ERROR(InstallOn(PodName(pod), installed, timing));
+    }
   }
   const auto t_done = std::chrono::steady_clock::now();
   timing->pause_ms = std::chrono::duration<double, std::milli>(t_active - t0).count();

@@ -338,22 +338,59 @@ Result<std::string> KubePlatform::StatusToState(const Json& status, const std::s
   return state.serialize();
 }
 
+namespace {
+// status.controlRevision: how many times the control state was written.
+int64_t ControlRevision(const Json& topic) {
+  const Json r = kube::At(topic, "status.controlRevision");
+  return r.is_number() ? r.as_number().to_int64() : 0;
+}
+}  // namespace
+
+// The control state is the authority's record (invariant 5: its write precedes every sidecar
+// seeing a map), so it is written with optimistic concurrency. The status is read, and the write
+// carries the resourceVersion read as its precondition, so it lands only on exactly what was read
+// (the API server answers 409 otherwise). status.controlRevision counts the control state's
+// writes: a revision other than the one this platform last wrote or loaded means another
+// coordinator (a second leader, say a paused one that woke after its lease expired) wrote a
+// record in between, and this write is refused with Conflict: the loop then re-reads instead of
+// overwriting it. A 409 from any other writer of the status (the reconciler's conditions) is
+// read again and retried.
 Status KubePlatform::SaveState(const std::string& json) {
   if (!opts_.may_act()) return Status::Unavailable("not the leader: not saving the control state");
   auto status = StateToStatus(json);
   if (!status.ok()) return status.status();
-  value patch = value::object();
-  patch["status"] = std::move(status).value();
-  // Merge patches touch only these fields; the reconciler's conditions stay. A 409 from a
-  // concurrent writer or a 5xx is tried again a few times here; the loop retries the rest.
   kube::ApiError last;
   for (int attempt = 0; attempt < 5; ++attempt) {
     // Asked again before each attempt: a leader that lost its lease meanwhile writes nothing.
     if (attempt > 0 && !opts_.may_act()) {
       return Status::Unavailable("not the leader: not saving the control state");
     }
+    auto topic = client_.Get(kube::PartitionedTopics(), opts_.ns, opts_.topic, "status");
+    if (!topic.ok()) {
+      last = topic.error();
+      if (!last.IsRetryable()) break;
+      continue;
+    }
+    const int64_t revision = ControlRevision(topic.value());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (control_revision_ && revision != *control_revision_) {
+        return Status::Conflict("the control state of " + opts_.ns + "/" + opts_.topic +
+                                " was written by another coordinator (revision " +
+                                std::to_string(revision) + ", this one last saw " +
+                                std::to_string(*control_revision_) + ")");
+      }
+    }
+    value patch = value::object();
+    patch["metadata"]["resourceVersion"] = value::string(kube::ResourceVersion(topic.value()));
+    patch["status"] = status.value();
+    patch["status"]["controlRevision"] = value::number(revision + 1);
     auto r = client_.MergePatch(kube::PartitionedTopics(), opts_.ns, opts_.topic, patch, "status");
-    if (r.ok()) return Status::Ok();
+    if (r.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      control_revision_ = revision + 1;
+      return Status::Ok();
+    }
     last = r.error();
     if (!last.IsConflict() && !last.IsRetryable()) break;
   }
@@ -363,6 +400,10 @@ Status KubePlatform::SaveState(const std::string& json) {
 Result<std::string> KubePlatform::LoadState() {
   auto topic = client_.Get(kube::PartitionedTopics(), opts_.ns, opts_.topic, "status");
   if (!topic.ok()) return topic.error().ToStatus();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    control_revision_ = ControlRevision(topic.value());
+  }
   return StatusToState(kube::At(topic.value(), "status"), opts_.topic);
 }
 

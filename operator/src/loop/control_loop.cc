@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "loop/control_probe.h"
+#include "shoal/operator/retirement.h"
 #include "shoal/common/json.h"
 #include "shoal/common/logging.h"
 
@@ -58,7 +59,7 @@ bool SamePartitions(const PartitionMap& a, const PartitionMap& b) {
 }  // namespace
 
 ControlLoop::ControlLoop(TopicSpec spec, Platform& platform, MetricsObserver& observer,
-                         client::AdminClient& admin, Clock& clock, ControlLoopOptions options)
+                         client::AdminPlane& admin, Clock& clock, ControlLoopOptions options)
     : spec_(std::move(spec)),
       platform_(platform),
       observer_(observer),
@@ -379,6 +380,8 @@ Status ControlLoop::RunChange(PlanStep& step, const std::vector<PodInfo>& pods) 
       step.state = PlanStep::State::kDone;
       return Status::Ok();
     }
+    // After a refusal by fencing, the next try is at a later epoch than the refused one.
+    if (target->epoch() < epoch_floor_) target = target->WithEpoch(epoch_floor_);
     step.target = target->ToJson();
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -398,6 +401,9 @@ Status ControlLoop::RunChange(PlanStep& step, const std::vector<PodInfo>& pods) 
   const std::string kind = ChangeKind(step);
   if (!applied.ok()) {
     change_probe_.Failed(kind);
+    if (IsFencing(applied.status())) {
+      return Reconcile(step, applied.status(), pods, target->epoch());
+    }
     return applied.status();
   }
   change_probe_.Applied(kind, timing.pause_ms / 1000, timing.total_ms / 1000,
@@ -426,54 +432,98 @@ Status ControlLoop::InstallOnLaggingPods(const std::vector<PodInfo>& pods) {
 }
 
 std::vector<PartitionId> ControlLoop::Retirable(const std::vector<PodInfo>& pods) {
-  std::vector<PartitionId> out;
-  std::map<uint32_t, std::vector<const PartitionInfo*>> successors;
-  std::set<std::string> wanted;
-  for (const auto& p : map_.partitions()) {
-    if (p.active()) continue;
-    wanted.insert(p.owner.value());
-  }
-  if (wanted.empty()) return out;
-  for (const auto& p : map_.partitions()) {
-    for (PartitionId parent : p.parents) {
-      successors[parent.value()].push_back(&p);
-      wanted.insert(p.owner.value());
-    }
-  }
-  // What every involved pod's admin plane says about the partitions it holds.
-  std::map<std::string, std::map<uint32_t, AdminPartition>> reports;
+  bool any_sealed = false;
+  for (const auto& p : map_.partitions()) any_sealed |= !p.active();
+  if (!any_sealed) return {};
+  // Every pod of the map: the topic's groups are the union of all their registries.
+  std::map<std::string, AdminPartitionsReport> reports;
   for (const auto& pod : pods) {
-    if (!wanted.count(pod.name.value()) || !pod.ready) continue;
-    auto held = observer_.PartitionsOf(pod);
-    if (!held.ok()) continue;  // that pod's partitions wait for the next check
-    auto& r = reports[pod.name.value()];
-    for (auto& a : *held) r[a.id.value()] = std::move(a);
+    if (!pod.ready || !map_.Peer(pod.name)) continue;
+    auto report = observer_.PartitionsOf(pod);
+    if (!report.ok()) return {};  // that pod's groups are unknown: wait for the next check
+    reports.emplace(pod.name.value(), std::move(report).value());
   }
-  auto report = [&](const PartitionInfo& p) -> const AdminPartition* {
-    auto pod = reports.find(p.owner.value());
-    if (pod == reports.end()) return nullptr;
-    auto it = pod->second.find(p.id.value());
-    return it == pod->second.end() ? nullptr : &it->second;
-  };
-  for (const auto& p : map_.partitions()) {
-    if (p.active()) continue;
-    const AdminPartition* a = report(p);
-    // Every group that consumed here reached the final end; with no group at all, nobody has
-    // read it yet and it stays, unless it holds nothing to read.
-    if (!a || a->state != PartitionState::kSealed) continue;
-    if (a->commits.empty() && a->end_offset > a->start_offset) continue;
-    bool consumed = true;
-    for (const auto& [group, offset] : a->commits) consumed &= offset >= a->end_offset;
-    if (!consumed) continue;
-    // Its successors hold its producers' state on their own disks (exactly-once survives).
-    bool durable = true;
-    for (const PartitionInfo* s : successors[p.id.value()]) {
-      const AdminPartition* sa = report(*s);
-      durable &= sa && sa->producers_durable;
+  return RetirablePartitions(map_, reports);
+}
+
+bool ControlLoop::IsFencing(const Status& st) {
+  return st.code() == Status::Code::kConflict || st.code() == Status::Code::kStaleEpoch;
+}
+
+// Stop and re-read (invariant 5): a sidecar answered that another map holds the epoch, or that a
+// partition is sealed for another change. Some other coordinator acted; this one's record may be
+// behind the authority's, or the sidecars may have moved on without it. Nothing is counted as
+// done: the record is read again and, failing that, the newest map the sidecars hold is taken
+// over; only when neither is newer is the step tried again, at a later epoch than the refused
+// one, so it cannot collide with the same change again.
+Status ControlLoop::Reconcile(PlanStep& step, const Status& why, const std::vector<PodInfo>& pods,
+                              Epoch tried) {
+  Logger("control")->warn(
+      "msg=\"another coordinator acted; re-reading before planning again\" topic={} "
+      "reason=\"{}\"",
+      spec_.name, why.message());
+  auto text = platform_.LoadState();
+  if (text.ok()) {
+    std::string mine;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      mine = StateJsonLocked();
     }
-    if (durable) out.push_back(p.id);
+    if (StateSummary(*text) != StateSummary(mine)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      plan_.reset();
+      SHOAL_RETURN_IF_ERROR(LoadState(*text));
+      step_started_ = {};
+      last_error_ = "took over the control state another coordinator saved: " + why.message();
+      return Status::Conflict(last_error_);
+    }
   }
-  return out;
+  std::optional<PartitionMap> newest;
+  for (const auto& p : pods) {
+    if (!p.ready) continue;
+    auto held = admin_.GetMap(p.address.admin);
+    if (!held.ok() || held->epoch() <= map_.epoch()) continue;
+    if (!newest || held->epoch() > newest->epoch()) newest = std::move(held).value();
+  }
+  if (newest) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      map_ = *newest;
+      plan_.reset();
+      step_started_ = {};
+      last_error_ = "took over epoch " + std::to_string(newest->epoch().value()) +
+                    ", which the sidecars hold: " + why.message();
+    }
+    SHOAL_RETURN_IF_ERROR(Save());
+    return Status::Conflict(last_error_);
+  }
+  epoch_floor_ = Epoch(std::max(epoch_floor_.value(), tried.value() + 1));
+  step.target.clear();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (plan_) plan_->steps[plan_->next].target.clear();
+  }
+  SHOAL_RETURN_IF_ERROR(Save());
+  return why;
+}
+
+std::string ControlLoop::StateSummary(std::string_view state) {
+  simdjson::dom::parser parser;
+  simdjson::padded_string padded(state);
+  simdjson::dom::element doc;
+  if (parser.parse(padded).get(doc)) return "unreadable";
+  uint64_t epoch = 0, plan = 0, next = 0;
+  if (doc["map"]["epoch"].get(epoch)) epoch = 0;
+  if (doc["plan"]["id"].get(plan)) plan = 0;
+  if (doc["next_plan_id"].get(next)) next = 0;
+  std::string digest;
+  simdjson::dom::element map;
+  if (!doc["map"].get(map) && !map.is_null()) {
+    auto m = PartitionMap::FromJson(simdjson::minify(map));
+    if (m.ok()) digest = m->Digest();
+  }
+  return std::to_string(epoch) + "/" + digest + "/" + std::to_string(plan) + "/" +
+         std::to_string(next);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -485,7 +535,21 @@ Status ControlLoop::Save() {
     std::lock_guard<std::mutex> lock(mu_);
     json = StateJsonLocked();
   }
-  return platform_.SaveState(json);
+  Status st = platform_.SaveState(json);
+  if (st.code() == Status::Code::kConflict) {
+    // Another coordinator recorded its state since this one last wrote or read it: that record
+    // is the authority now (invariant 5). Take it over rather than overwrite it; whatever this
+    // loop was about to do is dropped, and the next tick plans from the record.
+    auto text = platform_.LoadState();
+    if (text.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      plan_.reset();
+      Status loaded = LoadState(*text);
+      last_error_ = "took over the control state another coordinator saved: " + st.message();
+      Logger("control")->warn("msg=\"{}\" loaded=\"{}\"", last_error_, loaded.ToString());
+    }
+  }
+  return st;
 }
 
 std::string ControlLoop::StateJsonLocked() const {

@@ -126,6 +126,15 @@ Result<AdminPartitionsReport> ParseAdminPartitions(std::string_view body) {
   uint64_t epoch = 0;
   SHOAL_RETURN_IF_ERROR(Uint(root, "epoch", "answer", &epoch));
   out.epoch = Epoch(epoch);
+  // The groups the sidecar knows, whether or not they read there: the retirement rule needs
+  // every one of them; a report without them cannot tell "no group" from "not said".
+  array groups;
+  SHOAL_RETURN_IF_ERROR(Field(root, "groups", "answer", &e));
+  if (e.get(groups)) return Bad("answer", "\"groups\" must be an array");
+  for (element g : groups) {
+    if (g.get(s)) return Bad("answer", "\"groups\" must hold group names");
+    out.groups.emplace_back(s);
+  }
   array parts;
   SHOAL_RETURN_IF_ERROR(Field(root, "partitions", "answer", &e));
   if (e.get(parts)) return Bad("answer", "\"partitions\" must be an array");

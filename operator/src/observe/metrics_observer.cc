@@ -335,7 +335,7 @@ Observation MetricsObserver::Observe(const PartitionMap& map, const std::vector<
   return obs;
 }
 
-Result<std::vector<AdminPartition>> MetricsObserver::PartitionsOf(const PodInfo& pod) {
+Result<AdminPartitionsReport> MetricsObserver::PartitionsOf(const PodInfo& pod) {
   std::future<Answer> pending = StartGet(pod.address.admin, std::string(kAdminPath), true);
   Answer a = Wait(pending, Deadline());
   const std::string what = pod.name.value() + ": " + std::string(kAdminPath);
@@ -346,7 +346,7 @@ Result<std::vector<AdminPartition>> MetricsObserver::PartitionsOf(const PodInfo&
   }
   auto report = ParseAdminPartitions(a.body);
   if (!report.ok()) return report.status().Annotate(what);
-  return std::move(report->partitions);
+  return report;
 }
 
 }  // namespace shoal::control

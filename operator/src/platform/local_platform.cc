@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -232,6 +233,7 @@ LocalPlatform::~LocalPlatform() {
   }
   supervisor_cv_.notify_all();
   if (supervisor_.joinable()) supervisor_.join();
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the state directory's lock
 }
 
 Result<std::unique_ptr<LocalPlatform>> LocalPlatform::Open(LocalPlatformOptions options) {
@@ -270,6 +272,26 @@ Status LocalPlatform::Init() {
   for (const auto& d : {state_dir_, state_dir_ + "/pods", state_dir_ + "/seen"}) {
     fs::create_directories(d, ec);
     if (ec) return Status::IoError("creating " + d + ": " + ec.message());
+  }
+  // One coordinator per state directory (invariant 5): the directory's control state is the
+  // authority's record, and two loops writing it would mint two maps of one epoch. The lock is
+  // the kernel's, so it goes with the process however it ends.
+  const std::string lock_path = state_dir_ + "/lock";
+  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) return Status::IoError("opening " + lock_path + ": " + std::strerror(errno));
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    std::string holder;
+    if (auto text = ReadFile(lock_path); text.ok()) holder = Trim(*text);
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    return Status::FailedPrecondition(
+        "another shoal control or shoal up (pid " + (holder.empty() ? "unknown" : holder) +
+        ") runs on " + state_dir_ + "; stop it first, or use another state directory");
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(lock_fd_, 0) != 0 ||
+      ::pwrite(lock_fd_, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    Logger("platform")->warn("msg=\"could not write the pid into the state directory's lock\"");
   }
 
   // The admin token: given, or generated once and kept in the state directory; the sidecars

@@ -1,10 +1,13 @@
 #include "broker/partition.h"
 
+#include <simdjson.h>
+
 #include <algorithm>
 #include <cstring>
 #include <unordered_set>
 
 #include "shoal/common/hash.h"
+#include "shoal/common/json.h"
 #include "shoal/common/logging.h"
 #include "storage/file_util.h"
 #include "storage/record.h"
@@ -28,7 +31,104 @@ struct SeqKeyHash {
 
 // u64 covered end offset, then the table's own serialized bytes.
 std::string SnapshotPath(const std::string& dir) { return dir + "/producers.snapshot"; }
+std::string SealPath(const std::string& dir) { return dir + "/sealed"; }
+
+void AppendSuccessors(std::string& out, const std::vector<SuccessorRef>& successors) {
+  out += '[';
+  for (size_t i = 0; i < successors.size(); ++i) {
+    if (i) out += ',';
+    out += "{\"id\":";
+    json::AppendUint(out, successors[i].id.value());
+    out += ",\"owner\":";
+    json::AppendString(out, successors[i].owner.value());
+    out += ",\"lo\":";
+    json::AppendUint(out, successors[i].range.lo);
+    out += ",\"hi\":";
+    json::AppendUint(out, successors[i].range.hi);
+    out += '}';
+  }
+  out += ']';
+}
+
+// {"end":N,"epoch":E,"digest":"...","successors":[...],"confirmed":[ids]}; a seal written by an
+// earlier sidecar is the end offset alone, as decimal text.
+std::string EncodeSealRecord(const SealRecord& r) {
+  std::string out = "{\"end\":";
+  json::AppendUint(out, r.end);
+  if (r.intent) {
+    out += ",\"epoch\":";
+    json::AppendUint(out, r.intent->epoch.value());
+    out += ",\"digest\":";
+    json::AppendString(out, r.intent->digest);
+    out += ",\"successors\":";
+    AppendSuccessors(out, r.intent->successors);
+  }
+  out += ",\"confirmed\":[";
+  for (size_t i = 0; i < r.confirmed.size(); ++i) {
+    if (i) out += ',';
+    json::AppendUint(out, r.confirmed[i]);
+  }
+  out += "]}";
+  return out;
+}
+
+Result<SealRecord> DecodeSealRecord(const std::string& text) {
+  SealRecord r;
+  if (!text.empty() && text[0] != '{') {
+    char* end = nullptr;
+    r.end = std::strtoull(text.c_str(), &end, 10);
+    if (end == text.c_str()) return Status::Corruption("the seal record is not a number");
+    return r;
+  }
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  simdjson::dom::array confirmed;
+  if (parser.parse(text).get(doc) || doc["end"].get(r.end) || doc["confirmed"].get(confirmed)) {
+    return Status::Corruption("the seal record is not {\"end\",...,\"confirmed\"}");
+  }
+  for (auto c : confirmed) {
+    uint64_t id = 0;
+    if (c.get(id) || id > kMaxPartitionId) return Status::Corruption("bad confirmed successor");
+    r.confirmed.push_back(static_cast<uint32_t>(id));
+  }
+  uint64_t epoch = 0;
+  if (doc["epoch"].get(epoch) == simdjson::SUCCESS) {
+    SealIntent in;
+    in.epoch = Epoch(epoch);
+    std::string_view digest;
+    simdjson::dom::array succ;
+    if (doc["digest"].get(digest) || doc["successors"].get(succ)) {
+      return Status::Corruption("the seal record's intent needs digest and successors");
+    }
+    in.digest = std::string(digest);
+    for (auto e : succ) {
+      uint64_t id = 0;
+      std::string_view owner;
+      SuccessorRef ref;
+      if (e["id"].get(id) || e["owner"].get(owner) || e["lo"].get(ref.range.lo) ||
+          e["hi"].get(ref.range.hi) || id > kMaxPartitionId) {
+        return Status::Corruption("bad successor in the seal record");
+      }
+      ref.id = PartitionId(static_cast<uint32_t>(id));
+      ref.owner = PodName(std::string(owner));
+      in.successors.push_back(std::move(ref));
+    }
+    r.intent = std::move(in);
+  }
+  return r;
+}
+
+std::string Describe(const SuccessorRef& s) {
+  return "successor " + std::to_string(s.id.value()) + " on " + s.owner.value() + " [" +
+         std::to_string(s.range.lo) + ", " + std::to_string(s.range.hi) + ")";
+}
 }  // namespace
+
+std::vector<SuccessorRef> SuccessorRefs(const PartitionMap& map, PartitionId parent) {
+  std::vector<SuccessorRef> out;
+  for (const PartitionInfo* s : map.SuccessorsOf(parent)) out.push_back({s->id, s->owner, s->range});
+  return out;
+}
 
 Result<FsyncPolicy> ParseFsyncPolicy(std::string_view s) {
   if (s == "always") return FsyncPolicy::kAlways;
@@ -39,7 +139,11 @@ Result<FsyncPolicy> ParseFsyncPolicy(std::string_view s) {
 }
 
 Partition::Partition(PartitionId id, PartitionOptions options, Clock& clock, PartitionProbe probe)
-    : id_(id), opts_(std::move(options)), clock_(clock), probe_(probe) {}
+    : id_(id),
+      opts_(std::move(options)),
+      clock_(clock),
+      probe_(probe),
+      producers_(id.value(), opts_.range) {}
 
 Partition::~Partition() = default;
 
@@ -58,14 +162,40 @@ Result<std::unique_ptr<Partition>> Partition::Open(PartitionId id, const Partiti
   if (!commits.ok()) return commits.status();
   p->commits_ = std::move(commits).value();
   SHOAL_RETURN_IF_ERROR(p->RecoverProducers());
+  SHOAL_RETURN_IF_ERROR(p->ClampCommits());
   std::string marker;
-  if (storage::ReadWholeFile(options.dir + "/sealed", &marker).ok()) {
-    p->seal_end_ = std::strtoull(marker.c_str(), nullptr, 10);
+  if (storage::ReadWholeFile(SealPath(options.dir), &marker).ok()) {
+    auto record = DecodeSealRecord(marker);
+    if (!record.ok()) return record.status().Annotate(SealPath(options.dir));
+    p->seal_ = std::move(record).value();
+    p->seal_end_ = p->seal_.end;
     p->sealed_.store(true);
   }
   // Seeded means a producer snapshot loaded: inherited parent state lives only there, so a
   // missing or damaged one makes the successor inherit again before it takes appends.
   return p;
+}
+
+void Partition::NoteForgotten(uint64_t before) {
+  const uint64_t n = producers_.evicted_producers() - before;
+  if (n == 0) return;
+  probe_.producers_forgotten->Increment(static_cast<double>(n));
+  Logger("broker")->warn(
+      "msg=\"producer table full: forgot the idlest producers; a retry of their old events "
+      "would be appended again\" partition={} forgotten={} cap={}",
+      id_.value(), n, storage::ProducerTable::kMaxProducers);
+}
+
+Status Partition::ClampCommits() {
+  const uint64_t end = log_->end_offset();
+  for (const auto& [group, offset] : commits_->All()) {
+    if (offset <= end) continue;
+    Logger("broker")->warn(
+        "msg=\"a commit is past the log's end after a crash; the group resumes at the end\" "
+        "partition={} group={} commit={} end={}",
+        id_.value(), group, offset, end);
+  }
+  return commits_->ClampTo(end);
 }
 
 Status Partition::RecoverProducers() {
@@ -180,12 +310,36 @@ uint64_t Partition::appended() const {
 
 Status Partition::Append(std::span<const wire::ProduceEvent* const> events,
                          std::span<const uint32_t> hashes,
-                         std::span<wire::ProduceResult* const> results) {
+                         std::span<wire::ProduceResult* const> results,
+                         std::vector<size_t>* unknown) {
   std::lock_guard<std::mutex> lock(append_mu_);
   // Fencing (invariant 5): a sealed partition's end is final; nothing is appended after it.
   if (sealed_.load()) {
     return Status::Unavailable("partition " + std::to_string(id_.value()) +
                                " is sealed by a change in progress; retry");
+  }
+  // Idempotence (invariant 6): a (producer, seq) the state cannot decide is neither appended nor
+  // called a duplicate; the whole call is refused before anything is appended.
+  std::vector<size_t> undecided;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const auto& ev = *events[i];
+    if (ev.seq &&
+        producers_.Find(ev.producer, *ev.seq, hashes[i]).verdict ==
+            storage::ProducerTable::Verdict::kUnknown) {
+      undecided.push_back(i);
+    }
+  }
+  if (!undecided.empty()) {
+    const auto& first = *events[undecided.front()];
+    std::string msg = std::to_string(undecided.size()) + " event(s) carry a (producer, seq) older " +
+                      "than what partition " + std::to_string(id_.value()) +
+                      " remembers of that producer, e.g. (" + std::string(first.producer) + ", " +
+                      std::to_string(*first.seq) +
+                      "): whether they were stored cannot be told, so none was appended; send them "
+                      "again under a new producer id or seq (docs/producer-state.md)";
+    if (unknown) *unknown = std::move(undecided);
+    probe_.sequence_unknown->Increment();
+    return Status::SequenceUnknown(std::move(msg));
   }
   pending_.clear();
   const uint64_t base = log_->end_offset();
@@ -196,8 +350,9 @@ Status Partition::Append(std::span<const wire::ProduceEvent* const> events,
   for (size_t i = 0; i < events.size(); ++i) {
     const auto& ev = *events[i];
     if (ev.seq) {
-      if (auto at = producers_.Find(ev.producer, *ev.seq)) {
-        *results[i] = {at->partition, at->offset, true};
+      const auto found = producers_.Find(ev.producer, *ev.seq, hashes[i]);
+      if (found.verdict == storage::ProducerTable::Verdict::kDuplicate) {
+        *results[i] = {found.at.partition, found.at.offset, true};
         ++dups;
         continue;
       }
@@ -220,11 +375,13 @@ Status Partition::Append(std::span<const wire::ProduceEvent* const> events,
   if (!pending_.empty()) {
     auto first = log_->Append(pending_);
     if (!first.ok()) return first.status();
+    const uint64_t forgotten = producers_.evicted_producers();
     for (size_t j = 0; j < pending_.size(); ++j) {
       if (pending_[j].seq) {
         producers_.Record(pending_[j].producer, *pending_[j].seq, {id_.value(), base + j}, now);
       }
     }
+    NoteForgotten(forgotten);
     // Every result that is not a duplicate got one of the new offsets just appended.
     for (size_t i = 0; i < events.size(); ++i) {
       if (!results[i]->duplicate) CountLoad(hashes[i]);
@@ -236,22 +393,104 @@ Status Partition::Append(std::span<const wire::ProduceEvent* const> events,
   return Status::Ok();
 }
 
+Status Partition::WriteSealRecord(const SealRecord& record) {
+  return storage::WriteFileAtomic(SealPath(opts_.dir), EncodeSealRecord(record));
+}
+
 Result<uint64_t> Partition::Seal() {
   std::lock_guard<std::mutex> lock(append_mu_);
   if (sealed_.load()) return seal_end_;
+  SHOAL_RETURN_IF_ERROR(SyncLog());
+  SealRecord record;
+  record.end = log_->end_offset();
+  SHOAL_RETURN_IF_ERROR(WriteSealRecord(record));
+  seal_ = record;
+  seal_end_ = record.end;
+  sealed_.store(true);
+  return record.end;
+}
+
+// Fencing of seals (invariant 5): one partition is sealed for one change. Two coordinators that
+// both believe they mint epoch e build two different maps; whichever seal arrives first names
+// the change, and the other is refused, so at most one of the two changes can ever make a
+// successor of this partition take writes (a successor needs ConfirmSuccessor, below).
+Result<uint64_t> Partition::Seal(const SealIntent& intent, Epoch held) {
+  std::lock_guard<std::mutex> lock(append_mu_);
+  const std::string me = "partition " + std::to_string(id_.value());
+  if (sealed_.load()) {
+    if (!seal_.intent) return seal_end_;  // sealed before seals named their change
+    const SealIntent& was = *seal_.intent;
+    if (was.epoch == intent.epoch && was.digest == intent.digest) return seal_end_;
+    const std::string sealed_for = me + " is sealed for the change of epoch " +
+                                   std::to_string(was.epoch.value()) + " (map " + was.digest +
+                                   ")";
+    if (intent.epoch < was.epoch) {
+      return Status::StaleEpoch(sealed_for + "; this seal is for epoch " +
+                                std::to_string(intent.epoch.value()));
+    }
+    if (intent.epoch == was.epoch || !seal_.confirmed.empty() || held >= was.epoch) {
+      return Status::Conflict(sealed_for + ", not for map " + intent.digest + " of epoch " +
+                              std::to_string(intent.epoch.value()) +
+                              (seal_.confirmed.empty() ? "" : "; a successor took over from it"));
+    }
+    // The earlier change was abandoned before any successor took over: seal for this one.
+    SealRecord record = seal_;
+    record.intent = intent;
+    SHOAL_RETURN_IF_ERROR(WriteSealRecord(record));
+    seal_ = std::move(record);
+    return seal_end_;
+  }
+  if (intent.epoch <= held) {
+    return Status::StaleEpoch("stale epoch " + std::to_string(intent.epoch.value()) +
+                              ": this sidecar holds epoch " + std::to_string(held.value()));
+  }
   // The seal is durable before it is acknowledged: a restarted sidecar must never append to a
   // partition whose successor may already accept writes (invariant 2).
   SHOAL_RETURN_IF_ERROR(SyncLog());
-  const uint64_t end = log_->end_offset();
-  SHOAL_RETURN_IF_ERROR(storage::WriteFileAtomic(opts_.dir + "/sealed", std::to_string(end)));
-  seal_end_ = end;
+  SealRecord record;
+  record.end = log_->end_offset();
+  record.intent = intent;
+  SHOAL_RETURN_IF_ERROR(WriteSealRecord(record));
+  seal_ = std::move(record);
+  seal_end_ = seal_.end;
   sealed_.store(true);
-  return end;
+  return seal_end_;
+}
+
+Status Partition::ConfirmSuccessor(const SuccessorRef& s) {
+  std::lock_guard<std::mutex> lock(append_mu_);
+  const std::string me = "partition " + std::to_string(id_.value());
+  if (!sealed_.load()) {
+    return Status::Unavailable(me + " is not sealed yet; " + Describe(s) + " waits for its seal");
+  }
+  if (!seal_.intent) return Status::Ok();
+  const auto& listed = seal_.intent->successors;
+  if (std::find(listed.begin(), listed.end(), s) == listed.end()) {
+    return Status::Conflict(me + " is sealed for the change of epoch " +
+                            std::to_string(seal_.intent->epoch.value()) + " (map " +
+                            seal_.intent->digest + "), which does not create " + Describe(s));
+  }
+  if (std::binary_search(seal_.confirmed.begin(), seal_.confirmed.end(), s.id.value())) {
+    return Status::Ok();
+  }
+  SealRecord record = seal_;
+  record.confirmed.insert(
+      std::lower_bound(record.confirmed.begin(), record.confirmed.end(), s.id.value()),
+      s.id.value());
+  SHOAL_RETURN_IF_ERROR(WriteSealRecord(record));
+  seal_ = std::move(record);
+  return Status::Ok();
 }
 
 std::optional<uint64_t> Partition::sealed_end() const {
   if (!sealed_.load()) return std::nullopt;
   return seal_end_;
+}
+
+std::optional<SealRecord> Partition::seal_record() const {
+  std::lock_guard<std::mutex> lock(append_mu_);
+  if (!sealed_.load()) return std::nullopt;
+  return seal_;
 }
 
 std::string Partition::ExportProducers() {
@@ -263,7 +502,9 @@ Status Partition::InheritProducers(const std::string& serialized) {
   auto table = storage::ProducerTable::Deserialize(serialized);
   if (!table.ok()) return table.status();
   std::lock_guard<std::mutex> lock(append_mu_);
+  const uint64_t forgotten = producers_.evicted_producers();
   producers_.Inherit(*table);
+  NoteForgotten(forgotten);
   return Status::Ok();
 }
 

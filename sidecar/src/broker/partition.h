@@ -43,6 +43,35 @@ struct PartitionOptions {
   int64_t producer_idle_ms = 24 * 3600 * 1000;
 };
 
+// A successor of a partition as a change names it: id, owner pod and hash range, all fixed for
+// the successor's whole life.
+struct SuccessorRef {
+  PartitionId id;
+  PodName owner;
+  HashRange range;
+  bool operator==(const SuccessorRef&) const = default;
+};
+// The successors `map` gives partition `parent`, in id order.
+std::vector<SuccessorRef> SuccessorRefs(const PartitionMap& map, PartitionId parent);
+
+// The change a seal serves (invariants 2 and 5): the epoch and digest of the change's target
+// map, and the successors that map gives the sealed partition.
+struct SealIntent {
+  Epoch epoch{0};
+  std::string digest;
+  std::vector<SuccessorRef> successors;
+  bool operator==(const SealIntent&) const = default;
+};
+
+// A partition's seal, durable in its directory: the final end offset, the change it was made for
+// (absent for a seal written before seals named their change), and the successors whose owners
+// confirmed they took over from it.
+struct SealRecord {
+  uint64_t end = 0;
+  std::optional<SealIntent> intent;
+  std::vector<uint32_t> confirmed;  // successor ids, sorted
+};
+
 // Where a partition's appends fell in its hash range [lo, hi), counted since the sidecar started
 // (in memory only), for the operator's split decisions. A value.
 struct LoadSketch {
@@ -74,9 +103,12 @@ class Partition {
   // its result: a new offset, or the original offset of an already-appended (producer, seq).
   // `hashes[i]` is KeyHash(events[i]->key), as the router computed it; every appended event (not
   // a duplicate) is counted in the load sketch at its hash point. Durability is the caller's next
-  // step (SyncForAck).
+  // step (SyncForAck). When the producer state cannot decide some (producer, seq) (see
+  // ProducerTable), nothing is appended: SequenceUnknown, with their positions in `events` put
+  // in `unknown` (when given).
   Status Append(std::span<const wire::ProduceEvent* const> events, std::span<const uint32_t> hashes,
-                std::span<wire::ProduceResult* const> results);
+                std::span<wire::ProduceResult* const> results,
+                std::vector<size_t>* unknown = nullptr);
   // As above, hashing the keys here (for callers that did not route).
   Status Append(std::span<const wire::ProduceEvent* const> events,
                 std::span<wire::ProduceResult* const> results);
@@ -85,10 +117,25 @@ class Partition {
   LoadSketch Load() const;
   // Events appended since the sidecar started (shoal_events_appended_total of this partition).
   uint64_t appended() const;
-  // Seals the partition: no append after this returns, the end offset is final and durable, and
-  // the seal survives a restart. Idempotent: a sealed partition answers its end again.
+  // Seals the partition for the change `intent` names: no append after this returns, the end
+  // offset is final and durable, and the seal and its intent survive a restart. The fencing rule
+  // of seals (invariant 5): a partition is sealed for one change. Asked again for the same change
+  // (epoch and digest) it answers its end again; for another change of the same epoch it is
+  // Conflict; for an older epoch StaleEpoch. For a newer epoch it is Conflict too, unless the
+  // change it was sealed for was abandoned: no successor confirmed it (ConfirmSuccessor) and the
+  // sidecar never held a map of that epoch (`held` is the epoch of the map it holds); then the
+  // seal is made over for the newer change, with the same end (nothing was appended since).
+  Result<uint64_t> Seal(const SealIntent& intent, Epoch held);
+  // A seal that names no change (tests, and the behaviour of earlier sidecars); idempotent.
   Result<uint64_t> Seal();
   std::optional<uint64_t> sealed_end() const;
+  std::optional<SealRecord> seal_record() const;
+  // A successor's owner takes over from this sealed partition (its producer state) only if the
+  // seal was made for the change that created the successor: `s` must be one of the successors
+  // the seal names. Recorded durably before it returns, so that the seal can no longer be made
+  // over for another change. Unavailable while not sealed; Conflict when sealed for a change
+  // without `s`. A seal that names no change accepts any successor.
+  Status ConfirmSuccessor(const SuccessorRef& s);
 
   // Handoff of the idempotent-producer state along the lineage (invariant 6).
   std::string ExportProducers();
@@ -125,6 +172,9 @@ class Partition {
   Status Commit(const std::string& group, uint64_t offset);
   std::map<std::string, uint64_t> Commits() const { return commits_->All(); }
   std::optional<uint64_t> Committed(const std::string& group) const { return commits_->Get(group); }
+  // Where `group` stands: its commit, or the oldest retained event when that is later (also for
+  // a group without a commit here).
+  uint64_t StandingOf(const std::string& group) const { return Standing(commits_->Get(group)); }
   // FailedPrecondition when `group` looks alive here: a batch handed out and not committed, or
   // a read or commit within redelivery_ms.
   Status CheckGroupIdle(const std::string& group) const;
@@ -142,8 +192,16 @@ class Partition {
  private:
   Partition(PartitionId id, PartitionOptions options, Clock& clock, PartitionProbe probe);
   Status RecoverProducers();
+  // Writes the seal record atomically (fsync'd); requires append_mu_.
+  Status WriteSealRecord(const SealRecord& record);
+  // Commits ahead of the log's end (a crash under fsync interval|never took back the tail they
+  // covered) are brought back to it, so the group reads the events appended there next.
+  Status ClampCommits();
   Status WriteProducerSnapshot();
   void CountLoad(uint32_t hash);  // requires append_mu_
+  // Counts and logs producers the table forgot since it had forgotten `before`; requires
+  // append_mu_.
+  void NoteForgotten(uint64_t before);
   Status SyncLog();
 
   // Where a group stands: its commit, or the oldest retained event when that is later (also
@@ -166,6 +224,7 @@ class Partition {
 
   std::atomic<bool> sealed_{false};
   uint64_t seal_end_ = 0;  // written under append_mu_ before sealed_ is set
+  SealRecord seal_;        // guarded by append_mu_; valid once sealed_
   std::atomic<bool> seeded_{false};
   std::atomic<bool> snapshot_due_{false};  // a seeding asks the ticker for a snapshot now
   std::atomic<bool> producers_durable_{false};

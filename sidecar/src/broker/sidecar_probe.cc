@@ -30,6 +30,16 @@ SidecarProbe::SidecarProbe(std::string topic)
                       .Name("shoal_duplicate_events_total")
                       .Help("Idempotent-producer events answered as duplicates, not appended")
                       .Register(*registry_)),
+      sequence_unknown_(
+          BuildCounter()
+              .Name("shoal_sequence_unknown_total")
+              .Help("Produce calls refused because a (producer, seq) was older than the producer "
+                    "state remembers (sequence_unknown)")
+              .Register(*registry_)),
+      producers_forgotten_(BuildCounter()
+                               .Name("shoal_producers_forgotten_total")
+                               .Help("Idempotent producers forgotten at the producer table's cap")
+                               .Register(*registry_)),
       rejected_(BuildCounter()
                     .Name("shoal_requests_rejected_total")
                     .Help("Requests refused with a 4xx or 5xx answer, by reason")
@@ -59,7 +69,8 @@ PartitionProbe SidecarProbe::ForPartition(uint32_t partition) {
                                                      {"partition", std::to_string(partition)}};
   return PartitionProbe{&events_appended_.Add(labels), &bytes_appended_.Add(labels),
                         &events_consumed_.Add(labels), &bytes_consumed_.Add(labels),
-                        &duplicates_.Add(labels)};
+                        &duplicates_.Add(labels),        &sequence_unknown_.Add(labels),
+                        &producers_forgotten_.Add(labels)};
 }
 
 void SidecarProbe::Rejected(const std::string& reason) {

@@ -22,6 +22,10 @@ struct PartitionProbe {
   prometheus::Counter* events_consumed;
   prometheus::Counter* bytes_consumed;
   prometheus::Counter* duplicates;
+  // Produce calls refused because the producer state could not decide a (producer, seq).
+  prometheus::Counter* sequence_unknown;
+  // Producers the producer table forgot at its kMaxProducers cap.
+  prometheus::Counter* producers_forgotten;
 };
 
 class SidecarProbe {
@@ -49,6 +53,8 @@ class SidecarProbe {
   prometheus::Family<prometheus::Counter>& events_consumed_;
   prometheus::Family<prometheus::Counter>& bytes_consumed_;
   prometheus::Family<prometheus::Counter>& duplicates_;
+  prometheus::Family<prometheus::Counter>& sequence_unknown_;
+  prometheus::Family<prometheus::Counter>& producers_forgotten_;
   prometheus::Family<prometheus::Counter>& rejected_;
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Family<prometheus::Counter>& admin_changes_;

@@ -29,6 +29,10 @@ Result<std::unique_ptr<Topic>> Topic::Open(const TopicOptions& options, Clock& c
                                            SidecarProbe& probe, PeerClient* peers) {
   std::unique_ptr<Topic> t(new Topic(options, clock, probe, peers));
   SHOAL_RETURN_IF_ERROR(t->LoadOrCreateMap());
+  auto registry = GroupRegistry::Open(
+      options.data_dir + "/" + options.topic + "/groups.json", options.max_groups);
+  if (!registry.ok()) return registry.status();
+  t->registry_ = std::move(registry).value();
   SHOAL_RETURN_IF_ERROR(t->OpenPartitions());
   // Successors whose seeding a crash took back inherit again before the sidecar is ready, when
   // their parents' owners answer; otherwise the ticker keeps trying.
@@ -134,7 +138,7 @@ bool Topic::Accepting(const PartitionInfo& info, const Partition& p) const {
 
 Status Topic::Produce(const std::vector<wire::ProduceEvent>& events,
                       std::vector<wire::ProduceResult>* results, bool forwarded,
-                      std::vector<ForwardPlan>* forwards) {
+                      std::vector<ForwardPlan>* forwards, std::vector<size_t>* unknown) {
   results->assign(events.size(), {});
   std::shared_lock<std::shared_mutex> lock(map_mu_);
   if (map_.active_count() == 0) {
@@ -147,24 +151,29 @@ Status Topic::Produce(const std::vector<wire::ProduceEvent>& events,
     std::vector<const wire::ProduceEvent*> events;
     std::vector<uint32_t> hashes;  // the routing hash of each event, for the load sketch
     std::vector<wire::ProduceResult*> results;
+    std::vector<size_t> indices;  // of the events in the request
   };
   std::vector<Group> groups;
-  std::vector<int32_t> group_of(map_.NextId().value(), -1);
+  // Indexed by the partition's place in the map, never by its id: an id is not a size.
+  std::vector<int32_t> group_of(map_.partitions().size(), -1);
   std::map<std::string, std::vector<size_t>> remote;
   for (size_t i = 0; i < events.size(); ++i) {
     const uint32_t hash = KeyHash(events[i].key);
     const PartitionInfo& info = map_.Route(hash);
     if (info.owner != opts_.pod) {
       if (forwarded || !forwards) {
-        // One hop only: a forwarding sidecar with an older map learns the owner from the answer.
-        return Status::FailedPrecondition(
+        // One hop only. The sender routed by an older map than this one: the range is changing
+        // hands and the sender learns the new owner with the change's next install. Retryable,
+        // as the data plane promises for a change in progress.
+        return Status::Unavailable(
             "not the owner: partition " + std::to_string(info.id.value()) + " is owned by " +
-            info.owner.value() + " at epoch " + std::to_string(map_.epoch().value()));
+            info.owner.value() + " at epoch " + std::to_string(map_.epoch().value()) +
+            "; a change is in progress, retry");
       }
       remote[info.owner.value()].push_back(i);
       continue;
     }
-    int32_t& g = group_of[info.id.value()];
+    int32_t& g = group_of[map_.IndexOf(info)];
     if (g < 0) {
       auto it = partitions_.find(info.id.value());
       if (it == partitions_.end() || !Accepting(info, *it->second)) {
@@ -172,11 +181,12 @@ Status Topic::Produce(const std::vector<wire::ProduceEvent>& events,
                                    " is being created by a change in progress; retry");
       }
       g = static_cast<int32_t>(groups.size());
-      groups.push_back({it->second.get(), {}, {}, {}});
+      groups.push_back({it->second.get(), {}, {}, {}, {}});
     }
     groups[g].events.push_back(&events[i]);
     groups[g].hashes.push_back(hash);
     groups[g].results.push_back(&(*results)[i]);
+    groups[g].indices.push_back(i);
   }
   for (auto& [pod, idx] : remote) {
     const PeerAddress* addr = map_.Peer(PodName(pod));
@@ -187,7 +197,14 @@ Status Topic::Produce(const std::vector<wire::ProduceEvent>& events,
     for (size_t i : idx) subset.push_back(&events[i]);
     forwards->push_back({*addr, wire::EncodeProduceRequest(subset), std::move(idx)});
   }
-  for (auto& g : groups) SHOAL_RETURN_IF_ERROR(g.partition->Append(g.events, g.hashes, g.results));
+  for (auto& g : groups) {
+    std::vector<size_t> undecided;
+    Status st = g.partition->Append(g.events, g.hashes, g.results, &undecided);
+    if (st.code() == Status::Code::kSequenceUnknown && unknown) {
+      for (size_t k : undecided) unknown->push_back(g.indices[k]);
+    }
+    SHOAL_RETURN_IF_ERROR(st);
+  }
   // Acknowledge only what the fsync policy made durable; under fsync=always the concurrent
   // requests of a partition share one fdatasync (group commit in DiskLog::Sync).
   for (auto& g : groups) SHOAL_RETURN_IF_ERROR(g.partition->SyncForAck());
@@ -198,13 +215,12 @@ Status Topic::Produce(const std::vector<wire::ProduceEvent>& events,
 
 Result<size_t> Topic::Consume(const std::string& group, size_t max, std::string* out) {
   constexpr size_t kMaxBytes = 4 << 20;
+  // Known topic-wide from its first request (invariant 4), on disk before anything is served.
+  SHOAL_RETURN_IF_ERROR(registry_->Touch(group, clock_.NowMs()));
   out->append("{\"events\":[");
   size_t total = 0;
+  Status failed;
   {
-    {
-      std::lock_guard<std::mutex> g(gate_mu_);
-      groups_.insert(group);
-    }
     std::shared_lock<std::shared_mutex> lock(map_mu_);
     std::vector<Partition*> order;
     for (auto& [id, p] : partitions_) {
@@ -218,11 +234,19 @@ Result<size_t> Topic::Consume(const std::string& group, size_t max, std::string*
       for (size_t k = 0; k < order.size() && total < max; ++k) {
         Partition* p = order[(start + k) % order.size()];
         auto n = p->ReadForGroup(group, max - total, kMaxBytes, total > 0, out);
-        if (!n.ok()) return n.status();
+        if (!n.ok()) {
+          // This partition's batch did not go out (its cursor did not move); what the others
+          // handed out in this call does, instead of waiting for redelivery.
+          Logger("broker")->error("msg=\"read failed\" partition={} group={} reason=\"{}\"",
+                                  p->id().value(), group, n.status().message());
+          if (failed.ok()) failed = n.status();
+          continue;
+        }
         total += *n;
       }
     }
   }
+  if (total == 0 && !failed.ok()) return failed;
   out->append("]}");
   return total;
 }
@@ -235,61 +259,46 @@ bool Topic::HasDataFor(const std::string& group) const {
   return false;
 }
 
-// Invariant 3, parents first: an event of successor S goes to group G only after G committed
-// every parent of S up to the parent's final end offset, recorded in the map when the parent was
-// sealed. Every event of a key before the change is in a parent, every event after it in S, and
-// each partition is delivered in offset order, so G sees a key's events in acknowledgement order
-// across the change. Gating is per group: a slow group holds back only itself. Once released, a
-// group stays released (the parents' ends are final).
 bool Topic::Released(const PartitionInfo& info, const std::string& group) {
-  if (info.parents.empty()) return true;
-  std::lock_guard<std::mutex> g(gate_mu_);
-  auto& released = released_[info.id.value()];
-  if (released.count(group)) return true;
-  for (PartitionId parent : info.parents) {
-    const PartitionInfo* pi = map_.Find(parent);
-    if (!pi) continue;  // retired: every group consumed it
-    if (pi->end_offset == 0) continue;
-    uint64_t committed = 0;
-    auto local = partitions_.find(parent.value());
-    if (local != partitions_.end()) {
-      committed = local->second->Committed(group).value_or(local->second->start_offset());
-    } else {
-      auto rc = remote_commits_.find(parent.value());
-      if (rc == remote_commits_.end()) return false;
-      auto it = rc->second.find(group);
-      if (it == rc->second.end()) return false;
-      committed = it->second;
-    }
-    if (committed < pi->end_offset) return false;
+  return gate_.Released(map_, info, group, [this](PartitionId id, const std::string& g) {
+    return StandingOf(id, g);
+  });
+}
+
+std::optional<uint64_t> Topic::StandingOf(PartitionId id, const std::string& group) {
+  if (auto it = partitions_.find(id.value()); it != partitions_.end()) {
+    return it->second->StandingOf(group);
   }
-  released.insert(group);
-  return true;
+  std::lock_guard<std::mutex> lock(remote_mu_);
+  auto rc = remote_commits_.find(id.value());
+  if (rc == remote_commits_.end()) return std::nullopt;  // not fetched yet
+  auto it = rc->second.commits.find(group);
+  // A group without a commit there stands at its oldest retained event.
+  return it == rc->second.commits.end() ? rc->second.start_offset
+                                        : std::max(it->second, rc->second.start_offset);
 }
 
 void Topic::RefreshRemoteCommits() {
   if (!peers_) return;
-  // Which remote parents still hold back some group that wants to consume here?
+  // Which remote partitions of local successors' lineages still hold back some known group?
   std::vector<std::pair<PeerAddress, PartitionId>> wanted;
   uint64_t deletions = 0;
+  const auto known = registry_->All();
+  std::set<std::string> groups;
+  for (const auto& [g, info] : known) groups.insert(g);
   {
     std::shared_lock<std::shared_mutex> lock(map_mu_);
-    std::lock_guard<std::mutex> g(gate_mu_);
-    deletions = group_deletions_;
+    {
+      std::lock_guard<std::mutex> r(remote_mu_);
+      deletions = group_deletions_;
+    }
     std::set<uint32_t> seen;
     for (const auto& [id, p] : partitions_) {
       const PartitionInfo* info = map_.Find(PartitionId(id));
-      if (!info || info->parents.empty()) continue;
-      const auto& released = released_[id];
-      bool all = true;
-      for (const auto& grp : groups_) all &= released.count(grp) > 0;
-      if (all) continue;
-      for (PartitionId parent : info->parents) {
-        const PartitionInfo* pi = map_.Find(parent);
-        if (!pi || partitions_.count(parent.value()) || !seen.insert(parent.value()).second) {
-          continue;
-        }
-        if (const PeerAddress* addr = map_.Peer(pi->owner)) wanted.emplace_back(*addr, parent);
+      if (!info || info->parents.empty() || gate_.AllReleased(info->id, groups)) continue;
+      for (const PartitionInfo* pi : SuccessorGate::Lineage(map_, *info)) {
+        if (partitions_.count(pi->id.value()) || !seen.insert(pi->id.value()).second) continue;
+        if (const PeerAddress* addr = map_.Peer(pi->owner)) wanted.emplace_back(*addr, pi->id);
       }
     }
   }
@@ -301,11 +310,11 @@ void Topic::RefreshRemoteCommits() {
       // The map may have retired the parent meanwhile; its entry must not come back.
       std::shared_lock<std::shared_mutex> lock(map_mu_);
       if (!map_.Find(parent)) continue;
-      std::lock_guard<std::mutex> g(gate_mu_);
+      std::lock_guard<std::mutex> r(remote_mu_);
       // A group deleted since the fetch began may be in it: fetch again next tick.
       if (group_deletions_ != deletions) continue;
       auto& held = remote_commits_[parent.value()];
-      changed = held != *commits;
+      changed = !(held == *commits);
       held = std::move(commits).value();
     }
     // New remote commits may release a successor: wake parked consumers.
@@ -313,32 +322,28 @@ void Topic::RefreshRemoteCommits() {
   }
 }
 
-Status Topic::InstallMap(const PartitionMap& next) {
+Result<InstallOutcome> Topic::InstallMap(const PartitionMap& next) {
   std::lock_guard<std::mutex> install(install_mu_);
   SHOAL_RETURN_IF_ERROR(next.Validate());
   if (next.topic() != opts_.topic) {
     return Status::InvalidArgument("the map is for topic " + next.topic() + ", not " + opts_.topic);
   }
-  const Epoch held = map().epoch();
-  if (next.epoch() <= held) {
-    return Status::FailedPrecondition("stale epoch " + std::to_string(next.epoch().value()) +
-                                      ": this sidecar holds epoch " + std::to_string(held.value()));
+  const PartitionMap held = map();
+  // Fencing (invariant 5): one map per epoch in the whole system. A sidecar moves only to a
+  // newer epoch; the map it holds again is "already held", and any other map of the held epoch
+  // is a conflict (two coordinators minted one epoch), never "already done": the coordinator
+  // that gets it stops and re-reads instead of counting the install as made.
+  if (next.epoch() < held.epoch()) {
+    return Status::StaleEpoch("stale epoch " + std::to_string(next.epoch().value()) +
+                              ": this sidecar holds epoch " + std::to_string(held.epoch().value()));
   }
-  // Retirement drops sealed partitions only: an active one still takes the appends of its range
-  // (invariant 2), and dropping it would lose them. Checked before anything changes.
-  {
-    std::shared_lock<std::shared_mutex> lock(map_mu_);
-    for (const auto& info : map_.partitions()) {
-      if (info.active() && !next.Find(info.id)) {
-        // 400, not 409: a 409 on install means "this epoch or a newer one is held", which the
-        // change executor takes as done; this map is wrong and must not be taken as installed.
-        return Status::InvalidArgument(
-            "the map of epoch " + std::to_string(next.epoch().value()) + " drops partition " +
-            std::to_string(info.id.value()) + ", which is active at the held epoch " +
-            std::to_string(held.value()) + "; only sealed partitions can be retired");
-      }
-    }
+  if (next.epoch() == held.epoch()) {
+    if (next == held) return InstallOutcome::kAlreadyHeld;
+    return Status::Conflict("another map of epoch " + std::to_string(held.epoch().value()) +
+                            " is held here (map " + held.Digest() + ", this one " +
+                            next.Digest() + ")");
   }
+  SHOAL_RETURN_IF_ERROR(CheckAgainstHeld(held, next));
   const auto t0 = clock_.SteadyNow();
   auto ms_since = [&](std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double, std::milli>(clock_.SteadyNow() - t).count();
@@ -368,21 +373,20 @@ Status Topic::InstallMap(const PartitionMap& next) {
     return it == partitions_.end() ? nullptr : it->second.get();
   };
   const double opened_ms = ms_since(t0);
-  // 2. Seal what the new map seals, before any successor can take appends.
-  for (const auto& info : next.partitions()) {
-    if (info.active()) continue;
-    if (Partition* p = held_partition(info.id.value()); p && !p->sealed_end()) {
-      auto end = p->Seal();
-      if (!end.ok()) return end.status();
-    }
+  // 2. Seed each new successor with its parents' producer state (handoff of dedup state), once
+  // each parent's owner confirmed the parent was sealed for this very change (invariant 2: a
+  // successor takes writes only after its parents are sealed for the change that created it).
+  Status seeded = SeedSuccessors(next, held_partition);
+  if (!seeded.ok()) {
+    // Nothing took effect; what was opened is kept for the retry, as if prepared.
+    for (auto& [id, p] : opened) prepared_.emplace(id, std::move(p));
+    return seeded;
   }
-  // 3. Seed each new successor with its parents' producer state (handoff of dedup state).
-  SHOAL_RETURN_IF_ERROR(SeedSuccessors(next, held_partition));
   const double seeded_ms = ms_since(t0);
-  // 4. Persist, then take effect. A crash between the two re-opens the new map on restart.
+  // 3. Persist, then take effect. A crash between the two re-opens the new map on restart.
   SHOAL_RETURN_IF_ERROR(storage::WriteFileAtomic(MapPath(), next.ToJson()));
   const double persisted_ms = ms_since(t0);
-  // 5. Retire what the new map no longer lists. The partitions leave partitions_ under the
+  // 4. Retire what the new map no longer lists. The partitions leave partitions_ under the
   // exclusive lock, together with the map change: every reader (produce, consume, commit, the
   // ticker, the admin views) holds the shared lock while it uses a Partition*, so none is in use
   // once the lock is ours, and none can be found afterwards. They are destroyed and their
@@ -405,13 +409,15 @@ Status Topic::InstallMap(const PartitionMap& next) {
     held_count = partitions_.size();
     // Gating state of partitions gone from the map: groups released per successor (held here)
     // and commits fetched of remote parents.
-    std::lock_guard<std::mutex> g(gate_mu_);
-    std::erase_if(released_, [&](const auto& e) { return !next.Find(PartitionId(e.first)); });
+    gate_.Retain(next);
+    std::lock_guard<std::mutex> r(remote_mu_);
     std::erase_if(remote_commits_, [&](const auto& e) { return !next.Find(PartitionId(e.first)); });
   }
-  // Prepared for a map that this one retired (an id it had); ids beyond it belong to a coming map.
+  // Prepared for a map that this one retired or gave to another pod (an id it has); ids beyond
+  // it belong to a coming map.
   for (auto it = prepared_.begin(); it != prepared_.end();) {
-    if (next.Find(PartitionId(it->first)) || it->first >= next.NextId().value()) {
+    const PartitionInfo* in = next.Find(PartitionId(it->first));
+    if ((in && in->owner == opts_.pod) || it->first >= next.NextId().value()) {
       ++it;
       continue;
     }
@@ -433,10 +439,116 @@ Status Topic::InstallMap(const PartitionMap& next) {
     }
   }
   Logger("broker")->info(
-      "msg=\"installed map\" epoch={} active_partitions={} held={} retired={} opened_ms={:.2f} "
-      "seeded_ms={:.2f} persisted_ms={:.2f} total_ms={:.2f}",
-      next.epoch().value(), next.active_count(), held_count, retired.size(), opened_ms, seeded_ms,
-      persisted_ms, ms_since(t0));
+      "msg=\"installed map\" epoch={} digest={} active_partitions={} held={} retired={} "
+      "opened_ms={:.2f} seeded_ms={:.2f} persisted_ms={:.2f} total_ms={:.2f}",
+      next.epoch().value(), next.Digest(), next.active_count(), held_count, retired.size(),
+      opened_ms, seeded_ms, persisted_ms, ms_since(t0));
+  return InstallOutcome::kInstalled;
+}
+
+Status Topic::CheckAgainstHeld(const PartitionMap& held, const PartitionMap& next) {
+  const std::string at = " (map " + next.Digest() + " of epoch " +
+                         std::to_string(next.epoch().value()) + ")";
+  std::vector<std::pair<PartitionId, uint64_t>> dropped;  // held here, gone from next: end
+  {
+    std::shared_lock<std::shared_mutex> lock(map_mu_);
+    for (const auto& [id, p] : partitions_) {
+      const std::string pid = "partition " + std::to_string(id);
+      const PartitionInfo* info = next.Find(PartitionId(id));
+      const auto seal = p->seal_record();
+      if (!info) {
+        // Retirement drops sealed partitions only: an active one still takes the appends of its
+        // range (invariant 2), and dropping it would lose them.
+        if (!seal) {
+          return Status::Conflict("the map drops " + pid +
+                                  ", which is active here; only sealed partitions retire" + at);
+        }
+        dropped.emplace_back(PartitionId(id), seal->end);
+        continue;
+      }
+      if (info->owner != opts_.pod) {
+        // A partition's owner is fixed for its id (a move makes a successor).
+        return Status::Conflict("the map gives " + pid + ", held here, to " +
+                                info->owner.value() + at);
+      }
+      if (info->active()) {
+        // Sealed here for a later change is fine (the executor seals ahead of its map); sealed
+        // for this map's change or an earlier one means the map does not know the seal.
+        if (seal && (!seal->intent || seal->intent->epoch <= next.epoch())) {
+          return Status::Conflict("the map has " + pid + " active, but it is sealed here" +
+                                  (seal->intent ? " for the change of epoch " +
+                                                      std::to_string(seal->intent->epoch.value()) +
+                                                      " (map " + seal->intent->digest + ")"
+                                                : std::string()) +
+                                  at);
+        }
+        continue;
+      }
+      // Sealed by the map: the seal happened here first (the change's step 1) and the map
+      // records exactly it, end offset and successors.
+      if (!seal) {
+        return Status::Conflict("the map seals " + pid +
+                                ", which is not sealed here: seal it first (POST /v1/admin/seal)" +
+                                at);
+      }
+      if (seal->end != info->end_offset) {
+        return Status::Conflict("the map records end offset " + std::to_string(info->end_offset) +
+                                " for " + pid + ", sealed here at " + std::to_string(seal->end) +
+                                at);
+      }
+      if (seal->intent && seal->intent->successors != SuccessorRefs(next, info->id)) {
+        return Status::Conflict(pid + " is sealed here for the change of epoch " +
+                                std::to_string(seal->intent->epoch.value()) + " (map " +
+                                seal->intent->digest + "), whose successors differ from this map's" +
+                                at);
+      }
+    }
+  }
+  // Retirement goes parents first: a partition leaves the map only after every partition of its
+  // lineage did (or with them), so a retired partition never hides a lineage some group still
+  // has to consume before its successors (SuccessorGate).
+  for (const auto& p : held.partitions()) {
+    if (next.Find(p.id)) continue;
+    for (PartitionId parent : p.parents) {
+      if (next.Find(parent)) {
+        return Status::Conflict("the map retires partition " + std::to_string(p.id.value()) +
+                                " before its parent " + std::to_string(parent.value()) + at);
+      }
+    }
+  }
+  if (dropped.empty()) return Status::Ok();
+  // Retirement waits for every group the topic knows (invariant 4): the groups of this
+  // sidecar's registry and of every peer's, including groups that never read here and so left
+  // no commit on the partition. A peer that cannot be asked blocks the retirement for now.
+  std::set<std::string> groups;
+  for (const auto& [g, info] : registry_->All()) groups.insert(g);
+  std::map<std::string, PeerAddress> peers = held.peers();
+  for (const auto& [pod, addr] : next.peers()) peers.emplace(pod, addr);
+  for (const auto& [pod, addr] : peers) {
+    if (pod == opts_.pod.value()) continue;
+    if (!peers_) {
+      return Status::Unavailable("cannot ask " + pod + " for its consumer groups before retiring");
+    }
+    auto theirs = peers_->FetchGroups(addr);
+    if (!theirs.ok()) {
+      return theirs.status().Annotate("asking " + pod +
+                                      " for its consumer groups before retiring partitions");
+    }
+    for (const auto& [g, info] : *theirs) groups.insert(g);
+  }
+  std::shared_lock<std::shared_mutex> lock(map_mu_);
+  for (const auto& [id, end] : dropped) {
+    auto it = partitions_.find(id.value());
+    if (it == partitions_.end()) continue;
+    for (const auto& g : groups) {
+      const uint64_t stands = it->second->StandingOf(g);
+      if (stands < end) {
+        return Status::Conflict("the map retires partition " + std::to_string(id.value()) +
+                                ", which group " + g + " has consumed to " +
+                                std::to_string(stands) + " of " + std::to_string(end) + at);
+      }
+    }
+  }
   return Status::Ok();
 }
 
@@ -446,20 +558,23 @@ Status Topic::SeedSuccessors(const PartitionMap& next,
     if (!info.active() || info.owner != opts_.pod || info.parents.empty()) continue;
     Partition* p = held(info.id.value());
     if (!p || p->seeded()) continue;
+    const SuccessorRef me{info.id, info.owner, info.range};
     for (PartitionId parent : info.parents) {
       const PartitionInfo* pi = next.Find(parent);
       if (!pi) continue;  // retired
       Result<std::string> table = Status::Internal("unset");
       if (Partition* local = held(parent.value())) {
-        table = local->ExportProducers();
+        Status confirmed = local->ConfirmSuccessor(me);
+        table = confirmed.ok() ? Result<std::string>(local->ExportProducers()) : confirmed;
       } else if (const PeerAddress* addr = next.Peer(pi->owner); addr && peers_) {
-        table = peers_->FetchProducers(*addr, parent);
+        table = peers_->FetchProducers(*addr, parent, me);
       } else {
         table = Status::Unavailable("no address for " + pi->owner.value());
       }
       if (!table.ok()) {
-        return table.status().Annotate("fetching the producer state of parent " +
-                                       std::to_string(parent.value()));
+        return table.status().Annotate("taking over from parent " +
+                                       std::to_string(parent.value()) + " of partition " +
+                                       std::to_string(info.id.value()));
       }
       SHOAL_RETURN_IF_ERROR(p->InheritProducers(*table));
     }
@@ -496,9 +611,9 @@ Status Topic::Prepare(const PartitionMap& next) {
   std::lock_guard<std::mutex> install(install_mu_);
   SHOAL_RETURN_IF_ERROR(next.Validate());
   if (next.epoch() <= map().epoch()) {
-    return Status::FailedPrecondition("stale epoch " + std::to_string(next.epoch().value()) +
-                                      ": this sidecar holds epoch " +
-                                      std::to_string(map().epoch().value()));
+    return Status::StaleEpoch("stale epoch " + std::to_string(next.epoch().value()) +
+                              ": this sidecar holds epoch " +
+                              std::to_string(map().epoch().value()));
   }
   for (const auto& info : next.partitions()) {
     if (info.owner != opts_.pod || prepared_.count(info.id.value())) continue;
@@ -513,28 +628,26 @@ Status Topic::Prepare(const PartitionMap& next) {
   return Status::Ok();
 }
 
-Result<uint64_t> Topic::Seal(Epoch epoch, PartitionId id) {
+Result<uint64_t> Topic::Seal(PartitionId id, const SealIntent& intent) {
   std::shared_lock<std::shared_mutex> lock(map_mu_);
   auto it = partitions_.find(id.value());
   if (it == partitions_.end()) {
     return Status::NotFound("partition " + std::to_string(id.value()) + " is not on this sidecar");
   }
-  if (auto end = it->second->sealed_end()) return *end;
-  // Fencing (invariant 5): a seal belongs to the change that makes a newer map.
-  if (epoch <= map_.epoch()) {
-    return Status::FailedPrecondition("stale epoch " + std::to_string(epoch.value()) +
-                                      ": this sidecar holds epoch " +
-                                      std::to_string(map_.epoch().value()));
-  }
-  return it->second->Seal();
+  return it->second->Seal(intent, map_.epoch());
 }
 
-Result<std::string> Topic::ExportProducers(PartitionId id) {
+Result<uint64_t> Topic::Seal(const PartitionMap& target, PartitionId id) {
+  return Seal(id, SealIntent{target.epoch(), target.Digest(), SuccessorRefs(target, id)});
+}
+
+Result<std::string> Topic::ExportProducers(PartitionId id, const SuccessorRef* successor) {
   std::shared_lock<std::shared_mutex> lock(map_mu_);
   auto it = partitions_.find(id.value());
   if (it == partitions_.end()) {
     return Status::NotFound("partition " + std::to_string(id.value()) + " is not on this sidecar");
   }
+  if (successor) SHOAL_RETURN_IF_ERROR(it->second->ConfirmSuccessor(*successor));
   return it->second->ExportProducers();
 }
 
@@ -564,7 +677,10 @@ Result<std::string> Topic::CommitsJson(PartitionId id) {
   return out;
 }
 
+std::string Topic::GroupsJson() const { return registry_->ToJson(); }
+
 Status Topic::Commit(const wire::CommitRequest& request) {
+  SHOAL_RETURN_IF_ERROR(registry_->Touch(request.group, clock_.NowMs()));
   std::shared_lock<std::shared_mutex> lock(map_mu_);
   // Check every entry before applying any: a refused request changes nothing. An end offset
   // only grows, so an entry valid here is still valid when it is applied below.
@@ -602,17 +718,20 @@ Result<std::vector<uint32_t>> Topic::DeleteGroup(const std::string& group, bool 
   if (!force) {
     for (auto& [id, p] : partitions_) SHOAL_RETURN_IF_ERROR(p->CheckGroupIdle(group));
   }
-  std::lock_guard<std::mutex> gate(gate_mu_);
-  for (auto& [id, groups] : released_) groups.erase(group);
-  for (auto& [id, commits] : remote_commits_) commits.erase(group);
-  groups_.erase(group);
-  ++group_deletions_;
+  gate_.Forget(group);
+  {
+    std::lock_guard<std::mutex> r(remote_mu_);
+    for (auto& [id, commits] : remote_commits_) commits.commits.erase(group);
+    ++group_deletions_;
+  }
   std::vector<uint32_t> had;
   for (auto& [id, p] : partitions_) {
     auto deleted = p->DeleteGroup(group);
     if (!deleted.ok()) return deleted.status();
     if (*deleted) had.push_back(id);
   }
+  auto removed = registry_->Remove(group);
+  if (!removed.ok()) return removed.status();
   return had;
 }
 
@@ -695,7 +814,18 @@ std::string Topic::PartitionsJson() const {
   json::AppendString(out, opts_.pod.value());
   out += ",\"epoch\":";
   json::AppendUint(out, map_.epoch().value());
-  out += ",\"partitions\":[";
+  out += ",\"digest\":";
+  json::AppendString(out, map_.Digest());
+  // The groups this sidecar knows, read or not here: the coordinator's retirement rule waits
+  // for the union of every sidecar's (invariant 4).
+  out += ",\"groups\":[";
+  bool first_group = true;
+  for (const auto& [g, info] : registry_->All()) {
+    if (!first_group) out += ',';
+    first_group = false;
+    json::AppendString(out, g);
+  }
+  out += "],\"partitions\":[";
   bool first = true;
   for (const auto& [id, p] : partitions_) {
     const PartitionInfo* info = map_.Find(PartitionId(id));
@@ -769,6 +899,8 @@ std::shared_ptr<prometheus::Collectable> Topic::StateCollectable() {
     auto epoch =
         metrics::GaugeFamily("shoal_epoch", "Epoch of the partition map this sidecar holds");
     auto parts = metrics::GaugeFamily("shoal_partitions", "Partitions of this sidecar by state");
+    std::vector<std::string> known;
+    for (const auto& [g, info] : registry_->All()) known.push_back(g);
     std::shared_lock<std::shared_mutex> lock(map_mu_);
     metrics::AddGauge(epoch, {{"topic", opts_.topic}}, static_cast<double>(map_.epoch().value()));
     double active = 0, sealed = 0;
@@ -784,12 +916,22 @@ std::shared_ptr<prometheus::Collectable> Topic::StateCollectable() {
       metrics::AddGauge(end, labels, static_cast<double>(p.end_offset()));
       metrics::AddGauge(start, labels, static_cast<double>(p.start_offset()));
       metrics::AddGauge(segments, labels, static_cast<double>(p.segment_count()));
-      for (const auto& [g, o] : p.Commits()) {
+      const auto commits = p.Commits();
+      for (const auto& [g, o] : commits) {
         const std::map<std::string, std::string> gl = {
             {"topic", opts_.topic}, {"partition", pid}, {"group", g}};
         metrics::AddGauge(lag, gl,
                           static_cast<double>(p.end_offset() > o ? p.end_offset() - o : 0));
         metrics::AddGauge(committed, gl, static_cast<double>(o));
+      }
+      // A group known here that has not committed this partition yet lags by all it retains:
+      // a slow group that has not reached a successor is behind on it too.
+      for (const auto& g : known) {
+        if (commits.count(g)) continue;
+        const uint64_t stands = p.StandingOf(g);
+        metrics::AddGauge(lag, {{"topic", opts_.topic}, {"partition", pid}, {"group", g}},
+                          static_cast<double>(p.end_offset() > stands ? p.end_offset() - stands
+                                                                        : 0));
       }
     }
     metrics::AddGauge(parts, {{"topic", opts_.topic}, {"state", "active"}}, active);
@@ -812,9 +954,46 @@ void Topic::PeerTickLoop() {
     tick_cv_.wait_for(lock, std::chrono::milliseconds(opts_.tick_ms), [&] { return stopping_; });
     if (stopping_) break;
     lock.unlock();
-    RefreshRemoteCommits();
-    SeedPending();
+    PeerTickOnce();
     lock.lock();
+  }
+}
+
+void Topic::PeerTickOnce() {
+  RefreshRemoteCommits();
+  SeedPending();
+  ExpireGroups();
+}
+
+void Topic::ExpireGroups() {
+  constexpr int64_t kEveryMs = 5000;
+  const int64_t now = clock_.NowMs();
+  if (opts_.group_expiry_ms <= 0 || now - last_expiry_ms_ < kEveryMs) return;
+  last_expiry_ms_ = now;
+  std::vector<std::string> idle;
+  for (const auto& [g, info] : registry_->All()) {
+    if (now - info.last_active_ms > opts_.group_expiry_ms) idle.push_back(g);
+  }
+  if (idle.empty()) return;
+  // Idle here is not idle topic-wide: a group reading other sidecars is alive. Every peer of the
+  // map must say so too, or nothing expires this round.
+  const PartitionMap m = map();
+  for (const auto& [pod, addr] : m.peers()) {
+    if (pod == opts_.pod.value()) continue;
+    if (!peers_) return;
+    auto theirs = peers_->FetchGroups(addr);
+    if (!theirs.ok()) return;
+    std::erase_if(idle, [&](const std::string& g) {
+      auto it = theirs->find(g);
+      return it != theirs->end() && now - it->second.last_active_ms <= opts_.group_expiry_ms;
+    });
+  }
+  for (const auto& g : idle) {
+    auto had = DeleteGroup(g, /*force=*/true);
+    Logger("broker")->info(
+        "msg=\"consumer group expired: idle on every sidecar for longer than the expiry\" "
+        "group={} expiry_ms={} ok={}",
+        g, opts_.group_expiry_ms, had.ok());
   }
 }
 
@@ -828,14 +1007,25 @@ void Topic::TickLoop() {
     const auto now = clock_.SteadyNow();
     const bool sync_due = now - last_sync >= std::chrono::milliseconds(opts_.fsync_interval_ms);
     if (sync_due) last_sync = now;
-    bool moved = false;
-    {
-      std::shared_lock<std::shared_mutex> map_lock(map_mu_);
-      for (auto& [id, p] : partitions_) moved |= p->Tick(sync_due);
-    }
-    if (moved && on_data_) on_data_();
+    TickOnce(sync_due);
     lock.lock();
   }
+}
+
+void Topic::TickOnce(bool sync_due) {
+  bool moved = false;
+  {
+    std::shared_lock<std::shared_mutex> map_lock(map_mu_);
+    for (auto& [id, p] : partitions_) moved |= p->Tick(sync_due);
+  }
+  const int64_t now = clock_.NowMs();
+  if (now - last_registry_flush_ms_ >= 10000) {
+    last_registry_flush_ms_ = now;
+    if (auto st = registry_->Flush(); !st.ok()) {
+      Logger("broker")->warn("msg=\"writing group activity failed\" reason=\"{}\"", st.message());
+    }
+  }
+  if (moved && on_data_) on_data_();
 }
 
 Status Topic::Close() {
@@ -847,7 +1037,7 @@ Status Topic::Close() {
   if (ticker_.joinable()) ticker_.join();
   if (peer_ticker_.joinable()) peer_ticker_.join();
   std::unique_lock<std::shared_mutex> lock(map_mu_);
-  Status first;
+  Status first = registry_->Flush();
   for (auto& [id, p] : partitions_) {
     Status st = p->Close();
     if (!st.ok() && first.ok()) first = st;

@@ -21,8 +21,10 @@
 #include <thread>
 #include <vector>
 
+#include "broker/group_registry.h"
 #include "broker/partition.h"
 #include "broker/sidecar_probe.h"
+#include "broker/successor_gate.h"
 #include "shoal/common/clock.h"
 #include "shoal/common/partition_map.h"
 #include "shoal/common/wire.h"
@@ -33,17 +35,30 @@ class Collectable;
 
 namespace shoal::broker {
 
+// What a partition's owner says of its groups' commits (GET .../partitions/{id}/commits).
+struct RemoteCommits {
+  uint64_t start_offset = 0;                // the oldest retained event
+  std::map<std::string, uint64_t> commits;  // per group
+  bool operator==(const RemoteCommits&) const = default;
+};
+
 // How a sidecar talks to its peers: forwarding produce requests to a key's owner and, during a
 // change, fetching a sealed parent's producer state and its groups' commits. Implemented over HTTP
 // in http/peer_client.h; tests may hand in their own. Thread-safe; owned by main.
 class PeerClient {
  public:
   virtual ~PeerClient() = default;
-  // The serialized ProducerTable of `partition` from its owner's admin plane.
-  virtual Result<std::string> FetchProducers(const PeerAddress& peer, PartitionId partition) = 0;
-  // {group: committed offset} of `partition` from its owner's admin plane.
-  virtual Result<std::map<std::string, uint64_t>> FetchCommits(const PeerAddress& peer,
-                                                               PartitionId partition) = 0;
+  // The serialized ProducerTable of sealed `partition` from its owner's admin plane, for
+  // `successor`, which the owner first confirms as a successor of the change the partition was
+  // sealed for (Partition::ConfirmSuccessor): Conflict when it is not, Unavailable while the
+  // partition is not sealed yet.
+  virtual Result<std::string> FetchProducers(const PeerAddress& peer, PartitionId partition,
+                                             const SuccessorRef& successor) = 0;
+  // The commits of `partition` from its owner's admin plane.
+  virtual Result<RemoteCommits> FetchCommits(const PeerAddress& peer, PartitionId partition) = 0;
+  // The groups the peer's registry holds (GET /v1/admin/groups).
+  virtual Result<std::map<std::string, GroupRegistry::Group>> FetchGroups(
+      const PeerAddress& peer) = 0;
 };
 
 // Events of one produce request that another sidecar owns: the frontend sends `body` to `peer`
@@ -66,7 +81,15 @@ struct TopicOptions {
   // Start without a map of our own when none is on disk, and wait for one to be installed
   // through the admin plane (a sidecar that joins a multi-sidecar topic).
   bool wait_for_map = false;
+  // Consumer groups the topic may have (GroupRegistry).
+  size_t max_groups = 10000;
+  // A group idle on every sidecar of the map for this long is deleted (0: never), like Kafka's
+  // offsets retention: a group that is gone for good stops holding back retention and retirement.
+  int64_t group_expiry_ms = 0;
 };
+
+// What InstallMap did with a map that it did not refuse.
+enum class InstallOutcome { kInstalled, kAlreadyHeld };
 
 class Topic {
  public:
@@ -83,10 +106,13 @@ class Topic {
   // appended in request order). Acknowledged only after the fsync policy is met.
   // Events whose partition another sidecar owns are returned in `forwards` for the caller to send
   // on, unless this request was itself forwarded or `forwards` is null (then they are refused
-  // as FailedPrecondition naming the owner).
+  // as Unavailable naming the owner: the sender's map is behind, a change is in flight). When
+  // the producer state cannot decide some (producer, seq), SequenceUnknown, with their indices
+  // in `unknown` (when given).
   Status Produce(const std::vector<wire::ProduceEvent>& events,
                  std::vector<wire::ProduceResult>* results, bool forwarded = false,
-                 std::vector<ForwardPlan>* forwards = nullptr);
+                 std::vector<ForwardPlan>* forwards = nullptr,
+                 std::vector<size_t>* unknown = nullptr);
 
   // Writes up to `max` events for `group` into `out` as {"events":[...]}; returns how many.
   Result<size_t> Consume(const std::string& group, size_t max, std::string* out);
@@ -107,22 +133,30 @@ class Topic {
   std::string PartitionsJson() const;
   PartitionMap map() const;
 
-  // The admin plane's changes. InstallMap applies a map of a newer epoch (fencing: an older or
-  // equal epoch is FailedPrecondition naming the current one): it opens the partitions this pod
-  // now owns, seeds successors with their parents' producer state, seals what the map seals, and
-  // persists the map before it takes effect. Then it retires what the map no longer lists: each
-  // such partition held here (or prepared) is closed and its directory removed. A map that drops
-  // a partition active in the held map is FailedPrecondition and changes nothing: only sealed
-  // partitions are retired (the operator does so once every group consumed them to their end and
-  // their successors' producer state is durable).
-  Status InstallMap(const PartitionMap& map);
+  // The admin plane's changes. InstallMap applies a map of a newer epoch (fencing, invariant 5:
+  // an older epoch is StaleEpoch naming the held one; the same epoch is kAlreadyHeld when the
+  // map is the one held and Conflict when it is another). Before anything changes it checks the
+  // map against what is held here (see CheckAgainstHeld: seals, successors, retirement); then it
+  // opens the partitions this pod now owns, seeds successors with their parents' producer state
+  // once the parents' owners confirm the seals were made for this change, and persists the map
+  // before it takes effect. Then it retires what the map no longer lists: each such partition
+  // held here (or prepared) is closed and its directory removed.
+  Result<InstallOutcome> InstallMap(const PartitionMap& map);
   // Opens, ahead of a change, the partitions a coming map gives this pod, so that creating their
   // files is not part of the change's write pause. They take effect with InstallMap.
   Status Prepare(const PartitionMap& map);
-  // Seals a partition this sidecar holds, ahead of the map that makes its successors; `epoch`
-  // is the epoch of that coming map and must be newer than the one held (unless already sealed).
-  Result<uint64_t> Seal(Epoch epoch, PartitionId partition);
-  Result<std::string> ExportProducers(PartitionId partition);
+  // Seals a partition this sidecar holds for the change `intent` names, ahead of the map that
+  // makes its successors (Partition::Seal has the fencing rule).
+  Result<uint64_t> Seal(PartitionId partition, const SealIntent& intent);
+  // The same for the change that makes `target`: its epoch, digest and the successors it gives
+  // the partition.
+  Result<uint64_t> Seal(const PartitionMap& target, PartitionId partition);
+  // The producer state of a partition held here; for `successor` (when given) only once the
+  // partition's seal confirms it (Partition::ConfirmSuccessor).
+  Result<std::string> ExportProducers(PartitionId partition,
+                                      const SuccessorRef* successor = nullptr);
+  // GET /v1/admin/groups: this sidecar's GroupRegistry.
+  std::string GroupsJson() const;
   // {"commits":{group:offset},"sealed":bool,"end_offset":N} of one partition held here.
   Result<std::string> CommitsJson(PartitionId partition);
 
@@ -135,11 +169,25 @@ class Topic {
   void Start();
   Status Close();
 
+  // One round of the ticker's and of the peer ticker's work, for tests and the protocol
+  // simulation, which drive a Topic without its threads (Start not called).
+  void TickOnce(bool sync_due);
+  void PeerTickOnce();
+
  private:
   Topic(TopicOptions options, Clock& clock, SidecarProbe& probe, PeerClient* peers);
-  // Whether `group` may read successor `info` yet: every parent consumed to its end by the group.
-  bool Released(const PartitionInfo& info, const std::string& group);  // requires map_mu_ shared
+  // Whether `group` may read successor `info` yet (SuccessorGate); requires map_mu_ shared.
+  bool Released(const PartitionInfo& info, const std::string& group);
+  // Where `group` stands in `partition`, held here or fetched; requires map_mu_ shared.
+  std::optional<uint64_t> StandingOf(PartitionId partition, const std::string& group);
   void RefreshRemoteCommits();
+  // Deletes groups idle on every sidecar of the map for group_expiry_ms.
+  void ExpireGroups();
+  // Refuses `next` when it disagrees with what is held here (nothing changes): a held active
+  // partition it drops or seals without the seal here, a seal here it records with another end
+  // or other successors, a retirement before a parent's or of a partition some group the topic
+  // knows (here or at any peer) has not consumed to its end. Requires install_mu_.
+  Status CheckAgainstHeld(const PartitionMap& held, const PartitionMap& next);
   bool Accepting(const PartitionInfo& info, const Partition& p) const;
   // Makes each active successor this pod owns in `map` inherit its parents' producer state, if
   // it has not yet. `held` finds a partition held here (or about to be).
@@ -173,13 +221,16 @@ class Topic {
   std::mutex install_mu_;                                    // one map change at a time
   std::map<uint32_t, std::unique_ptr<Partition>> prepared_;  // guarded by install_mu_
 
-  // Parents-first gating (invariant 3), guarded by gate_mu_: groups already released per
-  // successor, commits of remote parents as last fetched, groups that have asked to consume.
-  std::mutex gate_mu_;
-  std::map<uint32_t, std::set<std::string>> released_;
-  std::map<uint32_t, std::map<std::string, uint64_t>> remote_commits_;
-  std::set<std::string> groups_;
+  std::unique_ptr<GroupRegistry> registry_;
+  // Parents-first gating (invariant 3).
+  SuccessorGate gate_;
+  // Commits of remote partitions of local successors' lineages, as last fetched; guarded by
+  // remote_mu_.
+  std::mutex remote_mu_;
+  std::map<uint32_t, RemoteCommits> remote_commits_;
   uint64_t group_deletions_ = 0;  // a commits fetch begun before a deletion is dropped
+  int64_t last_expiry_ms_ = 0;    // peer ticker only
+  int64_t last_registry_flush_ms_ = 0;  // ticker only
 
   std::mutex tick_mu_;
   std::condition_variable tick_cv_;

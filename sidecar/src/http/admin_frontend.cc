@@ -12,8 +12,82 @@ using web::http::methods;
 
 namespace {
 std::string Outcome(const Status& st) {
-  if (st.ok()) return "ok";
-  return st.code() == Status::Code::kFailedPrecondition ? "refused" : "error";
+  switch (st.code()) {
+    case Status::Code::kOk:
+      return "ok";
+    case Status::Code::kStaleEpoch:
+      return "stale_epoch";
+    case Status::Code::kConflict:
+      return "conflict";
+    case Status::Code::kFailedPrecondition:
+      return "refused";
+    default:
+      return "error";
+  }
+}
+
+// {"epoch":E,"partition":P,"digest":"...","successors":[{"id","owner","lo","hi"}]}: the seal of
+// one partition for the change whose target map has that epoch and digest.
+Result<std::pair<PartitionId, broker::SealIntent>> ParseSeal(const std::string& body) {
+  const Status wrong = Status::InvalidArgument(
+      "seal needs {\"epoch\": E, \"partition\": P, \"digest\": D, \"successors\": "
+      "[{\"id\", \"owner\", \"lo\", \"hi\"}]}: the change it is for (docs/admin-api.md)");
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  uint64_t epoch = 0, partition = 0;
+  std::string_view digest;
+  simdjson::dom::array successors;
+  if (parser.parse(body).get(doc) || doc["epoch"].get(epoch) || doc["partition"].get(partition) ||
+      partition > kMaxPartitionId || doc["digest"].get(digest) || digest.empty() ||
+      digest.size() > 64 || doc["successors"].get(successors) ||
+      successors.size() > kMaxMapPartitions) {
+    return wrong;
+  }
+  broker::SealIntent intent;
+  intent.epoch = Epoch(epoch);
+  intent.digest = std::string(digest);
+  for (auto e : successors) {
+    uint64_t id = 0;
+    std::string_view owner;
+    broker::SuccessorRef ref;
+    if (e["id"].get(id) || id > kMaxPartitionId || e["owner"].get(owner) || owner.empty() ||
+        owner.size() > kMaxNameBytes || e["lo"].get(ref.range.lo) || e["hi"].get(ref.range.hi) ||
+        ref.range.lo >= ref.range.hi || ref.range.hi > kHashSpace) {
+      return wrong;
+    }
+    ref.id = PartitionId(static_cast<uint32_t>(id));
+    ref.owner = PodName(std::string(owner));
+    intent.successors.push_back(std::move(ref));
+  }
+  return std::make_pair(PartitionId(static_cast<uint32_t>(partition)), std::move(intent));
+}
+
+// The successor named by the query of GET .../producers?successor=S&owner=O&lo=L&hi=H, if any.
+Result<std::optional<broker::SuccessorRef>> ParseSuccessorQuery(
+    const std::map<std::string, std::string>& q) {
+  auto s = q.find("successor");
+  if (s == q.end()) return std::optional<broker::SuccessorRef>();
+  auto o = q.find("owner"), lo = q.find("lo"), hi = q.find("hi");
+  broker::SuccessorRef ref;
+  char* end = nullptr;
+  const unsigned long long id = std::strtoull(s->second.c_str(), &end, 10);
+  bool ok = o != q.end() && lo != q.end() && hi != q.end() && end != s->second.c_str() && !*end &&
+            id <= kMaxPartitionId && !o->second.empty() && o->second.size() <= kMaxNameBytes;
+  if (ok) {
+    ref.id = PartitionId(static_cast<uint32_t>(id));
+    ref.owner = PodName(o->second);
+    char* e1 = nullptr;
+    char* e2 = nullptr;
+    ref.range.lo = std::strtoull(lo->second.c_str(), &e1, 10);
+    ref.range.hi = std::strtoull(hi->second.c_str(), &e2, 10);
+    ok = e1 != lo->second.c_str() && !*e1 && e2 != hi->second.c_str() && !*e2 &&
+         ref.range.lo < ref.range.hi && ref.range.hi <= kHashSpace;
+  }
+  if (!ok) {
+    return Status::InvalidArgument(
+        "a successor is named by successor=ID&owner=POD&lo=LO&hi=HI (docs/admin-api.md)");
+  }
+  return std::optional<broker::SuccessorRef>(ref);
 }
 }  // namespace
 
@@ -86,7 +160,8 @@ void AdminFrontend::Handle(http_request req) {
   };
   auto with_body = [&](std::function<Result<std::string>(const std::string&)> fn) {
     ReadBody(
-        req, 64 << 20, [answer, fn](std::string body) { answer(fn(body)); },
+        req, 64 << 20, std::chrono::seconds(30),
+        [answer, fn](std::string body) { answer(fn(body)); },
         [answer](const Status& st) { answer(st); });
   };
   if (path.size() < 3 || path[0] != "v1" || path[1] != "admin") {
@@ -99,10 +174,12 @@ void AdminFrontend::Handle(http_request req) {
       return with_body([this](const std::string& body) -> Result<std::string> {
         auto next = PartitionMap::FromJson(body);
         if (!next.ok()) return next.status();
-        Status st = topic_.InstallMap(*next);
-        probe_.AdminChange("install", Outcome(st));
-        SHOAL_RETURN_IF_ERROR(st);
-        return "{\"epoch\":" + std::to_string(next->epoch().value()) + "}";
+        auto outcome = topic_.InstallMap(*next);
+        probe_.AdminChange("install", Outcome(outcome.status()));
+        if (!outcome.ok()) return outcome.status();
+        return "{\"epoch\":" + std::to_string(next->epoch().value()) + ",\"outcome\":\"" +
+               (*outcome == broker::InstallOutcome::kInstalled ? "installed" : "already_held") +
+               "\",\"digest\":\"" + next->Digest() + "\"}";
       });
     }
   } else if (path.size() == 3 && path[2] == "prepare") {
@@ -119,17 +196,12 @@ void AdminFrontend::Handle(http_request req) {
   } else if (path.size() == 3 && path[2] == "seal") {
     if (m == methods::POST) {
       return with_body([this](const std::string& body) -> Result<std::string> {
-        simdjson::dom::parser parser;
-        simdjson::dom::element doc;
-        uint64_t epoch = 0, partition = 0;
-        if (parser.parse(body).get(doc) || doc["epoch"].get(epoch) ||
-            doc["partition"].get(partition) || partition > UINT32_MAX) {
-          return Status::InvalidArgument("seal needs {\"epoch\": E, \"partition\": P}");
-        }
-        auto end = topic_.Seal(Epoch(epoch), PartitionId(static_cast<uint32_t>(partition)));
+        auto seal = ParseSeal(body);
+        if (!seal.ok()) return seal.status();
+        auto end = topic_.Seal(seal->first, seal->second);
         probe_.AdminChange("seal", Outcome(end.status()));
         if (!end.ok()) return end.status();
-        return "{\"partition\":" + std::to_string(partition) +
+        return "{\"partition\":" + std::to_string(seal->first.value()) +
                ",\"end_offset\":" + std::to_string(*end) + "}";
       });
     }
@@ -145,10 +217,15 @@ void AdminFrontend::Handle(http_request req) {
     if (m == methods::GET) {
       const PartitionId pid(static_cast<uint32_t>(id));
       if (path[4] == "producers") {
-        return answer(topic_.ExportProducers(pid), "application/octet-stream");
+        auto successor = ParseSuccessorQuery(Query(req));
+        if (!successor.ok()) return answer(successor.status());
+        return answer(topic_.ExportProducers(pid, successor->has_value() ? &**successor : nullptr),
+                      "application/octet-stream");
       }
       return answer(topic_.CommitsJson(pid));
     }
+  } else if (path.size() == 3 && path[2] == "groups") {
+    if (m == methods::GET) return answer(topic_.GroupsJson());
   } else if (path.size() == 4 && path[2] == "groups") {
     if (m == methods::DEL) {
       const auto query = web::uri::split_query(req.request_uri().query());

@@ -152,19 +152,34 @@ void DataFrontend::HandleProduce(const http_request& req,
     return;
   }
   const bool forwarded = req.headers().has("X-Shoal-Forwarded");
+  // A sequence_unknown answer names the events it could not decide.
+  auto fail_unknown = [this](const http_request& r, const Status& st,
+                             const std::vector<size_t>& unknown) {
+    ReplyJson(r, 409, wire::SequenceUnknownBody(st.message(), unknown));
+    probe_.Request("produce", 409);
+    probe_.Rejected(std::string(st.code_name()));
+  };
   ReadBody(
-      req, opts_.max_body_bytes,
-      [this, req, t0, forwarded](std::string body) {
+      req, opts_.max_body_bytes, std::chrono::milliseconds(opts_.body_timeout_ms),
+      [this, req, t0, forwarded, fail_unknown](std::string body) {
         thread_local wire::ProduceRequestParser parser;
         auto results = std::make_shared<std::vector<wire::ProduceResult>>();
         std::vector<broker::ForwardPlan> plans;
+        std::vector<size_t> unknown;
         Status st = parser.Parse(body, opts_.limits);
-        if (st.ok()) st = topic_.Produce(parser.events(), results.get(), forwarded, &plans);
+        if (st.ok()) {
+          st = topic_.Produce(parser.events(), results.get(), forwarded, &plans, &unknown);
+        }
+        if (st.code() == Status::Code::kSequenceUnknown) return fail_unknown(req, st, unknown);
         if (!st.ok()) {
           Fail(req, "produce", st);
           return;
         }
-        auto finish = [this, req, t0, results](const Status& status) {
+        auto finish = [this, req, t0, results, fail_unknown](const Status& status,
+                                                             const std::vector<size_t>& unknown) {
+          if (status.code() == Status::Code::kSequenceUnknown) {
+            return fail_unknown(req, status, unknown);
+          }
           if (!status.ok()) {
             Fail(req, "produce", status);
             return;
@@ -175,41 +190,54 @@ void DataFrontend::HandleProduce(const http_request& req,
           probe_.ObserveProduce(
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         };
-        if (plans.empty()) return finish(Status::Ok());
+        if (plans.empty()) return finish(Status::Ok(), {});
+        if (!peers_) return finish(Status::Unavailable("this sidecar cannot forward"), {});
         // Events of other owners go on asynchronously; the answer leaves when the last is back.
         struct Pending {
           std::mutex mu;
           size_t left;
           Status first_error;
+          std::vector<size_t> unknown;  // request indices, for a sequence_unknown
         };
         auto pending = std::make_shared<Pending>();
         pending->left = plans.size();
         for (auto& plan : plans) {
-          if (!peers_) {
-            finish(Status::Unavailable("this sidecar cannot forward"));
-            return;
-          }
-          peers_->ForwardAsync(plan.peer, topic_.name(), std::move(plan.body),
-                               [pending, results, finish,
-                                idx = plan.indices](Result<std::vector<wire::ProduceResult>> r) {
-                                 Status outcome;
-                                 {
-                                   std::lock_guard<std::mutex> lock(pending->mu);
-                                   if (!r.ok()) {
-                                     if (pending->first_error.ok())
-                                       pending->first_error = r.status();
-                                   } else if (r->size() != idx.size()) {
-                                     pending->first_error =
-                                         Status::Internal("a forwarded answer has the wrong size");
-                                   } else {
-                                     for (size_t k = 0; k < idx.size(); ++k)
-                                       (*results)[idx[k]] = (*r)[k];
-                                   }
-                                   if (--pending->left > 0) return;
-                                   outcome = pending->first_error;
-                                 }
-                                 finish(outcome);
-                               });
+          peers_->ForwardAsync(
+              plan.peer, topic_.name(), std::move(plan.body),
+              [pending, results, finish, idx = plan.indices](HttpPeerClient::ForwardAnswer a) {
+                Status outcome;
+                std::vector<size_t> unknown;
+                {
+                  std::lock_guard<std::mutex> lock(pending->mu);
+                  if (!a.status.ok()) {
+                    // An owner that no longer owns a key (its map is newer: the range is changing
+                    // hands) or any refusal a retry can fix is a change in progress for the
+                    // client: 503, as the data plane promises, never a 409 it would not retry.
+                    Status st = a.status;
+                    if (st.code() == Status::Code::kFailedPrecondition) {
+                      st = Status::Unavailable(st.message());
+                    }
+                    if (st.code() == Status::Code::kSequenceUnknown) {
+                      for (size_t k : a.unknown) {
+                        if (k < idx.size()) pending->unknown.push_back(idx[k]);
+                      }
+                    }
+                    if (pending->first_error.ok() ||
+                        st.code() == Status::Code::kSequenceUnknown) {
+                      pending->first_error = st;
+                    }
+                  } else if (a.results.size() != idx.size()) {
+                    pending->first_error =
+                        Status::Internal("a forwarded answer has the wrong size");
+                  } else {
+                    for (size_t k = 0; k < idx.size(); ++k) (*results)[idx[k]] = a.results[k];
+                  }
+                  if (--pending->left > 0) return;
+                  outcome = pending->first_error;
+                  unknown = pending->unknown;
+                }
+                finish(outcome, unknown);
+              });
         }
       },
       [this, req](const Status& st) { Fail(req, "produce", st); });
@@ -299,7 +327,7 @@ void DataFrontend::PollLoop() {
 
 void DataFrontend::HandleCommit(const http_request& req) {
   ReadBody(
-      req, opts_.max_body_bytes,
+      req, opts_.max_body_bytes, std::chrono::milliseconds(opts_.body_timeout_ms),
       [this, req](std::string body) {
         auto parsed = wire::ParseCommitRequest(body);
         Status st = parsed.ok() ? topic_.Commit(*parsed) : parsed.status();

@@ -28,6 +28,8 @@ struct DataFrontendOptions {
   std::string host = "0.0.0.0";
   uint16_t port = 8080;
   size_t max_body_bytes = 8 << 20;
+  // A request body must arrive whole within this long of its headers.
+  int64_t body_timeout_ms = 10000;
   wire::Limits limits;
   size_t max_consume_events = 10000;
   int64_t max_wait_ms = 60000;

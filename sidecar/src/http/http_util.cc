@@ -1,8 +1,150 @@
 #include "http/http_util.h"
 
+#include <algorithm>
+#include <condition_variable>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <thread>
+
 #include "shoal/common/json.h"
 
 namespace shoal::http {
+
+namespace {
+
+// The request header ReadBody sets on a request whose body it gave up (not part of the wire
+// contract; a client that sends it only gets its connection closed after the answer).
+constexpr char kCloseMark[] = "X-Shoal-Close-After-Reply";
+
+// Stops the connection from reading more of `req`'s body: the body's stream is completed with an
+// error, so the connection's next write into it fails and it stops reading; the answer is then
+// sent (it waits for the body to be complete) and the connection closed.
+void AbandonBody(const http_request& req, const std::string& why) {
+  try {
+    auto& headers = const_cast<http_request&>(req).headers();
+    if (!headers.has(kCloseMark)) headers.add(kCloseMark, "1");
+    req._get_impl()->_complete(0, std::make_exception_ptr(std::runtime_error(why)));
+  } catch (...) {
+  }
+}
+
+// One thread for the whole process that gives up bodies past their deadline.
+class BodyWatchdog {
+ public:
+  static BodyWatchdog& Instance() {
+    static BodyWatchdog* w = new BodyWatchdog();  // never destroyed: pool threads may use it
+    return *w;
+  }
+  using Entry = std::pair<std::chrono::steady_clock::time_point,
+                          std::weak_ptr<web::http::details::_http_request>>;
+  std::list<Entry>::iterator Watch(const http_request& req, std::chrono::milliseconds timeout) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.insert(entries_.end(),
+                              {std::chrono::steady_clock::now() + timeout, req._get_impl()});
+    cv_.notify_one();
+    return it;
+  }
+  void Done(std::list<Entry>::iterator it) {
+    std::lock_guard<std::mutex> lock(mu_);
+    entries_.erase(it);
+  }
+
+ private:
+  BodyWatchdog() {
+    std::thread([this] { Run(); }).detach();
+  }
+  void Run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      auto next = std::chrono::steady_clock::time_point::max();
+      for (const auto& e : entries_) next = std::min(next, e.first);
+      cv_.wait_until(lock, next);
+      const auto now = std::chrono::steady_clock::now();
+      std::vector<std::shared_ptr<web::http::details::_http_request>> late;
+      for (auto& e : entries_) {
+        if (e.first > now) continue;
+        e.first = std::chrono::steady_clock::time_point::max();  // once
+        if (auto impl = e.second.lock()) late.push_back(std::move(impl));
+      }
+      lock.unlock();
+      for (auto& impl : late) {
+        try {
+          impl->_complete(0, std::make_exception_ptr(std::runtime_error("body timed out")));
+        } catch (...) {
+        }
+      }
+      lock.lock();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::list<Entry> entries_;
+};
+
+// A body over the limit is read no further than this and then given up (the connection is closed
+// after the answer). Below it, the rest of the body is read and thrown away piece by piece, so
+// that a client still sending gets its 413 on a healthy connection instead of a reset.
+size_t DiscardLimit(size_t max_bytes) {
+  return std::max<size_t>(size_t{16} << 20, 4 * max_bytes);
+}
+
+// State of one incremental read: a body without Content-Length, or one being thrown away.
+struct PieceRead {
+  http_request req;
+  size_t max_bytes;      // what may be kept
+  size_t discard_limit;  // what may be read at all
+  size_t seen = 0;       // bytes read so far
+  std::string body;      // kept while seen <= max_bytes
+  std::vector<uint8_t> piece;
+  std::function<void(std::string)> then;
+  std::function<void(const Status&)> on_error;
+  std::list<BodyWatchdog::Entry>::iterator watch;
+};
+
+Status TooLarge(size_t seen, size_t max_bytes) {
+  return Status::TooLarge("the body is " + std::to_string(seen) + " bytes or more; the limit is " +
+                          std::to_string(max_bytes) + " (--max-body-bytes)");
+}
+
+void ReadMore(std::shared_ptr<PieceRead> r) {
+  auto buf = r->req.body().streambuf();
+  buf.getn(r->piece.data(), r->piece.size()).then([r](pplx::task<size_t> t) {
+    size_t n = 0;
+    try {
+      n = t.get();
+    } catch (const std::exception& e) {
+      BodyWatchdog::Instance().Done(r->watch);
+      AbandonBody(r->req, e.what());
+      r->on_error(r->seen > r->max_bytes
+                      ? TooLarge(r->seen, r->max_bytes)
+                      : Status::InvalidArgument(std::string("the body did not arrive whole (") +
+                                                e.what() + ")"));
+      return;
+    }
+    if (n == 0) {  // the whole body is in
+      BodyWatchdog::Instance().Done(r->watch);
+      if (r->seen > r->max_bytes) return r->on_error(TooLarge(r->seen, r->max_bytes));
+      r->then(std::move(r->body));
+      return;
+    }
+    r->seen += n;
+    if (r->seen > r->discard_limit) {
+      BodyWatchdog::Instance().Done(r->watch);
+      AbandonBody(r->req, "body too large");
+      r->on_error(TooLarge(r->seen, r->max_bytes));
+      return;
+    }
+    if (r->seen <= r->max_bytes) {
+      r->body.append(reinterpret_cast<const char*>(r->piece.data()), n);
+    } else if (!r->body.empty()) {
+      std::string().swap(r->body);  // over the limit: nothing more is kept
+    }
+    ReadMore(std::move(r));
+  });
+}
+
+}  // namespace
 
 int HttpCode(const Status& s) {
   switch (s.code()) {
@@ -15,6 +157,9 @@ int HttpCode(const Status& s) {
     case Status::Code::kTooLarge:
       return 413;
     case Status::Code::kFailedPrecondition:
+    case Status::Code::kConflict:
+    case Status::Code::kStaleEpoch:
+    case Status::Code::kSequenceUnknown:
       return 409;
     case Status::Code::kUnauthenticated:
       return 401;
@@ -29,6 +174,7 @@ pplx::task<void> ReplyJson(const http_request& req, int code, std::string body) 
   try {
     web::http::http_response resp(static_cast<web::http::status_code>(code));
     resp.set_body(std::move(body), "application/json");
+    if (req.headers().has(kCloseMark)) resp.headers().add("Connection", "close");
     return req.reply(resp).then([](pplx::task<void> t) {
       try {
         t.get();
@@ -76,32 +222,50 @@ std::map<std::string, std::string> Query(const http_request& req) {
   return out;
 }
 
-void ReadBody(const http_request& req, size_t max_bytes, std::function<void(std::string)> then,
-              std::function<void(const Status&)> on_error) {
-  const auto declared = req.headers().content_length();
-  if (declared > max_bytes) {
-    on_error(Status::TooLarge("body is " + std::to_string(declared) + " bytes; the limit is " +
-                              std::to_string(max_bytes) + " (--max-body-bytes)"));
+void ReadBody(const http_request& req, size_t max_bytes, std::chrono::milliseconds timeout,
+              std::function<void(std::string)> then, std::function<void(const Status&)> on_error) {
+  const auto& headers = req.headers();
+  const bool declared = headers.has(web::http::header_names::content_length);
+  const auto length = declared ? headers.content_length() : 0;
+  if (declared && length > DiscardLimit(max_bytes)) {
+    AbandonBody(req, "body too large");
+    on_error(Status::TooLarge("the body is " + std::to_string(length) +
+                              " bytes; the limit is " + std::to_string(max_bytes) +
+                              " (--max-body-bytes); it was not read"));
     return;
   }
-  auto request = req;  // a handle; keeps the request alive in the continuation
-  request.extract_vector().then(
-      [request, max_bytes, then = std::move(then),
-       on_error = std::move(on_error)](pplx::task<std::vector<unsigned char>> t) {
-        std::vector<unsigned char> bytes;
-        try {
-          bytes = t.get();
-        } catch (const std::exception& e) {
-          on_error(Status::InvalidArgument(std::string("cannot read the body: ") + e.what()));
-          return;
-        }
-        if (bytes.size() > max_bytes) {
-          on_error(Status::TooLarge("body is " + std::to_string(bytes.size()) +
-                                    " bytes; the limit is " + std::to_string(max_bytes)));
-          return;
-        }
-        then(std::string(bytes.begin(), bytes.end()));
-      });
+  auto watch = BodyWatchdog::Instance().Watch(req, timeout);
+  if (declared && length <= max_bytes) {
+    // The connection reads exactly `length` bytes, within the limit.
+    auto request = req;  // a handle; keeps the request alive in the continuation
+    request.extract_vector().then([request, watch, then = std::move(then),
+                                   on_error = std::move(on_error),
+                                   timeout](pplx::task<std::vector<unsigned char>> t) {
+      BodyWatchdog::Instance().Done(watch);
+      std::vector<unsigned char> bytes;
+      try {
+        bytes = t.get();
+      } catch (const std::exception& e) {
+        AbandonBody(request, e.what());
+        on_error(Status::InvalidArgument(
+            std::string("the body did not arrive whole within ") +
+            std::to_string(timeout.count()) + " ms of its headers (" + e.what() + ")"));
+        return;
+      }
+      then(std::string(bytes.begin(), bytes.end()));
+    });
+    return;
+  }
+  // Chunked, or declared over the limit but within what is thrown away: piece by piece.
+  auto r = std::make_shared<PieceRead>();
+  r->req = req;
+  r->max_bytes = max_bytes;
+  r->discard_limit = DiscardLimit(max_bytes);
+  r->piece.resize(64 << 10);
+  r->then = std::move(then);
+  r->on_error = std::move(on_error);
+  r->watch = watch;
+  ReadMore(std::move(r));
 }
 
 Status OpenListener(web::http::experimental::listener::http_listener& listener) {

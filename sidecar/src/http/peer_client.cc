@@ -7,17 +7,24 @@
 #include <cpprest/http_client.h>
 #include <simdjson.h>
 
+#include "shoal/common/wire.h"
+
 namespace shoal::http {
 
-HttpPeerClient::HttpPeerClient(std::string admin_token) : token_(std::move(admin_token)) {}
+HttpPeerClient::HttpPeerClient(std::string admin_token, std::chrono::milliseconds forward_timeout)
+    : token_(std::move(admin_token)), forward_timeout_(forward_timeout) {}
 HttpPeerClient::~HttpPeerClient() = default;
 
-web::http::client::http_client& HttpPeerClient::ClientFor(const std::string& host_port) {
+web::http::client::http_client& HttpPeerClient::ClientFor(const std::string& host_port,
+                                                          bool forwarding) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto& c = clients_[host_port];
+  auto& c = (forwarding ? forwarders_ : clients_)[host_port];
   if (!c) {
     web::http::client::http_client_config config;
-    config.set_timeout(std::chrono::seconds(10));
+    // Bounded: a paused owner costs a forwarded produce one forward timeout (cpprestsdk's
+    // timeout runs while nothing arrives), then a retryable 503.
+    config.set_timeout(forwarding ? std::chrono::milliseconds(forward_timeout_)
+                                  : std::chrono::milliseconds(10000));
     c = std::make_unique<web::http::client::http_client>("http://" + host_port, config);
   }
   return *c;
@@ -25,66 +32,74 @@ web::http::client::http_client& HttpPeerClient::ClientFor(const std::string& hos
 
 Result<std::string> HttpPeerClient::Call(const std::string& host_port, const std::string& method,
                                          const std::string& path, const std::string& body,
-                                         bool admin, bool forwarded) {
+                                         bool admin) {
+  const std::string what = method + " " + host_port + path;
   try {
     web::http::http_request req(method);
     req.set_request_uri(path);
     if (admin) req.headers().add("Authorization", "Bearer " + token_);
-    if (forwarded) req.headers().add("X-Shoal-Forwarded", "1");
     if (!body.empty()) req.set_body(body, "application/json");
-    auto resp = ClientFor(host_port).request(req).get();
+    auto resp = ClientFor(host_port, false).request(req).get();
     auto bytes = resp.extract_vector().get();
     std::string text(bytes.begin(), bytes.end());
-    const int code = resp.status_code();
-    if (code == 200) return text;
-    const std::string msg = method + " " + host_port + path + " answered " + std::to_string(code) +
-                            ": " + text.substr(0, 300);
-    if (code == 409) return Status::FailedPrecondition(msg);
-    if (code == 404) return Status::NotFound(msg);
-    if (code >= 500) return Status::Unavailable(msg);
-    return Status::InvalidArgument(msg);
+    if (resp.status_code() == 200) return text;
+    return wire::ErrorFromAnswer(resp.status_code(), text, what);
   } catch (const std::exception& e) {
-    return Status::Unavailable(method + " " + host_port + path + ": " + e.what());
+    return Status::Unavailable(what + ": " + e.what());
   }
 }
 
-Result<std::string> HttpPeerClient::FetchProducers(const PeerAddress& peer, PartitionId partition) {
+Result<std::string> HttpPeerClient::FetchProducers(const PeerAddress& peer, PartitionId partition,
+                                                   const broker::SuccessorRef& successor) {
   return Call(peer.admin, "GET",
-              "/v1/admin/partitions/" + std::to_string(partition.value()) + "/producers", "", true,
-              false);
+              "/v1/admin/partitions/" + std::to_string(partition.value()) +
+                  "/producers?successor=" + std::to_string(successor.id.value()) +
+                  "&owner=" + web::uri::encode_data_string(successor.owner.value()) +
+                  "&lo=" + std::to_string(successor.range.lo) +
+                  "&hi=" + std::to_string(successor.range.hi),
+              "", true);
 }
 
-Result<std::map<std::string, uint64_t>> HttpPeerClient::FetchCommits(const PeerAddress& peer,
-                                                                     PartitionId partition) {
+Result<broker::RemoteCommits> HttpPeerClient::FetchCommits(const PeerAddress& peer,
+                                                           PartitionId partition) {
   auto body = Call(peer.admin, "GET",
                    "/v1/admin/partitions/" + std::to_string(partition.value()) + "/commits", "",
-                   true, false);
+                   true);
   if (!body.ok()) return body.status();
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
   simdjson::dom::object commits;
-  if (parser.parse(*body).get(doc) || doc["commits"].get(commits)) {
+  broker::RemoteCommits out;
+  if (parser.parse(*body).get(doc) || doc["commits"].get(commits) ||
+      doc["start_offset"].get(out.start_offset)) {
     return Status::Internal("malformed commits answer from " + peer.admin);
   }
-  std::map<std::string, uint64_t> out;
   for (auto field : commits) {
     uint64_t v = 0;
     if (field.value.get(v)) return Status::Internal("malformed commit value");
-    out[std::string(field.key)] = v;
+    out.commits[std::string(field.key)] = v;
   }
   return out;
 }
 
-void HttpPeerClient::ForwardAsync(
-    const PeerAddress& peer, const std::string& topic, std::string body,
-    std::function<void(Result<std::vector<wire::ProduceResult>>)> done) {
+Result<std::map<std::string, broker::GroupRegistry::Group>> HttpPeerClient::FetchGroups(
+    const PeerAddress& peer) {
+  auto body = Call(peer.admin, "GET", "/v1/admin/groups", "", true);
+  if (!body.ok()) return body.status();
+  auto groups = broker::GroupRegistry::ParseJson(*body);
+  if (!groups.ok()) return groups.status().Annotate("the groups of " + peer.admin);
+  return groups;
+}
+
+void HttpPeerClient::ForwardAsync(const PeerAddress& peer, const std::string& topic,
+                                  std::string body, std::function<void(ForwardAnswer)> done) {
   const std::string what = "forwarding to " + peer.data;
   try {
     web::http::http_request req(web::http::methods::POST);
     req.set_request_uri("/v1/topics/" + topic + "/events");
     req.headers().add("X-Shoal-Forwarded", "1");
     req.set_body(std::move(body), "application/json");
-    ClientFor(peer.data)
+    ClientFor(peer.data, true)
         .request(req)
         .then([](web::http::http_response resp) {
           return resp.extract_vector().then([resp](std::vector<unsigned char> bytes) {
@@ -92,23 +107,29 @@ void HttpPeerClient::ForwardAsync(
           });
         })
         .then([done, what](pplx::task<std::pair<web::http::status_code, std::string>> t) {
+          ForwardAnswer a;
           try {
             auto [code, text] = t.get();
             if (code == 200) {
-              done(wire::ParseProduceResponse(text));
-            } else if (code == 409) {
-              done(Status::FailedPrecondition(what + ": " + text));
-            } else if (code >= 500) {
-              done(Status::Unavailable(what + ": " + text));
+              auto parsed = wire::ParseProduceResponse(text);
+              if (parsed.ok()) {
+                a.results = std::move(parsed).value();
+              } else {
+                a.status = parsed.status();
+              }
             } else {
-              done(Status::InvalidArgument(what + ": " + text));
+              a.status = wire::ErrorFromAnswer(code, text, what);
+              if (a.status.code() == Status::Code::kSequenceUnknown) {
+                a.unknown = wire::ParseUnknownIndices(text);
+              }
             }
           } catch (const std::exception& e) {
-            done(Status::Unavailable(what + ": " + e.what()));
+            a.status = Status::Unavailable(what + ": " + e.what());
           }
+          done(std::move(a));
         });
   } catch (const std::exception& e) {
-    done(Status::Unavailable(what + ": " + e.what()));
+    done(ForwardAnswer{Status::Unavailable(what + ": " + e.what()), {}, {}});
   }
 }
 

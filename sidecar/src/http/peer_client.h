@@ -3,6 +3,7 @@
 // bearer token. Thread-safe; owned by main, outlives the Topic.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -19,26 +20,42 @@ namespace shoal::http {
 
 class HttpPeerClient final : public broker::PeerClient {
  public:
-  explicit HttpPeerClient(std::string admin_token);
+  // `forward_timeout`: how long a forwarded produce waits for the key's owner before it gives up
+  // (Unavailable: the client retries), so that a paused or hung owner cannot stall every
+  // producer that reaches this sidecar.
+  explicit HttpPeerClient(std::string admin_token,
+                          std::chrono::milliseconds forward_timeout = std::chrono::seconds(2));
   ~HttpPeerClient() override;
 
-  Result<std::string> FetchProducers(const PeerAddress& peer, PartitionId partition) override;
-  Result<std::map<std::string, uint64_t>> FetchCommits(const PeerAddress& peer,
-                                                       PartitionId partition) override;
+  Result<std::string> FetchProducers(const PeerAddress& peer, PartitionId partition,
+                                     const broker::SuccessorRef& successor) override;
+  Result<broker::RemoteCommits> FetchCommits(const PeerAddress& peer,
+                                             PartitionId partition) override;
+  Result<std::map<std::string, broker::GroupRegistry::Group>> FetchGroups(
+      const PeerAddress& peer) override;
+
+  // The owner's answer to a forwarded produce: its results, or why there are none (with the
+  // indices, in the forwarded body, of the events a sequence_unknown answer names).
+  struct ForwardAnswer {
+    Status status;
+    std::vector<wire::ProduceResult> results;
+    std::vector<size_t> unknown;
+  };
   // Sends a produce body to the owner's data plane, marked as forwarded. Asynchronous: `done`
-  // runs on a pool thread with the owner's results or why there are none.
+  // runs on a pool thread.
   void ForwardAsync(const PeerAddress& peer, const std::string& topic, std::string body,
-                    std::function<void(Result<std::vector<wire::ProduceResult>>)> done);
+                    std::function<void(ForwardAnswer)> done);
 
  private:
-  web::http::client::http_client& ClientFor(const std::string& host_port);
+  web::http::client::http_client& ClientFor(const std::string& host_port, bool forwarding);
   Result<std::string> Call(const std::string& host_port, const std::string& method,
-                           const std::string& path, const std::string& body, bool admin,
-                           bool forwarded);
+                           const std::string& path, const std::string& body, bool admin);
 
   const std::string token_;
+  const std::chrono::milliseconds forward_timeout_;
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<web::http::client::http_client>> clients_;
+  std::map<std::string, std::unique_ptr<web::http::client::http_client>> forwarders_;
 };
 
 }  // namespace shoal::http

@@ -113,6 +113,18 @@ Result<bool> CommitStore::Delete(const std::string& group, bool sync) {
   return true;
 }
 
+Status CommitStore::ClampTo(uint64_t end) {
+  std::lock_guard<std::mutex> lock(mu_);
+  bool changed = false;
+  for (auto& [group, offset] : commits_) {
+    if (offset > end) {
+      offset = end;
+      changed = true;
+    }
+  }
+  return changed ? Compact() : Status::Ok();
+}
+
 std::optional<uint64_t> CommitStore::Get(const std::string& group) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = commits_.find(group);

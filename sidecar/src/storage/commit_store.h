@@ -29,6 +29,9 @@ class CommitStore {
   Result<bool> Commit(const std::string& group, uint64_t offset, bool sync);
   // Forgets `group` (durably with sync). Returns whether it had a position.
   Result<bool> Delete(const std::string& group, bool sync);
+  // Brings every position above `end` down to it, durably (a rewrite of the file): after a crash
+  // under fsync interval|never the log may end below what groups committed.
+  Status ClampTo(uint64_t end);
   std::optional<uint64_t> Get(const std::string& group) const;
   std::map<std::string, uint64_t> All() const;
   Status Sync();

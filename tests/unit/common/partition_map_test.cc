@@ -560,7 +560,7 @@ TEST(PartitionMapJsonTest, RoundTrips) {
   changed = Must(changed.Move(PartitionId(3), PodName("pod-b")));
   changed = Must(changed.WithEndOffset(PartitionId(2), UINT64_MAX));
   maps.push_back(changed);
-  maps.push_back(PartitionMap("t\x01\"", Epoch(UINT64_MAX), {Active(UINT32_MAX, 0, kHashSpace)}));
+  maps.push_back(PartitionMap("t\x01\"", Epoch(UINT64_MAX), {Active(kMaxPartitionId, 0, kHashSpace)}));
 
   for (const PartitionMap& m : maps) {
     const std::string json = m.ToJson();
@@ -645,7 +645,7 @@ INSTANTIATE_TEST_SUITE_P(
         FromJsonCase{
             "id_too_large",
             Doc(Entry(R"("id":4294967296,)" + kRange + R"(,"state":"active",)" + kEntryTail)),
-            "partition id out of range"},
+            "partition id 4294967296 is out of range"},
         FromJsonCase{"bad_state",
                      Doc(Entry(R"("id":0,)" + kRange + R"(,"state":"open",)" + kEntryTail)),
                      "state must be active or sealed"},

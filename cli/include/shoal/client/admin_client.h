@@ -1,6 +1,7 @@
 // AdminClient: the admin plane of sidecars (docs/admin-api.md) over cpprestsdk, addressed by
-// "host:port". Used by the change executor, the torture harness and later the operator.
-// Thread-safe; clients per address are created on first use and kept.
+// "host:port": the HTTP AdminPlane, used by the change executor, the control loop, the operator,
+// the torture harness and the CLI. Outcomes are decoded from the answer's "error" field
+// (wire::ErrorFromAnswer). Thread-safe; clients per address are created on first use and kept.
 #pragma once
 
 #include <map>
@@ -8,6 +9,7 @@
 #include <mutex>
 #include <string>
 
+#include "shoal/client/admin_plane.h"
 #include "shoal/common/ids.h"
 #include "shoal/common/partition_map.h"
 #include "shoal/common/status.h"
@@ -18,27 +20,28 @@ class http_client;
 
 namespace shoal::client {
 
-class AdminClient {
+class AdminClient final : public AdminPlane {
  public:
   explicit AdminClient(std::string token);
-  ~AdminClient();
+  ~AdminClient() override;
   AdminClient(const AdminClient&) = delete;
   AdminClient& operator=(const AdminClient&) = delete;
 
-  Result<PartitionMap> GetMap(const std::string& admin);
-  // FailedPrecondition when the sidecar already holds this epoch or a newer one.
-  Status InstallMap(const std::string& admin, const PartitionMap& map);
-  // Opens ahead of a change the partitions `map` gives the pod (best effort, idempotent).
-  Status Prepare(const std::string& admin, const PartitionMap& map);
-  // The sealed partition's final end offset.
-  Result<uint64_t> Seal(const std::string& admin, Epoch epoch, PartitionId partition);
+  Result<PartitionMap> GetMap(const std::string& admin) override;
+  Result<InstallOutcome> InstallMap(const std::string& admin, const PartitionMap& map) override;
+  Status Prepare(const std::string& admin, const PartitionMap& map) override;
+  Result<uint64_t> Seal(const std::string& admin, const PartitionMap& target,
+                        PartitionId partition) override;
+  // A seal with an explicit intent (tests that play a coordinator by hand).
+  Result<uint64_t> SealFor(const std::string& admin, Epoch epoch, PartitionId partition,
+                           const std::string& digest, const std::string& successors_json);
   // DELETE /v1/admin/groups/{group}: forgets a consumer group on that sidecar; the answer
   // {"group","partitions":[...]} (the partitions where it had a commit or a cursor).
   // FailedPrecondition while the group looks alive there, unless `force`.
   Result<std::string> DeleteGroup(const std::string& admin, const std::string& group,
                                   bool force = false);
-  // GET of any path on a data or admin address; the raw answer.
-  Result<std::string> Get(const std::string& host_port, const std::string& path, bool admin);
+  Result<std::string> Get(const std::string& host_port, const std::string& path,
+                          bool admin) override;
 
  private:
   Result<std::string> Call(const std::string& host_port, const std::string& method,

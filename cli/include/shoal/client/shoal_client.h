@@ -39,7 +39,10 @@ class ShoalClient {
   ShoalClient(const ShoalClient&) = delete;
   ShoalClient& operator=(const ShoalClient&) = delete;
 
-  Result<std::vector<wire::ProduceResult>> Produce(const std::vector<OutgoingEvent>& events);
+  // A sequence_unknown refusal (the sidecar could not decide some (producer, seq): nothing of
+  // theirs was taken as stored) puts the indices of those events in `unknown`, when given.
+  Result<std::vector<wire::ProduceResult>> Produce(const std::vector<OutgoingEvent>& events,
+                                                   std::vector<size_t>* unknown = nullptr);
   Result<std::vector<wire::ConsumedEvent>> Consume(const std::string& group, size_t max,
                                                    int64_t wait_ms);
   Status Commit(const std::string& group, const std::vector<wire::CommitOffset>& offsets);
@@ -47,8 +50,9 @@ class ShoalClient {
   Result<std::string> TopicView();
 
  private:
+  // `error_body` receives the body of an error answer, when given.
   Result<std::string> Call(const std::string& method, const std::string& path_and_query,
-                           const std::string& body);
+                           const std::string& body, std::string* error_body = nullptr);
 
   const std::string topic_;
   std::unique_ptr<web::http::client::http_client> http_;

@@ -69,6 +69,8 @@ class LoadGenerator {
 
   uint64_t acked() const { return acked_.load(); }
   uint64_t retries() const { return retries_.load(); }
+  // Events given up because the sidecar answered sequence_unknown for them (never acked).
+  uint64_t abandoned() const { return abandoned_.load(); }
   std::string last_error() const;
 
  private:
@@ -76,7 +78,7 @@ class LoadGenerator {
 
   const LoadOptions opts_;
   std::atomic<bool> stop_{false};
-  std::atomic<uint64_t> acked_{0}, retries_{0};
+  std::atomic<uint64_t> acked_{0}, retries_{0}, abandoned_{0};
   mutable std::mutex mu_;
   std::vector<AckedEvent> acked_events_;  // guarded by mu_
   std::vector<double> latencies_ms_;       // guarded by mu_

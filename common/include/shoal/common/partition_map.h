@@ -22,6 +22,16 @@ namespace shoal {
 
 inline constexpr uint64_t kHashSpace = uint64_t{1} << 32;
 
+// Bounds every map is validated against, so that no size a sidecar allocates follows a number
+// from the wire: partition ids stay below 2^32 - 1 (so NextId cannot wrap), a map lists at most
+// kMaxMapPartitions partitions (active and sealed) and kMaxMapPeers pods, and a partition has at
+// most kMaxParents parents.
+inline constexpr uint32_t kMaxPartitionId = UINT32_MAX - 1;
+inline constexpr size_t kMaxMapPartitions = size_t{1} << 20;
+inline constexpr size_t kMaxMapPeers = 65536;
+inline constexpr size_t kMaxParents = 65536;
+inline constexpr size_t kMaxNameBytes = 253;
+
 // A contiguous range [lo, hi) of the 32-bit hash space; hi may equal 2^32.
 struct HashRange {
   uint64_t lo = 0;
@@ -67,9 +77,23 @@ class PartitionMap {
   static Result<PartitionMap> Initial(std::string topic, uint32_t count,
                                       const std::vector<PodName>& owners);
 
-  // Checks invariant 1 (the active partitions cover [0, 2^32) exactly), unique ids, and that
-  // every parent is a partition of this map.
+  // Checks invariant 1 (the active partitions cover [0, 2^32) exactly), unique ids within the
+  // bounds above, names within kMaxNameBytes, and that every parent still listed is sealed.
   Status Validate() const;
+
+  // Identifies the change this map is (invariant 5, one map per epoch): a hash of the topic, the
+  // epoch, every partition but its end offset, and the peers, as 16 hex digits. End offsets are
+  // left out because the coordinator learns them from the seals it sends with this digest; a map
+  // that differs from another of its epoch only there is still another map (operator==).
+  std::string Digest() const;
+
+  // The partitions that list `id` among their parents, in id order.
+  std::vector<const PartitionInfo*> SuccessorsOf(PartitionId id) const;
+  // The position of `p`, which must be an element of partitions(): for tables indexed by
+  // partition rather than by id (an id is not a size).
+  size_t IndexOf(const PartitionInfo& p) const {
+    return static_cast<size_t>(&p - partitions_.data());
+  }
 
   const std::string& topic() const { return topic_; }
   Epoch epoch() const { return epoch_; }
@@ -128,6 +152,12 @@ class PartitionMap {
 
   std::string ToJson() const;
   static Result<PartitionMap> FromJson(std::string_view json);
+
+ private:
+  // ToJson's text, with every end offset written as 0 when `with_ends` is false (Digest's input).
+  std::string Serialize(bool with_ends) const;
+
+ public:
 
   bool operator==(const PartitionMap& o) const {
     return topic_ == o.topic_ && epoch_ == o.epoch_ && partitions_ == o.partitions_ &&

@@ -20,7 +20,15 @@ class Status {
     kInvalidArgument,     // the caller sent something malformed; maps to 400
     kNotFound,            // unknown topic, partition, group; maps to 404
     kTooLarge,            // body, key or value over a limit; maps to 413
-    kFailedPrecondition,  // state forbids it now (sealed partition, stale epoch); maps to 409
+    kFailedPrecondition,  // state forbids it now (sealed partition, live group); maps to 409
+    // Fencing (invariant 5): another map or change holds this epoch or this partition. Never
+    // "already done": the coordinator that gets it stops and re-reads. Maps to 409.
+    kConflict,
+    // Fencing: the request's epoch is older than the one held; the message names the held one.
+    kStaleEpoch,
+    // Idempotence (invariant 6): the producer state cannot tell whether a (producer, seq) was
+    // stored (it is older than what the state remembers); refused, never taken as a duplicate.
+    kSequenceUnknown,
     kUnauthenticated,     // missing or wrong token; maps to 401
     kUnavailable,         // try again later (not ready, shutting down); maps to 503
     kCorruption,          // on-disk data failed a check
@@ -38,6 +46,11 @@ class Status {
   static Status FailedPrecondition(std::string msg) {
     return {Code::kFailedPrecondition, std::move(msg)};
   }
+  static Status Conflict(std::string msg) { return {Code::kConflict, std::move(msg)}; }
+  static Status StaleEpoch(std::string msg) { return {Code::kStaleEpoch, std::move(msg)}; }
+  static Status SequenceUnknown(std::string msg) {
+    return {Code::kSequenceUnknown, std::move(msg)};
+  }
   static Status Unauthenticated(std::string msg) {
     return {Code::kUnauthenticated, std::move(msg)};
   }
@@ -49,8 +62,13 @@ class Status {
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }
   const std::string& message() const { return message_; }
-  // A short machine-readable name of the code, e.g. "invalid_argument".
+  // A short machine-readable name of the code, e.g. "invalid_argument": the "error" field of
+  // every error answer on the wire.
   std::string_view code_name() const;
+  // The code of such a name; kInternal for a name no code has.
+  static Code CodeFromName(std::string_view name);
+  // A status of that code (for decoding answers).
+  static Status FromCode(Code code, std::string msg) { return Status(code, std::move(msg)); }
   std::string ToString() const;
 
   // Prefixes the message with context, keeping the code: "reading segment 42: short read".

@@ -89,6 +89,17 @@ void AppendConsumedEvent(std::string& out, std::string_view key, std::string_vie
                          std::optional<uint64_t> seq, int64_t timestamp_ms);
 
 // Client side: decoders of the sidecar's answers.
+
+// The status an error answer stands for: the code its JSON body's "error" names (the body is
+// {"error": name, "reason": text}, DESIGN.md), so that outcomes such as stale_epoch and conflict,
+// which share HTTP 409, stay apart; the HTTP code decides only for a body without a known name.
+// The message is `context`, the HTTP code and the reason.
+Status ErrorFromAnswer(int http_code, std::string_view body, std::string_view context);
+// The "unknown" array of a sequence_unknown answer to a produce request: the indices, in the
+// request, of the events whose (producer, seq) the sidecar could not decide. Empty when absent.
+std::vector<size_t> ParseUnknownIndices(std::string_view body);
+// The body of that answer.
+std::string SequenceUnknownBody(std::string_view reason, const std::vector<size_t>& indices);
 Result<std::vector<ProduceResult>> ParseProduceResponse(std::string_view body);
 Result<std::vector<ConsumedEvent>> ParseConsumeResponse(std::string_view body);
 

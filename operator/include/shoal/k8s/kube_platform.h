@@ -82,6 +82,8 @@ class KubePlatform final : public control::Platform {
   std::map<std::string, double> cpu_;  // pod -> utilisation of its app containers
   std::chrono::steady_clock::time_point metrics_at_{};
   bool metrics_known_ = false;
+  // status.controlRevision as this platform last wrote or loaded it (SaveState's precondition).
+  std::optional<int64_t> control_revision_;
 };
 
 // gzip + base64 of text, and back (status.partitionMap.data).

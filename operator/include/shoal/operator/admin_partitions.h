@@ -1,7 +1,8 @@
 // AdminPartition: one partition as a sidecar's admin plane reports it on
 // GET /v1/admin/partitions, counters cumulative since the sidecar started:
 //
-//   {"topic":"orders","pod":"orders-0","epoch":7,"partitions":[
+//   {"topic":"orders","pod":"orders-0","epoch":7,"digest":"...","groups":["billing"],
+//    "partitions":[
 //     {"id":3,"state":"active","lo":0,"hi":1073741824,"start_offset":0,"end_offset":120,
 //      "producers_durable":true,"appended":12345,"load_buckets":[c0,...,c15],
 //      "top_hashes":[{"hash":123456,"count":789}],"commits":{"groupA":100}}]}
@@ -54,6 +55,8 @@ struct AdminPartitionsReport {
   std::string topic;
   std::string pod;
   Epoch epoch{0};
+  // Every consumer group the sidecar knows (its registry), also those without a commit here.
+  std::vector<std::string> groups;
   std::vector<AdminPartition> partitions;
 };
 

@@ -1,18 +1,27 @@
 // ChangeExecutor: carries out one seal-and-succeed change against the sidecars' admin planes.
 //
 // The order is the protocol (DESIGN.md, invariants 2, 5 and 8):
-//   1. seal every partition the target map seals, at its owner; each seal is durable and answers
-//      the parent's final end offset;
+//   1. seal every partition the target map seals, at its owner, for this change (the seal names
+//      the target's epoch, digest and the successors it gives the partition); each seal is
+//      durable and answers the parent's final end offset;
 //   2. record those end offsets in the target map;
-//   3. install the target map on the successors' owners: from here the successors take writes
-//      (the write pause is 1 to 3, never a copy of the backlog);
+//   3. install the target map on the owners of partitions it retires (they refuse a retirement
+//      some group has not consumed, before any other pod saw the map), then on the successors'
+//      owners: from here the successors take writes (the write pause is 1 to 3, never a copy of
+//      the backlog);
 //   4. install it on every other pod, so that every sidecar routes and forwards by it.
-// Every step is idempotent (a sealed partition answers its end again; an installed epoch answers
-// "stale"), so a step is retried with backoff while a pod is down or restarting, and a change
-// interrupted anywhere completes when it is applied again. It never unseals: it rolls forward.
+// Every step is idempotent (a seal for the same change answers its end again; the map held
+// already answers "already held"), so a step is retried with backoff while a pod is down or
+// restarting, and a change interrupted anywhere completes when it is applied again. It never
+// unseals: it rolls forward.
+//
+// Fencing (invariant 5): an answer "stale_epoch" or "conflict" means another map or change holds
+// the epoch or the partition: some other coordinator acted. It is never counted as done; the
+// change stops there and returns that status, and the caller re-reads the authority's record
+// (ControlLoop::Reconcile) before it plans again.
 //
 // Thread-compatible: one change at a time per executor (the caller serializes changes of a
-// topic). Owned by its caller; the AdminClient must outlive it.
+// topic). Owned by its caller; the AdminPlane must outlive it.
 #pragma once
 
 #include <chrono>
@@ -20,7 +29,7 @@
 #include <set>
 #include <string>
 
-#include "shoal/client/admin_client.h"
+#include "shoal/client/admin_plane.h"
 #include "shoal/common/partition_map.h"
 
 namespace shoal::control {
@@ -43,13 +52,18 @@ class ChangeExecutor {
     // plan). Empty: always allowed.
     std::function<bool()> may_act;
   };
-  ChangeExecutor(client::AdminClient& admin, Options options);
-  explicit ChangeExecutor(client::AdminClient& admin) : ChangeExecutor(admin, Options()) {}
+  ChangeExecutor(client::AdminPlane& admin, Options options);
+  explicit ChangeExecutor(client::AdminPlane& admin) : ChangeExecutor(admin, Options()) {}
 
-  // Brings every pod of `map` (its peers) to at least the map's epoch.
+  // Brings every pod of `map` (its peers) to the map.
   Status InstallEverywhere(const PartitionMap& map, ChangeTiming* timing = nullptr);
-  // Installs `map` on one pod; a pod already at that epoch or newer counts as done.
+  // Installs `map` on one pod; a pod that holds it already counts as done. A pod that holds a
+  // newer epoch (StaleEpoch) or another map of this one (Conflict) does not: that status comes
+  // back.
   Status InstallOn(const PodName& pod, const PartitionMap& map, ChangeTiming* timing = nullptr);
+  // The same at an explicit address (a leaving pod the map no longer lists).
+  Status InstallAt(const PodName& pod, const PeerAddress& address, const PartitionMap& map,
+                   ChangeTiming* timing = nullptr);
 
   // Applies `target`, made from `current` by Split, Merge or Move. Returns the target as
   // installed, with the sealed parents' end offsets recorded.
@@ -60,7 +74,7 @@ class ChangeExecutor {
   template <typename Fn>
   Status Retry(const std::string& what, Fn&& fn, ChangeTiming* timing);
 
-  client::AdminClient& admin_;
+  client::AdminPlane& admin_;
   const Options opts_;
 };
 

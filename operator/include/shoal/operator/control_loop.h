@@ -24,7 +24,7 @@
 #include <optional>
 #include <string>
 
-#include "shoal/client/admin_client.h"
+#include "shoal/client/admin_plane.h"
 #include "shoal/common/clock.h"
 #include "shoal/common/partition_map.h"
 #include "shoal/common/topic_spec.h"
@@ -65,7 +65,7 @@ struct DecisionRecord {
 class ControlLoop {
  public:
   ControlLoop(TopicSpec spec, Platform& platform, MetricsObserver& observer,
-              client::AdminClient& admin, Clock& clock, ControlLoopOptions options);
+              client::AdminPlane& admin, Clock& clock, ControlLoopOptions options);
   ~ControlLoop();
   ControlLoop(const ControlLoop&) = delete;
   ControlLoop& operator=(const ControlLoop&) = delete;
@@ -103,9 +103,17 @@ class ControlLoop {
   Status RunStep(PlanStep& step, const std::vector<PodInfo>& pods);
   Status RunChange(PlanStep& step, const std::vector<PodInfo>& pods);
   Status InstallOnLaggingPods(const std::vector<PodInfo>& pods);
-  // Sealed partitions every group consumed to their end whose successors own their producer
-  // state durably; empty when anything needed cannot be read.
+  // Sealed partitions that may leave the map (retirement.h), from every pod's admin plane;
+  // empty when anything needed cannot be read.
   std::vector<PartitionId> Retirable(const std::vector<PodInfo>& pods);
+  static bool IsFencing(const Status& st);
+  // After a fencing refusal of `step` (its target had epoch `tried`): re-reads the record and the
+  // sidecars' maps, takes over whatever is newer, else clears the step's target for a later try.
+  Status Reconcile(PlanStep& step, const Status& why, const std::vector<PodInfo>& pods,
+                   Epoch tried);
+  // Epoch, digest, plan id and next plan id of a control state: what tells one coordinator's
+  // record from another's.
+  static std::string StateSummary(std::string_view state);
   Status Save();
   std::string StateJsonLocked() const;
   Status LoadState(std::string_view json);
@@ -115,7 +123,7 @@ class ControlLoop {
   TopicSpec spec_;
   Platform& platform_;
   MetricsObserver& observer_;
-  client::AdminClient& admin_;
+  client::AdminPlane& admin_;
   Clock& clock_;
   const ControlLoopOptions opts_;
   ChangeProbe change_probe_;
@@ -139,6 +147,7 @@ class ControlLoop {
   std::chrono::milliseconds backoff_{0};
   std::chrono::steady_clock::time_point step_started_{};
   std::chrono::steady_clock::time_point last_retire_check_{};
+  Epoch epoch_floor_{0};  // a change is minted at no lower epoch (after a fencing refusal)
 };
 
 }  // namespace shoal::control

@@ -192,6 +192,7 @@ class LocalPlatform final : public Platform {
   std::condition_variable supervisor_cv_;
   bool supervisor_stop_ = false;  // guarded by supervisor_mu_
   std::thread supervisor_;
+  int lock_fd_ = -1;  // flock'd for this platform's life: one coordinator per state directory
 };
 
 }  // namespace shoal::control

@@ -73,7 +73,7 @@ class MetricsObserver final : public Observer {
   // whether producer state is durable): what deciding to retire a sealed partition needs.
   // NotFound when the sidecar has no such endpoint (404), Unauthenticated on 401, Unavailable
   // when it does not answer, InvalidArgument when the answer is malformed.
-  Result<std::vector<AdminPartition>> PartitionsOf(const PodInfo& pod);
+  Result<AdminPartitionsReport> PartitionsOf(const PodInfo& pod);
 
  private:
   // One answer as fetched: status 0 when none arrived (then `error` says why).

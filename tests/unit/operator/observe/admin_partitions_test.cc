@@ -22,14 +22,17 @@ std::string Entry(uint32_t id, uint64_t appended, const std::vector<uint64_t>& b
 }
 
 std::string Report(const std::string& entries) {
-  return "{\"topic\":\"orders\",\"pod\":\"orders-0\",\"epoch\":7,\"partitions\":[" + entries + "]}";
+  return "{\"topic\":\"orders\",\"pod\":\"orders-0\",\"epoch\":7,\"groups\":[\"groupA\"],"
+         "\"partitions\":[" +
+         entries + "]}";
 }
 
 std::vector<uint64_t> Buckets(uint64_t each) { return std::vector<uint64_t>(kLoadBuckets, each); }
 
 TEST(ParseAdminPartitionsTest, ReadsEveryField) {
   const std::string body =
-      R"({"topic":"orders","pod":"orders-0","epoch":7,"partitions":[
+      R"({"topic":"orders","pod":"orders-0","epoch":7,"groups":["groupA","groupB","late"],
+        "partitions":[
         {"id":3,"state":"active","lo":0,"hi":1073741824,"start_offset":5,"end_offset":120,
          "producers_durable":true,"appended":12345,
          "load_buckets":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16],
@@ -43,6 +46,7 @@ TEST(ParseAdminPartitionsTest, ReadsEveryField) {
   EXPECT_EQ(r->topic, "orders");
   EXPECT_EQ(r->pod, "orders-0");
   EXPECT_EQ(r->epoch, Epoch(7));
+  EXPECT_EQ(r->groups, (std::vector<std::string>{"groupA", "groupB", "late"}));
   ASSERT_EQ(r->partitions.size(), 2u);
   const AdminPartition& p = r->partitions[0];
   EXPECT_EQ(p.id, PartitionId(3));
@@ -114,11 +118,18 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadCase{"not json", "{\"topic\":", "not valid JSON"},
         BadCase{"not an object", "[1,2]", "must be a JSON object"},
-        BadCase{"no partitions", R"({"topic":"orders","pod":"p","epoch":1})", "partitions"},
+        BadCase{"no partitions", R"({"topic":"orders","pod":"p","epoch":1,"groups":[]})",
+                "partitions"},
         BadCase{"partitions not an array",
-                R"({"topic":"orders","pod":"p","epoch":1,"partitions":{}})", "must be an array"},
-        BadCase{"negative epoch", R"({"topic":"orders","pod":"p","epoch":-1,"partitions":[]})",
-                "epoch"},
+                R"({"topic":"orders","pod":"p","epoch":1,"groups":[],"partitions":{}})",
+                "must be an array"},
+        BadCase{"negative epoch",
+                R"({"topic":"orders","pod":"p","epoch":-1,"groups":[],"partitions":[]})", "epoch"},
+        BadCase{"no groups", R"({"topic":"orders","pod":"p","epoch":1,"partitions":[]})",
+                "\"groups\""},
+        BadCase{"groups not names",
+                R"({"topic":"orders","pod":"p","epoch":1,"groups":[3],"partitions":[]})",
+                "group names"},
         BadCase{"entry not an object", Report("3"), "must be an object"},
         BadCase{"no id", WithField("id", ""), "\"id\""},
         BadCase{"id too large", WithField("id", "4294967296"), "out of range"},

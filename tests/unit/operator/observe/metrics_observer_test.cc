@@ -262,8 +262,8 @@ TEST_F(RealSidecarTest, HotKeyIsTheTopHashAndBucketsFollowTheKeys) {
   // The raw admin view agrees with what was produced.
   admin = observer.PartitionsOf(pod_);
   ASSERT_TRUE(admin.ok()) << admin.status().ToString();
-  ASSERT_EQ(admin->size(), 4u);
-  for (const auto& p : *admin) {
+  ASSERT_EQ(admin->partitions.size(), 4u);
+  for (const auto& p : admin->partitions) {
     uint64_t n = (others.count(p.id.value()) ? others.at(p.id.value()) : 0);
     if (p.id.value() == hot_partition) n += 70;
     EXPECT_EQ(p.end_offset, n) << p.id.value();
@@ -494,7 +494,7 @@ struct AdminEntry {
 };
 
 std::string Admin(const std::vector<AdminEntry>& entries) {
-  std::string out = R"({"topic":"orders","pod":"pod-a","epoch":5,"partitions":[)";
+  std::string out = R"({"topic":"orders","pod":"pod-a","epoch":5,"groups":["g"],"partitions":[)";
   for (size_t i = 0; i < entries.size(); ++i) {
     const AdminEntry& e = entries[i];
     out += i ? "," : "";
@@ -721,12 +721,13 @@ TEST_F(FakeSidecarTest, PartitionsOf) {
          Admin({{0, 8, Buckets({{1, 8}}), {{5, 2}}}, {3, 4, Buckets({}), {}, "sealed"}}));
   auto got = observer.PartitionsOf(a_.Pod("pod-a"));
   ASSERT_TRUE(got.ok()) << got.status().ToString();
-  ASSERT_EQ(got->size(), 2u);
-  EXPECT_EQ((*got)[0].id, PartitionId(0));
-  EXPECT_EQ((*got)[0].end_offset, 8u);
-  EXPECT_EQ((*got)[0].commits, (std::map<std::string, uint64_t>{{"g", 4}}));
-  EXPECT_TRUE((*got)[0].producers_durable);
-  EXPECT_EQ((*got)[1].state, PartitionState::kSealed);
+  ASSERT_EQ(got->partitions.size(), 2u);
+  EXPECT_EQ(got->groups, (std::vector<std::string>{"g"}));
+  EXPECT_EQ(got->partitions[0].id, PartitionId(0));
+  EXPECT_EQ(got->partitions[0].end_offset, 8u);
+  EXPECT_EQ(got->partitions[0].commits, (std::map<std::string, uint64_t>{{"g", 4}}));
+  EXPECT_TRUE(got->partitions[0].producers_durable);
+  EXPECT_EQ(got->partitions[1].state, PartitionState::kSealed);
 
   auto absent = observer.PartitionsOf(b_.Pod("pod-b"));  // 404
   ASSERT_FALSE(absent.ok());

@@ -185,7 +185,7 @@ class LocalPlatformTest : public ::testing::Test {
     client::AdminClient admin(platform_->AdminToken());
     for (const auto& p : *pods) {
       auto st = admin.InstallMap(p.address.admin, map);
-      ASSERT_TRUE(st.ok()) << p.name.value() << ": " << st.ToString();
+      ASSERT_TRUE(st.ok()) << p.name.value() << ": " << st.status().ToString();
     }
   }
 
