@@ -4,14 +4,14 @@
 
 #include "shoal/common/json.h"
 #include "shoal/common/wire.h"
-#include "storage/file_util.h"
 
 namespace shoal::broker {
 
-Result<std::unique_ptr<GroupRegistry>> GroupRegistry::Open(std::string path, size_t max_groups) {
-  std::unique_ptr<GroupRegistry> r(new GroupRegistry(std::move(path), max_groups));
+Result<std::unique_ptr<GroupRegistry>> GroupRegistry::Open(std::string path, size_t max_groups,
+                                                           storage::FileSystem& fs) {
+  std::unique_ptr<GroupRegistry> r(new GroupRegistry(std::move(path), max_groups, fs));
   std::string text;
-  Status st = storage::ReadWholeFile(r->path_, &text);
+  Status st = fs.ReadWholeFile(r->path_, &text);
   if (st.code() == Status::Code::kNotFound) return r;
   SHOAL_RETURN_IF_ERROR(st);
   auto groups = ParseJson(text);
@@ -102,7 +102,7 @@ std::string GroupRegistry::ToJsonLocked() const {
 }
 
 Status GroupRegistry::WriteLocked() const {
-  return storage::WriteFileAtomic(path_, ToJsonLocked());
+  return fs_.WriteFileAtomic(path_, ToJsonLocked());
 }
 
 Result<std::map<std::string, GroupRegistry::Group>> GroupRegistry::ParseJson(std::string_view json) {

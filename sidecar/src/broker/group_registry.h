@@ -22,6 +22,7 @@
 #include <string>
 
 #include "shoal/common/status.h"
+#include "storage/file_system.h"
 
 namespace shoal::broker {
 
@@ -33,8 +34,9 @@ class GroupRegistry {
     bool operator==(const Group&) const = default;
   };
 
-  // Loads `path` (absent: no groups yet).
-  static Result<std::unique_ptr<GroupRegistry>> Open(std::string path, size_t max_groups);
+  // Loads `path` (absent: no groups yet) from `fs`, which outlives the registry.
+  static Result<std::unique_ptr<GroupRegistry>> Open(std::string path, size_t max_groups,
+                                                     storage::FileSystem& fs);
 
   // Records a request of `group` at `now_ms`; a group new here is written to disk before this
   // returns (so a restart cannot forget a group that was served). FailedPrecondition past
@@ -53,13 +55,14 @@ class GroupRegistry {
   static Result<std::map<std::string, Group>> ParseJson(std::string_view json);
 
  private:
-  GroupRegistry(std::string path, size_t max_groups)
-      : path_(std::move(path)), max_groups_(max_groups) {}
+  GroupRegistry(std::string path, size_t max_groups, storage::FileSystem& fs)
+      : path_(std::move(path)), max_groups_(max_groups), fs_(fs) {}
   Status WriteLocked() const;  // requires mu_
   std::string ToJsonLocked() const;
 
   const std::string path_;
   const size_t max_groups_;
+  storage::FileSystem& fs_;
   mutable std::mutex mu_;
   std::map<std::string, Group> groups_;  // guarded by mu_
   bool dirty_ = false;                   // guarded by mu_

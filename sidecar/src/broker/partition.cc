@@ -141,6 +141,7 @@ Result<FsyncPolicy> ParseFsyncPolicy(std::string_view s) {
 Partition::Partition(PartitionId id, PartitionOptions options, Clock& clock, PartitionProbe probe)
     : id_(id),
       opts_(std::move(options)),
+      fs_(opts_.fs ? *opts_.fs : storage::PosixFileSystem()),
       clock_(clock),
       probe_(probe),
       producers_(id.value(), opts_.range) {}
@@ -153,18 +154,19 @@ Result<std::unique_ptr<Partition>> Partition::Open(PartitionId id, const Partiti
   p->sidecar_probe_ = &probe;
   storage::LogOptions lo;
   lo.dir = options.dir;
+  lo.fs = &p->fs_;
   lo.segment_bytes = options.segment_bytes;
   lo.fsync_observer = [&probe](double s) { probe.ObserveFsync(s); };
   auto log = storage::OpenDiskLog(lo);
   if (!log.ok()) return log.status();
   p->log_ = std::move(log).value();
-  auto commits = storage::CommitStore::Open(options.dir);
+  auto commits = storage::CommitStore::Open(options.dir, &p->fs_);
   if (!commits.ok()) return commits.status();
   p->commits_ = std::move(commits).value();
   SHOAL_RETURN_IF_ERROR(p->RecoverProducers());
   SHOAL_RETURN_IF_ERROR(p->ClampCommits());
   std::string marker;
-  if (storage::ReadWholeFile(SealPath(options.dir), &marker).ok()) {
+  if (p->fs_.ReadWholeFile(SealPath(options.dir), &marker).ok()) {
     auto record = DecodeSealRecord(marker);
     if (!record.ok()) return record.status().Annotate(SealPath(options.dir));
     p->seal_ = std::move(record).value();
@@ -201,7 +203,7 @@ Status Partition::ClampCommits() {
 Status Partition::RecoverProducers() {
   std::string bytes;
   uint64_t from = log_->start_offset();
-  Status st = storage::ReadWholeFile(SnapshotPath(opts_.dir), &bytes);
+  Status st = fs_.ReadWholeFile(SnapshotPath(opts_.dir), &bytes);
   if (st.ok() && bytes.size() >= 8) {
     uint64_t covered = 0;
     std::memcpy(&covered, bytes.data(), 8);
@@ -247,7 +249,7 @@ Status Partition::WriteProducerSnapshot() {
     // table serialized after it holds that state.
     covers_seeding = seeded_.load();
   }
-  Status st = storage::WriteFileAtomic(SnapshotPath(opts_.dir), bytes);
+  Status st = fs_.WriteFileAtomic(SnapshotPath(opts_.dir), bytes);
   if (!st.ok()) {
     // Not on disk: write it again at the next snapshot time even if nothing is appended.
     std::lock_guard<std::mutex> lock(append_mu_);
@@ -394,7 +396,7 @@ Status Partition::Append(std::span<const wire::ProduceEvent* const> events,
 }
 
 Status Partition::WriteSealRecord(const SealRecord& record) {
-  return storage::WriteFileAtomic(SealPath(opts_.dir), EncodeSealRecord(record));
+  return fs_.WriteFileAtomic(SealPath(opts_.dir), EncodeSealRecord(record));
 }
 
 Result<uint64_t> Partition::Seal() {

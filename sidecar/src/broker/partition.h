@@ -25,6 +25,7 @@
 #include "shoal/common/wire.h"
 #include "shoal/sidecar/log.h"
 #include "storage/commit_store.h"
+#include "storage/file_system.h"
 #include "storage/producer_table.h"
 
 namespace shoal::broker {
@@ -34,6 +35,7 @@ Result<FsyncPolicy> ParseFsyncPolicy(std::string_view s);
 
 struct PartitionOptions {
   std::string dir;
+  storage::FileSystem* fs = nullptr;  // where the files live; null: the real file system
   HashRange range;  // the partition's hash range, for its load sketch (fixed for an id)
   FsyncPolicy fsync = FsyncPolicy::kInterval;
   uint64_t segment_bytes = 64ull << 20;
@@ -216,6 +218,7 @@ class Partition {
 
   const PartitionId id_;
   const PartitionOptions opts_;
+  storage::FileSystem& fs_;
   Clock& clock_;
   PartitionProbe probe_;
   SidecarProbe* sidecar_probe_ = nullptr;

@@ -13,7 +13,11 @@
 namespace shoal::broker {
 
 Topic::Topic(TopicOptions options, Clock& clock, SidecarProbe& probe, PeerClient* peers)
-    : opts_(std::move(options)), clock_(clock), probe_(probe), peers_(peers) {}
+    : opts_(std::move(options)),
+      fs_(opts_.fs ? *opts_.fs : storage::PosixFileSystem()),
+      clock_(clock),
+      probe_(probe),
+      peers_(peers) {}
 
 Topic::~Topic() {
   {
@@ -29,8 +33,8 @@ Result<std::unique_ptr<Topic>> Topic::Open(const TopicOptions& options, Clock& c
                                            SidecarProbe& probe, PeerClient* peers) {
   std::unique_ptr<Topic> t(new Topic(options, clock, probe, peers));
   SHOAL_RETURN_IF_ERROR(t->LoadOrCreateMap());
-  auto registry = GroupRegistry::Open(
-      options.data_dir + "/" + options.topic + "/groups.json", options.max_groups);
+  auto registry = GroupRegistry::Open(options.data_dir + "/" + options.topic + "/groups.json",
+                                      options.max_groups, t->fs_);
   if (!registry.ok()) return registry.status();
   t->registry_ = std::move(registry).value();
   SHOAL_RETURN_IF_ERROR(t->OpenPartitions());
@@ -48,6 +52,7 @@ std::string Topic::PartitionDir(uint32_t id) const {
 
 PartitionOptions Topic::OptionsFor(const PartitionInfo& info) const {
   PartitionOptions po = opts_.partition;
+  po.fs = &fs_;
   po.dir = PartitionDir(info.id.value());
   po.range = info.range;
   return po;
@@ -58,11 +63,10 @@ bool Topic::RetiredInMap(uint32_t id) const {
 }
 
 Status Topic::LoadOrCreateMap() {
-  std::error_code ec;
-  std::filesystem::create_directories(opts_.data_dir + "/" + opts_.topic, ec);
-  if (ec) return Status::IoError("creating the topic directory: " + ec.message());
+  SHOAL_RETURN_IF_ERROR(fs_.CreateDirs(opts_.data_dir + "/" + opts_.topic)
+                            .Annotate("creating the topic directory"));
   std::string text;
-  Status st = storage::ReadWholeFile(MapPath(), &text);
+  Status st = fs_.ReadWholeFile(MapPath(), &text);
   if (st.ok()) {
     auto loaded = PartitionMap::FromJson(text);
     if (!loaded.ok()) return loaded.status().Annotate("loading " + MapPath());
@@ -87,7 +91,7 @@ Status Topic::LoadOrCreateMap() {
   auto initial = PartitionMap::Initial(opts_.topic, opts_.partitions, opts_.pod);
   if (!initial.ok()) return initial.status();
   map_ = std::move(initial).value();
-  return storage::WriteFileAtomic(MapPath(), map_.ToJson());
+  return fs_.WriteFileAtomic(MapPath(), map_.ToJson());
 }
 
 Status Topic::OpenPartitions() {
@@ -109,23 +113,19 @@ void Topic::RemoveRetiredLeftovers() {
   // what the directories hold. Directories of ids the map never had (a prepare for a coming map)
   // are left alone; they hold no events and the change that prepared them reopens them.
   if (!map_from_disk_) return;
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::directory_iterator it(opts_.data_dir + "/" + opts_.topic + "/partitions", ec);
-  if (ec) return;  // no partitions yet
-  for (; it != fs::directory_iterator(); it.increment(ec)) {
-    if (ec) break;
-    const std::string name = it->path().filename().string();
+  const std::string dir = opts_.data_dir + "/" + opts_.topic + "/partitions";
+  auto names = fs_.List(dir);
+  if (!names.ok()) return;  // no partitions yet
+  for (const auto& name : *names) {
     uint32_t id = 0;
     auto [end, err] = std::from_chars(name.data(), name.data() + name.size(), id);
     if (err != std::errc() || end != name.data() + name.size() || !RetiredInMap(id)) continue;
     // InstallMap persisted the map that retired it, then crashed before (or while) removing it.
-    std::error_code rm;
-    fs::remove_all(it->path(), rm);
+    Status rm = fs_.RemoveAll(dir + "/" + name);
     Logger("broker")->info(
         "msg=\"removed the directory of a retired partition\" partition={} "
         "ok={}",
-        id, !rm);
+        id, rm.ok());
   }
 }
 
@@ -384,7 +384,7 @@ Result<InstallOutcome> Topic::InstallMap(const PartitionMap& next) {
   }
   const double seeded_ms = ms_since(t0);
   // 3. Persist, then take effect. A crash between the two re-opens the new map on restart.
-  SHOAL_RETURN_IF_ERROR(storage::WriteFileAtomic(MapPath(), next.ToJson()));
+  SHOAL_RETURN_IF_ERROR(fs_.WriteFileAtomic(MapPath(), next.ToJson()));
   const double persisted_ms = ms_since(t0);
   // 4. Retire what the new map no longer lists. The partitions leave partitions_ under the
   // exclusive lock, together with the map change: every reader (produce, consume, commit, the
@@ -426,13 +426,11 @@ Result<InstallOutcome> Topic::InstallMap(const PartitionMap& next) {
   }
   for (auto& [id, p] : retired) {
     p.reset();  // closes its files; nothing of it is needed any more
-    std::error_code ec;
-    std::filesystem::remove_all(PartitionDir(id), ec);
-    if (ec) {
+    if (Status rm = fs_.RemoveAll(PartitionDir(id)); !rm.ok()) {
       Logger("broker")->warn(
           "msg=\"could not remove a retired partition's directory; the next start removes it\" "
           "partition={} reason=\"{}\"",
-          id, ec.message());
+          id, rm.message());
     } else {
       Logger("broker")->info("msg=\"retired partition\" partition={} epoch={}", id,
                              next.epoch().value());

@@ -74,6 +74,8 @@ struct TopicOptions {
   std::string topic;
   uint32_t partitions = 4;  // for a new topic; an existing map on disk wins
   std::string data_dir;
+  // Where every file of the topic lives; null: the real file system (tests hand in their own).
+  storage::FileSystem* fs = nullptr;
   PodName pod{"local"};
   PartitionOptions partition;  // dir is filled per partition
   int64_t fsync_interval_ms = 100;
@@ -208,6 +210,7 @@ class Topic {
   void PeerTickLoop();
 
   const TopicOptions opts_;
+  storage::FileSystem& fs_;
   Clock& clock_;
   SidecarProbe& probe_;
   std::function<void()> on_data_;

@@ -1,13 +1,9 @@
 #include "storage/commit_store.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cstring>
-#include <filesystem>
 
 #include "shoal/common/hash.h"
-#include "storage/file_util.h"
+#include "storage/file_system.h"
 
 namespace shoal::storage {
 
@@ -29,15 +25,14 @@ void EncodeCommit(const std::string& group, uint64_t offset, std::string& out) {
 }
 }  // namespace
 
-CommitStore::~CommitStore() {
-  if (fd_ >= 0) ::close(fd_);
-}
+CommitStore::~CommitStore() = default;
 
-Result<std::unique_ptr<CommitStore>> CommitStore::Open(const std::string& dir) {
+Result<std::unique_ptr<CommitStore>> CommitStore::Open(const std::string& dir, FileSystem* fs) {
   std::unique_ptr<CommitStore> s(new CommitStore());
+  s->fs_ = fs ? fs : &PosixFileSystem();
   s->path_ = dir + "/commits.log";
   std::string data;
-  Status st = ReadWholeFile(s->path_, &data);
+  Status st = s->fs_->ReadWholeFile(s->path_, &data);
   if (!st.ok() && st.code() != Status::Code::kNotFound) return st;
   size_t pos = 0;
   while (pos + 8 <= data.size()) {
@@ -69,23 +64,34 @@ Result<std::unique_ptr<CommitStore>> CommitStore::Open(const std::string& dir) {
 Status CommitStore::Compact() {
   std::string out;
   for (const auto& [g, o] : commits_) EncodeCommit(g, o, out);
-  SHOAL_RETURN_IF_ERROR(WriteFileAtomic(path_, out));
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
-  if (fd_ < 0) return ErrnoStatus("opening " + path_);
+  SHOAL_RETURN_IF_ERROR(fs_->WriteFileAtomic(path_, out));
+  file_.reset();
+  auto file = fs_->Open(path_, /*truncate=*/false);
+  if (!file.ok()) return file.status();
+  file_ = std::move(file).value();
   file_size_ = out.size();
   dirty_ = false;
   return Status::Ok();
 }
 
 Status CommitStore::Append(const std::string& rec, bool sync) {
-  SHOAL_RETURN_IF_ERROR(PwriteFull(fd_, rec.data(), rec.size(), file_size_));
+  SHOAL_RETURN_IF_ERROR(failure_);
+  SHOAL_RETURN_IF_ERROR(file_->WriteAt(file_size_, rec.data(), rec.size()));
   file_size_ += rec.size();
   dirty_ = true;
-  if (sync) {
-    if (::fdatasync(fd_) != 0) return ErrnoStatus("fdatasync " + path_);
-    dirty_ = false;
+  if (sync) SHOAL_RETURN_IF_ERROR(SyncLocked());
+  return Status::Ok();
+}
+
+Status CommitStore::SyncLocked() {
+  SHOAL_RETURN_IF_ERROR(failure_);
+  if (!dirty_) return Status::Ok();
+  Status st = file_->Sync();
+  if (!st.ok()) {
+    failure_ = st.Annotate("the commit store takes no more commits until it is reopened");
+    return failure_;
   }
+  dirty_ = false;
   return Status::Ok();
 }
 
@@ -139,10 +145,7 @@ std::map<std::string, uint64_t> CommitStore::All() const {
 
 Status CommitStore::Sync() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!dirty_) return Status::Ok();
-  if (::fdatasync(fd_) != 0) return ErrnoStatus("fdatasync " + path_);
-  dirty_ = false;
-  return Status::Ok();
+  return SyncLocked();
 }
 
 }  // namespace shoal::storage

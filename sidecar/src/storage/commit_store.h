@@ -5,6 +5,8 @@
 // Deleting a group appends a tombstone (offset 2^64-1, never a commit: offsets stay below the
 // partition's end); a later commit of the group starts it again.
 //
+// A failed fdatasync is final for the store (as for the log, see DiskLog): later commits fail.
+//
 // Thread-safe (one internal mutex). Owned by its Partition.
 #pragma once
 
@@ -19,10 +21,15 @@
 
 namespace shoal::storage {
 
+class File;
+class FileSystem;
+
 class CommitStore {
  public:
   ~CommitStore();
-  static Result<std::unique_ptr<CommitStore>> Open(const std::string& dir);
+  // `fs`: where the file lives; null: the real file system.
+  static Result<std::unique_ptr<CommitStore>> Open(const std::string& dir,
+                                                   FileSystem* fs = nullptr);
 
   // Records `offset` for `group` if it is above the current one. With sync, fdatasyncs the file
   // before returning. Returns whether the position moved.
@@ -41,9 +48,13 @@ class CommitStore {
   Status Compact();                           // requires mu_
   Status Append(const std::string& rec, bool sync);  // requires mu_
 
+  Status SyncLocked();  // requires mu_
+
   mutable std::mutex mu_;
+  FileSystem* fs_ = nullptr;
   std::string path_;
-  int fd_ = -1;
+  std::unique_ptr<File> file_;
+  Status failure_;  // a failed sync, final
   uint64_t file_size_ = 0;
   bool dirty_ = false;
   std::map<std::string, uint64_t> commits_;

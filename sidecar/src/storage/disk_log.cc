@@ -7,11 +7,6 @@
 // wrong position passes every structural check and would make reads fail; a bad checksum means
 // "rebuild from the segment"). The active (last) segment's index lives in memory and is rebuilt
 // by the recovery scan, which is also what finds and truncates a torn tail after a crash.
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -24,7 +19,7 @@
 #include "shoal/common/hash.h"
 #include "shoal/common/logging.h"
 #include "shoal/sidecar/log.h"
-#include "storage/file_util.h"
+#include "storage/file_system.h"
 #include "storage/record.h"
 
 namespace shoal::storage {
@@ -36,12 +31,9 @@ struct IndexEntry {
   uint32_t position;
 };
 
-// One segment file. Fields other than fd and base are guarded by DiskLog::mu_.
+// One segment file. Fields other than file and base are guarded by DiskLog::mu_.
 struct Segment {
-  ~Segment() {
-    if (fd >= 0) ::close(fd);
-  }
-  int fd = -1;
+  std::unique_ptr<File> file;
   uint64_t base = 0;
   uint64_t size = 0;          // bytes of whole records in the file
   uint64_t records = 0;       // records in this segment
@@ -66,7 +58,10 @@ std::string SegmentPath(const std::string& dir, uint64_t base, const char* ext) 
 
 class DiskLog final : public Log {
  public:
-  explicit DiskLog(LogOptions options) : opts_(std::move(options)), log_(Logger("storage")) {}
+  explicit DiskLog(LogOptions options)
+      : opts_(std::move(options)),
+        fs_(opts_.fs ? *opts_.fs : PosixFileSystem()),
+        log_(Logger("storage")) {}
 
   Status Open();
 
@@ -90,8 +85,15 @@ class DiskLog final : public Log {
   Status ScanSegment(Segment* seg, bool truncate_tail);
   Status Roll();  // requires mu_
   void MaybeIndex(Segment* seg, uint64_t offset, uint64_t position);
+  // A failed fdatasync is final for this log (PostgreSQL's lesson: after an EIO the kernel may
+  // have dropped the dirty pages, and a later fdatasync that succeeds says nothing about them).
+  // Every append and sync from then on fails with it; reopening the log (a restart) reads back
+  // what is really on disk.
+  Status Fail(const Status& st);
+  Status failure() const;
 
   const LogOptions opts_;
+  FileSystem& fs_;
   std::shared_ptr<spdlog::logger> log_;
 
   mutable std::mutex
@@ -104,7 +106,26 @@ class DiskLog final : public Log {
   std::atomic<uint64_t> end_{0};
   std::atomic<uint64_t> durable_{0};
   std::atomic<uint64_t> size_{0};
+  std::atomic<bool> failed_{false};
+  mutable std::mutex failure_mu_;
+  Status failure_;  // guarded by failure_mu_
 };
+
+Status DiskLog::Fail(const Status& st) {
+  std::lock_guard<std::mutex> lock(failure_mu_);
+  if (!failed_.exchange(true)) {
+    failure_ = st.Annotate("the log failed and takes no more writes until it is reopened");
+    log_->error("msg=\"fdatasync failed; the partition's log takes no more writes\" dir={} "
+                "reason=\"{}\"",
+                opts_.dir, st.message());
+  }
+  return failure_;
+}
+
+Status DiskLog::failure() const {
+  std::lock_guard<std::mutex> lock(failure_mu_);
+  return failure_;
+}
 
 void DiskLog::MaybeIndex(Segment* seg, uint64_t offset, uint64_t position) {
   if (seg->index.empty() || position - seg->last_indexed >= opts_.index_interval_bytes) {
@@ -115,17 +136,15 @@ void DiskLog::MaybeIndex(Segment* seg, uint64_t offset, uint64_t position) {
 }
 
 Status DiskLog::Open() {
-  std::error_code ec;
-  std::filesystem::create_directories(opts_.dir, ec);
-  if (ec) return Status::IoError("creating " + opts_.dir + ": " + ec.message());
+  SHOAL_RETURN_IF_ERROR(fs_.CreateDirs(opts_.dir));
   std::vector<uint64_t> bases;
-  for (const auto& entry : std::filesystem::directory_iterator(opts_.dir, ec)) {
-    const auto name = entry.path().filename().string();
+  auto names = fs_.List(opts_.dir);
+  if (!names.ok()) return names.status();
+  for (const auto& name : *names) {
     if (name.size() == 24 && name.ends_with(".log")) {
       bases.push_back(std::strtoull(name.c_str(), nullptr, 10));
     }
   }
-  if (ec) return Status::IoError("listing " + opts_.dir + ": " + ec.message());
   std::sort(bases.begin(), bases.end());
   if (bases.empty()) bases.push_back(0);
   for (size_t i = 0; i < bases.size(); ++i) {
@@ -145,26 +164,27 @@ Status DiskLog::Open() {
   end_ = last->base + last->records;
   durable_ = end_.load();
   size_ = total;
-  return FsyncDir(opts_.dir);
+  return fs_.SyncDir(opts_.dir);
 }
 
 Status DiskLog::OpenSegment(uint64_t base, bool is_last, std::shared_ptr<Segment>* out) {
   auto seg = std::make_shared<Segment>();
   seg->base = base;
   seg->path = SegmentPath(opts_.dir, base, ".log");
-  seg->fd = ::open(seg->path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (seg->fd < 0) return ErrnoStatus("opening " + seg->path);
-  struct stat st;
-  if (::fstat(seg->fd, &st) != 0) return ErrnoStatus("stat " + seg->path);
-  seg->size = static_cast<uint64_t>(st.st_size);
+  auto file = fs_.Open(seg->path, /*truncate=*/false);
+  if (!file.ok()) return file.status();
+  seg->file = std::move(file).value();
+  auto size = seg->file->Size();
+  if (!size.ok()) return size.status();
+  seg->size = *size;
   if (is_last) {
     // The active segment may end in a torn record: scan it whole, truncate after the last good one.
     SHOAL_RETURN_IF_ERROR(ScanSegment(seg.get(), true));
-    ::unlink(SegmentPath(opts_.dir, base, ".index").c_str());
+    SHOAL_RETURN_IF_ERROR(fs_.Remove(SegmentPath(opts_.dir, base, ".index")));
   } else {
     std::string idx;
     const std::string idx_path = SegmentPath(opts_.dir, base, ".index");
-    auto st_idx = ReadWholeFile(idx_path, &idx);
+    auto st_idx = fs_.ReadWholeFile(idx_path, &idx);
     uint32_t crc = 0;
     bool ok = st_idx.ok() && idx.size() > sizeof crc &&
               (idx.size() - sizeof crc) % sizeof(IndexEntry) == 0;
@@ -187,7 +207,7 @@ Status DiskLog::OpenSegment(uint64_t base, bool is_last, std::shared_ptr<Segment
       seg->index.clear();
       SHOAL_RETURN_IF_ERROR(ScanSegment(seg.get(), false));
       // Keep the repair, so the next open does not scan again; the in-memory index serves now.
-      if (auto st = WriteFileAtomic(idx_path, EncodeIndex(seg->index)); !st.ok()) {
+      if (auto st = fs_.WriteFileAtomic(idx_path, EncodeIndex(seg->index)); !st.ok()) {
         log_->warn("msg=\"cannot rewrite index\" segment={} reason=\"{}\"", seg->path,
                    st.message());
       }
@@ -201,7 +221,7 @@ Status DiskLog::ScanSegment(Segment* seg, bool truncate_tail) {
   // Segments are bounded by segment_bytes (plus one batch), so recovery reads one whole.
   std::string buf;
   buf.resize(seg->size);
-  if (!buf.empty()) SHOAL_RETURN_IF_ERROR(PreadFull(seg->fd, buf.data(), buf.size(), 0));
+  if (!buf.empty()) SHOAL_RETURN_IF_ERROR(seg->file->ReadAt(0, buf.data(), buf.size()));
   uint64_t pos = 0;
   uint64_t expect = seg->base;
   while (pos < buf.size()) {
@@ -220,10 +240,8 @@ Status DiskLog::ScanSegment(Segment* seg, bool truncate_tail) {
     }
     log_->warn("msg=\"truncating torn tail\" segment={} position={} dropped_bytes={}", seg->path,
                pos, buf.size() - pos);
-    if (::ftruncate(seg->fd, static_cast<off_t>(pos)) != 0) {
-      return ErrnoStatus("truncating " + seg->path);
-    }
-    if (::fdatasync(seg->fd) != 0) return ErrnoStatus("fdatasync " + seg->path);
+    SHOAL_RETURN_IF_ERROR(seg->file->Truncate(pos));
+    SHOAL_RETURN_IF_ERROR(seg->file->Sync());
   }
   seg->size = pos;
   seg->records = expect - seg->base;
@@ -232,16 +250,17 @@ Status DiskLog::ScanSegment(Segment* seg, bool truncate_tail) {
 
 Status DiskLog::Roll() {
   auto& cur = segments_.back();
-  if (::fdatasync(cur->fd) != 0) return ErrnoStatus("fdatasync " + cur->path);
+  if (Status st = cur->file->Sync(); !st.ok()) return Fail(st);
   SHOAL_RETURN_IF_ERROR(
-      WriteFileAtomic(SegmentPath(opts_.dir, cur->base, ".index"), EncodeIndex(cur->index)));
+      fs_.WriteFileAtomic(SegmentPath(opts_.dir, cur->base, ".index"), EncodeIndex(cur->index)));
   const uint64_t base = cur->base + cur->records;
   auto seg = std::make_shared<Segment>();
   seg->base = base;
   seg->path = SegmentPath(opts_.dir, base, ".log");
-  seg->fd = ::open(seg->path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (seg->fd < 0) return ErrnoStatus("creating " + seg->path);
-  SHOAL_RETURN_IF_ERROR(FsyncDir(opts_.dir));
+  auto file = fs_.Open(seg->path, /*truncate=*/true);
+  if (!file.ok()) return file.status();
+  seg->file = std::move(file).value();
+  SHOAL_RETURN_IF_ERROR(fs_.SyncDir(opts_.dir));
   segments_.push_back(std::move(seg));
   // Everything in closed segments is durable now; the new segment is empty.
   uint64_t d = durable_.load();
@@ -263,6 +282,7 @@ Result<uint64_t> DiskLog::Append(std::span<const AppendEntry> entries) {
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
+  if (failed_.load()) return failure();
   if (entries.empty()) return end_.load();
   Segment* seg = segments_.back().get();
   if (seg->size >= opts_.segment_bytes && seg->records > 0) {
@@ -280,10 +300,10 @@ Result<uint64_t> DiskLog::Append(std::span<const AppendEntry> entries) {
     record::Encode(e, offset, scratch_);
     ++offset;
   }
-  Status st = PwriteFull(seg->fd, scratch_.data(), scratch_.size(), start_pos);
+  Status st = seg->file->WriteAt(start_pos, scratch_.data(), scratch_.size());
   if (!st.ok()) {
     // Nothing of this call may become visible: cut the file back and forget its index entries.
-    if (::ftruncate(seg->fd, static_cast<off_t>(start_pos)) != 0) {
+    if (!seg->file->Truncate(start_pos).ok()) {
       log_->error("msg=\"cannot truncate after failed write\" segment={}", seg->path);
     }
     seg->index.resize(index_before);
@@ -299,6 +319,7 @@ Result<uint64_t> DiskLog::Append(std::span<const AppendEntry> entries) {
 
 Result<uint64_t> DiskLog::Sync() {
   std::lock_guard<std::mutex> sync_lock(sync_mu_);
+  if (failed_.load()) return failure();
   std::shared_ptr<Segment> seg;
   uint64_t target;
   {
@@ -309,7 +330,7 @@ Result<uint64_t> DiskLog::Sync() {
   if (durable_.load() >= target) return durable_.load();
   // Records below target are in `seg` or in closed segments, which Roll synced already.
   const auto t0 = std::chrono::steady_clock::now();
-  if (::fdatasync(seg->fd) != 0) return ErrnoStatus("fdatasync " + seg->path);
+  if (Status st = seg->file->Sync(); !st.ok()) return Fail(st);
   if (opts_.fsync_observer) {
     opts_.fsync_observer(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -361,7 +382,7 @@ Status DiskLog::Read(uint64_t from, uint64_t limit, size_t max_records, size_t m
       chunk = std::min<uint64_t>(chunk * 2, uint64_t{1} << 30);
       // Not value-initialised: the pread below fills it (clearing it cost as much as the read).
       auto buf = std::make_unique_for_overwrite<char[]>(len);
-      SHOAL_RETURN_IF_ERROR(PreadFull(seg->fd, buf.get(), len, pos));
+      SHOAL_RETURN_IF_ERROR(seg->file->ReadAt(pos, buf.get(), len));
       size_t used = 0;
       bool kept = false;
       while (want_more()) {
@@ -378,7 +399,7 @@ Status DiskLog::Read(uint64_t from, uint64_t limit, size_t max_records, size_t m
           }
           len = static_cast<size_t>(need);
           buf = std::make_unique_for_overwrite<char[]>(len);
-          SHOAL_RETURN_IF_ERROR(PreadFull(seg->fd, buf.get(), len, pos));
+          SHOAL_RETURN_IF_ERROR(seg->file->ReadAt(pos, buf.get(), len));
           continue;
         }
         if (r == record::DecodeResult::kIncomplete) break;  // continue with a fresh chunk
@@ -419,15 +440,13 @@ Result<size_t> DiskLog::ApplyRetention(const RetentionPolicy& policy, int64_t no
     bool too_big = policy.max_bytes && size_.load() > policy.max_bytes;
     bool too_old = false;
     if (policy.max_age_ms) {
-      struct stat st;
-      if (::fstat(seg->fd, &st) == 0) {
-        const int64_t mtime_ms = int64_t{st.st_mtim.tv_sec} * 1000 + st.st_mtim.tv_nsec / 1000000;
-        too_old = mtime_ms < now_ms - policy.max_age_ms;
+      if (auto mtime_ms = seg->file->ModifiedMs(); mtime_ms.ok()) {
+        too_old = *mtime_ms < now_ms - policy.max_age_ms;
       }
     }
     if (!too_big && !too_old) break;
-    if (::unlink(seg->path.c_str()) != 0) return ErrnoStatus("removing " + seg->path);
-    ::unlink(SegmentPath(opts_.dir, seg->base, ".index").c_str());
+    SHOAL_RETURN_IF_ERROR(fs_.Remove(seg->path));
+    SHOAL_RETURN_IF_ERROR(fs_.Remove(SegmentPath(opts_.dir, seg->base, ".index")));
     size_.fetch_sub(seg->size);
     log_->info("msg=\"retention removed segment\" segment={} reason={}", seg->path,
                too_big ? "size" : "age");
@@ -435,7 +454,7 @@ Result<size_t> DiskLog::ApplyRetention(const RetentionPolicy& policy, int64_t no
     start_.store(segments_.front()->base, std::memory_order_release);
     ++removed;
   }
-  if (removed) SHOAL_RETURN_IF_ERROR(FsyncDir(opts_.dir));
+  if (removed) SHOAL_RETURN_IF_ERROR(fs_.SyncDir(opts_.dir));
   return removed;
 }
 

@@ -44,8 +44,11 @@ struct ReadBatch {
   size_t bytes = 0;                              // encoded size of the records read
 };
 
+class FileSystem;
+
 struct LogOptions {
   std::string dir;                       // one directory per partition, created if missing
+  FileSystem* fs = nullptr;              // where the files live; null: the real file system
   uint64_t segment_bytes = 64ull << 20;  // roll to a new segment file past this size
   uint32_t index_interval_bytes = 4096;  // one offset-index entry per this many log bytes
   // Called with the duration in seconds of every fdatasync of a segment (metrics).
@@ -68,6 +71,7 @@ class Log {
 
   // Makes every record appended before the call durable (fdatasync). Thread-safe; concurrent
   // callers share one fdatasync where they can (group commit). Returns the durable end offset.
+  // A failed fdatasync is final: that call and every later Append and Sync fail.
   virtual Result<uint64_t> Sync() = 0;
 
   // Reads records with offsets in [from, limit), at most max_records and about max_bytes (at
