@@ -83,16 +83,24 @@ Result<uint64_t> AdminClient::Seal(const std::string& admin, const PartitionMap&
                   ",\"hi\":" + std::to_string(s->range.hi) + "}";
   }
   successors += ']';
-  return SealFor(admin, target.epoch(), partition, target.Digest(), successors);
+  // The partition's own range as the change has it, which the sidecar checks against its own.
+  const PartitionInfo* self = target.Find(partition);
+  return SealFor(admin, target.epoch(), partition, target.Digest(), successors,
+                 self ? std::optional<HashRange>(self->range) : std::nullopt);
 }
 
 Result<uint64_t> AdminClient::SealFor(const std::string& admin, Epoch epoch,
                                       PartitionId partition, const std::string& digest,
-                                      const std::string& successors_json) {
+                                      const std::string& successors_json,
+                                      std::optional<HashRange> range) {
   std::string body = "{\"epoch\":" + std::to_string(epoch.value()) +
                      ",\"partition\":" + std::to_string(partition.value()) + ",\"digest\":";
   json::AppendString(body, digest);
-  body += ",\"successors\":" + successors_json + "}";
+  body += ",\"successors\":" + successors_json;
+  if (range) {
+    body += ",\"lo\":" + std::to_string(range->lo) + ",\"hi\":" + std::to_string(range->hi);
+  }
+  body += "}";
   auto r = Call(admin, "POST", "/v1/admin/seal", body, true);
   if (!r.ok()) return r.status();
   simdjson::dom::parser parser;

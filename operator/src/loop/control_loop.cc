@@ -246,7 +246,7 @@ Status ControlLoop::Tick() {
     if (!plan_ && now - last_retire_check_ >= opts_.retire_every) {
       last_retire_check_ = now;
       (void)InstallOnLaggingPods(pods);
-      auto retirable = Retirable(pods);
+      auto retirable = OneHoldersRetirement(map_, Retirable(pods));
       if (!retirable.empty()) {
         Plan p;
         p.reason = std::to_string(retirable.size()) +
@@ -368,7 +368,8 @@ Status ControlLoop::RunStep(PlanStep& step, const std::vector<PodInfo>& pods) {
 Status ControlLoop::RunChange(PlanStep& step, const std::vector<PodInfo>& pods) {
   if (step.target.empty()) {
     std::vector<PartitionId> retirable;
-    if (step.retire) retirable = Retirable(pods);
+    // One pod's partitions per change (retirement.h); the step repeats until none is left.
+    if (step.retire) retirable = OneHoldersRetirement(map_, Retirable(pods));
     std::map<uint32_t, double> rates;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -413,7 +414,9 @@ Status ControlLoop::RunChange(PlanStep& step, const std::vector<PodInfo>& pods) 
     map_ = std::move(applied).value();
   }
   step.target.clear();  // the map now holds it, with the parents' end offsets
-  step.state = PlanStep::State::kDone;
+  // A retirement step goes on with the next pod's partitions at the next tick; it is done when
+  // resolving it changes nothing.
+  if (!step.retire) step.state = PlanStep::State::kDone;
   return Status::Ok();
 }
 

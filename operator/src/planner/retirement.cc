@@ -1,6 +1,7 @@
 #include "shoal/operator/retirement.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 namespace shoal::control {
@@ -60,6 +61,29 @@ std::vector<PartitionId> RetirablePartitions(
     if (!durable) continue;
     retirable.insert(p.id.value());
     out.push_back(p.id);
+  }
+  return out;
+}
+
+std::vector<PartitionId> OneHoldersRetirement(const PartitionMap& map,
+                                              const std::vector<PartitionId>& retirable) {
+  // In id order (parents before children). A partition goes when its parents still in the map go
+  // with it; the first that can go names the pod.
+  std::vector<PartitionId> out;
+  std::set<uint32_t> chosen;
+  std::optional<PodName> holder;
+  for (PartitionId id : retirable) {
+    const PartitionInfo* p = map.Find(id);
+    if (!p) continue;
+    bool parents_go = true;
+    for (PartitionId parent : p->parents) {
+      parents_go &= !map.Find(parent) || chosen.count(parent.value()) > 0;
+    }
+    if (!parents_go) continue;
+    if (!holder) holder = p->owner;
+    if (p->owner != *holder) continue;
+    chosen.insert(id.value());
+    out.push_back(id);
   }
   return out;
 }

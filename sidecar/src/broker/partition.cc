@@ -322,15 +322,7 @@ Status Partition::Append(std::span<const wire::ProduceEvent* const> events,
   }
   // Idempotence (invariant 6): a (producer, seq) the state cannot decide is neither appended nor
   // called a duplicate; the whole call is refused before anything is appended.
-  std::vector<size_t> undecided;
-  for (size_t i = 0; i < events.size(); ++i) {
-    const auto& ev = *events[i];
-    if (ev.seq &&
-        producers_.Find(ev.producer, *ev.seq, hashes[i]).verdict ==
-            storage::ProducerTable::Verdict::kUnknown) {
-      undecided.push_back(i);
-    }
-  }
+  std::vector<size_t> undecided = UndecidableLocked(events, hashes);
   if (!undecided.empty()) {
     const auto& first = *events[undecided.front()];
     std::string msg = std::to_string(undecided.size()) + " event(s) carry a (producer, seq) older " +
@@ -399,6 +391,25 @@ Status Partition::WriteSealRecord(const SealRecord& record) {
   return fs_.WriteFileAtomic(SealPath(opts_.dir), EncodeSealRecord(record));
 }
 
+std::vector<size_t> Partition::UndecidableLocked(std::span<const wire::ProduceEvent* const> events,
+                                                 std::span<const uint32_t> hashes) const {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const auto& ev = *events[i];
+    if (ev.seq && producers_.Find(ev.producer, *ev.seq, hashes[i]).verdict ==
+                      storage::ProducerTable::Verdict::kUnknown) {
+      out.push_back(i);
+    }
+  }
+  return out;
+}
+
+std::vector<size_t> Partition::Undecidable(std::span<const wire::ProduceEvent* const> events,
+                                           std::span<const uint32_t> hashes) const {
+  std::lock_guard<std::mutex> lock(append_mu_);
+  return UndecidableLocked(events, hashes);
+}
+
 Result<uint64_t> Partition::Seal() {
   std::lock_guard<std::mutex> lock(append_mu_);
   if (sealed_.load()) return seal_end_;
@@ -419,6 +430,12 @@ Result<uint64_t> Partition::Seal() {
 Result<uint64_t> Partition::Seal(const SealIntent& intent, Epoch held) {
   std::lock_guard<std::mutex> lock(append_mu_);
   const std::string me = "partition " + std::to_string(id_.value());
+  if (intent.range && *intent.range != opts_.range) {
+    return Status::Conflict(me + " has the range [" + std::to_string(opts_.range.lo) + ", " +
+                            std::to_string(opts_.range.hi) + ") here, not [" +
+                            std::to_string(intent.range->lo) + ", " +
+                            std::to_string(intent.range->hi) + ") as the change's map has it");
+  }
   if (sealed_.load()) {
     if (!seal_.intent) return seal_end_;  // sealed before seals named their change
     const SealIntent& was = *seal_.intent;
@@ -481,6 +498,30 @@ Status Partition::ConfirmSuccessor(const SuccessorRef& s) {
       s.id.value());
   SHOAL_RETURN_IF_ERROR(WriteSealRecord(record));
   seal_ = std::move(record);
+  return Status::Ok();
+}
+
+bool Partition::SealVoidFor(const PartitionInfo& info, Epoch map_epoch) const {
+  std::lock_guard<std::mutex> lock(append_mu_);
+  return sealed_.load() && info.active() && seal_.intent && seal_.confirmed.empty() &&
+         seal_.intent->epoch <= map_epoch;
+}
+
+Status Partition::Unseal() {
+  std::lock_guard<std::mutex> lock(append_mu_);
+  if (!sealed_.load()) return Status::Ok();
+  if (!seal_.intent || !seal_.confirmed.empty()) {
+    return Status::FailedPrecondition("partition " + std::to_string(id_.value()) +
+                                      " cannot be unsealed: a successor took over from it");
+  }
+  SHOAL_RETURN_IF_ERROR(fs_.Remove(SealPath(opts_.dir)));
+  SHOAL_RETURN_IF_ERROR(fs_.SyncDir(opts_.dir));
+  Logger("broker")->warn(
+      "msg=\"seal undone: the change it was made for lost to another map of its epoch\" "
+      "partition={} end={} epoch={} map={}",
+      id_.value(), seal_.end, seal_.intent->epoch.value(), seal_.intent->digest);
+  seal_ = SealRecord{};
+  sealed_.store(false);
   return Status::Ok();
 }
 

@@ -62,6 +62,9 @@ struct SealIntent {
   Epoch epoch{0};
   std::string digest;
   std::vector<SuccessorRef> successors;
+  // The sealed partition's range as the change's map has it (a map made by hand may give an id
+  // another partition's range); absent: not checked.
+  std::optional<HashRange> range;
   bool operator==(const SealIntent&) const = default;
 };
 
@@ -100,6 +103,8 @@ class Partition {
   ~Partition();
 
   PartitionId id() const { return id_; }
+  // The hash range this partition was opened with (fixed for its id).
+  const HashRange& range() const { return opts_.range; }
 
   // Appends the events (all routed to this partition, in request order). For each event, writes
   // its result: a new offset, or the original offset of an already-appended (producer, seq).
@@ -111,6 +116,11 @@ class Partition {
   Status Append(std::span<const wire::ProduceEvent* const> events, std::span<const uint32_t> hashes,
                 std::span<wire::ProduceResult* const> results,
                 std::vector<size_t>* unknown = nullptr);
+  // The positions in `events` of those whose (producer, seq) the producer state cannot decide
+  // (Append would refuse the call for them); lets a caller refuse a request that spans several
+  // partitions before it appends to any.
+  std::vector<size_t> Undecidable(std::span<const wire::ProduceEvent* const> events,
+                                  std::span<const uint32_t> hashes) const;
   // As above, hashing the keys here (for callers that did not route).
   Status Append(std::span<const wire::ProduceEvent* const> events,
                 std::span<wire::ProduceResult* const> results);
@@ -138,6 +148,15 @@ class Partition {
   // over for another change. Unavailable while not sealed; Conflict when sealed for a change
   // without `s`. A seal that names no change accepts any successor.
   Status ConfirmSuccessor(const SuccessorRef& s);
+  // Whether the seal is void for `map` (see Unseal): sealed for a change that no successor
+  // confirmed, while `map`, of that change's epoch or a newer one, has the partition active.
+  bool SealVoidFor(const PartitionInfo& info, Epoch map_epoch) const;
+  // Undoes a seal that lost its race: a map of its change's epoch or a newer one has the
+  // partition active, so that change can never be installed, and no successor of it took over
+  // (none confirmed), so nothing but this partition ever took writes for its range. The
+  // partition takes appends again, after its end offset. Durable before it returns.
+  // FailedPrecondition when the seal was confirmed or names no change.
+  Status Unseal();
 
   // Handoff of the idempotent-producer state along the lineage (invariant 6).
   std::string ExportProducers();
@@ -201,6 +220,8 @@ class Partition {
   Status ClampCommits();
   Status WriteProducerSnapshot();
   void CountLoad(uint32_t hash);  // requires append_mu_
+  std::vector<size_t> UndecidableLocked(std::span<const wire::ProduceEvent* const> events,
+                                        std::span<const uint32_t> hashes) const;
   // Counts and logs producers the table forgot since it had forgotten `before`; requires
   // append_mu_.
   void NoteForgotten(uint64_t before);

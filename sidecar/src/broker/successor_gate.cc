@@ -3,7 +3,7 @@
 namespace shoal::broker {
 
 bool SuccessorGate::Released(const PartitionMap& map, const PartitionInfo& s,
-                             const std::string& group, const Standing& standing) {
+                             const std::string& group, const Standing& standing, const End& end) {
   if (s.parents.empty()) return true;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -11,7 +11,7 @@ bool SuccessorGate::Released(const PartitionMap& map, const PartitionInfo& s,
     if (it != released_.end() && it->second.count(group)) return true;
   }
   std::set<uint32_t> visited;
-  if (!LineageConsumed(map, s, group, standing, visited)) return false;
+  if (!LineageConsumed(map, s, group, standing, end, visited)) return false;
   std::lock_guard<std::mutex> lock(mu_);
   released_[s.id.value()].insert(group);
   return true;
@@ -19,20 +19,20 @@ bool SuccessorGate::Released(const PartitionMap& map, const PartitionInfo& s,
 
 bool SuccessorGate::LineageConsumed(const PartitionMap& map, const PartitionInfo& s,
                                     const std::string& group, const Standing& standing,
-                                    std::set<uint32_t>& visited) {
+                                    const End& end, std::set<uint32_t>& visited) {
   for (PartitionId parent : s.parents) {
     const PartitionInfo* pi = map.Find(parent);
     if (!pi) continue;  // retired: consumed by every group known then (see the header)
     if (!visited.insert(parent.value()).second) continue;
     const auto stands = standing(parent, group);
-    if (!stands || *stands < pi->end_offset) return false;
+    if (!stands || *stands < end(*pi)) return false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = released_.find(parent.value());
       if (it != released_.end() && it->second.count(group)) continue;  // its lineage is done
     }
     // Consumed to its end, and its own lineage too: an empty parent is no shortcut.
-    if (!LineageConsumed(map, *pi, group, standing, visited)) return false;
+    if (!LineageConsumed(map, *pi, group, standing, end, visited)) return false;
   }
   return true;
 }

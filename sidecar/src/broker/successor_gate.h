@@ -39,10 +39,13 @@ class SuccessorGate {
   // not been fetched).
   using Standing =
       std::function<std::optional<uint64_t>(PartitionId partition, const std::string& group)>;
+  // The end offset to reach in a sealed partition: its seal's, as its owner knows it (a map's
+  // record of it is not trusted to be higher: a map made by hand may say 0).
+  using End = std::function<uint64_t(const PartitionInfo& partition)>;
 
   // Whether `group` may read successor `s` of `map`.
   bool Released(const PartitionMap& map, const PartitionInfo& s, const std::string& group,
-                const Standing& standing);
+                const Standing& standing, const End& end);
   // Whether every one of `groups` is released on `s` already (no need to look again).
   bool AllReleased(PartitionId s, const std::set<std::string>& groups) const;
   // The partitions of s's lineage that are still in `map`, each once.
@@ -56,7 +59,7 @@ class SuccessorGate {
 
  private:
   bool LineageConsumed(const PartitionMap& map, const PartitionInfo& s, const std::string& group,
-                       const Standing& standing, std::set<uint32_t>& visited);
+                       const Standing& standing, const End& end, std::set<uint32_t>& visited);
 
   mutable std::mutex mu_;
   std::map<uint32_t, std::set<std::string>> released_;  // guarded by mu_

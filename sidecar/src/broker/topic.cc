@@ -197,6 +197,27 @@ Status Topic::Produce(const std::vector<wire::ProduceEvent>& events,
     for (size_t i : idx) subset.push_back(&events[i]);
     forwards->push_back({*addr, wire::EncodeProduceRequest(subset), std::move(idx)});
   }
+  // A request is refused whole for what the producer state cannot decide, before anything of it
+  // is appended (invariant 6: such events are never taken as stored).
+  {
+    std::vector<size_t> undecided;
+    for (auto& g : groups) {
+      for (size_t k : g.partition->Undecidable(g.events, g.hashes)) undecided.push_back(g.indices[k]);
+    }
+    if (!undecided.empty()) {
+      std::sort(undecided.begin(), undecided.end());
+      const auto& first = events[undecided.front()];
+      std::string msg = std::to_string(undecided.size()) +
+                        " event(s) carry a (producer, seq) older than what their partition "
+                        "remembers of that producer, e.g. (" +
+                        std::string(first.producer) + ", " + std::to_string(*first.seq) +
+                        "): whether they were stored cannot be told, so nothing of the request was "
+                        "appended; send them again under a new producer id or seq "
+                        "(docs/producer-state.md)";
+      if (unknown) *unknown = std::move(undecided);
+      return Status::SequenceUnknown(std::move(msg));
+    }
+  }
   for (auto& g : groups) {
     std::vector<size_t> undecided;
     Status st = g.partition->Append(g.events, g.hashes, g.results, &undecided);
@@ -260,9 +281,22 @@ bool Topic::HasDataFor(const std::string& group) const {
 }
 
 bool Topic::Released(const PartitionInfo& info, const std::string& group) {
-  return gate_.Released(map_, info, group, [this](PartitionId id, const std::string& g) {
-    return StandingOf(id, g);
-  });
+  return gate_.Released(
+      map_, info, group, [this](PartitionId id, const std::string& g) { return StandingOf(id, g); },
+      [this](const PartitionInfo& p) { return SealedEndOf(p); });
+}
+
+uint64_t Topic::SealedEndOf(const PartitionInfo& info) {
+  uint64_t end = info.end_offset;
+  if (auto it = partitions_.find(info.id.value()); it != partitions_.end()) {
+    const auto sealed = it->second->sealed_end();
+    return std::max(end, sealed ? *sealed : it->second->end_offset());
+  }
+  std::lock_guard<std::mutex> lock(remote_mu_);
+  if (auto rc = remote_commits_.find(info.id.value()); rc != remote_commits_.end()) {
+    end = std::max(end, rc->second.end_offset);
+  }
+  return end;
 }
 
 std::optional<uint64_t> Topic::StandingOf(PartitionId id, const std::string& group) {
@@ -309,7 +343,17 @@ void Topic::RefreshRemoteCommits() {
     {
       // The map may have retired the parent meanwhile; its entry must not come back.
       std::shared_lock<std::shared_mutex> lock(map_mu_);
-      if (!map_.Find(parent)) continue;
+      const PartitionInfo* known = map_.Find(parent);
+      if (!known) continue;
+      if (known->range != commits->range) {
+        // The owner's partition of that id is another than this map's (a map made by hand):
+        // its commits say nothing of this lineage, and the successors stay gated.
+        Logger("broker")->warn(
+            "msg=\"a lineage partition's owner holds another range under its id; not gating by "
+            "it\" partition={}",
+            parent.value());
+        continue;
+      }
       std::lock_guard<std::mutex> r(remote_mu_);
       // A group deleted since the fetch began may be in it: fetch again next tick.
       if (group_deletions_ != deletions) continue;
@@ -383,6 +427,17 @@ Result<InstallOutcome> Topic::InstallMap(const PartitionMap& next) {
     return seeded;
   }
   const double seeded_ms = ms_since(t0);
+  // Seals of changes that lost to this map (see CheckAgainstHeld) are undone before it takes
+  // effect.
+  {
+    std::shared_lock<std::shared_mutex> lock(map_mu_);
+    for (const auto& [id, p] : partitions_) {
+      const PartitionInfo* info = next.Find(PartitionId(id));
+      if (info && info->owner == opts_.pod && p->SealVoidFor(*info, next.epoch())) {
+        SHOAL_RETURN_IF_ERROR(p->Unseal());
+      }
+    }
+  }
   // 3. Persist, then take effect. A crash between the two re-opens the new map on restart.
   SHOAL_RETURN_IF_ERROR(fs_.WriteFileAtomic(MapPath(), next.ToJson()));
   const double persisted_ms = ms_since(t0);
@@ -469,9 +524,20 @@ Status Topic::CheckAgainstHeld(const PartitionMap& held, const PartitionMap& nex
         return Status::Conflict("the map gives " + pid + ", held here, to " +
                                 info->owner.value() + at);
       }
+      if (info->range != p->range()) {
+        // So is its range: a map that gives the id another range speaks of another partition.
+        return Status::Conflict("the map gives " + pid + " the range [" +
+                                std::to_string(info->range.lo) + ", " +
+                                std::to_string(info->range.hi) + "), not the one held here" + at);
+      }
       if (info->active()) {
-        // Sealed here for a later change is fine (the executor seals ahead of its map); sealed
-        // for this map's change or an earlier one means the map does not know the seal.
+        // Sealed here for a later change is fine (the executor seals ahead of its map). Sealed
+        // for a change of this map's epoch or an earlier one that no successor confirmed: that
+        // change lost (this map, of its epoch or later, has the partition active), and the seal
+        // is undone when this map is installed (Partition::Unseal), so that no range is left
+        // without a writer by a coordinator that sealed and then lost. Confirmed, the map does
+        // not know what happened here.
+        if (seal && p->SealVoidFor(*info, next.epoch())) continue;
         if (seal && (!seal->intent || seal->intent->epoch <= next.epoch())) {
           return Status::Conflict("the map has " + pid + " active, but it is sealed here" +
                                   (seal->intent ? " for the change of epoch " +
@@ -504,7 +570,17 @@ Status Topic::CheckAgainstHeld(const PartitionMap& held, const PartitionMap& nex
   }
   // Retirement goes parents first: a partition leaves the map only after every partition of its
   // lineage did (or with them), so a retired partition never hides a lineage some group still
-  // has to consume before its successors (SuccessorGate).
+  // has to consume before its successors (SuccessorGate). And one pod's partitions at a time:
+  // the pod that holds them decides the retirement (below) before any other pod takes the map,
+  // and with two holders the first could take it while the second refuses it.
+  std::set<std::string> holders;
+  for (const auto& p : held.partitions()) {
+    if (!next.Find(p.id)) holders.insert(p.owner.value());
+  }
+  if (holders.size() > 1) {
+    return Status::Conflict("the map retires partitions of " + std::to_string(holders.size()) +
+                            " pods; one pod's at a time" + at);
+  }
   for (const auto& p : held.partitions()) {
     if (next.Find(p.id)) continue;
     for (PartitionId parent : p.parents) {
@@ -514,7 +590,14 @@ Status Topic::CheckAgainstHeld(const PartitionMap& held, const PartitionMap& nex
       }
     }
   }
-  if (dropped.empty()) return Status::Ok();
+  // Partitions of other pods that the map retires: this pod checks them too (with their
+  // owner's commits), so that installing a retirement on other pods before its holder cannot
+  // skip the holder's check.
+  std::vector<const PartitionInfo*> dropped_remote;
+  for (const auto& p : held.partitions()) {
+    if (!next.Find(p.id) && p.owner != opts_.pod) dropped_remote.push_back(&p);
+  }
+  if (dropped.empty() && dropped_remote.empty()) return Status::Ok();
   // Retirement waits for every group the topic knows (invariant 4): the groups of this
   // sidecar's registry and of every peer's, including groups that never read here and so left
   // no commit on the partition. A peer that cannot be asked blocks the retirement for now.
@@ -534,26 +617,49 @@ Status Topic::CheckAgainstHeld(const PartitionMap& held, const PartitionMap& nex
     }
     for (const auto& [g, info] : *theirs) groups.insert(g);
   }
+  auto not_consumed = [&](PartitionId id, const std::string& g, uint64_t stands, uint64_t end) {
+    return Status::Conflict("the map retires partition " + std::to_string(id.value()) +
+                            ", which group " + g + " has consumed to " + std::to_string(stands) +
+                            " of " + std::to_string(end) + at);
+  };
+  for (const PartitionInfo* p : dropped_remote) {
+    const PeerAddress* addr = held.Peer(p->owner);
+    if (!addr) addr = next.Peer(p->owner);
+    if (!addr || !peers_) {
+      return Status::Unavailable("cannot ask " + p->owner.value() + " whether partition " +
+                                 std::to_string(p->id.value()) + " may retire");
+    }
+    auto theirs = peers_->FetchCommits(*addr, p->id);
+    if (theirs.status().code() == Status::Code::kNotFound) continue;  // retired by its holder
+    if (!theirs.ok()) return theirs.status().Annotate("before retiring");
+    for (const auto& g : groups) {
+      auto c = theirs->commits.find(g);
+      const uint64_t stands = std::max(c == theirs->commits.end() ? 0 : c->second,
+                                       theirs->start_offset);
+      if (!theirs->sealed || stands < theirs->end_offset) {
+        return not_consumed(p->id, g, stands, theirs->end_offset);
+      }
+    }
+  }
   std::shared_lock<std::shared_mutex> lock(map_mu_);
   for (const auto& [id, end] : dropped) {
     auto it = partitions_.find(id.value());
     if (it == partitions_.end()) continue;
     for (const auto& g : groups) {
       const uint64_t stands = it->second->StandingOf(g);
-      if (stands < end) {
-        return Status::Conflict("the map retires partition " + std::to_string(id.value()) +
-                                ", which group " + g + " has consumed to " +
-                                std::to_string(stands) + " of " + std::to_string(end) + at);
-      }
+      if (stands < end) return not_consumed(id, g, stands, end);
     }
   }
   return Status::Ok();
 }
 
+// Seeding in id order: a parent's id is below its successors', so a sealed partition that must
+// inherit again (a crash took back its seeding before its snapshot) does so before a successor
+// of it takes over its state.
 Status Topic::SeedSuccessors(const PartitionMap& next,
                              const std::function<Partition*(uint32_t)>& held) {
   for (const auto& info : next.partitions()) {
-    if (!info.active() || info.owner != opts_.pod || info.parents.empty()) continue;
+    if (info.owner != opts_.pod || info.parents.empty()) continue;
     Partition* p = held(info.id.value());
     if (!p || p->seeded()) continue;
     const SuccessorRef me{info.id, info.owner, info.range};
@@ -563,9 +669,22 @@ Status Topic::SeedSuccessors(const PartitionMap& next,
       Result<std::string> table = Status::Internal("unset");
       if (Partition* local = held(parent.value())) {
         Status confirmed = local->ConfirmSuccessor(me);
-        table = confirmed.ok() ? Result<std::string>(local->ExportProducers()) : confirmed;
+        const auto sealed_at = local->sealed_end();
+        if (!confirmed.ok()) {
+          table = confirmed;
+        } else if (sealed_at && *sealed_at != pi->end_offset) {
+          table = Status::Conflict("the map records end offset " +
+                                   std::to_string(pi->end_offset) + " for parent " +
+                                   std::to_string(parent.value()) + ", sealed here at " +
+                                   std::to_string(*sealed_at));
+        } else if (!pi->parents.empty() && !local->seeded()) {
+          table = Status::Unavailable("parent " + std::to_string(parent.value()) +
+                                      " has not inherited its own parents' producer state yet");
+        } else {
+          table = local->ExportProducers();
+        }
       } else if (const PeerAddress* addr = next.Peer(pi->owner); addr && peers_) {
-        table = peers_->FetchProducers(*addr, parent, me);
+        table = peers_->FetchProducers(*addr, parent, me, pi->end_offset);
       } else {
         table = Status::Unavailable("no address for " + pi->owner.value());
       }
@@ -589,8 +708,8 @@ void Topic::SeedPending() {
     std::shared_lock<std::shared_mutex> lock(map_mu_);
     for (const auto& info : m.partitions()) {
       auto it = partitions_.find(info.id.value());
-      pending |= info.active() && info.owner == opts_.pod && !info.parents.empty() &&
-                 it != partitions_.end() && !it->second->seeded();
+      pending |= info.owner == opts_.pod && !info.parents.empty() && it != partitions_.end() &&
+                 !it->second->seeded();
     }
   }
   if (!pending) return;
@@ -636,16 +755,32 @@ Result<uint64_t> Topic::Seal(PartitionId id, const SealIntent& intent) {
 }
 
 Result<uint64_t> Topic::Seal(const PartitionMap& target, PartitionId id) {
-  return Seal(id, SealIntent{target.epoch(), target.Digest(), SuccessorRefs(target, id)});
+  const PartitionInfo* info = target.Find(id);
+  return Seal(id, SealIntent{target.epoch(), target.Digest(), SuccessorRefs(target, id),
+                             info ? std::optional<HashRange>(info->range) : std::nullopt});
 }
 
-Result<std::string> Topic::ExportProducers(PartitionId id, const SuccessorRef* successor) {
+Result<std::string> Topic::ExportProducers(PartitionId id, const SuccessorRef* successor,
+                                           std::optional<uint64_t> end) {
   std::shared_lock<std::shared_mutex> lock(map_mu_);
   auto it = partitions_.find(id.value());
   if (it == partitions_.end()) {
     return Status::NotFound("partition " + std::to_string(id.value()) + " is not on this sidecar");
   }
   if (successor) SHOAL_RETURN_IF_ERROR(it->second->ConfirmSuccessor(*successor));
+  if (const auto sealed = it->second->sealed_end(); end && sealed && *sealed != *end) {
+    return Status::Conflict("partition " + std::to_string(id.value()) + " is sealed at " +
+                            std::to_string(*sealed) + ", not at " + std::to_string(*end) +
+                            " as the successor's map records");
+  }
+  // Only a whole producer state is handed on (invariant 6): a partition with parents that has
+  // not inherited theirs yet (a crash took back its seeding before its snapshot) would hand on
+  // only its own events' entries, and its successor would take retries of the rest as new.
+  const PartitionInfo* info = map_.Find(id);
+  if (info && !info->parents.empty() && !it->second->seeded()) {
+    return Status::Unavailable("partition " + std::to_string(id.value()) +
+                               " has not inherited its parents' producer state yet; retry");
+  }
   return it->second->ExportProducers();
 }
 
@@ -671,11 +806,36 @@ Result<std::string> Topic::CommitsJson(PartitionId id) {
   json::AppendUint(out, p.start_offset());
   out += ",\"end_offset\":";
   json::AppendUint(out, p.end_offset());
+  out += ",\"lo\":";
+  json::AppendUint(out, p.range().lo);
+  out += ",\"hi\":";
+  json::AppendUint(out, p.range().hi);
   out += '}';
   return out;
 }
 
 std::string Topic::GroupsJson() const { return registry_->ToJson(); }
+
+Result<RemoteCommits> Topic::CommitsOf(PartitionId id) {
+  std::shared_lock<std::shared_mutex> lock(map_mu_);
+  auto it = partitions_.find(id.value());
+  if (it == partitions_.end()) {
+    return Status::NotFound("partition " + std::to_string(id.value()) + " is not on this sidecar");
+  }
+  return RemoteCommits{it->second->start_offset(), it->second->end_offset(),
+                       it->second->sealed_end().has_value(), it->second->range(),
+                       it->second->Commits()};
+}
+
+std::vector<std::pair<PartitionId, HashRange>> Topic::AcceptingPartitions() const {
+  std::shared_lock<std::shared_mutex> lock(map_mu_);
+  std::vector<std::pair<PartitionId, HashRange>> out;
+  for (const auto& [id, p] : partitions_) {
+    const PartitionInfo* info = map_.Find(PartitionId(id));
+    if (info && Accepting(*info, *p)) out.emplace_back(info->id, info->range);
+  }
+  return out;
+}
 
 Status Topic::Commit(const wire::CommitRequest& request) {
   SHOAL_RETURN_IF_ERROR(registry_->Touch(request.group, clock_.NowMs()));

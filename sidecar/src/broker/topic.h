@@ -38,6 +38,9 @@ namespace shoal::broker {
 // What a partition's owner says of its groups' commits (GET .../partitions/{id}/commits).
 struct RemoteCommits {
   uint64_t start_offset = 0;                // the oldest retained event
+  uint64_t end_offset = 0;                  // the next offset (final once sealed)
+  bool sealed = false;
+  HashRange range;                          // the partition's range at its owner
   std::map<std::string, uint64_t> commits;  // per group
   bool operator==(const RemoteCommits&) const = default;
 };
@@ -50,10 +53,10 @@ class PeerClient {
   virtual ~PeerClient() = default;
   // The serialized ProducerTable of sealed `partition` from its owner's admin plane, for
   // `successor`, which the owner first confirms as a successor of the change the partition was
-  // sealed for (Partition::ConfirmSuccessor): Conflict when it is not, Unavailable while the
-  // partition is not sealed yet.
+  // sealed for (Partition::ConfirmSuccessor), sealed at `end` as the successor's map records:
+  // Conflict when it is not, Unavailable while the partition is not sealed yet.
   virtual Result<std::string> FetchProducers(const PeerAddress& peer, PartitionId partition,
-                                             const SuccessorRef& successor) = 0;
+                                             const SuccessorRef& successor, uint64_t end) = 0;
   // The commits of `partition` from its owner's admin plane.
   virtual Result<RemoteCommits> FetchCommits(const PeerAddress& peer, PartitionId partition) = 0;
   // The groups the peer's registry holds (GET /v1/admin/groups).
@@ -154,11 +157,18 @@ class Topic {
   // the partition.
   Result<uint64_t> Seal(const PartitionMap& target, PartitionId partition);
   // The producer state of a partition held here; for `successor` (when given) only once the
-  // partition's seal confirms it (Partition::ConfirmSuccessor).
+  // partition's seal confirms it (Partition::ConfirmSuccessor) and, with `end`, only if the seal's
+  // end offset is that (the successor's map records it; another is Conflict).
   Result<std::string> ExportProducers(PartitionId partition,
-                                      const SuccessorRef* successor = nullptr);
+                                      const SuccessorRef* successor = nullptr,
+                                      std::optional<uint64_t> end = std::nullopt);
   // GET /v1/admin/groups: this sidecar's GroupRegistry.
   std::string GroupsJson() const;
+  std::map<std::string, GroupRegistry::Group> Groups() const { return registry_->All(); }
+  // The commits of a partition held here (what GET .../commits answers).
+  Result<RemoteCommits> CommitsOf(PartitionId partition);
+  // The partitions that take appends here now, with their ranges (for invariant checks).
+  std::vector<std::pair<PartitionId, HashRange>> AcceptingPartitions() const;
   // {"commits":{group:offset},"sealed":bool,"end_offset":N} of one partition held here.
   Result<std::string> CommitsJson(PartitionId partition);
 
@@ -182,6 +192,9 @@ class Topic {
   bool Released(const PartitionInfo& info, const std::string& group);
   // Where `group` stands in `partition`, held here or fetched; requires map_mu_ shared.
   std::optional<uint64_t> StandingOf(PartitionId partition, const std::string& group);
+  // The end offset a group must reach in sealed `partition`: its seal's end where it is held or
+  // its owner told it, never less than what the map records; requires map_mu_ shared.
+  uint64_t SealedEndOf(const PartitionInfo& partition);
   void RefreshRemoteCommits();
   // Deletes groups idle on every sidecar of the map for group_expiry_ms.
   void ExpireGroups();

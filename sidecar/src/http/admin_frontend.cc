@@ -59,6 +59,11 @@ Result<std::pair<PartitionId, broker::SealIntent>> ParseSeal(const std::string& 
     ref.owner = PodName(std::string(owner));
     intent.successors.push_back(std::move(ref));
   }
+  HashRange range;
+  if (doc["lo"].get(range.lo) == simdjson::SUCCESS && doc["hi"].get(range.hi) == simdjson::SUCCESS) {
+    if (range.lo >= range.hi || range.hi > kHashSpace) return wrong;
+    intent.range = range;
+  }
   return std::make_pair(PartitionId(static_cast<uint32_t>(partition)), std::move(intent));
 }
 
@@ -217,9 +222,19 @@ void AdminFrontend::Handle(http_request req) {
     if (m == methods::GET) {
       const PartitionId pid(static_cast<uint32_t>(id));
       if (path[4] == "producers") {
-        auto successor = ParseSuccessorQuery(Query(req));
+        const auto q = Query(req);
+        auto successor = ParseSuccessorQuery(q);
         if (!successor.ok()) return answer(successor.status());
-        return answer(topic_.ExportProducers(pid, successor->has_value() ? &**successor : nullptr),
+        std::optional<uint64_t> end;
+        if (auto e = q.find("end"); e != q.end()) {
+          char* stop = nullptr;
+          end = std::strtoull(e->second.c_str(), &stop, 10);
+          if (stop == e->second.c_str() || *stop) {
+            return answer(Status::InvalidArgument("end must be an offset"));
+          }
+        }
+        return answer(topic_.ExportProducers(pid, successor->has_value() ? &**successor : nullptr,
+                                             end),
                       "application/octet-stream");
       }
       return answer(topic_.CommitsJson(pid));

@@ -50,13 +50,14 @@ Result<std::string> HttpPeerClient::Call(const std::string& host_port, const std
 }
 
 Result<std::string> HttpPeerClient::FetchProducers(const PeerAddress& peer, PartitionId partition,
-                                                   const broker::SuccessorRef& successor) {
+                                                   const broker::SuccessorRef& successor,
+                                                   uint64_t end) {
   return Call(peer.admin, "GET",
               "/v1/admin/partitions/" + std::to_string(partition.value()) +
                   "/producers?successor=" + std::to_string(successor.id.value()) +
                   "&owner=" + web::uri::encode_data_string(successor.owner.value()) +
                   "&lo=" + std::to_string(successor.range.lo) +
-                  "&hi=" + std::to_string(successor.range.hi),
+                  "&hi=" + std::to_string(successor.range.hi) + "&end=" + std::to_string(end),
               "", true);
 }
 
@@ -71,7 +72,9 @@ Result<broker::RemoteCommits> HttpPeerClient::FetchCommits(const PeerAddress& pe
   simdjson::dom::object commits;
   broker::RemoteCommits out;
   if (parser.parse(*body).get(doc) || doc["commits"].get(commits) ||
-      doc["start_offset"].get(out.start_offset)) {
+      doc["start_offset"].get(out.start_offset) || doc["end_offset"].get(out.end_offset) ||
+      doc["sealed"].get(out.sealed) || doc["lo"].get(out.range.lo) ||
+      doc["hi"].get(out.range.hi)) {
     return Status::Internal("malformed commits answer from " + peer.admin);
   }
   for (auto field : commits) {

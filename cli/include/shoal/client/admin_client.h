@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "shoal/client/admin_plane.h"
@@ -34,7 +35,8 @@ class AdminClient final : public AdminPlane {
                         PartitionId partition) override;
   // A seal with an explicit intent (tests that play a coordinator by hand).
   Result<uint64_t> SealFor(const std::string& admin, Epoch epoch, PartitionId partition,
-                           const std::string& digest, const std::string& successors_json);
+                           const std::string& digest, const std::string& successors_json,
+                           std::optional<HashRange> range = std::nullopt);
   // DELETE /v1/admin/groups/{group}: forgets a consumer group on that sidecar; the answer
   // {"group","partitions":[...]} (the partitions where it had a commit or a cursor).
   // FailedPrecondition while the group looks alive there, unless `force`.

@@ -29,4 +29,13 @@ namespace shoal::control {
 std::vector<PartitionId> RetirablePartitions(
     const PartitionMap& map, const std::map<std::string, AdminPartitionsReport>& reports);
 
+// The part of `retirable` that one change retires: the partitions of one pod (the owner of the
+// first). A retirement is decided by the pod that holds the partitions, which checks it against
+// every group the topic knows before any other pod sees the map; with the partitions of two pods
+// in one change, the first could take the map and the second refuse it (a group it learnt of in
+// between), leaving a partition retired on some pods and not on others. So the sidecars refuse a
+// map that retires partitions of more than one pod, and the coordinator retires pod by pod.
+std::vector<PartitionId> OneHoldersRetirement(const PartitionMap& map,
+                                              const std::vector<PartitionId>& retirable);
+
 }  // namespace shoal::control
