@@ -401,9 +401,8 @@ Result<InstallOutcome> Topic::InstallMap(const PartitionMap& next) {
       std::shared_lock<std::shared_mutex> lock(map_mu_);
       if (partitions_.count(info.id.value())) continue;
     }
-    if (auto it = prepared_.find(info.id.value()); it != prepared_.end()) {
-      opened.emplace(info.id.value(), std::move(it->second));
-      prepared_.erase(it);
+    if (auto prepared = TakePrepared(info)) {
+      opened.emplace(info.id.value(), std::move(prepared));
       continue;
     }
     auto p = Partition::Open(info.id, OptionsFor(info), clock_, probe_);
@@ -423,7 +422,11 @@ Result<InstallOutcome> Topic::InstallMap(const PartitionMap& next) {
   Status seeded = SeedSuccessors(next, held_partition);
   if (!seeded.ok()) {
     // Nothing took effect; what was opened is kept for the retry, as if prepared.
-    for (auto& [id, p] : opened) prepared_.emplace(id, std::move(p));
+    for (auto& [id, p] : opened) {
+      if (const PartitionInfo* info = next.Find(PartitionId(id))) {
+        prepared_.emplace(id, Prepared{*info, std::move(p)});
+      }
+    }
     return seeded;
   }
   const double seeded_ms = ms_since(t0);
@@ -476,7 +479,7 @@ Result<InstallOutcome> Topic::InstallMap(const PartitionMap& next) {
       ++it;
       continue;
     }
-    retired.emplace_back(it->first, std::move(it->second));
+    retired.emplace_back(it->first, std::move(it->second.partition));
     it = prepared_.erase(it);
   }
   for (auto& [id, p] : retired) {
@@ -733,16 +736,45 @@ Status Topic::Prepare(const PartitionMap& next) {
                               std::to_string(map().epoch().value()));
   }
   for (const auto& info : next.partitions()) {
-    if (info.owner != opts_.pod || prepared_.count(info.id.value())) continue;
+    if (info.owner != opts_.pod) continue;
     {
       std::shared_lock<std::shared_mutex> lock(map_mu_);
       if (partitions_.count(info.id.value())) continue;
     }
-    auto p = Partition::Open(info.id, OptionsFor(info), clock_, probe_);
-    if (!p.ok()) return p.status().Annotate("partition " + std::to_string(info.id.value()));
-    prepared_.emplace(info.id.value(), std::move(p).value());
+    auto p = TakePrepared(info);
+    if (!p) {
+      auto opened = Partition::Open(info.id, OptionsFor(info), clock_, probe_);
+      if (!opened.ok()) {
+        return opened.status().Annotate("partition " + std::to_string(info.id.value()));
+      }
+      p = std::move(opened).value();
+    }
+    prepared_.emplace(info.id.value(), Prepared{info, std::move(p)});
   }
   return Status::Ok();
+}
+
+std::unique_ptr<Partition> Topic::TakePrepared(const PartitionInfo& info) {
+  auto it = prepared_.find(info.id.value());
+  if (it == prepared_.end()) return nullptr;
+  Prepared prepared = std::move(it->second);
+  prepared_.erase(it);
+  const PartitionInfo& as = prepared.as;
+  if (as.range == info.range && as.owner == info.owner && as.parents == info.parents) {
+    return std::move(prepared.partition);
+  }
+  // Another map's partition of this id (a second coordinator's): nothing of it may serve this
+  // one, neither its range nor the producer state it may have inherited from other parents. It
+  // never took a write (it was never in a map this sidecar held).
+  Logger("broker")->warn(
+      "msg=\"discarding a partition prepared for another map of this id\" partition={}",
+      info.id.value());
+  prepared.partition.reset();
+  if (Status rm = fs_.RemoveAll(PartitionDir(info.id.value())); !rm.ok()) {
+    Logger("broker")->warn("msg=\"could not remove the discarded partition\" reason=\"{}\"",
+                           rm.message());
+  }
+  return nullptr;
 }
 
 Result<uint64_t> Topic::Seal(PartitionId id, const SealIntent& intent) {

@@ -235,7 +235,19 @@ class Topic {
   std::atomic<uint32_t> consume_rotor_{0};
   PeerClient* peers_;
   std::mutex install_mu_;                                    // one map change at a time
-  std::map<uint32_t, std::unique_ptr<Partition>> prepared_;  // guarded by install_mu_
+  // Partitions opened ahead of a map (Prepare, or an install that failed after opening them),
+  // with the partition of the map they were opened for. Ids are fixed for a partition's life in
+  // one history of maps, but two coordinators can mint two maps that give one id two meanings:
+  // a prepared partition serves only a map that gives its id the same range, owner and parents
+  // (TakePrepared), else it is discarded.
+  struct Prepared {
+    PartitionInfo as;
+    std::unique_ptr<Partition> partition;
+  };
+  std::map<uint32_t, Prepared> prepared_;  // guarded by install_mu_
+  // The partition prepared for `info`, if one matches it; a prepared one for another meaning of
+  // the id is closed and its directory removed. Requires install_mu_.
+  std::unique_ptr<Partition> TakePrepared(const PartitionInfo& info);
 
   std::unique_ptr<GroupRegistry> registry_;
   // Parents-first gating (invariant 3).
