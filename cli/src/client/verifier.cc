@@ -24,7 +24,8 @@ struct IdHash {
 };
 }  // namespace
 
-VerifyReport Verify(const std::vector<AckedEvent>& acked, std::vector<SeenEvent> seen) {
+VerifyReport Verify(const std::vector<AckedEvent>& acked, std::vector<SeenEvent> seen,
+                    uint64_t joined_ns) {
   VerifyReport r;
   r.acked = acked.size();
   r.seen = seen.size();
@@ -34,6 +35,9 @@ VerifyReport Verify(const std::vector<AckedEvent>& acked, std::vector<SeenEvent>
   for (const auto& a : acked) acked_ids.insert({a.producer, a.seq});
   std::unordered_map<std::pair<std::string, uint64_t>, int, IdHash> times_seen;
   std::map<std::pair<std::string, std::string>, uint64_t> last_n;
+  // The smallest n seen per (producer, key): a late group's unseen events before it were retired
+  // before the group joined.
+  std::map<std::pair<std::string, std::string>, uint64_t> first_n;
   for (const auto& e : seen) {
     const auto id = std::make_pair(e.producer, e.seq);
     if (++times_seen[id] > 1) {
@@ -46,6 +50,8 @@ VerifyReport Verify(const std::vector<AckedEvent>& acked, std::vector<SeenEvent>
       continue;
     }
     if (!acked_ids.count(id)) ++r.unacked_seen;
+    auto [first, fresh] = first_n.try_emplace({e.producer, e.key}, e.n);
+    if (!fresh) first->second = std::min(first->second, e.n);
     auto& last = last_n[{e.producer, e.key}];
     if (e.n <= last) {
       ++r.reordered;
@@ -61,6 +67,13 @@ VerifyReport Verify(const std::vector<AckedEvent>& acked, std::vector<SeenEvent>
   }
   for (const auto& a : acked) {
     if (!times_seen.count({a.producer, a.seq})) {
+      if (joined_ns > 0 && a.acked_ns < joined_ns) {
+        auto it = first_n.find({a.producer, a.key});
+        if (it == first_n.end() || a.n < it->second) {
+          ++r.before_join;  // gone before the group existed: never its to see
+          continue;
+        }
+      }
       ++r.lost;
       if (r.examples.size() < 10) {
         r.examples.push_back("lost: producer " + a.producer + " seq " + std::to_string(a.seq) +
@@ -76,7 +89,8 @@ std::string VerifyReport::ToJson() const {
                     ",\"lost\":" + std::to_string(lost) +
                     ",\"reordered\":" + std::to_string(reordered) +
                     ",\"duplicated\":" + std::to_string(duplicated) +
-                    ",\"unacked_seen\":" + std::to_string(unacked_seen) + ",\"examples\":[";
+                    ",\"unacked_seen\":" + std::to_string(unacked_seen) +
+                    ",\"before_join\":" + std::to_string(before_join) + ",\"examples\":[";
   for (size_t i = 0; i < examples.size(); ++i) {
     if (i) out += ',';
     json::AppendString(out, examples[i]);
@@ -89,6 +103,7 @@ std::string VerifyReport::ToText() const {
                     ": lost " + std::to_string(lost) + ", reordered " + std::to_string(reordered) +
                     ", duplicated " + std::to_string(duplicated) + " (appended but unacked " +
                     std::to_string(unacked_seen) + ")";
+  if (before_join) out += ", acked before the group joined and never its " + std::to_string(before_join);
   for (const auto& e : examples) out += "\n  " + e;
   return out;
 }

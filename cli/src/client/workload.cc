@@ -17,6 +17,8 @@
 #include <set>
 
 #include "shoal/client/shoal_client.h"
+#include "shoal/common/hash.h"
+#include "shoal/common/partition_map.h"
 
 namespace shoal::client {
 
@@ -48,7 +50,31 @@ double ProfileFactor(const std::string& profile, double t, double d) {
   return ProfileFactor(o, t);
 }
 
-LoadGenerator::LoadGenerator(LoadOptions options) : opts_(std::move(options)) {}
+std::vector<std::string> KeyNames(int keys, bool skew) {
+  std::vector<std::string> out;
+  out.reserve(static_cast<size_t>(std::max(keys, 0)));
+  // Two hot ranges of 1/128 of the hash space each, away from the first map's boundaries.
+  constexpr uint64_t kWidth = kHashSpace / 128;
+  const uint64_t hot[2] = {kHashSpace / 8 + kWidth, kHashSpace * 5 / 8 + kWidth / 2};
+  for (int i = 0; i < keys; ++i) {
+    std::string name = "key-" + std::to_string(i);
+    if (skew && i % 10 != 9) {
+      for (uint64_t j = 0;; ++j) {  // 1 name in 64 hashes into a hot range
+        std::string candidate = name + "-" + std::to_string(j);
+        const uint64_t h = KeyHash(candidate);
+        if ((h >= hot[0] && h < hot[0] + kWidth) || (h >= hot[1] && h < hot[1] + kWidth)) {
+          name = std::move(candidate);
+          break;
+        }
+      }
+    }
+    out.push_back(std::move(name));
+  }
+  return out;
+}
+
+LoadGenerator::LoadGenerator(LoadOptions options)
+    : opts_(std::move(options)), key_names_(KeyNames(opts_.keys, opts_.skew)) {}
 LoadGenerator::~LoadGenerator() { Stop(); }
 
 void LoadGenerator::Start() {
@@ -98,7 +124,7 @@ void LoadGenerator::Run(int index) {
     std::vector<OutgoingEvent> batch;
     std::vector<AckedEvent> meta;
     for (int b = 0; b < opts_.batch; ++b) {
-      const std::string key = "key-" + std::to_string(rng() % static_cast<uint64_t>(opts_.keys));
+      const std::string& key = key_names_[rng() % key_names_.size()];
       const uint64_t n = ++counter[key];
       batch.push_back(
           {key, "{\"p\":\"" + id + "\",\"k\":\"" + key + "\",\"n\":" + std::to_string(n) + "}", id,
@@ -147,6 +173,8 @@ void LoadGenerator::Run(int index) {
     }
     if (!acked && !batch.empty()) break;
     if (batch.empty()) continue;
+    const uint64_t acked_at = MonotonicNs();
+    for (auto& m : meta) m.acked_ns = acked_at;
     acked_.fetch_add(meta.size());
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -173,7 +201,8 @@ std::vector<double> LoadGenerator::TakeLatenciesMs() {
   return std::exchange(latencies_ms_, {});
 }
 
-GroupConsumer::GroupConsumer(ConsumerOptions options) : opts_(std::move(options)) {}
+GroupConsumer::GroupConsumer(ConsumerOptions options)
+    : opts_(std::move(options)), rate_(opts_.rate) {}
 GroupConsumer::~GroupConsumer() {
   Stop();
   if (out_fd_ >= 0) ::close(out_fd_);
@@ -328,6 +357,9 @@ void GroupConsumer::Run() {
   std::map<uint32_t, uint64_t> position;
   std::set<uint32_t> waiting;
   std::vector<wire::CommitOffset> pending;
+  // Per partition: the group's commit as this consumer last had it accepted.
+  std::map<uint32_t, uint64_t> committed;
+  auto throttle_from = std::chrono::steady_clock::now();  // with a rate: when the next may come
   simdjson::dom::parser parser;
   auto backoff = std::chrono::milliseconds(5);
   auto wait_a_little = [&] {
@@ -339,6 +371,10 @@ void GroupConsumer::Run() {
       // Commit what was recorded before taking more: after a sidecar restart the group resumes
       // from its commits, and offsets already recorded are skipped below.
       if (client.Commit(opts_.group, pending).ok()) {
+        for (const auto& c : pending) {
+          auto& was = committed[c.partition];
+          was = std::max(was, c.offset);
+        }
         pending.clear();
       } else {
         wait_a_little();
@@ -351,6 +387,7 @@ void GroupConsumer::Run() {
       continue;
     }
     backoff = std::chrono::milliseconds(5);
+    if (joined_ns_.load() == 0) joined_ns_ = MonotonicNs();
     // Streaming (a pod's long-running consumer, restarted after a crash): commits are cumulative
     // and the sidecar's delivery cursor is in memory, so the events an earlier consumer of the
     // group took and never committed lie behind the cursor, and committing what follows them
@@ -397,8 +434,15 @@ void GroupConsumer::Run() {
         pos = std::max(pos, e.offset + 1);
       }
       auto& nx = next[e.partition];
-      if (e.offset < nx) continue;  // handed out again after a restart; recorded already
-      nx = e.offset + 1;
+      if (e.offset < nx) {
+        // Handed out again. Below what the group had committed, the broker gave out twice what
+        // was consumed: recorded again, so the verifier counts it. Otherwise it is a redelivery
+        // of what was recorded and not committed yet (a restarted sidecar): skipped.
+        const auto c = committed.find(e.partition);
+        if (c == committed.end() || e.offset >= c->second) continue;
+      } else {
+        nx = e.offset + 1;
+      }
       BurnCpu(opts_.cpu_us_per_event);
       simdjson::dom::element v;
       std::string_view p, k;
@@ -430,12 +474,23 @@ void GroupConsumer::Run() {
       std::lock_guard<std::mutex> lock(mu_);
       seen_.insert(seen_.end(), batch.begin(), batch.end());
     }
+    if (rate_.load() > 0 && !batch.empty()) {
+      // A slow consumer: the batch's share of time at the rate, in short sleeps so that a new
+      // rate (SetRate) or Stop takes effect at once.
+      const auto now = std::chrono::steady_clock::now();
+      throttle_from = std::max(throttle_from, now - std::chrono::seconds(1)) +
+                      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                          std::chrono::duration<double>(batch.size() / rate_.load()));
+      while (!stop_.load() && rate_.load() > 0 && std::chrono::steady_clock::now() < throttle_from) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the consumer's rate
+      }
+    }
   }
-  if (streaming && !pending.empty()) {
-    // Stopping: the last batch is written; commit it so that what the file holds is exactly what
-    // the group committed. A sidecar that does not answer within a few seconds leaves it
-    // uncommitted: handed out again later, a duplicate, never a loss.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  if (!pending.empty()) {
+    // Stopping: the last batch is recorded; commit it so that what was recorded is exactly what
+    // the group committed. A sidecar that does not answer in time leaves it uncommitted:
+    // handed out again later, a duplicate, never a loss (committed_all says so).
+    const auto deadline = std::chrono::steady_clock::now() + opts_.stop_commit_timeout;
     bool ok = false;
     while (!(ok = client.Commit(opts_.group, pending).ok()) &&
            std::chrono::steady_clock::now() < deadline) {

@@ -12,6 +12,9 @@ class MemFile final : public storage::File {
 
   Status ReadAt(uint64_t pos, char* buf, size_t len) const override {
     std::lock_guard<std::mutex> lock(fs_.mu_);
+    if (!fs_.fail_reads_.empty() && path_.find(fs_.fail_reads_) != std::string::npos) {
+      return Status::IoError("pread " + path_ + ": Input/output error (injected)");
+    }
     if (pos + len > node_->data.size()) return Status::IoError(path_ + ": read past the end");
     std::copy_n(node_->data.data() + pos, len, buf);
     return Status::Ok();
@@ -203,6 +206,11 @@ void MemFileSystem::FailSyncs(const std::string& pattern, int count) {
   std::lock_guard<std::mutex> lock(mu_);
   fail_pattern_ = pattern;
   fail_count_ = count;
+}
+
+void MemFileSystem::FailReads(const std::string& pattern) {
+  std::lock_guard<std::mutex> lock(mu_);
+  fail_reads_ = pattern;
 }
 
 uint64_t MemFileSystem::bytes() const {

@@ -8,7 +8,8 @@
 // files under `prefix` (one pod's data directory): contents go back to the last sync (with a
 // torn write, a random prefix of the unsynced tail survives), files whose names were never made
 // durable vanish, and removals that were not made durable are undone. Directories are durable
-// as soon as they are created. FailSyncs makes syncs fail with an I/O error, as a disk does.
+// as soon as they are created. FailSyncs makes syncs fail with an I/O error, as a disk does;
+// FailReads the same for reads (a bad sector under one partition's segment).
 //
 // Thread-safe (one mutex). Owned by the test; outlives every Topic that uses it.
 #pragma once
@@ -47,6 +48,8 @@ class MemFileSystem final : public storage::FileSystem {
   void Writeback(const std::string& path);
   // The next `count` syncs of files whose path contains `pattern` fail (EIO).
   void FailSyncs(const std::string& pattern, int count);
+  // Reads of files whose path contains `pattern` fail (EIO) until FailReads("", 0).
+  void FailReads(const std::string& pattern);
   // Bytes of file contents held (what the process sees), for memory bounds in tests.
   uint64_t bytes() const;
 
@@ -70,6 +73,7 @@ class MemFileSystem final : public storage::FileSystem {
   std::set<std::string> dirs_;                          // guarded by mu_
   std::string fail_pattern_;                            // guarded by mu_
   int fail_count_ = 0;                                  // guarded by mu_
+  std::string fail_reads_;                              // guarded by mu_
 };
 
 }  // namespace shoal::testing

@@ -19,6 +19,7 @@ struct AckedEvent {
   std::string key;
   uint64_t seq = 0;
   uint64_t n = 0;
+  uint64_t acked_ns = 0;  // CLOCK_MONOTONIC when the acknowledgement arrived (0: not known)
 };
 
 struct SeenEvent {
@@ -38,6 +39,10 @@ struct VerifyReport {
   uint64_t reordered = 0;             // seen after a later event of the same (producer, key)
   uint64_t duplicated = 0;            // seen more than once
   uint64_t unacked_seen = 0;          // appended but the producer never got the answer (allowed)
+  // A group that joined late (Verify's joined_ns): acked events it never saw that were acked
+  // before it joined and precede, per (producer, key), everything it saw. They were in partitions
+  // retired before the group existed, as a new Kafka group finds only what is retained. Not lost.
+  uint64_t before_join = 0;
   std::vector<std::string> examples;  // a few concrete violations, for the reader
 
   bool ok() const { return lost == 0 && reordered == 0 && duplicated == 0; }
@@ -45,7 +50,11 @@ struct VerifyReport {
   std::string ToText() const;
 };
 
-VerifyReport Verify(const std::vector<AckedEvent>& acked, std::vector<SeenEvent> seen);
+// `joined_ns` (CLOCK_MONOTONIC) > 0: the group's first request was answered then. An acked event
+// it did not see is then lost only if it was acked after that, or a later event of its
+// (producer, key) was seen; otherwise it counts in before_join.
+VerifyReport Verify(const std::vector<AckedEvent>& acked, std::vector<SeenEvent> seen,
+                    uint64_t joined_ns = 0);
 
 // JSON lines: {"p":..,"k":..,"s":..,"n":..} per acked event; seen events add "t","part","off".
 std::string AckedLine(const AckedEvent& e);

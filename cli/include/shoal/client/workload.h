@@ -6,8 +6,10 @@
 // Rates follow a profile: steady, surge (1x, 10x, 1x by thirds) or sawtooth (1x..10x ramps).
 //
 // GroupConsumer: one consumer of a group reading from one sidecar, recording what it sees for the
-// verifier, committing after recording, and skipping offsets it already saw when a restarted
-// sidecar hands them out again. By default it keeps what it saw in memory (TakeSeen); with
+// verifier, committing after recording (retried until accepted, before it takes more), and
+// skipping offsets it already saw and had not committed yet when a restarted sidecar hands them
+// out again. An offset handed out below an accepted commit is recorded again, so the verifier
+// counts it duplicated: the broker gave out twice what the group had committed. By default it keeps what it saw in memory (TakeSeen); with
 // ConsumerOptions::stream_to it is a long-running pod consumer instead: each batch's lines are
 // written to that file before the batch's offsets are committed, so a consumer killed with
 // kill -9 never loses the line of an event its group committed (it may repeat uncommitted ones).
@@ -21,6 +23,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -47,7 +50,14 @@ struct LoadOptions {
   double surge_from = 0.3, surge_until = 0.5;
   uint64_t seed = 1;
   std::string producer_prefix = "prod";
+  // Skewed keys: nine in ten keys hash into two narrow hot ranges (1/128 of the hash space each),
+  // the rest anywhere, so most ranges see few or no events and a lineage has empty partitions.
+  bool skew = false;
 };
+
+// The load generator's key names: `keys` of them, "key-<i>", or with `skew` names chosen so that
+// nine in ten hash into the two hot ranges. Deterministic.
+std::vector<std::string> KeyNames(int keys, bool skew);
 
 // The profile's rate multiplier at time t (seconds from the start).
 double ProfileFactor(const LoadOptions& o, double t);
@@ -77,6 +87,7 @@ class LoadGenerator {
   void Run(int index);
 
   const LoadOptions opts_;
+  const std::vector<std::string> key_names_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> acked_{0}, retries_{0}, abandoned_{0};
   mutable std::mutex mu_;
@@ -102,6 +113,10 @@ struct ConsumerOptions {
   // Busy work per event, in microseconds of CPU (a steady-clock busy loop), so that a consumer
   // pod uses CPU in proportion to its events.
   int64_t cpu_us_per_event = 0;
+  // At most this many events per second (0: as fast as they come); SetRate changes it.
+  double rate = 0;
+  // How long Stop retries the commit of the last batch.
+  std::chrono::milliseconds stop_commit_timeout{5000};
 };
 
 class GroupConsumer {
@@ -113,13 +128,17 @@ class GroupConsumer {
 
   // Starts the consuming thread. With stream_to: opens the file first; an error if it cannot.
   Status Start();
-  // Stops and joins. The batch in progress is finished; with stream_to its lines are written and
-  // its offsets committed (retried for a few seconds) before Stop returns.
+  // Stops and joins. The batch in progress is finished: its events are recorded (with stream_to,
+  // written) and its offsets committed (retried for a few seconds) before Stop returns.
   void Stop();
+  void SetRate(double events_per_s) { rate_.store(events_per_s); }
+  // CLOCK_MONOTONIC of the first answered consume (0 before): from then on the sidecars know
+  // the group.
+  uint64_t joined_ns() const { return joined_ns_.load(); }
   std::vector<SeenEvent> TakeSeen();
   uint64_t seen() const { return seen_count_.load(); }
-  // With stream_to: whether the last commit of what was written succeeded (false when Stop
-  // gave up committing because the sidecar did not answer).
+  // Whether the last commit of what was recorded succeeded (false when Stop gave up committing
+  // because the sidecar did not answer).
   bool committed_all() const { return committed_all_.load(); }
   // With stream_to: not OK once writing the file failed; the consumer then stopped by itself
   // (without committing the batch it could not write).
@@ -134,6 +153,8 @@ class GroupConsumer {
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> seen_count_{0};
   std::atomic<bool> committed_all_{true};
+  std::atomic<double> rate_{0};
+  std::atomic<uint64_t> joined_ns_{0};
   mutable std::mutex mu_;
   std::vector<SeenEvent> seen_;               // guarded by mu_
   Status status_;                             // guarded by mu_

@@ -4,10 +4,14 @@
 //    not count what the failed one did not make durable;
 //  - a power cut takes back what was not synced, and recovery opens what was;
 //  - a commit ahead of the log's end after a power cut (the commit file written back by the
-//    kernel, the log's tail not) is brought back to the end, so the group reads what comes next.
+//    kernel, the log's tail not) is brought back to the end, so the group reads what comes next;
+//  - a read error of one partition does not throw away what other partitions handed out in the
+//    same consume, and does not move the failing partition's cursor.
 #include <gtest/gtest.h>
 
 #include "broker/partition.h"
+#include "broker/topic.h"
+#include "shoal/common/hash.h"
 #include "shoal/sidecar/log.h"
 #include "storage/commit_store.h"
 #include "support/manual_clock.h"
@@ -133,6 +137,56 @@ TEST(StorageFailuresTest, ACommitAheadOfTheLogAfterAPowerCutIsBroughtBackToTheEn
   auto n = (*p)->ReadForGroup("g", 100, 1 << 20, false, &out);
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(*n, 3u) << "the events appended after the power cut were skipped for the group";
+}
+
+TEST(StorageFailuresTest, AReadErrorOfOnePartitionKeepsWhatTheOthersHandedOut) {
+  MemFileSystem fs;
+  ManualClock clock;
+  broker::SidecarProbe probe("orders");
+  broker::TopicOptions o;
+  o.topic = "orders";
+  o.partitions = 2;
+  o.data_dir = "/d";
+  o.fs = &fs;
+  o.partition.fsync = broker::FsyncPolicy::kAlways;
+  auto t = broker::Topic::Open(o, clock, probe);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  std::vector<wire::ProduceEvent> events;
+  for (int i = 0; events.size() < 20; ++i) {
+    std::string key = "k" + std::to_string(i);
+    events.push_back({key, "1", "", std::nullopt});
+  }
+  std::vector<wire::ProduceResult> results;
+  ASSERT_TRUE((*t)->Produce(events, &results).ok());
+  std::map<uint32_t, uint64_t> stored;
+  for (const auto& r : results) ++stored[r.partition];
+  ASSERT_EQ(stored.size(), 2u) << "both partitions hold events";
+
+  // Partition 1's segment cannot be read: a consume gets partition 0's events, partition 1's
+  // cursor stays where it was.
+  fs.FailReads("/partitions/1/");
+  std::string out;
+  auto n = (*t)->Consume("g", 1000, &out);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  auto got = wire::ParseConsumeResponse(out);
+  ASSERT_TRUE(got.ok()) << out;
+  std::map<uint32_t, uint64_t> seen;
+  for (const auto& e : *got) ++seen[e.partition];
+  EXPECT_EQ(seen, (std::map<uint32_t, uint64_t>{{0, stored[0]}}));
+  wire::CommitRequest c{"g", {{0, stored[0]}}};
+  ASSERT_TRUE((*t)->Commit(c).ok());
+
+  // The disk answers again: partition 1's events come, all of them, once.
+  fs.FailReads("");
+  out.clear();
+  n = (*t)->Consume("g", 1000, &out);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  got = wire::ParseConsumeResponse(out);
+  ASSERT_TRUE(got.ok()) << out;
+  seen.clear();
+  for (const auto& e : *got) ++seen[e.partition];
+  EXPECT_EQ(seen, (std::map<uint32_t, uint64_t>{{1, stored[1]}}));
+  EXPECT_EQ(got->front().offset, 0u);
 }
 
 }  // namespace
