@@ -634,7 +634,9 @@ TEST(GuaranteesTest, BodyLimitsHoldBelowTheHttpLibrary) {
   SidecarOptions o;
   o.binary = SidecarBinaryUnderTest(SHOAL_SIDECAR_BIN);
   o.topic = kTopic;
-  o.extra_args = {"--max-body-bytes", "1048576", "--body-timeout-ms", "1000"};
+  // Flags a sidecar from before these limits also has, so that the test runs against it too
+  // (SHOAL_SIDECAR_BIN_UNDER_TEST) and fails there; the body timeout is the default (10 s).
+  o.extra_args = {"--max-body-bytes", "1048576"};
   SidecarProcess s(o);
   ASSERT_TRUE(s.Start().ok()) << s.Describe();
   const uint64_t rss_before = RssBytes(s.pid());
@@ -674,7 +676,7 @@ TEST(GuaranteesTest, BodyLimitsHoldBelowTheHttpLibrary) {
     RawConnection conn(s.port());
     ASSERT_TRUE(conn.connected());
     ASSERT_TRUE(conn.Send(PostHead(s.port(), "Content-Length: 1000\r\n") + "{\"events\":"));
-    const std::string answer = conn.ReadAll(10s);
+    const std::string answer = conn.ReadAll(20s);
     EXPECT_EQ(answer.rfind("HTTP/1.1 400", 0), 0u) << "a stalled body was not given up: " << answer;
     EXPECT_TRUE(conn.closed());
   }
@@ -705,7 +707,9 @@ TEST(GuaranteesTest, AForwardedProduceWhoseOwnerMovedOnIsARetryable503) {
 }
 
 TEST(GuaranteesTest, APausedOwnerCostsAForwardedProduceTheForwardTimeoutNotThePause) {
-  SidecarCluster c(Options(2, 1, {"--forward-timeout-ms", "300"}));
+  // The default forward timeout (2 s) against a 5 s pause; no flag, so that the same test runs
+  // against a sidecar from before the timeout existed and shows it waiting out the pause.
+  SidecarCluster c(Options(2, 1));
   ASSERT_TRUE(c.Start().ok()) << c.Describe();
   const std::string key = KeysOf(c.current(), PartitionId(1), 1, "y")[0];  // p1 on pod-1
   // pod-1 is paused for 5 s (the fault); a produce of its key reaches pod-0 meanwhile.
