@@ -17,70 +17,132 @@ namespace {
 // contract; a client that sends it only gets its connection closed after the answer).
 constexpr char kCloseMark[] = "X-Shoal-Close-After-Reply";
 
-// Stops the connection from reading more of `req`'s body: the body's stream is completed with an
-// error, so the connection's next write into it fails and it stops reading; the answer is then
-// sent (it waits for the body to be complete) and the connection closed.
-void AbandonBody(const http_request& req, const std::string& why) {
+using RequestImpl = std::shared_ptr<web::http::details::_http_request>;
+
+// How long a body given up has to end by itself before it is completed from here (AbandonBody).
+constexpr auto kSettle = std::chrono::milliseconds(1000);
+
+void Complete(const RequestImpl& impl, const std::exception_ptr& error) {
   try {
-    auto& headers = const_cast<http_request&>(req).headers();
-    if (!headers.has(kCloseMark)) headers.add(kCloseMark, "1");
-    req._get_impl()->_complete(0, std::make_exception_ptr(std::runtime_error(why)));
+    impl->_complete(0, error);
   } catch (...) {
   }
 }
 
-// One thread for the whole process that gives up bodies past their deadline.
+// One thread for the whole process that gives up bodies past their deadline, and completes
+// bodies given up once they had kSettle to end by themselves.
 class BodyWatchdog {
  public:
   static BodyWatchdog& Instance() {
     static BodyWatchdog* w = new BodyWatchdog();  // never destroyed: pool threads may use it
     return *w;
   }
-  using Entry = std::pair<std::chrono::steady_clock::time_point,
-                          std::weak_ptr<web::http::details::_http_request>>;
+  struct Entry {
+    std::chrono::steady_clock::time_point at;
+    std::weak_ptr<web::http::details::_http_request> req;
+    std::exception_ptr settle;  // set: complete the body at `at`; else give it up then
+  };
   std::list<Entry>::iterator Watch(const http_request& req, std::chrono::milliseconds timeout) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = entries_.insert(entries_.end(),
-                              {std::chrono::steady_clock::now() + timeout, req._get_impl()});
-    cv_.notify_one();
-    return it;
+    return Add({std::chrono::steady_clock::now() + timeout, req._get_impl(), nullptr});
   }
   void Done(std::list<Entry>::iterator it) {
     std::lock_guard<std::mutex> lock(mu_);
     entries_.erase(it);
+  }
+  // Completes the body kSettle from now; the entry goes once done.
+  void Settle(const RequestImpl& impl, std::exception_ptr error) {
+    Add({std::chrono::steady_clock::now() + kSettle, impl, std::move(error)});
   }
 
  private:
   BodyWatchdog() {
     std::thread([this] { Run(); }).detach();
   }
-  void Run() {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (true) {
-      auto next = std::chrono::steady_clock::time_point::max();
-      for (const auto& e : entries_) next = std::min(next, e.first);
-      cv_.wait_until(lock, next);
-      const auto now = std::chrono::steady_clock::now();
-      std::vector<std::shared_ptr<web::http::details::_http_request>> late;
-      for (auto& e : entries_) {
-        if (e.first > now) continue;
-        e.first = std::chrono::steady_clock::time_point::max();  // once
-        if (auto impl = e.second.lock()) late.push_back(std::move(impl));
-      }
-      lock.unlock();
-      for (auto& impl : late) {
-        try {
-          impl->_complete(0, std::make_exception_ptr(std::runtime_error("body timed out")));
-        } catch (...) {
-        }
-      }
-      lock.lock();
-    }
+  std::list<Entry>::iterator Add(Entry e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.insert(entries_.end(), std::move(e));
+    cv_.notify_one();
+    return it;
   }
+  void Run();
   std::mutex mu_;
   std::condition_variable cv_;
   std::list<Entry> entries_;
 };
+
+// Gives up the body of `impl`. cpprestsdk's connection sends the answer once the body is
+// complete and then closes its socket, on whichever pool thread finished the write, while its own
+// read of the body may be starting its next socket read on another thread: a read started on a
+// socket being closed crashes the process (SIGSEGV in epoll_reactor::start_op). Completing the
+// body from here at once does that to a client still sending, so a body is given up in two steps:
+//   1. its stream is closed for writing, with an error: the connection's next piece of the body
+//      fails to go in, and the connection completes the body and stops reading by itself, as at
+//      the end of any body; only then is the answer sent and the socket closed;
+//   2. a client that sends nothing more would hold that forever, so kSettle later the body is
+//      completed from here. The connection is then waiting on the socket (a piece that arrives
+//      now fails to go in and starts no other read), which it may close.
+// `unread`: the body was not read at all. If nothing of it is in the stream either and it is not
+// chunked (a chunked body's size lines are read without going into the stream), no read of it
+// was under way when the stream closed, and step 2 follows at once.
+void AbandonBody(const RequestImpl& impl, const std::string& why, bool unread = false) {
+  const auto error = std::make_exception_ptr(std::runtime_error(why));
+  bool idle = false;
+  try {
+    const auto& body = impl->outstream();
+    body.close(error).then([](pplx::task<void> t) {
+      try {
+        t.get();
+      } catch (...) {
+      }
+    });
+    idle = unread && body.streambuf().in_avail() == 0 &&
+           !impl->headers().has(web::http::header_names::transfer_encoding);
+  } catch (...) {
+  }
+  if (idle) return Complete(impl, error);
+  BodyWatchdog::Instance().Settle(impl, error);
+}
+
+void BodyWatchdog::Run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    auto next = std::chrono::steady_clock::time_point::max();
+    for (const auto& e : entries_) next = std::min(next, e.at);
+    cv_.wait_until(lock, next);
+    const auto now = std::chrono::steady_clock::now();
+    std::vector<RequestImpl> late;
+    std::vector<std::pair<RequestImpl, std::exception_ptr>> settle;
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      if (it->at > now) {
+        ++it;
+        continue;
+      }
+      auto impl = it->req.lock();
+      if (it->settle) {
+        if (impl) settle.emplace_back(std::move(impl), it->settle);
+        it = entries_.erase(it);
+        continue;
+      }
+      it->at = std::chrono::steady_clock::time_point::max();  // once; the reader calls Done
+      if (impl) late.push_back(std::move(impl));
+      ++it;
+    }
+    lock.unlock();
+    for (auto& impl : late) AbandonBody(impl, "body timed out");
+    for (auto& [impl, error] : settle) Complete(impl, error);
+    lock.lock();
+  }
+}
+
+// The answer to a body given up carries "Connection: close": the rest of that body is never
+// read, so the connection cannot carry another request. Only the thread that answers marks it.
+void CloseAfterReply(const http_request& req) {
+  try {
+    auto& headers = const_cast<http_request&>(req).headers();
+    if (!headers.has(kCloseMark)) headers.add(kCloseMark, "1");
+  } catch (...) {
+  }
+}
 
 // A body over the limit is read no further than this and then given up (the connection is closed
 // after the answer). Below it, the rest of the body is read and thrown away piece by piece, so
@@ -115,7 +177,7 @@ void ReadMore(std::shared_ptr<PieceRead> r) {
       n = t.get();
     } catch (const std::exception& e) {
       BodyWatchdog::Instance().Done(r->watch);
-      AbandonBody(r->req, e.what());
+      CloseAfterReply(r->req);
       r->on_error(r->seen > r->max_bytes
                       ? TooLarge(r->seen, r->max_bytes)
                       : Status::InvalidArgument(std::string("the body did not arrive whole (") +
@@ -131,7 +193,8 @@ void ReadMore(std::shared_ptr<PieceRead> r) {
     r->seen += n;
     if (r->seen > r->discard_limit) {
       BodyWatchdog::Instance().Done(r->watch);
-      AbandonBody(r->req, "body too large");
+      CloseAfterReply(r->req);
+      AbandonBody(r->req._get_impl(), "body too large");
       r->on_error(TooLarge(r->seen, r->max_bytes));
       return;
     }
@@ -228,7 +291,8 @@ void ReadBody(const http_request& req, size_t max_bytes, std::chrono::millisecon
   const bool declared = headers.has(web::http::header_names::content_length);
   const auto length = declared ? headers.content_length() : 0;
   if (declared && length > DiscardLimit(max_bytes)) {
-    AbandonBody(req, "body too large");
+    CloseAfterReply(req);
+    AbandonBody(req._get_impl(), "body too large", /*unread=*/true);
     on_error(Status::TooLarge("the body is " + std::to_string(length) +
                               " bytes; the limit is " + std::to_string(max_bytes) +
                               " (--max-body-bytes); it was not read"));
@@ -246,7 +310,7 @@ void ReadBody(const http_request& req, size_t max_bytes, std::chrono::millisecon
       try {
         bytes = t.get();
       } catch (const std::exception& e) {
-        AbandonBody(request, e.what());
+        CloseAfterReply(request);
         on_error(Status::InvalidArgument(
             std::string("the body did not arrive whole within ") +
             std::to_string(timeout.count()) + " ms of its headers (" + e.what() + ")"));

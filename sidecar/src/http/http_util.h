@@ -42,9 +42,11 @@ std::map<std::string, std::string> Query(const http_request& req);
 //     client that is still sending gets its 413 instead of a reset connection;
 //   - a body that has not arrived `timeout` after its headers (a client that stalls mid-body) is
 //     given up, so it does not hold the connection and its memory.
-// A body given up is stopped by closing its stream (the connection then stops reading it), and
-// the answer (413, or 400 for a stalled or broken body) carries "Connection: close": the rest of
-// that body is never read, so the connection cannot carry another request.
+// A body given up is stopped by closing its stream: the connection stops reading at its next
+// piece, or is stopped 1 s later if no piece comes, and only then sends the answer (413, or 400
+// for a stalled or broken body) and closes the socket; never while it may still be starting a
+// read on it (a crash). The answer carries "Connection: close": the rest of that body is never
+// read, so the connection cannot carry another request.
 void ReadBody(const http_request& req, size_t max_bytes, std::chrono::milliseconds timeout,
               std::function<void(std::string body)> then,
               std::function<void(const Status&)> on_error);
