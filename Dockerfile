@@ -23,7 +23,7 @@ COPY scripts/install-deps.sh /tmp/install-deps.sh
 RUN /tmp/install-deps.sh --runtime && rm -rf /var/lib/apt/lists/* /tmp/install-deps.sh
 COPY --from=build /src/build/cli/shoal /usr/local/bin/shoal
 COPY --from=build /src/build/sidecar/shoal-sidecar /usr/local/bin/shoal-sidecar
-COPY --from=build /src/build/operator/src/k8s/shoal-operator /usr/local/bin/shoal-operator
+COPY --from=build /src/build/operator/reconciler/shoal-operator /usr/local/bin/shoal-operator
 # Fail the build, not the pod, when --runtime lacks a library.
 RUN set -e; for b in shoal shoal-sidecar shoal-operator; do \
       if ldd "/usr/local/bin/$b" | grep 'not found'; then \

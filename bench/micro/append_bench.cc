@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "shoal/sidecar/log.h"
+#include "storage/log.h"
 #include "storage/record.h"
 
 namespace shoal::storage {

@@ -9,8 +9,8 @@
 
 #include "shoal/common/partition_map.h"
 #include "shoal/common/topic_spec.h"
-#include "shoal/operator/planner.h"
-#include "shoal/operator/policy.h"
+#include "shoal/control/planner.h"
+#include "shoal/control/policy.h"
 
 namespace {
 

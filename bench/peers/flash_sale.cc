@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "peer_system.h"
-#include "shoal/cli/local_topic.h"
+#include "shoal/control/local_topic.h"
 #include "shoal/client/batch_driver.h"
 #include "shoal/client/workload.h"
 #include "shoal/common/topic_spec.h"
@@ -94,18 +94,18 @@ Result<FlashSaleResult> RunShoalFlashSale(const FlashSaleOptions& o) {
   auto spec = ParseTopic(text);
   if (!spec.ok()) return spec.status().Annotate(o.topic_file);
 
-  cli::LocalTopic::Options to;
+  control::LocalTopic::Options to;
   to.spec = *spec;
-  to.platform = cli::LocalPlatformOptionsFor(*spec, o.dir + "/shoal", o.shoal_cli);
+  to.platform = control::LocalPlatformOptionsFor(*spec, o.dir + "/shoal", o.shoal_cli);
   to.platform.sidecar_binary = o.sidecar;
   to.platform.ip_prefix = RandomLoopbackPrefix();
   to.platform.cpu_us_per_event = o.consumer_cpu_us;
   to.platform.cpu_request_cores = o.consumer_cpu_request;
   to.platform.log_level = "warn";
   to.platform.sidecar_args.push_back("--redelivery-ms=5000");
-  auto topic = cli::LocalTopic::Start(to);
+  auto topic = control::LocalTopic::Start(to);
   if (!topic.ok()) return topic.status().Annotate("starting the Shoal topic");
-  cli::LocalTopic& t = **topic;
+  control::LocalTopic& t = **topic;
 
   FlashSaleResult r;
   r.system = "shoal";

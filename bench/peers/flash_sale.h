@@ -2,7 +2,7 @@
 // generator's "surge" profile: the base rate, ten times it for a window of the run, the base rate
 // again; SurgeWindow) on
 //   - a Shoal topic from a PartitionedTopic spec (examples/flash-sale.yaml: 2 partitions and one
-//     pod at rest) run by the operator's control loop on the local platform (cli::LocalTopic),
+//     pod at rest) run by the operator's control loop on the local platform (control::LocalTopic),
 //     produced to by the project's load generator, as `shoal up` does; and
 //   - Redis Streams with a fixed number of streams and consumers (one consumer per stream keeps
 //     per-key order; more consumers than streams would not), produced to by the benchmark's

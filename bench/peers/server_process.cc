@@ -114,11 +114,11 @@ std::string FindProjectBinary(const std::string& name, const std::string& env_va
   return name;
 }
 
-Result<client::ChildProcess> StartServer(
+Result<control::ChildProcess> StartServer(
     const std::function<std::vector<std::string>(uint16_t port)>& argv_for,
     const std::string& log_path, std::chrono::milliseconds timeout, uint16_t* port) {
   for (int attempt = 1;; ++attempt) {
-    auto free_port = client::FreePort("127.0.0.1");
+    auto free_port = control::FreePort("127.0.0.1");
     if (!free_port.ok()) return free_port.status();
     const auto argv = argv_for(*free_port);
     std::error_code ec;
@@ -126,7 +126,7 @@ Result<client::ChildProcess> StartServer(
         std::filesystem::exists(log_path, ec)
             ? static_cast<std::streamoff>(std::filesystem::file_size(log_path, ec))
             : 0;
-    auto child = client::ChildProcess::Spawn(argv, log_path);
+    auto child = control::ChildProcess::Spawn(argv, log_path);
     if (!child.ok()) return child.status();
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     auto pause = std::chrono::milliseconds(2);

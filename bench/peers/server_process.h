@@ -1,6 +1,6 @@
 // Finding and starting the programs the peer benchmark runs: the peers' servers (redis-server,
 // nats-server) from Debian's packages, and this project's own binaries from the build tree.
-// Servers are client::ChildProcess children: a server still running when its ChildProcess is
+// Servers are control::ChildProcess children: a server still running when its ChildProcess is
 // destroyed is killed, so none outlives the benchmark.
 #pragma once
 
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "peer_system.h"
-#include "shoal/client/process.h"
+#include "shoal/control/process.h"
 #include "shoal/common/status.h"
 
 namespace shoal::bench {
@@ -33,7 +33,7 @@ std::string FindProjectBinary(const std::string& name, const std::string& env_va
 // by someone else between choosing and binding it (the log says "already in use") is retried on
 // another port; a server that exits before it is ready, or is not ready in `timeout`, is an
 // error naming its log. On success *port is the port it listens on.
-Result<client::ChildProcess> StartServer(
+Result<control::ChildProcess> StartServer(
     const std::function<std::vector<std::string>(uint16_t port)>& argv_for,
     const std::string& log_path, std::chrono::milliseconds timeout, uint16_t* port);
 
@@ -64,7 +64,7 @@ class ServerPeerSystem : public PeerSystem {
   uint16_t port_ = 0;
 
  private:
-  std::optional<client::ChildProcess> server_;
+  std::optional<control::ChildProcess> server_;
 };
 
 }  // namespace shoal::bench

@@ -1,4 +1,4 @@
-// Shoal as a peer: one shoal-sidecar (client::LocalSidecar) with --fsync interval, produced to
+// Shoal as a peer: one shoal-sidecar (control::LocalSidecar) with --fsync interval, produced to
 // the way `shoal bench ingest` does (pre-built JSON bodies over raw keep-alive sockets) and
 // consumed through the data plane's GET + commit.
 #include <algorithm>
@@ -7,7 +7,7 @@
 #include "peer_system.h"
 #include "server_process.h"
 #include "shoal/client/batch_driver.h"
-#include "shoal/client/process.h"
+#include "shoal/control/process.h"
 #include "shoal/client/raw_http.h"
 #include "shoal/client/shoal_client.h"
 #include "shoal/common/wire.h"
@@ -109,14 +109,14 @@ class ShoalSystem final : public PeerSystem {
   std::string name() const override { return "shoal"; }
 
   Status Start(const PeerConfig& config) override {
-    client::LocalSidecarOptions so;
+    control::LocalSidecarOptions so;
     so.binary = binary_;
     so.topic = kTopic;
     so.partitions = config.partitions;
     so.data_dir = config.dir;
     so.fsync = "interval";
     so.extra_args = {"--log-level", "warn"};
-    auto s = client::LocalSidecar::Start(so);
+    auto s = control::LocalSidecar::Start(so);
     if (!s.ok()) return s.status().Annotate("starting shoal-sidecar (" + binary_ + ")");
     sidecar_.emplace(std::move(s).value());
     RegisterServer(sidecar_->process.pid());
@@ -147,7 +147,7 @@ class ShoalSystem final : public PeerSystem {
 
  private:
   const std::string binary_;
-  std::optional<client::LocalSidecar> sidecar_;
+  std::optional<control::LocalSidecar> sidecar_;
 };
 
 }  // namespace

@@ -313,6 +313,25 @@ Result<PartitionMap> PartitionMap::WithoutRetired(PartitionId id) const {
   return m;
 }
 
+void AppendPartitionFields(std::string& out, const PartitionInfo& p) {
+  out += "\"id\":";
+  json::AppendUint(out, p.id.value());
+  out += ",\"lo\":";
+  json::AppendUint(out, p.range.lo);
+  out += ",\"hi\":";
+  json::AppendUint(out, p.range.hi);
+  out += ",\"state\":\"";
+  out += ToString(p.state);
+  out += "\",\"owner\":";
+  json::AppendString(out, p.owner.value());
+  out += ",\"parents\":[";
+  for (size_t i = 0; i < p.parents.size(); ++i) {
+    if (i) out += ',';
+    json::AppendUint(out, p.parents[i].value());
+  }
+  out += ']';
+}
+
 std::string PartitionMap::ToJson() const { return Serialize(/*with_ends=*/true); }
 
 std::string PartitionMap::Serialize(bool with_ends) const {
@@ -325,22 +344,9 @@ std::string PartitionMap::Serialize(bool with_ends) const {
   for (const auto& p : partitions_) {
     if (!first) out += ',';
     first = false;
-    out += "{\"id\":";
-    json::AppendUint(out, p.id.value());
-    out += ",\"lo\":";
-    json::AppendUint(out, p.range.lo);
-    out += ",\"hi\":";
-    json::AppendUint(out, p.range.hi);
-    out += ",\"state\":\"";
-    out += ToString(p.state);
-    out += "\",\"owner\":";
-    json::AppendString(out, p.owner.value());
-    out += ",\"parents\":[";
-    for (size_t i = 0; i < p.parents.size(); ++i) {
-      if (i) out += ',';
-      json::AppendUint(out, p.parents[i].value());
-    }
-    out += "],\"end_offset\":";
+    out += '{';
+    AppendPartitionFields(out, p);
+    out += ",\"end_offset\":";
     json::AppendUint(out, with_ends ? p.end_offset : 0);
     out += '}';
   }

@@ -25,27 +25,13 @@
 #include "http/metrics_frontend.h"
 #include "http/peer_client.h"
 #include "shoal/common/clock.h"
+#include "shoal/common/files.h"
 #include "shoal/common/logging.h"
 #include "storage/file_util.h"
 
 namespace {
 
 using namespace shoal;
-
-std::string RandomToken() {
-  unsigned char bytes[24];
-  int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-  ssize_t n = fd >= 0 ? ::read(fd, bytes, sizeof bytes) : -1;
-  if (fd >= 0) ::close(fd);
-  if (n != static_cast<ssize_t>(sizeof bytes)) return "";
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string s;
-  for (unsigned char b : bytes) {
-    s.push_back(kHex[b >> 4]);
-    s.push_back(kHex[b & 15]);
-  }
-  return s;
-}
 
 int Fail(const std::string& what) {
   std::fprintf(stderr, "shoal-sidecar: %s\n", what.c_str());
@@ -160,12 +146,13 @@ int main(int argc, char** argv) {
   if (admin_opts.token.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(topic_opts.data_dir, ec);
-    admin_opts.token = RandomToken();
+    auto token = RandomToken();
+    if (!token.ok()) return Fail(token.status().message());
+    admin_opts.token = *token;
     const std::string path = topic_opts.data_dir + "/admin-token";
-    if (auto st = storage::WriteFileAtomic(path, admin_opts.token + "\n"); !st.ok()) {
+    if (auto st = WriteFileDurable(path, admin_opts.token + "\n", 0600); !st.ok()) {
       return Fail(st.message());
     }
-    ::chmod(path.c_str(), 0600);
     log->info("msg=\"no admin token given; generated one\" path={}", path);
   }
 

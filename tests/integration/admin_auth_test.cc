@@ -17,7 +17,7 @@
 
 #include "shoal/common/partition_map.h"
 #include "support/http_test_client.h"
-#include "shoal/client/process.h"
+#include "shoal/control/process.h"
 #include "support/sidecar_process.h"
 #include "support/temp_dir.h"
 #include "support/topic_view.h"
@@ -116,7 +116,7 @@ CliRun RunShoal(std::vector<std::string> args, const TempDir& dir, const std::st
   args.insert(args.end(), {"--token-file", token_file});
   const std::string log = dir.path() + "/cli.log";
   std::filesystem::remove(log);
-  auto cli = client::ChildProcess::Spawn(args, log);
+  auto cli = control::ChildProcess::Spawn(args, log);
   if (!cli.ok()) return {std::nullopt, cli.status().ToString()};
   CliRun run;
   run.code = cli->Wait(std::chrono::seconds(30));

@@ -40,7 +40,7 @@
 #include "shoal/common/hash.h"
 #include "shoal/common/partition_map.h"
 #include "shoal/common/wire.h"
-#include "shoal/operator/change_executor.h"
+#include "shoal/control/change_executor.h"
 #include "support/http_test_client.h"
 #include "support/sidecar_cluster.h"
 #include "support/sidecar_process.h"

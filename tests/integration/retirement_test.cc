@@ -24,7 +24,7 @@
 #include "shoal/client/workload.h"
 #include "shoal/common/hash.h"
 #include "shoal/common/partition_map.h"
-#include "shoal/operator/change_executor.h"
+#include "shoal/control/change_executor.h"
 #include "support/http_test_client.h"
 #include "support/sidecar_process.h"
 #include "support/topic_view.h"

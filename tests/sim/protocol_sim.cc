@@ -15,12 +15,13 @@
 #include "shoal/client/admin_plane.h"
 #include "shoal/client/shoal_client.h"
 #include "shoal/client/verifier.h"
+#include "shoal/common/json.h"
 #include "shoal/common/hash.h"
 #include "shoal/common/partition_map.h"
 #include "shoal/common/wire.h"
-#include "shoal/operator/admin_partitions.h"
-#include "shoal/operator/change_executor.h"
-#include "shoal/operator/retirement.h"
+#include "shoal/control/admin_partitions.h"
+#include "shoal/control/change_executor.h"
+#include "shoal/control/retirement.h"
 #include "support/manual_clock.h"
 #include "support/sim/mem_file_system.h"
 
@@ -58,6 +59,8 @@ class SimAdmin final : public client::AdminPlane {
   Status Prepare(const std::string& admin, const PartitionMap& map) override;
   Result<uint64_t> Seal(const std::string& admin, const PartitionMap& target,
                         PartitionId partition) override;
+  Result<std::string> DeleteGroup(const std::string& admin, const std::string& group,
+                                  bool force) override;
   Result<std::string> Get(const std::string& host_port, const std::string& path,
                           bool admin) override;
 
@@ -320,6 +323,18 @@ Result<uint64_t> SimAdmin::Seal(const std::string& admin, const PartitionMap& ta
   w_.AfterRequest();
   if (w_.faults() && w_.Chance(0.03)) return Status::Unavailable(admin + ": answer lost");
   return r;
+}
+
+Result<std::string> SimAdmin::DeleteGroup(const std::string& admin, const std::string& group,
+                                          bool force) {
+  w_.BeforeRequest(who_);
+  broker::Topic* t = w_.Reach(admin);
+  if (!t) return Status::Unavailable(admin + " does not answer");
+  auto had = t->DeleteGroup(group, force);
+  if (!had.ok()) return had.status();
+  std::string out = "{\"group\":";
+  json::AppendString(out, group);
+  return out + "}";
 }
 
 Result<std::string> SimAdmin::Get(const std::string& host_port, const std::string& path,

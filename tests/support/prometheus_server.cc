@@ -52,10 +52,10 @@ Result<std::unique_ptr<PrometheusServer>> PrometheusServer::Start(
   out << options.config_yaml;
   out.close();
   if (!out) return Status::IoError("cannot write " + config);
-  auto port = client::FreePort();
+  auto port = control::FreePort();
   if (!port.ok()) return port.status();
   p->port_ = *port;
-  auto proc = client::ChildProcess::Spawn(
+  auto proc = control::ChildProcess::Spawn(
       {options.binary, "--config.file=" + config,
        "--storage.tsdb.path=" + options.work_dir + "/data",
        "--web.listen-address=127.0.0.1:" + std::to_string(p->port_), "--log.level=info"},
@@ -63,7 +63,7 @@ Result<std::unique_ptr<PrometheusServer>> PrometheusServer::Start(
   if (!proc.ok()) return proc.status();
   p->process_ = std::move(proc).value();
   p->http_ = std::make_unique<HttpTestClient>(p->base_url(), std::chrono::seconds(10));
-  if (Status st = client::WaitForHttp("127.0.0.1", p->port_, "/-/ready", std::chrono::seconds(30));
+  if (Status st = control::WaitForHttp("127.0.0.1", p->port_, "/-/ready", std::chrono::seconds(30));
       !st.ok()) {
     return Status::Unavailable(st.message() + "; prometheus log:\n" + p->LogTail());
   }

@@ -13,7 +13,7 @@
 #include <memory>
 #include <string>
 
-#include "shoal/client/process.h"
+#include "shoal/control/process.h"
 #include "shoal/common/status.h"
 #include "support/http_test_client.h"
 
@@ -70,7 +70,7 @@ class PrometheusServer {
 
   std::string work_dir_;
   uint16_t port_ = 0;
-  client::ChildProcess process_;
+  control::ChildProcess process_;
   std::unique_ptr<HttpTestClient> http_;
 };
 

@@ -14,7 +14,7 @@
 
 #include "shoal/client/admin_client.h"
 #include "shoal/common/partition_map.h"
-#include "shoal/operator/change_executor.h"
+#include "shoal/control/change_executor.h"
 #include "support/sidecar_process.h"
 
 namespace shoal::testing {

@@ -17,7 +17,7 @@
 
 #include "cmd/commands.h"
 #include "shoal/client/batch_driver.h"
-#include "shoal/client/process.h"
+#include "shoal/control/process.h"
 #include "shoal/client/raw_http.h"
 #include "shoal/client/shoal_client.h"
 
@@ -57,7 +57,7 @@ double CpuSecondsOf(pid_t pid) {
 }
 
 int Run(const IngestOptions& o) {
-  std::optional<client::LocalSidecar> sidecar;
+  std::optional<control::LocalSidecar> sidecar;
   std::string host = "127.0.0.1";
   uint16_t port = 0;
   std::string data_dir = o.data_dir;
@@ -70,12 +70,12 @@ int Run(const IngestOptions& o) {
       }
       data_dir = tmpl;
     }
-    client::LocalSidecarOptions so;
+    control::LocalSidecarOptions so;
     so.topic = o.topic;
     so.partitions = o.partitions;
     so.data_dir = data_dir;
     so.fsync = o.fsync;
-    auto s = client::LocalSidecar::Start(so);
+    auto s = control::LocalSidecar::Start(so);
     if (!s.ok()) {
       std::cerr << "shoal bench ingest: " << s.status().message() << "\n";
       return 1;

@@ -18,11 +18,11 @@
 
 #include "cmd/commands.h"
 #include "shoal/client/admin_client.h"
-#include "shoal/client/process.h"
+#include "shoal/control/process.h"
 #include "shoal/client/raw_http.h"
 #include "shoal/client/shoal_client.h"
 #include "shoal/common/hash.h"
-#include "shoal/operator/change_executor.h"
+#include "shoal/control/change_executor.h"
 
 namespace shoal::cli {
 
@@ -48,19 +48,19 @@ int Run(const PauseOptions& o) {
   char tmpl[] = "/tmp/shoal-pause-XXXXXX";
   if (!mkdtemp(tmpl)) return 1;
   const std::string dir = tmpl, token = "bench-token";
-  client::LocalSidecarOptions base;
+  control::LocalSidecarOptions base;
   base.topic = "bench";
   base.fsync = o.fsync;
-  auto started = client::StartPods(2, dir, base, token, "warn");
+  auto started = control::StartPods(2, dir, base, token, "warn");
   if (!started.ok()) {
     std::cerr << "shoal bench pause: " << started.status().message() << "\n";
     return 1;
   }
-  std::vector<client::LocalSidecar> pods = std::move(started).value();
+  std::vector<control::LocalSidecar> pods = std::move(started).value();
   PartitionInfo p0;
   p0.id = PartitionId(0);
   p0.owner = PodName("pod-0");
-  PartitionMap current = client::WithPeers(PartitionMap("bench", Epoch(1), {p0}), pods);
+  PartitionMap current = control::WithPeers(PartitionMap("bench", Epoch(1), {p0}), pods);
   client::AdminClient admin(token);
   control::ChangeExecutor executor(admin);
   if (auto st = executor.InstallEverywhere(current); !st.ok()) {

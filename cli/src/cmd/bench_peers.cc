@@ -10,7 +10,7 @@
 #include <iostream>
 
 #include "cmd/commands.h"
-#include "shoal/client/process.h"
+#include "shoal/control/process.h"
 
 namespace shoal::cli {
 
@@ -32,7 +32,7 @@ std::string FindBenchPeers() {
 int RunBenchPeers(const std::vector<std::string>& args) {
   const std::string binary = FindBenchPeers();
   ::setenv("SHOAL_CLI", SelfPath().c_str(), /*overwrite=*/0);
-  ::setenv("SHOAL_SIDECAR", client::FindSidecarBinary().c_str(), /*overwrite=*/0);
+  ::setenv("SHOAL_SIDECAR", control::FindSidecarBinary().c_str(), /*overwrite=*/0);
   std::vector<char*> argv;
   argv.push_back(const_cast<char*>(binary.c_str()));
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));

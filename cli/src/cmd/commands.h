@@ -7,7 +7,7 @@
 
 #include "shoal/common/status.h"
 #include "shoal/common/topic_spec.h"
-#include "shoal/operator/local_platform.h"
+#include "shoal/control/local_platform.h"
 
 namespace shoal::cli {
 

@@ -18,16 +18,16 @@
 #include <sstream>
 
 #include "cmd/commands.h"
-#include "shoal/cli/local_topic.h"
+#include "shoal/control/local_topic.h"
 #include "shoal/client/admin_client.h"
-#include "shoal/client/process.h"
+#include "shoal/control/process.h"
 #include "shoal/common/clock.h"
 #include "shoal/common/logging.h"
 #include "shoal/common/topic_spec.h"
-#include "shoal/operator/control_frontend.h"
-#include "shoal/operator/control_loop.h"
-#include "shoal/operator/local_platform.h"
-#include "shoal/operator/metrics_observer.h"
+#include "shoal/control/control_frontend.h"
+#include "shoal/control/control_loop.h"
+#include "shoal/control/local_platform.h"
+#include "shoal/control/metrics_observer.h"
 
 namespace shoal::cli {
 
@@ -256,7 +256,7 @@ std::string SelfPath() {
 }
 
 control::LocalPlatformOptions PlatformOptionsFor(const TopicSpec& spec, std::string state_dir) {
-  return LocalPlatformOptionsFor(spec, std::move(state_dir), SelfPath());
+  return control::LocalPlatformOptionsFor(spec, std::move(state_dir), SelfPath());
 }
 
 void RegisterControl(CLI::App& app, int& exit_code) {

@@ -12,7 +12,7 @@
 #include <set>
 
 #include "cmd/commands.h"
-#include "shoal/client/process.h"
+#include "shoal/control/process.h"
 #include "shoal/client/raw_http.h"
 #include "shoal/client/shoal_client.h"
 
@@ -42,18 +42,18 @@ int Run(const DemoOptions& o) {
     }
     dir = tmpl;
   }
-  client::LocalSidecarOptions so;
+  control::LocalSidecarOptions so;
   so.partitions = o.partitions;
   so.data_dir = dir;
   so.fsync = o.fsync;
   Step("starting shoal-sidecar (topic orders, " + std::to_string(o.partitions) +
        " partitions, fsync " + o.fsync + ")");
-  auto started = client::LocalSidecar::Start(so);
+  auto started = control::LocalSidecar::Start(so);
   if (!started.ok()) {
     std::cerr << "shoal demo: " << started.status().message() << "\n";
     return 1;
   }
-  client::LocalSidecar sidecar = std::move(started).value();
+  control::LocalSidecar sidecar = std::move(started).value();
   std::cout << "data plane " << sidecar.base_url() << "  metrics http://" << sidecar.host << ":"
             << sidecar.metrics_port << "/metrics\ndata dir " << dir << "  log " << sidecar.log_path
             << "\n";
@@ -149,7 +149,7 @@ int Run(const DemoOptions& o) {
   const int code = sidecar.process.Stop(std::chrono::seconds(10));
   std::cout << "stopped with exit code " << code << "\n";
   so.data_dir = dir;
-  auto again = client::LocalSidecar::Start(so);
+  auto again = control::LocalSidecar::Start(so);
   if (!again.ok()) {
     std::cerr << "shoal demo: restart failed: " << again.status().message() << "\n";
     return 1;
@@ -173,7 +173,7 @@ int Run(const DemoOptions& o) {
     if (!parser.parse(*view).get(doc) && !doc["partitions"].get(parts)) {
       for (auto p : parts) {
         uint64_t id = 0, lo = 0, hi = 0, end = 0;
-        if (p["id"].get(id) || p["range"]["lo"].get(lo) || p["range"]["hi"].get(hi) ||
+        if (p["id"].get(id) || p["lo"].get(lo) || p["hi"].get(hi) ||
             p["end_offset"].get(end)) {
           continue;
         }

@@ -9,7 +9,7 @@
 
 #include "cmd/commands.h"
 #include "shoal/common/topic_spec.h"
-#include "shoal/operator/simulator.h"
+#include "shoal/control/simulator.h"
 
 namespace shoal::cli {
 

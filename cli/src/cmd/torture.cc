@@ -21,14 +21,14 @@
 #include "cmd/commands.h"
 #include "cmd/torture_groups.h"
 #include "shoal/client/admin_client.h"
-#include "shoal/client/process.h"
+#include "shoal/control/process.h"
 #include "shoal/client/workload.h"
 #include "shoal/common/json.h"
 #include "shoal/common/metrics.h"
-#include "shoal/operator/change_executor.h"
-#include "shoal/operator/admin_partitions.h"
-#include "shoal/operator/change_probe.h"
-#include "shoal/operator/retirement.h"
+#include "shoal/control/change_executor.h"
+#include "shoal/control/admin_partitions.h"
+#include "shoal/control/change_probe.h"
+#include "shoal/control/retirement.h"
 
 namespace shoal::cli {
 
@@ -119,7 +119,7 @@ Result<std::pair<std::string, PartitionMap>> RandomChange(const PartitionMap& m,
 
 // What every pod's admin plane reports, for the retirement rule; nullopt when one did not answer.
 std::optional<std::map<std::string, control::AdminPartitionsReport>> Reports(
-    client::AdminClient& admin, const std::vector<client::LocalSidecar>& pods) {
+    client::AdminClient& admin, const std::vector<control::LocalSidecar>& pods) {
   std::map<std::string, control::AdminPartitionsReport> out;
   for (size_t i = 0; i < pods.size(); ++i) {
     auto body = admin.Get(pods[i].admin_address(), "/v1/admin/partitions", true);
@@ -151,14 +151,14 @@ int Run(const TortureOptions& o) {
     if (!o.json) std::cout << s << std::endl;
   };
   const std::string token = "torture-admin-token";
-  client::LocalSidecarOptions base;
+  control::LocalSidecarOptions base;
   base.fsync = o.fsync;
-  auto started = client::StartPods(o.sidecars, dir, base, token, "info");
+  auto started = control::StartPods(o.sidecars, dir, base, token, "info");
   if (!started.ok()) {
     std::cerr << "shoal torture: " << started.status().message() << "\n";
     return 1;
   }
-  std::vector<client::LocalSidecar> pods = std::move(started).value();
+  std::vector<control::LocalSidecar> pods = std::move(started).value();
   // Epoch 1: 2 partitions per pod over equal ranges, owners round robin.
   std::vector<PartitionInfo> parts;
   const uint32_t count = static_cast<uint32_t>(2 * o.sidecars);
@@ -169,7 +169,7 @@ int Run(const TortureOptions& o) {
     p.owner = PodName("pod-" + std::to_string(i % o.sidecars));
     parts.push_back(p);
   }
-  PartitionMap current = client::WithPeers(PartitionMap("orders", Epoch(1), parts), pods);
+  PartitionMap current = control::WithPeers(PartitionMap("orders", Epoch(1), parts), pods);
   client::AdminClient admin(token);
   control::ChangeExecutor executor(admin);
   control::ChangeProbe change_probe("orders");
@@ -423,8 +423,8 @@ int Run(const TortureOptions& o) {
         for (auto p : arr) {
           bool acc = false;
           uint64_t lo = 0, hi = 0, id = 0;
-          if (p["accepting"].get(acc) || !acc || p["range"]["lo"].get(lo) ||
-              p["range"]["hi"].get(hi) || p["id"].get(id)) {
+          if (p["accepting"].get(acc) || !acc || p["lo"].get(lo) ||
+              p["hi"].get(hi) || p["id"].get(id)) {
             continue;
           }
           accepting.push_back(

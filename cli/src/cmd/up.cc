@@ -27,17 +27,17 @@
 
 #include "cmd/commands.h"
 #include "shoal/client/admin_client.h"
-#include "shoal/client/process.h"
+#include "shoal/control/process.h"
 #include "shoal/client/run_report.h"
 #include "shoal/client/verifier.h"
 #include "shoal/client/workload.h"
 #include "shoal/common/clock.h"
 #include "shoal/common/logging.h"
 #include "shoal/common/topic_spec.h"
-#include "shoal/operator/control_frontend.h"
-#include "shoal/operator/control_loop.h"
-#include "shoal/operator/local_platform.h"
-#include "shoal/operator/metrics_observer.h"
+#include "shoal/control/control_frontend.h"
+#include "shoal/control/control_loop.h"
+#include "shoal/control/local_platform.h"
+#include "shoal/control/metrics_observer.h"
 
 namespace shoal::cli {
 

@@ -9,7 +9,7 @@
 
 #include "commands.h"
 #include "shoal/client/admin_client.h"
-#include "shoal/operator/admin_partitions.h"
+#include "shoal/control/admin_partitions.h"
 
 namespace shoal::cli {
 

@@ -74,7 +74,7 @@ app.kubernetes.io/component: operator
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
-{{/* What the operator puts on the pods it creates (operator/src/k8s/manifests.cc, Labels). */}}
+{{/* What the operator puts on the pods it creates (reconciler/src/manifests.cc, Labels). */}}
 {{- define "shoal.sidecar.selectorLabels" -}}
 app.kubernetes.io/managed-by: shoal-operator
 app.kubernetes.io/component: topic

@@ -23,7 +23,7 @@
 #include "shoal/common/ids.h"
 #include "shoal/common/partition_map.h"
 #include "shoal/common/wire.h"
-#include "shoal/sidecar/log.h"
+#include "storage/log.h"
 #include "storage/commit_store.h"
 #include "storage/file_system.h"
 #include "storage/producer_table.h"

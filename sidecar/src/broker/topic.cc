@@ -943,22 +943,8 @@ std::string Topic::ViewJson() const {
   for (const auto& info : map_.partitions()) {
     if (!first) out += ',';
     first = false;
-    out += "{\"id\":";
-    json::AppendUint(out, info.id.value());
-    out += ",\"range\":{\"lo\":";
-    json::AppendUint(out, info.range.lo);
-    out += ",\"hi\":";
-    json::AppendUint(out, info.range.hi);
-    out += "},\"state\":\"";
-    out += ToString(info.state);
-    out += "\",\"owner\":";
-    json::AppendString(out, info.owner.value());
-    out += ",\"parents\":[";
-    for (size_t i = 0; i < info.parents.size(); ++i) {
-      if (i) out += ',';
-      json::AppendUint(out, info.parents[i].value());
-    }
-    out += ']';
+    out += '{';
+    AppendPartitionFields(out, info);
     auto it = partitions_.find(info.id.value());
     if (it != partitions_.end()) {
       const Partition& p = *it->second;

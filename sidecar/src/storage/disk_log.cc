@@ -18,7 +18,7 @@
 
 #include "shoal/common/hash.h"
 #include "shoal/common/logging.h"
-#include "shoal/sidecar/log.h"
+#include "storage/log.h"
 #include "storage/file_system.h"
 #include "storage/record.h"
 

@@ -38,15 +38,6 @@ Status PwriteFull(int fd, const char* buf, size_t len, uint64_t pos) {
   return Status::Ok();
 }
 
-Status FsyncDir(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus("opening directory " + dir);
-  int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) return ErrnoStatus("fsync directory " + dir);
-  return Status::Ok();
-}
-
 Status ReadWholeFile(const std::string& path, std::string* out) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -62,19 +53,6 @@ Status ReadWholeFile(const std::string& path, std::string* out) {
   Status s = out->empty() ? Status::Ok() : PreadFull(fd, out->data(), out->size(), 0);
   ::close(fd);
   return s;
-}
-
-Status WriteFileAtomic(const std::string& path, const std::string& contents) {
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoStatus("creating " + tmp);
-  Status s = PwriteFull(fd, contents.data(), contents.size(), 0);
-  if (s.ok() && ::fdatasync(fd) != 0) s = ErrnoStatus("fdatasync " + tmp);
-  ::close(fd);
-  if (!s.ok()) return s;
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return ErrnoStatus("renaming " + tmp);
-  auto slash = path.rfind('/');
-  return FsyncDir(slash == std::string::npos ? "." : path.substr(0, slash));
 }
 
 }  // namespace shoal::storage

@@ -12,9 +12,7 @@ namespace shoal::storage {
 Status ErrnoStatus(const std::string& what);
 Status PreadFull(int fd, char* buf, size_t len, uint64_t pos);
 Status PwriteFull(int fd, const char* buf, size_t len, uint64_t pos);
-Status FsyncDir(const std::string& dir);
 Status ReadWholeFile(const std::string& path, std::string* out);
-// Writes tmp, fsyncs it, renames over `path`, fsyncs the directory: all or nothing after a crash.
-Status WriteFileAtomic(const std::string& path, const std::string& contents);
+// Durable whole-file writes and directory syncs are shoal/common/files.h's.
 
 }  // namespace shoal::storage

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <filesystem>
 
+#include "shoal/common/files.h"
 #include "storage/file_system.h"
 #include "storage/file_util.h"
 
@@ -59,7 +60,7 @@ class Posix final : public FileSystem {
     return storage::ReadWholeFile(path, out);
   }
   Status WriteFileAtomic(const std::string& path, const std::string& contents) override {
-    return storage::WriteFileAtomic(path, contents);
+    return WriteFileDurable(path, contents);
   }
   Status Remove(const std::string& path) override {
     if (::unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("removing " + path);
@@ -91,7 +92,7 @@ class Posix final : public FileSystem {
     }
     return out;
   }
-  Status SyncDir(const std::string& dir) override { return FsyncDir(dir); }
+  Status SyncDir(const std::string& dir) override { return shoal::FsyncDir(dir); }
 };
 
 }  // namespace

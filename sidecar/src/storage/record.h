@@ -17,7 +17,7 @@
 #include <string>
 
 #include "shoal/common/status.h"
-#include "shoal/sidecar/log.h"
+#include "storage/log.h"
 
 namespace shoal::storage::record {
 

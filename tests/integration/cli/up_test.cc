@@ -12,7 +12,7 @@
 #include <set>
 #include <sstream>
 
-#include "shoal/client/process.h"
+#include "shoal/control/process.h"
 #include "shoal/client/shoal_client.h"
 #include "support/loopback.h"
 #include "support/temp_dir.h"
@@ -59,7 +59,7 @@ std::vector<pid_t> LivePids(const std::string& state_dir) {
     for (const char* f : {"sidecar.pid", "consumer.pid"}) {
       std::ifstream in(pod.path() / f);
       pid_t pid = 0;
-      if (in >> pid && pid > 0 && client::ProcessAlive(pid)) live.push_back(pid);
+      if (in >> pid && pid > 0 && control::ProcessAlive(pid)) live.push_back(pid);
     }
   }
   return live;
@@ -70,7 +70,7 @@ TEST(ShoalUpTest, ShortFlashSaleScalesUpAndDownAndLosesNothing) {
   const std::string prefix = testing::RandomLoopbackPrefix();
   const std::string topic = WriteTopic(dir.path());
   const std::string report = dir.path() + "/report";
-  auto up = client::ChildProcess::Spawn(
+  auto up = control::ChildProcess::Spawn(
       {SHOAL_BIN, "up", topic, "--duration", "30", "--rate", "400", "--consumer-cpu-us", "50",
        "--state-dir", dir.path() + "/state", "--report", report, "--ip-prefix", prefix,
        "--control-port", "0", "--fresh"},
@@ -121,7 +121,7 @@ TEST(ShoalUpTest, InterruptedUpStopsCleanlyAndResumesTheTopic) {
                                      "--ip-prefix", prefix,        "--control-port",
                                      "0"};
     if (fresh) argv.push_back("--fresh");
-    return client::ChildProcess::Spawn(argv, dir.path() + "/" + log);
+    return control::ChildProcess::Spawn(argv, dir.path() + "/" + log);
   };
   // Up once the loop installed the topic's map at pod 0.
   auto wait_topic = [&](client::ShoalClient& c) {

@@ -47,9 +47,9 @@
 #include <vector>
 
 #include "promql_exprs.h"
-#include "shoal/client/process.h"
+#include "shoal/control/process.h"
 #include "shoal/client/workload.h"
-#include "shoal/kube/kube_client.h"
+#include "shoal/kubeapi/kube_client.h"
 #include "support/fake_kube/test_cluster.h"
 #include "support/http_test_client.h"
 #include "support/loopback.h"
@@ -60,7 +60,7 @@ namespace shoal::testing {
 namespace {
 
 using namespace std::chrono_literals;
-using kube::At;
+using kubeapi::At;
 using web::json::value;
 using SteadyClock = std::chrono::steady_clock;
 
@@ -228,7 +228,7 @@ class PrometheusTest : public ::testing::Test {
   void ReadRules(Rules* out) {
     ASSERT_TRUE(std::filesystem::exists(kRules)) << "missing " << kRules;
     const std::string log = dir_.path() + "/promtool-rules.log";
-    auto p = client::ChildProcess::Spawn({SHOAL_PROMTOOL_BIN, "check", "rules", kRules}, log);
+    auto p = control::ChildProcess::Spawn({SHOAL_PROMTOOL_BIN, "check", "rules", kRules}, log);
     ASSERT_TRUE(p.ok()) << p.status().message();
     ASSERT_EQ(p->Wait(30s), 0) << "promtool check rules " << kRules << ":\n"
                                << ReadFile(log).value_or("");
@@ -347,7 +347,7 @@ class PrometheusTest : public ::testing::Test {
     const std::string input = dir_.path() + "/metrics-" + name + ".txt";
     const std::string log = dir_.path() + "/promtool-" + name + ".log";
     std::ofstream(input) << r.body;
-    auto p = client::ChildProcess::Spawn(
+    auto p = control::ChildProcess::Spawn(
         {"/bin/sh", "-c", "exec \"$0\" check metrics < \"$1\"", SHOAL_PROMTOOL_BIN, input}, log);
     ASSERT_TRUE(p.ok()) << p.status().message();
     const auto code = p->Wait(30s);

@@ -16,7 +16,7 @@
 #include <sstream>
 #include <thread>
 
-#include "shoal/client/process.h"
+#include "shoal/control/process.h"
 #include "shoal/client/verifier.h"
 #include "shoal/client/workload.h"
 #include "support/loopback.h"
@@ -117,7 +117,7 @@ spec:
   void TearDown() override {
     if (loop_.running()) loop_.Stop(5s);
     // Stop the pods whatever happened (they run in sessions of their own).
-    auto down = client::ChildProcess::Spawn(
+    auto down = control::ChildProcess::Spawn(
         {SHOAL_BIN, "down", "--topic", "orders", "--state-dir", state_}, dir_.path() + "/down.log");
     if (down.ok()) down->Wait(60s);
     if (HasFailure()) {
@@ -127,7 +127,7 @@ spec:
   }
 
   void StartLoop() {
-    auto p = client::ChildProcess::Spawn(
+    auto p = control::ChildProcess::Spawn(
         {SHOAL_BIN, "control", topic_file_, "--state-dir", state_, "--ip-prefix", ip_prefix_,
          "--control-port", "0", "--interval-ms", "500", "--log-level", "info"},
         dir_.path() + "/control.log");
@@ -152,7 +152,7 @@ spec:
 
   testing::TempDir dir_{"shoal-control"};
   std::string ip_prefix_, state_, topic_file_;
-  client::ChildProcess loop_;
+  control::ChildProcess loop_;
   size_t max_active_ = 0, max_owners_ = 0;
   uint32_t max_pods_ = 0;
 };
@@ -223,7 +223,7 @@ TEST_F(ControlLoopTest, SurgeScalesUpKilledLoopResumesScaleDownReturnsPodsNothin
     std::this_thread::sleep_for(50ms);  // polling files other processes append to
   }
   loop_.Stop(10s);
-  auto down = client::ChildProcess::Spawn(
+  auto down = control::ChildProcess::Spawn(
       {SHOAL_BIN, "down", "--topic", "orders", "--state-dir", state_}, dir_.path() + "/down.log");
   ASSERT_TRUE(down.ok());
   ASSERT_EQ(down->Wait(60s).value_or(-1), 0);

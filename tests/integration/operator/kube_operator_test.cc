@@ -31,12 +31,12 @@
 #include <string>
 #include <vector>
 
-#include "shoal/client/process.h"
+#include "shoal/control/process.h"
 #include "shoal/client/verifier.h"
 #include "shoal/client/workload.h"
 #include "shoal/common/partition_map.h"
-#include "shoal/k8s/kube_platform.h"
-#include "shoal/kube/kube_client.h"
+#include "shoal/reconciler/kube_platform.h"
+#include "shoal/kubeapi/kube_client.h"
 #include "support/fake_kube/rbac.h"
 #include "support/fake_kube/test_cluster.h"
 #include "support/loopback.h"
@@ -58,7 +58,7 @@ constexpr char kService[] = "/api/v1/namespaces/default/services/orders";
 constexpr char kSecret[] = "/api/v1/namespaces/default/secrets/orders-admin";
 constexpr char kEvents[] = "/apis/events.k8s.io/v1/namespaces/default/events";
 
-using kube::At;  // the value at a dotted path, or null
+using kubeapi::At;  // the value at a dotted path, or null
 
 // A key with dots in it (labels, annotations).
 value Field(const value& object, const std::string& key) {
@@ -124,7 +124,7 @@ class KubeOperatorTest : public ::testing::Test {
   std::string LeaseHolder() const { return cluster_->LeaseHolder(); }
   int Forbidden() const { return cluster_->Forbidden(); }
   std::string OperatorLog(const std::string& id) const { return cluster_->OperatorLog(id); }
-  client::ChildProcess& operator_process(const std::string& id) {
+  control::ChildProcess& operator_process(const std::string& id) {
     return cluster_->operator_process(id);
   }
   FakeApiServer& api() { return cluster_->api(); }
@@ -524,7 +524,7 @@ TEST_F(KubeOperatorTest, SurgeSplitsAddsPodsAndTheNextLeaderFinishesTheKilledLea
   auto observe = [&](const value& t) {
     max_partitions = std::max(max_partitions, Int(At(t, "status.partitions")));
     max_replicas = std::max(max_replicas, Int(At(t, "status.replicas")));
-    auto state = k8s::KubePlatform::StatusToState(At(t, "status"), "orders");
+    auto state = reconciler::KubePlatform::StatusToState(At(t, "status"), "orders");
     if (!state.ok()) return;
     auto map = PartitionMap::FromJson(value::parse(*state).at("map").serialize());
     if (!map.ok()) return;

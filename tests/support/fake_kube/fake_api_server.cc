@@ -17,7 +17,7 @@
 #include <sstream>
 #include <thread>
 
-#include "shoal/client/process.h"
+#include "shoal/control/process.h"
 #include "support/fake_kube/json_patch.h"
 #include "support/fake_kube/label_selector.h"
 #include "support/fake_kube/openapi_schema.h"
@@ -559,7 +559,7 @@ Status FakeApiServer::Impl::Open() {
   for (int attempt = 0; attempt < 5; ++attempt) {
     uint16_t port = opts_.port;
     if (port == 0) {
-      auto free = client::FreePort(opts_.host);
+      auto free = control::FreePort(opts_.host);
       if (!free.ok()) return free.status();
       port = *free;
     }

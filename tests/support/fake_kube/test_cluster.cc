@@ -8,11 +8,11 @@
 #include <sstream>
 #include <thread>
 
-#include "shoal/kube/kube_client.h"
+#include "shoal/kubeapi/kube_client.h"
 
 namespace shoal::testing {
 
-using kube::At;
+using kubeapi::At;
 using web::json::value;
 using namespace std::chrono_literals;
 
@@ -79,7 +79,7 @@ Result<std::unique_ptr<TestCluster>> TestCluster::Start(TestClusterOptions optio
 }
 
 Status TestCluster::StartOperator(const std::string& id, const std::vector<std::string>& extra) {
-  auto port = client::FreePort();
+  auto port = control::FreePort();
   if (!port.ok()) return port.status();
   // clang-format off
   std::vector<std::string> argv = {options_.operator_binary,
@@ -97,7 +97,7 @@ Status TestCluster::StartOperator(const std::string& id, const std::vector<std::
                                    "--log-level", "debug"};
   // clang-format on
   argv.insert(argv.end(), extra.begin(), extra.end());
-  auto p = client::ChildProcess::Spawn(argv, options_.work_dir + "/operator-" + id + ".log");
+  auto p = control::ChildProcess::Spawn(argv, options_.work_dir + "/operator-" + id + ".log");
   if (!p.ok()) return p.status();
   Operator& op = operators_[id];
   op.process = std::move(p).value();

@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "shoal/client/process.h"
+#include "shoal/control/process.h"
 #include "shoal/client/workload.h"
 #include "shoal/common/status.h"
 #include "support/fake_kube/fake_api_server.h"
@@ -87,7 +87,7 @@ class TestCluster {
   // `extra` arguments. Its log is work_dir/operator-<id>.log (appended).
   Status StartOperator(const std::string& id, const std::vector<std::string>& extra = {});
   // The process of an operator started before (default-constructed when unknown).
-  client::ChildProcess& operator_process(const std::string& id) { return operators_[id].process; }
+  control::ChildProcess& operator_process(const std::string& id) { return operators_[id].process; }
   // The HTTP port of an operator started before (0 when unknown).
   uint16_t operator_http_port(const std::string& id) const;
   // The last 6000 bytes of an operator's log.
@@ -118,7 +118,7 @@ class TestCluster {
   explicit TestCluster(TestClusterOptions options);
 
   struct Operator {
-    client::ChildProcess process;
+    control::ChildProcess process;
     uint16_t http_port = 0;
   };
 

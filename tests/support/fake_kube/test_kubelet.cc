@@ -29,7 +29,7 @@
 #include <sstream>
 #include <thread>
 
-#include "shoal/client/process.h"
+#include "shoal/control/process.h"
 #include "support/fake_kube/fake_api_server.h"
 #include "support/http_test_client.h"
 
@@ -1542,7 +1542,7 @@ void TestKubelet::Impl::SeedMetrics() {
       std::vector<value> containers;
       for (auto& c : pod->containers) {
         if (c.pid <= 0) continue;
-        const auto cpu = client::ProcessCpuTime(c.pid);
+        const auto cpu = control::ProcessCpuTime(c.pid);
         const auto rss = RssKib(c.pid);
         if (!cpu || !rss) continue;
         const auto wall = std::chrono::duration_cast<std::chrono::nanoseconds>(now - c.cpu_prev_at);

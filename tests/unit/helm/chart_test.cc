@@ -381,12 +381,12 @@ TEST(ChartTemplatesTest, ObjectsCarryWhatTheChartPromises) {
     for (const auto& w : wants) EXPECT_NE(text.find(w), std::string::npos) << w;
   }
   // The sidecar selector is what the operator puts on the pods it creates
-  // (operator/src/k8s/manifests.cc, Labels).
+  // (reconciler/src/manifests.cc, Labels).
   const std::string helpers = Read(kChart / "templates" / "_helpers.tpl");
   EXPECT_NE(helpers.find("app.kubernetes.io/managed-by: shoal-operator\n"
                          "app.kubernetes.io/component: topic"),
             std::string::npos);
-  const std::string manifests = Read(kSource / "operator" / "src" / "k8s" / "manifests.cc");
+  const std::string manifests = Read(kSource / "operator" / "reconciler" / "src" / "manifests.cc");
   EXPECT_NE(manifests.find("l[\"app.kubernetes.io/managed-by\"] = Str(\"shoal-operator\")"),
             std::string::npos);
   EXPECT_NE(manifests.find("l[\"app.kubernetes.io/component\"] = Str(\"topic\")"),
@@ -622,7 +622,7 @@ TEST(DockerfileTest, BuildsWithTheRepositoryScriptsAndRunsAsNonRoot) {
   EXPECT_FALSE(AnyLine(stages[1], "^RUN [^&]*install-deps\\.sh( &&|$)"))
       << "the run stage installs with --runtime only";
   for (const char* bin : {"build/cli/shoal", "build/sidecar/shoal-sidecar",
-                          "build/operator/src/k8s/shoal-operator"}) {
+                          "build/operator/reconciler/shoal-operator"}) {
     EXPECT_TRUE(
         AnyLine(stages[1], std::string("^COPY --from=build /src/") + bin + " /usr/local/bin/"))
         << bin;

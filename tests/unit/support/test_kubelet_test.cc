@@ -17,7 +17,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "shoal/client/process.h"
+#include "shoal/control/process.h"
 #include "support/fake_kube/fake_api_server.h"
 #include "support/http_test_client.h"
 #include "support/loopback.h"
@@ -248,7 +248,7 @@ TEST_F(TestKubeletTest, RunsAStatefulSetOfRealSidecars) {
 
   // $(VAR) expansion and the emulated mounts, as the process sees them.
   const pid_t pid0 = p0.container("shoal-sidecar")->pid;
-  const auto argv = client::ProcessCmdline(pid0);
+  const auto argv = control::ProcessCmdline(pid0);
   auto arg_after = [&](const std::string& flag) {
     auto it = std::find(argv.begin(), argv.end(), flag);
     return it == argv.end() || it + 1 == argv.end() ? std::string() : *(it + 1);
@@ -298,8 +298,8 @@ TEST_F(TestKubeletTest, RunsAStatefulSetOfRealSidecars) {
                !server_->Object(std::string(kPods) + "/t-2");
       },
       kDeadline));
-  EXPECT_FALSE(client::ProcessAlive(pid1));
-  EXPECT_FALSE(client::ProcessAlive(pid2));
+  EXPECT_FALSE(control::ProcessAlive(pid1));
+  EXPECT_FALSE(control::ProcessAlive(pid2));
   EXPECT_FALSE(std::filesystem::exists(kubelet_->ClaimPath("data-t-1")));
   EXPECT_FALSE(std::filesystem::exists(kubelet_->ClaimPath("data-t-2")));
   EXPECT_TRUE(std::filesystem::exists(kubelet_->ClaimPath("data-t-0")));
@@ -327,7 +327,7 @@ TEST_F(TestKubeletTest, RunsAStatefulSetOfRealSidecars) {
   const auto again = *kubelet_->Pod("t-0");
   EXPECT_NE(again.container("shoal-sidecar")->pid, pid0);
   EXPECT_EQ(again.ip, p0.ip);
-  EXPECT_FALSE(client::ProcessAlive(pid0));
+  EXPECT_FALSE(control::ProcessAlive(pid0));
   const value restarted = Object(std::string(kPods) + "/t-0");
   EXPECT_EQ(At(restarted, "status.containerStatuses")
                 .as_array()
@@ -365,7 +365,7 @@ TEST_F(TestKubeletTest, RunsAStatefulSetOfRealSidecars) {
                !server_->Object(std::string(kPodMetrics) + "/t-0");
       },
       kDeadline));
-  EXPECT_FALSE(client::ProcessAlive(last));
+  EXPECT_FALSE(control::ProcessAlive(last));
   EXPECT_FALSE(std::filesystem::exists(kubelet_->ClaimPath("data-t-0")));
 }
 
@@ -406,7 +406,7 @@ TEST_F(TestKubeletTest, ExpandsVariablesRewritesMountsAndWaitsOnUnknownImages) {
   const std::string scratch = kubelet_->HostPath("env-0", "scratch");
   EXPECT_FALSE(scratch.empty());
   EXPECT_EQ(kubelet_->HostPath("env-0", "host"), host_dir);
-  EXPECT_EQ(client::ProcessCmdline(pid),
+  EXPECT_EQ(control::ProcessCmdline(pid),
             (std::vector<std::string>{"/bin/sh", "-c", "sleep 3600 & wait", "env-0", "$(NOPE)",
                                       "$(POD_NAME)", scratch + "/x", "/scratchy", "hello-env-0",
                                       kubelet_->ClaimPath("state-env-0") + "/db"}));
@@ -447,7 +447,7 @@ TEST_F(TestKubeletTest, ExpandsVariablesRewritesMountsAndWaitsOnUnknownImages) {
   // Retain (the default): the claim outlives the StatefulSet.
   ASSERT_EQ(Admin("DELETE", std::string(kSets) + "/env").status, 200);
   ASSERT_TRUE(kubelet_->WaitFor([&] { return kubelet_->Pods().empty(); }, kDeadline));
-  EXPECT_FALSE(client::ProcessAlive(pid));
+  EXPECT_FALSE(control::ProcessAlive(pid));
   EXPECT_TRUE(std::filesystem::exists(kubelet_->ClaimPath("state-env-0")));
   EXPECT_FALSE(std::filesystem::exists(scratch)) << "an emptyDir ends with its pod";
 }
@@ -492,7 +492,7 @@ TEST_F(TestKubeletTest, StopsAPodWithPreStopThenTheSidecarLastAndRecreatesIt) {
       kDeadline));
   EXPECT_EQ(ReadFile(host_dir + "/order"),
             "app-prestop-ord-0\napp-term\nshoal-sidecar-prestop-ord-0\nshoal-sidecar-term\n");
-  for (const auto& c : before.containers) EXPECT_FALSE(client::ProcessAlive(c.pid)) << c.name;
+  for (const auto& c : before.containers) EXPECT_FALSE(control::ProcessAlive(c.pid)) << c.name;
   EXPECT_EQ(kubelet_->Pod("ord-0")->ip, before.ip);
   EXPECT_NE(S(Object(std::string(kPods) + "/ord-0"), "metadata.uid"), uid);
 }

@@ -66,6 +66,11 @@ struct PeerAddress {
   bool operator==(const PeerAddress&) const = default;
 };
 
+// Appends one partition's fields as the map's JSON has them, without the braces:
+// "id":N,"lo":L,"hi":H,"state":"active"|"sealed","owner":"pod","parents":[...]. The one shape of
+// a partition in every JSON Shoal writes (the map, the topic view); readers add their own fields.
+void AppendPartitionFields(std::string& out, const PartitionInfo& p);
+
 class PartitionMap {
  public:
   PartitionMap() = default;

@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "shoal/sidecar/log.h"
+#include "storage/log.h"
 #include "storage/record.h"
 #include "support/temp_dir.h"
 

@@ -12,7 +12,7 @@
 #include "broker/partition.h"
 #include "broker/topic.h"
 #include "shoal/common/hash.h"
-#include "shoal/sidecar/log.h"
+#include "storage/log.h"
 #include "storage/commit_store.h"
 #include "support/manual_clock.h"
 #include "support/sim/mem_file_system.h"

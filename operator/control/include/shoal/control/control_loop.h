@@ -1,0 +1,156 @@
+// ControlLoop: keeps one topic's partitions and pods matched to its load. Each Tick observes the
+// sidecars, then either carries out the next step of the plan in progress or, with none, asks
+// the policy for a decision and the planner for a plan. It is the same loop on every platform:
+// Kubernetes (state in the PartitionedTopic's status) and LocalPlatform (state in a directory).
+//
+// Authority and resumption (DESIGN.md "Authority"): the loop is the only writer of the topic's
+// partition map. The control state (the current map, the plan and each step's progress, the last
+// decision) is saved through the platform before each action: a plan is saved before its first
+// step, a change's resolved target map before it is sent to any sidecar, and every finished
+// step at once. A loop killed anywhere and started again loads that state and re-applies the
+// step it was in: every protocol step is idempotent (a sealed partition answers its end again, an
+// installed epoch answers "stale"), so the change completes instead of starting over or forking.
+// Never two changes of one topic at once: one plan at a time, one step at a time.
+//
+// A failing step is retried with exponential backoff and reported (status, log, metrics); it is
+// never skipped. Thread-compatible: Tick from one thread; Status()/StatusJson() from any thread.
+// Owned by main (or the test); platform, observer, admin client and clock outlive it.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "shoal/client/admin_plane.h"
+#include "shoal/common/clock.h"
+#include "shoal/common/partition_map.h"
+#include "shoal/common/topic_spec.h"
+#include "shoal/control/change_executor.h"
+#include "shoal/control/change_probe.h"
+#include "shoal/control/metrics_observer.h"
+#include "shoal/control/planner.h"
+#include "shoal/control/platform.h"
+#include "shoal/control/policy.h"
+
+namespace prometheus {
+class Registry;
+}
+
+namespace shoal::control {
+
+class ControlProbe;
+
+struct ControlLoopOptions {
+  std::chrono::milliseconds interval{1000};
+  // How long new pods may take to become ready before the step is reported as failing.
+  std::chrono::seconds ready_timeout{120};
+  std::chrono::milliseconds backoff_start{250};
+  std::chrono::milliseconds backoff_max{15000};
+  // How often, with no plan in progress, consumed sealed partitions are looked for and retired.
+  std::chrono::seconds retire_every{5};
+  ChangeExecutor::Options executor;
+};
+
+// The last decision as recorded in the control state.
+struct DecisionRecord {
+  int64_t at_ms = 0;  // wall time
+  std::vector<std::string> kinds;
+  uint32_t partitions = 0, replicas = 0;
+  std::string reason;
+};
+
+class ControlLoop {
+ public:
+  ControlLoop(TopicSpec spec, Platform& platform, Observer& observer,
+              client::AdminPlane& admin, Clock& clock, ControlLoopOptions options);
+  ~ControlLoop();
+  ControlLoop(const ControlLoop&) = delete;
+  ControlLoop& operator=(const ControlLoop&) = delete;
+
+  // Loads the control state (resuming a plan in progress) or, for a new topic, asks for the
+  // first pods; the initial map is installed by the ticks that follow, once they are ready.
+  Status Start();
+  // One iteration. Errors are reported and retried by later ticks; the returned status is for
+  // logs and tests.
+  Status Tick();
+  // Ticks every interval until `stop` becomes true.
+  void Run(const std::atomic<bool>& stop);
+
+  // A new spec (the user edited the topic): takes effect at the next decision.
+  void UpdateSpec(TopicSpec spec);
+
+  std::shared_ptr<prometheus::Registry> registry() const;
+  // Epoch, partitions, pods, plan and its steps, the last decision: the control state as JSON
+  // (what `shoal status` prints and the Kubernetes status carries).
+  std::string StatusJson() const;
+  bool plan_in_progress() const;
+  PartitionMap map() const;
+  // The last observation in totals, for live views.
+  struct Observed {
+    double arrival_rate = 0;  // events/s over the active partitions
+    double lag = 0;           // consumer lag summed over the partitions
+    size_t missing = 0;
+    uint32_t ready_pods = 0;  // pods the platform listed as ready at that tick
+  };
+  Observed last_observed() const;
+  DecisionRecord last_decision() const;
+
+ private:
+  Status Bootstrap(const std::vector<PodInfo>& pods);
+  Status RunStep(PlanStep& step, const std::vector<PodInfo>& pods);
+  Status RunChange(PlanStep& step, const std::vector<PodInfo>& pods);
+  Status InstallOnLaggingPods(const std::vector<PodInfo>& pods);
+  // Sealed partitions that may leave the map (retirement.h), from every pod's admin plane;
+  // empty when anything needed cannot be read.
+  std::vector<PartitionId> Retirable(const std::vector<PodInfo>& pods);
+  static bool IsFencing(const Status& st);
+  // After a fencing refusal of `step` (its target had epoch `tried`): re-reads the record and the
+  // sidecars' maps, takes over whatever is newer, else clears the step's target for a later try.
+  Status Reconcile(PlanStep& step, const Status& why, const std::vector<PodInfo>& pods,
+                   Epoch tried);
+  // Epoch, digest, plan id and next plan id of a control state: what tells one coordinator's
+  // record from another's.
+  static std::string StateSummary(std::string_view state);
+  Status Save();
+  std::string StateJsonLocked() const;
+  Status LoadState(std::string_view json);
+  void Decide(const std::vector<PodInfo>& pods);
+  std::map<std::string, PeerAddress> ReadyPeers(const std::vector<PodInfo>& pods) const;
+
+  TopicSpec spec_;
+  Platform& platform_;
+  Observer& observer_;
+  client::AdminPlane& admin_;
+  Clock& clock_;
+  const ControlLoopOptions opts_;
+  ChangeProbe change_probe_;
+  std::unique_ptr<ControlProbe> probe_;
+  ChangeExecutor executor_;
+  LoadHistory history_;
+
+  mutable std::mutex mu_;  // guards the state below for StatusJson readers
+  bool bootstrapped_ = false;
+  PartitionMap map_;
+  std::optional<Plan> plan_;
+  // Counts the times Reconcile dropped or replaced plan_ (a step run before must not be written
+  // back into a plan that is not its own).
+  uint64_t plan_generation_ = 0;
+  uint64_t next_plan_id_ = 1;
+  DecisionRecord last_decision_;
+  std::string last_error_;
+  std::map<uint32_t, double> last_rates_;
+  std::optional<TopicSpec> pending_spec_;
+  Observed observed_;
+
+  // Backoff of the failing step (not persisted: a restarted loop tries at once).
+  std::chrono::steady_clock::time_point retry_at_{};
+  std::chrono::milliseconds backoff_{0};
+  std::chrono::steady_clock::time_point step_started_{};
+  std::chrono::steady_clock::time_point last_retire_check_{};
+  Epoch epoch_floor_{0};  // a change is minted at no lower epoch (after a fencing refusal)
+};
+
+}  // namespace shoal::control

@@ -1,0 +1,69 @@
+// Observer: what the control loop knows about a topic's load at one moment (an Observation), and
+// the interface of whatever gathers it (KEDA calls this a scaler: it returns metrics; deciding is
+// the policy's, a separate pure function). MetricsObserver scrapes the sidecars; the simulator
+// computes observations from a load trace.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "shoal/common/ids.h"
+#include "shoal/common/partition_map.h"
+#include "shoal/control/platform.h"
+
+namespace shoal::control {
+
+inline constexpr size_t kLoadBuckets = 16;
+
+struct AdminPartitionsReport;  // admin_partitions.h
+
+// One partition's load over the last observation interval.
+struct PartitionLoad {
+  PartitionId id;
+  bool active = true;
+  double rate = 0;   // events appended per second
+  uint64_t lag = 0;  // the largest lag (end offset - commit) over the consumer groups
+  // Share of `rate` that fell in each sixteenth of the partition's hash range (sums to 1 when
+  // rate > 0; all zero when unknown).
+  std::array<double, kLoadBuckets> buckets{};
+  // The heaviest single hash point seen and its share of `rate` (0 when unknown): a hot key.
+  uint32_t top_hash = 0;
+  double top_share = 0;
+  // The sealed partitions this one succeeds (from the map): a new partition's load before it
+  // existed is at most theirs.
+  std::vector<uint32_t> parents;
+};
+
+struct Observation {
+  std::chrono::steady_clock::time_point at;
+  Epoch epoch{0};  // the map these numbers were taken under
+  // Every partition of that map that could be observed (active and sealed), by id value.
+  std::map<uint32_t, PartitionLoad> partitions;
+  // Per pod: the consumer's CPU over its request, where the platform measures it.
+  std::map<std::string, double> cpu_utilization;
+  // What could not be observed, in words ("orders-2: /metrics: connection refused"). A decision
+  // never shrinks anything on an observation with something missing.
+  std::vector<std::string> missing;
+
+  bool complete() const { return missing.empty(); }
+};
+
+class Observer {
+ public:
+  virtual ~Observer() = default;
+  // Observes the topic whose current map is `map`, running on `pods`. Never fails: what it
+  // cannot see goes to Observation::missing.
+  virtual Observation Observe(const PartitionMap& map, const std::vector<PodInfo>& pods) = 0;
+  // The pod's admin plane's view of every partition it holds (commits per group, end offsets,
+  // whether producer state is durable): what deciding to retire a sealed partition needs.
+  // NotFound when the sidecar has no such endpoint, Unauthenticated on a wrong token,
+  // Unavailable when it does not answer, InvalidArgument when the answer is malformed.
+  virtual Result<AdminPartitionsReport> PartitionsOf(const PodInfo& pod) = 0;
+};
+
+}  // namespace shoal::control

@@ -1,0 +1,147 @@
+// The scaling policy: a pure function of (spec, load history, current map, replicas, now) to the
+// desired partitions and consumer replicas, with the reason in words. Nothing here talks to the
+// network or reads a clock, so the simulator replays traces through exactly this code and tests
+// are tables.
+//
+// The rules (DESIGN.md, the CRD's scaling and behavior fields):
+//  - Partitions follow the arrival rate per partition. A partition above its target by more than
+//    the tolerance is split at the quantiles of its observed load (buckets of its hash range and
+//    its heaviest key) into as many parts as the rate needs, all in one decision: a tenfold surge
+//    is one change to the needed count, never 1->2->4->8. The hard cap (partitions.max) and the
+//    per-step limit are kept by giving the extra partitions to the hottest ranges first.
+//  - A split that cannot lower the hottest part by more than the tolerance is not made: a single
+//    hot key is isolated once and its range is split no further.
+//  - Scale-up acts on the latest observation (the fast path); a configured scale-up window is
+//    skipped when the rate is more than twice the target (a surge).
+//  - Scale-down is slow and safe: adjacent partitions merge only when their summed peak rate over
+//    the whole scale-down window stays below the target less the tolerance, both existed for the
+//    whole window, and every observation in the window was complete. Missing metrics never shrink
+//    anything. Replicas shrink to the highest recommendation of the window (as the HPA does).
+//  - Replicas follow partitions per replica, the consumers' CPU over their target, and growing lag
+//    above its target; never more replicas than active partitions.
+// Values and a const function; LoadHistory is a value owned by the control loop.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "shoal/common/partition_map.h"
+#include "shoal/common/topic_spec.h"
+#include "shoal/control/observer.h"
+
+namespace shoal::control {
+
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+// Observations over time, summarized so that a 10,000-partition topic over an hour-long window
+// stays small: per partition its latest load and its peak rate in coarse time buckets; per
+// observation a few totals.
+class LoadHistory {
+ public:
+  // `horizon`: how far back decisions look (the longest stabilization window).
+  explicit LoadHistory(std::chrono::seconds horizon = std::chrono::seconds(300));
+
+  void Add(const Observation& o);
+  // A new horizon (the spec's windows changed). What is already dropped stays unknown: PeakSince
+  // answers nullopt for windows reaching before it.
+  void SetHorizon(std::chrono::seconds horizon);
+  std::chrono::seconds horizon() const { return horizon_; }
+
+  struct Sample {
+    SteadyTime at;
+    double total_rate = 0;  // over the partitions observed
+    uint64_t max_lag = 0;
+    uint64_t total_lag = 0;
+    std::optional<double> cpu;  // mean consumer CPU utilization over pods that report it
+    uint32_t cpu_pods = 0;      // how many pods reported it
+    uint32_t active = 0;        // active partitions observed
+    bool complete = true;
+  };
+  struct PartitionHistory {
+    SteadyTime first_seen;
+    // From when its peaks are known: first_seen, or earlier for a partition whose buckets before
+    // it existed were taken from its parents (their summed peaks bound its load from above).
+    SteadyTime known_since;
+    PartitionLoad last;
+    SteadyTime last_at;
+    std::optional<double> previous_rate;  // the rate of the observation before `last`
+    // Lowest and highest rate per time bucket, oldest first; buckets start on a grid shared by
+    // every partition (the history's first observation plus multiples of the bucket length), so
+    // that peaks of neighbours can be summed bucket by bucket.
+    struct Bucket {
+      SteadyTime start;
+      double low, peak;
+      bool inherited = false;  // its peak is the parents' sum; it has no low of its own
+    };
+    std::deque<Bucket> buckets;
+    // The peak (lowest) rate since `since`; nullopt when the history does not reach back that far.
+    std::optional<double> PeakSince(SteadyTime since) const;
+    std::optional<double> LowSince(SteadyTime since) const;
+  };
+
+  const std::deque<Sample>& samples() const { return samples_; }
+  const PartitionHistory* Partition(PartitionId id) const;
+  // `h`'s peak per bucket of the grid from the one holding `since` to the latest, oldest first
+  // (a bucket it lacks counts as its peak over the window); nullopt when its history does not
+  // reach back to `since`. Elementwise sums of these bound the peak of partitions merged.
+  std::optional<std::vector<double>> WindowPeaks(const PartitionHistory& h,
+                                                 SteadyTime since) const;
+  // The last time an observation missed something (nullopt: never).
+  std::optional<SteadyTime> last_incomplete() const { return last_incomplete_; }
+  std::optional<SteadyTime> first_at() const { return first_at_; }
+  const std::vector<std::string>& last_missing() const { return last_missing_; }
+
+ private:
+  SteadyTime GridStart(SteadyTime at) const;
+  void Inherit(PartitionHistory& h, const std::vector<uint32_t>& parents);
+
+  std::chrono::seconds horizon_;
+  std::chrono::seconds bucket_;
+  std::deque<Sample> samples_;
+  std::map<uint32_t, PartitionHistory> partitions_;
+  std::optional<SteadyTime> last_incomplete_, first_at_;
+  std::vector<std::string> last_missing_;
+};
+
+struct SplitDecision {
+  PartitionId partition;
+  std::vector<uint64_t> cuts;  // strictly inside the partition's range, increasing
+  double rate = 0;             // the partition's rate when decided
+};
+
+struct MergeDecision {
+  std::vector<PartitionId> run;  // two or more adjacent partitions, in hash order
+  double peak_rate = 0;          // their summed peak rate over the scale-down window
+};
+
+struct Decision {
+  uint32_t partitions = 0;  // active partitions once the decision is carried out
+  uint32_t replicas = 0;    // consumer pods
+  std::vector<SplitDecision> splits;
+  std::vector<MergeDecision> merges;
+  std::string reason;
+  // The kinds of change, for metrics and logs: "split", "merge", "pods_up", "pods_down", "hold".
+  std::vector<std::string> kinds;
+
+  bool holds() const { return kinds.size() == 1 && kinds[0] == "hold"; }
+};
+
+// The decision for a topic whose current map is `map`, run by `replicas` consumer pods, at `now`.
+Decision Decide(const TopicSpec& spec, const LoadHistory& history, const PartitionMap& map,
+                uint32_t replicas, SteadyTime now);
+
+// The points that cut `range` into `parts` pieces of equal load, from the partition's observed
+// load (its buckets and heaviest key); may return fewer than parts - 1 points when a hot key
+// makes more pieces useless. Exposed for tests.
+std::vector<uint64_t> LoadQuantileCuts(const HashRange& range, const PartitionLoad& load,
+                                       uint32_t parts);
+// The load of the heaviest piece after cutting `range` at `cuts`, as a share of the partition's.
+double HeaviestShare(const HashRange& range, const PartitionLoad& load,
+                     const std::vector<uint64_t>& cuts);
+
+}  // namespace shoal::control

@@ -1,0 +1,135 @@
+#include "shoal/control/change_executor.h"
+
+#include <map>
+#include <thread>
+
+#include "shoal/common/logging.h"
+
+namespace shoal::control {
+
+ChangeExecutor::ChangeExecutor(client::AdminPlane& admin, Options options)
+    : admin_(admin), opts_(options) {}
+
+template <typename Fn>
+Status ChangeExecutor::Retry(const std::string& what, Fn&& fn, ChangeTiming* timing) {
+  const auto deadline = std::chrono::steady_clock::now() + opts_.step_timeout;
+  auto backoff = opts_.backoff_start;
+  while (true) {
+    if (opts_.may_act && !opts_.may_act()) {
+      return Status::Unavailable(what + ": stopped, no longer allowed to act (leader lease)");
+    }
+    Status st = fn();
+    // Unavailable: the pod is down, restarting or busy; anything else is an answer.
+    if (st.code() != Status::Code::kUnavailable) return st;
+    if (std::chrono::steady_clock::now() >= deadline) return st.Annotate(what + ": gave up");
+    if (timing) ++timing->retries;
+    std::this_thread::sleep_for(backoff);  // backoff between attempts at a down pod
+    backoff = std::min(backoff * 2, opts_.backoff_max);
+  }
+}
+
+Status ChangeExecutor::InstallOn(const PodName& pod, const PartitionMap& map,
+                                 ChangeTiming* timing) {
+  const PeerAddress* addr = map.Peer(pod);
+  if (!addr) return Status::InvalidArgument("the map has no address for pod " + pod.value());
+  return InstallAt(pod, *addr, map, timing);
+}
+
+Status ChangeExecutor::InstallAt(const PodName& pod, const PeerAddress& address,
+                                 const PartitionMap& map, ChangeTiming* timing) {
+  const PeerAddress* addr = &address;
+  const std::string what =
+      "installing epoch " + std::to_string(map.epoch().value()) + " on " + pod.value();
+  // Installed or already held (an earlier attempt landed) is done; stale_epoch and conflict are
+  // another coordinator's doing and come back as they are.
+  return Retry(
+      what,
+      [&]() -> Status {
+        auto r = admin_.InstallMap(addr->admin, map);
+        return r.ok() ? Status::Ok() : r.status().Annotate(what);
+      },
+      timing);
+}
+
+Status ChangeExecutor::InstallEverywhere(const PartitionMap& map, ChangeTiming* timing) {
+  for (const auto& [pod, addr] : map.peers()) {
+    SHOAL_RETURN_IF_ERROR(InstallOn(PodName(pod), map, timing));
+  }
+  return Status::Ok();
+}
+
+Result<PartitionMap> ChangeExecutor::Apply(const PartitionMap& current, const PartitionMap& target,
+                                           ChangeTiming* timing) {
+  ChangeTiming local;
+  if (!timing) timing = &local;
+  if (target.epoch().value() <= current.epoch().value()) {
+    return Status::InvalidArgument("the target map is not newer than the current one");
+  }
+  // 0: the successors' owners create their files before anything is sealed, so the pause
+  // holds no file creation. Best effort: InstallMap opens whatever was not prepared.
+  std::set<std::string> first;
+  for (const auto& p : target.partitions()) {
+    if (p.active() && !current.Find(p.id)) first.insert(p.owner.value());
+  }
+  // The owners of what the target retires check the retirement against every group the topic
+  // knows; they go before anyone else sees the map, so a refused retirement changes nothing.
+  // A leaving pod whose peer entry the target drops gets it too, at its current address.
+  std::map<std::string, PeerAddress> retiring;
+  for (const auto& p : current.partitions()) {
+    if (target.Find(p.id)) continue;
+    const PeerAddress* addr = target.Peer(p.owner) ? target.Peer(p.owner) : current.Peer(p.owner);
+    if (addr) retiring.emplace(p.owner.value(), *addr);
+  }
+  for (const auto& pod : first) {
+    if (const PeerAddress* addr = target.Peer(PodName(pod))) {
+      (void)Retry(
+          "preparing " + pod, [&] { return admin_.Prepare(addr->admin, target); }, timing);
+    }
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  PartitionMap installed = target;
+  // 1 and 2: seal the parents at their owners, record their final end offsets.
+  for (const auto& p : target.partitions()) {
+    const PartitionInfo* before = current.Find(p.id);
+    if (p.active() || !before || !before->active()) continue;
+    const PeerAddress* addr = target.Peer(p.owner);
+    if (!addr) return Status::InvalidArgument("no address for pod " + p.owner.value());
+    uint64_t end = 0;
+    Status st = Retry(
+        "sealing partition " + std::to_string(p.id.value()),
+        [&]() -> Status {
+          auto r = admin_.Seal(addr->admin, target, p.id);
+          if (!r.ok()) return r.status();
+          end = *r;
+          return Status::Ok();
+        },
+        timing);
+    if (!st.ok()) return st;
+    auto with_end = installed.WithEndOffset(p.id, end);
+    if (!with_end.ok()) return with_end.status();
+    installed = std::move(with_end).value();
+  }
+  timing->seal_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  // 3: the retiring owners, then the successors' owners: from then on the successors take
+  // writes.
+  for (const auto& [pod, addr] : retiring) {
+    SHOAL_RETURN_IF_ERROR(InstallAt(PodName(pod), addr, installed, timing));
+  }
+  for (const auto& pod : first) {
+    if (!retiring.count(pod)) SHOAL_RETURN_IF_ERROR(InstallOn(PodName(pod), installed, timing));
+  }
+  const auto t_active = std::chrono::steady_clock::now();
+  // 4: everyone else.
+  for (const auto& [pod, addr] : installed.peers()) {
+    if (!first.count(pod) && !retiring.count(pod)) {
+      SHOAL_RETURN_IF_ERROR(InstallOn(PodName(pod), installed, timing));
+    }
+  }
+  const auto t_done = std::chrono::steady_clock::now();
+  timing->pause_ms = std::chrono::duration<double, std::milli>(t_active - t0).count();
+  timing->total_ms = std::chrono::duration<double, std::milli>(t_done - t0).count();
+  return installed;
+}
+
+}  // namespace shoal::control

@@ -1,0 +1,697 @@
+#include "shoal/control/control_loop.h"
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <set>
+#include <thread>
+
+#include "loop/control_probe.h"
+#include "shoal/control/retirement.h"
+#include "shoal/common/json.h"
+#include "shoal/common/logging.h"
+
+namespace shoal::control {
+
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+std::chrono::seconds Horizon(const TopicSpec& spec) {
+  return std::chrono::seconds(std::max(spec.scale_down.stabilization_window_seconds,
+                                       spec.scale_up.stabilization_window_seconds) +
+                              60);
+}
+
+// The kind of a change step, for metrics and logs.
+std::string ChangeKind(const PlanStep& s) {
+  if (!s.splits.empty()) return "split";
+  if (!s.merges.empty()) return "merge";
+  if (s.retire) return "retire";
+  return "move";
+}
+
+std::string StepKind(const PlanStep& s) {
+  return s.kind == PlanStep::Kind::kChange ? ChangeKind(s) : std::string(ToString(s.kind));
+}
+
+void AppendDecision(std::string& o, const DecisionRecord& d) {
+  o += "{\"at_ms\":";
+  json::AppendInt(o, d.at_ms);
+  o += ",\"kinds\":[";
+  for (size_t i = 0; i < d.kinds.size(); ++i) {
+    if (i) o += ',';
+    json::AppendString(o, d.kinds[i]);
+  }
+  o += "],\"partitions\":";
+  json::AppendUint(o, d.partitions);
+  o += ",\"replicas\":";
+  json::AppendUint(o, d.replicas);
+  o += ",\"reason\":";
+  json::AppendString(o, d.reason);
+  o += '}';
+}
+
+bool SamePartitions(const PartitionMap& a, const PartitionMap& b) {
+  return a.partitions() == b.partitions() && a.peers() == b.peers();
+}
+
+}  // namespace
+
+ControlLoop::ControlLoop(TopicSpec spec, Platform& platform, Observer& observer,
+                         client::AdminPlane& admin, Clock& clock, ControlLoopOptions options)
+    : spec_(std::move(spec)),
+      platform_(platform),
+      observer_(observer),
+      admin_(admin),
+      clock_(clock),
+      opts_(options),
+      change_probe_(spec_.name),
+      probe_(std::make_unique<ControlProbe>(*change_probe_.registry(), spec_.name)),
+      executor_(admin, options.executor),
+      history_(Horizon(spec_)) {
+  probe_->Limits(spec_.partitions.max);
+}
+
+ControlLoop::~ControlLoop() = default;
+
+std::shared_ptr<prometheus::Registry> ControlLoop::registry() const {
+  return change_probe_.registry();
+}
+
+Status ControlLoop::Start() {
+  auto text = platform_.LoadState();
+  if (text.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    SHOAL_RETURN_IF_ERROR(LoadState(*text));
+    Logger("control")->info("msg=\"resumed control state\" topic={} epoch={} plan={} next_step={}",
+                            spec_.name, map_.epoch().value(),
+                            plan_ ? std::to_string(plan_->id) : "none", plan_ ? plan_->next : 0);
+    return Status::Ok();
+  }
+  if (text.status().code() != Status::Code::kNotFound) return text.status();
+  // A new topic: its first pods. The initial map goes out once they are ready (Bootstrap).
+  const uint32_t pods = std::max<uint32_t>(
+      1, std::min(spec_.replicas.min, std::max<uint32_t>(1, spec_.partitions.initial)));
+  if (platform_.DesiredPods() < pods) SHOAL_RETURN_IF_ERROR(platform_.SetDesiredPods(pods));
+  Logger("control")->info("msg=\"new topic: starting pods\" topic={} pods={} partitions={}",
+                          spec_.name, pods, spec_.partitions.initial);
+  return Status::Ok();
+}
+
+void ControlLoop::UpdateSpec(TopicSpec spec) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_spec_ = std::move(spec);  // taken by the next Tick, on the loop's thread
+}
+
+std::map<std::string, PeerAddress> ControlLoop::ReadyPeers(const std::vector<PodInfo>& pods) const {
+  std::map<std::string, PeerAddress> peers;
+  for (const auto& p : pods) {
+    if (p.ready && !p.draining) peers[p.name.value()] = p.address;
+  }
+  return peers;
+}
+
+Status ControlLoop::Bootstrap(const std::vector<PodInfo>& pods) {
+  const uint32_t want = std::max<uint32_t>(1, platform_.DesiredPods());
+  std::vector<PodName> owners;
+  PartitionMap map;
+  for (const auto& p : pods) {
+    if (p.ordinal < want && p.ready) owners.push_back(p.name);
+  }
+  if (owners.size() < want) {
+    return Status::Unavailable("waiting for the first pods: " + std::to_string(owners.size()) +
+                               " of " + std::to_string(want) + " ready");
+  }
+  auto initial = PartitionMap::Initial(spec_.name, spec_.partitions.initial, owners);
+  if (!initial.ok()) return initial.status();
+  map = *initial;
+  for (const auto& p : pods) {
+    if (p.ordinal < want) map = map.WithPeer(p.name, p.address);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    map_ = map;
+    bootstrapped_ = true;
+  }
+  // Saved before it is sent: a restarted loop re-installs this map rather than inventing one.
+  SHOAL_RETURN_IF_ERROR(Save());
+  SHOAL_RETURN_IF_ERROR(executor_.InstallEverywhere(map));
+  Logger("control")->info("msg=\"topic created\" topic={} partitions={} pods={} epoch={}",
+                          spec_.name, map.active_count(), owners.size(), map.epoch().value());
+  return Status::Ok();
+}
+
+Status ControlLoop::Tick() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (pending_spec_) {
+      spec_ = std::move(*pending_spec_);
+      pending_spec_.reset();
+      if (history_.horizon() != Horizon(spec_)) history_.SetHorizon(Horizon(spec_));
+      probe_->Limits(spec_.partitions.max);
+    }
+  }
+  auto listed = platform_.ListPods();
+  if (!listed.ok()) return listed.status().Annotate("listing pods");
+  const std::vector<PodInfo>& pods = *listed;
+  uint32_t ready = 0;
+  for (const auto& p : pods) ready += p.ready ? 1 : 0;
+  if (!bootstrapped_) {
+    Status st = Bootstrap(pods);
+    if (!st.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      last_error_ = st.message();
+    }
+    return st;
+  }
+
+  // Observe every tick, plan or not, so the windows of the policy stay filled.
+  Observation o = observer_.Observe(map_, pods);
+  double arrival = 0, lag = 0;
+  for (const auto& [id, load] : o.partitions) {
+    if (load.active) arrival += load.rate;
+    lag += static_cast<double>(load.lag);
+  }
+  probe_->Observed(arrival, lag, o.missing.size());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, load] : o.partitions) {
+      if (load.active) last_rates_[id] = load.rate;
+    }
+    history_.Add(o);
+    observed_ = Observed{
+        .arrival_rate = arrival, .lag = lag, .missing = o.missing.size(), .ready_pods = ready};
+  }
+
+  const auto now = clock_.SteadyNow();
+  Status result = Status::Ok();
+  if (plan_) {
+    if (now >= retry_at_) {
+      // RunStep works on a copy; StatusJson readers see the plan only under mu_.
+      PlanStep step = plan_->steps[plan_->next];
+      if (step_started_ == SteadyClock::time_point{}) step_started_ = now;
+      const auto t0 = SteadyClock::now();
+      const uint64_t generation = plan_generation_;
+      Status st = RunStep(step, pods);
+      if (plan_generation_ != generation) {
+        // Reconcile dropped this plan or took over another coordinator's: the step is not ours
+        // to write back, and its failure is theirs to retry.
+        retry_at_ = now;
+        return st;
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        plan_->steps[plan_->next] = step;
+      }
+      const double seconds = std::chrono::duration<double>(SteadyClock::now() - t0).count();
+      const std::string kind = StepKind(step);
+      if (st.ok() && step.state == PlanStep::State::kDone) {
+        probe_->StepFinished(kind, true, seconds);
+        Logger("control")->info(
+            "msg=\"plan step done\" plan={} step={} kind={} what=\"{}\" "
+            "epoch={} seconds={:.3f}",
+            plan_->id, plan_->next, kind, step.what, map_.epoch().value(), seconds);
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          ++plan_->next;
+          backoff_ = std::chrono::milliseconds(0);
+          step_started_ = {};
+          last_error_.clear();
+          if (plan_->done()) {
+            Logger("control")->info("msg=\"plan done\" plan={} epoch={} partitions={}", plan_->id,
+                                    map_.epoch().value(), map_.active_count());
+            plan_.reset();
+          }
+        }
+        SHOAL_RETURN_IF_ERROR(Save());
+      } else if (!st.ok()) {
+        // Failing: report, back off, try again; a step is never skipped.
+        probe_->StepFinished(kind, false, seconds);
+        backoff_ =
+            std::min(opts_.backoff_max, backoff_.count() == 0 ? opts_.backoff_start : backoff_ * 2);
+        retry_at_ = now + backoff_;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          PlanStep& held = plan_->steps[plan_->next];
+          ++held.attempts;
+          held.last_error = st.message();
+          step = held;
+          last_error_ = "plan " + std::to_string(plan_->id) + " step " +
+                        std::to_string(plan_->next) + " (" + step.what + "): " + st.message();
+        }
+        Logger("control")->warn(
+            "msg=\"plan step failed; retrying\" plan={} step={} kind={} "
+            "attempt={} backoff_ms={} reason=\"{}\"",
+            plan_->id, plan_->next, kind, step.attempts, backoff_.count(), st.message());
+        (void)Save();
+        result = st;
+      }
+    }
+  } else {
+    Decide(pods);
+    if (!plan_ && now - last_retire_check_ >= opts_.retire_every) {
+      last_retire_check_ = now;
+      (void)InstallOnLaggingPods(pods);
+      auto retirable = OneHoldersRetirement(map_, Retirable(pods));
+      if (!retirable.empty()) {
+        Plan p;
+        p.reason = std::to_string(retirable.size()) +
+                   " sealed partition(s) consumed by every group: retire them";
+        PlanStep s;
+        s.kind = PlanStep::Kind::kChange;
+        s.what = "retire " + std::to_string(retirable.size()) + " consumed sealed partition(s)";
+        s.retire = true;
+        s.pods = std::max<uint32_t>(platform_.DesiredPods(), 1);
+        p.steps.push_back(std::move(s));
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          p.id = next_plan_id_++;
+          plan_ = std::move(p);
+        }
+        SHOAL_RETURN_IF_ERROR(Save());
+      }
+    }
+  }
+  const size_t sealed = map_.partitions().size() - map_.active_count();
+  probe_->State(map_.active_count(), sealed, platform_.DesiredPods(), ready, plan_.has_value());
+  return result;
+}
+
+void ControlLoop::Decide(const std::vector<PodInfo>& pods) {
+  (void)pods;
+  const uint32_t replicas = std::max<uint32_t>(1, platform_.DesiredPods());
+  TopicSpec spec;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    spec = spec_;
+  }
+  Decision d = control::Decide(spec, history_, map_, replicas, clock_.SteadyNow());
+  const double unix_s = static_cast<double>(clock_.NowMs()) / 1000.0;
+  for (const auto& k : d.kinds) probe_->Decided(k, unix_s);
+  std::optional<Plan> plan;
+  if (!d.holds()) {
+    plan = MakePlan(map_, d, replicas);
+    if (plan->steps.empty()) plan.reset();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_decision_ = DecisionRecord{.at_ms = clock_.NowMs(),
+                                    .kinds = d.kinds,
+                                    .partitions = d.partitions,
+                                    .replicas = d.replicas,
+                                    .reason = d.reason};
+    if (!plan) return;
+    plan->id = next_plan_id_++;
+    plan_ = plan;
+  }
+  std::string steps;
+  for (const auto& s : plan->steps) steps += (steps.empty() ? "" : " | ") + s.what;
+  Logger("control")->info(
+      "msg=\"decision\" topic={} plan={} partitions={}->{} replicas={}->{} "
+      "reason=\"{}\" steps=\"{}\"",
+      spec.name, plan->id, map_.active_count(), d.partitions, replicas, d.replicas, d.reason,
+      steps);
+  step_started_ = {};
+  // The plan is saved before its first step runs (next Tick).
+  Status st = Save();
+  if (!st.ok()) {
+    Logger("control")->error("msg=\"cannot save the plan; dropping it\" reason=\"{}\"",
+                             st.message());
+    std::lock_guard<std::mutex> lock(mu_);
+    plan_.reset();
+  }
+}
+
+Status ControlLoop::RunStep(PlanStep& step, const std::vector<PodInfo>& pods) {
+  switch (step.kind) {
+    case PlanStep::Kind::kChange:
+      return RunChange(step, pods);
+    case PlanStep::Kind::kSetPods:
+      SHOAL_RETURN_IF_ERROR(platform_.SetDesiredPods(step.pods));
+      step.state = PlanStep::State::kDone;
+      return Status::Ok();
+    case PlanStep::Kind::kWaitReady: {
+      uint32_t ready = 0;
+      for (const auto& p : pods) ready += (p.ordinal < step.pods && p.ready) ? 1 : 0;
+      if (ready >= step.pods) {
+        step.state = PlanStep::State::kDone;
+        return Status::Ok();
+      }
+      if (clock_.SteadyNow() - step_started_ > opts_.ready_timeout) {
+        return Status::Unavailable(std::to_string(ready) + " of " + std::to_string(step.pods) +
+                                   " pods ready after " +
+                                   std::to_string(opts_.ready_timeout.count()) + " s");
+      }
+      return Status::Ok();  // waiting
+    }
+    case PlanStep::Kind::kWaitConsumed: {
+      std::set<uint32_t> retirable;
+      for (PartitionId id : Retirable(pods)) retirable.insert(id.value());
+      size_t waiting = 0;
+      for (const auto& p : map_.partitions()) {
+        const int64_t o = OrdinalOf(spec_.name, p.owner);
+        if (o < step.pods) continue;
+        if (p.active()) {
+          return Status::FailedPrecondition("pod " + p.owner.value() +
+                                            " still owns active partition " +
+                                            std::to_string(p.id.value()));
+        }
+        waiting += retirable.count(p.id.value()) ? 0 : 1;
+      }
+      if (waiting == 0) step.state = PlanStep::State::kDone;
+      return Status::Ok();
+    }
+    case PlanStep::Kind::kDrain:
+      for (const auto& p : pods) {
+        if (p.ordinal >= step.pods) SHOAL_RETURN_IF_ERROR(platform_.DrainPod(p.name));
+      }
+      step.state = PlanStep::State::kDone;
+      return Status::Ok();
+  }
+  return Status::Internal("unknown plan step");
+}
+
+Status ControlLoop::RunChange(PlanStep& step, const std::vector<PodInfo>& pods) {
+  if (step.target.empty()) {
+    std::vector<PartitionId> retirable;
+    // One pod's partitions per change (retirement.h); the step repeats until none is left.
+    if (step.retire) retirable = OneHoldersRetirement(map_, Retirable(pods));
+    std::map<uint32_t, double> rates;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      rates = last_rates_;
+    }
+    auto target = ResolveChange(step, map_, rates, retirable, ReadyPeers(pods));
+    if (!target.ok()) return target.status().Annotate("resolving \"" + step.what + "\"");
+    if (SamePartitions(*target, map_)) {  // nothing left to do (say, already balanced)
+      step.state = PlanStep::State::kDone;
+      return Status::Ok();
+    }
+    // After a refusal by fencing, the next try is at a later epoch than the refused one.
+    if (target->epoch() < epoch_floor_) target = target->WithEpoch(epoch_floor_);
+    step.target = target->ToJson();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      plan_->steps[plan_->next].target = step.target;
+    }
+    // Persisted before any sidecar sees it: a restart applies this very target.
+    SHOAL_RETURN_IF_ERROR(Save());
+  }
+  auto target = PartitionMap::FromJson(step.target);
+  if (!target.ok()) return target.status().Annotate("the saved target of \"" + step.what + "\"");
+  if (target->epoch() <= map_.epoch()) {  // applied and saved before a restart
+    step.state = PlanStep::State::kDone;
+    return Status::Ok();
+  }
+  ChangeTiming timing;
+  auto applied = executor_.Apply(map_, *target, &timing);
+  const std::string kind = ChangeKind(step);
+  if (!applied.ok()) {
+    change_probe_.Failed(kind);
+    if (IsFencing(applied.status())) {
+      return Reconcile(step, applied.status(), pods, target->epoch());
+    }
+    return applied.status();
+  }
+  change_probe_.Applied(kind, timing.pause_ms / 1000, timing.total_ms / 1000,
+                        applied->epoch().value());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    map_ = std::move(applied).value();
+  }
+  step.target.clear();  // the map now holds it, with the parents' end offsets
+  // A retirement step goes on with the next pod's partitions at the next tick; it is done when
+  // resolving it changes nothing.
+  if (!step.retire) step.state = PlanStep::State::kDone;
+  return Status::Ok();
+}
+
+Status ControlLoop::InstallOnLaggingPods(const std::vector<PodInfo>& pods) {
+  // A pod that restarted from an old disk, or missed an install while it was down, gets the
+  // current map again (the change executor gave up on it only after its step timeout).
+  for (const auto& p : pods) {
+    if (!p.ready || !map_.Peer(p.name)) continue;
+    auto held = admin_.GetMap(p.address.admin);
+    if (!held.ok() || held->epoch() >= map_.epoch()) continue;
+    Logger("control")->info("msg=\"re-installing the current map\" pod={} held={} current={}",
+                            p.name.value(), held->epoch().value(), map_.epoch().value());
+    SHOAL_RETURN_IF_ERROR(executor_.InstallOn(p.name, map_));
+  }
+  return Status::Ok();
+}
+
+std::vector<PartitionId> ControlLoop::Retirable(const std::vector<PodInfo>& pods) {
+  bool any_sealed = false;
+  for (const auto& p : map_.partitions()) any_sealed |= !p.active();
+  if (!any_sealed) return {};
+  // Every pod of the map: the topic's groups are the union of all their registries.
+  std::map<std::string, AdminPartitionsReport> reports;
+  for (const auto& pod : pods) {
+    if (!pod.ready || !map_.Peer(pod.name)) continue;
+    auto report = observer_.PartitionsOf(pod);
+    if (!report.ok()) return {};  // that pod's groups are unknown: wait for the next check
+    reports.emplace(pod.name.value(), std::move(report).value());
+  }
+  return RetirablePartitions(map_, reports);
+}
+
+bool ControlLoop::IsFencing(const Status& st) {
+  return st.code() == Status::Code::kConflict || st.code() == Status::Code::kStaleEpoch;
+}
+
+// Stop and re-read (invariant 5): a sidecar answered that another map holds the epoch, or that a
+// partition is sealed for another change. Some other coordinator acted; this one's record may be
+// behind the authority's, or the sidecars may have moved on without it. Nothing is counted as
+// done: the record is read again and, failing that, the newest map the sidecars hold is taken
+// over; only when neither is newer is the step tried again, at a later epoch than the refused
+// one, so it cannot collide with the same change again.
+Status ControlLoop::Reconcile(PlanStep& step, const Status& why, const std::vector<PodInfo>& pods,
+                              Epoch tried) {
+  Logger("control")->warn(
+      "msg=\"another coordinator acted; re-reading before planning again\" topic={} "
+      "reason=\"{}\"",
+      spec_.name, why.message());
+  auto text = platform_.LoadState();
+  if (text.ok()) {
+    std::string mine;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      mine = StateJsonLocked();
+    }
+    if (StateSummary(*text) != StateSummary(mine)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      plan_.reset();
+      ++plan_generation_;
+      SHOAL_RETURN_IF_ERROR(LoadState(*text));
+      step_started_ = {};
+      last_error_ = "took over the control state another coordinator saved: " + why.message();
+      return Status::Conflict(last_error_);
+    }
+  }
+  std::optional<PartitionMap> newest;
+  for (const auto& p : pods) {
+    if (!p.ready) continue;
+    auto held = admin_.GetMap(p.address.admin);
+    if (!held.ok() || held->epoch() <= map_.epoch()) continue;
+    if (!newest || held->epoch() > newest->epoch()) newest = std::move(held).value();
+  }
+  if (newest) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      map_ = *newest;
+      plan_.reset();
+      ++plan_generation_;
+      step_started_ = {};
+      last_error_ = "took over epoch " + std::to_string(newest->epoch().value()) +
+                    ", which the sidecars hold: " + why.message();
+    }
+    SHOAL_RETURN_IF_ERROR(Save());
+    return Status::Conflict(last_error_);
+  }
+  epoch_floor_ = Epoch(std::max(epoch_floor_.value(), tried.value() + 1));
+  step.target.clear();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (plan_) plan_->steps[plan_->next].target.clear();
+  }
+  SHOAL_RETURN_IF_ERROR(Save());
+  return why;
+}
+
+std::string ControlLoop::StateSummary(std::string_view state) {
+  simdjson::dom::parser parser;
+  simdjson::padded_string padded(state);
+  simdjson::dom::element doc;
+  if (parser.parse(padded).get(doc)) return "unreadable";
+  uint64_t epoch = 0, plan = 0, next = 0;
+  if (doc["map"]["epoch"].get(epoch)) epoch = 0;
+  if (doc["plan"]["id"].get(plan)) plan = 0;
+  if (doc["next_plan_id"].get(next)) next = 0;
+  std::string digest;
+  simdjson::dom::element map;
+  if (!doc["map"].get(map) && !map.is_null()) {
+    auto m = PartitionMap::FromJson(simdjson::minify(map));
+    if (m.ok()) digest = m->Digest();
+  }
+  return std::to_string(epoch) + "/" + digest + "/" + std::to_string(plan) + "/" +
+         std::to_string(next);
+}
+
+// ---------------------------------------------------------------------------------------------
+// State
+
+Status ControlLoop::Save() {
+  std::string json;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    json = StateJsonLocked();
+  }
+  Status st = platform_.SaveState(json);
+  if (st.code() == Status::Code::kConflict) {
+    // Another coordinator recorded its state since this one last wrote or read it: that record
+    // is the authority now (invariant 5). Take it over rather than overwrite it; whatever this
+    // loop was about to do is dropped, and the next tick plans from the record.
+    auto text = platform_.LoadState();
+    if (text.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      plan_.reset();
+      Status loaded = LoadState(*text);
+      last_error_ = "took over the control state another coordinator saved: " + st.message();
+      Logger("control")->warn("msg=\"{}\" loaded=\"{}\"", last_error_, loaded.ToString());
+    }
+  }
+  return st;
+}
+
+std::string ControlLoop::StateJsonLocked() const {
+  std::string o = "{\"version\":1,\"topic\":";
+  json::AppendString(o, spec_.name);
+  o += ",\"map\":";
+  o += bootstrapped_ ? map_.ToJson() : "null";
+  o += ",\"plan\":";
+  o += plan_ ? PlanToJson(*plan_) : "null";
+  o += ",\"next_plan_id\":";
+  json::AppendUint(o, next_plan_id_);
+  o += ",\"last_decision\":";
+  AppendDecision(o, last_decision_);
+  o += '}';
+  return o;
+}
+
+Status ControlLoop::LoadState(std::string_view text) {
+  simdjson::dom::parser parser;
+  simdjson::padded_string padded(text);
+  simdjson::dom::element doc;
+  if (auto err = parser.parse(padded).get(doc); err) {
+    return Status::InvalidArgument(std::string("control state is not JSON: ") +
+                                   simdjson::error_message(err));
+  }
+  uint64_t version = 0;
+  std::string_view topic;
+  simdjson::dom::element map, plan;
+  if (doc["version"].get(version) || doc["topic"].get(topic) || doc["map"].get(map) ||
+      doc["plan"].get(plan) || doc["next_plan_id"].get(next_plan_id_)) {
+    return Status::InvalidArgument("control state needs version, topic, map, plan, next_plan_id");
+  }
+  if (version != 1) {
+    return Status::InvalidArgument("control state version " + std::to_string(version) +
+                                   " is not 1");
+  }
+  if (topic != spec_.name) {
+    return Status::InvalidArgument("the control state is of topic \"" + std::string(topic) +
+                                   "\", not \"" + spec_.name + "\"");
+  }
+  if (!map.is_null()) {
+    auto m = PartitionMap::FromJson(simdjson::minify(map));
+    if (!m.ok()) return m.status().Annotate("control state map");
+    map_ = std::move(m).value();
+    bootstrapped_ = true;
+  }
+  if (!plan.is_null()) {
+    auto p = PlanFromJson(simdjson::minify(plan));
+    if (!p.ok()) return p.status().Annotate("control state plan");
+    plan_ = std::move(p).value();
+    if (plan_->done()) plan_.reset();
+  }
+  simdjson::dom::element last;
+  if (doc["last_decision"].get(last) == simdjson::SUCCESS) {
+    std::string_view reason;
+    int64_t at = 0;
+    uint64_t parts = 0, reps = 0;
+    simdjson::dom::array kinds;
+    if (!last["at_ms"].get(at) && !last["reason"].get(reason) && !last["partitions"].get(parts) &&
+        !last["replicas"].get(reps) && !last["kinds"].get(kinds)) {
+      last_decision_.at_ms = at;
+      last_decision_.reason = std::string(reason);
+      last_decision_.partitions = static_cast<uint32_t>(parts);
+      last_decision_.replicas = static_cast<uint32_t>(reps);
+      for (auto k : kinds) {
+        std::string_view s;
+        if (!k.get(s)) last_decision_.kinds.emplace_back(s);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+std::string ControlLoop::StatusJson() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const size_t sealed = map_.partitions().size() - map_.active_count();
+  std::string o = "{\"topic\":";
+  json::AppendString(o, spec_.name);
+  o += ",\"epoch\":";
+  json::AppendUint(o, map_.epoch().value());
+  o += ",\"partitions\":{\"active\":";
+  json::AppendUint(o, map_.active_count());
+  o += ",\"sealed\":";
+  json::AppendUint(o, sealed);
+  o += "},\"pods\":{\"desired\":";
+  json::AppendUint(o, platform_.DesiredPods());
+  o += ",\"in_map\":";
+  json::AppendUint(o, map_.peers().size());
+  o += "},\"plan\":";
+  o += plan_ ? PlanToJson(*plan_) : "null";
+  o += ",\"last_error\":";
+  json::AppendString(o, last_error_);
+  o += ",\"last_decision\":";
+  AppendDecision(o, last_decision_);
+  o += '}';
+  return o;
+}
+
+bool ControlLoop::plan_in_progress() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return plan_.has_value();
+}
+
+ControlLoop::Observed ControlLoop::last_observed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return observed_;
+}
+
+DecisionRecord ControlLoop::last_decision() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_decision_;
+}
+
+PartitionMap ControlLoop::map() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return map_;
+}
+
+void ControlLoop::Run(const std::atomic<bool>& stop) {
+  while (!stop.load()) {
+    const auto t0 = SteadyClock::now();
+    Status st = Tick();
+    if (!st.ok() && st.code() != Status::Code::kUnavailable) {
+      Logger("control")->warn("msg=\"tick\" reason=\"{}\"", st.message());
+    }
+    // Wait for the rest of the interval, waking early when asked to stop.
+    while (!stop.load() && SteadyClock::now() - t0 < opts_.interval) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+}
+
+}  // namespace shoal::control

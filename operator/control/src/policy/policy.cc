@@ -1,0 +1,647 @@
+#include "shoal/control/policy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <queue>
+
+namespace shoal::control {
+
+namespace {
+
+using std::chrono::seconds;
+
+// A heaviest key below this share is treated as part of the spread load: uniform keys each have
+// a tiny share, and the sketch's counts are upper bounds.
+constexpr double kHotKeyShare = 0.05;
+
+std::string Num(double v) {
+  char buf[32];
+  if (v >= 100) {
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.3g", v);
+  }
+  // Thousands separators make rates readable in logs and status.
+  std::string s = buf;
+  auto dot = s.find('.');
+  int end = static_cast<int>(dot == std::string::npos ? s.size() : dot);
+  for (int i = end - 3; i > (s[0] == '-' ? 1 : 0); i -= 3) s.insert(static_cast<size_t>(i), ",");
+  return s;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// LoadHistory
+
+LoadHistory::LoadHistory(std::chrono::seconds horizon)
+    : horizon_(std::max(horizon, seconds(1))),
+      bucket_(std::max<seconds>(seconds(1), horizon_ / 20)) {}
+
+void LoadHistory::SetHorizon(std::chrono::seconds horizon) {
+  horizon_ = std::max(horizon, seconds(1));
+  bucket_ = std::max<seconds>(seconds(1), horizon_ / 20);
+}
+
+void LoadHistory::Add(const Observation& o) {
+  if (!first_at_) first_at_ = o.at;
+  Sample s;
+  s.at = o.at;
+  s.complete = o.complete();
+  double cpu_sum = 0;
+  for (const auto& [pod, u] : o.cpu_utilization) cpu_sum += u;
+  if (!o.cpu_utilization.empty()) {
+    s.cpu = cpu_sum / static_cast<double>(o.cpu_utilization.size());
+    s.cpu_pods = static_cast<uint32_t>(o.cpu_utilization.size());
+  }
+  for (const auto& [id, load] : o.partitions) {
+    s.max_lag = std::max(s.max_lag, load.lag);
+    s.total_lag += load.lag;
+    if (!load.active) continue;
+    s.total_rate += load.rate;
+    ++s.active;
+    auto [it, fresh] = partitions_.try_emplace(id);
+    PartitionHistory& h = it->second;
+    if (fresh) {
+      h.first_seen = h.known_since = o.at;
+      Inherit(h, load.parents);
+    }
+    if (!fresh) h.previous_rate = h.last.rate;
+    h.last = load;
+    h.last_at = o.at;
+    const SteadyTime start = GridStart(o.at);
+    if (h.buckets.empty() || h.buckets.back().start < start) {
+      h.buckets.push_back({start, load.rate, load.rate});
+    } else {
+      auto& b = h.buckets.back();
+      b.low = b.inherited ? load.rate : std::min(b.low, load.rate);
+      b.peak = std::max(b.peak, load.rate);
+      b.inherited = false;
+    }
+    while (h.buckets.size() > 1 && o.at - h.buckets[1].start > horizon_) h.buckets.pop_front();
+  }
+  if (!s.complete) {
+    last_incomplete_ = o.at;
+    last_missing_ = o.missing;
+  }
+  samples_.push_back(s);
+  while (samples_.size() > 1 && o.at - samples_[1].at > horizon_) samples_.pop_front();
+  // Partitions not seen for a whole horizon are gone (retired or changed away).
+  for (auto it = partitions_.begin(); it != partitions_.end();) {
+    it = (o.at - it->second.last_at > horizon_) ? partitions_.erase(it) : std::next(it);
+  }
+}
+
+SteadyTime LoadHistory::GridStart(SteadyTime at) const {
+  const SteadyTime origin = first_at_.value_or(at);
+  if (at <= origin) return origin;
+  return origin + ((at - origin) / bucket_) * bucket_;
+}
+
+// A partition seen for the first time whose parents are all known: its buckets before it existed
+// are the parents' peaks summed (its range lies within theirs, so its load was at most that),
+// known from when all of theirs are. A bucket one parent lacks counts as that parent's highest.
+void LoadHistory::Inherit(PartitionHistory& h, const std::vector<uint32_t>& parents) {
+  if (parents.empty()) return;
+  std::map<SteadyTime, double> sum;
+  std::vector<const PartitionHistory*> from;
+  SteadyTime known{};  // the latest of the parents' known_since
+  for (uint32_t p : parents) {
+    auto it = partitions_.find(p);
+    if (it == partitions_.end() || it->second.buckets.empty()) return;
+    from.push_back(&it->second);
+    known = std::max(known, it->second.known_since);
+  }
+  for (const auto* f : from) {
+    for (const auto& b : f->buckets) sum.try_emplace(b.start, 0.0);
+  }
+  for (const auto* f : from) {
+    double highest = 0;
+    for (const auto& b : f->buckets) highest = std::max(highest, b.peak);
+    auto b = f->buckets.begin();
+    for (auto& [start, total] : sum) {
+      while (b != f->buckets.end() && b->start < start) ++b;
+      total += (b != f->buckets.end() && b->start == start) ? b->peak : highest;
+    }
+  }
+  for (const auto& [start, total] : sum) h.buckets.push_back({start, total, total, true});
+  h.known_since = std::min(h.known_since, known);
+}
+
+std::optional<std::vector<double>> LoadHistory::WindowPeaks(const PartitionHistory& h,
+                                                            SteadyTime since) const {
+  const auto window_peak = h.PeakSince(since);
+  if (!window_peak || samples_.empty()) return std::nullopt;
+  const SteadyTime last = GridStart(samples_.back().at);
+  // A window that starts after the latest sample (a zero-length window, asked later) has that
+  // sample's bucket as its only one.
+  const SteadyTime first = std::min(GridStart(std::max(since, *first_at_)), last);
+  const size_t n = static_cast<size_t>((last - first) / bucket_) + 1;
+  std::vector<double> peaks(n, -1);
+  for (const auto& b : h.buckets) {
+    if (b.start < first) continue;
+    const auto i = static_cast<size_t>((b.start - first) / bucket_);
+    if (i < n) peaks[i] = std::max(peaks[i], b.peak);
+  }
+  // A bucket starting before the window may hold samples inside it (its start is on an older
+  // grid after SetHorizon): it counts for the window's first bucket, erring high.
+  for (const auto& b : h.buckets) {
+    if (b.start < first && b.start + bucket_ > since) peaks[0] = std::max(peaks[0], b.peak);
+  }
+  for (double& p : peaks) {
+    if (p < 0) p = *window_peak;
+  }
+  return peaks;
+}
+
+const LoadHistory::PartitionHistory* LoadHistory::Partition(PartitionId id) const {
+  auto it = partitions_.find(id.value());
+  return it == partitions_.end() ? nullptr : &it->second;
+}
+
+std::optional<double> LoadHistory::PartitionHistory::PeakSince(SteadyTime since) const {
+  if (known_since > since || buckets.empty()) return std::nullopt;
+  // Buckets older than the horizon were dropped: a window reaching further back is unknown.
+  if (buckets.front().start > since && buckets.front().start > known_since) return std::nullopt;
+  double peak = 0;
+  // A bucket that started before `since` may still hold samples after it: count it (the peak
+  // errs high, which only makes scale-down more careful).
+  for (auto it = buckets.rbegin(); it != buckets.rend(); ++it) {
+    peak = std::max(peak, it->peak);
+    if (it->start <= since) break;
+  }
+  return peak;
+}
+
+std::optional<double> LoadHistory::PartitionHistory::LowSince(SteadyTime since) const {
+  if (buckets.empty()) return std::nullopt;
+  // Inherited buckets say nothing about how low this partition's own rate went.
+  std::optional<double> low;
+  for (auto it = buckets.rbegin(); it != buckets.rend(); ++it) {
+    if (!it->inherited) low = std::min(low.value_or(it->low), it->low);
+    if (it->start <= since) break;
+  }
+  return low;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cut points from the observed load
+
+namespace {
+
+// The partition's load as a distribution over its range: a point mass at the heaviest key (when
+// it is heavy enough to matter) plus the rest spread over sixteen buckets, uniform within each.
+struct LoadShape {
+  HashRange range;
+  double mass = 0;  // share of the heaviest key
+  uint64_t hot = 0;
+  std::array<double, kLoadBuckets> weight{};  // the rest, summing to 1 - mass
+
+  LoadShape(const HashRange& r, const PartitionLoad& load) : range(r) {
+    const uint64_t width = r.Width();
+    double sum = 0;
+    for (double b : load.buckets) sum += b;
+    if (load.top_share >= kHotKeyShare && r.Contains(load.top_hash)) {
+      mass = std::min(1.0, load.top_share);
+      hot = load.top_hash;
+    }
+    std::array<double, kLoadBuckets> w{};
+    if (sum > 0) {
+      for (size_t i = 0; i < kLoadBuckets; ++i) w[i] = load.buckets[i] / sum;
+      if (mass > 0) {
+        const size_t hb = static_cast<size_t>((hot - r.lo) * kLoadBuckets / width);
+        w[hb] = std::max(0.0, w[hb] - mass);
+      }
+    } else {
+      w.fill(1.0);
+    }
+    double rest = 0;
+    for (double x : w) rest += x;
+    for (size_t i = 0; i < kLoadBuckets; ++i) {
+      weight[i] = rest > 0 ? w[i] / rest * (1 - mass) : (1 - mass) / kLoadBuckets;
+    }
+  }
+
+  uint64_t BucketLo(size_t i) const { return range.lo + range.Width() * i / kLoadBuckets; }
+
+  // Share of the spread load below x (the point mass not included).
+  double SpreadBelow(uint64_t x) const {
+    double f = 0;
+    for (size_t i = 0; i < kLoadBuckets; ++i) {
+      const uint64_t a = BucketLo(i), b = BucketLo(i + 1);
+      if (a == b) {  // a range narrower than 16 has empty buckets: their load sits at a
+        if (x > a) f += weight[i];
+        continue;
+      }
+      if (x >= b) {
+        f += weight[i];
+      } else {
+        if (x > a) f += weight[i] * static_cast<double>(x - a) / static_cast<double>(b - a);
+        break;
+      }
+    }
+    return f;
+  }
+  // Share of the whole load in [a, b).
+  double Between(uint64_t a, uint64_t b) const {
+    double f = SpreadBelow(b) - SpreadBelow(a);
+    if (mass > 0 && hot >= a && hot < b) f += mass;
+    return f;
+  }
+  // The smallest x with spread-below(x) >= q (q within [0, 1 - mass]).
+  uint64_t SpreadQuantile(double q) const {
+    double f = 0;
+    for (size_t i = 0; i < kLoadBuckets; ++i) {
+      const uint64_t a = BucketLo(i), b = BucketLo(i + 1);
+      if (weight[i] > 0 && f + weight[i] >= q) {
+        const double frac = std::clamp((q - f) / weight[i], 0.0, 1.0);
+        return a + static_cast<uint64_t>(frac * static_cast<double>(b - a));
+      }
+      f += weight[i];
+    }
+    return range.hi;
+  }
+};
+
+}  // namespace
+
+std::vector<uint64_t> LoadQuantileCuts(const HashRange& range, const PartitionLoad& load,
+                                       uint32_t parts) {
+  std::vector<uint64_t> cuts;
+  if (parts < 2 || range.Width() < 2) return cuts;
+  const LoadShape shape(range, load);
+  const double below_hot = shape.mass > 0 ? shape.SpreadBelow(shape.hot) : 0;
+  for (uint32_t j = 1; j < parts; ++j) {
+    const double q = static_cast<double>(j) / parts;
+    uint64_t x;
+    if (shape.mass > 0 && q >= below_hot && q <= below_hot + shape.mass) {
+      // The quantile falls on the hot key: cut on the nearer side of it, isolating it.
+      x = (q - below_hot < shape.mass / 2) ? shape.hot : shape.hot + 1;
+    } else {
+      const double spread_q = (shape.mass > 0 && q > below_hot) ? q - shape.mass : q;
+      x = shape.SpreadQuantile(spread_q);
+      if (shape.mass > 0 && q > below_hot && x <= shape.hot) x = shape.hot + 1;
+    }
+    if (x <= range.lo || x >= range.hi) continue;
+    if (!cuts.empty() && x <= cuts.back()) continue;
+    cuts.push_back(x);
+  }
+  return cuts;
+}
+
+double HeaviestShare(const HashRange& range, const PartitionLoad& load,
+                     const std::vector<uint64_t>& cuts) {
+  const LoadShape shape(range, load);
+  double heaviest = 0;
+  uint64_t a = range.lo;
+  for (size_t i = 0; i <= cuts.size(); ++i) {
+    const uint64_t b = i < cuts.size() ? cuts[i] : range.hi;
+    heaviest = std::max(heaviest, shape.Between(a, b));
+    a = b;
+  }
+  return heaviest;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The decision
+
+namespace {
+
+struct Candidate {
+  const PartitionInfo* info;
+  const LoadHistory::PartitionHistory* history;
+  PartitionLoad load;
+  uint32_t parts = 1;   // pieces the rate asks for
+  uint32_t useful = 1;  // pieces that help (a hot key caps it)
+  double heaviest = 1;  // share of the heaviest piece at `parts`
+  bool halves_known = false;
+};
+
+uint32_t CeilDiv(double a, double b) {
+  if (b <= 0) return 1;
+  return static_cast<uint32_t>(std::max(1.0, std::ceil(a / b - 1e-9)));
+}
+
+}  // namespace
+
+Decision Decide(const TopicSpec& spec, const LoadHistory& history, const PartitionMap& map,
+                uint32_t replicas, SteadyTime now) {
+  Decision d;
+  const double target = spec.scaling.events_per_second_per_partition;
+  const double up_tol = spec.scale_up.tolerance, down_tol = spec.scale_down.tolerance;
+  const uint32_t pmin = spec.partitions.min, pmax = spec.partitions.max;
+  const uint32_t rmin = spec.replicas.min, rmax = spec.replicas.max;
+  const uint32_t ppr = std::max<uint32_t>(1, spec.scaling.partitions_per_replica);
+  const seconds up_window(spec.scale_up.stabilization_window_seconds);
+  const seconds down_window(spec.scale_down.stabilization_window_seconds);
+  const uint32_t active = static_cast<uint32_t>(map.active_count());
+  std::vector<std::string> why;
+  const double cpu_target = spec.scaling.cpu_utilization_percent / 100.0;
+
+  // The latest load of every active partition; partitions without one are unknown.
+  std::vector<Candidate> known;
+  std::vector<uint32_t> unknown;
+  double total_rate = 0;
+  const SteadyTime latest = history.samples().empty() ? now : history.samples().back().at;
+  known.reserve(active);
+  for (uint32_t index : map.active_in_order()) {
+    const PartitionInfo& info = map.partitions()[index];
+    const auto* h = history.Partition(info.id);
+    if (!h || h->last_at < latest) {
+      unknown.push_back(info.id.value());
+      continue;
+    }
+    Candidate c{.info = &info, .history = h, .load = h->last};
+    // A scale-up window asks the rate to have stayed high for the whole window, unless it was
+    // more than twice the target at the last two observations: a surge takes the fast path, sized
+    // by its latest rate. (One observation is not enough: the first of a surge usually holds only
+    // part of it, and a split sized by that part would need a second one.)
+    double rate = h->last.rate;
+    const bool surge = rate > 2 * target && h->previous_rate && *h->previous_rate > 2 * target;
+    if (up_window.count() > 0 && !surge) {
+      rate = std::min(rate, h->LowSince(now - up_window).value_or(rate));
+    }
+    c.load.rate = rate;
+    total_rate += h->last.rate;
+    known.push_back(c);
+  }
+
+  // 1. Splits: each partition above its target by more than the tolerance asks for
+  //    ceil(rate / target) pieces, cut at its load quantiles; a piece count that cannot lower the
+  //    heaviest piece below the rate / (1 + tolerance) is pointless (a hot key).
+  std::vector<std::string> hot_notes;
+  uint32_t wanted_extra = 0;
+  for (auto& c : known) {
+    if (c.load.rate <= target * (1 + up_tol)) continue;
+    c.parts = CeilDiv(c.load.rate, target);
+    auto cuts = LoadQuantileCuts(c.info->range, c.load, c.parts);
+    c.useful = static_cast<uint32_t>(cuts.size()) + 1;
+    c.heaviest = HeaviestShare(c.info->range, c.load, cuts);
+    if (c.useful < 2 || c.heaviest * (1 + up_tol) >= 1) {
+      c.useful = 1;
+      if (hot_notes.size() < 3) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf,
+                      "partition %u carries %s ev/s, %.0f%% of it one key (hash %u): splitting "
+                      "cannot spread one key",
+                      c.info->id.value(), Num(c.load.rate).c_str(), c.load.top_share * 100,
+                      c.load.top_hash);
+        hot_notes.push_back(buf);
+      }
+      continue;
+    }
+    wanted_extra += c.useful - 1;
+  }
+
+  // 2. Replicas the load asks for now (scale-up side): partitions per replica, CPU, lag.
+  const auto& samples = history.samples();
+  // The pods whose CPU the sample measured, scaled by their utilization over the target.
+  auto cpu_replicas = [&](const LoadHistory::Sample& s) -> uint32_t {
+    const uint32_t base = s.cpu_pods;
+    if (!s.cpu || base == 0) return 0;
+    const double ratio = *s.cpu / cpu_target;
+    if (std::abs(ratio - 1) <= up_tol) return base;
+    return CeilDiv(base * ratio, 1);
+  };
+  uint32_t lag_replicas = 0;
+  if (!samples.empty() && samples.back().max_lag > spec.scaling.consumer_lag_events) {
+    // Lag above its target and still growing over the last few seconds: consumers fall behind.
+    const auto& last = samples.back();
+    const LoadHistory::Sample* before = nullptr;
+    for (auto it = samples.rbegin(); it != samples.rend(); ++it) {
+      if (last.at - it->at >= seconds(3)) {
+        before = &*it;
+        break;
+      }
+    }
+    if (before && last.total_lag > before->total_lag) {
+      // What the pods consume now is the arrivals less the lag's growth; enough pods to consume
+      // all arrivals at the CPU target, and at least one more.
+      const double dt = std::chrono::duration<double>(last.at - before->at).count();
+      const double growth = static_cast<double>(last.total_lag - before->total_lag) / dt;
+      const double consumed = std::max(1.0, last.total_rate - growth);
+      const double per_pod = consumed / std::max<uint32_t>(1, replicas);
+      lag_replicas = std::max(replicas + 1, CeilDiv(last.total_rate, per_pod * cpu_target));
+      why.push_back("consumer lag " + Num(static_cast<double>(last.max_lag)) +
+                    " above its target " +
+                    Num(static_cast<double>(spec.scaling.consumer_lag_events)) + " and growing");
+    }
+  }
+  const uint32_t cpu_now = samples.empty() ? 0 : cpu_replicas(samples.back());
+
+  // 3. How many partitions: what the rates ask for, at least one per wanted replica, within the
+  //    cap and the per-step limit; extra pieces go to the hottest ranges first.
+  uint32_t want_total = active + wanted_extra;
+  const uint32_t replica_floor = std::min(std::max(cpu_now, lag_replicas), rmax);
+  if (replica_floor > want_total) want_total = replica_floor;
+  uint32_t allowed_total = std::min(want_total, pmax);
+  if (spec.scale_up.max_partitions_per_step > 0) {
+    allowed_total = std::min(allowed_total, active + spec.scale_up.max_partitions_per_step);
+  }
+  uint32_t budget = allowed_total > active ? allowed_total - active : 0;
+  std::vector<uint32_t> pieces(known.size(), 1);
+  if (budget > 0) {
+    // Give one more piece at a time to the partition whose pieces are hottest, up to what each
+    // can use (rate pieces first; then, for replicas, any partition that can still be cut).
+    using Entry = std::pair<double, size_t>;  // (rate per piece, index)
+    std::priority_queue<Entry> pq;
+    for (size_t i = 0; i < known.size(); ++i) pq.push({known[i].load.rate, i});
+    const bool for_replicas = want_total > active + wanted_extra;
+    while (budget > 0 && !pq.empty()) {
+      auto [per_piece, i] = pq.top();
+      pq.pop();
+      Candidate& c = known[i];
+      if (for_replicas && c.useful <= 1 && !c.halves_known) {
+        // Not hot by rate, but more consumers need more partitions: can it be halved usefully?
+        c.halves_known = true;
+        auto cuts = LoadQuantileCuts(c.info->range, c.load, 2);
+        c.heaviest = cuts.empty() ? 1 : HeaviestShare(c.info->range, c.load, cuts);
+      }
+      const uint32_t limit = c.useful > 1                                    ? c.useful
+                             : for_replicas && c.heaviest * (1 + up_tol) < 1 ? 64
+                                                                             : 1;
+      if (pieces[i] >= limit || c.info->range.Width() <= pieces[i]) continue;
+      ++pieces[i];
+      --budget;
+      pq.push({c.load.rate / pieces[i], i});
+    }
+  }
+  for (size_t i = 0; i < known.size(); ++i) {
+    if (pieces[i] < 2) continue;
+    auto cuts = LoadQuantileCuts(known[i].info->range, known[i].load, pieces[i]);
+    if (cuts.empty()) continue;
+    d.splits.push_back({known[i].info->id, std::move(cuts), known[i].load.rate});
+  }
+  uint32_t after = active;
+  for (const auto& s : d.splits) after += static_cast<uint32_t>(s.cuts.size());
+
+  if (!d.splits.empty()) {
+    double hottest = 0;
+    for (const auto& s : d.splits) hottest = std::max(hottest, s.rate);
+    char buf[320];
+    std::snprintf(buf, sizeof buf,
+                  "arrival %s ev/s; %zu partition(s) above the target %s ev/s (+%.0f%%), hottest "
+                  "%s ev/s: split into %u pieces in one step, %u -> %u partitions",
+                  Num(total_rate).c_str(), d.splits.size(), Num(target).c_str(), up_tol * 100,
+                  Num(hottest).c_str(), after - active + static_cast<uint32_t>(d.splits.size()),
+                  active, after);
+    why.insert(why.begin(), buf);
+    if (want_total > pmax) {
+      why.push_back("capped at partitions.max " + std::to_string(pmax) + " (wanted " +
+                    std::to_string(want_total) + ")");
+    } else if (allowed_total < want_total) {
+      why.push_back("limited to " + std::to_string(spec.scale_up.max_partitions_per_step) +
+                    " new partitions per step");
+    }
+    d.kinds.push_back("split");
+  }
+
+  // 4. Scale-down: merges of cold neighbours, only on a complete history that covers the window.
+  const SteadyTime since = now - down_window;
+  const bool covered = history.first_at() && *history.first_at() <= since;
+  const bool gap = history.last_incomplete() && *history.last_incomplete() >= since;
+  std::vector<std::string> down_blocked;
+  if (gap) {
+    std::string what = history.last_missing().empty() ? "" : ": " + history.last_missing()[0];
+    if (history.last_missing().size() > 1) {
+      what += " (and " + std::to_string(history.last_missing().size() - 1) + " more)";
+    }
+    down_blocked.push_back("metrics missing within the scale-down window" + what +
+                           "; nothing shrinks until they are complete for " +
+                           std::to_string(down_window.count()) + " s");
+  } else if (!covered) {
+    down_blocked.push_back("observing for less than the scale-down window (" +
+                           std::to_string(down_window.count()) + " s)");
+  }
+  if (d.splits.empty() && down_blocked.empty() && unknown.empty() && active > pmin) {
+    // Needed partitions by the window's peak total rate; merges never go below it or pmin.
+    double peak_total = 0;
+    for (const auto& s : samples) {
+      if (s.at >= since) peak_total = std::max(peak_total, s.total_rate);
+    }
+    // Nor below the replicas the consumers' CPU asked for in the window: fewer partitions than
+    // busy consumers would only be split again.
+    uint32_t cpu_peak = 0;
+    for (const auto& s : samples) {
+      if (s.at >= since) cpu_peak = std::max(cpu_peak, cpu_replicas(s));
+    }
+    const uint32_t floor = std::max({pmin, CeilDiv(peak_total, target * (1 - down_tol)),
+                                     std::min(rmin, active), std::min(cpu_peak, rmax)});
+    const std::vector<Candidate>& by_range = known;  // already in hash order
+    const double limit = target * (1 - down_tol);
+    uint32_t remaining = active;
+    std::vector<PartitionId> run;
+    // The run's peaks per bucket of the window, summed over its members: the most the merged
+    // partition would have carried at any time in the window.
+    std::vector<double> run_peaks;
+    auto peak_of = [](const std::vector<double>& v) {
+      return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end());
+    };
+    auto close_run = [&] {
+      if (run.size() >= 2) {
+        d.merges.push_back({run, peak_of(run_peaks)});
+        remaining -= static_cast<uint32_t>(run.size() - 1);
+      }
+      run.clear();
+      run_peaks.clear();
+    };
+    uint32_t step_limit = spec.scale_down.max_partitions_per_step;
+    uint32_t removed = 0;
+    for (const auto& c : by_range) {
+      auto peaks = history.WindowPeaks(*c.history, since);
+      if (!peaks) {  // too young: its load over the whole window is unknown
+        close_run();
+        continue;
+      }
+      const bool room =
+          remaining - (run.empty() ? 0 : static_cast<uint32_t>(run.size() - 1)) > floor &&
+          (step_limit == 0 || removed < step_limit);
+      if (!run.empty() && room && peaks->size() == run_peaks.size()) {
+        std::vector<double> sum = run_peaks;
+        for (size_t i = 0; i < sum.size(); ++i) sum[i] += (*peaks)[i];
+        if (peak_of(sum) <= limit) {
+          run.push_back(c.info->id);
+          run_peaks = std::move(sum);
+          ++removed;
+          continue;
+        }
+      }
+      close_run();
+      run.push_back(c.info->id);
+      run_peaks = std::move(*peaks);
+    }
+    close_run();
+    if (!d.merges.empty()) {
+      const uint32_t merged_to = remaining;
+      char buf[256];
+      std::snprintf(buf, sizeof buf,
+                    "peak arrival %s ev/s over the last %llds; %zu run(s) of cold neighbours stay "
+                    "below %s ev/s merged: %u -> %u partitions",
+                    Num(peak_total).c_str(), static_cast<long long>(down_window.count()),
+                    d.merges.size(), Num(limit).c_str(), active, merged_to);
+      why.insert(why.begin(), buf);
+      after = merged_to;
+      d.kinds.push_back("merge");
+    }
+  }
+
+  // 5. Replicas: up at once to what the load asks now; down to the highest recommendation of
+  //    the scale-down window, only on complete observations.
+  auto by_partitions = [&](uint32_t parts) { return CeilDiv(parts, ppr); };
+  uint32_t up = std::max({by_partitions(after), cpu_now, lag_replicas});
+  uint32_t want = replicas;
+  if (up > replicas) {
+    want = up;
+  } else if (down_blocked.empty()) {
+    uint32_t peak_rec = by_partitions(after);
+    for (const auto& s : samples) {
+      if (s.at < since) continue;
+      peak_rec = std::max(peak_rec, cpu_replicas(s));
+    }
+    if (peak_rec < replicas) want = peak_rec;
+  }
+  want = std::clamp(want, rmin, rmax);
+  want = std::max(std::min(want, after), std::min(rmin, after));
+  if (want > replicas) {
+    d.kinds.push_back("pods_up");
+    std::string r = "replicas " + std::to_string(replicas) + " -> " + std::to_string(want) + ": " +
+                    std::to_string(after) + " partitions at " + std::to_string(ppr) +
+                    " per replica";
+    if (cpu_now > by_partitions(after) && samples.back().cpu) {
+      r += ", consumer CPU " + Num(*samples.back().cpu * 100) + "% against " +
+           std::to_string(spec.scaling.cpu_utilization_percent) + "%";
+    }
+    if (up > rmax) r += ", capped at replicas.max " + std::to_string(rmax);
+    why.push_back(r);
+  } else if (want < replicas) {
+    d.kinds.push_back("pods_down");
+    why.push_back("replicas " + std::to_string(replicas) + " -> " + std::to_string(want) +
+                  ": the highest recommendation over the last " +
+                  std::to_string(down_window.count()) + " s");
+  }
+  d.partitions = after;
+  d.replicas = want;
+  for (auto& n : hot_notes) why.push_back(n);
+  if (!unknown.empty()) {
+    why.push_back(std::to_string(unknown.size()) +
+                  " active partition(s) without a current rate; they are not split or merged");
+  }
+  if (d.kinds.empty()) {
+    d.kinds.push_back("hold");
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "hold: arrival %s ev/s over %u partitions (%s per partition, target %s), %u "
+                  "replicas",
+                  Num(total_rate).c_str(), active, Num(active ? total_rate / active : 0).c_str(),
+                  Num(target).c_str(), replicas);
+    why.insert(why.begin(), buf);
+    for (auto& b : down_blocked) why.push_back(b);
+  } else if (d.merges.empty() && want >= replicas && !down_blocked.empty() && d.splits.empty()) {
+    for (auto& b : down_blocked) why.push_back(b);
+  }
+  for (size_t i = 0; i < why.size(); ++i) d.reason += (i ? "; " : "") + why[i];
+  return d;
+}
+
+}  // namespace shoal::control

@@ -1,0 +1,507 @@
+#include "shoal/control/simulator.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <random>
+
+#include "shoal/common/hash.h"
+#include "shoal/common/json.h"
+#include "shoal/common/partition_map.h"
+#include "shoal/control/planner.h"
+#include "shoal/control/policy.h"
+
+namespace shoal::control {
+
+double Trace::RateAt(double t) const {
+  if (rate.empty()) return 0;
+  if (repeat_s > 0) t = std::fmod(t, repeat_s);
+  if (t <= rate.front().first) return rate.front().second;
+  for (size_t i = 1; i < rate.size(); ++i) {
+    if (t <= rate[i].first) {
+      const auto [t0, r0] = rate[i - 1];
+      const auto [t1, r1] = rate[i];
+      return t1 > t0 ? r0 + (r1 - r0) * (t - t0) / (t1 - t0) : r1;
+    }
+  }
+  return rate.back().second;
+}
+
+namespace {
+
+template <typename T>
+Status Get(const YAML::Node& n, const std::string& path, const char* key, T* out) {
+  if (!n[key]) return Status::Ok();
+  try {
+    *out = n[key].as<T>();
+  } catch (const YAML::Exception&) {
+    return Status::InvalidArgument(path + key + ": expected a " +
+                                   (std::is_arithmetic_v<T> ? "number" : "string"));
+  }
+  return Status::Ok();
+}
+
+Status Known(const YAML::Node& n, const std::string& path, std::vector<std::string> keys) {
+  if (!n.IsMap()) return Status::InvalidArgument(path + ": expected a mapping");
+  for (const auto& kv : n) {
+    const auto k = kv.first.as<std::string>();
+    if (std::find(keys.begin(), keys.end(), k) == keys.end()) {
+      std::string list;
+      for (const auto& x : keys) list += (list.empty() ? "" : ", ") + x;
+      return Status::InvalidArgument(path + k + ": unknown field (known: " + list + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<Trace> ParseTrace(std::string_view text) {
+  YAML::Node doc;
+  try {
+    doc = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(std::string("trace is not YAML: ") + e.what());
+  }
+  Trace t;
+  SHOAL_RETURN_IF_ERROR(
+      Known(doc, "",
+            {"name", "duration_s", "step_s", "topic", "rate", "repeat_s", "noise", "seed",
+             "hot_keys", "missing", "consumer", "pods", "initial_partitions", "initial_pods"}));
+  SHOAL_RETURN_IF_ERROR(Get(doc, "", "name", &t.name));
+  SHOAL_RETURN_IF_ERROR(Get(doc, "", "duration_s", &t.duration_s));
+  SHOAL_RETURN_IF_ERROR(Get(doc, "", "step_s", &t.step_s));
+  SHOAL_RETURN_IF_ERROR(Get(doc, "", "topic", &t.topic_file));
+  SHOAL_RETURN_IF_ERROR(Get(doc, "", "repeat_s", &t.repeat_s));
+  SHOAL_RETURN_IF_ERROR(Get(doc, "", "noise", &t.noise));
+  SHOAL_RETURN_IF_ERROR(Get(doc, "", "seed", &t.seed));
+  SHOAL_RETURN_IF_ERROR(Get(doc, "", "initial_partitions", &t.initial_partitions));
+  SHOAL_RETURN_IF_ERROR(Get(doc, "", "initial_pods", &t.initial_pods));
+  if (!doc["rate"] || !doc["rate"].IsSequence() || doc["rate"].size() == 0) {
+    return Status::InvalidArgument("rate: required, a list of [t_s, events_per_s] points");
+  }
+  double prev = -1;
+  for (size_t i = 0; i < doc["rate"].size(); ++i) {
+    const auto p = doc["rate"][i];
+    const std::string path = "rate[" + std::to_string(i) + "]";
+    if (!p.IsSequence() || p.size() != 2) {
+      return Status::InvalidArgument(path + ": expected [t_s, events_per_s]");
+    }
+    double at, r;
+    try {
+      at = p[0].as<double>();
+      r = p[1].as<double>();
+    } catch (const YAML::Exception&) {
+      return Status::InvalidArgument(path + ": expected two numbers");
+    }
+    if (at < prev) return Status::InvalidArgument(path + ": times must not decrease");
+    if (r < 0 || !std::isfinite(r)) return Status::InvalidArgument(path + ": rate must be >= 0");
+    prev = at;
+    t.rate.emplace_back(at, r);
+  }
+  if (auto hk = doc["hot_keys"]) {
+    for (size_t i = 0; i < hk.size(); ++i) {
+      const std::string path = "hot_keys[" + std::to_string(i) + "].";
+      SHOAL_RETURN_IF_ERROR(Known(hk[i], path, {"key", "share", "from_s", "until_s"}));
+      Trace::HotKey k;
+      SHOAL_RETURN_IF_ERROR(Get(hk[i], path, "key", &k.key));
+      SHOAL_RETURN_IF_ERROR(Get(hk[i], path, "share", &k.share));
+      SHOAL_RETURN_IF_ERROR(Get(hk[i], path, "from_s", &k.from_s));
+      SHOAL_RETURN_IF_ERROR(Get(hk[i], path, "until_s", &k.until_s));
+      if (k.key.empty()) return Status::InvalidArgument(path + "key: required");
+      if (!(k.share > 0 && k.share <= 1)) {
+        return Status::InvalidArgument(path + "share: must be in (0, 1]");
+      }
+      t.hot_keys.push_back(k);
+    }
+  }
+  if (auto gaps = doc["missing"]) {
+    for (size_t i = 0; i < gaps.size(); ++i) {
+      const std::string path = "missing[" + std::to_string(i) + "].";
+      SHOAL_RETURN_IF_ERROR(Known(gaps[i], path, {"from_s", "until_s", "pods"}));
+      Trace::Gap g;
+      SHOAL_RETURN_IF_ERROR(Get(gaps[i], path, "from_s", &g.from_s));
+      SHOAL_RETURN_IF_ERROR(Get(gaps[i], path, "until_s", &g.until_s));
+      try {
+        if (gaps[i]["pods"]) g.pods = gaps[i]["pods"].as<std::vector<uint32_t>>();
+      } catch (const YAML::Exception&) {
+        return Status::InvalidArgument(path + "pods: expected a list of pod ordinals");
+      }
+      t.missing.push_back(g);
+    }
+  }
+  if (auto c = doc["consumer"]) {
+    SHOAL_RETURN_IF_ERROR(Known(c, "consumer.", {"events_per_second_per_pod"}));
+    SHOAL_RETURN_IF_ERROR(
+        Get(c, "consumer.", "events_per_second_per_pod", &t.consumer_events_per_second));
+  }
+  if (auto p = doc["pods"]) {
+    SHOAL_RETURN_IF_ERROR(Known(p, "pods.", {"start_s"}));
+    SHOAL_RETURN_IF_ERROR(Get(p, "pods.", "start_s", &t.pod_start_s));
+  }
+  if (!(t.duration_s > 0)) return Status::InvalidArgument("duration_s: must be > 0");
+  if (!(t.step_s > 0)) return Status::InvalidArgument("step_s: must be > 0");
+  if (t.noise < 0 || t.noise >= 1) return Status::InvalidArgument("noise: must be in [0, 1)");
+  return t;
+}
+
+namespace {
+
+using Steady = std::chrono::steady_clock;
+
+double MsSince(Steady::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Steady::now() - t0).count();
+}
+
+class World {
+ public:
+  World(const TopicSpec& spec, const Trace& trace) : spec_(spec), trace_(trace), rng_(trace.seed) {
+    for (const auto& k : trace.hot_keys) hot_.push_back({KeyHash(k.key), k});
+  }
+
+  // Arrivals of one step into every active partition; returns the observation.
+  Observation Step(const PartitionMap& map, double t, SteadyTime at, uint32_t ready_pods) {
+    Observation o;
+    o.at = at;
+    o.epoch = map.epoch();
+    const double rate = trace_.RateAt(t);
+    double hot_share = 0;
+    for (const auto& [h, k] : hot_) {
+      if (t >= k.from_s && t < k.until_s) hot_share += k.share;
+    }
+    hot_share = std::min(hot_share, 1.0);
+    const double dt = trace_.step_s;
+    std::uniform_real_distribution<double> u(-1, 1);
+    std::vector<uint32_t> gap_pods;
+    for (const auto& g : trace_.missing) {
+      if (t >= g.from_s && t < g.until_s)
+        gap_pods.insert(gap_pods.end(), g.pods.begin(), g.pods.end());
+    }
+    // Per pod: partitions and backlog, for consumption.
+    std::map<std::string, std::vector<uint32_t>> owned;
+    for (const auto& p : map.partitions()) {
+      if (!p.active()) continue;
+      const double width = static_cast<double>(p.range.Width()) / static_cast<double>(kHashSpace);
+      PartitionLoad load;
+      load.id = p.id;
+      for (const auto& parent : p.parents) load.parents.push_back(parent.value());
+      double spread = rate * (1 - hot_share) * width;
+      double top = 0;
+      uint32_t top_hash = 0;
+      for (size_t b = 0; b < kLoadBuckets; ++b) load.buckets[b] = spread / kLoadBuckets;
+      double total = spread;
+      for (const auto& [h, k] : hot_) {
+        if (!(t >= k.from_s && t < k.until_s) || !p.range.Contains(h)) continue;
+        const double r = rate * k.share;
+        total += r;
+        load.buckets[(h - p.range.lo) * kLoadBuckets / p.range.Width()] += r;
+        if (r > top) {
+          top = r;
+          top_hash = h;
+        }
+      }
+      const double noisy = total * (1 + trace_.noise * u(rng_));
+      lag_[p.id.value()] += total * dt;
+      load.rate = noisy;
+      if (total > 0) {
+        for (double& b : load.buckets) b /= total;
+        load.top_hash = top_hash;
+        load.top_share = top / total;
+      }
+      const int64_t ordinal = OrdinalOf(map.topic(), p.owner);
+      if (ordinal >= 0 && std::find(gap_pods.begin(), gap_pods.end(), ordinal) != gap_pods.end()) {
+        if (o.missing.size() < 5) {
+          o.missing.push_back(p.owner.value() + ": /metrics: connection refused (simulated)");
+        }
+      } else {
+        o.partitions[p.id.value()] = load;
+      }
+      owned[p.owner.value()].push_back(p.id.value());
+    }
+    // Consumption: each ready pod takes up to its capacity from its partitions' backlog.
+    const double cap = trace_.consumer_events_per_second * dt;
+    for (auto& [pod, ids] : owned) {
+      const int64_t ordinal = OrdinalOf(map.topic(), PodName(pod));
+      double backlog = 0;
+      for (uint32_t id : ids) backlog += lag_[id];
+      const bool ready = ordinal >= 0 && ordinal < ready_pods;
+      const double take = ready ? std::min(cap, backlog) : 0;
+      for (uint32_t id : ids) {
+        if (backlog > 0) lag_[id] -= take * lag_[id] / backlog;
+        if (auto it = o.partitions.find(id); it != o.partitions.end()) {
+          it->second.lag = static_cast<uint64_t>(std::max(0.0, lag_[id]));
+        }
+      }
+      if (ready && ordinal >= 0 &&
+          std::find(gap_pods.begin(), gap_pods.end(), ordinal) == gap_pods.end()) {
+        o.cpu_utilization[pod] = cap > 0 ? take / cap : 0;
+      }
+    }
+    return o;
+  }
+
+  // A change replaced partitions: their backlog goes to their successors by range.
+  void Changed(const PartitionMap& before, const PartitionMap& after) {
+    std::map<uint32_t, std::vector<const PartitionInfo*>> successors;
+    for (const auto& s : after.partitions()) {
+      if (!s.active()) continue;
+      for (PartitionId parent : s.parents) successors[parent.value()].push_back(&s);
+    }
+    for (const auto& p : before.partitions()) {
+      if (!p.active()) continue;
+      auto it = successors.find(p.id.value());
+      if (it == successors.end()) continue;
+      const double backlog = lag_[p.id.value()];
+      lag_.erase(p.id.value());
+      for (const PartitionInfo* s : it->second) {
+        const uint64_t lo = std::max(s->range.lo, p.range.lo);
+        const uint64_t hi = std::min(s->range.hi, p.range.hi);
+        if (hi > lo) {
+          lag_[s->id.value()] +=
+              backlog * static_cast<double>(hi - lo) / static_cast<double>(p.range.Width());
+        }
+      }
+    }
+  }
+
+  double TotalLag() const {
+    double s = 0;
+    for (const auto& [id, l] : lag_) s += l;
+    return s;
+  }
+
+ private:
+  const TopicSpec& spec_;
+  const Trace& trace_;
+  std::mt19937_64 rng_;
+  std::vector<std::pair<uint32_t, Trace::HotKey>> hot_;
+  std::map<uint32_t, double> lag_;
+};
+
+// Drops sealed partitions: in the model a change hands their backlog over at once.
+PartitionMap WithoutSealed(const PartitionMap& m) {
+  MapChange c(m);
+  for (const auto& p : m.partitions()) {
+    if (!p.active()) (void)c.Retire(p.id);
+  }
+  if (c.empty()) return m;
+  auto next = c.Build();
+  return next.ok() ? next->WithEpoch(m.epoch()) : m;
+}
+
+}  // namespace
+
+Result<SimResult> Simulate(const TopicSpec& spec, const Trace& trace) {
+  SimResult out;
+  const uint32_t initial_parts =
+      trace.initial_partitions ? trace.initial_partitions : spec.partitions.initial;
+  uint32_t pods = trace.initial_pods ? trace.initial_pods : spec.replicas.min;
+  auto initial = PartitionMap::Initial(spec.name, initial_parts, PodFor(spec.name, 0));
+  if (!initial.ok()) return initial.status();
+  PartitionMap map = *initial;
+  {
+    // Spread the initial partitions over the initial pods, as the control loop does.
+    MapChange c(map);
+    uint32_t i = 0;
+    for (const auto& p : map.partitions()) {
+      const uint32_t to = i++ % pods;
+      if (to != 0) SHOAL_RETURN_IF_ERROR(c.Move(p.id, PodFor(spec.name, to)));
+    }
+    if (!c.empty()) {
+      auto m = c.Build();
+      if (!m.ok()) return m.status();
+      map = WithoutSealed(*m);
+    }
+  }
+  World world(spec, trace);
+  const std::chrono::seconds horizon(std::max(spec.scale_down.stabilization_window_seconds,
+                                              spec.scale_up.stabilization_window_seconds) +
+                                     60);
+  LoadHistory history(horizon);
+  const SteadyTime t0{};
+  uint32_t ready_pods = pods;
+  std::vector<std::pair<double, uint32_t>> starting;  // (ready at, ordinal count)
+  Plan plan;
+  bool have_plan = false;
+  std::map<uint32_t, double> last_rates;
+
+  for (double t = 0; t < trace.duration_s; t += trace.step_s) {
+    const SteadyTime now =
+        t0 + std::chrono::duration_cast<Steady::duration>(std::chrono::duration<double>(t));
+    // Pods asked for become ready after the start time.
+    for (auto it = starting.begin(); it != starting.end();) {
+      if (t >= it->first) {
+        ready_pods = std::max(ready_pods, it->second);
+        it = starting.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    ready_pods = std::min(ready_pods, pods);
+    Observation o = world.Step(map, t, now, ready_pods);
+    for (const auto& [id, l] : o.partitions) last_rates[id] = l.rate;
+    history.Add(o);
+
+    // Carry out the plan in progress: one step per interval, waits hold it. A decision comes
+    // only on an observation taken after the last step, as in the control loop.
+    const bool acting = have_plan;
+    if (have_plan && !plan.done()) {
+      PlanStep& s = plan.steps[plan.next];
+      const auto t_plan = Steady::now();
+      double step_ms = 0;
+      bool advanced = true;
+      switch (s.kind) {
+        case PlanStep::Kind::kChange: {
+          auto next = ResolveChange(s, map, last_rates, {}, {});
+          if (!next.ok()) return next.status().Annotate("plan step \"" + s.what + "\"");
+          step_ms = MsSince(t_plan);
+          world.Changed(map, *next);
+          map = WithoutSealed(*next);
+          break;
+        }
+        case PlanStep::Kind::kSetPods:
+          if (s.pods > pods) starting.emplace_back(t + trace.pod_start_s, s.pods);
+          pods = s.pods;
+          ready_pods = std::min(ready_pods, pods);
+          break;
+        case PlanStep::Kind::kWaitReady:
+          advanced = ready_pods >= s.pods;
+          break;
+        case PlanStep::Kind::kWaitConsumed:
+        case PlanStep::Kind::kDrain:
+          break;
+      }
+      // The planner's part of carrying out a step: resolving a change's target.
+      if (!out.decisions.empty()) {
+        out.decisions.back().plan_ms += step_ms;
+        out.max_resolve_ms = std::max(out.max_resolve_ms, step_ms);
+      }
+      if (advanced) ++plan.next;
+      if (plan.done()) have_plan = false;
+    }
+    if (!acting) {
+      const auto t_decide = Steady::now();
+      Decision d = Decide(spec, history, map, pods, now);
+      const double decide_ms = MsSince(t_decide);
+      out.max_decide_ms = std::max(out.max_decide_ms, decide_ms);
+      if (d.holds()) {
+        ++out.holds;
+      } else {
+        const auto t_plan = Steady::now();
+        plan = MakePlan(map, d, pods);
+        // Planning includes resolving the first change against the current map.
+        if (!plan.steps.empty() && plan.steps[0].kind == PlanStep::Kind::kChange) {
+          auto first = ResolveChange(plan.steps[0], map, last_rates, {}, {});
+          if (!first.ok())
+            return first.status().Annotate("resolving \"" + plan.steps[0].what + "\"");
+        }
+        const double plan_ms = MsSince(t_plan);
+        out.max_plan_ms = std::max(out.max_plan_ms, plan_ms);
+        have_plan = !plan.steps.empty();
+        out.decisions.push_back(
+            SimDecision{.t = t,
+                        .partitions_before = static_cast<uint32_t>(map.active_count()),
+                        .partitions_after = d.partitions,
+                        .pods_before = pods,
+                        .pods_after = d.replicas,
+                        .kinds = d.kinds,
+                        .reason = d.reason,
+                        .decide_ms = decide_ms,
+                        .plan_ms = plan_ms,
+                        .plan_steps = plan.steps.size()});
+      }
+    }
+    SimPoint pt{.t = t,
+                .rate = trace.RateAt(t),
+                .partitions = static_cast<uint32_t>(map.active_count()),
+                .pods = pods,
+                .lag = world.TotalLag(),
+                .plan_in_progress = have_plan};
+    out.max_lag = std::max(out.max_lag, pt.lag);
+    out.partition_seconds += pt.partitions * trace.step_s;
+    out.pod_seconds += pt.pods * trace.step_s;
+    out.max_partitions = std::max(out.max_partitions, pt.partitions);
+    out.max_pods = std::max(out.max_pods, pt.pods);
+    out.timeline.push_back(pt);
+  }
+  return out;
+}
+
+std::string SimResult::ToJson(bool with_timeline) const {
+  std::string o = "{\"summary\":{\"decisions\":";
+  json::AppendUint(o, decisions.size());
+  o += ",\"holds\":";
+  json::AppendUint(o, holds);
+  o += ",\"max_lag\":";
+  json::AppendDouble(o, max_lag);
+  o += ",\"partition_seconds\":";
+  json::AppendDouble(o, partition_seconds);
+  o += ",\"pod_seconds\":";
+  json::AppendDouble(o, pod_seconds);
+  o += ",\"max_partitions\":";
+  json::AppendUint(o, max_partitions);
+  o += ",\"max_pods\":";
+  json::AppendUint(o, max_pods);
+  o += ",\"max_decide_ms\":";
+  json::AppendDouble(o, max_decide_ms);
+  o += ",\"max_plan_ms\":";
+  json::AppendDouble(o, max_plan_ms);
+  o += ",\"max_resolve_ms\":";
+  json::AppendDouble(o, max_resolve_ms);
+  o += "},\"decisions\":[";
+  for (size_t i = 0; i < decisions.size(); ++i) {
+    const auto& d = decisions[i];
+    if (i) o += ',';
+    o += "{\"t\":";
+    json::AppendDouble(o, d.t);
+    o += ",\"partitions\":[";
+    json::AppendUint(o, d.partitions_before);
+    o += ',';
+    json::AppendUint(o, d.partitions_after);
+    o += "],\"pods\":[";
+    json::AppendUint(o, d.pods_before);
+    o += ',';
+    json::AppendUint(o, d.pods_after);
+    o += "],\"kinds\":[";
+    for (size_t k = 0; k < d.kinds.size(); ++k) {
+      if (k) o += ',';
+      json::AppendString(o, d.kinds[k]);
+    }
+    o += "],\"reason\":";
+    json::AppendString(o, d.reason);
+    o += ",\"decide_ms\":";
+    json::AppendDouble(o, d.decide_ms);
+    o += ",\"plan_ms\":";
+    json::AppendDouble(o, d.plan_ms);
+    o += ",\"plan_steps\":";
+    json::AppendUint(o, d.plan_steps);
+    o += '}';
+  }
+  o += ']';
+  if (with_timeline) {
+    o += ",\"timeline\":[";
+    for (size_t i = 0; i < timeline.size(); ++i) {
+      const auto& p = timeline[i];
+      if (i) o += ',';
+      o += "{\"t\":";
+      json::AppendDouble(o, p.t);
+      o += ",\"rate\":";
+      json::AppendDouble(o, p.rate);
+      o += ",\"partitions\":";
+      json::AppendUint(o, p.partitions);
+      o += ",\"pods\":";
+      json::AppendUint(o, p.pods);
+      o += ",\"lag\":";
+      json::AppendDouble(o, p.lag);
+      o += '}';
+    }
+    o += ']';
+  }
+  o += '}';
+  return o;
+}
+
+}  // namespace shoal::control

@@ -1,0 +1,97 @@
+// What the operator makes of a PartitionedTopic: the objects it owns, as pure functions of the
+// topic object and the operator's settings (docs/kubernetes.md "What the operator creates"):
+//   - StatefulSet <topic>: the user's consumer pod template plus the injected shoal-sidecar
+//     container (its data on a volume claim, the admin token from the Secret, probes, a preStop
+//     that waits until the operator drained the pod), pods labelled for the headless Service;
+//   - Service <topic>: headless, the pods' stable DNS names and ports;
+//   - Secret <topic>-admin: the bearer token of the sidecars' admin planes.
+// Every object carries the recommended labels and a controller ownerReference to the topic.
+// The sidecar listens on all of the pod's addresses: the app containers read from localhost
+// (DESIGN.md), as $(SHOAL_URL) says, which the operator injects into every app container; the
+// operator and the other sidecars reach it at the pod's IP.
+// Pure and thread-safe.
+#pragma once
+
+// clang-format off
+#include <utility>  // std::exchange, before boost::asio (awaitable.hpp needs it)
+// clang-format on
+#include <cpprest/json.h>
+
+#include <cstdint>
+#include <string>
+
+#include "shoal/common/status.h"
+#include "shoal/common/topic_spec.h"
+
+namespace shoal::reconciler {
+
+using Json = web::json::value;
+
+// Ports every sidecar uses on its pod's address.
+inline constexpr uint16_t kDataPort = 8080;
+inline constexpr uint16_t kAdminPort = 8081;
+inline constexpr uint16_t kMetricsPort = 9090;
+inline constexpr const char* kSidecarContainer = "shoal-sidecar";
+inline constexpr const char* kFinalizer = "shoal.dev/cleanup";
+inline constexpr const char* kTopicLabel = "shoal.dev/topic";
+
+// The operator's settings that shape the objects.
+struct ManifestOptions {
+  std::string data_volume_size = "1Gi";
+  std::string storage_class;  // empty: the cluster's default
+  // Seconds the pod gets to stop; the preStop drain wait takes all but 5 of them. Used when
+  // the user's template sets none.
+  int64_t termination_grace_seconds = 60;
+  std::string log_level = "info";
+};
+
+// A PartitionedTopic as read from the API: its identity and its parsed spec; `consumer_template`
+// is spec.consumer.template exactly as stored (JSON).
+struct TopicObject {
+  std::string name, ns, uid;
+  int64_t generation = 0;
+  TopicSpec spec;
+  Json consumer_template;
+  Json spec_json;  // spec as stored: what the StatefulSet records as applied
+};
+
+// Reads a PartitionedTopic object (JSON from the API) into a TopicObject: the spec through
+// ParseTopic (the same rules as `shoal up`) and the pod template checked by
+// ValidatePodTemplate. InvalidArgument with a message naming the field and the fix.
+Result<TopicObject> ReadTopic(const Json& object);
+
+// A consumer pod template must be an object whose spec has a non-empty list of containers,
+// each with a DNS-label name (unique, not "shoal-sidecar") and an image; volumes must not use
+// the names the operator adds.
+Status ValidatePodTemplate(const Json& pod_template);
+
+// Labels of everything a topic owns; the selector labels are the subset that picks its pods.
+Json Labels(const std::string& topic);
+Json SelectorLabels(const std::string& topic);
+// "app.kubernetes.io/instance=T,shoal.dev/topic=T" (status.selector, pod lists).
+std::string SelectorString(const std::string& topic);
+std::string AdminSecretName(const std::string& topic);
+
+Json OwnerReference(const TopicObject& topic);
+Json BuildStatefulSet(const TopicObject& topic, const ManifestOptions& options, int64_t replicas);
+Json BuildService(const TopicObject& topic);
+Json BuildSecret(const TopicObject& topic, const std::string& admin_token);
+
+// A stable hash of what BuildStatefulSet puts in spec.template and of the applied spec (the
+// claim templates cannot change): the reconciler updates the StatefulSet only when it changes
+// (annotation shoal.dev/template-hash); a spec change that leaves the pods alone changes only
+// the StatefulSet's annotations, which restarts nothing.
+std::string TemplateHash(const Json& statefulset);
+inline constexpr const char* kTemplateHashAnnotation = "shoal.dev/template-hash";
+// The topic spec the StatefulSet was last made from (JSON). When the topic's spec becomes
+// invalid, an operator that starts (or takes over) runs the topic's loop on this one, so a plan
+// in progress is finished instead of waiting for the user's fix.
+inline constexpr const char* kAppliedSpecAnnotation = "shoal.dev/applied-spec";
+// The topic as last applied: `topic`'s identity with the spec of `statefulset`'s annotation.
+Result<TopicObject> AppliedTopic(const Json& topic, const Json& statefulset);
+
+// Converts YAML text (a pod template in a YAML topic file) to JSON: quoted scalars stay
+// strings, plain ones become numbers, booleans or null where they read as such.
+Result<Json> YamlToJson(const std::string& yaml);
+
+}  // namespace shoal::reconciler

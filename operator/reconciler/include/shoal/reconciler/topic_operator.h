@@ -1,0 +1,143 @@
+// TopicOperator: reconciles PartitionedTopics into the objects that run them and runs one
+// control loop per topic on the Kubernetes platform, while this operator leads.
+//
+// Level-based and idempotent: informers (topics, and the StatefulSets and pods the operator
+// manages) keep local copies; any change of a topic or of something it owns puts the topic's
+// key ("ns/name") on a work queue, and so does a periodic resync. Reconciling one key reads the
+// whole observed state and makes the world match it:
+//   - a topic being deleted: stop its loop, delete its StatefulSet, Service and Secret, remove
+//     the finalizer shoal.dev/cleanup;
+//   - otherwise: add the finalizer; read and check the spec (ReadTopic, and the operator's own
+//     partition cap): an invalid one is reported as Degraded (condition and Warning Event) and
+//     nothing else changes; create or update the Secret (admin token, created once), the
+//     headless Service and the StatefulSet (its replicas belong to the control loop, which
+//     sets them through the scale subresource); start the topic's control loop or hand it the
+//     new spec; write status (observedGeneration, counts, selector, conditions Ready,
+//     Progressing, Degraded) with a conflict retry.
+// A failing reconcile is retried with per-key exponential backoff. Only the leader reconciles
+// and runs loops; the others keep their informers warm to take over at once.
+//
+// Thread-safe. Run() owns the threads until stop; StartLeading/StopLeading come from the
+// elector's thread. Owned by main (or the test); the client and clock outlive it.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "shoal/common/clock.h"
+#include "shoal/reconciler/manifests.h"
+#include "shoal/kubeapi/informer.h"
+#include "shoal/kubeapi/kube_client.h"
+#include "shoal/control/control_loop.h"
+
+namespace prometheus {
+class Registry;
+template <typename T>
+class Family;
+class Counter;
+class Gauge;
+}  // namespace prometheus
+
+namespace shoal::reconciler {
+
+struct TopicOperatorOptions {
+  std::vector<std::string> namespaces;  // watched namespaces; empty: all
+  uint32_t max_partitions = 65536;      // the operator's limit on spec.partitions.max
+  ManifestOptions manifests;
+  control::ControlLoopOptions loop;
+  // Every topic is reconciled at least this often (and whenever its loop changes what the
+  // status shows).
+  std::chrono::milliseconds resync{10'000};
+  std::chrono::milliseconds backoff_start{200};
+  std::chrono::milliseconds backoff_max{30'000};
+  std::string identity = "shoal-operator";  // Events' reportingInstance
+  std::chrono::seconds watch_timeout{300};  // informers' watch requests
+};
+
+class TopicOperator {
+ public:
+  TopicOperator(kubeapi::KubeClient& client, TopicOperatorOptions options, Clock& clock);
+  ~TopicOperator();
+  TopicOperator(const TopicOperator&) = delete;
+  TopicOperator& operator=(const TopicOperator&) = delete;
+
+  // Runs the informers and the reconcile worker until `stop`; stops every topic loop on exit.
+  void Run(const std::atomic<bool>& stop);
+  // Leadership, from the elector: reconcile and run loops only in between. `is_leader` is
+  // asked again before every write of the control loops.
+  void StartLeading(std::function<bool()> is_leader);
+  void StopLeading();
+
+  bool synced() const;  // every informer listed once
+  bool leading() const { return leading_.load(); }
+  // The operator's metrics and every topic loop's, one exposition.
+  std::string MetricsText() const;
+
+ private:
+  struct Worker;
+  void Enqueue(const std::string& key);
+  void EnqueueOwner(const kubeapi::Json& object);
+  // Reconciles one key; returns false to retry it with backoff.
+  bool Reconcile(const std::string& key);
+  bool Cleanup(const kubeapi::Json& topic);
+  // `term`: the leadership term the reconcile began in; a loop is started only in that term.
+  bool Apply(const kubeapi::Json& topic, const TopicObject& t, uint64_t term);
+  // The topic's loop, started (in `term` only) if it does not run; nullptr when it cannot
+  // start yet (its StatefulSet is not in the cache) or leadership moved on.
+  std::shared_ptr<Worker> EnsureWorker(const TopicObject& t, const std::string& token,
+                                       uint64_t term);
+  // With an invalid spec: the loop runs on the spec the StatefulSet records as last applied, so
+  // that a plan in progress is finished (after a restart or a failover) while the user fixes it.
+  void ResumeLastApplied(const kubeapi::Json& topic, uint64_t term);
+  // The body of a topic's loop thread: Start, then Tick every interval while may_act.
+  void RunWorker(Worker& worker, const std::function<bool()>& may_act);
+  void ReportInvalid(const kubeapi::Json& topic, const std::string& message);
+  bool WriteStatus(const kubeapi::Json& topic, const std::function<void(kubeapi::Json&)>& fill);
+  void Event(const kubeapi::Json& regarding, const std::string& type, const std::string& reason,
+             const std::string& action, const std::string& note);
+  void StopWorker(const std::string& key);
+  void StopAllWorkers();
+  std::optional<kubeapi::Json> CachedTopic(const std::string& key) const;
+  Result<std::string> EnsureSecret(const kubeapi::Json& topic, const TopicObject& t);
+  bool EnsureService(const TopicObject& t);
+  // `refused`: the API server's message when it refused the object as invalid (422).
+  bool EnsureStatefulSet(const kubeapi::Json& topic, const TopicObject& t, bool* created,
+                         std::string* refused);
+
+  kubeapi::KubeClient& client_;
+  const TopicOperatorOptions opts_;
+  Clock& clock_;
+
+  // One of each per watched namespace (one for all when none is named).
+  std::vector<std::unique_ptr<kubeapi::Informer>> topics_, statefulsets_, pods_;
+  kubeapi::Informer& PodsOf(const std::string& ns);
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::set<std::string> queue_;
+  std::map<std::string, std::chrono::steady_clock::time_point> not_before_;
+  std::map<std::string, int> failures_;
+  // Shared: a reconcile keeps using a worker that StopWorker took out meanwhile.
+  std::map<std::string, std::shared_ptr<Worker>> workers_;
+  std::map<std::string, int64_t> reported_invalid_;  // key -> generation warned about
+  std::function<bool()> is_leader_;
+  std::atomic<bool> leading_{false};
+  // Counts StartLeading and StopLeading calls: a worker belongs to the term that made it.
+  std::atomic<uint64_t> term_{0};
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>* reconciles_ = nullptr;
+  prometheus::Gauge* leader_ = nullptr;
+  prometheus::Gauge* topics_gauge_ = nullptr;
+};
+
+}  // namespace shoal::reconciler

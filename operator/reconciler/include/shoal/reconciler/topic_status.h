@@ -1,0 +1,62 @@
+// The status of a PartitionedTopic as a pure function of what the operator observed: the pod
+// counts, the partition map's shape, whether a plan is in progress and whether the control state
+// could be read. TopicOperator gathers the inputs and writes the result; this file decides it,
+// so every condition has a table test (tests/unit/operator/reconciler/topic_status_test.cc).
+//
+// The conditions follow Kubernetes' conventions (docs/kubernetes.md "Status"):
+//   Degraded    True while the operator cannot run the topic as specified (an unreadable
+//               control state, an invalid spec: InvalidStatus below);
+//   Progressing True while a plan changes partitions or pods, or pods are starting;
+//   Ready       True when a map is installed and every active partition's owner is ready (pods
+//               still starting during a scale-up show under Progressing, not here).
+// Values; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "shoal/common/ids.h"
+
+namespace shoal::reconciler {
+
+enum class ConditionType { kDegraded, kProgressing, kReady };
+enum class ConditionStatus { kTrue, kFalse };
+
+const char* ToString(ConditionType type);
+const char* ToString(ConditionStatus status);
+
+struct Condition {
+  ConditionType type;
+  ConditionStatus status;
+  std::string reason;  // CamelCase, stable: what tools match on
+  std::string message;
+  bool operator==(const Condition&) const = default;
+};
+
+struct TopicObservation {
+  uint32_t desired_pods = 0;
+  uint32_t ready_pods = 0;
+  Epoch epoch{0};           // 0: no map installed yet
+  uint32_t active = 0;      // active partitions of the map
+  uint32_t sealed = 0;      // sealed partitions not retired yet
+  uint32_t unserved = 0;    // active partitions whose owner is not ready
+  bool plan_in_progress = false;
+  std::string start_error;  // why the control loop could not start (its state unreadable)
+};
+
+struct TopicStatus {
+  uint32_t replicas = 0, ready_replicas = 0;
+  // Set once a map is installed.
+  std::optional<Epoch> epoch;
+  std::optional<uint32_t> partitions, sealed_partitions;
+  std::vector<Condition> conditions;  // Degraded, Progressing, Ready, in that order
+};
+
+TopicStatus ComputeTopicStatus(const TopicObservation& o);
+
+// The conditions of a topic whose spec (or pod template) was refused: `message` says what to fix.
+std::vector<Condition> InvalidConditions(const std::string& message);
+
+}  // namespace shoal::reconciler

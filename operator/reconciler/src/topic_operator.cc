@@ -1,0 +1,834 @@
+#include "shoal/reconciler/topic_operator.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
+#include <cpprest/asyncrt_utils.h>
+
+#include <cstdio>
+#include <fstream>
+#include <set>
+
+#include "shoal/client/admin_client.h"
+#include "shoal/common/files.h"
+#include "shoal/common/logging.h"
+#include "shoal/common/metrics.h"
+#include "shoal/reconciler/kube_platform.h"
+#include "shoal/reconciler/topic_status.h"
+#include "shoal/control/metrics_observer.h"
+#include "shoal/control/planner.h"
+
+namespace shoal::reconciler {
+namespace {
+
+using kubeapi::Json;
+using web::json::value;
+
+constexpr const char* kManagedSelector = "app.kubernetes.io/managed-by=shoal-operator";
+
+std::string Key(const std::string& ns, const std::string& name) { return ns + "/" + name; }
+
+std::pair<std::string, std::string> SplitKey(const std::string& key) {
+  const size_t slash = key.find('/');
+  return {key.substr(0, slash), key.substr(slash + 1)};
+}
+
+bool HasFinalizer(const Json& obj) {
+  const Json f = kubeapi::At(obj, "metadata.finalizers");
+  if (!f.is_array()) return false;
+  for (const auto& v : f.as_array()) {
+    if (v.is_string() && v.as_string() == kFinalizer) return true;
+  }
+  return false;
+}
+
+// Sets one condition in status.conditions, keeping its lastTransitionTime while its status
+// stays the same.
+void SetCondition(value& status, const Condition& cond, int64_t generation, int64_t now_ms) {
+  const std::string type = ToString(cond.type);
+  const std::string state = ToString(cond.status);
+  const std::string& reason = cond.reason;
+  const std::string& message = cond.message;
+  if (!status.has_array_field("conditions")) status["conditions"] = value::array();
+  value& list = status["conditions"];
+  value* slot = nullptr;
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (list[i].has_string_field("type") && list[i].at("type").as_string() == type) {
+      slot = &list[i];
+    }
+  }
+  value c = value::object();
+  c["type"] = value::string(type);
+  c["status"] = value::string(state);
+  c["observedGeneration"] = value::number(generation);
+  c["reason"] = value::string(reason);
+  c["message"] = value::string(message.substr(0, 32768));
+  const bool same = slot && slot->has_string_field("status") &&
+                    slot->at("status").as_string() == state &&
+                    slot->has_string_field("lastTransitionTime");
+  c["lastTransitionTime"] =
+      same ? slot->at("lastTransitionTime") : value::string(kubeapi::FormatTime(now_ms, 0));
+  if (slot) {
+    *slot = c;
+  } else {
+    list[list.size()] = c;
+  }
+}
+
+}  // namespace
+
+struct TopicOperator::Worker {
+  std::string key;
+  int64_t generation = 0;
+  std::unique_ptr<KubePlatform> platform;
+  std::unique_ptr<control::MetricsObserver> observer;
+  std::unique_ptr<client::AdminClient> admin;
+  std::unique_ptr<control::ControlLoop> loop;
+  std::atomic<bool> stop{false};
+  std::atomic<bool> started{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  std::thread thread;
+  std::string start_error;  // guarded by mu
+  // Reconcile's thread only.
+  int64_t decision_reported_ms = 0;
+  bool decision_noted = false;
+};
+
+TopicOperator::TopicOperator(kubeapi::KubeClient& client, TopicOperatorOptions options,
+                             Clock& clock)
+    : client_(client),
+      opts_(std::move(options)),
+      clock_(clock),
+      registry_(std::make_shared<prometheus::Registry>()) {
+  reconciles_ = &prometheus::BuildCounter()
+                     .Name("shoal_operator_reconciles_total")
+                     .Help("Reconciles of PartitionedTopics by result (ok, error)")
+                     .Register(*registry_);
+  leader_ = &prometheus::BuildGauge()
+                 .Name("shoal_operator_leader")
+                 .Help("1 while this operator holds the leader lease")
+                 .Register(*registry_)
+                 .Add({});
+  topics_gauge_ = &prometheus::BuildGauge()
+                       .Name("shoal_operator_topics")
+                       .Help("PartitionedTopics whose control loop runs in this operator")
+                       .Register(*registry_)
+                       .Add({});
+  std::vector<std::string> namespaces = opts_.namespaces;
+  if (namespaces.empty()) namespaces.push_back("");
+  auto enqueue_topic = [this](const std::string&, const Json& obj) {
+    Enqueue(Key(kubeapi::Namespace(obj), kubeapi::Name(obj)));
+  };
+  auto enqueue_owner = [this](const std::string&, const Json& obj) { EnqueueOwner(obj); };
+  for (const auto& ns : namespaces) {
+    kubeapi::InformerOptions io;
+    io.ns = ns;
+    io.watch_timeout = opts_.watch_timeout;
+    topics_.push_back(std::make_unique<kubeapi::Informer>(client_, kubeapi::PartitionedTopics(), io,
+                                                       enqueue_topic));
+    io.label_selector = kManagedSelector;
+    statefulsets_.push_back(
+        std::make_unique<kubeapi::Informer>(client_, kubeapi::StatefulSets(), io, enqueue_owner));
+    pods_.push_back(std::make_unique<kubeapi::Informer>(client_, kubeapi::Pods(), io, enqueue_owner));
+  }
+}
+
+TopicOperator::~TopicOperator() { StopAllWorkers(); }
+
+kubeapi::Informer& TopicOperator::PodsOf(const std::string& ns) {
+  if (opts_.namespaces.empty()) return *pods_.front();
+  for (size_t i = 0; i < opts_.namespaces.size(); ++i) {
+    if (opts_.namespaces[i] == ns) return *pods_[i];
+  }
+  return *pods_.front();
+}
+
+bool TopicOperator::synced() const {
+  for (const auto* list : {&topics_, &statefulsets_, &pods_}) {
+    for (const auto& inf : *list) {
+      if (!inf->synced()) return false;
+    }
+  }
+  return true;
+}
+
+void TopicOperator::Enqueue(const std::string& key) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.insert(key);
+  }
+  cv_.notify_all();
+}
+
+void TopicOperator::EnqueueOwner(const Json& obj) {
+  const Json labels = kubeapi::At(obj, "metadata.labels");
+  if (labels.is_object() && labels.has_string_field(kTopicLabel)) {
+    Enqueue(Key(kubeapi::Namespace(obj), labels.at(kTopicLabel).as_string()));
+  }
+}
+
+void TopicOperator::StartLeading(std::function<bool()> is_leader) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    is_leader_ = std::move(is_leader);
+    term_.fetch_add(1);
+    leading_.store(true);
+    for (const auto& inf : topics_) {
+      for (const auto& t : inf->List()) queue_.insert(Key(kubeapi::Namespace(t), kubeapi::Name(t)));
+    }
+  }
+  leader_->Set(1);
+  Logger("operator")->info("leading: reconciling every topic");
+  cv_.notify_all();
+}
+
+void TopicOperator::StopLeading() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    term_.fetch_add(1);
+    leading_.store(false);
+  }
+  leader_->Set(0);
+  Logger("operator")->warn("no longer leading: stopping every topic's control loop");
+  StopAllWorkers();
+}
+
+void TopicOperator::Run(const std::atomic<bool>& stop) {
+  std::vector<std::thread> threads;
+  for (const auto* list : {&topics_, &statefulsets_, &pods_}) {
+    for (const auto& inf : *list) {
+      threads.emplace_back([&inf, &stop] { inf->Run(stop); });
+    }
+  }
+  auto next_resync = std::chrono::steady_clock::now() + opts_.resync;
+  while (!stop.load()) {
+    std::string key;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= next_resync) {
+        next_resync = now + opts_.resync;
+        if (leading_.load()) {
+          for (const auto& inf : topics_) {
+            for (const auto& t : inf->List()) {
+              queue_.insert(Key(kubeapi::Namespace(t), kubeapi::Name(t)));
+            }
+          }
+          for (const auto& [k, w] : workers_) queue_.insert(k);
+        }
+      }
+      auto wake = next_resync;
+      // Nothing is reconciled before every informer listed once: a decision on a partial
+      // cache (no StatefulSet yet, no pods) would be a wrong one.
+      if (leading_.load() && synced()) {
+        for (const auto& k : queue_) {
+          auto nb = not_before_.find(k);
+          if (nb == not_before_.end() || nb->second <= now) {
+            key = k;
+            break;
+          }
+          wake = std::min(wake, nb->second);
+        }
+      }
+      if (key.empty()) {
+        cv_.wait_until(lock, std::min(wake, now + std::chrono::milliseconds(200)));
+        continue;
+      }
+      queue_.erase(key);
+    }
+    bool ok = false;
+    try {
+      ok = Reconcile(key);
+    } catch (const std::exception& e) {
+      Logger("operator")->error("reconcile {}: {}", key, e.what());
+    }
+    reconciles_->Add({{"result", ok ? "ok" : "error"}}).Increment();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ok) {
+      failures_.erase(key);
+      not_before_.erase(key);
+    } else {
+      const int n = ++failures_[key];
+      auto delay = opts_.backoff_start * (1LL << std::min(n - 1, 16));
+      if (delay > opts_.backoff_max) delay = opts_.backoff_max;
+      not_before_[key] = std::chrono::steady_clock::now() + delay;
+      queue_.insert(key);
+    }
+  }
+  StopAllWorkers();
+  for (auto& t : threads) t.join();
+}
+
+std::optional<Json> TopicOperator::CachedTopic(const std::string& key) const {
+  const auto [ns, name] = SplitKey(key);
+  for (const auto& inf : topics_) {
+    if (auto t = inf->Get(ns, name)) return t;
+  }
+  return std::nullopt;
+}
+
+bool TopicOperator::Reconcile(const std::string& key) {
+  std::function<bool()> is_leader;
+  uint64_t term = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    is_leader = is_leader_;
+    term = term_.load();
+  }
+  if (!leading_.load() || !is_leader || !is_leader()) return true;
+  auto cached = CachedTopic(key);
+  if (!cached) {
+    StopWorker(key);
+    return true;
+  }
+  Json topic = *cached;
+  if (kubeapi::At(topic, "metadata.deletionTimestamp").is_string()) return Cleanup(topic);
+  if (!HasFinalizer(topic)) {
+    Json finalizers = kubeapi::At(topic, "metadata.finalizers");
+    if (!finalizers.is_array()) finalizers = value::array();
+    finalizers[finalizers.size()] = value::string(kFinalizer);
+    value patch = value::object();
+    patch["metadata"]["finalizers"] = finalizers;
+    patch["metadata"]["resourceVersion"] = value::string(kubeapi::ResourceVersion(topic));
+    auto r = client_.MergePatch(kubeapi::PartitionedTopics(), kubeapi::Namespace(topic),
+                                kubeapi::Name(topic), patch);
+    if (!r.ok()) {
+      Logger("operator")->warn("{}: adding the finalizer: {}", key, r.error().ToString());
+      return false;
+    }
+    topic = std::move(r).value();
+  }
+  auto t = ReadTopic(topic);
+  if (t.ok() && t->spec.partitions.max > opts_.max_partitions) {
+    t = Status::InvalidArgument("spec.partitions.max: " + std::to_string(t->spec.partitions.max) +
+                                " is above this operator's limit of " +
+                                std::to_string(opts_.max_partitions) +
+                                " partitions per topic (--max-partitions); lower it");
+  }
+  if (!t.ok()) {
+    ReportInvalid(topic, t.status().message());
+    ResumeLastApplied(topic, term);
+    return true;  // nothing to retry: the user edits the spec
+  }
+  return Apply(topic, *t, term);
+}
+
+void TopicOperator::ReportInvalid(const Json& topic, const std::string& message) {
+  const std::string key = Key(kubeapi::Namespace(topic), kubeapi::Name(topic));
+  const int64_t gen = kubeapi::Generation(topic);
+  Logger("operator")->warn("{}: invalid spec (generation {}): {}", key, gen, message);
+  bool warn = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto [it, fresh] = reported_invalid_.emplace(key, gen);
+    warn = fresh || it->second != gen;
+    it->second = gen;
+  }
+  if (warn) Event(topic, "Warning", "InvalidSpec", "Validate", message);
+  const int64_t now = clock_.NowMs();
+  WriteStatus(topic, [&](value& status) {
+    status["observedGeneration"] = value::number(gen);
+    for (const auto& c : InvalidConditions(message)) SetCondition(status, c, gen, now);
+  });
+}
+
+Result<std::string> TopicOperator::EnsureSecret(const Json& topic, const TopicObject& t) {
+  const std::string name = AdminSecretName(t.name);
+  auto got = client_.Get(kubeapi::Secrets(), t.ns, name);
+  if (got.ok()) {
+    const Json data = kubeapi::At(got.value(), "data.token");
+    if (data.is_string()) {
+      try {
+        const auto bytes = utility::conversions::from_base64(data.as_string());
+        return std::string(bytes.begin(), bytes.end());
+      } catch (...) {
+      }
+    }
+    return Status::InvalidArgument("Secret " + name + " has no token; delete it to get a new one");
+  }
+  if (!got.error().IsNotFound()) return got.error().ToStatus();
+  auto token = RandomToken();
+  if (!token.ok()) return token.status();
+  auto made = client_.Create(kubeapi::Secrets(), t.ns, BuildSecret(t, *token));
+  if (!made.ok() && !made.error().IsAlreadyExists()) return made.error().ToStatus();
+  if (made.ok()) {
+    Event(topic, "Normal", "Created", "Create",
+          "created Secret " + name + " (sidecars' admin token)");
+  }
+  return EnsureSecret(topic, t);
+}
+
+bool TopicOperator::EnsureService(const TopicObject& t) {
+  const Json want = BuildService(t);
+  auto got = client_.Get(kubeapi::Services(), t.ns, t.name);
+  if (!got.ok()) {
+    if (!got.error().IsNotFound()) {
+      Logger("operator")->warn("{}/{}: reading its Service: {}", t.ns, t.name,
+                               got.error().ToString());
+      return false;
+    }
+    auto made = client_.Create(kubeapi::Services(), t.ns, want);
+    return made.ok() || made.error().IsAlreadyExists();
+  }
+  Json live = std::move(got).value();
+  bool same = true;
+  for (const char* field : {"selector", "ports", "clusterIP", "publishNotReadyAddresses"}) {
+    if (kubeapi::At(live, std::string("spec.") + field).serialize() !=
+        want.at("spec").at(field).serialize()) {
+      same = false;
+    }
+  }
+  if (same) return true;
+  for (const char* field : {"selector", "ports", "publishNotReadyAddresses"}) {
+    live["spec"][field] = want.at("spec").at(field);
+  }
+  auto r = client_.Update(kubeapi::Services(), t.ns, t.name, live);
+  return r.ok();
+}
+
+bool TopicOperator::EnsureStatefulSet(const Json& topic, const TopicObject& t, bool* created,
+                                      std::string* refused) {
+  *created = false;
+  std::optional<Json> live;
+  for (const auto& inf : statefulsets_) {
+    if ((live = inf->Get(t.ns, t.name))) break;
+  }
+  if (!live) {
+    // Replicas start at 0: the control loop asks for the first pods through the scale
+    // subresource once it has read (or found no) control state.
+    auto made = client_.Create(kubeapi::StatefulSets(), t.ns, BuildStatefulSet(t, opts_.manifests, 0));
+    if (!made.ok() && !made.error().IsAlreadyExists()) {
+      Logger("operator")->warn("{}/{}: creating its StatefulSet: {}", t.ns, t.name,
+                               made.error().ToString());
+      if (made.error().IsInvalid()) *refused = made.error().message;
+      return false;
+    }
+    if (made.ok()) {
+      *created = true;
+      Event(topic, "Normal", "Created", "Create", "created StatefulSet " + t.name);
+    }
+    return true;
+  }
+  const Json replicas = kubeapi::At(*live, "spec.replicas");
+  Json want = BuildStatefulSet(t, opts_.manifests, replicas.is_number() ? replicas.as_number().to_int64() : 0);
+  const Json annotations = kubeapi::At(*live, "metadata.annotations");
+  const Json have_hash = annotations.is_object() && annotations.has_field(kTemplateHashAnnotation)
+                             ? annotations.at(kTemplateHashAnnotation)
+                             : Json::null();
+  if (have_hash.is_string() &&
+      have_hash.as_string() == want.at("metadata").at("annotations").at(kTemplateHashAnnotation).as_string()) {
+    return true;
+  }
+  want["metadata"]["resourceVersion"] = value::string(kubeapi::ResourceVersion(*live));
+  // volumeClaimTemplates (and the selector) are immutable: the pods' volumes stay as created
+  // (a new --data-volume-size applies to new topics).
+  const Json claims = kubeapi::At(*live, "spec.volumeClaimTemplates");
+  if (claims.is_array()) want["spec"]["volumeClaimTemplates"] = claims;
+  const Json selector = kubeapi::At(*live, "spec.selector");
+  if (selector.is_object()) want["spec"]["selector"] = selector;
+  auto r = client_.Update(kubeapi::StatefulSets(), t.ns, t.name, want);
+  if (!r.ok()) {
+    Logger("operator")->warn("{}/{}: updating its StatefulSet: {}", t.ns, t.name,
+                             r.error().ToString());
+    if (r.error().IsInvalid()) *refused = r.error().message;
+    return false;
+  }
+  Event(topic, "Normal", "Updated", "Update", "updated StatefulSet " + t.name + " to the new spec");
+  return true;
+}
+
+std::shared_ptr<TopicOperator::Worker> TopicOperator::EnsureWorker(const TopicObject& t,
+                                                                    const std::string& token,
+                                                                    uint64_t term) {
+  const std::string key = Key(t.ns, t.name);
+  std::shared_ptr<Worker> w;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = workers_.find(key);
+    if (it != workers_.end()) w = it->second;
+  }
+  if (w && w->generation != t.generation) {
+    w->loop->UpdateSpec(t.spec);
+    w->generation = t.generation;
+  }
+  if (!w) {
+    // The pods asked for now, from the synced cache: never guessed (a loop that believed in
+    // fewer pods than exist would plan a "scale-up" that removes pods still owning partitions).
+    std::optional<Json> sts;
+    for (const auto& inf : statefulsets_) {
+      if ((sts = inf->Get(t.ns, t.name))) break;
+    }
+    const Json replicas = sts ? kubeapi::At(*sts, "spec.replicas") : Json::null();
+    if (!replicas.is_number()) {
+      Logger("operator")->debug("{}: waiting for its StatefulSet in the cache", key);
+      return nullptr;
+    }
+    const uint32_t desired = static_cast<uint32_t>(replicas.as_number().to_int64());
+    auto worker = std::make_shared<Worker>();
+    worker->key = key;
+    worker->generation = t.generation;
+    std::function<bool()> is_leader;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      is_leader = is_leader_;
+    }
+    auto may_act = [this, is_leader, term] {
+      return leading_.load() && term_.load() == term && is_leader && is_leader();
+    };
+    KubePlatformOptions po;
+    po.ns = t.ns;
+    po.topic = t.name;
+    po.admin_token = token;
+    po.may_act = may_act;
+    worker->platform =
+        std::make_unique<KubePlatform>(client_, PodsOf(t.ns), std::move(po), desired);
+    worker->observer = std::make_unique<control::MetricsObserver>(clock_, token);
+    worker->admin = std::make_unique<client::AdminClient>(token);
+    control::ControlLoopOptions lo = opts_.loop;
+    lo.executor.may_act = may_act;  // every request to a sidecar, also inside a long retry
+    worker->loop = std::make_unique<control::ControlLoop>(
+        t.spec, *worker->platform, *worker->observer, *worker->admin, clock_, lo);
+    {
+      // Registered and started under the lock, and only in the term that decided to: a
+      // StopLeading meanwhile (which stops the workers it finds) leaves no loop behind.
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!leading_.load() || term_.load() != term) return nullptr;
+      workers_[key] = worker;
+      topics_gauge_->Set(static_cast<double>(workers_.size()));
+      worker->thread = std::thread([this, raw = worker.get(), may_act] { RunWorker(*raw, may_act); });
+    }
+    w = worker;
+    Logger("operator")->info("{}: control loop started ({} pods asked for now)", key, desired);
+  }
+  return w;
+}
+
+void TopicOperator::ResumeLastApplied(const Json& topic, uint64_t term) {
+  const std::string ns = kubeapi::Namespace(topic), name = kubeapi::Name(topic);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (workers_.count(Key(ns, name))) return;  // runs already, on its last valid spec
+  }
+  std::optional<Json> sts;
+  for (const auto& inf : statefulsets_) {
+    if ((sts = inf->Get(ns, name))) break;
+  }
+  if (!sts) return;  // never applied: nothing runs that would need finishing
+  auto applied = AppliedTopic(topic, *sts);
+  if (!applied.ok()) {
+    Logger("operator")->warn("{}/{}: cannot resume its loop: {}", ns, name,
+                             applied.status().message());
+    return;
+  }
+  auto secret = client_.Get(kubeapi::Secrets(), ns, AdminSecretName(name));
+  const Json data = secret.ok() ? kubeapi::At(secret.value(), "data.token") : Json::null();
+  if (!data.is_string()) return;
+  std::string token;
+  try {
+    const auto bytes = utility::conversions::from_base64(data.as_string());
+    token.assign(bytes.begin(), bytes.end());
+  } catch (...) {
+    return;
+  }
+  if (EnsureWorker(*applied, token, term)) {
+    Logger("operator")->info("{}/{}: running its loop on the last applied spec (generation {})",
+                             ns, name, applied->generation);
+  }
+}
+
+bool TopicOperator::Apply(const Json& topic, const TopicObject& t, uint64_t term) {
+  const std::string key = Key(t.ns, t.name);
+  auto token = EnsureSecret(topic, t);
+  if (!token.ok()) {
+    Logger("operator")->warn("{}: its Secret: {}", key, token.status().message());
+    return false;
+  }
+  if (!EnsureService(t)) return false;
+  bool created = false;
+  std::string refused;
+  if (!EnsureStatefulSet(topic, t, &created, &refused)) {
+    // The API server refused the pod template (what Kubernetes checks on a Pod): the user's
+    // to fix, reported like an invalid spec.
+    if (!refused.empty()) {
+      ReportInvalid(topic, "the API server refused the topic's StatefulSet: " + refused);
+      ResumeLastApplied(topic, term);
+      return true;
+    }
+    return false;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    reported_invalid_.erase(key);
+  }
+
+  // The topic's control loop.
+  std::shared_ptr<Worker> w = EnsureWorker(t, *token, term);
+  if (!w) return !leading_.load() || term_.load() != term;  // retry unless leadership moved on
+
+  // The pod count is the loop's: a StatefulSet scaled by anyone else (`kubectl scale sts`)
+  // would start pods that own nothing or stop pods with their partitions, undrained. It is set
+  // back, as a Deployment's controller sets back a ReplicaSet.
+  if (w->started.load()) {
+    std::optional<Json> sts;
+    for (const auto& inf : statefulsets_) {
+      if ((sts = inf->Get(t.ns, t.name))) break;
+    }
+    const Json replicas = sts ? kubeapi::At(*sts, "spec.replicas") : Json::null();
+    if (replicas.is_number()) {
+      const auto cached =
+          static_cast<uint32_t>(std::max<int64_t>(0, replicas.as_number().to_int64()));
+      // Never below the pods that own partitions (active, or sealed and not yet retired).
+      uint32_t floor = 0;
+      const PartitionMap owned = w->loop->map();
+      for (const auto& p : owned.partitions()) {
+        const int64_t ordinal = control::OrdinalOf(t.name, p.owner);
+        if (ordinal >= 0) floor = std::max<uint32_t>(floor, static_cast<uint32_t>(ordinal) + 1);
+      }
+      auto held = w->platform->HoldReplicas(cached, floor);
+      if (!held.ok()) {
+        // The next pass tries again; the status below is written all the same.
+        Logger("operator")->warn("{}: setting its StatefulSet's replicas back: {}", key,
+                                 held.status().message());
+      } else if (held->has_value()) {
+        const std::string want = std::to_string(w->platform->DesiredPods());
+        Logger("operator")->warn("{}: StatefulSet scaled to {} by someone else; set back to {}",
+                                 key, **held, want);
+        Event(topic, "Warning", "ReplicasReverted", "Scale",
+              "StatefulSet " + t.name + " was scaled to " + std::to_string(**held) +
+                  " outside the operator; set back to " + want +
+                  " (the control loop owns the pod count: set spec.replicas.min/max or use kubectl "
+                  "scale ptopic)");
+      }
+    }
+  }
+
+  // A new decision is an Event. The first look after the loop started only notes the decision
+  // it loaded from the status (the previous leader's, already reported).
+  if (w->started.load()) {
+    const control::DecisionRecord d = w->loop->last_decision();
+    const bool changes = std::any_of(d.kinds.begin(), d.kinds.end(),
+                                     [](const std::string& k) { return k != "hold"; });
+    if (w->decision_noted && changes && d.at_ms > w->decision_reported_ms) {
+      Event(topic, "Normal", "Scaled", "Scale",
+            "partitions " + std::to_string(d.partitions) + ", pods " +
+                std::to_string(d.replicas) + ": " + d.reason);
+    }
+    w->decision_reported_ms = std::max(w->decision_reported_ms, d.at_ms);
+    w->decision_noted = true;
+  }
+
+  // Status: gathered here, decided by ComputeTopicStatus (topic_status.h).
+  TopicObservation o;
+  o.desired_pods = w->platform->DesiredPods();
+  std::set<std::string> ready_pods;
+  if (auto pods = w->platform->ListPods(); pods.ok()) {
+    for (const auto& p : *pods) {
+      if (p.ready) ready_pods.insert(p.name.value());
+    }
+    o.ready_pods = static_cast<uint32_t>(ready_pods.size());
+  }
+  const PartitionMap map = w->loop->map();
+  for (const auto& p : map.partitions()) {
+    (p.state == PartitionState::kActive ? o.active : o.sealed) += 1;
+    if (p.state == PartitionState::kActive && ready_pods.count(p.owner.value()) == 0) ++o.unserved;
+  }
+  o.epoch = map.epoch();
+  o.plan_in_progress = w->loop->plan_in_progress();
+  {
+    std::lock_guard<std::mutex> lock(w->mu);
+    o.start_error = w->start_error;
+  }
+  const TopicStatus computed = ComputeTopicStatus(o);
+  const int64_t gen = t.generation;
+  const int64_t now = clock_.NowMs();
+  if (!leading_.load() || term_.load() != term) return true;  // the next leader writes it
+  return WriteStatus(topic, [&](value& status) {
+    status["observedGeneration"] = value::number(gen);
+    status["replicas"] = value::number(computed.replicas);
+    status["readyReplicas"] = value::number(computed.ready_replicas);
+    status["selector"] = value::string(SelectorString(t.name));
+    if (computed.epoch) status["epoch"] = value::number(computed.epoch->value());
+    if (computed.partitions) status["partitions"] = value::number(*computed.partitions);
+    if (computed.sealed_partitions) {
+      status["sealedPartitions"] = value::number(*computed.sealed_partitions);
+    }
+    for (const auto& c : computed.conditions) SetCondition(status, c, gen, now);
+  });
+}
+
+void TopicOperator::RunWorker(Worker& w, const std::function<bool()>& may_act) {
+  auto backoff = std::chrono::milliseconds(200);
+  std::string shown;  // what the status shows of this loop, to reconcile when it changes
+  while (!w.stop.load()) {
+    auto wait = opts_.loop.interval;
+    try {
+      if (!w.started.load()) {
+        if (may_act()) {
+          Status st = w.loop->Start();
+          std::lock_guard<std::mutex> lock(w.mu);
+          if (st.ok()) {
+            w.started.store(true);
+            w.start_error.clear();
+          } else {
+            Logger("operator")->warn("{}: starting its control loop: {}", w.key, st.ToString());
+            w.start_error = st.ToString();
+            wait = backoff;
+            backoff = std::min(backoff * 2, std::chrono::milliseconds(10'000));
+          }
+        }
+      } else if (may_act()) {
+        (void)w.loop->Tick();
+        // A change the status should show (epoch, plan, pods) reconciles the topic now rather
+        // than at the next resync.
+        const auto seen = w.loop->last_observed();
+        const std::string now = std::to_string(w.loop->map().epoch().value()) + "/" +
+                                (w.loop->plan_in_progress() ? "plan" : "-") + "/" +
+                                std::to_string(seen.ready_pods) + "/" +
+                                std::to_string(w.platform->DesiredPods());
+        if (now != shown) {
+          shown = now;
+          Enqueue(w.key);
+        }
+      }
+    } catch (const std::exception& e) {
+      // Never the whole operator for one topic: reported, retried at the next turn.
+      Logger("operator")->error("{}: control loop: {}", w.key, e.what());
+      std::lock_guard<std::mutex> lock(w.mu);
+      w.start_error = std::string("control loop: ") + e.what();
+    }
+    std::unique_lock<std::mutex> lock(w.mu);
+    w.cv.wait_for(lock, wait, [&w] { return w.stop.load(); });
+  }
+}
+
+bool TopicOperator::WriteStatus(const Json& topic, const std::function<void(value&)>& fill) {
+  auto r = client_.UpdateWithRetry(
+      kubeapi::PartitionedTopics(), kubeapi::Namespace(topic), kubeapi::Name(topic),
+      [&](Json& obj) {
+        const std::string before = kubeapi::At(obj, "status").serialize();
+        if (!obj.has_object_field("status")) obj["status"] = value::object();
+        fill(obj["status"]);
+        return obj.at("status").serialize() != before;
+      },
+      "status");
+  if (!r.ok()) {
+    Logger("operator")->warn("{}/{}: writing status: {}", kubeapi::Namespace(topic),
+                             kubeapi::Name(topic), r.error().ToString());
+    return r.error().IsNotFound();
+  }
+  return true;
+}
+
+bool TopicOperator::Cleanup(const Json& topic) {
+  const std::string ns = kubeapi::Namespace(topic), name = kubeapi::Name(topic);
+  StopWorker(Key(ns, name));
+  if (!HasFinalizer(topic)) return true;
+  // Owned objects would also go by garbage collection; deleting them here makes the topic's
+  // deletion wait until its pods are asked to stop and its token is gone.
+  const std::pair<const kubeapi::ResourceKind*, std::string> owned[] = {
+      {&kubeapi::StatefulSets(), name}, {&kubeapi::Services(), name}, {&kubeapi::Secrets(), AdminSecretName(name)}};
+  for (const auto& [kind, object] : owned) {
+    auto r = client_.Delete(*kind, ns, object);
+    if (!r.ok() && !r.error().IsNotFound()) {
+      Logger("operator")->warn("{}/{}: deleting {} {}: {}", ns, name, kind->kind, object,
+                               r.error().ToString());
+      return false;
+    }
+  }
+  Event(topic, "Normal", "Deleted", "Delete",
+        "deleted StatefulSet, Service and Secret of the topic");
+  value rest = value::array();
+  const Json f = kubeapi::At(topic, "metadata.finalizers");
+  for (const auto& v : f.as_array()) {
+    if (!(v.is_string() && v.as_string() == kFinalizer)) rest[rest.size()] = v;
+  }
+  value patch = value::object();
+  patch["metadata"]["finalizers"] = rest;
+  patch["metadata"]["resourceVersion"] = value::string(kubeapi::ResourceVersion(topic));
+  auto r = client_.MergePatch(kubeapi::PartitionedTopics(), ns, name, patch);
+  if (!r.ok() && !r.error().IsNotFound()) {
+    Logger("operator")->warn("{}/{}: removing the finalizer: {}", ns, name, r.error().ToString());
+    return false;
+  }
+  Logger("operator")->info("{}/{}: cleaned up", ns, name);
+  return true;
+}
+
+void TopicOperator::Event(const Json& regarding, const std::string& type,
+                          const std::string& reason, const std::string& action,
+                          const std::string& note) {
+  static std::atomic<uint64_t> seq{0};
+  const int64_t now = clock_.NowMs();
+  char suffix[32];
+  std::snprintf(suffix, sizeof suffix, ".%llx",
+                static_cast<unsigned long long>(now * 1'000'000 + (seq.fetch_add(1) % 1'000'000)));
+  value e = value::object();
+  e["apiVersion"] = value::string("events.k8s.io/v1");
+  e["kind"] = value::string("Event");
+  e["metadata"]["name"] = value::string(kubeapi::Name(regarding) + suffix);
+  e["metadata"]["namespace"] = value::string(kubeapi::Namespace(regarding));
+  e["eventTime"] = value::string(kubeapi::FormatTime(now, 6));
+  e["reportingController"] = value::string("shoal.dev/operator");
+  e["reportingInstance"] = value::string(opts_.identity.substr(0, 128));
+  e["action"] = value::string(action);
+  e["reason"] = value::string(reason);
+  e["type"] = value::string(type);
+  e["note"] = value::string(note.substr(0, 1024));
+  e["regarding"]["apiVersion"] = value::string("shoal.dev/v1alpha1");
+  e["regarding"]["kind"] = value::string("PartitionedTopic");
+  e["regarding"]["name"] = value::string(kubeapi::Name(regarding));
+  e["regarding"]["namespace"] = value::string(kubeapi::Namespace(regarding));
+  e["regarding"]["uid"] = value::string(kubeapi::Uid(regarding));
+  auto r = client_.Create(kubeapi::Events(), kubeapi::Namespace(regarding), e);
+  if (!r.ok()) {
+    Logger("operator")->warn("event {} on {}: {}", reason, kubeapi::Name(regarding),
+                             r.error().ToString());
+  }
+}
+
+void TopicOperator::StopWorker(const std::string& key) {
+  std::shared_ptr<Worker> w;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = workers_.find(key);
+    if (it == workers_.end()) return;
+    w = std::move(it->second);
+    workers_.erase(it);
+    topics_gauge_->Set(static_cast<double>(workers_.size()));
+  }
+  w->stop.store(true);
+  w->cv.notify_all();
+  if (w->thread.joinable()) w->thread.join();
+}
+
+void TopicOperator::StopAllWorkers() {
+  std::vector<std::string> keys;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [k, w] : workers_) keys.push_back(k);
+  }
+  for (const auto& k : keys) StopWorker(k);
+}
+
+std::string TopicOperator::MetricsText() const {
+  std::vector<std::shared_ptr<prometheus::Collectable>> all = {registry_};
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [k, w] : workers_) {
+    // Topics of one name in two namespaces would give identical series: each loop's series
+    // also carry the topic's namespace.
+    auto registry = w->loop->registry();
+    const std::string ns = SplitKey(k).first;
+    all.push_back(std::make_shared<metrics::CallbackCollectable>([registry, ns] {
+      auto families = registry->Collect();
+      for (auto& f : families) {
+        for (auto& m : f.metric) m.label.push_back({"topic_namespace", ns});
+      }
+      return families;
+    }));
+  }
+  return metrics::Serialize(all);
+}
+
+}  // namespace shoal::reconciler

@@ -1,0 +1,78 @@
+#include "shoal/reconciler/topic_status.h"
+
+namespace shoal::reconciler {
+
+const char* ToString(ConditionType type) {
+  switch (type) {
+    case ConditionType::kDegraded:
+      return "Degraded";
+    case ConditionType::kProgressing:
+      return "Progressing";
+    case ConditionType::kReady:
+      return "Ready";
+  }
+  return "Unknown";
+}
+
+const char* ToString(ConditionStatus status) {
+  return status == ConditionStatus::kTrue ? "True" : "False";
+}
+
+TopicStatus ComputeTopicStatus(const TopicObservation& o) {
+  using T = ConditionType;
+  using S = ConditionStatus;
+  TopicStatus s;
+  s.replicas = o.desired_pods;
+  s.ready_replicas = o.ready_pods;
+  const bool bootstrapped = o.epoch.value() > 0;
+  if (bootstrapped) {
+    s.epoch = o.epoch;
+    s.partitions = o.active;
+    s.sealed_partitions = o.sealed;
+  }
+  const std::string pods_ready =
+      std::to_string(o.ready_pods) + " of " + std::to_string(o.desired_pods) + " pods ready";
+
+  if (!o.start_error.empty()) {
+    s.conditions.push_back({T::kDegraded, S::kTrue, "ControlStateUnreadable", o.start_error});
+  } else {
+    s.conditions.push_back({T::kDegraded, S::kFalse, "AsExpected", "the spec is valid"});
+  }
+
+  if (o.plan_in_progress) {
+    s.conditions.push_back({T::kProgressing, S::kTrue, "PlanInProgress",
+                            "changing partitions or pods: see status.plan"});
+  } else if (o.ready_pods < o.desired_pods || !bootstrapped) {
+    s.conditions.push_back({T::kProgressing, S::kTrue, "PodsStarting", pods_ready});
+  } else {
+    s.conditions.push_back({T::kProgressing, S::kFalse, "Stable", "no change in progress"});
+  }
+
+  if (bootstrapped && o.active > 0 && o.unserved == 0) {
+    s.conditions.push_back({T::kReady, S::kTrue, "TopicReady",
+                            std::to_string(o.active) + " partitions on " +
+                                std::to_string(o.ready_pods) + " pods"});
+  } else if (!bootstrapped) {
+    s.conditions.push_back(
+        {T::kReady, S::kFalse, "Starting", pods_ready + "; no partition map installed yet"});
+  } else {
+    s.conditions.push_back({T::kReady, S::kFalse, "PartitionsUnserved",
+                            std::to_string(o.unserved) + " of " + std::to_string(o.active) +
+                                " active partitions are on pods that are not ready"});
+  }
+  return s;
+}
+
+std::vector<Condition> InvalidConditions(const std::string& message) {
+  return {
+      {ConditionType::kDegraded, ConditionStatus::kTrue, "InvalidSpec", message},
+      // Not Ready: what the user asked for (this generation) is not what runs; a running topic
+      // keeps its last valid spec meanwhile.
+      {ConditionType::kReady, ConditionStatus::kFalse, "InvalidSpec",
+       "the spec is invalid (see Degraded); a running topic keeps its last valid spec"},
+      {ConditionType::kProgressing, ConditionStatus::kFalse, "InvalidSpec",
+       "nothing is changed until the spec is fixed"},
+  };
+}
+
+}  // namespace shoal::reconciler

@@ -1,0 +1,917 @@
+// Tests of the scaling policy (control/src/policy/policy.cc): Decide, LoadHistory and the cut
+// helpers, on observations built by hand over a fake time base (no clock is read).
+#include "shoal/control/policy.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <numeric>
+#include <string>
+#include <vector>
+
+namespace shoal::control {
+namespace {
+
+using std::chrono::seconds;
+using ::testing::AllOf;
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+
+const SteadyTime kT0{};
+
+SteadyTime At(int64_t s) { return kT0 + seconds(s); }
+
+// The spec of every test unless a case changes it: target 5,000 ev/s per partition, 10%
+// tolerance both ways, no scale-up window, a 30 s scale-down window, 4 partitions per replica.
+TopicSpec BaseSpec() {
+  TopicSpec spec;
+  spec.name = "orders";
+  spec.partitions.min = 1;
+  spec.partitions.max = 64;
+  spec.partitions.initial = 4;
+  spec.replicas.min = 1;
+  spec.replicas.max = 16;
+  spec.scaling.events_per_second_per_partition = 5000;
+  spec.scaling.cpu_utilization_percent = 70;
+  spec.scaling.consumer_lag_events = 1'000'000'000;  // lag never drives these tests
+  spec.scaling.partitions_per_replica = 4;
+  spec.scale_up = {0, 0.1, 0};
+  spec.scale_down = {30, 0.1, 0};
+  return spec;
+}
+
+PartitionMap Initial(uint32_t count) {
+  auto m = PartitionMap::Initial("orders", count, PodName("orders-0"));
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return std::move(m).value();
+}
+
+PartitionLoad Uniform(uint32_t id, double rate) {
+  PartitionLoad l;
+  l.id = PartitionId(id);
+  l.rate = rate;
+  l.buckets.fill(1.0 / kLoadBuckets);
+  return l;
+}
+
+// A load whose `share` falls on one hash point `hot` of `range`, the rest spread evenly.
+PartitionLoad HotKey(uint32_t id, double rate, const HashRange& range, uint32_t hot, double share) {
+  PartitionLoad l = Uniform(id, rate);
+  for (double& b : l.buckets) b *= 1 - share;
+  l.buckets[(hot - range.lo) * kLoadBuckets / range.Width()] += share;
+  l.top_hash = hot;
+  l.top_share = share;
+  return l;
+}
+
+// An observation of every active partition of `map` at rate rate_of(id), uniformly spread; with
+// `lineage`, each names its parents from the map (as the metrics observer does).
+Observation Observe(const PartitionMap& map, int64_t t,
+                    const std::function<double(uint32_t)>& rate_of, bool lineage = false) {
+  Observation o;
+  o.at = At(t);
+  o.epoch = map.epoch();
+  for (const auto& p : map.partitions()) {
+    if (!p.active()) continue;
+    PartitionLoad l = Uniform(p.id.value(), rate_of(p.id.value()));
+    if (lineage) {
+      for (const auto& parent : p.parents) l.parents.push_back(parent.value());
+    }
+    o.partitions[p.id.value()] = l;
+  }
+  return o;
+}
+
+// Observations of `map` every second for t in [from, to], all at `rate` per partition.
+void Steady(LoadHistory& h, const PartitionMap& map, int64_t from, int64_t to, double rate) {
+  for (int64_t t = from; t <= to; ++t) h.Add(Observe(map, t, [&](uint32_t) { return rate; }));
+}
+
+uint32_t Pieces(const Decision& d) {
+  uint32_t n = 0;
+  for (const auto& s : d.splits) n += static_cast<uint32_t>(s.cuts.size());
+  return n;
+}
+
+const SplitDecision* SplitOf(const Decision& d, uint32_t id) {
+  for (const auto& s : d.splits) {
+    if (s.partition == PartitionId(id)) return &s;
+  }
+  return nullptr;
+}
+
+// Every split's cuts must be strictly increasing and strictly inside its partition's range, and
+// every merge a run of adjacent active partitions in hash order: the planner feeds them straight
+// to MapChange.
+void ExpectWellFormed(const Decision& d, const PartitionMap& map) {
+  MapChange change(map);
+  for (const auto& s : d.splits) {
+    EXPECT_TRUE(change.Split(s.partition, s.cuts).ok()) << "split of " << s.partition.value();
+  }
+  for (const auto& m : d.merges) {
+    EXPECT_GE(m.run.size(), 2u);
+    for (size_t i = 1; i < m.run.size(); ++i) {
+      EXPECT_EQ(map.Find(m.run[i - 1])->range.hi, map.Find(m.run[i])->range.lo);
+    }
+    EXPECT_TRUE(change.MergeRun(m.run).ok());
+  }
+  auto next = change.Build();
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_EQ(next->active_count(), d.partitions);
+  EXPECT_FALSE(d.kinds.empty());
+  EXPECT_FALSE(d.reason.empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// LoadQuantileCuts and HeaviestShare
+
+const HashRange kWhole{0, kHashSpace};
+const HashRange kQuarter1{kHashSpace / 4, kHashSpace / 2};
+
+struct CutsCase {
+  const char* name;
+  HashRange range;
+  PartitionLoad load;
+  uint32_t parts;
+  std::vector<double> expect_at;  // cut points as fractions of the range (within 0.5%)
+  double heaviest;                // HeaviestShare at those cuts (within 0.01)
+};
+
+void PrintTo(const CutsCase& c, std::ostream* os) { *os << c.name; }
+
+class LoadQuantileCutsTest : public ::testing::TestWithParam<CutsCase> {};
+
+TEST_P(LoadQuantileCutsTest, CutsAtTheLoadQuantiles) {
+  const CutsCase& c = GetParam();
+  const auto cuts = LoadQuantileCuts(c.range, c.load, c.parts);
+  ASSERT_EQ(cuts.size(), c.expect_at.size()) << ::testing::PrintToString(cuts);
+  uint64_t prev = c.range.lo;
+  for (size_t i = 0; i < cuts.size(); ++i) {
+    EXPECT_GT(cuts[i], prev);
+    EXPECT_LT(cuts[i], c.range.hi);
+    const double at = static_cast<double>(cuts[i] - c.range.lo) / double(c.range.Width());
+    EXPECT_NEAR(at, c.expect_at[i], 0.005) << "cut " << i;
+    prev = cuts[i];
+  }
+  EXPECT_NEAR(HeaviestShare(c.range, c.load, cuts), c.heaviest, 0.01);
+}
+
+PartitionLoad FrontLoaded() {
+  // All the load in the first quarter of the range (buckets 0..3).
+  PartitionLoad l = Uniform(0, 1000);
+  l.buckets.fill(0);
+  for (size_t i = 0; i < 4; ++i) l.buckets[i] = 0.25;
+  return l;
+}
+
+PartitionLoad Unknown() {
+  PartitionLoad l;
+  l.rate = 1000;  // buckets all zero: the spread is unknown, taken as uniform
+  return l;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, LoadQuantileCutsTest,
+    ::testing::Values(
+        CutsCase{"uniform_halves", kWhole, Uniform(0, 1), 2, {0.5}, 0.5},
+        CutsCase{"uniform_thirds", kWhole, Uniform(0, 1), 3, {1.0 / 3, 2.0 / 3}, 1.0 / 3},
+        CutsCase{"uniform_tenths_of_a_quarter",
+                 kQuarter1,
+                 Uniform(0, 1),
+                 10,
+                 {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9},
+                 0.1},
+        CutsCase{"unknown_spread_is_uniform", kWhole, Unknown(), 4, {0.25, 0.5, 0.75}, 0.25},
+        CutsCase{"front_loaded", kWhole, FrontLoaded(), 4, {0.0625, 0.125, 0.1875}, 0.25},
+        CutsCase{"one_part_no_cuts", kWhole, Uniform(0, 1), 1, {}, 1.0},
+        CutsCase{"zero_parts_no_cuts", kWhole, Uniform(0, 1), 0, {}, 1.0},
+        CutsCase{"width_one_cannot_be_cut", HashRange{7, 8}, Uniform(0, 1), 4, {}, 1.0},
+        // A key with 60% of the load at 30% of the range: three parts isolate it, a cut on
+        // each side of it; the key alone is the heaviest piece.
+        CutsCase{"hot_key_isolated",
+                 kWhole,
+                 HotKey(0, 1, kWhole, static_cast<uint32_t>(kHashSpace * 3 / 10), 0.6),
+                 3,
+                 {0.3, 0.3},
+                 0.6},
+        // A light key (below the 5% that counts as hot) is part of the spread.
+        CutsCase{"light_key_ignored",
+                 kWhole,
+                 HotKey(0, 1, kWhole, static_cast<uint32_t>(kHashSpace / 10), 0.01),
+                 2,
+                 {0.495},
+                 0.5}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(LoadQuantileCutsTest, AHotKeyGetsACutAtItsHashAndJustAfterIt) {
+  const uint32_t hot = static_cast<uint32_t>(kQuarter1.lo + kQuarter1.Width() / 3 + 12345);
+  const PartitionLoad load = HotKey(1, 15000, kQuarter1, hot, 0.6);
+  const auto cuts = LoadQuantileCuts(kQuarter1, load, 3);
+  EXPECT_THAT(cuts, ElementsAre(uint64_t{hot}, uint64_t{hot} + 1));
+  EXPECT_NEAR(HeaviestShare(kQuarter1, load, cuts), 0.6, 1e-9);
+  EXPECT_NEAR(HeaviestShare(kQuarter1, load, {}), 1.0, 1e-9);
+}
+
+TEST(LoadQuantileCutsTest, AKeyThatIsAllTheLoadCannotBeSpread) {
+  const uint32_t hot = static_cast<uint32_t>(kQuarter1.lo + 1000);
+  const PartitionLoad load = HotKey(1, 15000, kQuarter1, hot, 1.0);
+  for (uint32_t parts : {2u, 3u, 8u}) {
+    const auto cuts = LoadQuantileCuts(kQuarter1, load, parts);
+    EXPECT_NEAR(HeaviestShare(kQuarter1, load, cuts), 1.0, 1e-9) << parts << " parts";
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// LoadHistory
+
+TEST(LoadHistoryTest, SummarizesEachObservation) {
+  LoadHistory h(seconds(60));
+  EXPECT_FALSE(h.first_at().has_value());
+  Observation o;
+  o.at = At(10);
+  o.partitions[0] = Uniform(0, 100);
+  o.partitions[0].lag = 7;
+  o.partitions[1] = Uniform(1, 300);
+  o.partitions[1].lag = 5;
+  o.partitions[2] = Uniform(2, 999);  // sealed: its lag counts, its rate does not
+  o.partitions[2].active = false;
+  o.partitions[2].lag = 40;
+  o.cpu_utilization = {{"orders-0", 0.5}, {"orders-1", 1.0}};
+  h.Add(o);
+  ASSERT_EQ(h.samples().size(), 1u);
+  const auto& s = h.samples().back();
+  EXPECT_EQ(s.at, At(10));
+  EXPECT_DOUBLE_EQ(s.total_rate, 400);
+  EXPECT_EQ(s.max_lag, 40u);
+  EXPECT_EQ(s.total_lag, 52u);
+  ASSERT_TRUE(s.cpu.has_value());
+  EXPECT_DOUBLE_EQ(*s.cpu, 0.75);
+  EXPECT_EQ(s.cpu_pods, 2u);
+  EXPECT_EQ(s.active, 2u);
+  EXPECT_TRUE(s.complete);
+  EXPECT_EQ(h.first_at(), At(10));
+  EXPECT_FALSE(h.last_incomplete().has_value());
+  ASSERT_NE(h.Partition(PartitionId(1)), nullptr);
+  EXPECT_DOUBLE_EQ(h.Partition(PartitionId(1))->last.rate, 300);
+  EXPECT_EQ(h.Partition(PartitionId(1))->first_seen, At(10));
+  EXPECT_EQ(h.Partition(PartitionId(2)), nullptr);  // sealed partitions have no history
+}
+
+TEST(LoadHistoryTest, RecordsIncompleteObservations) {
+  LoadHistory h(seconds(60));
+  Observation o;
+  o.at = At(3);
+  o.missing = {"orders-2: /metrics: connection refused", "orders-3: timeout"};
+  h.Add(o);
+  EXPECT_FALSE(h.samples().back().complete);
+  EXPECT_EQ(h.last_incomplete(), At(3));
+  EXPECT_THAT(h.last_missing(), ElementsAre(HasSubstr("orders-2"), HasSubstr("orders-3")));
+  o.at = At(4);
+  o.missing.clear();
+  h.Add(o);
+  EXPECT_EQ(h.last_incomplete(), At(3));  // the last one with something missing
+}
+
+TEST(LoadHistoryTest, PeaksAndLowsOverAWindow) {
+  LoadHistory h(seconds(100));  // buckets of 5 s
+  const PartitionMap map = Initial(1);
+  // 1,000 ev/s, a peak of 9,000 at t=50 and a dip to 200 at t=80.
+  for (int64_t t = 0; t <= 100; ++t) {
+    const double r = t == 50 ? 9000 : t == 80 ? 200 : 1000;
+    h.Add(Observe(map, t, [&](uint32_t) { return r; }));
+  }
+  const auto* p = h.Partition(PartitionId(0));
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->first_seen, At(0));
+  EXPECT_EQ(p->last_at, At(100));
+  EXPECT_DOUBLE_EQ(p->PeakSince(At(40)).value(), 9000);
+  EXPECT_DOUBLE_EQ(p->PeakSince(At(60)).value(), 1000);
+  EXPECT_DOUBLE_EQ(p->LowSince(At(70)).value(), 200);
+  EXPECT_DOUBLE_EQ(p->LowSince(At(90)).value(), 1000);
+  // A window reaching back before the partition existed has no peak: it is too young.
+  EXPECT_FALSE(p->PeakSince(At(-1)).has_value());
+}
+
+// PeakSince's contract: "nullopt when the history does not reach back that far". A window longer
+// than the horizon reaches back past what the history kept: it must not report the peak of the
+// kept part only (that would let a scale-down miss a peak inside its window).
+TEST(LoadHistoryTest, PeakSinceBeyondTheHorizonIsUnknownNotTooLow) {
+  LoadHistory h(seconds(20));
+  const PartitionMap map = Initial(1);
+  for (int64_t t = 0; t <= 40; ++t) {
+    h.Add(Observe(map, t, [&](uint32_t) { return t == 5 ? 10000.0 : 1000.0; }));
+  }
+  const auto* p = h.Partition(PartitionId(0));
+  ASSERT_NE(p, nullptr);
+  const auto peak = p->PeakSince(At(1));  // t=1 is beyond the 20 s horizon at t=40
+  EXPECT_TRUE(!peak.has_value() || *peak >= 10000)
+      << "PeakSince(t=1) = " << *peak << " although the rate was 10,000 at t=5";
+}
+
+// A partition made by a merge carries at most what its parents carried: before it existed, its
+// peaks are theirs summed bucket by bucket, so its window is known from when theirs is. Its lows
+// are its own (the parents' say nothing about how low it went).
+TEST(LoadHistoryTest, AMergedPartitionInheritsItsParentsSummedPeaks) {
+  LoadHistory h(seconds(40));  // buckets of 2 s
+  const PartitionMap two = Initial(2);
+  auto merged = two.Merge(PartitionId(0), PartitionId(1));  // 2 <- 0, 1
+  ASSERT_TRUE(merged.ok());
+  for (int64_t t = 0; t <= 20; ++t) {
+    h.Add(Observe(two, t, [&](uint32_t id) { return id == 0 && t == 10 ? 3000.0 : 1000.0; },
+                  true));
+  }
+  for (int64_t t = 21; t <= 30; ++t) {
+    h.Add(Observe(*merged, t, [](uint32_t) { return 500.0; }, true));
+  }
+  const auto* child = h.Partition(PartitionId(2));
+  ASSERT_NE(child, nullptr);
+  EXPECT_EQ(child->first_seen, At(21));
+  EXPECT_EQ(child->known_since, At(0));
+  EXPECT_DOUBLE_EQ(child->PeakSince(At(5)).value(), 4000);   // 3,000 + 1,000 at t=10
+  EXPECT_DOUBLE_EQ(child->PeakSince(At(12)).value(), 2000);  // 1,000 + 1,000
+  EXPECT_DOUBLE_EQ(child->PeakSince(At(24)).value(), 500);   // its own
+  EXPECT_DOUBLE_EQ(child->LowSince(At(5)).value(), 500);
+  EXPECT_FALSE(child->PeakSince(At(-1)).has_value()) << "before its parents were seen";
+
+  // Without lineage in the observations it is young: nothing known before it was seen.
+  LoadHistory plain(seconds(40));
+  Steady(plain, two, 0, 20, 1000);
+  Steady(plain, *merged, 21, 30, 500);
+  EXPECT_FALSE(plain.Partition(PartitionId(2))->PeakSince(At(5)).has_value());
+}
+
+// Window peaks are per bucket of one grid shared by all partitions, so neighbours whose peaks
+// come at different times sum to what they carried together, not to the sum of their peaks.
+TEST(LoadHistoryTest, WindowPeaksAreAlignedAcrossPartitions) {
+  LoadHistory h(seconds(20));  // buckets of 1 s
+  const PartitionMap two = Initial(2);
+  for (int64_t t = 0; t <= 30; ++t) {
+    h.Add(Observe(two, t, [&](uint32_t id) { return (t + id) % 2 ? 300.0 : 100.0; }));
+  }
+  auto a = h.WindowPeaks(*h.Partition(PartitionId(0)), At(20));
+  auto b = h.WindowPeaks(*h.Partition(PartitionId(1)), At(20));
+  ASSERT_TRUE(a && b);
+  ASSERT_EQ(a->size(), 11u);  // t = 20..30
+  ASSERT_EQ(b->size(), 11u);
+  for (size_t i = 0; i < a->size(); ++i) EXPECT_DOUBLE_EQ((*a)[i] + (*b)[i], 400) << i;
+  EXPECT_FALSE(h.WindowPeaks(*h.Partition(PartitionId(0)), At(-5)).has_value());
+}
+
+TEST(LoadHistoryTest, ForgetsWhatIsOlderThanTheHorizon) {
+  LoadHistory h(seconds(20));
+  const PartitionMap two = Initial(2);
+  const PartitionMap one = Initial(1);
+  Steady(h, two, 0, 10, 100);
+  Steady(h, one, 11, 60, 100);  // partition 1 is not seen after t=10
+  EXPECT_EQ(h.Partition(PartitionId(1)), nullptr);
+  ASSERT_NE(h.Partition(PartitionId(0)), nullptr);
+  EXPECT_GE(h.samples().front().at, At(60 - 21));
+  EXPECT_EQ(h.samples().back().at, At(60));
+  EXPECT_EQ(h.first_at(), At(0));  // the first observation ever, not the first kept
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decide: scale-up
+
+TEST(DecideTest, HoldsWithinTheTolerance) {
+  const TopicSpec spec = BaseSpec();
+  const PartitionMap map = Initial(4);
+  // 4,600..5,400 ev/s per partition: within ±10% of 5,000.
+  const std::vector<double> rates = {4600, 5400, 5000, 5200};
+  LoadHistory h(seconds(120));
+  for (int64_t t = 0; t <= 60; ++t) h.Add(Observe(map, t, [&](uint32_t id) { return rates[id]; }));
+  const Decision d = Decide(spec, h, map, 1, At(60));
+  EXPECT_THAT(d.kinds, ElementsAre("hold"));
+  EXPECT_TRUE(d.holds());
+  EXPECT_THAT(d.splits, IsEmpty());
+  EXPECT_THAT(d.merges, IsEmpty());
+  EXPECT_EQ(d.partitions, 4u);
+  EXPECT_EQ(d.replicas, 1u);
+  EXPECT_THAT(d.reason, HasSubstr("hold"));
+}
+
+TEST(DecideTest, HoldsOnTheFirstObservation) {
+  const TopicSpec spec = BaseSpec();
+  const PartitionMap map = Initial(4);
+  LoadHistory h(seconds(120));
+  Steady(h, map, 0, 0, 1000);  // cold, but the scale-down window has not been observed yet
+  const Decision d = Decide(spec, h, map, 1, At(0));
+  EXPECT_THAT(d.kinds, ElementsAre("hold"));
+  EXPECT_THAT(d.reason, HasSubstr("less than the scale-down window"));
+}
+
+TEST(DecideTest, SplitsAPartitionAtThreeTimesTheTargetIntoThirds) {
+  const TopicSpec spec = BaseSpec();
+  const PartitionMap map = Initial(4);
+  LoadHistory h(seconds(120));
+  h.Add(Observe(map, 0, [](uint32_t id) { return id == 1 ? 15000.0 : 5000.0; }));
+  const Decision d = Decide(spec, h, map, 2, At(0));
+  EXPECT_THAT(d.kinds, Contains("split"));
+  ASSERT_EQ(d.splits.size(), 1u);
+  const SplitDecision& s = d.splits[0];
+  EXPECT_EQ(s.partition, PartitionId(1));
+  EXPECT_DOUBLE_EQ(s.rate, 15000);
+  const HashRange r = map.Find(PartitionId(1))->range;
+  ASSERT_EQ(s.cuts.size(), 2u);
+  const double w = static_cast<double>(r.Width());
+  EXPECT_NEAR(static_cast<double>(s.cuts[0] - r.lo) / w, 1.0 / 3, 0.01);
+  EXPECT_NEAR(static_cast<double>(s.cuts[1] - r.lo) / w, 2.0 / 3, 0.01);
+  EXPECT_EQ(d.partitions, 6u);
+  EXPECT_THAT(d.merges, IsEmpty());
+  EXPECT_THAT(d.reason, HasSubstr("split"));
+  ExpectWellFormed(d, map);
+}
+
+TEST(DecideTest, EveryPartitionAtTenTimesIsCappedAndSpreadEvenly) {
+  TopicSpec spec = BaseSpec();
+  spec.partitions.max = 20;
+  const PartitionMap map = Initial(4);
+  LoadHistory h(seconds(120));
+  Steady(h, map, 0, 0, 50000);
+  const Decision d = Decide(spec, h, map, 5, At(0));
+  EXPECT_THAT(d.kinds, Contains("split"));
+  EXPECT_EQ(d.partitions, 20u);
+  EXPECT_EQ(4 + Pieces(d), 20u);
+  ASSERT_EQ(d.splits.size(), 4u);
+  for (const auto& s : d.splits) EXPECT_EQ(s.cuts.size(), 4u) << s.partition.value();
+  EXPECT_THAT(d.reason, HasSubstr("capped at partitions.max 20"));
+  ExpectWellFormed(d, map);
+}
+
+TEST(DecideTest, TheCapGivesExtraPiecesToTheHottestFirst) {
+  TopicSpec spec = BaseSpec();
+  spec.partitions.max = 12;
+  const PartitionMap map = Initial(4);
+  const std::vector<double> rates = {80000, 40000, 20000, 10000};  // 16x, 8x, 4x, 2x
+  LoadHistory h(seconds(120));
+  h.Add(Observe(map, 0, [&](uint32_t id) { return rates[id]; }));
+  const Decision d = Decide(spec, h, map, 3, At(0));
+  EXPECT_EQ(d.partitions, 12u);
+  std::vector<size_t> pieces(4, 1);
+  for (const auto& s : d.splits) pieces[s.partition.value()] = s.cuts.size() + 1;
+  // Hotter partitions never get fewer pieces, and the hottest piece left is as cool as it can be
+  // with 12 partitions (water-filling: 80k/6, 40k/3, 20k/2, 10k/1 -> at most 13,334 ev/s).
+  EXPECT_GE(pieces[0], pieces[1]);
+  EXPECT_GE(pieces[1], pieces[2]);
+  EXPECT_GE(pieces[2], pieces[3]);
+  double hottest_piece = 0;
+  for (size_t i = 0; i < 4; ++i) hottest_piece = std::max(hottest_piece, rates[i] / pieces[i]);
+  EXPECT_LE(hottest_piece, 80000.0 / 6 + 1);
+  ExpectWellFormed(d, map);
+}
+
+TEST(DecideTest, HonoursTheStepLimit) {
+  for (uint32_t limit : {1u, 3u, 6u}) {
+    SCOPED_TRACE("max_partitions_per_step " + std::to_string(limit));
+    TopicSpec spec = BaseSpec();
+    spec.scale_up.max_partitions_per_step = limit;
+    const PartitionMap map = Initial(4);
+    LoadHistory h(seconds(120));
+    Steady(h, map, 0, 0, 50000);
+    const Decision d = Decide(spec, h, map, 4, At(0));
+    EXPECT_EQ(d.partitions, 4 + limit);
+    EXPECT_EQ(Pieces(d), limit);
+    EXPECT_THAT(d.reason, HasSubstr("limited to " + std::to_string(limit) + " new partitions"));
+    ExpectWellFormed(d, map);
+  }
+}
+
+TEST(DecideTest, AHotKeyIsIsolatedWithACutOnEachSide) {
+  const TopicSpec spec = BaseSpec();
+  const PartitionMap map = Initial(4);
+  const HashRange r = map.Find(PartitionId(2))->range;
+  const uint32_t hot = static_cast<uint32_t>(r.lo + r.Width() / 2 + 777);
+  LoadHistory h(seconds(120));
+  Observation o = Observe(map, 0, [](uint32_t) { return 5000.0; });
+  o.partitions[2] = HotKey(2, 15000, r, hot, 0.6);
+  h.Add(o);
+  const Decision d = Decide(spec, h, map, 2, At(0));
+  const SplitDecision* s = SplitOf(d, 2);
+  ASSERT_NE(s, nullptr) << d.reason;
+  EXPECT_THAT(s->cuts, Contains(uint64_t{hot}));
+  EXPECT_THAT(s->cuts, Contains(uint64_t{hot} + 1));
+  ExpectWellFormed(d, map);
+}
+
+TEST(DecideTest, APartitionThatIsOneKeyIsNotSplit) {
+  const TopicSpec spec = BaseSpec();
+  const PartitionMap map = Initial(4);
+  const HashRange r = map.Find(PartitionId(3))->range;
+  const uint32_t hot = static_cast<uint32_t>(r.lo + 4242);
+  LoadHistory h(seconds(120));
+  Observation o = Observe(map, 0, [](uint32_t) { return 5000.0; });
+  o.partitions[3] = HotKey(3, 30000, r, hot, 1.0);
+  h.Add(o);
+  const Decision d = Decide(spec, h, map, 1, At(0));
+  EXPECT_THAT(d.splits, IsEmpty());
+  EXPECT_THAT(d.kinds, Not(Contains("split")));
+  EXPECT_EQ(d.partitions, 4u);
+  EXPECT_THAT(d.reason, AllOf(HasSubstr("partition 3"), HasSubstr("one key"),
+                              HasSubstr("hash " + std::to_string(hot))));
+}
+
+struct UpWindowCase {
+  const char* name;
+  uint32_t window_s;
+  double spike;    // rate of partition 0 at the last `samples` observations
+  bool sustained;  // the spike lasts for the whole window instead
+  bool splits;
+  int samples = 1;
+};
+
+void PrintTo(const UpWindowCase& c, std::ostream* os) { *os << c.name; }
+
+class DecideScaleUpWindowTest : public ::testing::TestWithParam<UpWindowCase> {};
+
+TEST_P(DecideScaleUpWindowTest, ShortSpikesWaitSurgesDoNot) {
+  const UpWindowCase& c = GetParam();
+  TopicSpec spec = BaseSpec();
+  spec.scale_up.stabilization_window_seconds = c.window_s;
+  const PartitionMap map = Initial(2);
+  LoadHistory h(seconds(300));
+  const int64_t now = 200;
+  for (int64_t t = 0; t <= now; ++t) {
+    // "Sustained" starts a little before the window: the history keeps lows per time bucket.
+    const bool high = t > now - c.samples || (c.sustained && t >= now - c.window_s - 20);
+    h.Add(Observe(map, t, [&](uint32_t id) { return id == 0 && high ? c.spike : 4000.0; }));
+  }
+  const Decision d = Decide(spec, h, map, 1, At(now));
+  if (c.splits) {
+    ASSERT_NE(SplitOf(d, 0), nullptr) << d.reason;
+    EXPECT_THAT(d.kinds, Contains("split"));
+    ExpectWellFormed(d, map);
+  } else {
+    EXPECT_THAT(d.splits, IsEmpty()) << d.reason;
+    EXPECT_THAT(d.kinds, Not(Contains("split")));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, DecideScaleUpWindowTest,
+                         ::testing::Values(
+                             // Without a window, any rate above the tolerance splits at once.
+                             UpWindowCase{"no_window_spike_splits", 0, 9000, false, true},
+                             // With a window, a short spike below twice the target waits...
+                             UpWindowCase{"window_short_spike_waits", 60, 9000, false, false},
+                             UpWindowCase{"window_short_spike_at_2x_waits", 60, 10000, false,
+                                          false},
+                             // ... one that lasted the whole window does not...
+                             UpWindowCase{"window_sustained_splits", 60, 9000, true, true},
+                             // ... and a surge above twice the target for two observations
+                             // takes the fast path; at its first observation it waits one more.
+                             UpWindowCase{"window_surge_first_sample_waits", 60, 10500, false,
+                                          false},
+                             UpWindowCase{"window_surge_splits", 60, 10500, false, true, 2},
+                             UpWindowCase{"window_big_surge_splits", 60, 50000, false, true, 2}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// ---------------------------------------------------------------------------------------------
+// Decide: scale-down
+
+TEST(DecideTest, ColdNeighboursMergeOnlyAfterTheScaleDownWindow) {
+  const TopicSpec spec = BaseSpec();  // window 30 s
+  const PartitionMap map = Initial(4);
+  LoadHistory h(seconds(120));
+  for (int64_t now = 0; now <= 40; ++now) {
+    Steady(h, map, now, now, 1000);
+    const Decision d = Decide(spec, h, map, 1, At(now));
+    if (now < 30) {
+      EXPECT_THAT(d.merges, IsEmpty()) << "t=" << now << ": " << d.reason;
+      EXPECT_THAT(d.kinds, ElementsAre("hold")) << "t=" << now;
+    } else {
+      // 4 x 1,000 ev/s fit in one partition below 4,500 (target less the tolerance).
+      ASSERT_EQ(d.merges.size(), 1u) << "t=" << now << ": " << d.reason;
+      EXPECT_THAT(d.merges[0].run,
+                  ElementsAre(PartitionId(0), PartitionId(1), PartitionId(2), PartitionId(3)));
+      EXPECT_DOUBLE_EQ(d.merges[0].peak_rate, 4000);
+      EXPECT_EQ(d.partitions, 1u);
+      EXPECT_THAT(d.kinds, Contains("merge"));
+      ExpectWellFormed(d, map);
+    }
+  }
+}
+
+TEST(DecideTest, MergesOnlyPartitionsWhoseLoadIsKnownForTheWholeWindow) {
+  const TopicSpec spec = BaseSpec();  // window 30 s
+  const PartitionMap before = Initial(2);
+  const HashRange r1 = before.Find(PartitionId(1))->range;
+  auto split = before.Split(PartitionId(1), r1.lo + r1.Width() / 2);  // 2, 3 <- 1
+  ASSERT_TRUE(split.ok());
+  const PartitionMap after = *split;
+  for (bool lineage : {false, true}) {
+    SCOPED_TRACE(lineage ? "with lineage" : "without lineage");
+    LoadHistory h(seconds(120));
+    for (int64_t t = 0; t <= 40; ++t) {
+      h.Add(Observe(t < 20 ? before : after, t, [](uint32_t) { return 1000.0; }, lineage));
+    }
+    // At t=40 the window reaches back to t=10: partitions 2 and 3 are 20 s old. Without their
+    // lineage their first 10 s of the window are unknown; with it, their parent's 1,000 ev/s
+    // bounds each of them, and 3 x 1,000 fit in one partition.
+    const Decision at40 = Decide(spec, h, after, 1, At(40));
+    if (!lineage) {
+      EXPECT_THAT(at40.merges, IsEmpty()) << at40.reason;
+      EXPECT_EQ(at40.partitions, 3u);
+    } else {
+      ASSERT_EQ(at40.merges.size(), 1u) << at40.reason;
+      EXPECT_DOUBLE_EQ(at40.merges[0].peak_rate, 3000);
+      EXPECT_EQ(at40.partitions, 1u);
+      ExpectWellFormed(at40, after);
+    }
+    // At t=55 they are 35 s old: all three cold partitions merge either way.
+    for (int64_t t = 41; t <= 55; ++t) {
+      h.Add(Observe(after, t, [](uint32_t) { return 1000.0; }, lineage));
+    }
+    const Decision old = Decide(spec, h, after, 1, At(55));
+    ASSERT_FALSE(old.merges.empty()) << old.reason;
+    EXPECT_EQ(old.partitions, 1u);
+    ExpectWellFormed(old, after);
+  }
+}
+
+// A parent's peak inside the window still bounds its young children: they stay apart.
+TEST(DecideTest, AnInheritedPeakKeepsYoungPartitionsApart) {
+  const TopicSpec spec = BaseSpec();  // window 30 s, merge limit 4,500
+  const PartitionMap before = Initial(1);
+  auto split = before.Split(PartitionId(0), kHashSpace / 2);  // 1, 2 <- 0
+  ASSERT_TRUE(split.ok());
+  LoadHistory h(seconds(120));
+  for (int64_t t = 0; t <= 40; ++t) {
+    h.Add(Observe(t < 20 ? before : *split, t,
+                  [&](uint32_t) { return t == 15 ? 6000.0 : 1000.0; }, true));
+  }
+  const Decision d = Decide(spec, h, *split, 1, At(40));
+  EXPECT_THAT(d.merges, IsEmpty()) << d.reason;
+}
+
+// A zero scale-down window asked after the latest observation still bounds the merge by the
+// latest peaks (and never sizes its bucket list from a window that ends before it starts).
+TEST(DecideTest, AZeroScaleDownWindowAskedLaterMergesOnTheLatestPeaks) {
+  TopicSpec spec = BaseSpec();
+  spec.scale_down.stabilization_window_seconds = 0;
+  const PartitionMap map = Initial(4);
+  LoadHistory h(seconds(20));
+  Steady(h, map, 0, 10, 1000);
+  const Decision d = Decide(spec, h, map, 1, At(25));
+  ASSERT_EQ(d.merges.size(), 1u) << d.reason;
+  EXPECT_DOUBLE_EQ(d.merges[0].peak_rate, 4000);
+  auto peaks = h.WindowPeaks(*h.Partition(PartitionId(0)), At(25));
+  ASSERT_TRUE(peaks.has_value());
+  EXPECT_EQ(peaks->size(), 1u);
+}
+
+// Neighbours whose peaks come at different times merge on what they carried together.
+TEST(DecideTest, NeighboursPeakingAtDifferentTimesMergeOnTheirSum) {
+  TopicSpec spec = BaseSpec();  // merge limit 4,500
+  spec.scale_down.stabilization_window_seconds = 20;
+  const PartitionMap map = Initial(2);
+  LoadHistory h(seconds(20));  // buckets of 1 s
+  for (int64_t t = 0; t <= 40; ++t) {
+    h.Add(Observe(map, t, [&](uint32_t id) { return (t + id) % 2 ? 3000.0 : 1000.0; }));
+  }
+  // Each peaks at 3,000 (6,000 summed), but together they never carried more than 4,000.
+  const Decision d = Decide(spec, h, map, 1, At(40));
+  ASSERT_EQ(d.merges.size(), 1u) << d.reason;
+  EXPECT_DOUBLE_EQ(d.merges[0].peak_rate, 4000);
+  ExpectWellFormed(d, map);
+}
+
+TEST(DecideTest, PeakOverTheWindowKeepsNeighboursApart) {
+  const TopicSpec spec = BaseSpec();
+  const PartitionMap map = Initial(2);
+  LoadHistory h(seconds(120));
+  // 1,000 each now, but 4,000 each 20 s ago: 8,000 together is above 4,500.
+  for (int64_t t = 0; t <= 60; ++t) {
+    h.Add(Observe(map, t, [&](uint32_t) { return t == 40 ? 4000.0 : 1000.0; }));
+  }
+  const Decision d = Decide(spec, h, map, 1, At(60));
+  EXPECT_THAT(d.merges, IsEmpty()) << d.reason;
+  EXPECT_THAT(d.kinds, ElementsAre("hold"));
+  // Once the peak has left the window, they merge.
+  for (int64_t t = 61; t <= 75; ++t) h.Add(Observe(map, t, [](uint32_t) { return 1000.0; }));
+  const Decision later = Decide(spec, h, map, 1, At(75));
+  EXPECT_EQ(later.merges.size(), 1u) << later.reason;
+}
+
+TEST(DecideTest, MissingMetricsInTheWindowBlockMergesAndPodsDown) {
+  const TopicSpec spec = BaseSpec();
+  const PartitionMap map = Initial(4);
+  for (int64_t missing_at : {25, 40, 5}) {
+    SCOPED_TRACE("missing at t=" + std::to_string(missing_at));
+    LoadHistory h(seconds(120));
+    for (int64_t t = 0; t <= 40; ++t) {
+      Observation o = Observe(map, t, [](uint32_t) { return 1000.0; });
+      if (t == missing_at) {
+        o.partitions.erase(0);
+        o.missing = {"orders-0: /metrics: connection refused"};
+      }
+      h.Add(o);
+    }
+    // 4 replicas for 4 cold partitions that would merge into one: both shrink unless blocked.
+    const Decision d = Decide(spec, h, map, 4, At(40));
+    if (missing_at >= 10) {  // inside the window [10, 40]
+      EXPECT_THAT(d.merges, IsEmpty()) << d.reason;
+      EXPECT_THAT(d.kinds, ElementsAre("hold"));
+      EXPECT_EQ(d.replicas, 4u);
+      EXPECT_EQ(d.partitions, 4u);
+      EXPECT_THAT(d.reason, AllOf(HasSubstr("metrics missing"), HasSubstr("orders-0")));
+    } else {
+      EXPECT_EQ(d.merges.size(), 1u) << d.reason;
+      EXPECT_THAT(d.kinds, Contains("merge"));
+      EXPECT_THAT(d.kinds, Contains("pods_down"));
+      EXPECT_EQ(d.replicas, 1u);
+    }
+  }
+}
+
+TEST(DecideTest, APartitionWithoutACurrentRateIsNeitherSplitNorMerged) {
+  const TopicSpec spec = BaseSpec();
+  const PartitionMap map = Initial(4);
+  LoadHistory h(seconds(120));
+  Steady(h, map, 0, 39, 1000);
+  Observation o = Observe(map, 40, [](uint32_t) { return 1000.0; });
+  o.partitions.erase(2);  // not observed, and not reported missing either
+  h.Add(o);
+  const Decision d = Decide(spec, h, map, 1, At(40));
+  EXPECT_THAT(d.merges, IsEmpty()) << d.reason;
+  EXPECT_THAT(d.reason, HasSubstr("without a current rate"));
+}
+
+struct MinCase {
+  uint32_t min;
+  uint32_t expect;
+};
+
+TEST(DecideTest, MergesNeverGoBelowPartitionsMin) {
+  for (const MinCase& c :
+       {MinCase{1, 1}, MinCase{2, 2}, MinCase{3, 3}, MinCase{7, 7}, MinCase{8, 8}}) {
+    SCOPED_TRACE("partitions.min " + std::to_string(c.min));
+    TopicSpec spec = BaseSpec();
+    spec.partitions.min = c.min;
+    spec.partitions.max = std::max(64u, c.min);
+    const PartitionMap map = Initial(8);
+    LoadHistory h(seconds(120));
+    Steady(h, map, 0, 40, 100);
+    const Decision d = Decide(spec, h, map, 2, At(40));
+    EXPECT_EQ(d.partitions, c.expect) << d.reason;
+    EXPECT_THAT(d.kinds, Not(Contains("split")));
+    if (c.expect < 8) ExpectWellFormed(d, map);
+  }
+}
+
+TEST(DecideTest, MergesNeverGoBelowTheWindowsPeakRate) {
+  const TopicSpec spec = BaseSpec();
+  const PartitionMap map = Initial(8);
+  LoadHistory h(seconds(120));
+  Steady(h, map, 0, 40, 2000);  // 16,000 ev/s in all: at least ceil(16000 / 4500) = 4
+  const Decision d = Decide(spec, h, map, 2, At(40));
+  EXPECT_GE(d.partitions, 4u) << d.reason;
+  EXPECT_LT(d.partitions, 8u) << d.reason;
+  for (const auto& m : d.merges) EXPECT_LE(m.peak_rate, 4500);
+  ExpectWellFormed(d, map);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decide: replicas
+
+struct ReplicasUpCase {
+  const char* name;
+  uint32_t partitions;
+  uint32_t per_replica;
+  uint32_t replicas_max;
+  uint32_t replicas;  // now
+  double cpu;         // per pod over its request, reported by every current pod; < 0: none
+  uint32_t expect;
+};
+
+void PrintTo(const ReplicasUpCase& c, std::ostream* os) { *os << c.name; }
+
+class DecideReplicasUpTest : public ::testing::TestWithParam<ReplicasUpCase> {};
+
+TEST_P(DecideReplicasUpTest, ScalesPodsUp) {
+  const ReplicasUpCase& c = GetParam();
+  TopicSpec spec = BaseSpec();
+  spec.scaling.partitions_per_replica = c.per_replica;
+  spec.replicas.max = c.replicas_max;
+  // No merges and no splits: only replicas are under test.
+  spec.partitions.min = c.partitions;
+  spec.partitions.max = c.partitions;
+  const PartitionMap map = Initial(c.partitions);
+  LoadHistory h(seconds(120));
+  for (int64_t t = 0; t <= 40; ++t) {
+    Observation o = Observe(map, t, [](uint32_t) { return 5000.0; });  // at the target
+    if (c.cpu >= 0) {
+      for (uint32_t i = 0; i < c.replicas; ++i) {
+        o.cpu_utilization["orders-" + std::to_string(i)] = c.cpu;
+      }
+    }
+    h.Add(o);
+  }
+  const Decision d = Decide(spec, h, map, c.replicas, At(40));
+  EXPECT_EQ(d.replicas, c.expect) << d.reason;
+  EXPECT_LE(d.replicas, c.replicas_max);
+  EXPECT_LE(d.replicas, d.partitions);
+  if (c.expect > c.replicas) {
+    EXPECT_THAT(d.kinds, Contains("pods_up"));
+    EXPECT_THAT(d.reason, HasSubstr("replicas " + std::to_string(c.replicas) + " -> " +
+                                    std::to_string(c.expect)));
+  } else {
+    EXPECT_THAT(d.kinds, Not(Contains("pods_up")));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, DecideReplicasUpTest,
+    ::testing::Values(ReplicasUpCase{"per_replica_4", 8, 4, 16, 1, -1, 2},
+                      ReplicasUpCase{"per_replica_2", 8, 2, 16, 1, -1, 4},
+                      ReplicasUpCase{"per_replica_3_rounds_up", 8, 3, 16, 1, -1, 3},
+                      ReplicasUpCase{"per_replica_capped_by_max", 8, 1, 5, 1, -1, 5},
+                      ReplicasUpCase{"already_enough", 8, 4, 16, 2, -1, 2},
+                      // CPU at twice its 70% target on 2 pods asks for 4.
+                      ReplicasUpCase{"cpu_twice_the_target", 8, 4, 16, 2, 1.4, 4},
+                      ReplicasUpCase{"cpu_capped_by_max", 8, 4, 3, 2, 1.4, 3},
+                      // CPU within the tolerance of its target asks for no more.
+                      ReplicasUpCase{"cpu_within_tolerance", 8, 4, 16, 2, 0.74, 2},
+                      // Never more replicas than partitions, however hot the consumers.
+                      ReplicasUpCase{"cpu_capped_by_partitions", 4, 4, 16, 2, 2.8, 4}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(DecideTest, CpuReasonNamesTheUtilization) {
+  TopicSpec spec = BaseSpec();
+  spec.partitions.min = 8;
+  const PartitionMap map = Initial(8);
+  LoadHistory h(seconds(120));
+  Observation o = Observe(map, 0, [](uint32_t) { return 5000.0; });
+  o.cpu_utilization = {{"orders-0", 1.4}, {"orders-1", 1.4}};
+  h.Add(o);
+  const Decision d = Decide(spec, h, map, 2, At(0));
+  EXPECT_EQ(d.replicas, 4u);
+  EXPECT_THAT(d.reason, HasSubstr("consumer CPU 140% against 70%"));
+}
+
+// The policy's own rule (policy.cc, step 3): partitions grow to "at least one per wanted
+// replica", so that consumers the CPU asks for have partitions to take. Two partitions whose
+// rate is within the target, consumed by two pods at five times their CPU target: the CPU asks
+// for 10 replicas, so the decision should split to 10 partitions and run 10 replicas.
+TEST(DecideTest, CpuDrivenReplicasGetPartitionsToConsume) {
+  TopicSpec spec = BaseSpec();
+  spec.partitions.min = 2;
+  const PartitionMap map = Initial(2);
+  LoadHistory h(seconds(120));
+  Observation o = Observe(map, 0, [](uint32_t) { return 5000.0; });
+  o.cpu_utilization = {{"orders-0", 3.5}, {"orders-1", 3.5}};
+  h.Add(o);
+  const Decision d = Decide(spec, h, map, 2, At(0));
+  EXPECT_LE(d.replicas, d.partitions);
+  EXPECT_EQ(d.partitions, 10u) << d.reason;
+  EXPECT_EQ(d.replicas, 10u) << d.reason;
+}
+
+TEST(DecideTest, ReplicasGoDownOnlyToTheHighestRecommendationOfTheWindow) {
+  TopicSpec spec = BaseSpec();  // window 30 s, 4 partitions per replica
+  spec.partitions.min = 16;
+  const PartitionMap map = Initial(16);  // by partitions: 4 replicas
+  LoadHistory h(seconds(120));
+  // 8 pods at half their CPU target (asks for 4), but at t=20 at 75% of it (asks for 6).
+  auto observe = [&](int64_t t) {
+    Observation o = Observe(map, t, [](uint32_t) { return 4800.0; });
+    for (int i = 0; i < 8; ++i) o.cpu_utilization["orders-" + std::to_string(i)] = 0.35;
+    if (t == 20) {
+      for (auto& [pod, u] : o.cpu_utilization) u = 0.525;
+    }
+    h.Add(o);
+  };
+  for (int64_t t = 0; t <= 40; ++t) observe(t);
+  const Decision d = Decide(spec, h, map, 8, At(40));
+  EXPECT_EQ(d.replicas, 6u) << d.reason;
+  EXPECT_THAT(d.kinds, ElementsAre("pods_down"));
+  EXPECT_THAT(d.reason, HasSubstr("highest recommendation"));
+  // Once t=20 has left the window, down to what the partitions ask for.
+  for (int64_t t = 41; t <= 60; ++t) observe(t);
+  const Decision later = Decide(spec, h, map, 6, At(60));
+  EXPECT_EQ(later.replicas, 4u) << later.reason;
+  EXPECT_THAT(later.kinds, ElementsAre("pods_down"));
+}
+
+TEST(DecideTest, ReplicasNeverGoBelowReplicasMin) {
+  TopicSpec spec = BaseSpec();
+  spec.replicas.min = 3;
+  spec.partitions.min = 8;
+  const PartitionMap map = Initial(8);
+  LoadHistory h(seconds(120));
+  Steady(h, map, 0, 40, 4800);
+  const Decision d = Decide(spec, h, map, 5, At(40));
+  EXPECT_EQ(d.replicas, 3u) << d.reason;
+  const Decision up = Decide(spec, h, map, 1, At(40));
+  EXPECT_EQ(up.replicas, 3u) << up.reason;
+  EXPECT_THAT(up.kinds, Contains("pods_up"));
+}
+
+}  // namespace
+}  // namespace shoal::control

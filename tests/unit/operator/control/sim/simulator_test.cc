@@ -1,0 +1,347 @@
+// Tests of the simulator (control/src/sim/simulator.cc): ParseTrace, and the product
+// requirements replayed from the example traces (examples/traces/*.yaml) through the real
+// policy and planner.
+#include "shoal/control/simulator.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace shoal::control {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+
+std::string ReadFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << "cannot read " << path;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct Loaded {
+  TopicSpec spec;
+  Trace trace;
+};
+
+// Reads a trace (relative to the source tree) and the topic it names (relative to the trace).
+Loaded Load(const std::string& trace_path) {
+  const std::filesystem::path path = std::filesystem::path(SHOAL_SOURCE_DIR) / trace_path;
+  Loaded out;
+  auto trace = ParseTrace(ReadFile(path));
+  EXPECT_TRUE(trace.ok()) << trace_path << ": " << trace.status().ToString();
+  if (!trace.ok()) return out;
+  out.trace = *trace;
+  auto spec = ParseTopic(ReadFile(path.parent_path() / out.trace.topic_file));
+  EXPECT_TRUE(spec.ok()) << out.trace.topic_file << ": " << spec.status().ToString();
+  if (spec.ok()) out.spec = *spec;
+  return out;
+}
+
+std::string Describe(const SimResult& r);
+
+// SHOAL_SIM_VERBOSE=1 prints every decision of every trace run.
+SimResult RunTrace(const std::string& trace_path) {
+  const Loaded l = Load(trace_path);
+  auto r = Simulate(l.spec, l.trace);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  if (!r.ok()) return {};
+  if (std::getenv("SHOAL_SIM_VERBOSE")) std::cout << trace_path << ":\n" << Describe(*r);
+  return *r;
+}
+
+bool Has(const SimDecision& d, const std::string& kind) {
+  return std::find(d.kinds.begin(), d.kinds.end(), kind) != d.kinds.end();
+}
+
+std::string Describe(const SimResult& r) {
+  std::string out;
+  for (const auto& d : r.decisions) {
+    out += "t=" + std::to_string(d.t) + " partitions " + std::to_string(d.partitions_before) +
+           "->" + std::to_string(d.partitions_after) + " pods " + std::to_string(d.pods_before) +
+           "->" + std::to_string(d.pods_after) + " [";
+    for (const auto& k : d.kinds) out += k + " ";
+    out += "] " + d.reason.substr(0, 300) + "\n";
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// ParseTrace
+
+TEST(ParseTraceTest, ReadsEveryField) {
+  auto t = ParseTrace(R"(
+name: all
+duration_s: 120
+step_s: 0.5
+topic: ../flash-sale.yaml
+rate: [[0, 100], [10, 200]]
+repeat_s: 30
+noise: 0.25
+seed: 99
+hot_keys:
+  - {key: k1, share: 0.5, from_s: 5, until_s: 50}
+missing:
+  - {from_s: 1, until_s: 2, pods: [0, 3]}
+consumer: {events_per_second_per_pod: 1234}
+pods: {start_s: 7}
+initial_partitions: 9
+initial_pods: 3
+)");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->name, "all");
+  EXPECT_EQ(t->duration_s, 120);
+  EXPECT_EQ(t->step_s, 0.5);
+  EXPECT_EQ(t->topic_file, "../flash-sale.yaml");
+  ASSERT_EQ(t->rate.size(), 2u);
+  EXPECT_EQ(t->rate[1], (std::pair<double, double>{10, 200}));
+  EXPECT_EQ(t->repeat_s, 30);
+  EXPECT_EQ(t->noise, 0.25);
+  EXPECT_EQ(t->seed, 99u);
+  ASSERT_EQ(t->hot_keys.size(), 1u);
+  EXPECT_EQ(t->hot_keys[0].key, "k1");
+  EXPECT_EQ(t->hot_keys[0].share, 0.5);
+  EXPECT_EQ(t->hot_keys[0].from_s, 5);
+  EXPECT_EQ(t->hot_keys[0].until_s, 50);
+  ASSERT_EQ(t->missing.size(), 1u);
+  EXPECT_EQ(t->missing[0].pods, (std::vector<uint32_t>{0, 3}));
+  EXPECT_EQ(t->missing[0].until_s, 2);
+  EXPECT_EQ(t->consumer_events_per_second, 1234);
+  EXPECT_EQ(t->pod_start_s, 7);
+  EXPECT_EQ(t->initial_partitions, 9u);
+  EXPECT_EQ(t->initial_pods, 3u);
+}
+
+TEST(ParseTraceTest, RateIsPiecewiseLinearAndRepeats) {
+  auto t = ParseTrace("rate: [[0, 8000], [10, 40000], [20, 8000]]\nrepeat_s: 20\n");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_DOUBLE_EQ(t->RateAt(0), 8000);
+  EXPECT_DOUBLE_EQ(t->RateAt(5), 24000);
+  EXPECT_DOUBLE_EQ(t->RateAt(10), 40000);
+  EXPECT_DOUBLE_EQ(t->RateAt(25), 24000);  // repeats every 20 s
+  auto step = ParseTrace("rate: [[0, 1], [120, 1], [121, 10], [300, 10]]\n");
+  ASSERT_TRUE(step.ok());
+  EXPECT_DOUBLE_EQ(step->RateAt(120), 1);
+  EXPECT_DOUBLE_EQ(step->RateAt(121), 10);
+  EXPECT_DOUBLE_EQ(step->RateAt(1000), 10);  // the last value holds
+  EXPECT_DOUBLE_EQ(step->RateAt(-5), 1);
+}
+
+TEST(ParseTraceTest, EveryExampleTraceParses) {
+  const auto dir = std::filesystem::path(SHOAL_SOURCE_DIR) / "examples" / "traces";
+  int traces = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string text = ReadFile(entry.path());
+    if (text.find("kind: PartitionedTopic") != std::string::npos) continue;  // a topic file
+    SCOPED_TRACE(entry.path().filename().string());
+    ++traces;
+    const Loaded l = Load("examples/traces/" + entry.path().filename().string());
+    EXPECT_FALSE(l.trace.name.empty());
+    EXPECT_FALSE(l.spec.name.empty());
+  }
+  EXPECT_GE(traces, 7);
+}
+
+struct BadTraceCase {
+  const char* name;
+  std::string yaml;
+  const char* error;  // the message names the field
+};
+
+void PrintTo(const BadTraceCase& c, std::ostream* os) { *os << c.name; }
+
+class ParseTraceErrorTest : public ::testing::TestWithParam<BadTraceCase> {};
+
+TEST_P(ParseTraceErrorTest, RejectsNamingTheField) {
+  auto t = ParseTrace(GetParam().yaml);
+  ASSERT_FALSE(t.ok()) << GetParam().yaml;
+  EXPECT_EQ(t.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(t.status().message(), HasSubstr(GetParam().error));
+}
+
+const std::string kRate = "rate: [[0, 100]]\n";
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, ParseTraceErrorTest,
+    ::testing::Values(
+        BadTraceCase{"missing_rate", "name: x\nduration_s: 10\n", "rate: required"},
+        BadTraceCase{"empty_rate", "rate: []\n", "rate: required"},
+        BadTraceCase{"rate_not_a_list", "rate: 5\n", "rate: required"},
+        BadTraceCase{"decreasing_time", "rate: [[0, 1], [10, 2], [5, 3]]\n",
+                     "rate[2]: times must not decrease"},
+        BadTraceCase{"negative_rate", "rate: [[0, 1], [10, -2]]\n", "rate[1]: rate must be >= 0"},
+        BadTraceCase{"rate_point_not_a_pair", "rate: [[0, 1, 2]]\n", "rate[0]: expected"},
+        BadTraceCase{"rate_point_not_numbers", "rate: [[zero, 1]]\n", "rate[0]: expected"},
+        BadTraceCase{"unknown_field", kRate + "durations: 10\n", "durations: unknown field"},
+        BadTraceCase{"unknown_consumer_field", kRate + "consumer: {events_per_second: 5}\n",
+                     "consumer.events_per_second: unknown field"},
+        BadTraceCase{"unknown_pods_field", kRate + "pods: {ready_s: 5}\n",
+                     "pods.ready_s: unknown field"},
+        BadTraceCase{"unknown_hot_key_field", kRate + "hot_keys: [{key: a, weight: 0.5}]\n",
+                     "hot_keys[0].weight: unknown field"},
+        BadTraceCase{"unknown_missing_field", kRate + "missing: [{from: 1}]\n",
+                     "missing[0].from: unknown field"},
+        BadTraceCase{"negative_share", kRate + "hot_keys: [{key: a, share: -0.1}]\n",
+                     "hot_keys[0].share: must be in (0, 1]"},
+        BadTraceCase{"zero_share", kRate + "hot_keys: [{key: a, share: 0}]\n", "hot_keys[0].share"},
+        BadTraceCase{"share_above_one",
+                     kRate + "hot_keys: [{key: a, share: 0.5}, {key: b, share: 1.5}]\n",
+                     "hot_keys[1].share"},
+        BadTraceCase{"hot_key_without_key", kRate + "hot_keys: [{share: 0.5}]\n",
+                     "hot_keys[0].key: required"},
+        BadTraceCase{"duration_not_a_number", kRate + "duration_s: soon\n",
+                     "duration_s: expected a number"},
+        BadTraceCase{"zero_duration", kRate + "duration_s: 0\n", "duration_s: must be > 0"},
+        BadTraceCase{"negative_step", kRate + "step_s: -1\n", "step_s: must be > 0"},
+        BadTraceCase{"noise_too_big", kRate + "noise: 1\n", "noise: must be in [0, 1)"},
+        BadTraceCase{"missing_pods_not_ordinals", kRate + "missing: [{pods: [a]}]\n",
+                     "missing[0].pods"},
+        BadTraceCase{"not_a_mapping", "- 1\n- 2\n", "expected a mapping"},
+        BadTraceCase{"not_yaml", "rate: [[0, 1]\n", "not YAML"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// ---------------------------------------------------------------------------------------------
+// Product requirements, replayed
+
+// (a) A tenfold surge is answered by one decision to the needed count, then everything shrinks.
+TEST(SimulatorTest, FlashSaleSplitsOnceToTheNeededCountAndShrinksAfter) {
+  const SimResult r = RunTrace("examples/traces/flash-sale.yaml");
+  ASSERT_FALSE(r.timeline.empty());
+  SCOPED_TRACE(Describe(r));
+  std::vector<const SimDecision*> surge_splits;
+  for (const auto& d : r.decisions) {
+    if (d.t >= 121 && d.t <= 300 && Has(d, "split")) surge_splits.push_back(&d);
+  }
+  // ceil(80,000 / 5,000) = 16 partitions, in one change (not 2 -> 4 -> 8 -> 16).
+  ASSERT_EQ(surge_splits.size(), 1u);
+  EXPECT_EQ(surge_splits[0]->partitions_before, 2u);
+  EXPECT_EQ(surge_splits[0]->partitions_after, 16u);
+  EXPECT_EQ(r.max_partitions, 16u);
+  // Before the surge nothing split.
+  for (const auto& d : r.decisions) {
+    if (d.t < 121) {
+      EXPECT_FALSE(Has(d, "split")) << "t=" << d.t;
+    }
+  }
+  // After it, partitions and pods come back down.
+  const SimPoint& last = r.timeline.back();
+  EXPECT_LT(last.partitions, r.max_partitions);
+  EXPECT_LT(last.pods, r.max_pods);
+}
+
+// (b) A sawtooth faster than the scale-down window: partitions rise and hold, never flap.
+TEST(SimulatorTest, SawtoothNeverMerges) {
+  const SimResult r = RunTrace("examples/traces/sawtooth.yaml");
+  ASSERT_FALSE(r.timeline.empty());
+  SCOPED_TRACE(Describe(r));
+  for (size_t i = 1; i < r.timeline.size(); ++i) {
+    ASSERT_GE(r.timeline[i].partitions, r.timeline[i - 1].partitions)
+        << "partitions fell at t=" << r.timeline[i].t;
+  }
+  for (const auto& d : r.decisions) EXPECT_FALSE(Has(d, "merge")) << "t=" << d.t;
+  EXPECT_GT(r.max_partitions, r.timeline.front().partitions);  // it did scale up
+}
+
+// (c) Missing metrics: nothing shrinks while they are missing nor for a window after.
+TEST(SimulatorTest, MissingMetricsBlockScaleDownForAWindowAfterThey) {
+  const SimResult r = RunTrace("examples/traces/missing-metrics.yaml");
+  ASSERT_FALSE(r.timeline.empty());
+  SCOPED_TRACE(Describe(r));
+  bool shrank_after = false;
+  for (const auto& d : r.decisions) {
+    const bool shrinks = Has(d, "merge") || Has(d, "pods_down");
+    if (d.t < 220) {  // the 200 s gap plus the 20 s scale-down window of topic.yaml
+      EXPECT_FALSE(shrinks) << "t=" << d.t << ": " << d.reason;
+    } else if (shrinks) {
+      shrank_after = true;
+    }
+  }
+  EXPECT_TRUE(shrank_after) << "16 partitions and 4 pods for 800 ev/s never shrank";
+}
+
+// (d) A hot key: its range is split once to isolate it, and no further.
+TEST(SimulatorTest, HotKeyIsIsolatedByOneSplit) {
+  const SimResult r = RunTrace("examples/traces/hot-key.yaml");
+  ASSERT_FALSE(r.timeline.empty());
+  SCOPED_TRACE(Describe(r));
+  std::vector<const SimDecision*> splits;
+  for (const auto& d : r.decisions) {
+    if (Has(d, "split")) splits.push_back(&d);
+  }
+  ASSERT_EQ(splits.size(), 1u);
+  const SimDecision& split = *splits[0];
+  for (const auto& p : r.timeline) {
+    if (p.t > split.t) {
+      ASSERT_EQ(p.partitions, split.partitions_after) << "partitions changed at t=" << p.t;
+    }
+  }
+}
+
+// (e) Noise within the tolerance: every tick holds.
+TEST(SimulatorTest, NoisySteadyLoadNeverChangesAnything) {
+  const SimResult r = RunTrace("examples/traces/noisy-steady.yaml");
+  ASSERT_FALSE(r.timeline.empty());
+  EXPECT_THAT(r.decisions, IsEmpty()) << Describe(r);
+  EXPECT_EQ(r.holds, r.timeline.size());
+}
+
+// (f) 10,000 partitions: the simulation completes and the surge is one split within the cap.
+// Timing is a benchmark's business; it is only reported here.
+TEST(SimulatorTest, TenThousandPartitionsSurgeIsOneSplitWithinTheCap) {
+  const Loaded l = Load("examples/traces/ten-thousand.yaml");
+  auto result = Simulate(l.spec, l.trace);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  const SimResult& r = *result;
+  ASSERT_EQ(r.timeline.size(), 240u);
+  std::vector<const SimDecision*> surge_splits;
+  for (const auto& d : r.decisions) {
+    if (d.t >= 31 && d.t <= 90 && Has(d, "split")) surge_splits.push_back(&d);
+  }
+  ASSERT_EQ(surge_splits.size(), 1u) << Describe(r);
+  EXPECT_EQ(surge_splits[0]->partitions_before, 10000u);
+  EXPECT_GT(surge_splits[0]->partitions_after, 10000u);
+  EXPECT_LE(surge_splits[0]->partitions_after, 20000u);
+  EXPECT_LE(r.max_partitions, l.spec.partitions.max);
+  RecordProperty("max_decide_ms", std::to_string(r.max_decide_ms));
+  RecordProperty("max_plan_ms", std::to_string(r.max_plan_ms));
+  RecordProperty("max_resolve_ms", std::to_string(r.max_resolve_ms));
+  std::cout << "ten-thousand: max_decide_ms " << r.max_decide_ms << ", max_plan_ms "
+            << r.max_plan_ms << ", max_resolve_ms " << r.max_resolve_ms << ", surge split "
+            << surge_splits[0]->partitions_before << " -> " << surge_splits[0]->partitions_after
+            << "\n";
+}
+
+TEST(SimulatorTest, IsDeterministicForASeed) {
+  const Loaded l = Load("examples/traces/noisy-steady.yaml");
+  auto a = Simulate(l.spec, l.trace);
+  auto b = Simulate(l.spec, l.trace);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->timeline.size(), b->timeline.size());
+  for (size_t i = 0; i < a->timeline.size(); ++i) {
+    EXPECT_EQ(a->timeline[i].partitions, b->timeline[i].partitions);
+    EXPECT_EQ(a->timeline[i].lag, b->timeline[i].lag);
+  }
+}
+
+TEST(SimulatorTest, ResultJsonHasTheSummaryAndDecisions) {
+  const SimResult r = RunTrace("examples/traces/flash-sale.yaml");
+  const std::string json = r.ToJson(true);
+  EXPECT_THAT(json, HasSubstr("\"summary\":{\"decisions\":" + std::to_string(r.decisions.size())));
+  EXPECT_THAT(json, HasSubstr("\"kinds\":[\"split\""));
+  EXPECT_THAT(json, HasSubstr("\"timeline\":["));
+  EXPECT_THAT(r.ToJson(false), Not(HasSubstr("\"timeline\"")));
+}
+
+}  // namespace
+}  // namespace shoal::control

@@ -1,0 +1,176 @@
+// The control state's form in a PartitionedTopic's status (KubePlatform::StateToStatus and
+// StatusToState): the map gzip+base64, the plan as written, the last decision with an RFC 3339
+// time; and back, so that the next leader loads what the last one saved.
+#include "shoal/reconciler/kube_platform.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+#include "shoal/common/partition_map.h"
+#include "shoal/kubeapi/informer.h"
+#include "shoal/kubeapi/kube_client.h"
+#include "support/fake_kube/fake_api_server.h"
+
+namespace shoal::reconciler {
+namespace {
+
+using web::json::value;
+
+TEST(GzipBase64Test, RoundTripsAndRefusesGarbage) {
+  std::string text;
+  for (int i = 0; i < 1000; ++i) text += "{\"id\":" + std::to_string(i) + "},";
+  const std::string packed = GzipBase64(text);
+  EXPECT_LT(packed.size(), text.size() / 3);
+  auto back = GunzipBase64(packed);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, text);
+  EXPECT_FALSE(GunzipBase64("bm90IGd6aXA=").ok());
+  EXPECT_FALSE(GunzipBase64("***").ok());
+}
+
+TEST(KubePlatformStateTest, ControlStateSurvivesTheStatus) {
+  const PartitionMap map = PartitionMap::Initial("orders", 4, PodName("orders-0")).value();
+  const std::string state =
+      R"({"version":1,"topic":"orders","map":)" + map.ToJson() +
+      R"(,"plan":{"id":7,"reason":"surge","next":1,"steps":[{"kind":"change","state":"done"},
+         {"kind":"set_pods","pods":3,"state":"pending"}]},"next_plan_id":8,
+         "last_decision":{"at_ms":1764400000123,"kinds":["split","pods_up"],"partitions":8,
+                          "replicas":3,"reason":"arrival 4000/s over 4 partitions"}})";
+  auto status = KubePlatform::StateToStatus(state);
+  ASSERT_TRUE(status.ok()) << status.status().message();
+  EXPECT_EQ(status->at("partitionMap").at("encoding").as_string(), "gzip+base64");
+  EXPECT_EQ(status->at("partitionMap").at("epoch").as_integer(), 1);
+  EXPECT_EQ(status->at("plan").at("id").as_integer(), 7);
+  EXPECT_EQ(status->at("nextPlanId").as_integer(), 8);
+  EXPECT_EQ(status->at("lastDecision").at("time").as_string(), "2025-11-29T07:06:40.123Z");
+  EXPECT_EQ(status->at("lastDecision").at("kinds").size(), 2u);
+
+  auto back = KubePlatform::StatusToState(*status, "orders");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  const value again = value::parse(*back);
+  EXPECT_EQ(again.at("map"), value::parse(map.ToJson()));
+  EXPECT_EQ(again.at("plan"), status->at("plan"));
+  EXPECT_EQ(again.at("next_plan_id").as_integer(), 8);
+  EXPECT_EQ(again.at("last_decision").at("at_ms").as_number().to_int64(), 1764400000123);
+  EXPECT_EQ(again.at("last_decision").at("reason").as_string(), "arrival 4000/s over 4 partitions");
+}
+
+TEST(KubePlatformStateTest, NoPlanRemovesItAndAnEmptyStatusIsNotFound) {
+  const PartitionMap map = PartitionMap::Initial("orders", 2, PodName("orders-0")).value();
+  auto status = KubePlatform::StateToStatus(R"({"version":1,"topic":"orders","map":)" +
+                                            map.ToJson() +
+                                            R"(,"plan":null,"next_plan_id":3,"last_decision":{"at_ms":0,"kinds":[],"partitions":0,"replicas":0,"reason":""}})");
+  ASSERT_TRUE(status.ok());
+  EXPECT_TRUE(status->at("plan").is_null()) << "null deletes status.plan in a merge patch";
+  EXPECT_FALSE(status->has_field("lastDecision"));
+  auto none = KubePlatform::StatusToState(value::object(), "orders");
+  EXPECT_EQ(none.status().code(), Status::Code::kNotFound);
+  value broken = value::object();
+  broken["partitionMap"]["encoding"] = value::string("gzip+base64");
+  broken["partitionMap"]["data"] = value::string("!!");
+  EXPECT_EQ(KubePlatform::StatusToState(broken, "orders").status().code(),
+            Status::Code::kInvalidArgument);
+}
+
+// HoldReplicas against a fake API server: a StatefulSet scaled by hand is set back to the loop's
+// count, a cache that trails the loop's own scale changes nothing, the count never goes below the
+// pods that own partitions, and nothing is written when this operator does not lead.
+class KubePlatformScaleTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    shoal::testing::FakeApiServerOptions o;
+    o.admin_token = "admin";
+    auto server = shoal::testing::FakeApiServer::Start(o);
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(server.value());
+    kubeapi::KubeConfig config;
+    config.server = server_->base_url();
+    config.token = "admin";
+    auto client = kubeapi::KubeClient::Create(config);
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    client_ = std::move(client.value());
+    pods_ = std::make_unique<kubeapi::Informer>(*client_, kubeapi::Pods(), kubeapi::InformerOptions{},
+                                             [](const std::string&, const kubeapi::Json&) {});
+    auto sts = client_->Create(kubeapi::StatefulSets(), "default",
+                               value::parse(R"({"metadata":{"name":"orders"},"spec":{"replicas":2,
+                                  "selector":{"matchLabels":{"app":"orders"}}}})"));
+    ASSERT_TRUE(sts.ok()) << sts.error().ToString();
+  }
+
+  std::unique_ptr<KubePlatform> Platform(uint32_t desired) {
+    KubePlatformOptions o;
+    o.ns = "default";
+    o.topic = "orders";
+    o.may_act = [this] { return leading_.load(); };
+    return std::make_unique<KubePlatform>(*client_, *pods_, o, desired);
+  }
+  void ScaleByHand(int64_t n) {
+    auto r = client_->MergePatch(kubeapi::StatefulSets(), "default", "orders",
+                                 value::parse(R"({"spec":{"replicas":)" + std::to_string(n) + "}}"),
+                                 "scale");
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+  }
+  int64_t Replicas() {
+    auto sts = client_->Get(kubeapi::StatefulSets(), "default", "orders");
+    EXPECT_TRUE(sts.ok());
+    return sts.ok() ? kubeapi::At(sts.value(), "spec.replicas").as_number().to_int64() : -1;
+  }
+  int ScaleWrites() {
+    return server_->CountRequests("PATCH", "/apis/apps/v1/namespaces/default/statefulsets/orders/scale");
+  }
+
+  std::atomic<bool> leading_{true};
+  std::unique_ptr<shoal::testing::FakeApiServer> server_;
+  std::unique_ptr<kubeapi::KubeClient> client_;
+  std::unique_ptr<kubeapi::Informer> pods_;
+};
+
+TEST_F(KubePlatformScaleTest, AScaleByHandIsSetBackAndATrailingCacheIsNot) {
+  auto platform = Platform(2);
+  auto same = platform->HoldReplicas(2, 0);
+  ASSERT_TRUE(same.ok());
+  EXPECT_FALSE(same->has_value());
+
+  ScaleByHand(5);
+  const int writes = ScaleWrites();
+  auto held = platform->HoldReplicas(5, 0);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  EXPECT_EQ(*held, std::optional<uint32_t>(5));
+  EXPECT_EQ(Replicas(), 2);
+  EXPECT_EQ(ScaleWrites(), writes + 1);
+
+  // The loop scales to 3; a cache that still shows 2 is no reason to write.
+  ASSERT_TRUE(platform->SetDesiredPods(3).ok());
+  auto trailing = platform->HoldReplicas(2, 0);
+  ASSERT_TRUE(trailing.ok());
+  EXPECT_FALSE(trailing->has_value());
+  EXPECT_EQ(Replicas(), 3);
+  EXPECT_EQ(ScaleWrites(), writes + 2);  // only the loop's own
+
+  // Not leading: nothing is written.
+  ScaleByHand(7);
+  leading_ = false;
+  EXPECT_FALSE(platform->HoldReplicas(7, 0).ok());
+  EXPECT_EQ(Replicas(), 7);
+}
+
+TEST_F(KubePlatformScaleTest, TheCountNeverGoesBelowThePodsThatOwnPartitions) {
+  // Scaled down to 1 by hand while no operator ran; the loop starts from 1, but its map has
+  // partitions on pods 0..2.
+  ScaleByHand(1);
+  auto platform = Platform(1);
+  auto held = platform->HoldReplicas(1, 3);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  EXPECT_EQ(*held, std::optional<uint32_t>(1));
+  EXPECT_EQ(platform->DesiredPods(), 3u);
+  EXPECT_EQ(Replicas(), 3);
+  // Scaled up by hand beyond them: set back to the count, not lower.
+  ScaleByHand(6);
+  held = platform->HoldReplicas(6, 3);
+  ASSERT_TRUE(held.ok());
+  EXPECT_EQ(Replicas(), 3);
+}
+
+}  // namespace
+}  // namespace shoal::reconciler

@@ -1,0 +1,176 @@
+// The objects the operator makes of a PartitionedTopic (reconciler/src/manifests.cc): the
+// StatefulSet with the injected sidecar, the headless Service, the Secret; what ReadTopic
+// refuses and how it says so; YAML pod templates as JSON; the template hash.
+#include "shoal/reconciler/manifests.h"
+
+#include <gtest/gtest.h>
+
+#include <cpprest/asyncrt_utils.h>
+
+namespace shoal::reconciler {
+namespace {
+
+using web::json::value;
+
+value Topic(const std::string& containers = R"([{"name":"app","image":"example/app:1",
+    "env":[{"name":"SHOAL_TOPIC","value":"mine"}]}])") {
+  return value::parse(R"({"apiVersion":"shoal.dev/v1alpha1","kind":"PartitionedTopic",
+    "metadata":{"name":"orders","namespace":"shop","uid":"u-1","generation":3,
+                "resourceVersion":"17","finalizers":["shoal.dev/cleanup"]},
+    "spec":{"partitions":{"min":2,"max":32,"initial":4},"durability":{"fsync":"always"},
+            "retention":{"bytes":1000000,"ms":60000},
+            "consumer":{"template":{"metadata":{"labels":{"team":"a"}},
+                                    "spec":{"containers":)" + containers + R"(}}},
+            "sidecar":{"image":"shoal:1.2","resources":{"requests":{"cpu":"100m"}}}},
+    "status":{"observedGeneration":2}})");
+}
+
+value EnvOf(const value& container, const std::string& name) {
+  for (const auto& e : container.at("env").as_array()) {
+    if (e.at("name").as_string() == name) return e;
+  }
+  return value::null();
+}
+
+TEST(ReadTopicTest, ReadsIdentitySpecAndTemplate) {
+  auto t = ReadTopic(Topic());
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->name, "orders");
+  EXPECT_EQ(t->ns, "shop");
+  EXPECT_EQ(t->uid, "u-1");
+  EXPECT_EQ(t->generation, 3);
+  EXPECT_EQ(t->spec.partitions.initial, 4u);
+  EXPECT_EQ(t->spec.fsync, "always");
+  EXPECT_EQ(t->consumer_template.at("spec").at("containers").size(), 1u);
+}
+
+TEST(ReadTopicTest, RefusesWhatTheSchemaCannotSeeWithTheFieldAndTheFix) {
+  struct Case {
+    std::string containers, expect;
+  };
+  const Case cases[] = {
+      {R"([{"name":"shoal-sidecar","image":"x"}])", "containers[0].name: \"shoal-sidecar\" is the container the operator adds"},
+      {R"([{"name":"app","image":"x"},{"name":"app","image":"y"}])", "containers[1].name: \"app\" is used twice"},
+      {R"([{"name":"App_1","image":"x"}])", "containers[0].name: a container needs a name"},
+      {R"([{"name":"app"}])", "containers[0].image: container \"app\" needs an image"},
+      {R"([])", "needs at least one container"},
+      {R"("app")", "needs at least one container"},
+  };
+  for (const auto& c : cases) {
+    auto t = ReadTopic(Topic(c.containers));
+    ASSERT_FALSE(t.ok()) << c.containers;
+    EXPECT_NE(t.status().message().find(c.expect), std::string::npos) << t.status().message();
+  }
+  value bad = Topic();
+  bad["spec"]["partitions"]["min"] = value::number(40);
+  auto t = ReadTopic(bad);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("spec.partitions"), std::string::npos);
+  value no_template = Topic();
+  no_template["spec"].as_object().erase("consumer");
+  EXPECT_FALSE(ReadTopic(no_template).ok());
+}
+
+TEST(ManifestsTest, StatefulSetInjectsTheSidecarAndKeepsTheUsersPod) {
+  auto t = ReadTopic(Topic());
+  ASSERT_TRUE(t.ok());
+  const value sts = BuildStatefulSet(*t, ManifestOptions{}, 3);
+  EXPECT_EQ(sts.at("metadata").at("name").as_string(), "orders");
+  EXPECT_EQ(sts.at("metadata").at("namespace").as_string(), "shop");
+  const value owner = sts.at("metadata").at("ownerReferences").at(0);
+  EXPECT_EQ(owner.at("uid").as_string(), "u-1");
+  EXPECT_TRUE(owner.at("controller").as_bool());
+  EXPECT_TRUE(owner.at("blockOwnerDeletion").as_bool());
+  const value& spec = sts.at("spec");
+  EXPECT_EQ(spec.at("replicas").as_integer(), 3);
+  EXPECT_EQ(spec.at("serviceName").as_string(), "orders");
+  EXPECT_EQ(spec.at("podManagementPolicy").as_string(), "Parallel");
+  // The selector picks exactly the labels the pods get.
+  const value& pod_labels = spec.at("template").at("metadata").at("labels");
+  for (const auto& kv : spec.at("selector").at("matchLabels").as_object()) {
+    EXPECT_EQ(pod_labels.at(kv.first), kv.second) << kv.first;
+  }
+  EXPECT_EQ(pod_labels.at("team").as_string(), "a");
+  const value& containers = spec.at("template").at("spec").at("containers");
+  ASSERT_EQ(containers.size(), 2u);
+  const value& app = containers.at(0);
+  EXPECT_EQ(EnvOf(app, "SHOAL_TOPIC").at("value").as_string(), "mine") << "the user's value stays";
+  // The app reads from localhost (DESIGN.md): the sidecar listens on all the pod's addresses.
+  EXPECT_EQ(EnvOf(app, "SHOAL_URL").at("value").as_string(), "http://localhost:8080");
+  const value& side = containers.at(1);
+  EXPECT_EQ(side.at("name").as_string(), "shoal-sidecar");
+  EXPECT_EQ(side.at("image").as_string(), "shoal:1.2");
+  EXPECT_EQ(side.at("resources").at("requests").at("cpu").as_string(), "100m");
+  const std::string args = side.at("args").serialize();
+  for (const char* want : {"\"--fsync\",\"always\"", "\"--retention-bytes\",\"1000000\"",
+                           "\"--bind\",\"0.0.0.0\"", "\"--pod-name\",\"$(POD_NAME)\"",
+                           "\"--wait-for-map\"", "\"--admin-token-file\",\"/etc/shoal/admin/token\""}) {
+    EXPECT_NE(args.find(want), std::string::npos) << want << " in " << args;
+  }
+  EXPECT_EQ(side.at("readinessProbe").at("httpGet").at("path").as_string(), "/readyz");
+  EXPECT_EQ(side.at("lifecycle").at("preStop").at("exec").at("command").at(1).as_string(),
+            "wait-drained");
+  const value& volumes = spec.at("template").at("spec").at("volumes");
+  EXPECT_EQ(volumes.at(0).at("secret").at("secretName").as_string(), "orders-admin");
+  EXPECT_EQ(spec.at("volumeClaimTemplates").at(0).at("metadata").at("name").as_string(),
+            "shoal-data");
+  EXPECT_EQ(spec.at("persistentVolumeClaimRetentionPolicy").at("whenScaled").as_string(),
+            "Delete");
+}
+
+TEST(ManifestsTest, ServiceIsHeadlessAndSecretHoldsTheTokenInBase64) {
+  auto t = ReadTopic(Topic());
+  ASSERT_TRUE(t.ok());
+  const value svc = BuildService(*t);
+  EXPECT_EQ(svc.at("spec").at("clusterIP").as_string(), "None");
+  EXPECT_EQ(svc.at("spec").at("ports").size(), 3u);
+  EXPECT_EQ(svc.at("spec").at("selector"), SelectorLabels("orders"));
+  const value secret = BuildSecret(*t, "s3cret");
+  EXPECT_EQ(secret.at("metadata").at("name").as_string(), "orders-admin");
+  const auto bytes = utility::conversions::from_base64(secret.at("data").at("token").as_string());
+  EXPECT_EQ(std::string(bytes.begin(), bytes.end()), "s3cret");
+}
+
+TEST(ManifestsTest, TemplateHashFollowsTheTemplateNotTheReplicas) {
+  auto t = ReadTopic(Topic());
+  ASSERT_TRUE(t.ok());
+  const std::string a = TemplateHash(BuildStatefulSet(*t, {}, 1));
+  EXPECT_EQ(a, TemplateHash(BuildStatefulSet(*t, {}, 5)));
+  t->spec.fsync = "never";
+  EXPECT_NE(a, TemplateHash(BuildStatefulSet(*t, {}, 1)));
+}
+
+TEST(ManifestsTest, TheStatefulSetRecordsTheAppliedSpecForAResume) {
+  auto t = ReadTopic(Topic());
+  ASSERT_TRUE(t.ok());
+  const value sts = BuildStatefulSet(*t, {}, 2);
+  // A later, invalid version of the topic: its identity with the recorded spec.
+  value now = Topic(R"([])");
+  now["metadata"]["generation"] = value::number(9);
+  auto applied = AppliedTopic(now, sts);
+  ASSERT_TRUE(applied.ok()) << applied.status().message();
+  EXPECT_EQ(applied->generation, 9);
+  EXPECT_EQ(applied->spec.fsync, "always");
+  EXPECT_EQ(applied->consumer_template.at("spec").at("containers").size(), 1u);
+  EXPECT_EQ(AppliedTopic(now, value::object()).status().code(), Status::Code::kNotFound);
+  // A change that leaves the pods alone still changes the hash (the annotation is rewritten,
+  // the pods are not restarted).
+  t->spec_json["scaling"]["targetConsumerLag"] = value::number(1);
+  EXPECT_NE(TemplateHash(sts), TemplateHash(BuildStatefulSet(*t, {}, 2)));
+}
+
+TEST(YamlToJsonTest, KeepsQuotedStringsAndTypesPlainScalars) {
+  auto j = YamlToJson("a: 1\nb: '1'\nc: true\nd: [x, 2.5]\ne: ~\nf: \"yes\"\n");
+  ASSERT_TRUE(j.ok());
+  EXPECT_TRUE(j->at("a").is_integer());
+  EXPECT_EQ(j->at("b").as_string(), "1");
+  EXPECT_TRUE(j->at("c").as_bool());
+  EXPECT_EQ(j->at("d").at(0).as_string(), "x");
+  EXPECT_DOUBLE_EQ(j->at("d").at(1).as_double(), 2.5);
+  EXPECT_TRUE(j->at("e").is_null());
+  EXPECT_EQ(j->at("f").as_string(), "yes");
+  EXPECT_FALSE(YamlToJson("a: [").ok());
+}
+
+}  // namespace
+}  // namespace shoal::reconciler

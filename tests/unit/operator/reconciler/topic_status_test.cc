@@ -1,0 +1,114 @@
+// ComputeTopicStatus, one row per situation a topic can be in: the conditions it shows.
+#include "shoal/reconciler/topic_status.h"
+
+#include <gtest/gtest.h>
+
+namespace shoal::reconciler {
+namespace {
+
+using S = ConditionStatus;
+
+struct Row {
+  const char* name;
+  TopicObservation in;
+  // Expected (status, reason) of Degraded, Progressing, Ready.
+  S degraded;
+  const char* degraded_reason;
+  S progressing;
+  const char* progressing_reason;
+  S ready;
+  const char* ready_reason;
+};
+
+TopicObservation Obs(uint32_t desired, uint32_t ready, uint64_t epoch, uint32_t active,
+                     uint32_t unserved, bool plan, std::string error = "") {
+  TopicObservation o;
+  o.desired_pods = desired;
+  o.ready_pods = ready;
+  o.epoch = Epoch(epoch);
+  o.active = active;
+  o.sealed = 1;
+  o.unserved = unserved;
+  o.plan_in_progress = plan;
+  o.start_error = std::move(error);
+  return o;
+}
+
+class TopicStatusTableTest : public ::testing::TestWithParam<Row> {};
+
+TEST_P(TopicStatusTableTest, Conditions) {
+  const Row& r = GetParam();
+  const TopicStatus s = ComputeTopicStatus(r.in);
+  ASSERT_EQ(s.conditions.size(), 3u);
+  const Condition& d = s.conditions[0];
+  const Condition& p = s.conditions[1];
+  const Condition& y = s.conditions[2];
+  EXPECT_EQ(d.type, ConditionType::kDegraded);
+  EXPECT_EQ(p.type, ConditionType::kProgressing);
+  EXPECT_EQ(y.type, ConditionType::kReady);
+  EXPECT_EQ(d.status, r.degraded);
+  EXPECT_EQ(d.reason, r.degraded_reason);
+  EXPECT_EQ(p.status, r.progressing);
+  EXPECT_EQ(p.reason, r.progressing_reason);
+  EXPECT_EQ(y.status, r.ready);
+  EXPECT_EQ(y.reason, r.ready_reason);
+  for (const auto& c : s.conditions) EXPECT_FALSE(c.message.empty()) << ToString(c.type);
+  EXPECT_EQ(s.replicas, r.in.desired_pods);
+  EXPECT_EQ(s.ready_replicas, r.in.ready_pods);
+  EXPECT_EQ(s.epoch.has_value(), r.in.epoch.value() > 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Situations, TopicStatusTableTest,
+    ::testing::Values(
+        Row{"NewTopicPodsStarting", Obs(2, 0, 0, 0, 0, false), S::kFalse, "AsExpected", S::kTrue,
+            "PodsStarting", S::kFalse, "Starting"},
+        Row{"PodsReadyNoMapYet", Obs(2, 2, 0, 0, 0, false), S::kFalse, "AsExpected", S::kTrue,
+            "PodsStarting", S::kFalse, "Starting"},
+        Row{"Running", Obs(2, 2, 3, 4, 0, false), S::kFalse, "AsExpected", S::kFalse, "Stable",
+            S::kTrue, "TopicReady"},
+        Row{"ScalingUpNewPodsStarting", Obs(4, 2, 3, 4, 0, true), S::kFalse, "AsExpected",
+            S::kTrue, "PlanInProgress", S::kTrue, "TopicReady"},
+        Row{"PodsStartingWithoutAPlan", Obs(4, 2, 3, 4, 0, false), S::kFalse, "AsExpected",
+            S::kTrue, "PodsStarting", S::kTrue, "TopicReady"},
+        Row{"AnOwnerIsDown", Obs(2, 1, 3, 4, 2, false), S::kFalse, "AsExpected", S::kTrue,
+            "PodsStarting", S::kFalse, "PartitionsUnserved"},
+        Row{"ControlStateUnreadable", Obs(2, 2, 3, 4, 0, false, "status.controlState: bad JSON"),
+            S::kTrue, "ControlStateUnreadable", S::kFalse, "Stable", S::kTrue, "TopicReady"},
+        Row{"MapWithoutActivePartitions", Obs(1, 1, 2, 0, 0, false), S::kFalse, "AsExpected",
+            S::kFalse, "Stable", S::kFalse, "PartitionsUnserved"}),
+    [](const ::testing::TestParamInfo<Row>& info) { return std::string(info.param.name); });
+
+TEST(TopicStatusTest, CountsAreShownOnceAMapIsInstalled) {
+  const TopicStatus none = ComputeTopicStatus(Obs(2, 2, 0, 0, 0, false));
+  EXPECT_FALSE(none.epoch || none.partitions || none.sealed_partitions);
+  const TopicStatus some = ComputeTopicStatus(Obs(2, 2, 7, 5, 0, false));
+  ASSERT_TRUE(some.epoch && some.partitions && some.sealed_partitions);
+  EXPECT_EQ(*some.epoch, Epoch(7));
+  EXPECT_EQ(*some.partitions, 5u);
+  EXPECT_EQ(*some.sealed_partitions, 1u);
+}
+
+TEST(TopicStatusTest, AnInvalidSpecIsDegradedNotReadyAndChangesNothing) {
+  const auto c = InvalidConditions("spec.partitions.max: above the limit");
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[0], (Condition{ConditionType::kDegraded, S::kTrue, "InvalidSpec",
+                             "spec.partitions.max: above the limit"}));
+  EXPECT_EQ(c[1].type, ConditionType::kReady);
+  EXPECT_EQ(c[1].status, S::kFalse);
+  EXPECT_EQ(c[2].type, ConditionType::kProgressing);
+  EXPECT_EQ(c[2].status, S::kFalse);
+  EXPECT_EQ(c[1].reason, "InvalidSpec");
+  EXPECT_EQ(c[2].reason, "InvalidSpec");
+}
+
+TEST(TopicStatusTest, NamesAreKubernetesConditionNames) {
+  EXPECT_STREQ(ToString(ConditionType::kDegraded), "Degraded");
+  EXPECT_STREQ(ToString(ConditionType::kProgressing), "Progressing");
+  EXPECT_STREQ(ToString(ConditionType::kReady), "Ready");
+  EXPECT_STREQ(ToString(ConditionStatus::kTrue), "True");
+  EXPECT_STREQ(ToString(ConditionStatus::kFalse), "False");
+}
+
+}  // namespace
+}  // namespace shoal::reconciler
