@@ -196,8 +196,11 @@ Status ControlLoop::Tick() {
       Status st = RunStep(step, pods);
       if (plan_generation_ != generation) {
         // Reconcile dropped this plan or took over another coordinator's: the step is not ours
-        // to write back, and its failure is theirs to retry.
+        // to write back, and what comes next is the new plan's (or the next decision's).
+        probe_->StepFinished(StepKind(step), false,
+                             std::chrono::duration<double>(SteadyClock::now() - t0).count());
         retry_at_ = now;
+        ReportState(ready);
         return st;
       }
       {
@@ -273,9 +276,14 @@ Status ControlLoop::Tick() {
       }
     }
   }
-  const size_t sealed = map_.partitions().size() - map_.active_count();
-  probe_->State(map_.active_count(), sealed, platform_.DesiredPods(), ready, plan_.has_value());
+  ReportState(ready);
   return result;
+}
+
+void ControlLoop::ReportState(uint32_t ready_pods) {
+  const size_t sealed = map_.partitions().size() - map_.active_count();
+  probe_->State(map_.active_count(), sealed, platform_.DesiredPods(), ready_pods,
+                plan_.has_value());
 }
 
 void ControlLoop::Decide(const std::vector<PodInfo>& pods) {

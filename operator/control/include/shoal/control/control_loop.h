@@ -115,6 +115,8 @@ class ControlLoop {
   // record from another's.
   static std::string StateSummary(std::string_view state);
   Status Save();
+  // The map's and the plan's shape on the loop's metrics.
+  void ReportState(uint32_t ready_pods);
   std::string StateJsonLocked() const;
   Status LoadState(std::string_view json);
   void Decide(const std::vector<PodInfo>& pods);
