@@ -73,8 +73,7 @@ int Run(const SimulateOptions& o) {
   std::printf("trace %s over topic %s: %.0f s in steps of %.3g s\n", trace->name.c_str(),
               spec->name.c_str(), trace->duration_s, trace->step_s);
   for (const auto& d : result->decisions) {
-    std::string kinds;
-    for (const auto& k : d.kinds) kinds += (kinds.empty() ? "" : ",") + k;
+    const std::string kinds = control::JoinKinds(d.kinds);
     std::printf(
         "t=%6.0fs  partitions %u -> %u  pods %u -> %u  [%s]  decide %.2f ms, plan %.2f ms\n", d.t,
         d.partitions_before, d.partitions_after, d.pods_before, d.pods_after, kinds.c_str(),

@@ -304,10 +304,9 @@ class Run {
     last_seen_ = seen;
     samples_.push_back(s);
     const auto d = loop.last_decision();
-    if (d.at_ms != last_decision_ms_ && !(d.kinds.size() == 1 && d.kinds[0] == "hold")) {
+    if (d.at_ms != last_decision_ms_ && !(d.kinds.size() == 1 && d.kinds[0] == control::DecisionKind::kHold)) {
       last_decision_ms_ = d.at_ms;
-      std::string kinds;
-      for (const auto& k : d.kinds) kinds += (kinds.empty() ? "" : ",") + k;
+      const std::string kinds = control::JoinKinds(d.kinds);
       client::RunDecision rd;
       rd.t = s.t;
       rd.kinds = kinds;

@@ -609,7 +609,7 @@ bool TopicOperator::Apply(const Json& topic, const TopicObject& t, uint64_t term
   if (w->started.load()) {
     const control::DecisionRecord d = w->loop->last_decision();
     const bool changes = std::any_of(d.kinds.begin(), d.kinds.end(),
-                                     [](const std::string& k) { return k != "hold"; });
+                                     [](control::DecisionKind k) { return k != control::DecisionKind::kHold; });
     if (w->decision_noted && changes && d.at_ms > w->decision_reported_ms) {
       Event(topic, "Normal", "Scaled", "Scale",
             "partitions " + std::to_string(d.partitions) + ", pods " +

@@ -41,7 +41,7 @@ void AppendDecision(std::string& o, const DecisionRecord& d) {
   o += ",\"kinds\":[";
   for (size_t i = 0; i < d.kinds.size(); ++i) {
     if (i) o += ',';
-    json::AppendString(o, d.kinds[i]);
+    json::AppendString(o, ToString(d.kinds[i]));
   }
   o += "],\"partitions\":";
   json::AppendUint(o, d.partitions);
@@ -296,7 +296,7 @@ void ControlLoop::Decide(const std::vector<PodInfo>& pods) {
   }
   Decision d = control::Decide(spec, history_, map_, replicas, clock_.SteadyNow());
   const double unix_s = static_cast<double>(clock_.NowMs()) / 1000.0;
-  for (const auto& k : d.kinds) probe_->Decided(k, unix_s);
+  for (DecisionKind k : d.kinds) probe_->Decided(ToString(k), unix_s);
   std::optional<Plan> plan;
   if (!d.holds()) {
     plan = MakePlan(map_, d, replicas);
@@ -636,7 +636,9 @@ Status ControlLoop::LoadState(std::string_view text) {
       last_decision_.replicas = static_cast<uint32_t>(reps);
       for (auto k : kinds) {
         std::string_view s;
-        if (!k.get(s)) last_decision_.kinds.emplace_back(s);
+        if (k.get(s)) continue;
+        // A kind this version does not know (a newer operator's) is left out of the record.
+        if (auto kind = ParseDecisionKind(s)) last_decision_.kinds.push_back(*kind);
       }
     }
   }

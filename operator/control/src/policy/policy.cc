@@ -7,6 +7,41 @@
 
 namespace shoal::control {
 
+const char* ToString(DecisionKind kind) {
+  switch (kind) {
+    case DecisionKind::kSplit:
+      return "split";
+    case DecisionKind::kMerge:
+      return "merge";
+    case DecisionKind::kPodsUp:
+      return "pods_up";
+    case DecisionKind::kPodsDown:
+      return "pods_down";
+    case DecisionKind::kHold:
+      return "hold";
+  }
+  return "unknown";
+}
+
+std::optional<DecisionKind> ParseDecisionKind(std::string_view text) {
+  for (DecisionKind k : {DecisionKind::kSplit, DecisionKind::kMerge, DecisionKind::kPodsUp,
+                         DecisionKind::kPodsDown, DecisionKind::kHold}) {
+    if (text == ToString(k)) return k;
+  }
+  return std::nullopt;
+}
+
+std::ostream& operator<<(std::ostream& out, DecisionKind kind) { return out << ToString(kind); }
+
+std::string JoinKinds(const std::vector<DecisionKind>& kinds) {
+  std::string out;
+  for (DecisionKind k : kinds) {
+    if (!out.empty()) out += ',';
+    out += ToString(k);
+  }
+  return out;
+}
+
 namespace {
 
 using std::chrono::seconds;
@@ -494,7 +529,7 @@ Decision Decide(const TopicSpec& spec, const LoadHistory& history, const Partiti
       why.push_back("limited to " + std::to_string(spec.scale_up.max_partitions_per_step) +
                     " new partitions per step");
     }
-    d.kinds.push_back("split");
+    d.kinds.push_back(DecisionKind::kSplit);
   }
 
   // 4. Scale-down: merges of cold neighbours, only on a complete history that covers the window.
@@ -582,7 +617,7 @@ Decision Decide(const TopicSpec& spec, const LoadHistory& history, const Partiti
                     d.merges.size(), Num(limit).c_str(), active, merged_to);
       why.insert(why.begin(), buf);
       after = merged_to;
-      d.kinds.push_back("merge");
+      d.kinds.push_back(DecisionKind::kMerge);
     }
   }
 
@@ -604,7 +639,7 @@ Decision Decide(const TopicSpec& spec, const LoadHistory& history, const Partiti
   want = std::clamp(want, rmin, rmax);
   want = std::max(std::min(want, after), std::min(rmin, after));
   if (want > replicas) {
-    d.kinds.push_back("pods_up");
+    d.kinds.push_back(DecisionKind::kPodsUp);
     std::string r = "replicas " + std::to_string(replicas) + " -> " + std::to_string(want) + ": " +
                     std::to_string(after) + " partitions at " + std::to_string(ppr) +
                     " per replica";
@@ -615,7 +650,7 @@ Decision Decide(const TopicSpec& spec, const LoadHistory& history, const Partiti
     if (up > rmax) r += ", capped at replicas.max " + std::to_string(rmax);
     why.push_back(r);
   } else if (want < replicas) {
-    d.kinds.push_back("pods_down");
+    d.kinds.push_back(DecisionKind::kPodsDown);
     why.push_back("replicas " + std::to_string(replicas) + " -> " + std::to_string(want) +
                   ": the highest recommendation over the last " +
                   std::to_string(down_window.count()) + " s");
@@ -628,7 +663,7 @@ Decision Decide(const TopicSpec& spec, const LoadHistory& history, const Partiti
                   " active partition(s) without a current rate; they are not split or merged");
   }
   if (d.kinds.empty()) {
-    d.kinds.push_back("hold");
+    d.kinds.push_back(DecisionKind::kHold);
     char buf[200];
     std::snprintf(buf, sizeof buf,
                   "hold: arrival %s ev/s over %u partitions (%s per partition, target %s), %u "

@@ -468,7 +468,7 @@ std::string SimResult::ToJson(bool with_timeline) const {
     o += "],\"kinds\":[";
     for (size_t k = 0; k < d.kinds.size(); ++k) {
       if (k) o += ',';
-      json::AppendString(o, d.kinds[k]);
+      json::AppendString(o, ToString(d.kinds[k]));
     }
     o += "],\"reason\":";
     json::AppendString(o, d.reason);

@@ -57,7 +57,7 @@ struct ControlLoopOptions {
 // The last decision as recorded in the control state.
 struct DecisionRecord {
   int64_t at_ms = 0;  // wall time
-  std::vector<std::string> kinds;
+  std::vector<DecisionKind> kinds;
   uint32_t partitions = 0, replicas = 0;
   std::string reason;
 };

@@ -27,7 +27,9 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "shoal/common/partition_map.h"
@@ -119,16 +121,26 @@ struct MergeDecision {
   double peak_rate = 0;          // their summed peak rate over the scale-down window
 };
 
+// What a decision changes, for metrics, logs and the control state ("split", "merge", "pods_up",
+// "pods_down", "hold" as text).
+enum class DecisionKind { kSplit, kMerge, kPodsUp, kPodsDown, kHold };
+const char* ToString(DecisionKind kind);
+// nullopt for a text that names no kind.
+std::optional<DecisionKind> ParseDecisionKind(std::string_view text);
+std::ostream& operator<<(std::ostream& out, DecisionKind kind);
+// The kinds as text joined by commas ("split,pods_up").
+std::string JoinKinds(const std::vector<DecisionKind>& kinds);
+
 struct Decision {
   uint32_t partitions = 0;  // active partitions once the decision is carried out
   uint32_t replicas = 0;    // consumer pods
   std::vector<SplitDecision> splits;
   std::vector<MergeDecision> merges;
   std::string reason;
-  // The kinds of change, for metrics and logs: "split", "merge", "pods_up", "pods_down", "hold".
-  std::vector<std::string> kinds;
+  // The kinds of change; {kHold} alone when nothing changes.
+  std::vector<DecisionKind> kinds;
 
-  bool holds() const { return kinds.size() == 1 && kinds[0] == "hold"; }
+  bool holds() const { return kinds.size() == 1 && kinds[0] == DecisionKind::kHold; }
 };
 
 // The decision for a topic whose current map is `map`, run by `replicas` consumer pods, at `now`.

@@ -19,6 +19,7 @@
 
 #include "shoal/common/status.h"
 #include "shoal/common/topic_spec.h"
+#include "shoal/control/policy.h"
 
 namespace shoal::control {
 
@@ -57,7 +58,7 @@ struct SimDecision {
   double t = 0;
   uint32_t partitions_before = 0, partitions_after = 0;
   uint32_t pods_before = 0, pods_after = 0;
-  std::vector<std::string> kinds;
+  std::vector<DecisionKind> kinds;
   std::string reason;
   // Wall time of Decide, and of MakePlan plus resolving every change step of the plan.
   double decide_ms = 0, plan_ms = 0;

@@ -144,12 +144,12 @@ TEST_P(MakePlanTest, OrdersTheSteps) {
     const HashRange r = map.Find(PartitionId(1))->range;
     d.splits.push_back({PartitionId(1), {r.lo + r.Width() / 3, r.lo + 2 * r.Width() / 3}, 15000});
     d.partitions += 2;
-    d.kinds.push_back("split");
+    d.kinds.push_back(DecisionKind::kSplit);
   }
   if (c.merge) {
     d.merges.push_back({{PartitionId(2), PartitionId(3)}, 900});
     d.partitions -= 1;
-    d.kinds.push_back("merge");
+    d.kinds.push_back(DecisionKind::kMerge);
   }
   const Plan plan = MakePlan(map, d, c.pods);
   EXPECT_EQ(plan.next, 0u);

@@ -389,7 +389,7 @@ TEST(DecideTest, HoldsWithinTheTolerance) {
   LoadHistory h(seconds(120));
   for (int64_t t = 0; t <= 60; ++t) h.Add(Observe(map, t, [&](uint32_t id) { return rates[id]; }));
   const Decision d = Decide(spec, h, map, 1, At(60));
-  EXPECT_THAT(d.kinds, ElementsAre("hold"));
+  EXPECT_THAT(d.kinds, ElementsAre(DecisionKind::kHold));
   EXPECT_TRUE(d.holds());
   EXPECT_THAT(d.splits, IsEmpty());
   EXPECT_THAT(d.merges, IsEmpty());
@@ -404,7 +404,7 @@ TEST(DecideTest, HoldsOnTheFirstObservation) {
   LoadHistory h(seconds(120));
   Steady(h, map, 0, 0, 1000);  // cold, but the scale-down window has not been observed yet
   const Decision d = Decide(spec, h, map, 1, At(0));
-  EXPECT_THAT(d.kinds, ElementsAre("hold"));
+  EXPECT_THAT(d.kinds, ElementsAre(DecisionKind::kHold));
   EXPECT_THAT(d.reason, HasSubstr("less than the scale-down window"));
 }
 
@@ -414,7 +414,7 @@ TEST(DecideTest, SplitsAPartitionAtThreeTimesTheTargetIntoThirds) {
   LoadHistory h(seconds(120));
   h.Add(Observe(map, 0, [](uint32_t id) { return id == 1 ? 15000.0 : 5000.0; }));
   const Decision d = Decide(spec, h, map, 2, At(0));
-  EXPECT_THAT(d.kinds, Contains("split"));
+  EXPECT_THAT(d.kinds, Contains(DecisionKind::kSplit));
   ASSERT_EQ(d.splits.size(), 1u);
   const SplitDecision& s = d.splits[0];
   EXPECT_EQ(s.partition, PartitionId(1));
@@ -437,7 +437,7 @@ TEST(DecideTest, EveryPartitionAtTenTimesIsCappedAndSpreadEvenly) {
   LoadHistory h(seconds(120));
   Steady(h, map, 0, 0, 50000);
   const Decision d = Decide(spec, h, map, 5, At(0));
-  EXPECT_THAT(d.kinds, Contains("split"));
+  EXPECT_THAT(d.kinds, Contains(DecisionKind::kSplit));
   EXPECT_EQ(d.partitions, 20u);
   EXPECT_EQ(4 + Pieces(d), 20u);
   ASSERT_EQ(d.splits.size(), 4u);
@@ -512,7 +512,7 @@ TEST(DecideTest, APartitionThatIsOneKeyIsNotSplit) {
   h.Add(o);
   const Decision d = Decide(spec, h, map, 1, At(0));
   EXPECT_THAT(d.splits, IsEmpty());
-  EXPECT_THAT(d.kinds, Not(Contains("split")));
+  EXPECT_THAT(d.kinds, Not(Contains(DecisionKind::kSplit)));
   EXPECT_EQ(d.partitions, 4u);
   EXPECT_THAT(d.reason, AllOf(HasSubstr("partition 3"), HasSubstr("one key"),
                               HasSubstr("hash " + std::to_string(hot))));
@@ -546,11 +546,11 @@ TEST_P(DecideScaleUpWindowTest, ShortSpikesWaitSurgesDoNot) {
   const Decision d = Decide(spec, h, map, 1, At(now));
   if (c.splits) {
     ASSERT_NE(SplitOf(d, 0), nullptr) << d.reason;
-    EXPECT_THAT(d.kinds, Contains("split"));
+    EXPECT_THAT(d.kinds, Contains(DecisionKind::kSplit));
     ExpectWellFormed(d, map);
   } else {
     EXPECT_THAT(d.splits, IsEmpty()) << d.reason;
-    EXPECT_THAT(d.kinds, Not(Contains("split")));
+    EXPECT_THAT(d.kinds, Not(Contains(DecisionKind::kSplit)));
   }
 }
 
@@ -584,7 +584,7 @@ TEST(DecideTest, ColdNeighboursMergeOnlyAfterTheScaleDownWindow) {
     const Decision d = Decide(spec, h, map, 1, At(now));
     if (now < 30) {
       EXPECT_THAT(d.merges, IsEmpty()) << "t=" << now << ": " << d.reason;
-      EXPECT_THAT(d.kinds, ElementsAre("hold")) << "t=" << now;
+      EXPECT_THAT(d.kinds, ElementsAre(DecisionKind::kHold)) << "t=" << now;
     } else {
       // 4 x 1,000 ev/s fit in one partition below 4,500 (target less the tolerance).
       ASSERT_EQ(d.merges.size(), 1u) << "t=" << now << ": " << d.reason;
@@ -592,7 +592,7 @@ TEST(DecideTest, ColdNeighboursMergeOnlyAfterTheScaleDownWindow) {
                   ElementsAre(PartitionId(0), PartitionId(1), PartitionId(2), PartitionId(3)));
       EXPECT_DOUBLE_EQ(d.merges[0].peak_rate, 4000);
       EXPECT_EQ(d.partitions, 1u);
-      EXPECT_THAT(d.kinds, Contains("merge"));
+      EXPECT_THAT(d.kinds, Contains(DecisionKind::kMerge));
       ExpectWellFormed(d, map);
     }
   }
@@ -692,7 +692,7 @@ TEST(DecideTest, PeakOverTheWindowKeepsNeighboursApart) {
   }
   const Decision d = Decide(spec, h, map, 1, At(60));
   EXPECT_THAT(d.merges, IsEmpty()) << d.reason;
-  EXPECT_THAT(d.kinds, ElementsAre("hold"));
+  EXPECT_THAT(d.kinds, ElementsAre(DecisionKind::kHold));
   // Once the peak has left the window, they merge.
   for (int64_t t = 61; t <= 75; ++t) h.Add(Observe(map, t, [](uint32_t) { return 1000.0; }));
   const Decision later = Decide(spec, h, map, 1, At(75));
@@ -717,14 +717,14 @@ TEST(DecideTest, MissingMetricsInTheWindowBlockMergesAndPodsDown) {
     const Decision d = Decide(spec, h, map, 4, At(40));
     if (missing_at >= 10) {  // inside the window [10, 40]
       EXPECT_THAT(d.merges, IsEmpty()) << d.reason;
-      EXPECT_THAT(d.kinds, ElementsAre("hold"));
+      EXPECT_THAT(d.kinds, ElementsAre(DecisionKind::kHold));
       EXPECT_EQ(d.replicas, 4u);
       EXPECT_EQ(d.partitions, 4u);
       EXPECT_THAT(d.reason, AllOf(HasSubstr("metrics missing"), HasSubstr("orders-0")));
     } else {
       EXPECT_EQ(d.merges.size(), 1u) << d.reason;
-      EXPECT_THAT(d.kinds, Contains("merge"));
-      EXPECT_THAT(d.kinds, Contains("pods_down"));
+      EXPECT_THAT(d.kinds, Contains(DecisionKind::kMerge));
+      EXPECT_THAT(d.kinds, Contains(DecisionKind::kPodsDown));
       EXPECT_EQ(d.replicas, 1u);
     }
   }
@@ -760,7 +760,7 @@ TEST(DecideTest, MergesNeverGoBelowPartitionsMin) {
     Steady(h, map, 0, 40, 100);
     const Decision d = Decide(spec, h, map, 2, At(40));
     EXPECT_EQ(d.partitions, c.expect) << d.reason;
-    EXPECT_THAT(d.kinds, Not(Contains("split")));
+    EXPECT_THAT(d.kinds, Not(Contains(DecisionKind::kSplit)));
     if (c.expect < 8) ExpectWellFormed(d, map);
   }
 }
@@ -818,11 +818,11 @@ TEST_P(DecideReplicasUpTest, ScalesPodsUp) {
   EXPECT_LE(d.replicas, c.replicas_max);
   EXPECT_LE(d.replicas, d.partitions);
   if (c.expect > c.replicas) {
-    EXPECT_THAT(d.kinds, Contains("pods_up"));
+    EXPECT_THAT(d.kinds, Contains(DecisionKind::kPodsUp));
     EXPECT_THAT(d.reason, HasSubstr("replicas " + std::to_string(c.replicas) + " -> " +
                                     std::to_string(c.expect)));
   } else {
-    EXPECT_THAT(d.kinds, Not(Contains("pods_up")));
+    EXPECT_THAT(d.kinds, Not(Contains(DecisionKind::kPodsUp)));
   }
 }
 
@@ -890,13 +890,13 @@ TEST(DecideTest, ReplicasGoDownOnlyToTheHighestRecommendationOfTheWindow) {
   for (int64_t t = 0; t <= 40; ++t) observe(t);
   const Decision d = Decide(spec, h, map, 8, At(40));
   EXPECT_EQ(d.replicas, 6u) << d.reason;
-  EXPECT_THAT(d.kinds, ElementsAre("pods_down"));
+  EXPECT_THAT(d.kinds, ElementsAre(DecisionKind::kPodsDown));
   EXPECT_THAT(d.reason, HasSubstr("highest recommendation"));
   // Once t=20 has left the window, down to what the partitions ask for.
   for (int64_t t = 41; t <= 60; ++t) observe(t);
   const Decision later = Decide(spec, h, map, 6, At(60));
   EXPECT_EQ(later.replicas, 4u) << later.reason;
-  EXPECT_THAT(later.kinds, ElementsAre("pods_down"));
+  EXPECT_THAT(later.kinds, ElementsAre(DecisionKind::kPodsDown));
 }
 
 TEST(DecideTest, ReplicasNeverGoBelowReplicasMin) {
@@ -910,7 +910,26 @@ TEST(DecideTest, ReplicasNeverGoBelowReplicasMin) {
   EXPECT_EQ(d.replicas, 3u) << d.reason;
   const Decision up = Decide(spec, h, map, 1, At(40));
   EXPECT_EQ(up.replicas, 3u) << up.reason;
-  EXPECT_THAT(up.kinds, Contains("pods_up"));
+  EXPECT_THAT(up.kinds, Contains(DecisionKind::kPodsUp));
+}
+
+}  // namespace
+}  // namespace shoal::control
+
+namespace shoal::control {
+namespace {
+
+TEST(DecisionKindTest, EveryKindReadsBackFromItsTextAndOthersDoNot) {
+  for (DecisionKind k : {DecisionKind::kSplit, DecisionKind::kMerge, DecisionKind::kPodsUp,
+                         DecisionKind::kPodsDown, DecisionKind::kHold}) {
+    auto back = ParseDecisionKind(ToString(k));
+    ASSERT_TRUE(back.has_value()) << ToString(k);
+    EXPECT_EQ(*back, k);
+  }
+  EXPECT_FALSE(ParseDecisionKind("Split").has_value());
+  EXPECT_FALSE(ParseDecisionKind("").has_value());
+  EXPECT_EQ(JoinKinds({DecisionKind::kSplit, DecisionKind::kPodsUp}), "split,pods_up");
+  EXPECT_EQ(JoinKinds({}), "");
 }
 
 }  // namespace

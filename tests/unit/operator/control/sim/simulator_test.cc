@@ -61,7 +61,7 @@ SimResult RunTrace(const std::string& trace_path) {
   return *r;
 }
 
-bool Has(const SimDecision& d, const std::string& kind) {
+bool Has(const SimDecision& d, DecisionKind kind) {
   return std::find(d.kinds.begin(), d.kinds.end(), kind) != d.kinds.end();
 }
 
@@ -71,7 +71,7 @@ std::string Describe(const SimResult& r) {
     out += "t=" + std::to_string(d.t) + " partitions " + std::to_string(d.partitions_before) +
            "->" + std::to_string(d.partitions_after) + " pods " + std::to_string(d.pods_before) +
            "->" + std::to_string(d.pods_after) + " [";
-    for (const auto& k : d.kinds) out += k + " ";
+    for (const auto& k : d.kinds) out += std::string(ToString(k)) + " ";
     out += "] " + d.reason.substr(0, 300) + "\n";
   }
   return out;
@@ -221,7 +221,7 @@ TEST(SimulatorTest, FlashSaleSplitsOnceToTheNeededCountAndShrinksAfter) {
   SCOPED_TRACE(Describe(r));
   std::vector<const SimDecision*> surge_splits;
   for (const auto& d : r.decisions) {
-    if (d.t >= 121 && d.t <= 300 && Has(d, "split")) surge_splits.push_back(&d);
+    if (d.t >= 121 && d.t <= 300 && Has(d, DecisionKind::kSplit)) surge_splits.push_back(&d);
   }
   // ceil(80,000 / 5,000) = 16 partitions, in one change (not 2 -> 4 -> 8 -> 16).
   ASSERT_EQ(surge_splits.size(), 1u);
@@ -231,7 +231,7 @@ TEST(SimulatorTest, FlashSaleSplitsOnceToTheNeededCountAndShrinksAfter) {
   // Before the surge nothing split.
   for (const auto& d : r.decisions) {
     if (d.t < 121) {
-      EXPECT_FALSE(Has(d, "split")) << "t=" << d.t;
+      EXPECT_FALSE(Has(d, DecisionKind::kSplit)) << "t=" << d.t;
     }
   }
   // After it, partitions and pods come back down.
@@ -249,7 +249,7 @@ TEST(SimulatorTest, SawtoothNeverMerges) {
     ASSERT_GE(r.timeline[i].partitions, r.timeline[i - 1].partitions)
         << "partitions fell at t=" << r.timeline[i].t;
   }
-  for (const auto& d : r.decisions) EXPECT_FALSE(Has(d, "merge")) << "t=" << d.t;
+  for (const auto& d : r.decisions) EXPECT_FALSE(Has(d, DecisionKind::kMerge)) << "t=" << d.t;
   EXPECT_GT(r.max_partitions, r.timeline.front().partitions);  // it did scale up
 }
 
@@ -260,7 +260,7 @@ TEST(SimulatorTest, MissingMetricsBlockScaleDownForAWindowAfterThey) {
   SCOPED_TRACE(Describe(r));
   bool shrank_after = false;
   for (const auto& d : r.decisions) {
-    const bool shrinks = Has(d, "merge") || Has(d, "pods_down");
+    const bool shrinks = Has(d, DecisionKind::kMerge) || Has(d, DecisionKind::kPodsDown);
     if (d.t < 220) {  // the 200 s gap plus the 20 s scale-down window of topic.yaml
       EXPECT_FALSE(shrinks) << "t=" << d.t << ": " << d.reason;
     } else if (shrinks) {
@@ -277,7 +277,7 @@ TEST(SimulatorTest, HotKeyIsIsolatedByOneSplit) {
   SCOPED_TRACE(Describe(r));
   std::vector<const SimDecision*> splits;
   for (const auto& d : r.decisions) {
-    if (Has(d, "split")) splits.push_back(&d);
+    if (Has(d, DecisionKind::kSplit)) splits.push_back(&d);
   }
   ASSERT_EQ(splits.size(), 1u);
   const SimDecision& split = *splits[0];
@@ -306,7 +306,7 @@ TEST(SimulatorTest, TenThousandPartitionsSurgeIsOneSplitWithinTheCap) {
   ASSERT_EQ(r.timeline.size(), 240u);
   std::vector<const SimDecision*> surge_splits;
   for (const auto& d : r.decisions) {
-    if (d.t >= 31 && d.t <= 90 && Has(d, "split")) surge_splits.push_back(&d);
+    if (d.t >= 31 && d.t <= 90 && Has(d, DecisionKind::kSplit)) surge_splits.push_back(&d);
   }
   ASSERT_EQ(surge_splits.size(), 1u) << Describe(r);
   EXPECT_EQ(surge_splits[0]->partitions_before, 10000u);
