@@ -238,17 +238,26 @@ void TopicOperator::Run(const std::atomic<bool>& stop) {
       }
       queue_.erase(key);
     }
-    bool ok = false;
+    ReconcileResult result = ReconcileResult::Retry();
     try {
-      ok = Reconcile(key);
+      result = Reconcile(key);
     } catch (const std::exception& e) {
       Logger("operator")->error("reconcile {}: {}", key, e.what());
     }
-    reconciles_->Add({{"result", ok ? "ok" : "error"}}).Increment();
+    using Kind = ReconcileResult::Kind;
+    reconciles_
+        ->Add({{"result", result.kind == Kind::kDone    ? "ok"
+                          : result.kind == Kind::kRetry ? "error"
+                                                        : "requeue"}})
+        .Increment();
     std::lock_guard<std::mutex> lock(mu_);
-    if (ok) {
+    if (result.kind == Kind::kDone) {
       failures_.erase(key);
       not_before_.erase(key);
+    } else if (result.kind == Kind::kRequeueAfter) {
+      failures_.erase(key);
+      not_before_[key] = std::chrono::steady_clock::now() + result.after;
+      queue_.insert(key);
     } else {
       const int n = ++failures_[key];
       auto delay = opts_.backoff_start * (1LL << std::min(n - 1, 16));
@@ -269,7 +278,7 @@ std::optional<Json> TopicOperator::CachedTopic(const std::string& key) const {
   return std::nullopt;
 }
 
-bool TopicOperator::Reconcile(const std::string& key) {
+ReconcileResult TopicOperator::Reconcile(const std::string& key) {
   std::function<bool()> is_leader;
   uint64_t term = 0;
   {
@@ -277,11 +286,11 @@ bool TopicOperator::Reconcile(const std::string& key) {
     is_leader = is_leader_;
     term = term_.load();
   }
-  if (!leading_.load() || !is_leader || !is_leader()) return true;
+  if (!leading_.load() || !is_leader || !is_leader()) return ReconcileResult::Done();
   auto cached = CachedTopic(key);
   if (!cached) {
     StopWorker(key);
-    return true;
+    return ReconcileResult::Done();
   }
   Json topic = *cached;
   if (kubeapi::At(topic, "metadata.deletionTimestamp").is_string()) return Cleanup(topic);
@@ -296,7 +305,7 @@ bool TopicOperator::Reconcile(const std::string& key) {
                                 kubeapi::Name(topic), patch);
     if (!r.ok()) {
       Logger("operator")->warn("{}: adding the finalizer: {}", key, r.error().ToString());
-      return false;
+      return ReconcileResult::Retry();
     }
     topic = std::move(r).value();
   }
@@ -310,7 +319,7 @@ bool TopicOperator::Reconcile(const std::string& key) {
   if (!t.ok()) {
     ReportInvalid(topic, t.status().message());
     ResumeLastApplied(topic, term);
-    return true;  // nothing to retry: the user edits the spec
+    return ReconcileResult::Done();  // nothing to retry: the user edits the spec
   }
   return Apply(topic, *t, term);
 }
@@ -538,14 +547,14 @@ void TopicOperator::ResumeLastApplied(const Json& topic, uint64_t term) {
   }
 }
 
-bool TopicOperator::Apply(const Json& topic, const TopicObject& t, uint64_t term) {
+ReconcileResult TopicOperator::Apply(const Json& topic, const TopicObject& t, uint64_t term) {
   const std::string key = Key(t.ns, t.name);
   auto token = EnsureSecret(topic, t);
   if (!token.ok()) {
     Logger("operator")->warn("{}: its Secret: {}", key, token.status().message());
-    return false;
+    return ReconcileResult::Retry();
   }
-  if (!EnsureService(t)) return false;
+  if (!EnsureService(t)) return ReconcileResult::Retry();
   bool created = false;
   std::string refused;
   if (!EnsureStatefulSet(topic, t, &created, &refused)) {
@@ -554,9 +563,9 @@ bool TopicOperator::Apply(const Json& topic, const TopicObject& t, uint64_t term
     if (!refused.empty()) {
       ReportInvalid(topic, "the API server refused the topic's StatefulSet: " + refused);
       ResumeLastApplied(topic, term);
-      return true;
+      return ReconcileResult::Done();
     }
-    return false;
+    return ReconcileResult::Retry();
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -565,7 +574,11 @@ bool TopicOperator::Apply(const Json& topic, const TopicObject& t, uint64_t term
 
   // The topic's control loop.
   std::shared_ptr<Worker> w = EnsureWorker(t, *token, term);
-  if (!w) return !leading_.load() || term_.load() != term;  // retry unless leadership moved on
+  if (!w) {
+    if (!leading_.load() || term_.load() != term) return ReconcileResult::Done();  // not ours
+    // Its StatefulSet is not in the cache yet: the informer catches up within moments.
+    return ReconcileResult::RequeueAfter(std::chrono::milliseconds(200));
+  }
 
   // The pod count is the loop's: a StatefulSet scaled by anyone else (`kubectl scale sts`)
   // would start pods that own nothing or stop pods with their partitions, undrained. It is set
@@ -643,8 +656,9 @@ bool TopicOperator::Apply(const Json& topic, const TopicObject& t, uint64_t term
   const TopicStatus computed = ComputeTopicStatus(o);
   const int64_t gen = t.generation;
   const int64_t now = clock_.NowMs();
-  if (!leading_.load() || term_.load() != term) return true;  // the next leader writes it
-  return WriteStatus(topic, [&](value& status) {
+  // The next leader writes it.
+  if (!leading_.load() || term_.load() != term) return ReconcileResult::Done();
+  const bool written = WriteStatus(topic, [&](value& status) {
     status["observedGeneration"] = value::number(gen);
     status["replicas"] = value::number(computed.replicas);
     status["readyReplicas"] = value::number(computed.ready_replicas);
@@ -656,6 +670,7 @@ bool TopicOperator::Apply(const Json& topic, const TopicObject& t, uint64_t term
     }
     for (const auto& c : computed.conditions) SetCondition(status, c, gen, now);
   });
+  return written ? ReconcileResult::Done() : ReconcileResult::Retry();
 }
 
 void TopicOperator::RunWorker(Worker& w, const std::function<bool()>& may_act) {
@@ -721,10 +736,10 @@ bool TopicOperator::WriteStatus(const Json& topic, const std::function<void(valu
   return true;
 }
 
-bool TopicOperator::Cleanup(const Json& topic) {
+ReconcileResult TopicOperator::Cleanup(const Json& topic) {
   const std::string ns = kubeapi::Namespace(topic), name = kubeapi::Name(topic);
   StopWorker(Key(ns, name));
-  if (!HasFinalizer(topic)) return true;
+  if (!HasFinalizer(topic)) return ReconcileResult::Done();
   // Owned objects would also go by garbage collection; deleting them here makes the topic's
   // deletion wait until its pods are asked to stop and its token is gone.
   const std::pair<const kubeapi::ResourceKind*, std::string> owned[] = {
@@ -734,7 +749,7 @@ bool TopicOperator::Cleanup(const Json& topic) {
     if (!r.ok() && !r.error().IsNotFound()) {
       Logger("operator")->warn("{}/{}: deleting {} {}: {}", ns, name, kind->kind, object,
                                r.error().ToString());
-      return false;
+      return ReconcileResult::Retry();
     }
   }
   Event(topic, "Normal", "Deleted", "Delete",
@@ -750,10 +765,10 @@ bool TopicOperator::Cleanup(const Json& topic) {
   auto r = client_.MergePatch(kubeapi::PartitionedTopics(), ns, name, patch);
   if (!r.ok() && !r.error().IsNotFound()) {
     Logger("operator")->warn("{}/{}: removing the finalizer: {}", ns, name, r.error().ToString());
-    return false;
+    return ReconcileResult::Retry();
   }
   Logger("operator")->info("{}/{}: cleaned up", ns, name);
-  return true;
+  return ReconcileResult::Done();
 }
 
 void TopicOperator::Event(const Json& regarding, const std::string& type,

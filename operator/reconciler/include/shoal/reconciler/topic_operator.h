@@ -63,6 +63,21 @@ struct TopicOperatorOptions {
   std::chrono::seconds watch_timeout{300};  // informers' watch requests
 };
 
+// What reconciling one key asks of the work queue: nothing more until something changes
+// (done), another try with exponential backoff (retry: something failed), or another look after
+// a set time without counting a failure (requeue after: waiting for a cache to catch up).
+struct ReconcileResult {
+  enum class Kind { kDone, kRetry, kRequeueAfter };
+  Kind kind = Kind::kDone;
+  std::chrono::milliseconds after{0};  // kRequeueAfter only
+
+  static ReconcileResult Done() { return {Kind::kDone, {}}; }
+  static ReconcileResult Retry() { return {Kind::kRetry, {}}; }
+  static ReconcileResult RequeueAfter(std::chrono::milliseconds after) {
+    return {Kind::kRequeueAfter, after};
+  }
+};
+
 class TopicOperator {
  public:
   TopicOperator(kubeapi::KubeClient& client, TopicOperatorOptions options, Clock& clock);
@@ -86,11 +101,11 @@ class TopicOperator {
   struct Worker;
   void Enqueue(const std::string& key);
   void EnqueueOwner(const kubeapi::Json& object);
-  // Reconciles one key; returns false to retry it with backoff.
-  bool Reconcile(const std::string& key);
-  bool Cleanup(const kubeapi::Json& topic);
+  // Reconciles one key: what the work queue does with it next.
+  ReconcileResult Reconcile(const std::string& key);
+  ReconcileResult Cleanup(const kubeapi::Json& topic);
   // `term`: the leadership term the reconcile began in; a loop is started only in that term.
-  bool Apply(const kubeapi::Json& topic, const TopicObject& t, uint64_t term);
+  ReconcileResult Apply(const kubeapi::Json& topic, const TopicObject& t, uint64_t term);
   // The topic's loop, started (in `term` only) if it does not run; nullptr when it cannot
   // start yet (its StatefulSet is not in the cache) or leadership moved on.
   std::shared_ptr<Worker> EnsureWorker(const TopicObject& t, const std::string& token,
