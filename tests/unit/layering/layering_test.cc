@@ -10,6 +10,7 @@
 // (`../`). A CMake target belongs to the module whose CMakeLists.txt defines it.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <map>
