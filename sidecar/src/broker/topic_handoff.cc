@@ -1,0 +1,174 @@
+// Topic, its part in a change: seeding successors from their parents (producer state and
+// commits), partitions prepared ahead of a map, seals, and the producer state a successor's
+// owner fetches. The rest of Topic is in topic.cc; its views in topic_views.cc.
+#include "broker/topic.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "shoal/common/json.h"
+#include "shoal/common/logging.h"
+
+namespace shoal::broker {
+
+// Seeding in id order: a parent's id is below its successors', so a sealed partition that must
+// inherit again (a crash took back its seeding before its snapshot) does so before a successor
+// of it takes over its state.
+Status Topic::SeedSuccessors(const PartitionMap& next,
+                             const std::function<Partition*(uint32_t)>& held) {
+  for (const auto& info : next.partitions()) {
+    if (info.owner != opts_.pod || info.parents.empty()) continue;
+    Partition* p = held(info.id.value());
+    if (!p || p->seeded()) continue;
+    const SuccessorRef me{info.id, info.owner, info.range};
+    for (PartitionId parent : info.parents) {
+      const PartitionInfo* pi = next.Find(parent);
+      if (!pi) continue;  // retired
+      Result<std::string> table = Status::Internal("unset");
+      if (Partition* local = held(parent.value())) {
+        Status confirmed = local->ConfirmSuccessor(me);
+        const auto sealed_at = local->sealed_end();
+        if (!confirmed.ok()) {
+          table = confirmed;
+        } else if (sealed_at && *sealed_at != pi->end_offset) {
+          table = Status::Conflict("the map records end offset " +
+                                   std::to_string(pi->end_offset) + " for parent " +
+                                   std::to_string(parent.value()) + ", sealed here at " +
+                                   std::to_string(*sealed_at));
+        } else if (!pi->parents.empty() && !local->seeded()) {
+          table = Status::Unavailable("parent " + std::to_string(parent.value()) +
+                                      " has not inherited its own parents' producer state yet");
+        } else {
+          table = local->ExportProducers();
+        }
+      } else if (const PeerAddress* addr = next.Peer(pi->owner); addr && peers_) {
+        table = peers_->FetchProducers(*addr, parent, me, pi->end_offset);
+      } else {
+        table = Status::Unavailable("no address for " + pi->owner.value());
+      }
+      if (!table.ok()) {
+        return table.status().Annotate("taking over from parent " +
+                                       std::to_string(parent.value()) + " of partition " +
+                                       std::to_string(info.id.value()));
+      }
+      SHOAL_RETURN_IF_ERROR(p->InheritProducers(*table));
+    }
+    SHOAL_RETURN_IF_ERROR(p->MarkSeeded());
+  }
+  return Status::Ok();
+}
+
+void Topic::SeedPending() {
+  std::lock_guard<std::mutex> install(install_mu_);
+  const PartitionMap m = map();
+  bool pending = false;
+  {
+    std::shared_lock<std::shared_mutex> lock(map_mu_);
+    for (const auto& info : m.partitions()) {
+      auto it = partitions_.find(info.id.value());
+      pending |= info.owner == opts_.pod && !info.parents.empty() && it != partitions_.end() &&
+                 !it->second->seeded();
+    }
+  }
+  if (!pending) return;
+  Status st = SeedSuccessors(m, [this](uint32_t id) -> Partition* {
+    std::shared_lock<std::shared_mutex> lock(map_mu_);
+    auto it = partitions_.find(id);
+    return it == partitions_.end() ? nullptr : it->second.get();
+  });
+  if (!st.ok()) {
+    Logger("broker")->warn("msg=\"successor not seeded yet; retrying\" reason=\"{}\"",
+                           st.message());
+  }
+}
+
+Status Topic::Prepare(const PartitionMap& next) {
+  std::lock_guard<std::mutex> install(install_mu_);
+  SHOAL_RETURN_IF_ERROR(next.Validate());
+  if (next.epoch() <= map().epoch()) {
+    return Status::StaleEpoch("stale epoch " + std::to_string(next.epoch().value()) +
+                              ": this sidecar holds epoch " +
+                              std::to_string(map().epoch().value()));
+  }
+  for (const auto& info : next.partitions()) {
+    if (info.owner != opts_.pod) continue;
+    {
+      std::shared_lock<std::shared_mutex> lock(map_mu_);
+      if (partitions_.count(info.id.value())) continue;
+    }
+    auto p = TakePrepared(info);
+    if (!p) {
+      auto opened = Partition::Open(info.id, OptionsFor(info), clock_, probe_);
+      if (!opened.ok()) {
+        return opened.status().Annotate("partition " + std::to_string(info.id.value()));
+      }
+      p = std::move(opened).value();
+    }
+    prepared_.emplace(info.id.value(), Prepared{info, std::move(p)});
+  }
+  return Status::Ok();
+}
+
+std::unique_ptr<Partition> Topic::TakePrepared(const PartitionInfo& info) {
+  auto it = prepared_.find(info.id.value());
+  if (it == prepared_.end()) return nullptr;
+  Prepared prepared = std::move(it->second);
+  prepared_.erase(it);
+  const PartitionInfo& as = prepared.as;
+  if (as.range == info.range && as.owner == info.owner && as.parents == info.parents) {
+    return std::move(prepared.partition);
+  }
+  // Another map's partition of this id (a second coordinator's): nothing of it may serve this
+  // one, neither its range nor the producer state it may have inherited from other parents. It
+  // never took a write (it was never in a map this sidecar held).
+  Logger("broker")->warn(
+      "msg=\"discarding a partition prepared for another map of this id\" partition={}",
+      info.id.value());
+  prepared.partition.reset();
+  if (Status rm = fs_.RemoveAll(PartitionDir(info.id.value())); !rm.ok()) {
+    Logger("broker")->warn("msg=\"could not remove the discarded partition\" reason=\"{}\"",
+                           rm.message());
+  }
+  return nullptr;
+}
+
+Result<uint64_t> Topic::Seal(PartitionId id, const SealIntent& intent) {
+  std::shared_lock<std::shared_mutex> lock(map_mu_);
+  auto it = partitions_.find(id.value());
+  if (it == partitions_.end()) {
+    return Status::NotFound("partition " + std::to_string(id.value()) + " is not on this sidecar");
+  }
+  return it->second->Seal(intent, map_.epoch());
+}
+
+Result<uint64_t> Topic::Seal(const PartitionMap& target, PartitionId id) {
+  const PartitionInfo* info = target.Find(id);
+  return Seal(id, SealIntent{target.epoch(), target.Digest(), SuccessorRefs(target, id),
+                             info ? std::optional<HashRange>(info->range) : std::nullopt});
+}
+
+Result<std::string> Topic::ExportProducers(PartitionId id, const SuccessorRef* successor,
+                                           std::optional<uint64_t> end) {
+  std::shared_lock<std::shared_mutex> lock(map_mu_);
+  auto it = partitions_.find(id.value());
+  if (it == partitions_.end()) {
+    return Status::NotFound("partition " + std::to_string(id.value()) + " is not on this sidecar");
+  }
+  if (successor) SHOAL_RETURN_IF_ERROR(it->second->ConfirmSuccessor(*successor));
+  if (const auto sealed = it->second->sealed_end(); end && sealed && *sealed != *end) {
+    return Status::Conflict("partition " + std::to_string(id.value()) + " is sealed at " +
+                            std::to_string(*sealed) + ", not at " + std::to_string(*end) +
+                            " as the successor's map records");
+  }
+  // Only a whole producer state is handed on (invariant 6): a partition with parents that has
+  // not inherited theirs yet (a crash took back its seeding before its snapshot) would hand on
+  // only its own events' entries, and its successor would take retries of the rest as new.
+  const PartitionInfo* info = map_.Find(id);
+  if (info && !info->parents.empty() && !it->second->seeded()) {
+    return Status::Unavailable("partition " + std::to_string(id.value()) +
+                               " has not inherited its parents' producer state yet; retry");
+  }
+  return it->second->ExportProducers();
+}
+
+}  // namespace shoal::broker

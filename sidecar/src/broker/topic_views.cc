@@ -1,0 +1,231 @@
+// Topic, its views: the JSON of the topic view, the admin plane's partitions, groups and
+// commits, and the state metrics collectable. The rest of Topic is in topic.cc.
+#include "broker/topic.h"
+
+#include <algorithm>
+
+#include "shoal/common/json.h"
+#include "shoal/common/metrics.h"
+
+namespace shoal::broker {
+
+Result<std::string> Topic::CommitsJson(PartitionId id) {
+  std::shared_lock<std::shared_mutex> lock(map_mu_);
+  auto it = partitions_.find(id.value());
+  if (it == partitions_.end()) {
+    return Status::NotFound("partition " + std::to_string(id.value()) + " is not on this sidecar");
+  }
+  const Partition& p = *it->second;
+  std::string out = "{\"commits\":{";
+  bool first = true;
+  for (const auto& [g, o] : p.Commits()) {
+    if (!first) out += ',';
+    first = false;
+    json::AppendString(out, g);
+    out += ':';
+    json::AppendUint(out, o);
+  }
+  out += "},\"sealed\":";
+  out += p.sealed_end() ? "true" : "false";
+  out += ",\"start_offset\":";
+  json::AppendUint(out, p.start_offset());
+  out += ",\"end_offset\":";
+  json::AppendUint(out, p.end_offset());
+  out += ",\"lo\":";
+  json::AppendUint(out, p.range().lo);
+  out += ",\"hi\":";
+  json::AppendUint(out, p.range().hi);
+  out += '}';
+  return out;
+}
+
+std::string Topic::GroupsJson() const { return registry_->ToJson(); }
+
+std::string Topic::ViewJson() const {
+  std::shared_lock<std::shared_mutex> lock(map_mu_);
+  std::string out = "{\"topic\":";
+  json::AppendString(out, opts_.topic);
+  out += ",\"epoch\":";
+  json::AppendUint(out, map_.epoch().value());
+  out += ",\"pod\":";
+  json::AppendString(out, opts_.pod.value());
+  out += ",\"partitions\":[";
+  bool first = true;
+  for (const auto& info : map_.partitions()) {
+    if (!first) out += ',';
+    first = false;
+    out += '{';
+    AppendPartitionFields(out, info);
+    auto it = partitions_.find(info.id.value());
+    if (it != partitions_.end()) {
+      const Partition& p = *it->second;
+      out += ",\"start_offset\":";
+      json::AppendUint(out, p.start_offset());
+      out += ",\"end_offset\":";
+      json::AppendUint(out, p.end_offset());
+      out += ",\"visible_end_offset\":";
+      json::AppendUint(out, p.visible_end());
+      out += ",\"size_bytes\":";
+      json::AppendUint(out, p.size_bytes());
+      out += ",\"accepting\":";
+      out += Accepting(info, p) ? "true" : "false";
+      out += ",\"sealed_here\":";
+      out += p.sealed_end() ? "true" : "false";
+      out += ",\"segments\":";
+      json::AppendUint(out, p.segment_count());
+      out += ",\"groups\":{";
+      bool g_first = true;
+      for (const auto& [g, o] : p.Commits()) {
+        if (!g_first) out += ',';
+        g_first = false;
+        json::AppendString(out, g);
+        out += ":{\"committed\":";
+        json::AppendUint(out, o);
+        out += ",\"lag\":";
+        json::AppendUint(out, p.end_offset() > o ? p.end_offset() - o : 0);
+        out += '}';
+      }
+      out += '}';
+    }
+    out += '}';
+  }
+  out += "]}";
+  return out;
+}
+
+std::string Topic::PartitionsJson() const {
+  std::shared_lock<std::shared_mutex> lock(map_mu_);
+  std::string out = "{\"topic\":";
+  json::AppendString(out, opts_.topic);
+  out += ",\"pod\":";
+  json::AppendString(out, opts_.pod.value());
+  out += ",\"epoch\":";
+  json::AppendUint(out, map_.epoch().value());
+  out += ",\"digest\":";
+  json::AppendString(out, map_.Digest());
+  // The groups this sidecar knows, read or not here: the coordinator's retirement rule waits
+  // for the union of every sidecar's (invariant 4).
+  out += ",\"groups\":[";
+  bool first_group = true;
+  for (const auto& [g, info] : registry_->All()) {
+    if (!first_group) out += ',';
+    first_group = false;
+    json::AppendString(out, g);
+  }
+  out += "],\"partitions\":[";
+  bool first = true;
+  for (const auto& [id, p] : partitions_) {
+    const PartitionInfo* info = map_.Find(PartitionId(id));
+    if (!info) continue;  // every held partition is in the map; retired ones are gone
+    if (!first) out += ',';
+    first = false;
+    // Sealed as soon as it is sealed here, also ahead of the map that records the seal.
+    const bool sealed = !info->active() || p->sealed_end().has_value();
+    out += "{\"id\":";
+    json::AppendUint(out, id);
+    out += ",\"state\":\"";
+    out += ToString(sealed ? PartitionState::kSealed : PartitionState::kActive);
+    out += "\",\"lo\":";
+    json::AppendUint(out, info->range.lo);
+    out += ",\"hi\":";
+    json::AppendUint(out, info->range.hi);
+    out += ",\"start_offset\":";
+    json::AppendUint(out, p->start_offset());
+    out += ",\"end_offset\":";
+    json::AppendUint(out, p->end_offset());
+    // A partition without parents inherited nothing; a successor's inherited state is durable
+    // once a producer snapshot taken after its seeding is on disk (Partition::MarkSeeded).
+    out += ",\"producers_durable\":";
+    out += info->parents.empty() || p->producers_durable() ? "true" : "false";
+    out += ",\"appended\":";
+    json::AppendUint(out, p->appended());
+    const LoadSketch load = p->Load();
+    out += ",\"load_buckets\":[";
+    for (size_t b = 0; b < load.buckets.size(); ++b) {
+      if (b) out += ',';
+      json::AppendUint(out, load.buckets[b]);
+    }
+    out += "],\"top_hashes\":[";
+    for (size_t k = 0; k < load.top.size(); ++k) {
+      if (k) out += ',';
+      out += "{\"hash\":";
+      json::AppendUint(out, load.top[k].hash);
+      out += ",\"count\":";
+      json::AppendUint(out, load.top[k].count);
+      out += '}';
+    }
+    out += "],\"commits\":{";
+    bool g_first = true;
+    for (const auto& [g, o] : p->Commits()) {
+      if (!g_first) out += ',';
+      g_first = false;
+      json::AppendString(out, g);
+      out += ':';
+      json::AppendUint(out, o);
+    }
+    out += "}}";
+  }
+  out += "]}";
+  return out;
+}
+
+std::shared_ptr<prometheus::Collectable> Topic::StateCollectable() {
+  return std::make_shared<metrics::CallbackCollectable>([this] {
+    auto size = metrics::GaugeFamily("shoal_partition_log_size_bytes",
+                                     "Bytes on disk of a partition's log segments");
+    auto end = metrics::GaugeFamily("shoal_partition_end_offset",
+                                    "Offset the next event of a partition will get");
+    auto start = metrics::GaugeFamily("shoal_partition_start_offset",
+                                      "Oldest offset still retained in a partition");
+    auto segments =
+        metrics::GaugeFamily("shoal_partition_segments", "Segment files of a partition's log");
+    auto lag = metrics::GaugeFamily("shoal_consumer_lag_events",
+                                    "Events of a partition not yet committed by a group");
+    auto committed = metrics::GaugeFamily("shoal_consumer_committed_offset",
+                                          "A group's committed offset in a partition");
+    auto epoch =
+        metrics::GaugeFamily("shoal_epoch", "Epoch of the partition map this sidecar holds");
+    auto parts = metrics::GaugeFamily("shoal_partitions", "Partitions of this sidecar by state");
+    std::vector<std::string> known;
+    for (const auto& [g, info] : registry_->All()) known.push_back(g);
+    std::shared_lock<std::shared_mutex> lock(map_mu_);
+    metrics::AddGauge(epoch, {{"topic", opts_.topic}}, static_cast<double>(map_.epoch().value()));
+    double active = 0, sealed = 0;
+    for (const auto& info : map_.partitions()) {
+      auto it = partitions_.find(info.id.value());
+      if (it == partitions_.end()) continue;
+      (info.active() ? active : sealed) += 1;
+      const Partition& p = *it->second;
+      const std::string pid = std::to_string(info.id.value());
+      const std::map<std::string, std::string> labels = {{"topic", opts_.topic},
+                                                         {"partition", pid}};
+      metrics::AddGauge(size, labels, static_cast<double>(p.size_bytes()));
+      metrics::AddGauge(end, labels, static_cast<double>(p.end_offset()));
+      metrics::AddGauge(start, labels, static_cast<double>(p.start_offset()));
+      metrics::AddGauge(segments, labels, static_cast<double>(p.segment_count()));
+      const auto commits = p.Commits();
+      for (const auto& [g, o] : commits) {
+        const std::map<std::string, std::string> gl = {
+            {"topic", opts_.topic}, {"partition", pid}, {"group", g}};
+        metrics::AddGauge(lag, gl,
+                          static_cast<double>(p.end_offset() > o ? p.end_offset() - o : 0));
+        metrics::AddGauge(committed, gl, static_cast<double>(o));
+      }
+      // A group known here that has not committed this partition yet lags by all it retains:
+      // a slow group that has not reached a successor is behind on it too.
+      for (const auto& g : known) {
+        if (commits.count(g)) continue;
+        const uint64_t stands = p.StandingOf(g);
+        metrics::AddGauge(lag, {{"topic", opts_.topic}, {"partition", pid}, {"group", g}},
+                          static_cast<double>(p.end_offset() > stands ? p.end_offset() - stands
+                                                                        : 0));
+      }
+    }
+    metrics::AddGauge(parts, {{"topic", opts_.topic}, {"state", "active"}}, active);
+    metrics::AddGauge(parts, {{"topic", opts_.topic}, {"state", "sealed"}}, sealed);
+    return std::vector<prometheus::MetricFamily>{size, end,       start, segments,
+                                                 lag,  committed, epoch, parts};
+  });
+}
+
+}  // namespace shoal::broker
