@@ -50,7 +50,7 @@ struct World {
         l.id = p.id;
         l.rate = 1000 * (t == 300 ? last : base) * noise(rng);
         l.buckets.fill(1.0 / kLoadBuckets);
-        o.partitions[p.id.value()] = l;
+        o.partitions[p.id] = l;
       }
       history.Add(o);
       now = o.at;

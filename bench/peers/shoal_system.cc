@@ -72,18 +72,18 @@ class ShoalConsumer final : public PeerConsumer {
     for (const auto& e : *events) {
       stamps->push_back(client::ReadStamp(e.value));
       auto it = std::find_if(next.begin(), next.end(), [&](const wire::CommitOffset& c) {
-        return c.partition == e.partition;
+        return c.partition.value() == e.partition;
       });
       if (it == next.end()) {
-        next.push_back({e.partition, e.offset + 1});
+        next.push_back({PartitionId(e.partition), Offset(e.offset + 1)});
       } else {
-        it->offset = std::max(it->offset, e.offset + 1);
+        it->offset = std::max(it->offset, Offset(e.offset + 1));
       }
     }
     std::string body = std::string("{\"group\":\"") + kGroup + "\",\"offsets\":[";
     for (size_t i = 0; i < next.size(); ++i) {
-      body += (i ? ",{\"partition\":" : "{\"partition\":") + std::to_string(next[i].partition) +
-              ",\"offset\":" + std::to_string(next[i].offset) + "}";
+      body += (i ? ",{\"partition\":" : "{\"partition\":") + std::to_string(next[i].partition.value()) +
+              ",\"offset\":" + std::to_string(next[i].offset.value()) + "}";
     }
     body += "]}";
     auto committed = conn_.Request("POST", commits_path_, body, &answer_);

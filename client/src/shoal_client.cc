@@ -85,8 +85,8 @@ Status ShoalClient::Commit(const std::string& group,
   body += ",\"offsets\":[";
   for (size_t i = 0; i < offsets.size(); ++i) {
     if (i) body += ',';
-    body += "{\"partition\":" + std::to_string(offsets[i].partition) +
-            ",\"offset\":" + std::to_string(offsets[i].offset) + "}";
+    body += "{\"partition\":" + std::to_string(offsets[i].partition.value()) +
+            ",\"offset\":" + std::to_string(offsets[i].offset.value()) + "}";
   }
   body += "]}";
   auto r = Call("POST", "/v1/topics/" + topic_ + "/commits", body);

@@ -372,8 +372,8 @@ void GroupConsumer::Run() {
       // from its commits, and offsets already recorded are skipped below.
       if (client.Commit(opts_.group, pending).ok()) {
         for (const auto& c : pending) {
-          auto& was = committed[c.partition];
-          was = std::max(was, c.offset);
+          auto& was = committed[c.partition.value()];
+          was = std::max(was, c.offset.value());
         }
         pending.clear();
       } else {
@@ -468,7 +468,7 @@ void GroupConsumer::Run() {
       if (gapped.count(e.partition)) continue;
       touched[e.partition] = streaming ? position[e.partition] : next[e.partition];
     }
-    for (auto [p, o] : touched) pending.push_back({p, o});
+    for (auto [p, o] : touched) pending.push_back({PartitionId(p), Offset(o)});
     seen_count_.fetch_add(batch.size());
     if (!streaming) {
       std::lock_guard<std::mutex> lock(mu_);

@@ -156,7 +156,7 @@ Result<CommitRequest> ParseCommitRequest(std::string_view body) {
           return Status::InvalidArgument("offsets[" + std::to_string(i) +
                                          "] needs integer \"partition\" and \"offset\"");
         }
-        req.offsets.push_back({static_cast<uint32_t>(p), o});
+        req.offsets.push_back({PartitionId(static_cast<uint32_t>(p)), Offset(o)});
         ++i;
       }
       has_offsets = true;

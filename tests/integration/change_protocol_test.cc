@@ -148,7 +148,7 @@ std::vector<wire::ConsumedEvent> ConsumeAndCommit(client::ShoalClient& sidecar,
   std::map<uint32_t, uint64_t> next;
   for (const auto& e : *got) next[e.partition] = std::max(next[e.partition], e.offset + 1);
   std::vector<wire::CommitOffset> offsets;
-  for (auto [p, o] : next) offsets.push_back({p, o});
+  for (auto [p, o] : next) offsets.push_back({PartitionId(p), Offset(o)});
   if (!offsets.empty()) {
     Status st = sidecar.Commit(group, offsets);
     EXPECT_TRUE(st.ok()) << st.ToString();
@@ -895,7 +895,7 @@ TEST(ChangeProtocolTest, ParkedConsumeIsAnsweredWhenASuccessorIsReleased) {
   ASSERT_TRUE(parent.ok()) << parent.status().ToString();
   ASSERT_EQ(parent->size(), 12u);
   auto [local_ms, local_events] = ParkThenRelease(pod0, "local", kWaitMs, [&] {
-    ASSERT_TRUE(pod0.Commit("local", {{0, 12}}).ok());
+    ASSERT_TRUE(pod0.Commit("local", {{PartitionId(0), Offset(12)}}).ok());
   });
   EXPECT_EQ(local_events.size(), 8u);
   EXPECT_LT(local_ms, kPromptMs) << "the successors of a locally committed parent were handed "

@@ -127,7 +127,7 @@ class Reader {
     std::map<uint32_t, uint64_t> next;
     for (const auto& e : *got) next[e.partition] = std::max(next[e.partition], e.offset + 1);
     std::vector<wire::CommitOffset> offsets;
-    for (auto [p, o] : next) offsets.push_back({p, o});
+    for (auto [p, o] : next) offsets.push_back({PartitionId(p), Offset(o)});
     Status st = client_.Commit(group_, offsets);
     EXPECT_TRUE(st.ok()) << st.ToString();
     seen_.insert(seen_.end(), got->begin(), got->end());

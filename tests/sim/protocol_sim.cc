@@ -906,7 +906,7 @@ void World::ConsumeAction(Group& g, Pod& pod, bool quiet) {
   }
   result_.seen += events->size();
   wire::CommitRequest c{g.name, {}};
-  for (auto [part, off] : next) c.offsets.push_back({part, off});
+  for (auto [part, off] : next) c.offsets.push_back({PartitionId(part), Offset(off)});
   Status st = t->Commit(c);
   if (st.ok()) {
     for (auto [part, off] : next) g.committed[part] = std::max(g.committed[part], off);

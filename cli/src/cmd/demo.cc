@@ -116,7 +116,7 @@ int Run(const DemoOptions& o) {
         seen.push_back(std::move(e));
       }
       std::vector<wire::CommitOffset> offsets;
-      for (auto [p, off] : commit) offsets.push_back({p, off});
+      for (auto [p, off] : commit) offsets.push_back({PartitionId(p), Offset(off)});
       if (!offsets.empty()) {
         if (auto st = cl.Commit(group, offsets); !st.ok()) {
           std::cerr << "commit failed: " << st.message() << "\n";

@@ -190,14 +190,15 @@ void Partition::NoteForgotten(uint64_t before) {
 
 Status Partition::ClampCommits() {
   const uint64_t end = log_->end_offset();
-  for (const auto& [group, offset] : commits_->All()) {
+  for (const auto& [group, commit] : commits_->All()) {
+    const uint64_t offset = commit.value();
     if (offset <= end) continue;
     Logger("broker")->warn(
         "msg=\"a commit is past the log's end after a crash; the group resumes at the end\" "
         "partition={} group={} commit={} end={}",
         id_.value(), group, offset, end);
   }
-  return commits_->ClampTo(end);
+  return commits_->ClampTo(Offset(end));
 }
 
 Status Partition::RecoverProducers() {
@@ -580,11 +581,11 @@ uint64_t Partition::visible_end() const {
   return opts_.fsync == FsyncPolicy::kAlways ? log_->durable_offset() : log_->end_offset();
 }
 
-uint64_t Partition::Standing(std::optional<uint64_t> committed) const {
+uint64_t Partition::Standing(std::optional<Offset> committed) const {
   // Retention removes only what every group with a commit has committed, but a commit can still
   // lie below the oldest event (a group's first commit after retention passed it, a low commit):
   // nothing below it can be handed out any more, so the group stands there.
-  return std::max(committed.value_or(0), log_->start_offset());
+  return std::max(committed.value_or(Offset(0)).value(), log_->start_offset());
 }
 
 bool Partition::HasDataFor(const std::string& group) const {
@@ -637,14 +638,15 @@ Result<size_t> Partition::ReadForGroup(const std::string& group, size_t max, siz
   return batch.records.size();
 }
 
-Status Partition::Commit(const std::string& group, uint64_t offset) {
+Status Partition::Commit(const std::string& group, Offset commit) {
+  const uint64_t offset = commit.value();
   const uint64_t end = log_->end_offset();
   if (offset > end) {
     return Status::InvalidArgument("offset " + std::to_string(offset) + " is past the end " +
                                    std::to_string(end) + " of partition " +
                                    std::to_string(id_.value()));
   }
-  auto moved = commits_->Commit(group, offset, opts_.fsync == FsyncPolicy::kAlways);
+  auto moved = commits_->Commit(group, commit, opts_.fsync == FsyncPolicy::kAlways);
   if (!moved.ok()) return moved.status();
   std::lock_guard<std::mutex> lock(cursor_mu_);
   // A group that only commits (its reads go elsewhere, or not yet) gets a cursor too: at its
@@ -702,7 +704,7 @@ bool Partition::Tick(bool sync_due) {
     for (auto& [group, c] : cursors_) {
       auto it = commits.find(group);
       const uint64_t committed =
-          Standing(it == commits.end() ? std::nullopt : std::optional<uint64_t>(it->second));
+          Standing(it == commits.end() ? std::nullopt : std::optional<Offset>(it->second));
       if (committed >= c.next) {
         c.progress_ms = now;
       } else if (now - c.progress_ms > opts_.redelivery_ms) {
@@ -721,7 +723,7 @@ bool Partition::Tick(bool sync_due) {
     policy.max_bytes = opts_.retention_bytes;
     policy.max_age_ms = opts_.retention_ms;
     policy.floor_offset = log_->end_offset();
-    for (const auto& [g, o] : commits) policy.floor_offset = std::min(policy.floor_offset, o);
+    for (const auto& [g, o] : commits) policy.floor_offset = std::min(policy.floor_offset, o.value());
     auto removed = log_->ApplyRetention(policy, now);
     if (!removed.ok()) {
       Logger("broker")->error("msg=\"retention failed\" partition={} reason=\"{}\"", id_.value(),

@@ -190,9 +190,9 @@ class Partition {
   bool HasDataFor(const std::string& group) const;
 
   // Records that `group` processed everything below `offset`. Above the end is InvalidArgument.
-  Status Commit(const std::string& group, uint64_t offset);
-  std::map<std::string, uint64_t> Commits() const { return commits_->All(); }
-  std::optional<uint64_t> Committed(const std::string& group) const { return commits_->Get(group); }
+  Status Commit(const std::string& group, Offset offset);
+  std::map<std::string, Offset> Commits() const { return commits_->All(); }
+  std::optional<Offset> Committed(const std::string& group) const { return commits_->Get(group); }
   // Where `group` stands: its commit, or the oldest retained event when that is later (also for
   // a group without a commit here).
   uint64_t StandingOf(const std::string& group) const { return Standing(commits_->Get(group)); }
@@ -229,7 +229,7 @@ class Partition {
 
   // Where a group stands: its commit, or the oldest retained event when that is later (also
   // for a group without commits).
-  uint64_t Standing(std::optional<uint64_t> committed) const;
+  uint64_t Standing(std::optional<Offset> committed) const;
 
   struct Cursor {
     uint64_t next = 0;

@@ -7,28 +7,28 @@ bool SuccessorGate::Released(const PartitionMap& map, const PartitionInfo& s,
   if (s.parents.empty()) return true;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = released_.find(s.id.value());
+    auto it = released_.find(s.id);
     if (it != released_.end() && it->second.count(group)) return true;
   }
-  std::set<uint32_t> visited;
+  std::set<PartitionId> visited;
   if (!LineageConsumed(map, s, group, standing, end, visited)) return false;
   std::lock_guard<std::mutex> lock(mu_);
-  released_[s.id.value()].insert(group);
+  released_[s.id].insert(group);
   return true;
 }
 
 bool SuccessorGate::LineageConsumed(const PartitionMap& map, const PartitionInfo& s,
                                     const std::string& group, const Standing& standing,
-                                    const End& end, std::set<uint32_t>& visited) {
+                                    const End& end, std::set<PartitionId>& visited) {
   for (PartitionId parent : s.parents) {
     const PartitionInfo* pi = map.Find(parent);
     if (!pi) continue;  // retired: consumed by every group known then (see the header)
-    if (!visited.insert(parent.value()).second) continue;
+    if (!visited.insert(parent).second) continue;
     const auto stands = standing(parent, group);
     if (!stands || *stands < end(*pi)) return false;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      auto it = released_.find(parent.value());
+      auto it = released_.find(parent);
       if (it != released_.end() && it->second.count(group)) continue;  // its lineage is done
     }
     // Consumed to its end, and its own lineage too: an empty parent is no shortcut.
@@ -39,7 +39,7 @@ bool SuccessorGate::LineageConsumed(const PartitionMap& map, const PartitionInfo
 
 bool SuccessorGate::AllReleased(PartitionId s, const std::set<std::string>& groups) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = released_.find(s.value());
+  auto it = released_.find(s);
   if (it == released_.end()) return groups.empty();
   for (const auto& g : groups) {
     if (!it->second.count(g)) return false;
@@ -50,14 +50,14 @@ bool SuccessorGate::AllReleased(PartitionId s, const std::set<std::string>& grou
 std::vector<const PartitionInfo*> SuccessorGate::Lineage(const PartitionMap& map,
                                                          const PartitionInfo& s) {
   std::vector<const PartitionInfo*> out;
-  std::set<uint32_t> seen;
+  std::set<PartitionId> seen;
   std::vector<const PartitionInfo*> todo{&s};
   while (!todo.empty()) {
     const PartitionInfo* p = todo.back();
     todo.pop_back();
     for (PartitionId parent : p->parents) {
       const PartitionInfo* pi = map.Find(parent);
-      if (!pi || !seen.insert(parent.value()).second) continue;
+      if (!pi || !seen.insert(parent).second) continue;
       out.push_back(pi);
       todo.push_back(pi);
     }

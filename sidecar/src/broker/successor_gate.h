@@ -59,10 +59,10 @@ class SuccessorGate {
 
  private:
   bool LineageConsumed(const PartitionMap& map, const PartitionInfo& s, const std::string& group,
-                       const Standing& standing, const End& end, std::set<uint32_t>& visited);
+                       const Standing& standing, const End& end, std::set<PartitionId>& visited);
 
   mutable std::mutex mu_;
-  std::map<uint32_t, std::set<std::string>> released_;  // guarded by mu_
+  std::map<PartitionId, std::set<std::string>> released_;  // guarded by mu_
 };
 
 }  // namespace shoal::broker

@@ -50,20 +50,20 @@ Result<std::unique_ptr<Topic>> Topic::Open(const TopicOptions& options, Clock& c
 
 std::string Topic::MapPath() const { return opts_.data_dir + "/" + opts_.topic + "/map.json"; }
 
-std::string Topic::PartitionDir(uint32_t id) const {
-  return opts_.data_dir + "/" + opts_.topic + "/partitions/" + std::to_string(id);
+std::string Topic::PartitionDir(PartitionId id) const {
+  return opts_.data_dir + "/" + opts_.topic + "/partitions/" + std::to_string(id.value());
 }
 
 PartitionOptions Topic::OptionsFor(const PartitionInfo& info) const {
   PartitionOptions po = opts_.partition;
   po.fs = &fs_;
-  po.dir = PartitionDir(info.id.value());
+  po.dir = PartitionDir(info.id);
   po.range = info.range;
   return po;
 }
 
-bool Topic::RetiredInMap(uint32_t id) const {
-  return map_.Find(PartitionId(id)) == nullptr && id < map_.NextId().value();
+bool Topic::RetiredInMap(PartitionId id) const {
+  return map_.Find(id) == nullptr && id < map_.NextId();
 }
 
 Status Topic::LoadOrCreateMap() {
@@ -105,7 +105,7 @@ Status Topic::OpenPartitions() {
     if (info.owner != opts_.pod) continue;
     auto p = Partition::Open(info.id, OptionsFor(info), clock_, probe_);
     if (!p.ok()) return p.status().Annotate("partition " + std::to_string(info.id.value()));
-    partitions_.emplace(info.id.value(), std::move(p).value());
+    partitions_.emplace(info.id, std::move(p).value());
   }
   Logger("broker")->info("msg=\"topic open\" topic={} epoch={} partitions={}", opts_.topic,
                          map_.epoch().value(), partitions_.size());
@@ -123,7 +123,7 @@ void Topic::RemoveRetiredLeftovers() {
   for (const auto& name : *names) {
     uint32_t id = 0;
     auto [end, err] = std::from_chars(name.data(), name.data() + name.size(), id);
-    if (err != std::errc() || end != name.data() + name.size() || !RetiredInMap(id)) continue;
+    if (err != std::errc() || end != name.data() + name.size() || !RetiredInMap(PartitionId(id))) continue;
     // InstallMap persisted the map that retired it, then crashed before (or while) removing it.
     Status rm = fs_.RemoveAll(dir + "/" + name);
     Logger("broker")->info(
@@ -179,7 +179,7 @@ Status Topic::Produce(const std::vector<wire::ProduceEvent>& events,
     }
     int32_t& g = group_of[map_.IndexOf(info)];
     if (g < 0) {
-      auto it = partitions_.find(info.id.value());
+      auto it = partitions_.find(info.id);
       if (it == partitions_.end() || !Accepting(info, *it->second)) {
         return Status::Unavailable("partition " + std::to_string(info.id.value()) +
                                    " is being created by a change in progress; retry");
@@ -292,28 +292,28 @@ bool Topic::Released(const PartitionInfo& info, const std::string& group) {
 
 uint64_t Topic::SealedEndOf(const PartitionInfo& info) {
   uint64_t end = info.end_offset;
-  if (auto it = partitions_.find(info.id.value()); it != partitions_.end()) {
+  if (auto it = partitions_.find(info.id); it != partitions_.end()) {
     const auto sealed = it->second->sealed_end();
     return std::max(end, sealed ? *sealed : it->second->end_offset());
   }
   std::lock_guard<std::mutex> lock(remote_mu_);
-  if (auto rc = remote_commits_.find(info.id.value()); rc != remote_commits_.end()) {
+  if (auto rc = remote_commits_.find(info.id); rc != remote_commits_.end()) {
     end = std::max(end, rc->second.end_offset);
   }
   return end;
 }
 
 std::optional<uint64_t> Topic::StandingOf(PartitionId id, const std::string& group) {
-  if (auto it = partitions_.find(id.value()); it != partitions_.end()) {
+  if (auto it = partitions_.find(id); it != partitions_.end()) {
     return it->second->StandingOf(group);
   }
   std::lock_guard<std::mutex> lock(remote_mu_);
-  auto rc = remote_commits_.find(id.value());
+  auto rc = remote_commits_.find(id);
   if (rc == remote_commits_.end()) return std::nullopt;  // not fetched yet
   auto it = rc->second.commits.find(group);
   // A group without a commit there stands at its oldest retained event.
   return it == rc->second.commits.end() ? rc->second.start_offset
-                                        : std::max(it->second, rc->second.start_offset);
+                                        : std::max(it->second.value(), rc->second.start_offset);
 }
 
 void Topic::RefreshRemoteCommits() {
@@ -330,12 +330,12 @@ void Topic::RefreshRemoteCommits() {
       std::lock_guard<std::mutex> r(remote_mu_);
       deletions = group_deletions_;
     }
-    std::set<uint32_t> seen;
+    std::set<PartitionId> seen;
     for (const auto& [id, p] : partitions_) {
       const PartitionInfo* info = map_.Find(PartitionId(id));
       if (!info || info->parents.empty() || gate_.AllReleased(info->id, groups)) continue;
       for (const PartitionInfo* pi : SuccessorGate::Lineage(map_, *info)) {
-        if (partitions_.count(pi->id.value()) || !seen.insert(pi->id.value()).second) continue;
+        if (partitions_.count(pi->id) || !seen.insert(pi->id).second) continue;
         if (const PeerAddress* addr = map_.Peer(pi->owner)) wanted.emplace_back(*addr, pi->id);
       }
     }
@@ -361,7 +361,7 @@ void Topic::RefreshRemoteCommits() {
       std::lock_guard<std::mutex> r(remote_mu_);
       // A group deleted since the fetch began may be in it: fetch again next tick.
       if (group_deletions_ != deletions) continue;
-      auto& held = remote_commits_[parent.value()];
+      auto& held = remote_commits_[parent];
       changed = !(held == *commits);
       held = std::move(commits).value();
     }
@@ -398,22 +398,22 @@ Result<InstallOutcome> Topic::InstallMap(const PartitionMap& next) {
   };
   // 1. Open what this pod owns in the new map and does not hold yet (outside the map lock),
   // unless Prepare opened it already.
-  std::map<uint32_t, std::unique_ptr<Partition>> opened;
+  std::map<PartitionId, std::unique_ptr<Partition>> opened;
   for (const auto& info : next.partitions()) {
     if (info.owner != opts_.pod) continue;
     {
       std::shared_lock<std::shared_mutex> lock(map_mu_);
-      if (partitions_.count(info.id.value())) continue;
+      if (partitions_.count(info.id)) continue;
     }
     if (auto prepared = TakePrepared(info)) {
-      opened.emplace(info.id.value(), std::move(prepared));
+      opened.emplace(info.id, std::move(prepared));
       continue;
     }
     auto p = Partition::Open(info.id, OptionsFor(info), clock_, probe_);
     if (!p.ok()) return p.status().Annotate("partition " + std::to_string(info.id.value()));
-    opened.emplace(info.id.value(), std::move(p).value());
+    opened.emplace(info.id, std::move(p).value());
   }
-  auto held_partition = [&](uint32_t id) -> Partition* {
+  auto held_partition = [&](PartitionId id) -> Partition* {
     if (auto it = opened.find(id); it != opened.end()) return it->second.get();
     std::shared_lock<std::shared_mutex> lock(map_mu_);
     auto it = partitions_.find(id);
@@ -454,7 +454,7 @@ Result<InstallOutcome> Topic::InstallMap(const PartitionMap& next) {
   // once the lock is ours, and none can be found afterwards. They are destroyed and their
   // directories removed after the lock is released. A crash before the removal leaves
   // directories that the next start removes (the persisted map no longer lists them).
-  std::vector<std::pair<uint32_t, std::unique_ptr<Partition>>> retired;
+  std::vector<std::pair<PartitionId, std::unique_ptr<Partition>>> retired;
   size_t held_count = 0;
   {
     std::unique_lock<std::shared_mutex> lock(map_mu_);
@@ -478,8 +478,8 @@ Result<InstallOutcome> Topic::InstallMap(const PartitionMap& next) {
   // Prepared for a map that this one retired or gave to another pod (an id it has); ids beyond
   // it belong to a coming map.
   for (auto it = prepared_.begin(); it != prepared_.end();) {
-    const PartitionInfo* in = next.Find(PartitionId(it->first));
-    if ((in && in->owner == opts_.pod) || it->first >= next.NextId().value()) {
+    const PartitionInfo* in = next.Find(it->first);
+    if ((in && in->owner == opts_.pod) || it->first >= next.NextId()) {
       ++it;
       continue;
     }
@@ -492,9 +492,9 @@ Result<InstallOutcome> Topic::InstallMap(const PartitionMap& next) {
       Logger("broker")->warn(
           "msg=\"could not remove a retired partition's directory; the next start removes it\" "
           "partition={} reason=\"{}\"",
-          id, rm.message());
+          id.value(), rm.message());
     } else {
-      Logger("broker")->info("msg=\"retired partition\" partition={} epoch={}", id,
+      Logger("broker")->info("msg=\"retired partition\" partition={} epoch={}", id.value(),
                              next.epoch().value());
     }
   }
@@ -513,8 +513,8 @@ Status Topic::CheckAgainstHeld(const PartitionMap& held, const PartitionMap& nex
   {
     std::shared_lock<std::shared_mutex> lock(map_mu_);
     for (const auto& [id, p] : partitions_) {
-      const std::string pid = "partition " + std::to_string(id);
-      const PartitionInfo* info = next.Find(PartitionId(id));
+      const std::string pid = "partition " + std::to_string(id.value());
+      const PartitionInfo* info = next.Find(id);
       const auto seal = p->seal_record();
       if (!info) {
         // Retirement drops sealed partitions only: an active one still takes the appends of its
@@ -641,7 +641,7 @@ Status Topic::CheckAgainstHeld(const PartitionMap& held, const PartitionMap& nex
     if (!theirs.ok()) return theirs.status().Annotate("before retiring");
     for (const auto& g : groups) {
       auto c = theirs->commits.find(g);
-      const uint64_t stands = std::max(c == theirs->commits.end() ? 0 : c->second,
+      const uint64_t stands = std::max(c == theirs->commits.end() ? 0 : c->second.value(),
                                        theirs->start_offset);
       if (!theirs->sealed || stands < theirs->end_offset) {
         return not_consumed(p->id, g, stands, theirs->end_offset);
@@ -650,7 +650,7 @@ Status Topic::CheckAgainstHeld(const PartitionMap& held, const PartitionMap& nex
   }
   std::shared_lock<std::shared_mutex> lock(map_mu_);
   for (const auto& [id, end] : dropped) {
-    auto it = partitions_.find(id.value());
+    auto it = partitions_.find(id);
     if (it == partitions_.end()) continue;
     for (const auto& g : groups) {
       const uint64_t stands = it->second->StandingOf(g);
@@ -662,7 +662,7 @@ Status Topic::CheckAgainstHeld(const PartitionMap& held, const PartitionMap& nex
 
 Result<RemoteCommits> Topic::CommitsOf(PartitionId id) {
   std::shared_lock<std::shared_mutex> lock(map_mu_);
-  auto it = partitions_.find(id.value());
+  auto it = partitions_.find(id);
   if (it == partitions_.end()) {
     return Status::NotFound("partition " + std::to_string(id.value()) + " is not on this sidecar");
   }
@@ -692,13 +692,14 @@ Status Topic::Commit(const wire::CommitRequest& request) {
       // A retired partition was consumed to its end by every group before it was retired: a
       // late commit of it has nothing left to record, so it is skipped, not refused.
       if (RetiredInMap(c.partition)) continue;
-      return Status::NotFound("partition " + std::to_string(c.partition) +
+      return Status::NotFound("partition " + std::to_string(c.partition.value()) +
                               " is not on this sidecar");
     }
-    if (c.offset > it->second->end_offset()) {
-      return Status::InvalidArgument("offset " + std::to_string(c.offset) + " is past the end " +
+    if (c.offset.value() > it->second->end_offset()) {
+      return Status::InvalidArgument("offset " + std::to_string(c.offset.value()) +
+                                     " is past the end " +
                                      std::to_string(it->second->end_offset()) + " of partition " +
-                                     std::to_string(c.partition));
+                                     std::to_string(c.partition.value()));
     }
   }
   for (const auto& c : request.offsets) {
@@ -712,7 +713,7 @@ Status Topic::Commit(const wire::CommitRequest& request) {
   return Status::Ok();
 }
 
-Result<std::vector<uint32_t>> Topic::DeleteGroup(const std::string& group, bool force) {
+Result<std::vector<PartitionId>> Topic::DeleteGroup(const std::string& group, bool force) {
   SHOAL_RETURN_IF_ERROR(wire::ValidateGroup(group));
   // Exclusive: no consume or commit runs between the checks, the deletions and the release
   // reset, so a returning group is never handed a successor on a release made before.
@@ -726,7 +727,7 @@ Result<std::vector<uint32_t>> Topic::DeleteGroup(const std::string& group, bool 
     for (auto& [id, commits] : remote_commits_) commits.commits.erase(group);
     ++group_deletions_;
   }
-  std::vector<uint32_t> had;
+  std::vector<PartitionId> had;
   for (auto& [id, p] : partitions_) {
     auto deleted = p->DeleteGroup(group);
     if (!deleted.ok()) return deleted.status();

@@ -41,7 +41,7 @@ struct RemoteCommits {
   uint64_t end_offset = 0;                  // the next offset (final once sealed)
   bool sealed = false;
   HashRange range;                          // the partition's range at its owner
-  std::map<std::string, uint64_t> commits;  // per group
+  std::map<std::string, Offset> commits;    // per group
   bool operator==(const RemoteCommits&) const = default;
 };
 
@@ -129,7 +129,7 @@ class Topic {
   // the group looks alive on some partition (Partition::CheckGroupIdle). Returns the partitions
   // where it had a commit or a cursor. A group that comes back later is a new group: it starts
   // at the oldest retained events, parents first.
-  Result<std::vector<uint32_t>> DeleteGroup(const std::string& group, bool force);
+  Result<std::vector<PartitionId>> DeleteGroup(const std::string& group, bool force);
 
   // The topic view of GET /v1/topics/{topic}: the map plus per-partition counters.
   std::string ViewJson() const;
@@ -206,7 +206,7 @@ class Topic {
   bool Accepting(const PartitionInfo& info, const Partition& p) const;
   // Makes each active successor this pod owns in `map` inherit its parents' producer state, if
   // it has not yet. `held` finds a partition held here (or about to be).
-  Status SeedSuccessors(const PartitionMap& map, const std::function<Partition*(uint32_t)>& held);
+  Status SeedSuccessors(const PartitionMap& map, const std::function<Partition*(PartitionId)>& held);
   // Seeds successors left unseeded by a restart (their parents' owners may be down a while).
   void SeedPending();
   Status LoadOrCreateMap();
@@ -214,11 +214,11 @@ class Topic {
   // Removes directories of partitions the map on disk retired that a crash left behind.
   void RemoveRetiredLeftovers();
   std::string MapPath() const;
-  std::string PartitionDir(uint32_t id) const;
+  std::string PartitionDir(PartitionId id) const;
   PartitionOptions OptionsFor(const PartitionInfo& info) const;
   // Whether `id` is a partition the map's lineage had and retired (ids only grow, and a retired
   // partition's successors, with larger ids, stay in the map).  Requires map_mu_.
-  bool RetiredInMap(uint32_t id) const;
+  bool RetiredInMap(PartitionId id) const;
   void TickLoop();
   void PeerTickLoop();
 
@@ -231,7 +231,7 @@ class Topic {
   mutable std::shared_mutex map_mu_;
   PartitionMap map_;                                           // guarded by map_mu_
   bool map_from_disk_ = false;                                 // set by LoadOrCreateMap
-  std::map<uint32_t, std::unique_ptr<Partition>> partitions_;  // guarded by map_mu_
+  std::map<PartitionId, std::unique_ptr<Partition>> partitions_;  // guarded by map_mu_
   std::atomic<uint32_t> consume_rotor_{0};
   PeerClient* peers_;
   std::mutex install_mu_;                                    // one map change at a time
@@ -244,7 +244,7 @@ class Topic {
     PartitionInfo as;
     std::unique_ptr<Partition> partition;
   };
-  std::map<uint32_t, Prepared> prepared_;  // guarded by install_mu_
+  std::map<PartitionId, Prepared> prepared_;  // guarded by install_mu_
   // The partition prepared for `info`, if one matches it; a prepared one for another meaning of
   // the id is closed and its directory removed. Requires install_mu_.
   std::unique_ptr<Partition> TakePrepared(const PartitionInfo& info);
@@ -255,7 +255,7 @@ class Topic {
   // Commits of remote partitions of local successors' lineages, as last fetched; guarded by
   // remote_mu_.
   std::mutex remote_mu_;
-  std::map<uint32_t, RemoteCommits> remote_commits_;
+  std::map<PartitionId, RemoteCommits> remote_commits_;
   uint64_t group_deletions_ = 0;  // a commits fetch begun before a deletion is dropped
   int64_t last_expiry_ms_ = 0;    // peer ticker only
   int64_t last_registry_flush_ms_ = 0;  // ticker only

@@ -15,17 +15,17 @@ namespace shoal::broker {
 // inherit again (a crash took back its seeding before its snapshot) does so before a successor
 // of it takes over its state.
 Status Topic::SeedSuccessors(const PartitionMap& next,
-                             const std::function<Partition*(uint32_t)>& held) {
+                             const std::function<Partition*(PartitionId)>& held) {
   for (const auto& info : next.partitions()) {
     if (info.owner != opts_.pod || info.parents.empty()) continue;
-    Partition* p = held(info.id.value());
+    Partition* p = held(info.id);
     if (!p || p->seeded()) continue;
     const SuccessorRef me{info.id, info.owner, info.range};
     for (PartitionId parent : info.parents) {
       const PartitionInfo* pi = next.Find(parent);
       if (!pi) continue;  // retired
       Result<std::string> table = Status::Internal("unset");
-      if (Partition* local = held(parent.value())) {
+      if (Partition* local = held(parent)) {
         Status confirmed = local->ConfirmSuccessor(me);
         const auto sealed_at = local->sealed_end();
         if (!confirmed.ok()) {
@@ -65,13 +65,13 @@ void Topic::SeedPending() {
   {
     std::shared_lock<std::shared_mutex> lock(map_mu_);
     for (const auto& info : m.partitions()) {
-      auto it = partitions_.find(info.id.value());
+      auto it = partitions_.find(info.id);
       pending |= info.owner == opts_.pod && !info.parents.empty() && it != partitions_.end() &&
                  !it->second->seeded();
     }
   }
   if (!pending) return;
-  Status st = SeedSuccessors(m, [this](uint32_t id) -> Partition* {
+  Status st = SeedSuccessors(m, [this](PartitionId id) -> Partition* {
     std::shared_lock<std::shared_mutex> lock(map_mu_);
     auto it = partitions_.find(id);
     return it == partitions_.end() ? nullptr : it->second.get();
@@ -94,7 +94,7 @@ Status Topic::Prepare(const PartitionMap& next) {
     if (info.owner != opts_.pod) continue;
     {
       std::shared_lock<std::shared_mutex> lock(map_mu_);
-      if (partitions_.count(info.id.value())) continue;
+      if (partitions_.count(info.id)) continue;
     }
     auto p = TakePrepared(info);
     if (!p) {
@@ -104,13 +104,13 @@ Status Topic::Prepare(const PartitionMap& next) {
       }
       p = std::move(opened).value();
     }
-    prepared_.emplace(info.id.value(), Prepared{info, std::move(p)});
+    prepared_.emplace(info.id, Prepared{info, std::move(p)});
   }
   return Status::Ok();
 }
 
 std::unique_ptr<Partition> Topic::TakePrepared(const PartitionInfo& info) {
-  auto it = prepared_.find(info.id.value());
+  auto it = prepared_.find(info.id);
   if (it == prepared_.end()) return nullptr;
   Prepared prepared = std::move(it->second);
   prepared_.erase(it);
@@ -125,7 +125,7 @@ std::unique_ptr<Partition> Topic::TakePrepared(const PartitionInfo& info) {
       "msg=\"discarding a partition prepared for another map of this id\" partition={}",
       info.id.value());
   prepared.partition.reset();
-  if (Status rm = fs_.RemoveAll(PartitionDir(info.id.value())); !rm.ok()) {
+  if (Status rm = fs_.RemoveAll(PartitionDir(info.id)); !rm.ok()) {
     Logger("broker")->warn("msg=\"could not remove the discarded partition\" reason=\"{}\"",
                            rm.message());
   }
@@ -134,7 +134,7 @@ std::unique_ptr<Partition> Topic::TakePrepared(const PartitionInfo& info) {
 
 Result<uint64_t> Topic::Seal(PartitionId id, const SealIntent& intent) {
   std::shared_lock<std::shared_mutex> lock(map_mu_);
-  auto it = partitions_.find(id.value());
+  auto it = partitions_.find(id);
   if (it == partitions_.end()) {
     return Status::NotFound("partition " + std::to_string(id.value()) + " is not on this sidecar");
   }
@@ -150,7 +150,7 @@ Result<uint64_t> Topic::Seal(const PartitionMap& target, PartitionId id) {
 Result<std::string> Topic::ExportProducers(PartitionId id, const SuccessorRef* successor,
                                            std::optional<uint64_t> end) {
   std::shared_lock<std::shared_mutex> lock(map_mu_);
-  auto it = partitions_.find(id.value());
+  auto it = partitions_.find(id);
   if (it == partitions_.end()) {
     return Status::NotFound("partition " + std::to_string(id.value()) + " is not on this sidecar");
   }

@@ -11,14 +11,15 @@ namespace shoal::broker {
 
 Result<std::string> Topic::CommitsJson(PartitionId id) {
   std::shared_lock<std::shared_mutex> lock(map_mu_);
-  auto it = partitions_.find(id.value());
+  auto it = partitions_.find(id);
   if (it == partitions_.end()) {
     return Status::NotFound("partition " + std::to_string(id.value()) + " is not on this sidecar");
   }
   const Partition& p = *it->second;
   std::string out = "{\"commits\":{";
   bool first = true;
-  for (const auto& [g, o] : p.Commits()) {
+  for (const auto& [g, commit] : p.Commits()) {
+    const uint64_t o = commit.value();
     if (!first) out += ',';
     first = false;
     json::AppendString(out, g);
@@ -56,7 +57,7 @@ std::string Topic::ViewJson() const {
     first = false;
     out += '{';
     AppendPartitionFields(out, info);
-    auto it = partitions_.find(info.id.value());
+    auto it = partitions_.find(info.id);
     if (it != partitions_.end()) {
       const Partition& p = *it->second;
       out += ",\"start_offset\":";
@@ -75,7 +76,8 @@ std::string Topic::ViewJson() const {
       json::AppendUint(out, p.segment_count());
       out += ",\"groups\":{";
       bool g_first = true;
-      for (const auto& [g, o] : p.Commits()) {
+      for (const auto& [g, commit] : p.Commits()) {
+        const uint64_t o = commit.value();
         if (!g_first) out += ',';
         g_first = false;
         json::AppendString(out, g);
@@ -122,7 +124,7 @@ std::string Topic::PartitionsJson() const {
     // Sealed as soon as it is sealed here, also ahead of the map that records the seal.
     const bool sealed = !info->active() || p->sealed_end().has_value();
     out += "{\"id\":";
-    json::AppendUint(out, id);
+    json::AppendUint(out, id.value());
     out += ",\"state\":\"";
     out += ToString(sealed ? PartitionState::kSealed : PartitionState::kActive);
     out += "\",\"lo\":";
@@ -156,7 +158,8 @@ std::string Topic::PartitionsJson() const {
     }
     out += "],\"commits\":{";
     bool g_first = true;
-    for (const auto& [g, o] : p->Commits()) {
+    for (const auto& [g, commit] : p->Commits()) {
+      const uint64_t o = commit.value();
       if (!g_first) out += ',';
       g_first = false;
       json::AppendString(out, g);
@@ -192,7 +195,7 @@ std::shared_ptr<prometheus::Collectable> Topic::StateCollectable() {
     metrics::AddGauge(epoch, {{"topic", opts_.topic}}, static_cast<double>(map_.epoch().value()));
     double active = 0, sealed = 0;
     for (const auto& info : map_.partitions()) {
-      auto it = partitions_.find(info.id.value());
+      auto it = partitions_.find(info.id);
       if (it == partitions_.end()) continue;
       (info.active() ? active : sealed) += 1;
       const Partition& p = *it->second;
@@ -204,7 +207,8 @@ std::shared_ptr<prometheus::Collectable> Topic::StateCollectable() {
       metrics::AddGauge(start, labels, static_cast<double>(p.start_offset()));
       metrics::AddGauge(segments, labels, static_cast<double>(p.segment_count()));
       const auto commits = p.Commits();
-      for (const auto& [g, o] : commits) {
+      for (const auto& [g, commit] : commits) {
+        const uint64_t o = commit.value();
         const std::map<std::string, std::string> gl = {
             {"topic", opts_.topic}, {"partition", pid}, {"group", g}};
         metrics::AddGauge(lag, gl,

@@ -254,7 +254,7 @@ void AdminFrontend::Handle(http_request req) {
       out += ",\"partitions\":[";
       for (size_t i = 0; i < had->size(); ++i) {
         if (i) out += ',';
-        json::AppendUint(out, (*had)[i]);
+        json::AppendUint(out, (*had)[i].value());
       }
       out += "]}";
       return answer(out);

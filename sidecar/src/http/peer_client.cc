@@ -80,7 +80,7 @@ Result<broker::RemoteCommits> HttpPeerClient::FetchCommits(const PeerAddress& pe
   for (auto field : commits) {
     uint64_t v = 0;
     if (field.value.get(v)) return Status::Internal("malformed commit value");
-    out.commits[std::string(field.key)] = v;
+    out.commits[std::string(field.key)] = Offset(v);
   }
   return out;
 }

@@ -52,7 +52,7 @@ Result<std::unique_ptr<CommitStore>> CommitStore::Open(const std::string& dir, F
       s->commits_.erase(group);
     } else {
       auto& cur = s->commits_[group];
-      cur = std::max(cur, offset);
+      cur = std::max(cur, Offset(offset));
     }
     pos += 8 + len;
   }
@@ -63,7 +63,7 @@ Result<std::unique_ptr<CommitStore>> CommitStore::Open(const std::string& dir, F
 
 Status CommitStore::Compact() {
   std::string out;
-  for (const auto& [g, o] : commits_) EncodeCommit(g, o, out);
+  for (const auto& [g, o] : commits_) EncodeCommit(g, o.value(), out);
   SHOAL_RETURN_IF_ERROR(fs_->WriteFileAtomic(path_, out));
   file_.reset();
   auto file = fs_->Open(path_, /*truncate=*/false);
@@ -95,13 +95,13 @@ Status CommitStore::SyncLocked() {
   return Status::Ok();
 }
 
-Result<bool> CommitStore::Commit(const std::string& group, uint64_t offset, bool sync) {
-  if (offset == kTombstone) return Status::InvalidArgument("offset 2^64-1 is not an offset");
+Result<bool> CommitStore::Commit(const std::string& group, Offset offset, bool sync) {
+  if (offset.value() == kTombstone) return Status::InvalidArgument("offset 2^64-1 is not an offset");
   std::lock_guard<std::mutex> lock(mu_);
   auto it = commits_.find(group);
   if (it != commits_.end() && it->second >= offset) return false;
   std::string rec;
-  EncodeCommit(group, offset, rec);
+  EncodeCommit(group, offset.value(), rec);
   SHOAL_RETURN_IF_ERROR(Append(rec, sync));
   commits_[group] = offset;
   if (file_size_ > kCompactBytes) SHOAL_RETURN_IF_ERROR(Compact());
@@ -119,7 +119,7 @@ Result<bool> CommitStore::Delete(const std::string& group, bool sync) {
   return true;
 }
 
-Status CommitStore::ClampTo(uint64_t end) {
+Status CommitStore::ClampTo(Offset end) {
   std::lock_guard<std::mutex> lock(mu_);
   bool changed = false;
   for (auto& [group, offset] : commits_) {
@@ -131,14 +131,14 @@ Status CommitStore::ClampTo(uint64_t end) {
   return changed ? Compact() : Status::Ok();
 }
 
-std::optional<uint64_t> CommitStore::Get(const std::string& group) const {
+std::optional<Offset> CommitStore::Get(const std::string& group) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = commits_.find(group);
   if (it == commits_.end()) return std::nullopt;
   return it->second;
 }
 
-std::map<std::string, uint64_t> CommitStore::All() const {
+std::map<std::string, Offset> CommitStore::All() const {
   std::lock_guard<std::mutex> lock(mu_);
   return commits_;
 }

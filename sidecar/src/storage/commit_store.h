@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 
+#include "shoal/common/ids.h"
 #include "shoal/common/status.h"
 
 namespace shoal::storage {
@@ -33,14 +34,14 @@ class CommitStore {
 
   // Records `offset` for `group` if it is above the current one. With sync, fdatasyncs the file
   // before returning. Returns whether the position moved.
-  Result<bool> Commit(const std::string& group, uint64_t offset, bool sync);
+  Result<bool> Commit(const std::string& group, Offset offset, bool sync);
   // Forgets `group` (durably with sync). Returns whether it had a position.
   Result<bool> Delete(const std::string& group, bool sync);
   // Brings every position above `end` down to it, durably (a rewrite of the file): after a crash
   // under fsync interval|never the log may end below what groups committed.
-  Status ClampTo(uint64_t end);
-  std::optional<uint64_t> Get(const std::string& group) const;
-  std::map<std::string, uint64_t> All() const;
+  Status ClampTo(Offset end);
+  std::optional<Offset> Get(const std::string& group) const;
+  std::map<std::string, Offset> All() const;
   Status Sync();
 
  private:
@@ -57,7 +58,7 @@ class CommitStore {
   Status failure_;  // a failed sync, final
   uint64_t file_size_ = 0;
   bool dirty_ = false;
-  std::map<std::string, uint64_t> commits_;
+  std::map<std::string, Offset> commits_;
 };
 
 }  // namespace shoal::storage

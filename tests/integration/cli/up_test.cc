@@ -175,7 +175,7 @@ TEST(ShoalUpTest, InterruptedUpStopsCleanlyAndResumesTheTopic) {
       commit[e.partition] = std::max(commit[e.partition], e.offset + 1);
     }
     std::vector<wire::CommitOffset> offsets;
-    for (auto [p, o] : commit) offsets.push_back({p, o});
+    for (auto [p, o] : commit) offsets.push_back({PartitionId(p), Offset(o)});
     if (!offsets.empty()) (void)c2.Commit("resume-check", offsets);
   }
   EXPECT_EQ(seen, acked);

@@ -277,11 +277,11 @@ TEST(ParseCommitRequestTest, AcceptsValidBodies) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->group, "billing-v2");
   ASSERT_EQ(r->offsets.size(), 3u);
-  EXPECT_EQ(r->offsets[0].partition, 3u);
-  EXPECT_EQ(r->offsets[0].offset, 121u);
-  EXPECT_EQ(r->offsets[1].partition, UINT32_MAX);
-  EXPECT_EQ(r->offsets[1].offset, 0u);
-  EXPECT_EQ(r->offsets[2].offset, UINT64_MAX);
+  EXPECT_EQ(r->offsets[0].partition, PartitionId(3));
+  EXPECT_EQ(r->offsets[0].offset, Offset(121));
+  EXPECT_EQ(r->offsets[1].partition, PartitionId(UINT32_MAX));
+  EXPECT_EQ(r->offsets[1].offset, Offset(0));
+  EXPECT_EQ(r->offsets[2].offset, Offset(UINT64_MAX));
 
   auto reordered = ParseCommitRequest(R"({"offsets":[{"partition":1,"offset":2}],"group":"g"})");
   ASSERT_TRUE(reordered.ok()) << reordered.status().ToString();

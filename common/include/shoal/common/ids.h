@@ -7,6 +7,7 @@
 #include <compare>
 #include <cstdint>
 #include <functional>
+#include <ostream>
 #include <string>
 
 namespace shoal {
@@ -23,6 +24,12 @@ class NamedType {
  private:
   T v_{};
 };
+
+// Prints the bare value (test messages, diagnostics).
+template <typename T, typename Tag>
+std::ostream& operator<<(std::ostream& os, const NamedType<T, Tag>& v) {
+  return os << v.value();
+}
 
 // A partition's id, unique within a topic for its whole life (successors get new ids).
 using PartitionId = NamedType<uint32_t, struct PartitionIdTag>;

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "shoal/common/ids.h"
 #include "shoal/common/status.h"
 
 namespace shoal::wire {
@@ -50,8 +51,8 @@ class ProduceRequestParser {
 std::string EncodeProduceRequest(const std::vector<const ProduceEvent*>& events);
 
 struct CommitOffset {
-  uint32_t partition = 0;
-  uint64_t offset = 0;
+  PartitionId partition{0};
+  Offset offset{0};  // the next offset the group will read (one past its last processed event)
 };
 
 struct CommitRequest {

@@ -385,7 +385,7 @@ Status ControlLoop::RunChange(PlanStep& step, const std::vector<PodInfo>& pods) 
     std::vector<PartitionId> retirable;
     // One pod's partitions per change (retirement.h); the step repeats until none is left.
     if (step.retire) retirable = OneHoldersRetirement(map_, Retirable(pods));
-    std::map<uint32_t, double> rates;
+    std::map<PartitionId, double> rates;
     {
       std::lock_guard<std::mutex> lock(mu_);
       rates = last_rates_;

@@ -266,7 +266,7 @@ Observation MetricsObserver::Observe(const PartitionMap& map, const std::vector<
     PartitionLoad load;
     load.id = info.id;
     load.active = info.active();
-    for (const auto& parent : info.parents) load.parents.push_back(parent.value());
+    for (const auto& parent : info.parents) load.parents.push_back(parent);
     auto lag = s.view.lag.find(id);
     if (lag != s.view.lag.end()) load.lag = lag->second;
 
@@ -323,7 +323,7 @@ Observation MetricsObserver::Observe(const PartitionMap& map, const std::vector<
     }
     if (no_shape) obs.missing.push_back(where + *no_shape);
     next[key] = std::move(sample);
-    obs.partitions[id] = load;
+    obs.partitions[info.id] = load;
   }
   previous_ = std::move(next);
 

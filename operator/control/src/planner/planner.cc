@@ -117,7 +117,7 @@ Plan MakePlan(const PartitionMap& map, const Decision& d, uint32_t pods) {
 }
 
 std::vector<std::pair<PartitionId, PodName>> Rebalance(const PartitionMap& map,
-                                                       const std::map<uint32_t, double>& rates,
+                                                       const std::map<PartitionId, double>& rates,
                                                        uint32_t pods, double slack,
                                                        size_t max_moves) {
   std::vector<std::pair<PartitionId, PodName>> moves;
@@ -129,7 +129,7 @@ std::vector<std::pair<PartitionId, PodName>> Rebalance(const PartitionMap& map,
   for (const auto& p : map.partitions()) {
     if (!p.active()) continue;
     ++active;
-    if (auto it = rates.find(p.id.value()); it != rates.end()) total += it->second;
+    if (auto it = rates.find(p.id); it != rates.end()) total += it->second;
   }
   if (active == 0) return moves;
   const double floor = std::max(1e-9, 0.01 * total / static_cast<double>(active)) + 1e-9;
@@ -143,7 +143,7 @@ std::vector<std::pair<PartitionId, PodName>> Rebalance(const PartitionMap& map,
   for (const auto& p : map.partitions()) {
     if (!p.active()) continue;
     double w = floor;
-    if (auto it = rates.find(p.id.value()); it != rates.end()) w = std::max(floor, it->second);
+    if (auto it = rates.find(p.id); it != rates.end()) w = std::max(floor, it->second);
     const int64_t o = OrdinalOf(topic, p.owner);
     if (o >= 0 && o < pods) {
       held[o].push_back({w, p.id});
@@ -207,7 +207,7 @@ std::vector<std::pair<PartitionId, PodName>> Rebalance(const PartitionMap& map,
 }
 
 Result<PartitionMap> ResolveChange(const PlanStep& step, const PartitionMap& current,
-                                   const std::map<uint32_t, double>& rates,
+                                   const std::map<PartitionId, double>& rates,
                                    const std::vector<PartitionId>& retirable,
                                    const std::map<std::string, PeerAddress>& peers) {
   PartitionMap base = current;

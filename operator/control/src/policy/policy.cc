@@ -137,12 +137,12 @@ SteadyTime LoadHistory::GridStart(SteadyTime at) const {
 // A partition seen for the first time whose parents are all known: its buckets before it existed
 // are the parents' peaks summed (its range lies within theirs, so its load was at most that),
 // known from when all of theirs are. A bucket one parent lacks counts as that parent's highest.
-void LoadHistory::Inherit(PartitionHistory& h, const std::vector<uint32_t>& parents) {
+void LoadHistory::Inherit(PartitionHistory& h, const std::vector<PartitionId>& parents) {
   if (parents.empty()) return;
   std::map<SteadyTime, double> sum;
   std::vector<const PartitionHistory*> from;
   SteadyTime known{};  // the latest of the parents' known_since
-  for (uint32_t p : parents) {
+  for (PartitionId p : parents) {
     auto it = partitions_.find(p);
     if (it == partitions_.end() || it->second.buckets.empty()) return;
     from.push_back(&it->second);
@@ -191,7 +191,7 @@ std::optional<std::vector<double>> LoadHistory::WindowPeaks(const PartitionHisto
 }
 
 const LoadHistory::PartitionHistory* LoadHistory::Partition(PartitionId id) const {
-  auto it = partitions_.find(id.value());
+  auto it = partitions_.find(id);
   return it == partitions_.end() ? nullptr : &it->second;
 }
 

@@ -181,13 +181,13 @@ class World {
         gap_pods.insert(gap_pods.end(), g.pods.begin(), g.pods.end());
     }
     // Per pod: partitions and backlog, for consumption.
-    std::map<std::string, std::vector<uint32_t>> owned;
+    std::map<std::string, std::vector<PartitionId>> owned;
     for (const auto& p : map.partitions()) {
       if (!p.active()) continue;
       const double width = static_cast<double>(p.range.Width()) / static_cast<double>(kHashSpace);
       PartitionLoad load;
       load.id = p.id;
-      for (const auto& parent : p.parents) load.parents.push_back(parent.value());
+      for (const auto& parent : p.parents) load.parents.push_back(parent);
       double spread = rate * (1 - hot_share) * width;
       double top = 0;
       uint32_t top_hash = 0;
@@ -204,7 +204,7 @@ class World {
         }
       }
       const double noisy = total * (1 + trace_.noise * u(rng_));
-      lag_[p.id.value()] += total * dt;
+      lag_[p.id] += total * dt;
       load.rate = noisy;
       if (total > 0) {
         for (double& b : load.buckets) b /= total;
@@ -217,19 +217,19 @@ class World {
           o.missing.push_back(p.owner.value() + ": /metrics: connection refused (simulated)");
         }
       } else {
-        o.partitions[p.id.value()] = load;
+        o.partitions[p.id] = load;
       }
-      owned[p.owner.value()].push_back(p.id.value());
+      owned[p.owner.value()].push_back(p.id);
     }
     // Consumption: each ready pod takes up to its capacity from its partitions' backlog.
     const double cap = trace_.consumer_events_per_second * dt;
     for (auto& [pod, ids] : owned) {
       const int64_t ordinal = OrdinalOf(map.topic(), PodName(pod));
       double backlog = 0;
-      for (uint32_t id : ids) backlog += lag_[id];
+      for (PartitionId id : ids) backlog += lag_[id];
       const bool ready = ordinal >= 0 && ordinal < ready_pods;
       const double take = ready ? std::min(cap, backlog) : 0;
-      for (uint32_t id : ids) {
+      for (PartitionId id : ids) {
         if (backlog > 0) lag_[id] -= take * lag_[id] / backlog;
         if (auto it = o.partitions.find(id); it != o.partitions.end()) {
           it->second.lag = static_cast<uint64_t>(std::max(0.0, lag_[id]));
@@ -245,22 +245,22 @@ class World {
 
   // A change replaced partitions: their backlog goes to their successors by range.
   void Changed(const PartitionMap& before, const PartitionMap& after) {
-    std::map<uint32_t, std::vector<const PartitionInfo*>> successors;
+    std::map<PartitionId, std::vector<const PartitionInfo*>> successors;
     for (const auto& s : after.partitions()) {
       if (!s.active()) continue;
-      for (PartitionId parent : s.parents) successors[parent.value()].push_back(&s);
+      for (PartitionId parent : s.parents) successors[parent].push_back(&s);
     }
     for (const auto& p : before.partitions()) {
       if (!p.active()) continue;
-      auto it = successors.find(p.id.value());
+      auto it = successors.find(p.id);
       if (it == successors.end()) continue;
-      const double backlog = lag_[p.id.value()];
-      lag_.erase(p.id.value());
+      const double backlog = lag_[p.id];
+      lag_.erase(p.id);
       for (const PartitionInfo* s : it->second) {
         const uint64_t lo = std::max(s->range.lo, p.range.lo);
         const uint64_t hi = std::min(s->range.hi, p.range.hi);
         if (hi > lo) {
-          lag_[s->id.value()] +=
+          lag_[s->id] +=
               backlog * static_cast<double>(hi - lo) / static_cast<double>(p.range.Width());
         }
       }
@@ -278,7 +278,7 @@ class World {
   const Trace& trace_;
   std::mt19937_64 rng_;
   std::vector<std::pair<uint32_t, Trace::HotKey>> hot_;
-  std::map<uint32_t, double> lag_;
+  std::map<PartitionId, double> lag_;
 };
 
 // Drops sealed partitions: in the model a change hands their backlog over at once.
@@ -326,7 +326,7 @@ Result<SimResult> Simulate(const TopicSpec& spec, const Trace& trace) {
   std::vector<std::pair<double, uint32_t>> starting;  // (ready at, ordinal count)
   Plan plan;
   bool have_plan = false;
-  std::map<uint32_t, double> last_rates;
+  std::map<PartitionId, double> last_rates;
 
   for (double t = 0; t < trace.duration_s; t += trace.step_s) {
     const SteadyTime now =

@@ -271,11 +271,11 @@ TEST_P(PartitionTest, ReadForGroupHandsEachEventOnce) {
   ProduceKeyed(*p, 10);
   EXPECT_TRUE(p->HasDataFor("g1"));
   EXPECT_EQ(Offsets(Consume(*p, "g1", 4)), Range(0, 4));
-  ASSERT_TRUE(p->Commit("g1", 4).ok());
+  ASSERT_TRUE(p->Commit("g1", Offset(4)).ok());
   EXPECT_EQ(Offsets(Consume(*p, "g1", 4)), Range(4, 8));
-  ASSERT_TRUE(p->Commit("g1", 8).ok());
+  ASSERT_TRUE(p->Commit("g1", Offset(8)).ok());
   EXPECT_EQ(Offsets(Consume(*p, "g1", 4)), Range(8, 10));
-  ASSERT_TRUE(p->Commit("g1", 10).ok());
+  ASSERT_TRUE(p->Commit("g1", Offset(10)).ok());
   EXPECT_FALSE(p->HasDataFor("g1"));
   EXPECT_TRUE(Consume(*p, "g1", 4).empty());
   // max = 0 hands out nothing and moves nothing.
@@ -286,12 +286,12 @@ TEST_P(PartitionTest, ReadForGroupHandsEachEventOnce) {
   EXPECT_EQ(Offsets(g2), Range(0, 10));
   EXPECT_EQ(g2[7].key, "user_7");
   EXPECT_EQ(g2[7].value, "7");
-  ASSERT_TRUE(p->Commit("g2", 10).ok());
+  ASSERT_TRUE(p->Commit("g2", Offset(10)).ok());
   // New events go to both groups, once.
   Produce(*p, {Keyed(10), Keyed(11)});
   EXPECT_EQ(Offsets(Consume(*p, "g1", 100)), Range(10, 12));
   EXPECT_EQ(Offsets(Consume(*p, "g2", 1)), Range(10, 11));
-  ASSERT_TRUE(p->Commit("g2", 11).ok());
+  ASSERT_TRUE(p->Commit("g2", Offset(11)).ok());
   EXPECT_EQ(Offsets(Consume(*p, "g2", 100)), Range(11, 12));
   EXPECT_TRUE(Consume(*p, "g1", 100).empty());
   EXPECT_TRUE(Consume(*p, "g2", 100).empty());
@@ -316,7 +316,7 @@ TEST_P(PartitionTest, ReadForGroupRespectsMaxBytesButReturnsOne) {
   ASSERT_NE(p, nullptr);
   ProduceKeyed(*p, 20);
   EXPECT_EQ(Offsets(Consume(*p, "g", 100, 1)), Range(0, 1));
-  ASSERT_TRUE(p->Commit("g", 1).ok());
+  ASSERT_TRUE(p->Commit("g", Offset(1)).ok());
   EXPECT_EQ(Offsets(Consume(*p, "g", 100, 1)), Range(1, 2));
 }
 
@@ -326,27 +326,27 @@ TEST_P(PartitionTest, CommitsMoveCursors) {
   ProduceKeyed(*p, 20);
   EXPECT_EQ(Offsets(Consume(*p, "g", 4)), Range(0, 4));
   // A commit ahead of the cursor moves it there.
-  ASSERT_TRUE(p->Commit("g", 10).ok());
-  EXPECT_EQ(p->Committed("g"), std::optional<uint64_t>(10));
+  ASSERT_TRUE(p->Commit("g", Offset(10)).ok());
+  EXPECT_EQ(p->Committed("g"), std::optional<Offset>(10));
   EXPECT_EQ(Offsets(Consume(*p, "g", 3)), Range(10, 13));
   // A commit behind the cursor does not rewind it, and a lower commit is a no-op; while part of
   // the batch is uncommitted nothing more goes out.
-  ASSERT_TRUE(p->Commit("g", 11).ok());
-  ASSERT_TRUE(p->Commit("g", 5).ok());
-  EXPECT_EQ(p->Committed("g"), std::optional<uint64_t>(11));
+  ASSERT_TRUE(p->Commit("g", Offset(11)).ok());
+  ASSERT_TRUE(p->Commit("g", Offset(5)).ok());
+  EXPECT_EQ(p->Committed("g"), std::optional<Offset>(11));
   EXPECT_TRUE(Consume(*p, "g", 3).empty());
-  ASSERT_TRUE(p->Commit("g", 13).ok());
+  ASSERT_TRUE(p->Commit("g", Offset(13)).ok());
   EXPECT_EQ(Offsets(Consume(*p, "g", 3)), Range(13, 16));
-  ASSERT_TRUE(p->Commit("g", 16).ok());
+  ASSERT_TRUE(p->Commit("g", Offset(16)).ok());
   // A group that committed before its first read starts at its commit.
-  ASSERT_TRUE(p->Commit("h", 17).ok());
+  ASSERT_TRUE(p->Commit("h", Offset(17)).ok());
   EXPECT_EQ(Offsets(Consume(*p, "h", 100)), Range(17, 20));
   // Past the end is refused and changes nothing; at the end is fine.
-  EXPECT_EQ(p->Commit("g", 21).code(), Status::Code::kInvalidArgument);
-  EXPECT_EQ(p->Committed("g"), std::optional<uint64_t>(16));
-  ASSERT_TRUE(p->Commit("g", 20).ok());
+  EXPECT_EQ(p->Commit("g", Offset(21)).code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(p->Committed("g"), std::optional<Offset>(16));
+  ASSERT_TRUE(p->Commit("g", Offset(20)).ok());
   EXPECT_TRUE(Consume(*p, "g", 100).empty());
-  EXPECT_EQ(p->Commits(), (std::map<std::string, uint64_t>{{"g", 20}, {"h", 17}}));
+  EXPECT_EQ(p->Commits(), (std::map<std::string, Offset>{{"g", Offset(20)}, {"h", Offset(17)}}));
 }
 
 TEST_P(PartitionTest, GroupResumesFromCommitsAfterReopen) {
@@ -355,12 +355,12 @@ TEST_P(PartitionTest, GroupResumesFromCommitsAfterReopen) {
     ASSERT_NE(p, nullptr);
     ProduceKeyed(*p, 10);
     EXPECT_EQ(Offsets(Consume(*p, "g", 8)), Range(0, 8));
-    ASSERT_TRUE(p->Commit("g", 6).ok());
+    ASSERT_TRUE(p->Commit("g", Offset(6)).ok());
     ASSERT_TRUE(p->Close().ok());
   }
   auto p = MustOpen();
   ASSERT_NE(p, nullptr);
-  EXPECT_EQ(p->Committed("g"), std::optional<uint64_t>(6));
+  EXPECT_EQ(p->Committed("g"), std::optional<Offset>(6));
   // Events handed out but not committed before the restart come again (at-least-once).
   EXPECT_EQ(Offsets(Consume(*p, "g", 100)), Range(6, 10));
 }
@@ -384,11 +384,11 @@ TEST_P(PartitionTest, OneBatchIsOutPerGroupUntilItIsCommitted) {
   EXPECT_TRUE(p->Tick(false));  // a redelivery wakes parked requests
   EXPECT_TRUE(p->HasDataFor("g"));
   EXPECT_EQ(Offsets(Consume(*p, "g", 10)), Range(0, 10));
-  ASSERT_TRUE(p->Commit("g", 10).ok());
+  ASSERT_TRUE(p->Commit("g", Offset(10)).ok());
   EXPECT_TRUE(p->HasDataFor("g"));
   EXPECT_EQ(Offsets(Consume(*p, "g", 100)), Range(10, 30));
-  ASSERT_TRUE(p->Commit("g", 30).ok());
-  EXPECT_EQ(p->Committed("g"), std::optional<uint64_t>(30));
+  ASSERT_TRUE(p->Commit("g", Offset(30)).ok());
+  EXPECT_EQ(p->Committed("g"), std::optional<Offset>(30));
   EXPECT_FALSE(p->HasDataFor("g"));
 }
 
@@ -404,17 +404,17 @@ TEST_P(PartitionTest, ACommitAfterTheBatchWasHandedOutAgainLosesNothing) {
   clock_.AdvanceMs(Options().redelivery_ms + 1);
   p->Tick(false);
   EXPECT_EQ(Offsets(Consume(*p, "g", 10)), Range(0, 10));  // consumer B gets A's batch again
-  ASSERT_TRUE(p->Commit("g", 10).ok());                     // A wakes and commits it
-  EXPECT_EQ(p->Committed("g"), std::optional<uint64_t>(10));
+  ASSERT_TRUE(p->Commit("g", Offset(10)).ok());                     // A wakes and commits it
+  EXPECT_EQ(p->Committed("g"), std::optional<Offset>(10));
   EXPECT_EQ(Offsets(Consume(*p, "g", 10)), Range(10, 20));  // the group goes on
-  ASSERT_TRUE(p->Commit("g", 10).ok());                     // B's commit: reached already
-  EXPECT_EQ(p->Committed("g"), std::optional<uint64_t>(10));
+  ASSERT_TRUE(p->Commit("g", Offset(10)).ok());                     // B's commit: reached already
+  EXPECT_EQ(p->Committed("g"), std::optional<Offset>(10));
   EXPECT_TRUE(Consume(*p, "g", 10).empty()) << "[10, 20) is out and not committed";
-  ASSERT_TRUE(p->Commit("g", 20).ok());
+  ASSERT_TRUE(p->Commit("g", Offset(20)).ok());
   EXPECT_EQ(Offsets(Consume(*p, "g", 100)), Range(20, 30));
   // A slow consumer's commit below the group's position changes nothing either.
-  ASSERT_TRUE(p->Commit("g", 5).ok());
-  EXPECT_EQ(p->Committed("g"), std::optional<uint64_t>(20));
+  ASSERT_TRUE(p->Commit("g", Offset(5)).ok());
+  EXPECT_EQ(p->Committed("g"), std::optional<Offset>(20));
 }
 
 TEST_P(PartitionTest, UncommittedEventsAreRedeliveredAfterRedeliveryMs) {
@@ -422,7 +422,7 @@ TEST_P(PartitionTest, UncommittedEventsAreRedeliveredAfterRedeliveryMs) {
   ASSERT_NE(p, nullptr);
   ProduceKeyed(*p, 10);
   EXPECT_EQ(Offsets(Consume(*p, "g", 100)), Range(0, 10));
-  ASSERT_TRUE(p->Commit("g", 4).ok());
+  ASSERT_TRUE(p->Commit("g", Offset(4)).ok());
   // Not before redelivery_ms without progress.
   clock_.AdvanceMs(Options().redelivery_ms - 1);
   p->Tick(false);
@@ -445,7 +445,7 @@ TEST_P(PartitionTest, GroupThatKeepsCommittingIsNotRedelivered) {
   for (uint64_t c : {2, 4, 6, 8}) {
     clock_.AdvanceMs(step);
     p->Tick(false);
-    ASSERT_TRUE(p->Commit("g", c).ok());
+    ASSERT_TRUE(p->Commit("g", Offset(c)).ok());
     p->Tick(false);
     EXPECT_TRUE(Consume(*p, "g", 100).empty()) << "commit " << c;
   }
@@ -463,7 +463,7 @@ TEST_P(PartitionTest, CaughtUpGroupIsNeverRedelivered) {
   ASSERT_NE(p, nullptr);
   Produce(*p, {Keyed(0), Keyed(1), Keyed(2)});
   EXPECT_EQ(Offsets(Consume(*p, "g", 100)), Range(0, 3));
-  ASSERT_TRUE(p->Commit("g", 3).ok());
+  ASSERT_TRUE(p->Commit("g", Offset(3)).ok());
   for (int i = 0; i < 5; ++i) {
     clock_.AdvanceMs(Options().redelivery_ms * 3);
     p->Tick(i % 2 == 0);
@@ -494,8 +494,8 @@ TEST_P(PartitionTest, RetentionFloorIsTheLowestGroupCommit) {
   auto p = OpenWithSmallSegments();
   ASSERT_NE(p, nullptr);
   ASSERT_GT(p->segment_count(), 20u);
-  ASSERT_TRUE(p->Commit("slow", 40).ok());
-  ASSERT_TRUE(p->Commit("fast", 150).ok());
+  ASSERT_TRUE(p->Commit("slow", Offset(40)).ok());
+  ASSERT_TRUE(p->Commit("fast", Offset(150)).ok());
   p->Tick(true);
   const uint64_t start1 = p->start_offset();
   EXPECT_GT(start1, 0u) << "segments below the lowest commit go";
@@ -504,7 +504,7 @@ TEST_P(PartitionTest, RetentionFloorIsTheLowestGroupCommit) {
   EXPECT_EQ(Offsets(Consume(*p, "new", 1000)), Range(start1, 200))
       << "a group with no commits starts at the oldest retained event";
 
-  ASSERT_TRUE(p->Commit("slow", 180).ok());
+  ASSERT_TRUE(p->Commit("slow", Offset(180)).ok());
   clock_.AdvanceMs(60'000);
   p->Tick(true);
   const uint64_t start2 = p->start_offset();
@@ -512,8 +512,8 @@ TEST_P(PartitionTest, RetentionFloorIsTheLowestGroupCommit) {
   EXPECT_LE(start2, 150u);
   EXPECT_EQ(Offsets(Consume(*p, "fast", 1000)), Range(150, 200));
   // A group whose cursor retention passed continues at the new start.
-  ASSERT_TRUE(p->Commit("fast", 200).ok());
-  ASSERT_TRUE(p->Commit("slow", 200).ok());
+  ASSERT_TRUE(p->Commit("fast", Offset(200)).ok());
+  ASSERT_TRUE(p->Commit("slow", Offset(200)).ok());
   clock_.AdvanceMs(60'000);
   p->Tick(true);
   EXPECT_GT(p->start_offset(), 150u);
@@ -527,14 +527,14 @@ TEST_P(PartitionTest, RetentionFloorIsTheLowestGroupCommit) {
 TEST_P(PartitionTest, ADeletedGroupNoLongerHoldsBackRetention) {
   auto p = OpenWithSmallSegments();
   ASSERT_NE(p, nullptr);
-  ASSERT_TRUE(p->Commit("gone", 40).ok());
-  ASSERT_TRUE(p->Commit("live", 200).ok());
+  ASSERT_TRUE(p->Commit("gone", Offset(40)).ok());
+  ASSERT_TRUE(p->Commit("live", Offset(200)).ok());
   EXPECT_EQ(Offsets(Consume(*p, "gone", 5)), Range(40, 45));  // a cursor too
   p->Tick(true);
   EXPECT_LE(p->start_offset(), 40u);
   // Alive: a batch out, then a commit moments ago.
   EXPECT_EQ(p->CheckGroupIdle("gone").code(), Status::Code::kFailedPrecondition);
-  ASSERT_TRUE(p->Commit("gone", 45).ok());
+  ASSERT_TRUE(p->Commit("gone", Offset(45)).ok());
   clock_.AdvanceMs(Options().redelivery_ms - 1);
   EXPECT_EQ(p->CheckGroupIdle("gone").code(), Status::Code::kFailedPrecondition);
   clock_.AdvanceMs(2);
@@ -544,7 +544,7 @@ TEST_P(PartitionTest, ADeletedGroupNoLongerHoldsBackRetention) {
   ASSERT_TRUE(deleted.ok());
   EXPECT_TRUE(*deleted);
   EXPECT_FALSE(p->Committed("gone").has_value());
-  EXPECT_EQ(p->Commits(), (std::map<std::string, uint64_t>{{"live", 200}}));
+  EXPECT_EQ(p->Commits(), (std::map<std::string, Offset>{{"live", Offset(200)}}));
   clock_.AdvanceMs(60'000);
   p->Tick(true);
   EXPECT_GT(p->start_offset(), 150u);
@@ -563,11 +563,11 @@ TEST_P(PartitionTest, ADeletedGroupNoLongerHoldsBackRetention) {
 TEST_P(PartitionTest, ACommitBelowTheOldestEventDoesNotStopTheGroup) {
   auto p = OpenWithSmallSegments();
   ASSERT_NE(p, nullptr);
-  ASSERT_TRUE(p->Commit("fast", 150).ok());
+  ASSERT_TRUE(p->Commit("fast", Offset(150)).ok());
   p->Tick(true);
   const uint64_t start = p->start_offset();
   ASSERT_GT(start, 10u);
-  ASSERT_TRUE(p->Commit("late", 5).ok());
+  ASSERT_TRUE(p->Commit("late", Offset(5)).ok());
   EXPECT_TRUE(p->HasDataFor("late"));
   const auto first = Offsets(Consume(*p, "late", 20));
   ASSERT_FALSE(first.empty());
@@ -577,9 +577,9 @@ TEST_P(PartitionTest, ACommitBelowTheOldestEventDoesNotStopTheGroup) {
   clock_.AdvanceMs(Options().redelivery_ms + 1);
   p->Tick(false);
   EXPECT_EQ(Offsets(Consume(*p, "late", 20)), first);
-  ASSERT_TRUE(p->Commit("late", first.back() + 1).ok());
+  ASSERT_TRUE(p->Commit("late", Offset(first.back() + 1)).ok());
   EXPECT_EQ(Offsets(Consume(*p, "late", 1000)), Range(first.back() + 1, 200));
-  ASSERT_TRUE(p->Commit("late", 200).ok());
+  ASSERT_TRUE(p->Commit("late", Offset(200)).ok());
   EXPECT_FALSE(p->HasDataFor("late"));
 }
 

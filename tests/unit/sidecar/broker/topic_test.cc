@@ -153,7 +153,7 @@ class TopicTest : public ::testing::Test {
       std::map<uint32_t, uint64_t> next;
       for (const auto& e : *events) next[e.partition] = std::max(next[e.partition], e.offset + 1);
       wire::CommitRequest c{group, {}};
-      for (auto [p, o] : next) c.offsets.push_back({p, o});
+      for (auto [p, o] : next) c.offsets.push_back({PartitionId(p), Offset(o)});
       Status st = t.Commit(c);
       EXPECT_TRUE(st.ok()) << st.ToString();
       all.insert(all.end(), events->begin(), events->end());
@@ -194,8 +194,8 @@ TEST_F(TopicTest, PartitionsReportOffsetsAppendsLoadAndCommits) {
   keys.insert(keys.end(), other.begin(), other.end());
   Produce(*t, keys, "prod", 0);
   Produce(*t, keys, "prod", 0);  // a retry: duplicates, not appends
-  ASSERT_TRUE(t->Commit({"groupA", {{0, 60}, {1, 5}}}).ok());
-  ASSERT_TRUE(t->Commit({"groupB", {{0, 100}}}).ok());
+  ASSERT_TRUE(t->Commit({"groupA", {{PartitionId(0), Offset(60)}, {PartitionId(1), Offset(5)}}}).ok());
+  ASSERT_TRUE(t->Commit({"groupB", {{PartitionId(0), Offset(100)}}}).ok());
 
   const Report r = Parse(t->PartitionsJson());
   EXPECT_EQ(r.topic, "orders");
@@ -271,9 +271,9 @@ TEST_F(TopicTest, RetiresASealedPartitionAndARestartDoesNotBringItBack) {
   // A late commit of the retired partition is skipped, the rest of the request applies; a
   // partition the topic never had is still refused.
   const uint32_t p2 = t->map().Route(KeyHash(p0_keys[0])).id.value();
-  ASSERT_TRUE(t->Commit({"late", {{0, 6}, {p2, 1}}}).ok());
+  ASSERT_TRUE(t->Commit({"late", {{PartitionId(0), Offset(6)}, {PartitionId(p2), Offset(1)}}}).ok());
   EXPECT_EQ(Parse(t->PartitionsJson()).partitions.at(p2).commits.at("late"), 1u);
-  EXPECT_EQ(t->Commit({"late", {{42, 1}}}).code(), Status::Code::kNotFound);
+  EXPECT_EQ(t->Commit({"late", {{PartitionId(42), Offset(1)}}}).code(), Status::Code::kNotFound);
   // Production and consumption go on; retried duplicates still name their original offsets.
   auto again = Produce(*t, p0_keys, "prod", 100);
   for (const auto& res : again) EXPECT_TRUE(res.duplicate);
@@ -408,13 +408,13 @@ TEST_F(TopicTest, ConsumersAndCommitsRacingWithRetirementsAreSafe) {
         // Commits naming every id (retired ones among them), and what was read: the racers are
         // groups of the topic, and retirement waits for them too.
         wire::CommitRequest c{group, {}};
-        for (uint32_t p = 0; p < 16; ++p) c.offsets.push_back({p, 0});
+        for (uint32_t p = 0; p < 16; ++p) c.offsets.push_back({PartitionId(p), Offset(0)});
         (void)t->Commit(c);
         if (auto events = wire::ParseConsumeResponse(out); events.ok()) {
           std::map<uint32_t, uint64_t> next;
           for (const auto& e : *events) next[e.partition] = std::max(next[e.partition], e.offset + 1);
           wire::CommitRequest read{group, {}};
-          for (auto [p, o] : next) read.offsets.push_back({p, o});
+          for (auto [p, o] : next) read.offsets.push_back({PartitionId(p), Offset(o)});
           (void)t->Commit(read);
         }
         (void)t->PartitionsJson();

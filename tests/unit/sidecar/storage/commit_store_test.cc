@@ -38,8 +38,14 @@ class CommitStoreTest : public ::testing::Test {
   TempDir dir_;
 };
 
+std::map<std::string, Offset> Commits(const std::map<std::string, uint64_t>& m) {
+  std::map<std::string, Offset> out;
+  for (const auto& [g, o] : m) out.emplace(g, Offset(o));
+  return out;
+}
+
 bool MustCommit(CommitStore& s, const std::string& g, uint64_t offset, bool sync = false) {
-  auto r = s.Commit(g, offset, sync);
+  auto r = s.Commit(g, Offset(offset), sync);
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   return r.ok() && *r;
 }
@@ -49,16 +55,16 @@ TEST_F(CommitStoreTest, CommitsAreMonotonic) {
   ASSERT_NE(s, nullptr);
   EXPECT_FALSE(s->Get("g"));
   EXPECT_TRUE(MustCommit(*s, "g", 10));
-  EXPECT_EQ(s->Get("g"), std::optional<uint64_t>(10));
+  EXPECT_EQ(s->Get("g"), std::optional<Offset>(10));
   EXPECT_FALSE(MustCommit(*s, "g", 5)) << "a commit below the current one is a no-op";
   EXPECT_FALSE(MustCommit(*s, "g", 10));
-  EXPECT_EQ(s->Get("g"), std::optional<uint64_t>(10));
+  EXPECT_EQ(s->Get("g"), std::optional<Offset>(10));
   EXPECT_TRUE(MustCommit(*s, "g", 11, /*sync=*/true));
-  EXPECT_EQ(s->Get("g"), std::optional<uint64_t>(11));
+  EXPECT_EQ(s->Get("g"), std::optional<Offset>(11));
   // A first commit at 0 counts as moving the group (it now has a commit).
   EXPECT_TRUE(MustCommit(*s, "h", 0));
-  EXPECT_EQ(s->Get("h"), std::optional<uint64_t>(0));
-  EXPECT_EQ(s->All(), (std::map<std::string, uint64_t>{{"g", 11}, {"h", 0}}));
+  EXPECT_EQ(s->Get("h"), std::optional<Offset>(0));
+  EXPECT_EQ(s->All(), (Commits({{"g", 11}, {"h", 0}})));
   EXPECT_TRUE(s->Sync().ok());
   EXPECT_TRUE(s->Sync().ok());
 }
@@ -80,14 +86,14 @@ TEST_F(CommitStoreTest, SurvivesReopen) {
   }
   auto s = MustOpen();
   ASSERT_NE(s, nullptr);
-  EXPECT_EQ(s->All(), want);
+  EXPECT_EQ(s->All(), Commits(want));
   // Still monotonic across the reopen, and still writable.
   EXPECT_FALSE(MustCommit(*s, "group-0", 49));
   EXPECT_TRUE(MustCommit(*s, "group-0", 51));
   s.reset();
   s = MustOpen();
   ASSERT_NE(s, nullptr);
-  EXPECT_EQ(s->Get("group-0"), std::optional<uint64_t>(51));
+  EXPECT_EQ(s->Get("group-0"), std::optional<Offset>(51));
 }
 
 TEST_F(CommitStoreTest, TornTailIsIgnored) {
@@ -105,7 +111,7 @@ TEST_F(CommitStoreTest, TornTailIsIgnored) {
     TempDir other;
     auto r = CommitStore::Open(other.path());
     ASSERT_TRUE(r.ok());
-    ASSERT_TRUE((*r)->Commit("a", 100, true).ok());
+    ASSERT_TRUE((*r)->Commit("a", Offset(100), true).ok());
     rec = std::string(fs::file_size(other.path() + "/commits.log"), '\0');
     const int fd = ::open((other.path() + "/commits.log").c_str(), O_RDONLY);
     ASSERT_GE(fd, 0);
@@ -116,7 +122,7 @@ TEST_F(CommitStoreTest, TornTailIsIgnored) {
     ASSERT_NO_FATAL_FAILURE(AppendToFile(rec.substr(0, cut)));
     auto s = MustOpen();
     ASSERT_NE(s, nullptr);
-    EXPECT_EQ(s->All(), (std::map<std::string, uint64_t>{{"a", 9}, {"b", 7}})) << "cut " << cut;
+    EXPECT_EQ(s->All(), (Commits({{"a", 9}, {"b", 7}}))) << "cut " << cut;
   }
   // A whole record with a bad CRC is not a commit either.
   std::string bad = rec;
@@ -126,14 +132,14 @@ TEST_F(CommitStoreTest, TornTailIsIgnored) {
   {
     auto s = MustOpen();
     ASSERT_NE(s, nullptr);
-    EXPECT_EQ(s->All(), (std::map<std::string, uint64_t>{{"a", 9}, {"b", 7}}));
+    EXPECT_EQ(s->All(), (Commits({{"a", 9}, {"b", 7}})));
     // The open rewrote the file without the tail, so new commits after it are found again.
     EXPECT_LE(fs::file_size(FilePath()), good_size);
     EXPECT_TRUE(MustCommit(*s, "b", 8, true));
   }
   auto s = MustOpen();
   ASSERT_NE(s, nullptr);
-  EXPECT_EQ(s->All(), (std::map<std::string, uint64_t>{{"a", 9}, {"b", 8}}));
+  EXPECT_EQ(s->All(), (Commits({{"a", 9}, {"b", 8}})));
 }
 
 TEST_F(CommitStoreTest, CompactionKeepsLatestValues) {
@@ -156,12 +162,12 @@ TEST_F(CommitStoreTest, CompactionKeepsLatestValues) {
   ASSERT_GT(written, 2u << 20);
   std::map<std::string, uint64_t> want;
   for (int g = 0; g < kGroups; ++g) want["consumer-group-" + std::to_string(g)] = kCommits * 3 + g;
-  EXPECT_EQ(s->All(), want);
+  EXPECT_EQ(s->All(), Commits(want));
   ASSERT_TRUE(s->Sync().ok());
   s.reset();
   s = MustOpen();
   ASSERT_NE(s, nullptr);
-  EXPECT_EQ(s->All(), want);
+  EXPECT_EQ(s->All(), Commits(want));
   EXPECT_LT(fs::file_size(FilePath()), 1000u) << "open compacts to one record per group";
 }
 
@@ -179,19 +185,19 @@ TEST_F(CommitStoreTest, ADeletedGroupStaysDeletedAcrossReopenAndMayComeBack) {
     EXPECT_FALSE(*again) << "nothing left to delete";
     EXPECT_FALSE(s->Get("gone").has_value());
     // The tombstone is not an offset a client can commit.
-    EXPECT_FALSE(s->Commit("x", UINT64_MAX, true).ok());
+    EXPECT_FALSE(s->Commit("x", Offset(UINT64_MAX), true).ok());
   }
   {
     // Replayed from the file (tombstone after the commit), then compacted on open.
     auto s = MustOpen();
     ASSERT_NE(s, nullptr);
-    EXPECT_EQ(s->All(), (std::map<std::string, uint64_t>{{"kept", 7}}));
+    EXPECT_EQ(s->All(), (Commits({{"kept", 7}})));
     // Back: a new group, from its first commit on (lower than before is fine).
     ASSERT_TRUE(MustCommit(*s, "gone", 3));
   }
   auto s = MustOpen();
   ASSERT_NE(s, nullptr);
-  EXPECT_EQ(s->All(), (std::map<std::string, uint64_t>{{"gone", 3}, {"kept", 7}}));
+  EXPECT_EQ(s->All(), (Commits({{"gone", 3}, {"kept", 7}})));
 }
 
 }  // namespace

@@ -61,16 +61,16 @@ TEST(StorageFailuresTest, AFailedFdatasyncIsFinalForTheCommitStore) {
   ASSERT_TRUE(fs.CreateDirs("/d").ok());
   auto store = storage::CommitStore::Open("/d", &fs);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  ASSERT_TRUE((*store)->Commit("g", 5, true).ok());
+  ASSERT_TRUE((*store)->Commit("g", Offset(5), true).ok());
   fs.FailSyncs("commits.log", 1);
-  EXPECT_FALSE((*store)->Commit("g", 9, true).ok());
-  EXPECT_FALSE((*store)->Commit("g", 10, true).ok()) << "a commit after the failed sync";
+  EXPECT_FALSE((*store)->Commit("g", Offset(9), true).ok());
+  EXPECT_FALSE((*store)->Commit("g", Offset(10), true).ok()) << "a commit after the failed sync";
   EXPECT_FALSE((*store)->Sync().ok());
   store->reset();
   fs.Crash("/d");
   auto reopened = storage::CommitStore::Open("/d", &fs);
   ASSERT_TRUE(reopened.ok());
-  EXPECT_EQ((*reopened)->Get("g"), 5u);
+  EXPECT_EQ((*reopened)->Get("g"), Offset(5));
 }
 
 TEST(StorageFailuresTest, APowerCutTakesBackOnlyWhatWasNotSyncedAndTornTailsAreCut) {
@@ -123,7 +123,7 @@ TEST(StorageFailuresTest, ACommitAheadOfTheLogAfterAPowerCutIsBroughtBackToTheEn
     auto p = broker::Partition::Open(PartitionId(0), o, clock, probe);
     ASSERT_TRUE(p.ok()) << p.status().ToString();
     produce(**p, 10);
-    ASSERT_TRUE((*p)->Commit("g", 10).ok());
+    ASSERT_TRUE((*p)->Commit("g", Offset(10)).ok());
   }
   // The kernel wrote the commit file back on its own; the log's tail it did not.
   fs.Writeback("/d/p0/commits.log");
@@ -131,7 +131,7 @@ TEST(StorageFailuresTest, ACommitAheadOfTheLogAfterAPowerCutIsBroughtBackToTheEn
   auto p = broker::Partition::Open(PartitionId(0), o, clock, probe);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_EQ((*p)->end_offset(), 0u);
-  EXPECT_EQ((*p)->Committed("g"), 0u) << "the commit stays ahead of the log";
+  EXPECT_EQ((*p)->Committed("g"), Offset(0)) << "the commit stays ahead of the log";
   produce(**p, 3);
   std::string out;
   auto n = (*p)->ReadForGroup("g", 100, 1 << 20, false, &out);
@@ -173,7 +173,7 @@ TEST(StorageFailuresTest, AReadErrorOfOnePartitionKeepsWhatTheOthersHandedOut) {
   std::map<uint32_t, uint64_t> seen;
   for (const auto& e : *got) ++seen[e.partition];
   EXPECT_EQ(seen, (std::map<uint32_t, uint64_t>{{0, stored[0]}}));
-  wire::CommitRequest c{"g", {{0, stored[0]}}};
+  wire::CommitRequest c{"g", {{PartitionId(0), Offset(stored[0])}}};
   ASSERT_TRUE((*t)->Commit(c).ok());
 
   // The disk answers again: partition 1's events come, all of them, once.

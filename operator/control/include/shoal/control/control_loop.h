@@ -143,7 +143,7 @@ class ControlLoop {
   uint64_t next_plan_id_ = 1;
   DecisionRecord last_decision_;
   std::string last_error_;
-  std::map<uint32_t, double> last_rates_;
+  std::map<PartitionId, double> last_rates_;
   std::optional<TopicSpec> pending_spec_;
   Observed observed_;
 

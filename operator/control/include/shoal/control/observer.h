@@ -36,14 +36,14 @@ struct PartitionLoad {
   double top_share = 0;
   // The sealed partitions this one succeeds (from the map): a new partition's load before it
   // existed is at most theirs.
-  std::vector<uint32_t> parents;
+  std::vector<PartitionId> parents;
 };
 
 struct Observation {
   std::chrono::steady_clock::time_point at;
   Epoch epoch{0};  // the map these numbers were taken under
-  // Every partition of that map that could be observed (active and sealed), by id value.
-  std::map<uint32_t, PartitionLoad> partitions;
+  // Every partition of that map that could be observed (active and sealed), by id.
+  std::map<PartitionId, PartitionLoad> partitions;
   // Per pod: the consumer's CPU over its request, where the platform measures it.
   std::map<std::string, double> cpu_utilization;
   // What could not be observed, in words ("orders-2: /metrics: connection refused"). A decision

@@ -70,7 +70,7 @@ Plan MakePlan(const PartitionMap& map, const Decision& d, uint32_t pods);
 // the heaviest partition of the most loaded pod goes to the least loaded one while that narrows
 // the gap by more than `slack` of the mean. At most `max_moves` (0: unlimited), evacuations first.
 std::vector<std::pair<PartitionId, PodName>> Rebalance(const PartitionMap& map,
-                                                       const std::map<uint32_t, double>& rates,
+                                                       const std::map<PartitionId, double>& rates,
                                                        uint32_t pods, double slack = 0.25,
                                                        size_t max_moves = 0);
 
@@ -79,7 +79,7 @@ std::vector<std::pair<PartitionId, PodName>> Rebalance(const PartitionMap& map,
 // dropped. `peers` are added to the map's peers first (new pods' addresses). A step whose
 // intent is already met yields a map equal to `current` but for the epoch: callers may skip it.
 Result<PartitionMap> ResolveChange(const PlanStep& step, const PartitionMap& current,
-                                   const std::map<uint32_t, double>& rates,
+                                   const std::map<PartitionId, double>& rates,
                                    const std::vector<PartitionId>& retirable,
                                    const std::map<std::string, PeerAddress>& peers);
 

@@ -100,12 +100,12 @@ class LoadHistory {
 
  private:
   SteadyTime GridStart(SteadyTime at) const;
-  void Inherit(PartitionHistory& h, const std::vector<uint32_t>& parents);
+  void Inherit(PartitionHistory& h, const std::vector<PartitionId>& parents);
 
   std::chrono::seconds horizon_;
   std::chrono::seconds bucket_;
   std::deque<Sample> samples_;
-  std::map<uint32_t, PartitionHistory> partitions_;
+  std::map<PartitionId, PartitionHistory> partitions_;
   std::optional<SteadyTime> last_incomplete_, first_at_;
   std::vector<std::string> last_missing_;
 };

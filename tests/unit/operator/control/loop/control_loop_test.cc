@@ -72,8 +72,8 @@ class SetLoadObserver final : public Observer {
       l.id = p.id;
       l.active = p.active();
       l.rate = p.active() ? rate : 0;
-      for (PartitionId parent : p.parents) l.parents.push_back(parent.value());
-      o.partitions[p.id.value()] = l;
+      for (PartitionId parent : p.parents) l.parents.push_back(parent);
+      o.partitions[p.id] = l;
     }
     return o;
   }

@@ -186,7 +186,7 @@ TEST_F(RealSidecarTest, RateIsEventsOverClockTimeAndLagOfAnIdleGroup) {
   ASSERT_EQ(obs.partitions.size(), 4u);
   for (uint32_t p = 0; p < 4; ++p) {
     SCOPED_TRACE("partition " + std::to_string(p));
-    const PartitionLoad& load = obs.partitions.at(p);
+    const PartitionLoad& load = obs.partitions.at(PartitionId(p));
     EXPECT_EQ(load.id, PartitionId(p));
     EXPECT_TRUE(load.active);
     EXPECT_EQ(load.rate, static_cast<double>(appended.at(p)) / 2.0);
@@ -206,8 +206,8 @@ TEST_F(RealSidecarTest, RateIsEventsOverClockTimeAndLagOfAnIdleGroup) {
   EXPECT_TRUE(obs.complete()) << Join(obs.missing);
   ASSERT_EQ(obs.partitions.size(), 4u);
   for (uint32_t p = 0; p < 4; ++p) {
-    EXPECT_EQ(obs.partitions.at(p).rate, 0.0) << p;
-    EXPECT_EQ(obs.partitions.at(p).lag, appended.at(p)) << p;
+    EXPECT_EQ(obs.partitions.at(PartitionId(p)).rate, 0.0) << p;
+    EXPECT_EQ(obs.partitions.at(PartitionId(p)).lag, appended.at(p)) << p;
   }
 }
 
@@ -245,7 +245,7 @@ TEST_F(RealSidecarTest, HotKeyIsTheTopHashAndBucketsFollowTheKeys) {
   ASSERT_TRUE(obs.complete()) << Join(obs.missing);
 
   const uint64_t others_in_hot = others.count(hot_partition) ? others.at(hot_partition) : 0;
-  const PartitionLoad& load = obs.partitions.at(hot_partition);
+  const PartitionLoad& load = obs.partitions.at(PartitionId(hot_partition));
   EXPECT_EQ(load.rate, (60.0 + others_in_hot) / 2.0);
   EXPECT_EQ(load.top_hash, KeyHash("hot"));
   EXPECT_DOUBLE_EQ(load.top_share, 60.0 / (60.0 + others_in_hot));
@@ -253,7 +253,7 @@ TEST_F(RealSidecarTest, HotKeyIsTheTopHashAndBucketsFollowTheKeys) {
     uint64_t total = 0;
     for (uint64_t c : counts) total += c;
     for (size_t b = 0; b < kLoadBuckets; ++b) {
-      EXPECT_DOUBLE_EQ(obs.partitions.at(id).buckets[b],
+      EXPECT_DOUBLE_EQ(obs.partitions.at(PartitionId(id)).buckets[b],
                        static_cast<double>(counts[b]) / static_cast<double>(total))
           << "partition " << id << " bucket " << b;
     }
@@ -303,10 +303,10 @@ TEST_F(RealSidecarTest, SealedPartitionIsInactiveWithItsLag) {
   MetricsObserver observer(clock_, kToken);
   Observation obs = observer.Observe(*installed, {pod_});
   // The sealed parent needs no rate: it is observed at once; the others have no earlier sample.
-  ASSERT_TRUE(obs.partitions.count(0)) << Join(obs.missing);
-  EXPECT_FALSE(obs.partitions.at(0).active);
-  EXPECT_EQ(obs.partitions.at(0).lag, before.at(0));
-  EXPECT_EQ(obs.partitions.at(0).rate, 0.0);
+  ASSERT_TRUE(obs.partitions.count(PartitionId(0))) << Join(obs.missing);
+  EXPECT_FALSE(obs.partitions.at(PartitionId(0)).active);
+  EXPECT_EQ(obs.partitions.at(PartitionId(0)).lag, before.at(0));
+  EXPECT_EQ(obs.partitions.at(PartitionId(0)).rate, 0.0);
   EXPECT_FALSE(Mentions(obs.missing, "partition 0:", "")) << Join(obs.missing);
   for (uint32_t p : {1u, 2u, 3u, 4u, 5u}) {
     EXPECT_TRUE(Mentions(obs.missing, "partition " + std::to_string(p) + ":", "no earlier"))
@@ -320,11 +320,11 @@ TEST_F(RealSidecarTest, SealedPartitionIsInactiveWithItsLag) {
   obs = observer.Observe(*installed, {pod_});
   EXPECT_TRUE(obs.complete()) << Join(obs.missing);
   ASSERT_EQ(obs.partitions.size(), 6u);
-  EXPECT_FALSE(obs.partitions.at(0).active);
+  EXPECT_FALSE(obs.partitions.at(PartitionId(0)).active);
   for (uint32_t p : {1u, 2u, 3u, 4u, 5u}) {
     const uint64_t n = after.count(p) ? after.at(p) : 0;
-    EXPECT_TRUE(obs.partitions.at(p).active) << p;
-    EXPECT_EQ(obs.partitions.at(p).rate, static_cast<double>(n) / 2.0) << p;
+    EXPECT_TRUE(obs.partitions.at(PartitionId(p)).active) << p;
+    EXPECT_EQ(obs.partitions.at(PartitionId(p)).rate, static_cast<double>(n) / 2.0) << p;
   }
 }
 
@@ -367,7 +367,7 @@ TEST_F(RealSidecarTest, WrongAdminTokenIsMissingButRatesStillCount) {
   clock_.AdvanceMs(2000);
   const Observation obs = observer.Observe(map_, {pod_});
   ASSERT_EQ(obs.partitions.size(), 4u) << Join(obs.missing);
-  for (const auto& [p, n] : appended) EXPECT_EQ(obs.partitions.at(p).rate, n / 2.0) << p;
+  for (const auto& [p, n] : appended) EXPECT_EQ(obs.partitions.at(PartitionId(p)).rate, n / 2.0) << p;
   ASSERT_EQ(obs.missing.size(), 4u) << Join(obs.missing);
   for (uint32_t p = 0; p < 4; ++p) {
     EXPECT_TRUE(Mentions(obs.missing, "partition " + std::to_string(p) + ":",
@@ -560,7 +560,7 @@ TEST_F(FakeSidecarTest, LoadShapeFromTheAdminPlanesCounters) {
   EXPECT_TRUE(obs.complete()) << Join(obs.missing);
   EXPECT_EQ(obs.epoch, Epoch(5));
   ASSERT_EQ(obs.partitions.size(), 2u);
-  const PartitionLoad& p0 = obs.partitions.at(0);
+  const PartitionLoad& p0 = obs.partitions.at(PartitionId(0));
   EXPECT_EQ(p0.rate, 100.0);
   EXPECT_EQ(p0.lag, 9u);
   // 50 of 100 new events in bucket 0, 50 in bucket 3.
@@ -571,7 +571,7 @@ TEST_F(FakeSidecarTest, LoadShapeFromTheAdminPlanesCounters) {
   // Hash 9 grew by 100 of 200 appended; 11 is new to the list and not compared.
   EXPECT_EQ(p0.top_hash, 9u);
   EXPECT_EQ(p0.top_share, 0.5);
-  const PartitionLoad& p1 = obs.partitions.at(1);
+  const PartitionLoad& p1 = obs.partitions.at(PartitionId(1));
   EXPECT_EQ(p1.rate, 5.0);
   EXPECT_EQ(p1.lag, 0u);
   EXPECT_EQ(p1.buckets, (std::array<double, kLoadBuckets>{}));
@@ -590,15 +590,15 @@ TEST_F(FakeSidecarTest, CounterThatWentDownGivesNoRateOnce) {
   a_.Set("/metrics", 200, Metrics({{0, 40}}));  // restarted in between
   clock_.AdvanceMs(2000);
   Observation obs = observer.Observe(map_, pods);
-  EXPECT_FALSE(obs.partitions.count(0));
+  EXPECT_FALSE(obs.partitions.count(PartitionId(0)));
   EXPECT_TRUE(Mentions(obs.missing, "partition 0:", "went down")) << Join(obs.missing);
-  EXPECT_EQ(obs.partitions.at(1).rate, 0.0);
+  EXPECT_EQ(obs.partitions.at(PartitionId(1)).rate, 0.0);
 
   a_.Set("/metrics", 200, Metrics({{0, 60}}));
   clock_.AdvanceMs(4000);
   obs = observer.Observe(map_, pods);
   EXPECT_TRUE(obs.complete()) << Join(obs.missing);
-  EXPECT_EQ(obs.partitions.at(0).rate, 5.0);
+  EXPECT_EQ(obs.partitions.at(PartitionId(0)).rate, 5.0);
 }
 
 TEST_F(FakeSidecarTest, NoTimePassedGivesNoRate) {
@@ -624,7 +624,7 @@ TEST_F(FakeSidecarTest, BrokenAdminPlaneIsMissingButTheRateIsObserved) {
   clock_.AdvanceMs(2000);
   const Observation obs = observer.Observe(map_, pods);
   ASSERT_EQ(obs.partitions.size(), 2u) << Join(obs.missing);
-  EXPECT_EQ(obs.partitions.at(0).rate, 10.0);
+  EXPECT_EQ(obs.partitions.at(PartitionId(0)).rate, 10.0);
   EXPECT_TRUE(Mentions(obs.missing, "partition 0: pod-a: /v1/admin/partitions:", "JSON"))
       << Join(obs.missing);
   EXPECT_TRUE(Mentions(obs.missing, "partition 1: pod-b: /v1/admin/partitions:", "answered 500"))
@@ -658,10 +658,10 @@ TEST_F(FakeSidecarTest, OnlyTheOwnerCounts) {
   clock_.AdvanceMs(2000);
   const Observation obs = observer.Observe(map_, pods);
   EXPECT_TRUE(obs.complete()) << Join(obs.missing);
-  EXPECT_EQ(obs.partitions.at(0).rate, 10.0);
-  EXPECT_EQ(obs.partitions.at(0).lag, 0u);
-  EXPECT_EQ(obs.partitions.at(1).rate, 20.0);
-  EXPECT_EQ(obs.partitions.at(1).lag, 0u);
+  EXPECT_EQ(obs.partitions.at(PartitionId(0)).rate, 10.0);
+  EXPECT_EQ(obs.partitions.at(PartitionId(0)).lag, 0u);
+  EXPECT_EQ(obs.partitions.at(PartitionId(1)).rate, 20.0);
+  EXPECT_EQ(obs.partitions.at(PartitionId(1)).lag, 0u);
 }
 
 TEST_F(FakeSidecarTest, OwnerNotAmongThePods) {
@@ -680,9 +680,9 @@ TEST_F(FakeSidecarTest, SealedPartitionNeedsNoEarlierSample) {
       {Part(0, 0, kHashSpace, "pod-a", PartitionState::kSealed), Part(1, 0, kHashSpace, "pod-a")});
   a_.Set("/metrics", 200, Metrics({{0, 10}, {1, 0}}, {{0, {{"g", 4}}}}));
   const Observation obs = observer.Observe(map, {a_.Pod("pod-a")});
-  ASSERT_TRUE(obs.partitions.count(0)) << Join(obs.missing);
-  EXPECT_FALSE(obs.partitions.at(0).active);
-  EXPECT_EQ(obs.partitions.at(0).lag, 4u);
+  ASSERT_TRUE(obs.partitions.count(PartitionId(0))) << Join(obs.missing);
+  EXPECT_FALSE(obs.partitions.at(PartitionId(0)).active);
+  EXPECT_EQ(obs.partitions.at(PartitionId(0)).lag, 4u);
   EXPECT_EQ(obs.missing.size(), 1u) << Join(obs.missing);
   EXPECT_TRUE(Mentions(obs.missing, "partition 1:", "no earlier sample")) << Join(obs.missing);
 }

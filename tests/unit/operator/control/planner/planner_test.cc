@@ -51,12 +51,12 @@ PartitionMap Apply(const PartitionMap& map,
 // Load per pod ordinal over the active partitions. A moved partition's successor (a new id)
 // carries its parent's rate; unknown rates count 0.
 std::map<int64_t, double> LoadByPod(const PartitionMap& map,
-                                    const std::map<uint32_t, double>& rates) {
+                                    const std::map<PartitionId, double>& rates) {
   std::map<int64_t, double> load;
   for (const auto& p : map.partitions()) {
     if (!p.active()) continue;
-    auto it = rates.find(p.id.value());
-    if (it == rates.end() && p.parents.size() == 1) it = rates.find(p.parents[0].value());
+    auto it = rates.find(p.id);
+    if (it == rates.end() && p.parents.size() == 1) it = rates.find(p.parents[0]);
     load[OrdinalOf("orders", p.owner)] += it == rates.end() ? 0 : it->second;
   }
   return load;
@@ -247,8 +247,8 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(RebalanceTest, EmptiesEveryPodAtOrAboveTheCount) {
   const PartitionMap map = Spread(12, 5);  // orders-0..orders-4, 2 or 3 partitions each
-  std::map<uint32_t, double> rates;
-  for (uint32_t i = 0; i < 12; ++i) rates[i] = 1000;
+  std::map<PartitionId, double> rates;
+  for (uint32_t i = 0; i < 12; ++i) rates[PartitionId(i)] = 1000;
   const auto moves = Rebalance(map, rates, 3);
   std::set<uint32_t> moved;
   for (const auto& [id, to] : moves) {
@@ -293,8 +293,8 @@ class RebalanceBalanceTest : public ::testing::TestWithParam<BalanceCase> {};
 TEST_P(RebalanceBalanceTest, SpreadsLoadWithinTheSlack) {
   const BalanceCase& c = GetParam();
   const PartitionMap map = Spread(c.count, c.on_pods);
-  std::map<uint32_t, double> rates;
-  for (uint32_t i = 0; i < c.rates.size(); ++i) rates[i] = c.rates[i];
+  std::map<PartitionId, double> rates;
+  for (uint32_t i = 0; i < c.rates.size(); ++i) rates[PartitionId(i)] = c.rates[i];
   const auto moves = Rebalance(map, rates, c.pods);
   EXPECT_LE(moves.size(), c.count);
   const PartitionMap after = Apply(map, moves);
@@ -350,16 +350,16 @@ TEST(RebalanceTest, NoMovesWhenAlreadyBalanced) {
                         // Within the 25% slack of the mean: 1,000 vs 1,100 per pod.
                         Case{4, 2, {500, 500, 500, 600}}, Case{3, 3, {5, 7000, 20}}}) {
     SCOPED_TRACE(std::to_string(c.count) + " partitions over " + std::to_string(c.pods));
-    std::map<uint32_t, double> rates;
-    for (uint32_t i = 0; i < c.rates.size(); ++i) rates[i] = c.rates[i];
+    std::map<PartitionId, double> rates;
+    for (uint32_t i = 0; i < c.rates.size(); ++i) rates[PartitionId(i)] = c.rates[i];
     EXPECT_THAT(Rebalance(Spread(c.count, c.pods), rates, c.pods), IsEmpty());
   }
 }
 
 TEST(RebalanceTest, HonoursMaxMovesAndZeroPods) {
   const PartitionMap map = Spread(16, 1);
-  std::map<uint32_t, double> rates;
-  for (uint32_t i = 0; i < 16; ++i) rates[i] = 100;
+  std::map<PartitionId, double> rates;
+  for (uint32_t i = 0; i < 16; ++i) rates[PartitionId(i)] = 100;
   EXPECT_EQ(Rebalance(map, rates, 4, 0.25, 3).size(), 3u);
   EXPECT_THAT(Rebalance(map, rates, 0), IsEmpty());
   EXPECT_GT(Rebalance(map, rates, 4).size(), 3u);
@@ -369,8 +369,8 @@ TEST(RebalanceTest, HonoursMaxMovesAndZeroPods) {
 // bounds the whole list, evacuations taking the first places.
 TEST(RebalanceTest, MaxMovesAlsoBoundsEvacuations) {
   const PartitionMap map = Spread(8, 4);  // 2 partitions on each of orders-0..orders-3
-  std::map<uint32_t, double> rates;
-  for (uint32_t i = 0; i < 8; ++i) rates[i] = 100;
+  std::map<PartitionId, double> rates;
+  for (uint32_t i = 0; i < 8; ++i) rates[PartitionId(i)] = 100;
   const auto moves = Rebalance(map, rates, 2, 0.25, 2);  // 4 partitions on pods 2, 3 to move
   EXPECT_EQ(moves.size(), 2u);
   for (const auto& [id, to] : moves) {
@@ -382,7 +382,7 @@ TEST(RebalanceTest, MaxMovesAlsoBoundsEvacuations) {
 TEST(RebalanceTest, IgnoresSealedPartitions) {
   PartitionMap map = Spread(2, 1);
   map = Must(map.Split(PartitionId(0), 1000));  // 0 sealed on orders-0; 2, 3 active
-  const auto moves = Rebalance(map, {{0, 1e9}, {1, 10}, {2, 10}, {3, 10}}, 3);
+  const auto moves = Rebalance(map, {{PartitionId(0), 1e9}, {PartitionId(1), 10}, {PartitionId(2), 10}, {PartitionId(3), 10}}, 3);
   for (const auto& [id, to] : moves) EXPECT_NE(id, PartitionId(0));
   const PartitionMap after = Apply(map, moves);
   EXPECT_EQ(CountByPod(after).size(), 3u);
@@ -454,7 +454,7 @@ TEST(ResolveChangeTest, RebalanceMovesOntoNewPodsAndAddsTheirPeers) {
   PlanStep s = ChangeStep(2);
   s.rebalance = true;
   const std::map<std::string, PeerAddress> peers = {{"orders-1", {"h1:1", "h1:2"}}};
-  const std::map<uint32_t, double> rates = {{0, 100}, {1, 100}, {2, 100}, {3, 100}};
+  const std::map<PartitionId, double> rates = {{PartitionId(0), 100}, {PartitionId(1), 100}, {PartitionId(2), 100}, {PartitionId(3), 100}};
   const PartitionMap next = Must(ResolveChange(s, map, rates, {}, peers));
   EXPECT_EQ(next.epoch(), Epoch(2));
   ASSERT_NE(next.Peer(PodFor("orders", 1)), nullptr);
@@ -464,8 +464,8 @@ TEST(ResolveChangeTest, RebalanceMovesOntoNewPodsAndAddsTheirPeers) {
   EXPECT_EQ(counts.at(0), 2);
   EXPECT_EQ(counts.at(1), 2);
   // Resolving the same step again on its result (with the successors' rates) changes nothing.
-  std::map<uint32_t, double> next_rates;
-  for (uint32_t i : next.active_in_order()) next_rates[next.partitions()[i].id.value()] = 100;
+  std::map<PartitionId, double> next_rates;
+  for (uint32_t i : next.active_in_order()) next_rates[next.partitions()[i].id] = 100;
   const PartitionMap again = Must(ResolveChange(s, next, next_rates, {}, peers));
   EXPECT_EQ(again, next.WithEpoch(Epoch(3)));
 }

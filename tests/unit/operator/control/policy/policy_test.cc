@@ -83,9 +83,9 @@ Observation Observe(const PartitionMap& map, int64_t t,
     if (!p.active()) continue;
     PartitionLoad l = Uniform(p.id.value(), rate_of(p.id.value()));
     if (lineage) {
-      for (const auto& parent : p.parents) l.parents.push_back(parent.value());
+      for (const auto& parent : p.parents) l.parents.push_back(parent);
     }
-    o.partitions[p.id.value()] = l;
+    o.partitions[p.id] = l;
   }
   return o;
 }
@@ -237,13 +237,13 @@ TEST(LoadHistoryTest, SummarizesEachObservation) {
   EXPECT_FALSE(h.first_at().has_value());
   Observation o;
   o.at = At(10);
-  o.partitions[0] = Uniform(0, 100);
-  o.partitions[0].lag = 7;
-  o.partitions[1] = Uniform(1, 300);
-  o.partitions[1].lag = 5;
-  o.partitions[2] = Uniform(2, 999);  // sealed: its lag counts, its rate does not
-  o.partitions[2].active = false;
-  o.partitions[2].lag = 40;
+  o.partitions[PartitionId(0)] = Uniform(0, 100);
+  o.partitions[PartitionId(0)].lag = 7;
+  o.partitions[PartitionId(1)] = Uniform(1, 300);
+  o.partitions[PartitionId(1)].lag = 5;
+  o.partitions[PartitionId(2)] = Uniform(2, 999);  // sealed: its lag counts, its rate does not
+  o.partitions[PartitionId(2)].active = false;
+  o.partitions[PartitionId(2)].lag = 40;
   o.cpu_utilization = {{"orders-0", 0.5}, {"orders-1", 1.0}};
   h.Add(o);
   ASSERT_EQ(h.samples().size(), 1u);
@@ -491,7 +491,7 @@ TEST(DecideTest, AHotKeyIsIsolatedWithACutOnEachSide) {
   const uint32_t hot = static_cast<uint32_t>(r.lo + r.Width() / 2 + 777);
   LoadHistory h(seconds(120));
   Observation o = Observe(map, 0, [](uint32_t) { return 5000.0; });
-  o.partitions[2] = HotKey(2, 15000, r, hot, 0.6);
+  o.partitions[PartitionId(2)] = HotKey(2, 15000, r, hot, 0.6);
   h.Add(o);
   const Decision d = Decide(spec, h, map, 2, At(0));
   const SplitDecision* s = SplitOf(d, 2);
@@ -508,7 +508,7 @@ TEST(DecideTest, APartitionThatIsOneKeyIsNotSplit) {
   const uint32_t hot = static_cast<uint32_t>(r.lo + 4242);
   LoadHistory h(seconds(120));
   Observation o = Observe(map, 0, [](uint32_t) { return 5000.0; });
-  o.partitions[3] = HotKey(3, 30000, r, hot, 1.0);
+  o.partitions[PartitionId(3)] = HotKey(3, 30000, r, hot, 1.0);
   h.Add(o);
   const Decision d = Decide(spec, h, map, 1, At(0));
   EXPECT_THAT(d.splits, IsEmpty());
@@ -708,7 +708,7 @@ TEST(DecideTest, MissingMetricsInTheWindowBlockMergesAndPodsDown) {
     for (int64_t t = 0; t <= 40; ++t) {
       Observation o = Observe(map, t, [](uint32_t) { return 1000.0; });
       if (t == missing_at) {
-        o.partitions.erase(0);
+        o.partitions.erase(PartitionId(0));
         o.missing = {"orders-0: /metrics: connection refused"};
       }
       h.Add(o);
@@ -736,7 +736,7 @@ TEST(DecideTest, APartitionWithoutACurrentRateIsNeitherSplitNorMerged) {
   LoadHistory h(seconds(120));
   Steady(h, map, 0, 39, 1000);
   Observation o = Observe(map, 40, [](uint32_t) { return 1000.0; });
-  o.partitions.erase(2);  // not observed, and not reported missing either
+  o.partitions.erase(PartitionId(2));  // not observed, and not reported missing either
   h.Add(o);
   const Decision d = Decide(spec, h, map, 1, At(40));
   EXPECT_THAT(d.merges, IsEmpty()) << d.reason;
