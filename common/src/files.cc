@@ -9,17 +9,16 @@
 #include <vector>
 
 namespace shoal {
-namespace {
 
-Status Errno(const std::string& what) { return Status::IoError(what + ": " + std::strerror(errno)); }
-
-}  // namespace
+Status ErrnoError(const std::string& what) {
+  return Status::IoError(what + ": " + std::strerror(errno));
+}
 
 Status FsyncDir(const std::string& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Errno("opening directory " + dir);
+  if (fd < 0) return ErrnoError("opening directory " + dir);
   const int rc = ::fsync(fd);
-  const Status st = rc != 0 ? Errno("fsync of directory " + dir) : Status::Ok();
+  const Status st = rc != 0 ? ErrnoError("fsync of directory " + dir) : Status::Ok();
   ::close(fd);
   return st;
 }
@@ -27,25 +26,25 @@ Status FsyncDir(const std::string& dir) {
 Status WriteFileDurable(const std::string& path, std::string_view content, mode_t mode) {
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) return Errno("creating " + tmp);
+  if (fd < 0) return ErrnoError("creating " + tmp);
   Status st = Status::Ok();
   size_t done = 0;
   while (st.ok() && done < content.size()) {
     const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      st = Errno("writing " + tmp);
+      st = ErrnoError("writing " + tmp);
       break;
     }
     done += static_cast<size_t>(n);
   }
-  if (st.ok() && ::fdatasync(fd) != 0) st = Errno("fdatasync of " + tmp);
-  if (::close(fd) != 0 && st.ok()) st = Errno("closing " + tmp);
+  if (st.ok() && ::fdatasync(fd) != 0) st = ErrnoError("fdatasync of " + tmp);
+  if (::close(fd) != 0 && st.ok()) st = ErrnoError("closing " + tmp);
   if (!st.ok()) {
     ::unlink(tmp.c_str());
     return st;
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return Errno("renaming " + tmp + " to " + path);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return ErrnoError("renaming " + tmp + " to " + path);
   const auto slash = path.rfind('/');
   return FsyncDir(slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash));
 }

@@ -16,12 +16,13 @@ Result<std::unique_ptr<GroupRegistry>> GroupRegistry::Open(std::string path, siz
   SHOAL_RETURN_IF_ERROR(st);
   auto groups = ParseJson(text);
   if (!groups.ok()) return groups.status().Annotate(r->path_);
+  MutexLock lock(r->mu_);  // not shared yet; the lock is what the analysis checks
   r->groups_ = std::move(groups).value();
   return r;
 }
 
 Status GroupRegistry::Touch(const std::string& group, int64_t now_ms) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = groups_.find(group);
   if (it != groups_.end()) {
     if (now_ms > it->second.last_active_ms) {
@@ -47,7 +48,7 @@ Status GroupRegistry::Touch(const std::string& group, int64_t now_ms) {
 }
 
 Result<bool> GroupRegistry::Remove(const std::string& group) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = groups_.find(group);
   if (it == groups_.end()) return false;
   const Group was = it->second;
@@ -62,17 +63,17 @@ Result<bool> GroupRegistry::Remove(const std::string& group) {
 }
 
 bool GroupRegistry::Contains(const std::string& group) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return groups_.count(group) > 0;
 }
 
 std::map<std::string, GroupRegistry::Group> GroupRegistry::All() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return groups_;
 }
 
 Status GroupRegistry::Flush() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!dirty_) return Status::Ok();
   SHOAL_RETURN_IF_ERROR(WriteLocked());
   dirty_ = false;
@@ -80,7 +81,7 @@ Status GroupRegistry::Flush() {
 }
 
 std::string GroupRegistry::ToJson() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return ToJsonLocked();
 }
 

@@ -22,6 +22,7 @@
 #include <string>
 
 #include "shoal/common/status.h"
+#include "shoal/common/thread_annotations.h"
 #include "storage/file_system.h"
 
 namespace shoal::broker {
@@ -57,15 +58,15 @@ class GroupRegistry {
  private:
   GroupRegistry(std::string path, size_t max_groups, storage::FileSystem& fs)
       : path_(std::move(path)), max_groups_(max_groups), fs_(fs) {}
-  Status WriteLocked() const;  // requires mu_
-  std::string ToJsonLocked() const;
+  Status WriteLocked() const REQUIRES(mu_);
+  std::string ToJsonLocked() const REQUIRES(mu_);
 
   const std::string path_;
   const size_t max_groups_;
   storage::FileSystem& fs_;
-  mutable std::mutex mu_;
-  std::map<std::string, Group> groups_;  // guarded by mu_
-  bool dirty_ = false;                   // guarded by mu_
+  mutable Mutex mu_;
+  std::map<std::string, Group> groups_ GUARDED_BY(mu_);
+  bool dirty_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace shoal::broker

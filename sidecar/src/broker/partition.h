@@ -23,6 +23,7 @@
 #include "shoal/common/ids.h"
 #include "shoal/common/partition_map.h"
 #include "shoal/common/wire.h"
+#include "shoal/common/thread_annotations.h"
 #include "storage/log.h"
 #include "storage/commit_store.h"
 #include "storage/file_system.h"
@@ -213,18 +214,18 @@ class Partition {
  private:
   Partition(PartitionId id, PartitionOptions options, Clock& clock, PartitionProbe probe);
   Status RecoverProducers();
-  // Writes the seal record atomically (fsync'd); requires append_mu_.
-  Status WriteSealRecord(const SealRecord& record);
+  // Writes the seal record atomically (fsync'd).
+  Status WriteSealRecord(const SealRecord& record) REQUIRES(append_mu_);
   // Commits ahead of the log's end (a crash under fsync interval|never took back the tail they
   // covered) are brought back to it, so the group reads the events appended there next.
   Status ClampCommits();
   Status WriteProducerSnapshot();
-  void CountLoad(uint32_t hash);  // requires append_mu_
+  void CountLoad(uint32_t hash) REQUIRES(append_mu_);
   std::vector<size_t> UndecidableLocked(std::span<const wire::ProduceEvent* const> events,
-                                        std::span<const uint32_t> hashes) const;
-  // Counts and logs producers the table forgot since it had forgotten `before`; requires
-  // append_mu_.
-  void NoteForgotten(uint64_t before);
+                                        std::span<const uint32_t> hashes) const
+      REQUIRES(append_mu_);
+  // Counts and logs producers the table forgot since it had forgotten `before`.
+  void NoteForgotten(uint64_t before) REQUIRES(append_mu_);
   Status SyncLog();
 
   // Where a group stands: its commit, or the oldest retained event when that is later (also
@@ -248,26 +249,26 @@ class Partition {
 
   std::atomic<bool> sealed_{false};
   uint64_t seal_end_ = 0;  // written under append_mu_ before sealed_ is set
-  SealRecord seal_;        // guarded by append_mu_; valid once sealed_
+  SealRecord seal_ GUARDED_BY(append_mu_);  // valid once sealed_
   std::atomic<bool> seeded_{false};
   std::atomic<bool> snapshot_due_{false};  // a seeding asks the ticker for a snapshot now
   std::atomic<bool> producers_durable_{false};
 
-  mutable std::mutex append_mu_;
-  storage::ProducerTable producers_;           // guarded by append_mu_
-  uint64_t producers_snapshot_end_ = 0;        // guarded by append_mu_
-  std::vector<storage::AppendEntry> pending_;  // guarded by append_mu_
-  // The load sketch, guarded by append_mu_: bucket counters and space-saving counters of the
-  // heaviest hash points (top_size_ of them in use).
-  std::array<uint64_t, LoadSketch::kBuckets> load_buckets_{};
-  std::array<LoadSketch::HashCount, LoadSketch::kTopHashes> load_top_{};
-  size_t load_top_size_ = 0;
+  mutable Mutex append_mu_;
+  storage::ProducerTable producers_ GUARDED_BY(append_mu_);
+  uint64_t producers_snapshot_end_ GUARDED_BY(append_mu_) = 0;
+  std::vector<storage::AppendEntry> pending_ GUARDED_BY(append_mu_);
+  // The load sketch: bucket counters and space-saving counters of the heaviest hash points
+  // (top_size_ of them in use).
+  std::array<uint64_t, LoadSketch::kBuckets> load_buckets_ GUARDED_BY(append_mu_){};
+  std::array<LoadSketch::HashCount, LoadSketch::kTopHashes> load_top_ GUARDED_BY(append_mu_){};
+  size_t load_top_size_ GUARDED_BY(append_mu_) = 0;
 
   int64_t last_retention_ms_ = 0;  // touched by the ticker thread only
   int64_t last_snapshot_ms_ = 0;   // touched by the ticker thread only
 
-  mutable std::mutex cursor_mu_;
-  std::map<std::string, Cursor> cursors_;  // guarded by cursor_mu_
+  mutable Mutex cursor_mu_;
+  std::map<std::string, Cursor> cursors_ GUARDED_BY(cursor_mu_);
 };
 
 }  // namespace shoal::broker

@@ -6,13 +6,13 @@ bool SuccessorGate::Released(const PartitionMap& map, const PartitionInfo& s,
                              const std::string& group, const Standing& standing, const End& end) {
   if (s.parents.empty()) return true;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = released_.find(s.id);
     if (it != released_.end() && it->second.count(group)) return true;
   }
   std::set<PartitionId> visited;
   if (!LineageConsumed(map, s, group, standing, end, visited)) return false;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   released_[s.id].insert(group);
   return true;
 }
@@ -27,7 +27,7 @@ bool SuccessorGate::LineageConsumed(const PartitionMap& map, const PartitionInfo
     const auto stands = standing(parent, group);
     if (!stands || *stands < end(*pi)) return false;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       auto it = released_.find(parent);
       if (it != released_.end() && it->second.count(group)) continue;  // its lineage is done
     }
@@ -38,7 +38,7 @@ bool SuccessorGate::LineageConsumed(const PartitionMap& map, const PartitionInfo
 }
 
 bool SuccessorGate::AllReleased(PartitionId s, const std::set<std::string>& groups) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = released_.find(s);
   if (it == released_.end()) return groups.empty();
   for (const auto& g : groups) {
@@ -66,12 +66,12 @@ std::vector<const PartitionInfo*> SuccessorGate::Lineage(const PartitionMap& map
 }
 
 void SuccessorGate::Forget(const std::string& group) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (auto& [id, groups] : released_) groups.erase(group);
 }
 
 void SuccessorGate::Retain(const PartitionMap& map) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::erase_if(released_, [&](const auto& e) { return !map.Find(PartitionId(e.first)); });
 }
 

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "shoal/common/partition_map.h"
+#include "shoal/common/thread_annotations.h"
 
 namespace shoal::broker {
 
@@ -61,8 +62,8 @@ class SuccessorGate {
   bool LineageConsumed(const PartitionMap& map, const PartitionInfo& s, const std::string& group,
                        const Standing& standing, const End& end, std::set<PartitionId>& visited);
 
-  mutable std::mutex mu_;
-  std::map<PartitionId, std::set<std::string>> released_;  // guarded by mu_
+  mutable Mutex mu_;
+  std::map<PartitionId, std::set<std::string>> released_ GUARDED_BY(mu_);
 };
 
 }  // namespace shoal::broker

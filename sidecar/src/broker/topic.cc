@@ -25,7 +25,7 @@ Topic::Topic(TopicOptions options, Clock& clock, SidecarProbe& probe, PeerClient
 
 Topic::~Topic() {
   {
-    std::lock_guard<std::mutex> lock(tick_mu_);
+    MutexLock lock(tick_mu_);
     stopping_ = true;
   }
   tick_cv_.notify_all();
@@ -36,12 +36,14 @@ Topic::~Topic() {
 Result<std::unique_ptr<Topic>> Topic::Open(const TopicOptions& options, Clock& clock,
                                            SidecarProbe& probe, PeerClient* peers) {
   std::unique_ptr<Topic> t(new Topic(options, clock, probe, peers));
+  WriterLock lock(t->map_mu_);  // not shared yet; the lock is what the analysis checks
   SHOAL_RETURN_IF_ERROR(t->LoadOrCreateMap());
   auto registry = GroupRegistry::Open(options.data_dir + "/" + options.topic + "/groups.json",
                                       options.max_groups, t->fs_);
   if (!registry.ok()) return registry.status();
   t->registry_ = std::move(registry).value();
   SHOAL_RETURN_IF_ERROR(t->OpenPartitions());
+  lock.unlock();
   // Successors whose seeding a crash took back inherit again before the sidecar is ready, when
   // their parents' owners answer; otherwise the ticker keeps trying.
   t->SeedPending();
@@ -144,7 +146,7 @@ Status Topic::Produce(const std::vector<wire::ProduceEvent>& events,
                       std::vector<wire::ProduceResult>* results, bool forwarded,
                       std::vector<ForwardPlan>* forwards, std::vector<size_t>* unknown) {
   results->assign(events.size(), {});
-  std::shared_lock<std::shared_mutex> lock(map_mu_);
+  ReaderLock lock(map_mu_);
   if (map_.active_count() == 0) {
     return Status::Unavailable("this sidecar has no partition map yet; retry");
   }
@@ -246,7 +248,7 @@ Result<size_t> Topic::Consume(const std::string& group, size_t max, std::string*
   size_t total = 0;
   Status failed;
   {
-    std::shared_lock<std::shared_mutex> lock(map_mu_);
+    ReaderLock lock(map_mu_);
     std::vector<Partition*> order;
     for (auto& [id, p] : partitions_) {
       const PartitionInfo* info = map_.Find(PartitionId(id));
@@ -277,7 +279,7 @@ Result<size_t> Topic::Consume(const std::string& group, size_t max, std::string*
 }
 
 bool Topic::HasDataFor(const std::string& group) const {
-  std::shared_lock<std::shared_mutex> lock(map_mu_);
+  ReaderLock lock(map_mu_);
   for (const auto& [id, p] : partitions_) {
     if (p->HasDataFor(group)) return true;  // a gated successor only costs one empty read
   }
@@ -286,8 +288,10 @@ bool Topic::HasDataFor(const std::string& group) const {
 
 bool Topic::Released(const PartitionInfo& info, const std::string& group) {
   return gate_.Released(
-      map_, info, group, [this](PartitionId id, const std::string& g) { return StandingOf(id, g); },
-      [this](const PartitionInfo& p) { return SealedEndOf(p); });
+      map_, info, group,
+      [this](PartitionId id, const std::string& g)
+          REQUIRES_SHARED(map_mu_) { return StandingOf(id, g); },
+      [this](const PartitionInfo& p) REQUIRES_SHARED(map_mu_) { return SealedEndOf(p); });
 }
 
 uint64_t Topic::SealedEndOf(const PartitionInfo& info) {
@@ -296,7 +300,7 @@ uint64_t Topic::SealedEndOf(const PartitionInfo& info) {
     const auto sealed = it->second->sealed_end();
     return std::max(end, sealed ? *sealed : it->second->end_offset());
   }
-  std::lock_guard<std::mutex> lock(remote_mu_);
+  MutexLock lock(remote_mu_);
   if (auto rc = remote_commits_.find(info.id); rc != remote_commits_.end()) {
     end = std::max(end, rc->second.end_offset);
   }
@@ -307,7 +311,7 @@ std::optional<uint64_t> Topic::StandingOf(PartitionId id, const std::string& gro
   if (auto it = partitions_.find(id); it != partitions_.end()) {
     return it->second->StandingOf(group);
   }
-  std::lock_guard<std::mutex> lock(remote_mu_);
+  MutexLock lock(remote_mu_);
   auto rc = remote_commits_.find(id);
   if (rc == remote_commits_.end()) return std::nullopt;  // not fetched yet
   auto it = rc->second.commits.find(group);
@@ -325,9 +329,9 @@ void Topic::RefreshRemoteCommits() {
   std::set<std::string> groups;
   for (const auto& [g, info] : known) groups.insert(g);
   {
-    std::shared_lock<std::shared_mutex> lock(map_mu_);
+    ReaderLock lock(map_mu_);
     {
-      std::lock_guard<std::mutex> r(remote_mu_);
+      MutexLock r(remote_mu_);
       deletions = group_deletions_;
     }
     std::set<PartitionId> seen;
@@ -346,7 +350,7 @@ void Topic::RefreshRemoteCommits() {
     bool changed;
     {
       // The map may have retired the parent meanwhile; its entry must not come back.
-      std::shared_lock<std::shared_mutex> lock(map_mu_);
+      ReaderLock lock(map_mu_);
       const PartitionInfo* known = map_.Find(parent);
       if (!known) continue;
       if (known->range != commits->range) {
@@ -358,7 +362,7 @@ void Topic::RefreshRemoteCommits() {
             parent.value());
         continue;
       }
-      std::lock_guard<std::mutex> r(remote_mu_);
+      MutexLock r(remote_mu_);
       // A group deleted since the fetch began may be in it: fetch again next tick.
       if (group_deletions_ != deletions) continue;
       auto& held = remote_commits_[parent];
@@ -371,12 +375,43 @@ void Topic::RefreshRemoteCommits() {
 }
 
 Result<InstallOutcome> Topic::InstallMap(const PartitionMap& next) {
-  std::lock_guard<std::mutex> install(install_mu_);
+  MutexLock install(install_mu_);
+  const PartitionMap held = map();
+  auto fenced = CheckInstall(held, next);
+  if (!fenced.ok()) return fenced.status();
+  if (*fenced) return **fenced;
+  const auto t0 = clock_.SteadyNow();
+  auto ms_since = [&](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(clock_.SteadyNow() - t).count();
+  };
+  auto opened = OpenOwned(next);
+  if (!opened.ok()) return opened.status();
+  const double opened_ms = ms_since(t0);
+  SHOAL_RETURN_IF_ERROR(SeedOpened(next, *opened));
+  const double seeded_ms = ms_since(t0);
+  SHOAL_RETURN_IF_ERROR(UnsealLostSeals(next));
+  // Persist, then take effect. A crash between the two re-opens the new map on restart.
+  SHOAL_RETURN_IF_ERROR(fs_.WriteFileAtomic(MapPath(), next.ToJson()));
+  const double persisted_ms = ms_since(t0);
+  RetiredPartitions retired;
+  const size_t held_count = TakeEffect(next, std::move(opened).value(), &retired);
+  DropPreparedFor(next, &retired);
+  const size_t retired_count = retired.size();
+  RemoveRetired(next, std::move(retired));
+  Logger("broker")->info(
+      "msg=\"installed map\" epoch={} digest={} active_partitions={} held={} retired={} "
+      "opened_ms={:.2f} seeded_ms={:.2f} persisted_ms={:.2f} total_ms={:.2f}",
+      next.epoch().value(), next.Digest(), next.active_count(), held_count, retired_count,
+      opened_ms, seeded_ms, persisted_ms, ms_since(t0));
+  return InstallOutcome::kInstalled;
+}
+
+Result<std::optional<InstallOutcome>> Topic::CheckInstall(const PartitionMap& held,
+                                                          const PartitionMap& next) {
   SHOAL_RETURN_IF_ERROR(next.Validate());
   if (next.topic() != opts_.topic) {
     return Status::InvalidArgument("the map is for topic " + next.topic() + ", not " + opts_.topic);
   }
-  const PartitionMap held = map();
   // Fencing (invariant 5): one map per epoch in the whole system. A sidecar moves only to a
   // newer epoch; the map it holds again is "already held", and any other map of the held epoch
   // is a conflict (two coordinators minted one epoch), never "already done": the coordinator
@@ -386,23 +421,23 @@ Result<InstallOutcome> Topic::InstallMap(const PartitionMap& next) {
                               ": this sidecar holds epoch " + std::to_string(held.epoch().value()));
   }
   if (next.epoch() == held.epoch()) {
-    if (next == held) return InstallOutcome::kAlreadyHeld;
+    if (next == held) return std::optional<InstallOutcome>(InstallOutcome::kAlreadyHeld);
     return Status::Conflict("another map of epoch " + std::to_string(held.epoch().value()) +
                             " is held here (map " + held.Digest() + ", this one " +
                             next.Digest() + ")");
   }
   SHOAL_RETURN_IF_ERROR(CheckAgainstHeld(held, next));
-  const auto t0 = clock_.SteadyNow();
-  auto ms_since = [&](std::chrono::steady_clock::time_point t) {
-    return std::chrono::duration<double, std::milli>(clock_.SteadyNow() - t).count();
-  };
-  // 1. Open what this pod owns in the new map and does not hold yet (outside the map lock),
+  return std::optional<InstallOutcome>();
+}
+
+Result<Topic::OwnedPartitions> Topic::OpenOwned(const PartitionMap& next) {
+  // What this pod owns in the new map and does not hold yet, opened outside the map lock,
   // unless Prepare opened it already.
-  std::map<PartitionId, std::unique_ptr<Partition>> opened;
+  OwnedPartitions opened;
   for (const auto& info : next.partitions()) {
     if (info.owner != opts_.pod) continue;
     {
-      std::shared_lock<std::shared_mutex> lock(map_mu_);
+      ReaderLock lock(map_mu_);
       if (partitions_.count(info.id)) continue;
     }
     if (auto prepared = TakePrepared(info)) {
@@ -413,68 +448,72 @@ Result<InstallOutcome> Topic::InstallMap(const PartitionMap& next) {
     if (!p.ok()) return p.status().Annotate("partition " + std::to_string(info.id.value()));
     opened.emplace(info.id, std::move(p).value());
   }
+  return opened;
+}
+
+Status Topic::SeedOpened(const PartitionMap& next, OwnedPartitions& opened) {
+  // Each new successor inherits its parents' producer state (handoff of dedup state), once each
+  // parent's owner confirmed the parent was sealed for this very change (invariant 2: a
+  // successor takes writes only after its parents are sealed for the change that created it).
   auto held_partition = [&](PartitionId id) -> Partition* {
     if (auto it = opened.find(id); it != opened.end()) return it->second.get();
-    std::shared_lock<std::shared_mutex> lock(map_mu_);
+    ReaderLock lock(map_mu_);
     auto it = partitions_.find(id);
     return it == partitions_.end() ? nullptr : it->second.get();
   };
-  const double opened_ms = ms_since(t0);
-  // 2. Seed each new successor with its parents' producer state (handoff of dedup state), once
-  // each parent's owner confirmed the parent was sealed for this very change (invariant 2: a
-  // successor takes writes only after its parents are sealed for the change that created it).
   Status seeded = SeedSuccessors(next, held_partition);
   if (!seeded.ok()) {
     // Nothing took effect; what was opened is kept for the retry, as if prepared.
     for (auto& [id, p] : opened) {
-      if (const PartitionInfo* info = next.Find(PartitionId(id))) {
+      if (const PartitionInfo* info = next.Find(id)) {
         prepared_.emplace(id, Prepared{*info, std::move(p)});
       }
     }
-    return seeded;
   }
-  const double seeded_ms = ms_since(t0);
+  return seeded;
+}
+
+Status Topic::UnsealLostSeals(const PartitionMap& next) {
   // Seals of changes that lost to this map (see CheckAgainstHeld) are undone before it takes
   // effect.
-  {
-    std::shared_lock<std::shared_mutex> lock(map_mu_);
-    for (const auto& [id, p] : partitions_) {
-      const PartitionInfo* info = next.Find(PartitionId(id));
-      if (info && info->owner == opts_.pod && p->SealVoidFor(*info, next.epoch())) {
-        SHOAL_RETURN_IF_ERROR(p->Unseal());
-      }
+  ReaderLock lock(map_mu_);
+  for (const auto& [id, p] : partitions_) {
+    const PartitionInfo* info = next.Find(id);
+    if (info && info->owner == opts_.pod && p->SealVoidFor(*info, next.epoch())) {
+      SHOAL_RETURN_IF_ERROR(p->Unseal());
     }
   }
-  // 3. Persist, then take effect. A crash between the two re-opens the new map on restart.
-  SHOAL_RETURN_IF_ERROR(fs_.WriteFileAtomic(MapPath(), next.ToJson()));
-  const double persisted_ms = ms_since(t0);
-  // 4. Retire what the new map no longer lists. The partitions leave partitions_ under the
-  // exclusive lock, together with the map change: every reader (produce, consume, commit, the
-  // ticker, the admin views) holds the shared lock while it uses a Partition*, so none is in use
-  // once the lock is ours, and none can be found afterwards. They are destroyed and their
-  // directories removed after the lock is released. A crash before the removal leaves
-  // directories that the next start removes (the persisted map no longer lists them).
-  std::vector<std::pair<PartitionId, std::unique_ptr<Partition>>> retired;
-  size_t held_count = 0;
-  {
-    std::unique_lock<std::shared_mutex> lock(map_mu_);
-    map_ = next;
-    for (auto& [id, p] : opened) partitions_.emplace(id, std::move(p));
-    for (auto it = partitions_.begin(); it != partitions_.end();) {
-      if (next.Find(PartitionId(it->first))) {
-        ++it;
-        continue;
-      }
-      retired.emplace_back(it->first, std::move(it->second));
-      it = partitions_.erase(it);
+  return Status::Ok();
+}
+
+size_t Topic::TakeEffect(const PartitionMap& next, OwnedPartitions opened,
+                         RetiredPartitions* retired) {
+  // What the new map no longer lists leaves partitions_ under the exclusive lock, together with
+  // the map change: every reader (produce, consume, commit, the ticker, the admin views) holds
+  // the shared lock while it uses a Partition*, so none is in use once the lock is ours, and none
+  // can be found afterwards. They are destroyed and their directories removed after the lock is
+  // released (RemoveRetired). A crash before the removal leaves directories that the next start
+  // removes (the persisted map no longer lists them).
+  WriterLock lock(map_mu_);
+  map_ = next;
+  for (auto& [id, p] : opened) partitions_.emplace(id, std::move(p));
+  for (auto it = partitions_.begin(); it != partitions_.end();) {
+    if (next.Find(it->first)) {
+      ++it;
+      continue;
     }
-    held_count = partitions_.size();
-    // Gating state of partitions gone from the map: groups released per successor (held here)
-    // and commits fetched of remote parents.
-    gate_.Retain(next);
-    std::lock_guard<std::mutex> r(remote_mu_);
-    std::erase_if(remote_commits_, [&](const auto& e) { return !next.Find(PartitionId(e.first)); });
+    retired->emplace_back(it->first, std::move(it->second));
+    it = partitions_.erase(it);
   }
+  // Gating state of partitions gone from the map: groups released per successor (held here)
+  // and commits fetched of remote parents.
+  gate_.Retain(next);
+  MutexLock r(remote_mu_);
+  std::erase_if(remote_commits_, [&](const auto& e) { return !next.Find(e.first); });
+  return partitions_.size();
+}
+
+void Topic::DropPreparedFor(const PartitionMap& next, RetiredPartitions* retired) {
   // Prepared for a map that this one retired or gave to another pod (an id it has); ids beyond
   // it belong to a coming map.
   for (auto it = prepared_.begin(); it != prepared_.end();) {
@@ -483,9 +522,12 @@ Result<InstallOutcome> Topic::InstallMap(const PartitionMap& next) {
       ++it;
       continue;
     }
-    retired.emplace_back(it->first, std::move(it->second.partition));
+    retired->emplace_back(it->first, std::move(it->second.partition));
     it = prepared_.erase(it);
   }
+}
+
+void Topic::RemoveRetired(const PartitionMap& next, RetiredPartitions retired) {
   for (auto& [id, p] : retired) {
     p.reset();  // closes its files; nothing of it is needed any more
     if (Status rm = fs_.RemoveAll(PartitionDir(id)); !rm.ok()) {
@@ -498,12 +540,6 @@ Result<InstallOutcome> Topic::InstallMap(const PartitionMap& next) {
                              next.epoch().value());
     }
   }
-  Logger("broker")->info(
-      "msg=\"installed map\" epoch={} digest={} active_partitions={} held={} retired={} "
-      "opened_ms={:.2f} seeded_ms={:.2f} persisted_ms={:.2f} total_ms={:.2f}",
-      next.epoch().value(), next.Digest(), next.active_count(), held_count, retired.size(),
-      opened_ms, seeded_ms, persisted_ms, ms_since(t0));
-  return InstallOutcome::kInstalled;
 }
 
 Status Topic::CheckAgainstHeld(const PartitionMap& held, const PartitionMap& next) {
@@ -511,7 +547,7 @@ Status Topic::CheckAgainstHeld(const PartitionMap& held, const PartitionMap& nex
                          std::to_string(next.epoch().value()) + ")";
   std::vector<std::pair<PartitionId, uint64_t>> dropped;  // held here, gone from next: end
   {
-    std::shared_lock<std::shared_mutex> lock(map_mu_);
+    ReaderLock lock(map_mu_);
     for (const auto& [id, p] : partitions_) {
       const std::string pid = "partition " + std::to_string(id.value());
       const PartitionInfo* info = next.Find(id);
@@ -648,7 +684,7 @@ Status Topic::CheckAgainstHeld(const PartitionMap& held, const PartitionMap& nex
       }
     }
   }
-  std::shared_lock<std::shared_mutex> lock(map_mu_);
+  ReaderLock lock(map_mu_);
   for (const auto& [id, end] : dropped) {
     auto it = partitions_.find(id);
     if (it == partitions_.end()) continue;
@@ -661,7 +697,7 @@ Status Topic::CheckAgainstHeld(const PartitionMap& held, const PartitionMap& nex
 }
 
 Result<RemoteCommits> Topic::CommitsOf(PartitionId id) {
-  std::shared_lock<std::shared_mutex> lock(map_mu_);
+  ReaderLock lock(map_mu_);
   auto it = partitions_.find(id);
   if (it == partitions_.end()) {
     return Status::NotFound("partition " + std::to_string(id.value()) + " is not on this sidecar");
@@ -672,7 +708,7 @@ Result<RemoteCommits> Topic::CommitsOf(PartitionId id) {
 }
 
 std::vector<std::pair<PartitionId, HashRange>> Topic::AcceptingPartitions() const {
-  std::shared_lock<std::shared_mutex> lock(map_mu_);
+  ReaderLock lock(map_mu_);
   std::vector<std::pair<PartitionId, HashRange>> out;
   for (const auto& [id, p] : partitions_) {
     const PartitionInfo* info = map_.Find(PartitionId(id));
@@ -683,7 +719,7 @@ std::vector<std::pair<PartitionId, HashRange>> Topic::AcceptingPartitions() cons
 
 Status Topic::Commit(const wire::CommitRequest& request) {
   SHOAL_RETURN_IF_ERROR(registry_->Touch(request.group, clock_.NowMs()));
-  std::shared_lock<std::shared_mutex> lock(map_mu_);
+  ReaderLock lock(map_mu_);
   // Check every entry before applying any: a refused request changes nothing. An end offset
   // only grows, so an entry valid here is still valid when it is applied below.
   for (const auto& c : request.offsets) {
@@ -717,13 +753,13 @@ Result<std::vector<PartitionId>> Topic::DeleteGroup(const std::string& group, bo
   SHOAL_RETURN_IF_ERROR(wire::ValidateGroup(group));
   // Exclusive: no consume or commit runs between the checks, the deletions and the release
   // reset, so a returning group is never handed a successor on a release made before.
-  std::unique_lock<std::shared_mutex> lock(map_mu_);
+  WriterLock lock(map_mu_);
   if (!force) {
     for (auto& [id, p] : partitions_) SHOAL_RETURN_IF_ERROR(p->CheckGroupIdle(group));
   }
   gate_.Forget(group);
   {
-    std::lock_guard<std::mutex> r(remote_mu_);
+    MutexLock r(remote_mu_);
     for (auto& [id, commits] : remote_commits_) commits.commits.erase(group);
     ++group_deletions_;
   }
@@ -739,7 +775,7 @@ Result<std::vector<PartitionId>> Topic::DeleteGroup(const std::string& group, bo
 }
 
 PartitionMap Topic::map() const {
-  std::shared_lock<std::shared_mutex> lock(map_mu_);
+  ReaderLock lock(map_mu_);
   return map_;
 }
 
@@ -751,9 +787,10 @@ void Topic::Start() {
 // Work that talks to other sidecars runs on its own thread: a slow or hung peer must not delay
 // the interval fsync, retention or redelivery of the partitions held here.
 void Topic::PeerTickLoop() {
-  std::unique_lock<std::mutex> lock(tick_mu_);
+  MutexLock lock(tick_mu_);
   while (!stopping_) {
-    tick_cv_.wait_for(lock, std::chrono::milliseconds(opts_.tick_ms), [&] { return stopping_; });
+    // A spurious wakeup only runs a round early; stop is checked under the lock.
+    tick_cv_.wait_for(lock, std::chrono::milliseconds(opts_.tick_ms));
     if (stopping_) break;
     lock.unlock();
     PeerTickOnce();
@@ -801,9 +838,10 @@ void Topic::ExpireGroups() {
 
 void Topic::TickLoop() {
   auto last_sync = clock_.SteadyNow();
-  std::unique_lock<std::mutex> lock(tick_mu_);
+  MutexLock lock(tick_mu_);
   while (!stopping_) {
-    tick_cv_.wait_for(lock, std::chrono::milliseconds(opts_.tick_ms), [&] { return stopping_; });
+    // A spurious wakeup only runs a round early; stop is checked under the lock.
+    tick_cv_.wait_for(lock, std::chrono::milliseconds(opts_.tick_ms));
     if (stopping_) break;
     lock.unlock();
     const auto now = clock_.SteadyNow();
@@ -817,7 +855,7 @@ void Topic::TickLoop() {
 void Topic::TickOnce(bool sync_due) {
   bool moved = false;
   {
-    std::shared_lock<std::shared_mutex> map_lock(map_mu_);
+    ReaderLock map_lock(map_mu_);
     for (auto& [id, p] : partitions_) moved |= p->Tick(sync_due);
   }
   const int64_t now = clock_.NowMs();
@@ -832,13 +870,13 @@ void Topic::TickOnce(bool sync_due) {
 
 Status Topic::Close() {
   {
-    std::lock_guard<std::mutex> lock(tick_mu_);
+    MutexLock lock(tick_mu_);
     stopping_ = true;
   }
   tick_cv_.notify_all();
   if (ticker_.joinable()) ticker_.join();
   if (peer_ticker_.joinable()) peer_ticker_.join();
-  std::unique_lock<std::shared_mutex> lock(map_mu_);
+  WriterLock lock(map_mu_);
   Status first = registry_->Flush();
   for (auto& [id, p] : partitions_) {
     Status st = p->Close();

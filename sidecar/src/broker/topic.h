@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <shared_mutex>
 #include <string>
@@ -28,6 +29,7 @@
 #include "shoal/common/clock.h"
 #include "shoal/common/partition_map.h"
 #include "shoal/common/wire.h"
+#include "shoal/common/thread_annotations.h"
 
 namespace prometheus {
 class Collectable;
@@ -189,12 +191,13 @@ class Topic {
  private:
   Topic(TopicOptions options, Clock& clock, SidecarProbe& probe, PeerClient* peers);
   // Whether `group` may read successor `info` yet (SuccessorGate); requires map_mu_ shared.
-  bool Released(const PartitionInfo& info, const std::string& group);
+  bool Released(const PartitionInfo& info, const std::string& group) REQUIRES_SHARED(map_mu_);
   // Where `group` stands in `partition`, held here or fetched; requires map_mu_ shared.
-  std::optional<uint64_t> StandingOf(PartitionId partition, const std::string& group);
+  std::optional<uint64_t> StandingOf(PartitionId partition, const std::string& group)
+      REQUIRES_SHARED(map_mu_);
   // The end offset a group must reach in sealed `partition`: its seal's end where it is held or
   // its owner told it, never less than what the map records; requires map_mu_ shared.
-  uint64_t SealedEndOf(const PartitionInfo& partition);
+  uint64_t SealedEndOf(const PartitionInfo& partition) REQUIRES_SHARED(map_mu_);
   void RefreshRemoteCommits();
   // Deletes groups idle on every sidecar of the map for group_expiry_ms.
   void ExpireGroups();
@@ -202,23 +205,47 @@ class Topic {
   // partition it drops or seals without the seal here, a seal here it records with another end
   // or other successors, a retirement before a parent's or of a partition some group the topic
   // knows (here or at any peer) has not consumed to its end. Requires install_mu_.
-  Status CheckAgainstHeld(const PartitionMap& held, const PartitionMap& next);
+  Status CheckAgainstHeld(const PartitionMap& held, const PartitionMap& next)
+      REQUIRES(install_mu_);
+  // InstallMap's steps, in order; each requires install_mu_.
+  // Validation and fencing: a value when the install is already decided (kAlreadyHeld), none
+  // when it goes ahead, an error when it is refused (nothing changed).
+  Result<std::optional<InstallOutcome>> CheckInstall(const PartitionMap& held,
+                                                     const PartitionMap& next)
+      REQUIRES(install_mu_);
+  using OwnedPartitions = std::map<PartitionId, std::unique_ptr<Partition>>;
+  using RetiredPartitions = std::vector<std::pair<PartitionId, std::unique_ptr<Partition>>>;
+  // Opens the partitions `next` gives this pod that are not held here yet.
+  Result<OwnedPartitions> OpenOwned(const PartitionMap& next) REQUIRES(install_mu_);
+  // Seeds the successors among them; on failure keeps them as prepared for the retry.
+  Status SeedOpened(const PartitionMap& next, OwnedPartitions& opened) REQUIRES(install_mu_);
+  // Undoes seals made for changes that lost to `next`.
+  Status UnsealLostSeals(const PartitionMap& next) REQUIRES(install_mu_);
+  // Makes `next` the map with `opened` held; moves what it no longer lists to `retired`.
+  // Returns how many partitions are held now.
+  size_t TakeEffect(const PartitionMap& next, OwnedPartitions opened, RetiredPartitions* retired)
+      REQUIRES(install_mu_);
+  // Moves partitions prepared for a map that `next` overrides to `retired`.
+  void DropPreparedFor(const PartitionMap& next, RetiredPartitions* retired)
+      REQUIRES(install_mu_);
+  // Closes the retired partitions and removes their directories.
+  void RemoveRetired(const PartitionMap& next, RetiredPartitions retired);
   bool Accepting(const PartitionInfo& info, const Partition& p) const;
   // Makes each active successor this pod owns in `map` inherit its parents' producer state, if
   // it has not yet. `held` finds a partition held here (or about to be).
   Status SeedSuccessors(const PartitionMap& map, const std::function<Partition*(PartitionId)>& held);
   // Seeds successors left unseeded by a restart (their parents' owners may be down a while).
   void SeedPending();
-  Status LoadOrCreateMap();
-  Status OpenPartitions();
+  Status LoadOrCreateMap() REQUIRES(map_mu_);
+  Status OpenPartitions() REQUIRES(map_mu_);
   // Removes directories of partitions the map on disk retired that a crash left behind.
-  void RemoveRetiredLeftovers();
+  void RemoveRetiredLeftovers() REQUIRES_SHARED(map_mu_);
   std::string MapPath() const;
   std::string PartitionDir(PartitionId id) const;
   PartitionOptions OptionsFor(const PartitionInfo& info) const;
   // Whether `id` is a partition the map's lineage had and retired (ids only grow, and a retired
   // partition's successors, with larger ids, stay in the map).  Requires map_mu_.
-  bool RetiredInMap(PartitionId id) const;
+  bool RetiredInMap(PartitionId id) const REQUIRES_SHARED(map_mu_);
   void TickLoop();
   void PeerTickLoop();
 
@@ -228,13 +255,13 @@ class Topic {
   SidecarProbe& probe_;
   std::function<void()> on_data_;
 
-  mutable std::shared_mutex map_mu_;
-  PartitionMap map_;                                           // guarded by map_mu_
+  mutable SharedMutex map_mu_;
+  PartitionMap map_ GUARDED_BY(map_mu_);
   bool map_from_disk_ = false;                                 // set by LoadOrCreateMap
-  std::map<PartitionId, std::unique_ptr<Partition>> partitions_;  // guarded by map_mu_
+  std::map<PartitionId, std::unique_ptr<Partition>> partitions_ GUARDED_BY(map_mu_);
   std::atomic<uint32_t> consume_rotor_{0};
   PeerClient* peers_;
-  std::mutex install_mu_;                                    // one map change at a time
+  Mutex install_mu_ ACQUIRED_BEFORE(map_mu_);  // one map change at a time
   // Partitions opened ahead of a map (Prepare, or an install that failed after opening them),
   // with the partition of the map they were opened for. Ids are fixed for a partition's life in
   // one history of maps, but two coordinators can mint two maps that give one id two meanings:
@@ -244,25 +271,26 @@ class Topic {
     PartitionInfo as;
     std::unique_ptr<Partition> partition;
   };
-  std::map<PartitionId, Prepared> prepared_;  // guarded by install_mu_
+  std::map<PartitionId, Prepared> prepared_ GUARDED_BY(install_mu_);
   // The partition prepared for `info`, if one matches it; a prepared one for another meaning of
   // the id is closed and its directory removed. Requires install_mu_.
-  std::unique_ptr<Partition> TakePrepared(const PartitionInfo& info);
+  std::unique_ptr<Partition> TakePrepared(const PartitionInfo& info) REQUIRES(install_mu_);
 
   std::unique_ptr<GroupRegistry> registry_;
   // Parents-first gating (invariant 3).
   SuccessorGate gate_;
   // Commits of remote partitions of local successors' lineages, as last fetched; guarded by
   // remote_mu_.
-  std::mutex remote_mu_;
-  std::map<PartitionId, RemoteCommits> remote_commits_;
-  uint64_t group_deletions_ = 0;  // a commits fetch begun before a deletion is dropped
+  Mutex remote_mu_;
+  std::map<PartitionId, RemoteCommits> remote_commits_ GUARDED_BY(remote_mu_);
+  // A commits fetch begun before a deletion is dropped.
+  uint64_t group_deletions_ GUARDED_BY(remote_mu_) = 0;
   int64_t last_expiry_ms_ = 0;    // peer ticker only
   int64_t last_registry_flush_ms_ = 0;  // ticker only
 
-  std::mutex tick_mu_;
-  std::condition_variable tick_cv_;
-  bool stopping_ = false;  // guarded by tick_mu_
+  Mutex tick_mu_;
+  CondVar tick_cv_;
+  bool stopping_ GUARDED_BY(tick_mu_) = false;
   std::thread ticker_;
   std::thread peer_ticker_;
 };

@@ -59,11 +59,11 @@ Status Topic::SeedSuccessors(const PartitionMap& next,
 }
 
 void Topic::SeedPending() {
-  std::lock_guard<std::mutex> install(install_mu_);
+  MutexLock install(install_mu_);
   const PartitionMap m = map();
   bool pending = false;
   {
-    std::shared_lock<std::shared_mutex> lock(map_mu_);
+    ReaderLock lock(map_mu_);
     for (const auto& info : m.partitions()) {
       auto it = partitions_.find(info.id);
       pending |= info.owner == opts_.pod && !info.parents.empty() && it != partitions_.end() &&
@@ -72,7 +72,7 @@ void Topic::SeedPending() {
   }
   if (!pending) return;
   Status st = SeedSuccessors(m, [this](PartitionId id) -> Partition* {
-    std::shared_lock<std::shared_mutex> lock(map_mu_);
+    ReaderLock lock(map_mu_);
     auto it = partitions_.find(id);
     return it == partitions_.end() ? nullptr : it->second.get();
   });
@@ -83,7 +83,7 @@ void Topic::SeedPending() {
 }
 
 Status Topic::Prepare(const PartitionMap& next) {
-  std::lock_guard<std::mutex> install(install_mu_);
+  MutexLock install(install_mu_);
   SHOAL_RETURN_IF_ERROR(next.Validate());
   if (next.epoch() <= map().epoch()) {
     return Status::StaleEpoch("stale epoch " + std::to_string(next.epoch().value()) +
@@ -93,7 +93,7 @@ Status Topic::Prepare(const PartitionMap& next) {
   for (const auto& info : next.partitions()) {
     if (info.owner != opts_.pod) continue;
     {
-      std::shared_lock<std::shared_mutex> lock(map_mu_);
+      ReaderLock lock(map_mu_);
       if (partitions_.count(info.id)) continue;
     }
     auto p = TakePrepared(info);
@@ -133,7 +133,7 @@ std::unique_ptr<Partition> Topic::TakePrepared(const PartitionInfo& info) {
 }
 
 Result<uint64_t> Topic::Seal(PartitionId id, const SealIntent& intent) {
-  std::shared_lock<std::shared_mutex> lock(map_mu_);
+  ReaderLock lock(map_mu_);
   auto it = partitions_.find(id);
   if (it == partitions_.end()) {
     return Status::NotFound("partition " + std::to_string(id.value()) + " is not on this sidecar");
@@ -149,7 +149,7 @@ Result<uint64_t> Topic::Seal(const PartitionMap& target, PartitionId id) {
 
 Result<std::string> Topic::ExportProducers(PartitionId id, const SuccessorRef* successor,
                                            std::optional<uint64_t> end) {
-  std::shared_lock<std::shared_mutex> lock(map_mu_);
+  ReaderLock lock(map_mu_);
   auto it = partitions_.find(id);
   if (it == partitions_.end()) {
     return Status::NotFound("partition " + std::to_string(id.value()) + " is not on this sidecar");

@@ -10,7 +10,7 @@
 namespace shoal::broker {
 
 Result<std::string> Topic::CommitsJson(PartitionId id) {
-  std::shared_lock<std::shared_mutex> lock(map_mu_);
+  ReaderLock lock(map_mu_);
   auto it = partitions_.find(id);
   if (it == partitions_.end()) {
     return Status::NotFound("partition " + std::to_string(id.value()) + " is not on this sidecar");
@@ -43,7 +43,7 @@ Result<std::string> Topic::CommitsJson(PartitionId id) {
 std::string Topic::GroupsJson() const { return registry_->ToJson(); }
 
 std::string Topic::ViewJson() const {
-  std::shared_lock<std::shared_mutex> lock(map_mu_);
+  ReaderLock lock(map_mu_);
   std::string out = "{\"topic\":";
   json::AppendString(out, opts_.topic);
   out += ",\"epoch\":";
@@ -96,7 +96,7 @@ std::string Topic::ViewJson() const {
 }
 
 std::string Topic::PartitionsJson() const {
-  std::shared_lock<std::shared_mutex> lock(map_mu_);
+  ReaderLock lock(map_mu_);
   std::string out = "{\"topic\":";
   json::AppendString(out, opts_.topic);
   out += ",\"pod\":";
@@ -191,7 +191,7 @@ std::shared_ptr<prometheus::Collectable> Topic::StateCollectable() {
     auto parts = metrics::GaugeFamily("shoal_partitions", "Partitions of this sidecar by state");
     std::vector<std::string> known;
     for (const auto& [g, info] : registry_->All()) known.push_back(g);
-    std::shared_lock<std::shared_mutex> lock(map_mu_);
+    ReaderLock lock(map_mu_);
     metrics::AddGauge(epoch, {{"topic", opts_.topic}}, static_cast<double>(map_.epoch().value()));
     double active = 0, sealed = 0;
     for (const auto& info : map_.partitions()) {

@@ -34,6 +34,7 @@ Result<std::unique_ptr<CommitStore>> CommitStore::Open(const std::string& dir, F
   std::string data;
   Status st = s->fs_->ReadWholeFile(s->path_, &data);
   if (!st.ok() && st.code() != Status::Code::kNotFound) return st;
+  MutexLock lock(s->mu_);  // not shared yet; the lock is what the analysis checks
   size_t pos = 0;
   while (pos + 8 <= data.size()) {
     uint32_t len = 0, crc = 0;
@@ -97,7 +98,7 @@ Status CommitStore::SyncLocked() {
 
 Result<bool> CommitStore::Commit(const std::string& group, Offset offset, bool sync) {
   if (offset.value() == kTombstone) return Status::InvalidArgument("offset 2^64-1 is not an offset");
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = commits_.find(group);
   if (it != commits_.end() && it->second >= offset) return false;
   std::string rec;
@@ -109,7 +110,7 @@ Result<bool> CommitStore::Commit(const std::string& group, Offset offset, bool s
 }
 
 Result<bool> CommitStore::Delete(const std::string& group, bool sync) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!commits_.count(group)) return false;
   std::string rec;
   EncodeCommit(group, kTombstone, rec);
@@ -120,7 +121,7 @@ Result<bool> CommitStore::Delete(const std::string& group, bool sync) {
 }
 
 Status CommitStore::ClampTo(Offset end) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   bool changed = false;
   for (auto& [group, offset] : commits_) {
     if (offset > end) {
@@ -132,19 +133,19 @@ Status CommitStore::ClampTo(Offset end) {
 }
 
 std::optional<Offset> CommitStore::Get(const std::string& group) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = commits_.find(group);
   if (it == commits_.end()) return std::nullopt;
   return it->second;
 }
 
 std::map<std::string, Offset> CommitStore::All() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return commits_;
 }
 
 Status CommitStore::Sync() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return SyncLocked();
 }
 

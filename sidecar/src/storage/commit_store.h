@@ -19,6 +19,7 @@
 
 #include "shoal/common/ids.h"
 #include "shoal/common/status.h"
+#include "shoal/common/thread_annotations.h"
 
 namespace shoal::storage {
 
@@ -46,19 +47,18 @@ class CommitStore {
 
  private:
   CommitStore() = default;
-  Status Compact();                           // requires mu_
-  Status Append(const std::string& rec, bool sync);  // requires mu_
+  Status Compact() REQUIRES(mu_);
+  Status Append(const std::string& rec, bool sync) REQUIRES(mu_);
+  Status SyncLocked() REQUIRES(mu_);
 
-  Status SyncLocked();  // requires mu_
-
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   FileSystem* fs_ = nullptr;
   std::string path_;
-  std::unique_ptr<File> file_;
-  Status failure_;  // a failed sync, final
-  uint64_t file_size_ = 0;
-  bool dirty_ = false;
-  std::map<std::string, Offset> commits_;
+  std::unique_ptr<File> file_ GUARDED_BY(mu_);
+  Status failure_ GUARDED_BY(mu_);  // a failed sync, final
+  uint64_t file_size_ GUARDED_BY(mu_) = 0;
+  bool dirty_ GUARDED_BY(mu_) = false;
+  std::map<std::string, Offset> commits_ GUARDED_BY(mu_);
 };
 
 }  // namespace shoal::storage

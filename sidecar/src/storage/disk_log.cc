@@ -18,6 +18,7 @@
 
 #include "shoal/common/hash.h"
 #include "shoal/common/logging.h"
+#include "shoal/common/thread_annotations.h"
 #include "storage/log.h"
 #include "storage/file_system.h"
 #include "storage/record.h"
@@ -74,7 +75,7 @@ class DiskLog final : public Log {
   uint64_t durable_offset() const override { return durable_.load(std::memory_order_acquire); }
   uint64_t size_bytes() const override { return size_.load(std::memory_order_relaxed); }
   size_t segment_count() const override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return segments_.size();
   }
   Result<size_t> ApplyRetention(const RetentionPolicy& policy, int64_t now_ms) override;
@@ -83,7 +84,7 @@ class DiskLog final : public Log {
  private:
   Status OpenSegment(uint64_t base, bool is_last, std::shared_ptr<Segment>* out);
   Status ScanSegment(Segment* seg, bool truncate_tail);
-  Status Roll();  // requires mu_
+  Status Roll() REQUIRES(mu_);
   void MaybeIndex(Segment* seg, uint64_t offset, uint64_t position);
   // A failed fdatasync is final for this log (PostgreSQL's lesson: after an EIO the kernel may
   // have dropped the dirty pages, and a later fdatasync that succeeds says nothing about them).
@@ -96,23 +97,23 @@ class DiskLog final : public Log {
   FileSystem& fs_;
   std::shared_ptr<spdlog::logger> log_;
 
-  mutable std::mutex
-      mu_;  // guards segments_ and every Segment's mutable fields, serializes appends
-  std::vector<std::shared_ptr<Segment>> segments_;
-  std::string scratch_;
-  std::mutex sync_mu_;  // one fdatasync at a time; later callers find their records already synced
+  // Guards segments_ and every Segment's mutable fields, serializes appends.
+  mutable Mutex mu_ ACQUIRED_AFTER(sync_mu_);
+  std::vector<std::shared_ptr<Segment>> segments_ GUARDED_BY(mu_);
+  std::string scratch_ GUARDED_BY(mu_);
+  Mutex sync_mu_;  // one fdatasync at a time; later callers find their records already synced
 
   std::atomic<uint64_t> start_{0};
   std::atomic<uint64_t> end_{0};
   std::atomic<uint64_t> durable_{0};
   std::atomic<uint64_t> size_{0};
   std::atomic<bool> failed_{false};
-  mutable std::mutex failure_mu_;
-  Status failure_;  // guarded by failure_mu_
+  mutable Mutex failure_mu_;
+  Status failure_ GUARDED_BY(failure_mu_);
 };
 
 Status DiskLog::Fail(const Status& st) {
-  std::lock_guard<std::mutex> lock(failure_mu_);
+  MutexLock lock(failure_mu_);
   if (!failed_.exchange(true)) {
     failure_ = st.Annotate("the log failed and takes no more writes until it is reopened");
     log_->error("msg=\"fdatasync failed; the partition's log takes no more writes\" dir={} "
@@ -123,7 +124,7 @@ Status DiskLog::Fail(const Status& st) {
 }
 
 Status DiskLog::failure() const {
-  std::lock_guard<std::mutex> lock(failure_mu_);
+  MutexLock lock(failure_mu_);
   return failure_;
 }
 
@@ -147,6 +148,7 @@ Status DiskLog::Open() {
   }
   std::sort(bases.begin(), bases.end());
   if (bases.empty()) bases.push_back(0);
+  MutexLock lock(mu_);  // not shared yet; the lock is what the analysis checks
   for (size_t i = 0; i < bases.size(); ++i) {
     std::shared_ptr<Segment> seg;
     SHOAL_RETURN_IF_ERROR(OpenSegment(bases[i], i + 1 == bases.size(), &seg));
@@ -281,7 +283,7 @@ Result<uint64_t> DiskLog::Append(std::span<const AppendEntry> entries) {
                               ") does not fit the log's record format");
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (failed_.load()) return failure();
   if (entries.empty()) return end_.load();
   Segment* seg = segments_.back().get();
@@ -318,12 +320,12 @@ Result<uint64_t> DiskLog::Append(std::span<const AppendEntry> entries) {
 }
 
 Result<uint64_t> DiskLog::Sync() {
-  std::lock_guard<std::mutex> sync_lock(sync_mu_);
+  MutexLock sync_lock(sync_mu_);
   if (failed_.load()) return failure();
   std::shared_ptr<Segment> seg;
   uint64_t target;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     target = end_.load();
     seg = segments_.back();
   }
@@ -358,7 +360,7 @@ Status DiskLog::Read(uint64_t from, uint64_t limit, size_t max_records, size_t m
     std::shared_ptr<Segment> seg;
     uint64_t pos = 0, seg_size = 0;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       auto it = std::upper_bound(
           segments_.begin(), segments_.end(), from,
           [](uint64_t v, const std::shared_ptr<Segment>& s) { return v < s->base; });
@@ -431,7 +433,7 @@ Status DiskLog::Read(uint64_t from, uint64_t limit, size_t max_records, size_t m
 
 Result<size_t> DiskLog::ApplyRetention(const RetentionPolicy& policy, int64_t now_ms) {
   if (policy.max_bytes == 0 && policy.max_age_ms == 0) return size_t{0};
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   size_t removed = 0;
   while (segments_.size() > 1) {
     const auto& seg = segments_.front();

@@ -8,11 +8,9 @@
 
 namespace shoal::storage {
 
-// IoError carrying strerror(errno) after `what`.
-Status ErrnoStatus(const std::string& what);
 Status PreadFull(int fd, char* buf, size_t len, uint64_t pos);
 Status PwriteFull(int fd, const char* buf, size_t len, uint64_t pos);
 Status ReadWholeFile(const std::string& path, std::string* out);
-// Durable whole-file writes and directory syncs are shoal/common/files.h's.
+// Durable whole-file writes, directory syncs and ErrnoError are shoal/common/files.h's.
 
 }  // namespace shoal::storage

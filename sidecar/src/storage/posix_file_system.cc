@@ -25,21 +25,21 @@ class PosixFile final : public File {
     return PwriteFull(fd_, buf, len, pos).Annotate(path_);
   }
   Status Truncate(uint64_t size) override {
-    if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) return ErrnoStatus("truncating " + path_);
+    if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) return ErrnoError("truncating " + path_);
     return Status::Ok();
   }
   Status Sync() override {
-    if (::fdatasync(fd_) != 0) return ErrnoStatus("fdatasync " + path_);
+    if (::fdatasync(fd_) != 0) return ErrnoError("fdatasync " + path_);
     return Status::Ok();
   }
   Result<uint64_t> Size() const override {
     struct stat st;
-    if (::fstat(fd_, &st) != 0) return ErrnoStatus("stat " + path_);
+    if (::fstat(fd_, &st) != 0) return ErrnoError("stat " + path_);
     return static_cast<uint64_t>(st.st_size);
   }
   Result<int64_t> ModifiedMs() const override {
     struct stat st;
-    if (::fstat(fd_, &st) != 0) return ErrnoStatus("stat " + path_);
+    if (::fstat(fd_, &st) != 0) return ErrnoError("stat " + path_);
     return int64_t{st.st_mtim.tv_sec} * 1000 + st.st_mtim.tv_nsec / 1000000;
   }
 
@@ -53,7 +53,7 @@ class Posix final : public FileSystem {
   Result<std::unique_ptr<File>> Open(const std::string& path, bool truncate) override {
     const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : 0),
                           0644);
-    if (fd < 0) return ErrnoStatus("opening " + path);
+    if (fd < 0) return ErrnoError("opening " + path);
     return std::unique_ptr<File>(new PosixFile(fd, path));
   }
   Status ReadWholeFile(const std::string& path, std::string* out) override {
@@ -63,7 +63,7 @@ class Posix final : public FileSystem {
     return WriteFileDurable(path, contents);
   }
   Status Remove(const std::string& path) override {
-    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("removing " + path);
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoError("removing " + path);
     return Status::Ok();
   }
   Status RemoveAll(const std::string& path) override {

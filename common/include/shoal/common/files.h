@@ -13,6 +13,10 @@
 
 namespace shoal {
 
+// IoError carrying strerror(errno) after `what` ("opening /d/x: No such file or directory"); call
+// it right after the failed call, before anything else can change errno.
+Status ErrnoError(const std::string& what);
+
 // Writes `content` to `path` so that after a crash or a power cut the file holds either its old
 // content or the new, whole: a temporary file beside it, written in full, fdatasync, rename over
 // `path`, fsync of the directory. Returns only once the new content is durable. A failure leaves
