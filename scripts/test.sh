@@ -3,11 +3,12 @@
 # (ctest), the data-plane contract check, a short fuzz run of the request parsers and a smoke run
 # of the ingest benchmark. Exits non-zero on the first failure. The peers of the peer benchmark
 # (Redis, NATS) are installed too, so that its smoke test runs against them, and Prometheus,
-# promtool and shellcheck for the observability and chart tests.
+# promtool and shellcheck for the observability and chart tests, and the real Helm 4 and
+# kubectl 1.35 for the Kubernetes tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
-./scripts/install-deps.sh --peers --observe
+./scripts/install-deps.sh --peers --observe --kube
 ./scripts/build.sh
 
 echo "== unit and integration tests (ctest)"
