@@ -3,6 +3,7 @@
 // clang-format off
 #include <utility>  // std::exchange, before boost::asio (awaitable.hpp needs it)
 // clang-format on
+#include <boost/asio/ssl.hpp>
 #include <cpprest/http_listener.h>
 #include <cpprest/producerconsumerstream.h>
 
@@ -18,6 +19,7 @@
 #include <thread>
 
 #include "shoal/control/process.h"
+#include "support/fake_kube/discovery.h"
 #include "support/fake_kube/json_patch.h"
 #include "support/fake_kube/label_selector.h"
 #include "support/fake_kube/openapi_schema.h"
@@ -35,6 +37,9 @@ ResourceType PartitionedTopicType() {
                  .version = "v1alpha1",
                  .plural = "partitionedtopics",
                  .kind = "PartitionedTopic"};
+  t.singular = "partitionedtopic";
+  t.short_names = {"ptopic"};
+  t.categories = {"shoal"};
   t.custom = true;
   t.status_subresource = true;
   t.tracks_generation = true;
@@ -51,21 +56,35 @@ std::vector<ResourceType> DefaultResourceTypes() {
       .group = "apps", .version = "v1", .plural = "statefulsets", .kind = "StatefulSet"};
   sts.status_subresource = true;
   sts.tracks_generation = true;
+  sts.short_names = {"sts"};
+  sts.categories = {"all"};
   sts.scale = ScaleSubresource{.spec_replicas_path = ".spec.replicas",
                                .status_replicas_path = ".status.replicas",
                                .label_selector_path = ".spec.selector"};
   out.push_back(sts);
   ResourceType services{.group = "", .version = "v1", .plural = "services", .kind = "Service"};
   services.status_subresource = true;
+  services.short_names = {"svc"};
+  services.categories = {"all"};
   out.push_back(services);
   out.push_back({.group = "", .version = "v1", .plural = "secrets", .kind = "Secret"});
   ResourceType pods{.group = "", .version = "v1", .plural = "pods", .kind = "Pod"};
   pods.status_subresource = true;
+  pods.short_names = {"po"};
+  pods.categories = {"all"};
   out.push_back(pods);
-  out.push_back({.group = "", .version = "v1", .plural = "events", .kind = "Event"});
+  out.push_back({.group = "",
+                 .version = "v1",
+                 .plural = "events",
+                 .kind = "Event",
+                 .short_names = {"ev"}});
   out.push_back(
       {.group = "coordination.k8s.io", .version = "v1", .plural = "leases", .kind = "Lease"});
-  out.push_back({.group = "events.k8s.io", .version = "v1", .plural = "events", .kind = "Event"});
+  out.push_back({.group = "events.k8s.io",
+                 .version = "v1",
+                 .plural = "events",
+                 .kind = "Event",
+                 .short_names = {"ev"}});
   ResourceType metrics{
       .group = "metrics.k8s.io", .version = "v1beta1", .plural = "pods", .kind = "PodMetrics"};
   metrics.read_only = true;
@@ -518,7 +537,11 @@ class FakeApiServer::Impl : public std::enable_shared_from_this<FakeApiServer::I
   const Clock* const clock_;
   const std::vector<value> schemas_;  // per type: its CRD's openAPIV3Schema, or null
   uint16_t port_ = 0;
+  uint16_t secure_port_ = 0;
   std::unique_ptr<web::http::experimental::listener::http_listener> listener_;
+  std::unique_ptr<web::http::experimental::listener::http_listener> secure_listener_;
+  // The TLS listener on a free port, when tls_cert_file and tls_key_file are set.
+  Status OpenSecure();
   std::thread timer_;
 
   mutable std::mutex mu_;
@@ -573,12 +596,47 @@ Status FakeApiServer::Impl::Open() {
       listener->open().wait();
       listener_ = std::move(listener);
       port_ = port;
+      SHOAL_RETURN_IF_ERROR(OpenSecure());
       timer_ = std::thread([this] { TimerLoop(); });
       return Status::Ok();
     } catch (const std::exception& e) {
       last = Status::Unavailable("cannot listen on " + uri + ": " + e.what());
     }
     if (opts_.port != 0) break;
+  }
+  return last;
+}
+
+Status FakeApiServer::Impl::OpenSecure() {
+  if (opts_.tls_cert_file.empty() || opts_.tls_key_file.empty()) return Status::Ok();
+  Status last = Status::Unavailable("no port tried");
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    auto free = control::FreePort(opts_.host);
+    if (!free.ok()) return free.status();
+    const std::string uri = "https://" + opts_.host + ":" + std::to_string(*free);
+    web::http::experimental::listener::http_listener_config config;
+    const std::string cert = opts_.tls_cert_file, key = opts_.tls_key_file;
+    config.set_ssl_context_callback([cert, key](boost::asio::ssl::context& ctx) {
+      ctx.set_options(boost::asio::ssl::context::default_workarounds |
+                      boost::asio::ssl::context::no_sslv2 | boost::asio::ssl::context::no_sslv3 |
+                      boost::asio::ssl::context::no_tlsv1 | boost::asio::ssl::context::no_tlsv1_1);
+      ctx.use_certificate_chain_file(cert);
+      ctx.use_private_key_file(key, boost::asio::ssl::context::pem);
+    });
+    auto listener =
+        std::make_unique<web::http::experimental::listener::http_listener>(uri, config);
+    std::weak_ptr<Impl> weak = weak_from_this();
+    listener->support([weak](http_request req) {
+      if (auto self = weak.lock()) self->Handle(std::move(req));
+    });
+    try {
+      listener->open().wait();
+      secure_listener_ = std::move(listener);
+      secure_port_ = *free;
+      return Status::Ok();
+    } catch (const std::exception& e) {
+      last = Status::Unavailable("cannot listen on " + uri + ": " + e.what());
+    }
   }
   return last;
 }
@@ -603,9 +661,10 @@ void FakeApiServer::Impl::Shutdown() {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait_for(lock, std::chrono::seconds(10), [&] { return replies_in_flight_ == 0; });
   }
-  if (listener_) {
+  for (auto* l : {listener_.get(), secure_listener_.get()}) {
+    if (l == nullptr) continue;
     try {
-      listener_->close().wait();
+      l->close().wait();
     } catch (...) {
     }
   }
@@ -815,6 +874,17 @@ void FakeApiServer::Impl::Handle(http_request req) {
     return;
   }
   if (auto denied = Authenticate(req, call)) return Answer(req, call, *denied);
+  // Discovery is every authenticated user's (the system:discovery ClusterRole is bound to
+  // system:authenticated by the real server's bootstrap policy).
+  if (call.method == "GET") {
+    if (auto doc = DiscoveryDocument(opts_.types, call.path,
+                                     opts_.host + ":" + std::to_string(port_))) {
+      return Answer(req, call, Reply{200, *doc});
+    }
+    if (auto doc = OpenApiDocument(opts_.types, schemas_, call.path)) {
+      return Answer(req, call, Reply{200, *doc});
+    }
+  }
   if (auto bad = ParseRoute(call)) return Answer(req, call, *bad);
   if (auto denied = Authorize(call)) return Answer(req, call, *denied);
   const ResourceType& t = type(call.route.type);
@@ -828,6 +898,23 @@ void FakeApiServer::Impl::Handle(http_request req) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       r = call.verb == "get" ? Get(call) : List(call);
+    }
+    // Server-side printing, when the client asks for a Table (kubectl get).
+    auto accept = req.headers().find("Accept");
+    if (r.code == 200 && accept != req.headers().end() && WantsTable(accept->second)) {
+      std::vector<value> objects;
+      value list_meta = value::null();
+      if (call.verb == "get") {
+        objects.push_back(r.body);
+      } else {
+        if (r.body.has_field("items")) {
+          for (const auto& item : r.body.at("items").as_array()) objects.push_back(item);
+        }
+        if (r.body.has_field("metadata")) list_meta = r.body.at("metadata");
+      }
+      const auto inc = call.query.find("includeObject");
+      r.body = ToTable(objects, t.printer_columns, list_meta,
+                       inc == call.query.end() ? "" : inc->second, clock_->NowMs());
     }
     return Answer(req, call, r);
   }
@@ -1417,6 +1504,23 @@ void FakeApiServer::Impl::ServeWatch(const http_request& req, const Call& call) 
       return Answer(req, call, BadRequest("invalid timeoutSeconds: " + q("timeoutSeconds")));
     }
   }
+  // Streaming lists (KEP-3157, client-go's WatchListClient, on by default since 1.34): the
+  // current objects as ADDED, then a BOOKMARK annotated k8s.io/initial-events-end, then the
+  // changes. The real server's rules (apiserver ValidateListOptions): only with watch,
+  // allowWatchBookmarks and resourceVersionMatch=NotOlderThan.
+  const bool initial_events = q("sendInitialEvents") == "true" || q("sendInitialEvents") == "1";
+  if (initial_events && (!w.bookmarks || q("resourceVersionMatch") != "NotOlderThan")) {
+    return Answer(req, call,
+                  Failure(422, "Invalid",
+                          "sendInitialEvents requires allowWatchBookmarks=true and "
+                          "resourceVersionMatch=NotOlderThan"));
+  }
+  if (!initial_events && !q("resourceVersionMatch").empty()) {
+    return Answer(req, call,
+                  Failure(422, "Invalid",
+                          "resourceVersionMatch is forbidden for watch unless sendInitialEvents "
+                          "is provided"));
+  }
   const std::string rv_text = q("resourceVersion");
   uint64_t from = 0;
   if (!rv_text.empty()) {
@@ -1441,6 +1545,21 @@ void FakeApiServer::Impl::ServeWatch(const http_request& req, const Call& call) 
         w.buf.close(std::ios_base::out).wait();
       } catch (...) {
       }
+    } else if (initial_events) {
+      // NotOlderThan `from`: the store is always current here, so the initial events are now.
+      for (const auto& [key, obj] : stores_[w.type]) {
+        Deliver(w, {rv_, w.type, EventType::kAdded, value::null(), obj});
+      }
+      const ResourceType& t = type(w.type);
+      value mark = value::object();
+      mark["kind"] = value::string(t.kind);
+      mark["apiVersion"] = value::string(t.api_version());
+      SetMeta(mark, "resourceVersion", value::string(std::to_string(rv_)));
+      value annotations = value::object();
+      annotations["k8s.io/initial-events-end"] = value::string("true");
+      SetMeta(mark, "annotations", annotations);
+      WriteLine(w, "{\"type\":\"BOOKMARK\",\"object\":" + mark.serialize() + "}\n");
+      watchers_.emplace(id, std::move(w));
     } else if (from == 0) {
       // RV unset or "0": the current state as synthetic ADDED events, then the changes.
       for (const auto& [key, obj] : stores_[w.type]) {
@@ -1523,6 +1642,11 @@ Result<std::unique_ptr<FakeApiServer>> FakeApiServer::Start(FakeApiServerOptions
 
 std::string FakeApiServer::base_url() const {
   return "http://" + impl_->opts_.host + ":" + std::to_string(impl_->port_);
+}
+
+std::string FakeApiServer::secure_url() const {
+  if (impl_->secure_port_ == 0) return "";
+  return "https://" + impl_->opts_.host + ":" + std::to_string(impl_->secure_port_);
 }
 
 uint16_t FakeApiServer::port() const { return impl_->port_; }

@@ -39,6 +39,7 @@
 #include "shoal/common/clock.h"
 #include "shoal/common/status.h"
 #include "support/fake_kube/rbac.h"
+#include "support/fake_kube/table.h"
 
 namespace shoal::testing {
 
@@ -59,6 +60,12 @@ struct ResourceType {
   std::string plural = "";   // "partitionedtopics": the path segment and the RBAC resource
   std::string kind = "";     // "PartitionedTopic"
   bool namespaced = true;
+  // What discovery lists beside the plural (kubectl resolves `ptopic` and `shoal` with them).
+  std::string singular = "";                 // "partitionedtopic"; empty: the lowercased kind
+  std::vector<std::string> short_names = {};  // {"ptopic"}
+  std::vector<std::string> categories = {};   // {"shoal"}; built-ins of `all` have {"all"}
+  // The columns of server-side printing (a CRD's additionalPrinterColumns); empty: Name, Age.
+  std::vector<PrinterColumn> printer_columns = {};
   // A custom resource (CRD): PUT without an RV is 422 and strategic merge patch 415.
   bool custom = false;
   bool status_subresource = false;
@@ -118,6 +125,12 @@ struct FakeApiServerOptions {
   // group and plural in `types`, or is added. Empty (the default): no schema, nothing validated.
   std::vector<std::string> crd_files;
   std::vector<std::string> crd_yaml;
+  // A certificate chain and its key (PEM files): when both are set the same API is served over
+  // HTTPS too, on a port of its own (secure_url()), as kube-apiserver's secure port. kubectl
+  // and Helm send credentials only over TLS (client-go clientcmd reads a user's auth info
+  // only "if we are secure"); the tests' own clients and the kubelet keep the plain port.
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 // One answered request, for tests that check what a client did (retries, verbs).
@@ -138,6 +151,8 @@ class FakeApiServer {
 
   // "http://127.0.0.1:PORT".
   std::string base_url() const;
+  // "https://127.0.0.1:PORT" of the TLS port, "" without FakeApiServerOptions::tls_cert_file.
+  std::string secure_url() const;
   uint16_t port() const;
 
   // --- Test hooks -------------------------------------------------------------------------

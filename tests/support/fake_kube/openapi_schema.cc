@@ -451,6 +451,14 @@ Result<CrdResource> ParseCrd(const std::string& yaml_text) {
   t.group = str(spec, "group");
   t.plural = str(names, "plural");
   t.kind = str(names, "kind");
+  t.singular = str(names, "singular");
+  for (const char* key : {"shortNames", "categories"}) {
+    if (!names.has_field(key) || !names.at(key).is_array()) continue;
+    auto& into = std::string_view(key) == "shortNames" ? t.short_names : t.categories;
+    for (const auto& n : names.at(key).as_array()) {
+      if (n.is_string()) into.push_back(n.as_string());
+    }
+  }
   t.namespaced = str(spec, "scope") != "Cluster";
   t.custom = true;
   t.tracks_generation = true;
@@ -474,6 +482,21 @@ Result<CrdResource> ParseCrd(const std::string& yaml_text) {
       t.scale = ScaleSubresource{.spec_replicas_path = str(sc, "specReplicasPath"),
                                  .status_replicas_path = str(sc, "statusReplicasPath"),
                                  .label_selector_path = str(sc, "labelSelectorPath")};
+    }
+  }
+  if (storage->has_field("additionalPrinterColumns") &&
+      storage->at("additionalPrinterColumns").is_array()) {
+    for (const auto& c : storage->at("additionalPrinterColumns").as_array()) {
+      PrinterColumn col{.name = str(c, "name"),
+                        .type = str(c, "type"),
+                        .format = str(c, "format"),
+                        .description = str(c, "description"),
+                        .priority = 0,
+                        .json_path = str(c, "jsonPath")};
+      if (c.has_field("priority") && c.at("priority").is_integer()) {
+        col.priority = c.at("priority").as_integer();
+      }
+      t.printer_columns.push_back(std::move(col));
     }
   }
   if (!storage->has_field("schema") || !storage->at("schema").has_field("openAPIV3Schema")) {

@@ -4,11 +4,13 @@
 #include <utility>  // std::exchange, before boost::asio (awaitable.hpp needs it)
 // clang-format on
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
 #include "shoal/kubeapi/kube_client.h"
+#include "support/fake_kube/self_signed.h"
 
 namespace shoal::testing {
 
@@ -49,6 +51,14 @@ Result<std::unique_ptr<TestCluster>> TestCluster::Start(TestClusterOptions optio
   if (o.operator_rules) user->rules = *o.operator_rules;
   ao.users.push_back(*user);
   if (!o.crd_file.empty()) ao.crd_files.push_back(o.crd_file);
+  if (o.serve_tls) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.work_dir + "/tls", ec);
+    if (ec) return Status::IoError("cannot create " + o.work_dir + "/tls: " + ec.message());
+    ao.tls_cert_file = c->ca_file();
+    ao.tls_key_file = o.work_dir + "/tls/ca.key";
+    SHOAL_RETURN_IF_ERROR(WriteSelfSignedCertificate(ao.tls_cert_file, ao.tls_key_file));
+  }
   auto api = FakeApiServer::Start(ao);
   if (!api.ok()) return api.status();
   c->api_ = std::move(api).value();

@@ -65,6 +65,9 @@ struct TestClusterOptions {
   // The CRD the API server validates, defaults and prunes PartitionedTopics with (relative: from
   // the source tree); "" serves them without a schema.
   std::string crd_file = kPartitionedTopicCrdFile;
+  // Serve the API over TLS too (a self-signed certificate in work_dir/tls/), for real kubectl and
+  // Helm, which send credentials only over TLS: secure_url() and ca_file().
+  bool serve_tls = false;
 };
 
 class TestCluster {
@@ -81,6 +84,9 @@ class TestCluster {
   // A client of the API server with no credentials of its own; Admin() adds the admin token.
   HttpTestClient& http() { return *admin_; }
   const std::string& kubeconfig() const { return kubeconfig_; }
+  // With TestClusterOptions::serve_tls: the TLS address and the certificate that signs it.
+  std::string secure_url() const { return api_->secure_url(); }
+  std::string ca_file() const { return options_.work_dir + "/tls/ca.crt"; }
 
   // Starts a shoal-operator with identity `id` (leader election with a 3 s lease, 500 ms loop and
   // resync, debug logs) on 127.0.0.1 and a free HTTP port (/metrics, /healthz, /readyz), plus

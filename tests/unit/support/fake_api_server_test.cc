@@ -19,6 +19,7 @@
 #include <cpprest/json.h>
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -1008,6 +1009,119 @@ TEST_F(FakeApiServerTest, PodMetricsAreServedFromWhatTheTestPutsThere) {
   ASSERT_TRUE(server_->Object(std::string(kPodMetrics) + "/t1-0").has_value());
   EXPECT_FALSE(server_->Object(std::string(kPodMetrics) + "/gone").has_value());
   EXPECT_FALSE(server_->Seed("/nowhere", "{}").ok());
+}
+
+// ---- what real kubectl and Helm read first: discovery, OpenAPI, tables, streaming lists
+
+TEST_F(FakeApiServerTest, DiscoveryListsTheServedTypesToAnyAuthenticatedUser) {
+  HttpResponse api = Op("GET", "/api");
+  ASSERT_EQ(api.status, 200) << api.Describe();
+  EXPECT_EQ(S(J(api), "kind"), "APIVersions");
+  EXPECT_EQ(J(api).at("versions").at(0).as_string(), "v1");
+
+  HttpResponse groups = Op("GET", "/apis");
+  ASSERT_EQ(groups.status, 200) << groups.Describe();
+  bool shoal = false;
+  const value group_list = J(groups);
+  for (const auto& g : group_list.at("groups").as_array()) {
+    if (g.at("name").as_string() != "shoal.dev") continue;
+    shoal = true;
+    EXPECT_EQ(g.at("preferredVersion").at("groupVersion").as_string(), "shoal.dev/v1alpha1");
+  }
+  EXPECT_TRUE(shoal) << groups.body;
+
+  HttpResponse list = Op("GET", "/apis/shoal.dev/v1alpha1");
+  ASSERT_EQ(list.status, 200) << list.Describe();
+  std::map<std::string, value> by_name;
+  const value resources = J(list);
+  for (const auto& r : resources.at("resources").as_array()) by_name[r.at("name").as_string()] = r;
+  ASSERT_TRUE(by_name.count("partitionedtopics")) << list.body;
+  EXPECT_EQ(by_name["partitionedtopics"].at("shortNames").at(0).as_string(), "ptopic");
+  EXPECT_EQ(by_name["partitionedtopics"].at("kind").as_string(), "PartitionedTopic");
+  EXPECT_TRUE(by_name.count("partitionedtopics/status"));
+  ASSERT_TRUE(by_name.count("partitionedtopics/scale"));
+  EXPECT_EQ(by_name["partitionedtopics/scale"].at("kind").as_string(), "Scale");
+  EXPECT_EQ(by_name["partitionedtopics/scale"].at("group").as_string(), "autoscaling");
+
+  EXPECT_EQ(Op("GET", "/apis/apps/v1").status, 200);
+  EXPECT_EQ(Op("GET", "/apis/nothing.example/v1").status, 404);
+  EXPECT_EQ(Call("", "GET", "/api").status, 401) << "discovery needs a known user";
+  EXPECT_EQ(S(J(Op("GET", "/version")), "minor"), "35");
+}
+
+TEST_F(FakeApiServerTest, OpenApiV3SaysPatchTakesFieldValidation) {
+  HttpResponse root = Op("GET", "/openapi/v3");
+  ASSERT_EQ(root.status, 200) << root.Describe();
+  const std::string url =
+      J(root).at("paths").at("apis/shoal.dev/v1alpha1").at("serverRelativeURL").as_string();
+  ASSERT_EQ(url.rfind("/openapi/v3/apis/shoal.dev/v1alpha1?", 0), 0u) << url;
+  HttpResponse gv = Op("GET", url);
+  ASSERT_EQ(gv.status, 200) << gv.Describe();
+  const value doc = J(gv);
+  const value& patch = doc.at("paths")
+                           .at("/apis/shoal.dev/v1alpha1/namespaces/{namespace}/"
+                               "partitionedtopics/{name}")
+                           .at("patch");
+  EXPECT_EQ(patch.at("x-kubernetes-group-version-kind").at("kind").as_string(),
+            "PartitionedTopic");
+  bool field_validation = false;
+  for (const auto& p : patch.at("parameters").as_array()) {
+    field_validation |= p.at("name").as_string() == "fieldValidation" &&
+                        p.at("in").as_string() == "query";
+  }
+  EXPECT_TRUE(field_validation) << patch.serialize();
+  EXPECT_EQ(Op("GET", "/openapi/v3/apis/nothing.example/v1").status, 404);
+}
+
+TEST_F(FakeApiServerTest, AListAskedAsATableIsOneRowPerObjectWithItsMetadata) {
+  CreateTopic("a");
+  CreateTopic("b");
+  HttpRequestOptions o;
+  o.headers["Authorization"] = std::string("Bearer ") + kAdmin;
+  o.headers["Accept"] = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+  HttpResponse r = client_->Send("GET", kTopics, "", o);
+  ASSERT_EQ(r.status, 200) << r.Describe();
+  const value t = J(r);
+  EXPECT_EQ(S(t, "kind"), "Table");
+  EXPECT_EQ(S(t, "apiVersion"), "meta.k8s.io/v1");
+  // No printer columns without the CRD: Name and Age, as the server's default table.
+  ASSERT_EQ(t.at("columnDefinitions").size(), 2u);
+  EXPECT_EQ(t.at("columnDefinitions").at(0).at("name").as_string(), "Name");
+  EXPECT_EQ(t.at("columnDefinitions").at(1).at("name").as_string(), "Age");
+  ASSERT_EQ(t.at("rows").size(), 2u);
+  EXPECT_EQ(t.at("rows").at(0).at("cells").at(0).as_string(), "a");
+  EXPECT_EQ(t.at("rows").at(0).at("cells").at(1).as_string(), "0s");
+  EXPECT_EQ(t.at("rows").at(1).at("object").at("kind").as_string(), "PartialObjectMetadata");
+  EXPECT_EQ(t.at("rows").at(1).at("object").at("metadata").at("name").as_string(), "b");
+  // Without the Accept header the same request is the list.
+  EXPECT_EQ(S(J(Admin("GET", kTopics)), "kind"), "PartitionedTopicList");
+}
+
+TEST_F(FakeApiServerTest, AStreamingListSendsTheObjectsThenTheInitialEventsEndBookmark) {
+  CreateTopic("a");
+  auto w = Watch(std::string(kTopics) +
+                 "?watch=1&sendInitialEvents=true&allowWatchBookmarks=true"
+                 "&resourceVersionMatch=NotOlderThan&resourceVersion=");
+  ASSERT_TRUE(w);
+  const value added = NextEvent(*w);
+  EXPECT_EQ(S(added, "type"), "ADDED");
+  EXPECT_EQ(S(added.at("object").at("metadata"), "name"), "a");
+  const value mark = NextEvent(*w);
+  EXPECT_EQ(S(mark, "type"), "BOOKMARK");
+  EXPECT_EQ(mark.at("object")
+                .at("metadata")
+                .at("annotations")
+                .at("k8s.io/initial-events-end")
+                .as_string(),
+            "true");
+  CreateTopic("b");
+  EXPECT_EQ(S(NextEvent(*w), "type"), "ADDED") << "changes follow the bookmark";
+
+  // The real server's rules: only with bookmarks and resourceVersionMatch=NotOlderThan.
+  auto bad = WatchStream::Open("127.0.0.1", server_->port(),
+                               std::string(kTopics) + "?watch=1&sendInitialEvents=true", kAdmin, 5s);
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ((*bad)->status(), 422);
 }
 
 }  // namespace

@@ -4,14 +4,18 @@
 // grants something the operator needs.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "support/fake_kube/json_patch.h"
 #include "support/fake_kube/label_selector.h"
+#include "support/fake_kube/openapi_schema.h"
 #include "support/fake_kube/rbac.h"
+#include "support/fake_kube/table.h"
 
 namespace shoal::testing {
 namespace {
@@ -300,6 +304,56 @@ TEST(OperatorRulesTest, EveryRuleIsNeeded) {
     for (const auto& g : OperatorNeeds()) some_need_refused |= !RulesAllow(without, Attrs(g));
     EXPECT_TRUE(some_need_refused) << "rule " << i << " grants nothing the operator needs";
   }
+}
+
+TEST(TableTest, JsonPathsOfPrinterColumns) {
+  const web::json::value obj = web::json::value::parse(R"({
+    "metadata": {"name": "t"},
+    "status": {"partitions": 4, "conditions": [{"type": "Degraded", "status": "False"},
+                                               {"type": "Ready", "status": "True"}]}})");
+  EXPECT_EQ(EvalJsonPath(obj, ".status.partitions").as_integer(), 4);
+  EXPECT_EQ(EvalJsonPath(obj, ".status.conditions[?(@.type==\"Ready\")].status").as_string(),
+            "True");
+  EXPECT_EQ(EvalJsonPath(obj, ".status.conditions[0].type").as_string(), "Degraded");
+  EXPECT_TRUE(EvalJsonPath(obj, ".status.conditions[5].type").is_null());
+  EXPECT_TRUE(EvalJsonPath(obj, ".status.epoch").is_null());
+  EXPECT_TRUE(EvalJsonPath(obj, ".status.conditions[?(@.type==\"Paused\")].status").is_null());
+}
+
+TEST(TableTest, TheCrdsPrinterColumnsAsKubectlGetShowsThem) {
+  std::ifstream in(std::string(SHOAL_SOURCE_DIR) + "/crds/shoal.dev_partitionedtopics.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto crd = ParseCrd(text.str());
+  ASSERT_TRUE(crd.ok()) << crd.status().ToString();
+  ASSERT_FALSE(crd->type.printer_columns.empty());
+  EXPECT_EQ(crd->type.short_names, std::vector<std::string>{"ptopic"});
+  const int64_t now = 1'700'000'000'000;  // 2023-11-14T22:13:20Z
+  const web::json::value topic = web::json::value::parse(R"({
+    "metadata": {"name": "orders", "creationTimestamp": "2023-11-14T22:08:20Z"},
+    "status": {"partitions": 4, "replicas": 2, "epoch": 7,
+               "conditions": [{"type": "Ready", "status": "True"}],
+               "lastDecision": {"time": "2023-11-14T22:13:05.500Z", "reason": "split"}}})");
+  const web::json::value t = ToTable({topic}, crd->type.printer_columns, web::json::value::null(),
+                                     "", now);
+  std::vector<std::string> names;
+  for (const auto& c : t.at("columnDefinitions").as_array()) names.push_back(c.at("name").as_string());
+  EXPECT_EQ(names, (std::vector<std::string>{"Name", "Partitions", "Replicas", "Epoch", "Ready",
+                                             "Last Decision", "Reason", "Age"}));
+  const auto& cells = t.at("rows").at(0).at("cells");
+  EXPECT_EQ(cells.at(0).as_string(), "orders");
+  EXPECT_EQ(cells.at(1).as_integer(), 4);
+  EXPECT_EQ(cells.at(4).as_string(), "True");
+  EXPECT_EQ(cells.at(5).as_string(), "14s");  // fractional seconds parse, as Go's RFC3339
+  EXPECT_EQ(cells.at(6).as_string(), "split");
+  EXPECT_EQ(cells.at(7).as_string(), "5m");
+  // A topic without status: empty cells, as kubectl shows them.
+  const web::json::value fresh = web::json::value::parse(R"({"metadata": {"name": "new"}})");
+  const auto row = ToTable({fresh}, crd->type.printer_columns, web::json::value::null(), "None",
+                           now).at("rows").at(0);
+  EXPECT_TRUE(row.at("cells").at(1).is_null());
+  EXPECT_TRUE(row.at("cells").at(7).is_null()) << "missing is an empty cell, also for dates";
+  EXPECT_FALSE(row.has_field("object")) << "includeObject=None";
 }
 
 }  // namespace

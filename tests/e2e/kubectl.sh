@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# The topic's life as a user drives it with the real kubectl 1.35 (scripts/install-kube-clients.sh)
+# against the test cluster (build/tests/shoal-test-cluster: the fake API server over TLS and the
+# test kubelet running the built binaries as pods, with one shoal-operator beside it):
+# kubectl apply of examples/quickstart.yaml, kubectl wait for Ready, kubectl get ptopic with the
+# CRD's printer columns, keyed load through a topic pod, kubectl scale ptopic (the scale
+# subresource), the verifier's zeros, kubectl describe, and kubectl delete (the finalizer
+# removes what the topic owned). The Helm install of the operator is tests/e2e/quickstart.sh's.
+#
+#   tests/e2e/kubectl.sh [build-dir]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build="$(realpath "${1:-build}")"
+kubectl_bin="$PWD/.tools/bin/kubectl"
+[[ -x "$kubectl_bin" ]] || { echo "kubectl.sh: $kubectl_bin not found; run scripts/install-deps.sh --kube" >&2; exit 2; }
+for b in "$build/tests/shoal-test-cluster" "$build/cli/shoal"; do
+  [[ -x "$b" ]] || { echo "kubectl.sh: $b not built" >&2; exit 2; }
+done
+shoal="$build/cli/shoal"
+work="$(mktemp -d)"
+export KUBECONFIG="$work/kubeconfig"
+cluster_pid=""
+cleanup() {
+  local rc=$?
+  if ((rc != 0)); then
+    echo "kubectl.sh: FAILED; the cluster's state:" >&2
+    kubectl get ptopic,statefulsets,pods -o wide >&2 || true
+    tail -n 30 "$work"/operator-0.log >&2 || true
+  fi
+  [[ -n "$cluster_pid" ]] && kill "$cluster_pid" 2>/dev/null && wait "$cluster_pid" 2>/dev/null
+  rm -rf "$work"
+  exit "$rc"
+}
+trap cleanup EXIT
+kubectl() { "$kubectl_bin" "$@"; }
+fail() { echo "kubectl.sh: FAIL: $*" >&2; exit 1; }
+step() { echo; echo "== $*"; }
+
+step "starting the test cluster"
+"$build/tests/shoal-test-cluster" --kubeconfig "$KUBECONFIG" --work-dir "$work" --operators 1 \
+  >"$work/cluster.out" 2>"$work/cluster.err" &
+cluster_pid=$!
+for _ in $(seq 1 100); do
+  grep -q '^ready ' "$work/cluster.out" && break
+  kill -0 "$cluster_pid" 2>/dev/null || { cat "$work/cluster.err" >&2; fail "the test cluster exited"; }
+  sleep 0.1
+done
+grep -q '^ready ' "$work/cluster.out" || fail "the test cluster did not become ready in 10 s"
+cat "$work/cluster.out"
+kubectl version
+kubectl version -o json | grep -q '"minor": "35"' || fail "the client or the server is not 1.35"
+kubectl api-resources --api-group shoal.dev
+kubectl api-resources --api-group shoal.dev | grep -q 'partitionedtopics  *ptopic  *shoal.dev/v1alpha1  *true  *PartitionedTopic' ||
+  fail "discovery does not list partitionedtopics with its short name"
+
+step "kubectl apply -f examples/quickstart.yaml"
+kubectl apply -f examples/quickstart.yaml
+kubectl wait --for=condition=Ready ptopic/quickstart --timeout=90s
+
+step "kubectl get ptopic"
+kubectl get ptopic | tee "$work/get.txt"
+head -1 "$work/get.txt" | grep -Eq '^NAME +PARTITIONS +REPLICAS +EPOCH +READY +LAST DECISION +AGE$' ||
+  fail "kubectl get ptopic does not print the CRD's printer columns"
+grep -Eq '^quickstart +2 +1 +[0-9]+ +True ' "$work/get.txt" || fail "the topic is not 2 partitions, 1 replica, Ready"
+
+step "keyed load through a topic pod"
+ip="$(kubectl get pod quickstart-0 -o jsonpath='{.status.podIP}')"
+[[ -n "$ip" ]] || fail "quickstart-0 has no pod IP"
+"$shoal" load --targets "http://$ip:8080" --topic quickstart --producers 2 --keys 500 --batch 50 \
+  --rate 2000 --duration 5 --seed 7 --acked-out "$work/acked.jsonl" --json | tee "$work/load.json"
+
+step "kubectl scale ptopic quickstart --replicas 2"
+kubectl scale ptopic quickstart --replicas 2
+kubectl get ptopic quickstart -o jsonpath='{.spec.replicas.min}' | grep -qx 2 ||
+  fail "kubectl scale did not set spec.replicas.min through the scale subresource"
+kubectl wait --for=jsonpath='{.status.replicas}'=2 ptopic/quickstart --timeout=90s
+kubectl wait --for=condition=Ready ptopic/quickstart --timeout=90s
+kubectl get ptopic quickstart
+
+step "the verifier: every acknowledged event seen, in order per key"
+acked=$(wc -l < "$work/acked.jsonl")
+seen_files=()
+verify_out=""
+for _ in $(seq 1 300); do
+  mapfile -t seen_files < <(find "$work/node/pods" -path '*/data/seen.jsonl')
+  if ((${#seen_files[@]})) &&
+    verify_out="$("$shoal" verify --acked "$work/acked.jsonl" --seen "${seen_files[@]}" --json 2>/dev/null)"; then
+    break
+  fi
+  sleep 0.1
+done
+echo "$verify_out"
+[[ -n "$verify_out" ]] || fail "the consumers did not see every acknowledged event in 30 s"
+if ! grep -q '"lost":0' <<<"$verify_out" || ! grep -q '"reordered":0' <<<"$verify_out"; then
+  fail "events were lost or reordered"
+fi
+echo "verified $acked acknowledged events"
+
+step "kubectl describe ptopic quickstart"
+kubectl describe ptopic quickstart | tee "$work/describe.txt" | head -40
+grep -q 'Type: *Ready' "$work/describe.txt" || fail "describe shows no Ready condition"
+
+step "kubectl delete ptopic quickstart"
+owned="$(kubectl get statefulsets,services -l app.kubernetes.io/instance=quickstart -o name)"
+echo "$owned"
+[[ "$owned" == *statefulset.apps/quickstart* ]] || fail "the topic's StatefulSet does not carry its instance label"
+kubectl delete ptopic quickstart --timeout=60s
+for _ in $(seq 1 100); do
+  [[ -z "$(kubectl get statefulsets,services -l app.kubernetes.io/instance=quickstart -o name)" ]] && break
+  sleep 0.1
+done
+left="$(kubectl get statefulsets,services -l app.kubernetes.io/instance=quickstart -o name)"
+[[ -z "$left" ]] || fail "the topic's objects outlived it: $left"
+echo "kubectl.sh: ok"

@@ -1,0 +1,87 @@
+// shoal-test-cluster: the test cluster (TestCluster: the fake API server, the test kubelet running
+// the built binaries as pods) as a process that real clients can be pointed at, for the
+// end-to-end scripts in tests/e2e/: it writes a kubeconfig whose user is the cluster's admin
+// (what `kubectl` and `helm` use), prints one line "ready <server URL> <kubeconfig>" on stdout
+// once it serves, and serves until SIGTERM or SIGINT, then stops the pods and the server.
+//
+//   shoal-test-cluster --kubeconfig out.yaml --work-dir DIR [--ip-prefix 127.X.Y] [--operators N]
+//
+// --operators starts N shoal-operator processes outside the cluster (as `make run` does with a
+// kubeconfig; their logs are DIR/operator-<i>.log), for scripts that install no operator with
+// Helm.
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "support/fake_kube/test_cluster.h"
+#include "support/loopback.h"
+
+#ifndef SHOAL_OPERATOR_BIN
+#error "SHOAL_OPERATOR_BIN, SHOAL_SIDECAR_BIN and SHOAL_CLI_BIN come from CMake"
+#endif
+
+int main(int argc, char** argv) {
+  std::string kubeconfig, work_dir, ip_prefix = shoal::testing::RandomLoopbackPrefix();
+  CLI::App app{"The test cluster (fake API server and test kubelet) for real kubectl and helm"};
+  app.add_option("--kubeconfig", kubeconfig, "where to write the admin kubeconfig")->required();
+  app.add_option("--work-dir", work_dir, "an existing directory for the node, logs and volumes")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  app.add_option("--ip-prefix", ip_prefix, "pods get PREFIX.2, PREFIX.3, ... (127.X.Y)");
+  int operators = 0;
+  app.add_option("--operators", operators, "shoal-operator processes to start beside it")
+      ->check(CLI::Range(0, 3));
+  CLI11_PARSE(app, argc, argv);
+
+  // Block the stop signals before any thread starts, and wait for them below.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+
+  shoal::testing::TestClusterOptions o;
+  o.work_dir = work_dir;
+  o.operator_binary = SHOAL_OPERATOR_BIN;
+  o.sidecar_binary = SHOAL_SIDECAR_BIN;
+  o.shoal_binary = SHOAL_CLI_BIN;
+  o.ip_prefix = ip_prefix;
+  o.serve_tls = true;
+  auto cluster = shoal::testing::TestCluster::Start(o);
+  if (!cluster.ok()) {
+    std::cerr << "shoal-test-cluster: " << cluster.status().ToString() << "\n";
+    return 1;
+  }
+  const std::string server = (*cluster)->secure_url();
+  {
+    const std::string tmp = kubeconfig + ".tmp";
+    std::ofstream out(tmp);
+    out << "apiVersion: v1\nkind: Config\ncurrent-context: shoal-test\n"
+        << "clusters:\n- name: shoal-test\n  cluster:\n    server: " << server << "\n"
+        << "    certificate-authority: " << (*cluster)->ca_file() << "\n"
+        << "users:\n- name: admin\n  user:\n    token: " << shoal::testing::kClusterAdminToken
+        << "\n"
+        << "contexts:\n- name: shoal-test\n  context:\n    cluster: shoal-test\n"
+        << "    user: admin\n    namespace: default\n";
+    out.close();
+    if (!out || std::rename(tmp.c_str(), kubeconfig.c_str()) != 0) {
+      std::cerr << "shoal-test-cluster: cannot write " << kubeconfig << "\n";
+      return 1;
+    }
+  }
+  for (int i = 0; i < operators; ++i) {
+    if (auto st = (*cluster)->StartOperator(std::to_string(i)); !st.ok()) {
+      std::cerr << "shoal-test-cluster: starting an operator: " << st.ToString() << "\n";
+      return 1;
+    }
+  }
+  std::cout << "ready " << server << " " << kubeconfig << std::endl;
+  int sig = 0;
+  sigwait(&stop, &sig);
+  std::cerr << "shoal-test-cluster: signal " << sig << ", stopping\n";
+  cluster->reset();
+  return 0;
+}
