@@ -2,7 +2,8 @@
 # The topic's life as a user drives it with the real kubectl 1.35 (scripts/install-kube-clients.sh)
 # against the test cluster (build/tests/shoal-test-cluster: the fake API server over TLS and the
 # test kubelet running the built binaries as pods, with one shoal-operator beside it):
-# kubectl apply of examples/quickstart.yaml, kubectl wait for Ready, kubectl get ptopic with the
+# Pod Security "restricted" on the namespace (a pod that keeps its capabilities is refused, the
+# topic's pods are accepted), kubectl apply of examples/quickstart.yaml, kubectl wait for Ready, kubectl get ptopic with the
 # CRD's printer columns, keyed load through a topic pod, kubectl scale ptopic (the scale
 # subresource), the verifier's zeros, kubectl describe, and kubectl delete (the finalizer
 # removes what the topic owned). The Helm install of the operator is tests/e2e/quickstart.sh's.
@@ -52,6 +53,15 @@ kubectl version -o json | grep -q '"minor": "35"' || fail "the client or the ser
 kubectl api-resources --api-group shoal.dev
 kubectl api-resources --api-group shoal.dev | grep -q 'partitionedtopics  *ptopic  *shoal.dev/v1alpha1  *true  *PartitionedTopic' ||
   fail "discovery does not list partitionedtopics with its short name"
+
+step "Pod Security restricted on the namespace"
+kubectl label namespace default pod-security.kubernetes.io/enforce=restricted
+if kubectl apply -f tests/e2e/restricted-pod.yaml 2>"$work/refused.txt"; then
+  fail "a pod that does not drop ALL capabilities was admitted to a restricted namespace"
+fi
+cat "$work/refused.txt"
+grep -qF 'violates PodSecurity "restricted:latest": unrestricted capabilities (container "app" must set securityContext.capabilities.drop=["ALL"])' "$work/refused.txt" ||
+  fail "the refusal does not name the missing drop: [ALL]"
 
 step "kubectl apply -f examples/quickstart.yaml"
 kubectl apply -f examples/quickstart.yaml

@@ -133,9 +133,15 @@ value SidecarContainer(const TopicObject& t, const ManifestOptions& o, int64_t g
     resources[key.substr(0, dot)][key.substr(dot + 1)] = Str(quantity);
   }
   if (resources.size() > 0) c["resources"] = resources;
-  c["securityContext"]["allowPrivilegeEscalation"] = value::boolean(false);
-  c["securityContext"]["readOnlyRootFilesystem"] = value::boolean(true);
-  c["securityContext"]["runAsNonRoot"] = value::boolean(true);
+  // What Pod Security "restricted" asks of every container (the user's are the user's).
+  value& sc = c["securityContext"];
+  sc["allowPrivilegeEscalation"] = value::boolean(false);
+  sc["readOnlyRootFilesystem"] = value::boolean(true);
+  sc["runAsNonRoot"] = value::boolean(true);
+  sc["runAsUser"] = value::number(kSidecarUid);
+  sc["runAsGroup"] = value::number(kSidecarUid);
+  sc["capabilities"]["drop"] = StringArray({"ALL"});
+  sc["seccompProfile"]["type"] = Str("RuntimeDefault");
   return c;
 }
 
@@ -376,6 +382,16 @@ Json BuildStatefulSet(const TopicObject& t, const ManifestOptions& o, int64_t re
     grace = spec.at("terminationGracePeriodSeconds").as_number().to_int64();
   }
   spec["terminationGracePeriodSeconds"] = value::number(grace);
+  // Pod-level defaults that Pod Security "restricted" and a fresh cloud disk need, where the
+  // user's template does not say otherwise: non-root, the runtime's seccomp profile, and the
+  // data volume group-owned by the sidecar's gid so that a non-root sidecar can write a
+  // freshly formatted volume (fsGroup).
+  value& psc = spec["securityContext"];
+  if (!psc.is_object()) psc = value::object();
+  if (!psc.has_field("runAsNonRoot")) psc["runAsNonRoot"] = value::boolean(true);
+  if (!psc.has_field("seccompProfile")) psc["seccompProfile"]["type"] = Str("RuntimeDefault");
+  if (!psc.has_field("fsGroup")) psc["fsGroup"] = value::number(kSidecarUid);
+  if (!psc.has_field("fsGroupChangePolicy")) psc["fsGroupChangePolicy"] = Str("OnRootMismatch");
   value& containers = spec["containers"];
   for (size_t i = 0; i < containers.size(); ++i) InjectAppEnv(containers[i], t.name);
   containers[containers.size()] = SidecarContainer(t, o, grace);

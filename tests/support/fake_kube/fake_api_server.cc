@@ -23,6 +23,7 @@
 #include "support/fake_kube/json_patch.h"
 #include "support/fake_kube/label_selector.h"
 #include "support/fake_kube/openapi_schema.h"
+#include "support/fake_kube/pod_security.h"
 
 namespace shoal::testing {
 
@@ -85,6 +86,13 @@ std::vector<ResourceType> DefaultResourceTypes() {
                  .plural = "events",
                  .kind = "Event",
                  .short_names = {"ev"}});
+  // Cluster-scoped; their labels select the Pod Security level of the pods in them.
+  out.push_back({.group = "",
+                 .version = "v1",
+                 .plural = "namespaces",
+                 .kind = "Namespace",
+                 .namespaced = false,
+                 .short_names = {"ns"}});
   ResourceType metrics{
       .group = "metrics.k8s.io", .version = "v1beta1", .plural = "pods", .kind = "PodMetrics"};
   metrics.read_only = true;
@@ -507,6 +515,9 @@ class FakeApiServer::Impl : public std::enable_shared_from_this<FakeApiServer::I
   // The update rules shared by PUT, PATCH and the scale subresource: preconditions, system
   // metadata, status subresource, finalizers, generation, no-op detection.
   Reply UpdateObject(const Call& call, const value& current, value incoming, bool rv_required);
+  // The PodSecurity admission plugin for pods (pod_security.h), from the namespace's labels.
+  std::optional<Reply> AdmitPodSecurity(const Call& call, const std::string& name,
+                                        const value& obj, std::vector<std::string>* warnings) const;
   std::optional<Reply> CheckOwnerReferences(const Call& call, const value* current,
                                             const value& next) const;
   value ScaleOf(const ResourceType& t, const value& obj) const;
@@ -1379,6 +1390,7 @@ Reply FakeApiServer::Impl::UpdateScale(const Call& call, const value& current, c
 std::optional<Reply> FakeApiServer::Impl::Admit(const Call& call, const std::string& name,
                                                 value& obj,
                                                 std::vector<std::string>* warnings) const {
+  if (auto refused = AdmitPodSecurity(call, name, obj, warnings)) return refused;
   const value& schema = schemas_[call.route.type];
   if (schema.is_null()) return std::nullopt;
   // apiextensions-apiserver's order: nulls and defaults, pruning, then validation of what is left.
@@ -1401,6 +1413,36 @@ std::optional<Reply> FakeApiServer::Impl::Admit(const Call& call, const std::str
   }
   const std::vector<FieldError> errors = ValidateAgainstSchema(schema, obj);
   if (!errors.empty()) return InvalidFields(type(call.route.type), name, errors);
+  return std::nullopt;
+}
+
+std::optional<Reply> FakeApiServer::Impl::AdmitPodSecurity(const Call& call,
+                                                           const std::string& name,
+                                                           const value& obj,
+                                                           std::vector<std::string>* warnings) const {
+  const ResourceType& t = type(call.route.type);
+  if (!t.group.empty() || t.plural != "pods" || !call.route.sub.empty()) return std::nullopt;
+  const ResourceType* ns_type = FindType("", "v1", "namespaces");
+  if (ns_type == nullptr) return std::nullopt;
+  const value* ns = Find(static_cast<size_t>(ns_type - opts_.types.data()), {"", call.route.ns});
+  if (ns == nullptr) return std::nullopt;
+  auto label = [&](const char* key) {
+    const value labels = MetaValue(*ns, "labels");
+    return labels.is_object() && labels.has_field(key) && labels.at(key).is_string()
+               ? labels.at(key).as_string()
+               : std::string();
+  };
+  const std::string enforce = label(kPodSecurityEnforceLabel);
+  if (auto v = PodSecurityViolations(obj, enforce); !v.empty()) {
+    return Failure(403, "Forbidden", PodSecurityMessage(name, enforce, v),
+                   Details(name, t.group, t.plural));
+  }
+  const std::string warn = label(kPodSecurityWarnLabel);
+  if (auto v = PodSecurityViolations(obj, warn); !v.empty()) {
+    std::string list;
+    for (const auto& x : v) list += (list.empty() ? "" : ", ") + x;
+    warnings->push_back("would violate PodSecurity \"" + warn + ":latest\": " + list);
+  }
   return std::nullopt;
 }
 

@@ -63,6 +63,13 @@ Result<std::unique_ptr<TestCluster>> TestCluster::Start(TestClusterOptions optio
   if (!api.ok()) return api.status();
   c->api_ = std::move(api).value();
   c->admin_ = std::make_unique<HttpTestClient>(c->api_->base_url());
+  // The namespaces every cluster starts with, labelled with their names as the API server does
+  // (kubernetes.io/metadata.name, which namespace selectors and the chart's NetworkPolicy use).
+  for (const char* ns : {"default", "kube-system", "kube-public"}) {
+    SHOAL_RETURN_IF_ERROR(c->api_->Seed(
+        "/api/v1/namespaces", std::string(R"({"metadata":{"name":")") + ns +
+                                  R"(","labels":{"kubernetes.io/metadata.name":")" + ns + R"("}}})"));
+  }
 
   TestKubeletOptions ko;
   ko.api = c->api_.get();

@@ -14,6 +14,7 @@
 #include "support/fake_kube/json_patch.h"
 #include "support/fake_kube/label_selector.h"
 #include "support/fake_kube/openapi_schema.h"
+#include "support/fake_kube/pod_security.h"
 #include "support/fake_kube/rbac.h"
 #include "support/fake_kube/table.h"
 
@@ -354,6 +355,45 @@ TEST(TableTest, TheCrdsPrinterColumnsAsKubectlGetShowsThem) {
   EXPECT_TRUE(row.at("cells").at(1).is_null());
   EXPECT_TRUE(row.at("cells").at(7).is_null()) << "missing is an empty cell, also for dates";
   EXPECT_FALSE(row.has_field("object")) << "includeObject=None";
+}
+
+TEST(PodSecurityTest, RestrictedNamesWhatEachContainerLacks) {
+  const std::string ok_container = R"({"name":"ok","image":"x","securityContext":{
+      "allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]},"runAsNonRoot":true,
+      "seccompProfile":{"type":"RuntimeDefault"}}})";
+  auto pod = [](const std::string& spec) {
+    return web::json::value::parse(R"({"metadata":{"name":"p"},"spec":)" + spec + "}");
+  };
+  const auto good = pod(R"({"containers":[)" + ok_container + "]}");
+  EXPECT_TRUE(PodSecurityViolations(good, "restricted").empty());
+  EXPECT_TRUE(PodSecurityViolations(good, "baseline").empty());
+
+  const auto bare = pod(R"({"containers":[{"name":"a","image":"x"},{"name":"b","image":"x"}]})");
+  EXPECT_TRUE(PodSecurityViolations(bare, "baseline").empty()) << "baseline allows the defaults";
+  EXPECT_TRUE(PodSecurityViolations(bare, "privileged").empty());
+  const auto v = PodSecurityViolations(bare, "restricted");
+  const std::vector<std::string> want = {
+      R"(allowPrivilegeEscalation != false (containers "a", "b" must set securityContext.allowPrivilegeEscalation=false))",
+      R"(unrestricted capabilities (containers "a", "b" must set securityContext.capabilities.drop=["ALL"]))",
+      R"(runAsNonRoot != true (pod or containers "a", "b" must set securityContext.runAsNonRoot=true))",
+      R"(seccompProfile (pod or containers "a", "b" must set securityContext.seccompProfile.type to "RuntimeDefault" or "Localhost"))"};
+  EXPECT_EQ(v, want);
+  // Pod-level runAsNonRoot and seccompProfile cover every container.
+  const auto pod_level = pod(R"({"securityContext":{"runAsNonRoot":true,
+      "seccompProfile":{"type":"RuntimeDefault"}},"containers":[{"name":"a","image":"x",
+      "securityContext":{"allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]}}}]})");
+  EXPECT_TRUE(PodSecurityViolations(pod_level, "restricted").empty());
+
+  const auto host = pod(R"({"hostNetwork":true,"volumes":[{"name":"seen","hostPath":{"path":"/x"}}],
+      "containers":[)" + ok_container.substr(0, ok_container.size() - 2) +
+                        R"(,"privileged":true}}]})");
+  const auto hv = PodSecurityViolations(host, "baseline");
+  ASSERT_EQ(hv.size(), 3u);
+  EXPECT_EQ(hv[0], "host namespaces (hostNetwork=true)");
+  EXPECT_EQ(hv[1], R"(privileged (container "ok" must not set securityContext.privileged=true))");
+  EXPECT_EQ(hv[2], R"(hostPath volume "seen")");
+  EXPECT_EQ(PodSecurityMessage("p", "restricted", {"x", "y"}),
+            R"(pods "p" is forbidden: violates PodSecurity "restricted:latest": x, y)");
 }
 
 }  // namespace

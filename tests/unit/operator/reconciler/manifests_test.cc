@@ -7,6 +7,8 @@
 
 #include <cpprest/asyncrt_utils.h>
 
+#include "support/fake_kube/pod_security.h"
+
 namespace shoal::reconciler {
 namespace {
 
@@ -170,6 +172,34 @@ TEST(YamlToJsonTest, KeepsQuotedStringsAndTypesPlainScalars) {
   EXPECT_TRUE(j->at("e").is_null());
   EXPECT_EQ(j->at("f").as_string(), "yes");
   EXPECT_FALSE(YamlToJson("a: [").ok());
+}
+
+TEST(ManifestsTest, TopicPodsMeetPodSecurityRestrictedWhenTheAppContainerDoes) {
+  // The user's container as the quickstart writes it; everything else is the operator's.
+  auto t = ReadTopic(Topic(R"([{"name":"app","image":"example/app:1","securityContext":{
+      "allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]},
+      "runAsNonRoot":true,"seccompProfile":{"type":"RuntimeDefault"}}}])"));
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  const value sts = BuildStatefulSet(*t, ManifestOptions{}, 1);
+  const value& pod = sts.at("spec").at("template");
+  EXPECT_EQ(testing::PodSecurityViolations(pod, "restricted"), std::vector<std::string>{});
+  // A fresh volume is writable by the non-root sidecar: its gid owns it.
+  const value& psc = pod.at("spec").at("securityContext");
+  EXPECT_EQ(psc.at("fsGroup").as_integer(), kSidecarUid);
+  EXPECT_TRUE(psc.at("runAsNonRoot").as_bool());
+  EXPECT_EQ(psc.at("seccompProfile").at("type").as_string(), "RuntimeDefault");
+
+  // The user's own pod-level choices stay.
+  auto mine = ReadTopic(value::parse(Topic().serialize()));
+  ASSERT_TRUE(mine.ok());
+  mine->consumer_template["spec"]["securityContext"]["fsGroup"] = value::number(1000);
+  const value kept = BuildStatefulSet(*mine, ManifestOptions{}, 1);
+  EXPECT_EQ(kept.at("spec").at("template").at("spec").at("securityContext").at("fsGroup").as_integer(),
+            1000);
+  // A user container that keeps its capabilities is the one the admission names.
+  const auto v = testing::PodSecurityViolations(kept.at("spec").at("template"), "restricted");
+  ASSERT_FALSE(v.empty());
+  for (const auto& reason : v) EXPECT_NE(reason.find("\"app\""), std::string::npos) << reason;
 }
 
 }  // namespace

@@ -32,6 +32,9 @@ inline constexpr uint16_t kDataPort = 8080;
 inline constexpr uint16_t kAdminPort = 8081;
 inline constexpr uint16_t kMetricsPort = 9090;
 inline constexpr const char* kSidecarContainer = "shoal-sidecar";
+// The sidecar's uid and gid (the image's USER, distroless "nonroot"), also the pods' default
+// fsGroup so that the sidecar can write its data volume.
+inline constexpr int64_t kSidecarUid = 65532;
 inline constexpr const char* kFinalizer = "shoal.dev/cleanup";
 inline constexpr const char* kTopicLabel = "shoal.dev/topic";
 
