@@ -5,9 +5,11 @@
 // clang-format on
 #include <boost/asio/ssl.hpp>
 #include <cpprest/http_listener.h>
+#include <yaml-cpp/yaml.h>
 #include <cpprest/producerconsumerstream.h>
 
 #include <algorithm>
+#include <cctype>
 #include <condition_variable>
 #include <ctime>
 #include <deque>
@@ -24,6 +26,8 @@
 #include "support/fake_kube/label_selector.h"
 #include "support/fake_kube/openapi_schema.h"
 #include "support/fake_kube/pod_security.h"
+#include "support/fake_kube/protobuf.h"
+#include "support/fake_kube/server_side_apply.h"
 
 namespace shoal::testing {
 
@@ -86,6 +90,55 @@ std::vector<ResourceType> DefaultResourceTypes() {
                  .plural = "events",
                  .kind = "Event",
                  .short_names = {"ev"}});
+  // What the Helm chart renders besides (stored and served, no controller behind them except
+  // TestKubelet's): the operator's Deployment, its ServiceAccount and RBAC, the dashboard's
+  // ConfigMap, network policies, the CRD.
+  out.push_back({.group = "",
+                 .version = "v1",
+                 .plural = "serviceaccounts",
+                 .kind = "ServiceAccount",
+                 .short_names = {"sa"}});
+  out.push_back({.group = "",
+                 .version = "v1",
+                 .plural = "configmaps",
+                 .kind = "ConfigMap",
+                 .short_names = {"cm"}});
+  ResourceType deployments{.group = "apps",
+                           .version = "v1",
+                           .plural = "deployments",
+                           .kind = "Deployment",
+                           .short_names = {"deploy"},
+                           .categories = {"all"}};
+  deployments.status_subresource = true;
+  deployments.tracks_generation = true;
+  deployments.scale = ScaleSubresource{.spec_replicas_path = ".spec.replicas",
+                                       .status_replicas_path = ".status.replicas",
+                                       .label_selector_path = ".spec.selector"};
+  out.push_back(deployments);
+  for (const char* kind : {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}) {
+    std::string plural = kind;
+    std::transform(plural.begin(), plural.end(), plural.begin(),
+                   [](unsigned char c) { return std::tolower(c); });
+    out.push_back({.group = "rbac.authorization.k8s.io",
+                   .version = "v1",
+                   .plural = plural + "s",
+                   .kind = kind,
+                   .namespaced = std::string(kind).rfind("Cluster", 0) != 0});
+  }
+  out.push_back({.group = "networking.k8s.io",
+                 .version = "v1",
+                 .plural = "networkpolicies",
+                 .kind = "NetworkPolicy",
+                 .short_names = {"netpol"}});
+  ResourceType crds{.group = "apiextensions.k8s.io",
+                    .version = "v1",
+                    .plural = "customresourcedefinitions",
+                    .kind = "CustomResourceDefinition",
+                    .namespaced = false,
+                    .short_names = {"crd", "crds"}};
+  crds.status_subresource = true;
+  crds.tracks_generation = true;
+  out.push_back(crds);
   // Cluster-scoped; their labels select the Pod Security level of the pods in them.
   out.push_back({.group = "",
                  .version = "v1",
@@ -471,7 +524,9 @@ class FakeApiServer::Impl : public std::enable_shared_from_this<FakeApiServer::I
 
   // One request in flight: who sent it, what it addresses.
   struct Call {
-    std::string method, path, query_raw, content_type;
+    std::string method, path, query_raw, content_type, user_agent;
+    // A server-side apply (PATCH application/apply-patch+yaml): managedFields come from Apply.
+    bool apply = false;
     std::map<std::string, std::string> query;
     std::string user;
     const std::vector<PolicyRule>* rules = nullptr;  // nullptr: not subject to RBAC
@@ -515,6 +570,11 @@ class FakeApiServer::Impl : public std::enable_shared_from_this<FakeApiServer::I
   // The update rules shared by PUT, PATCH and the scale subresource: preconditions, system
   // metadata, status subresource, finalizers, generation, no-op detection.
   Reply UpdateObject(const Call& call, const value& current, value incoming, bool rv_required);
+  // Server-side apply (server_side_apply.h): creates or updates the object at the route.
+  Reply ServerSideApply(const Call& call, const std::string& body);
+  // ?fieldManager, else the User-Agent's product (as the real server's prefixFromUserAgent).
+  static std::string FieldManager(const Call& call);
+  static void SetManagedFields(value& obj, const value& managed);
   // The PodSecurity admission plugin for pods (pod_security.h), from the namespace's labels.
   std::optional<Reply> AdmitPodSecurity(const Call& call, const std::string& name,
                                         const value& obj, std::vector<std::string>* warnings) const;
@@ -863,6 +923,9 @@ void FakeApiServer::Impl::Handle(http_request req) {
       call.query[web::uri::decode(k)] = web::uri::decode(v);
     }
     call.content_type = req.headers().content_type();
+    if (auto ua = req.headers().find("User-Agent"); ua != req.headers().end()) {
+      call.user_agent = ua->second;
+    }
   } catch (...) {
     Answer(req, call, BadRequest("malformed request URI"));
     return;
@@ -942,9 +1005,12 @@ void FakeApiServer::Impl::Handle(http_request req) {
       return;
     }
     Reply r;
-    {
+    try {
       std::lock_guard<std::mutex> lock(self->mu_);
       r = self->Process(call, body);
+    } catch (const std::exception& e) {
+      // A bug of the fake's, not the client's: a 500 that says what, and the server lives on.
+      r = InternalError(std::string("the fake API server failed: ") + e.what());
     }
     self->Answer(req, call, r);
   });
@@ -958,8 +1024,23 @@ Reply FakeApiServer::Impl::Process(const Call& call, const std::string& body) {
     if (--fail->second.first <= 0) failures_.erase(fail);
     return Injected(code, t, call.route.name);
   }
+  const bool protobuf = Lower(call.content_type).rfind(kProtobufContentType, 0) == 0;
+  if (call.verb == "delete" && protobuf && !body.empty()) {
+    auto options = DecodeProtobufObject(body);
+    if (!options.ok()) return BadRequest(options.status().message());
+    return Delete(call, options->serialize());
+  }
   if (call.verb == "delete") return Delete(call, body);
   if (call.verb == "patch") return Patch(call, body);
+  if (protobuf) {
+    auto decoded = DecodeProtobufObject(body);
+    if (decoded.status().code() == Status::Code::kFailedPrecondition) {
+      return Failure(415, "UnsupportedMediaType", decoded.status().message());
+    }
+    if (!decoded.ok()) return BadRequest(decoded.status().message());
+    if (call.verb == "create") return Create(call, std::move(*decoded));
+    return Replace(call, *decoded);
+  }
   std::error_code ec;
   value incoming = value::parse(body, ec);
   if (ec || !incoming.is_object()) {
@@ -1073,6 +1154,10 @@ Reply FakeApiServer::Impl::Create(const Call& call, value obj) {
   std::vector<std::string> warnings;
   if (auto refused = Admit(call, name, obj, &warnings)) return *refused;
   if (auto denied = CheckOwnerReferences(call, nullptr, obj)) return *denied;
+  if (!call.apply) {
+    SetManagedFields(obj, RecordUpdate(nullptr, obj, FieldManager(call), t.api_version(),
+                                       t.status_subresource, Now()));
+  }
   Reply created{201, Commit(call.route.type, key, nullptr, std::move(obj), EventType::kAdded)};
   created.warnings = std::move(warnings);
   return created;
@@ -1099,6 +1184,8 @@ Reply FakeApiServer::Impl::Patch(const Call& call, const std::string& body) {
   } else if (ct == "application/strategic-merge-patch+json" && !t.custom) {
     // Built-in kinds take strategic merge patch; the fake applies it as a merge patch (no
     // patchMergeKey list merging).
+  } else if (ct == "application/apply-patch+yaml") {
+    return ServerSideApply(call, body);
   } else {
     return UnsupportedPatch(ct);
   }
@@ -1126,6 +1213,79 @@ Reply FakeApiServer::Impl::Patch(const Call& call, const std::string& body) {
   if (!patched.is_object()) return BadRequest("the patched object is not a JSON object");
   if (call.route.sub == "scale") return UpdateScale(call, current, patched);
   return UpdateObject(call, current, std::move(patched), false);
+}
+
+std::string FakeApiServer::Impl::FieldManager(const Call& call) {
+  if (auto it = call.query.find("fieldManager"); it != call.query.end() && !it->second.empty()) {
+    return it->second;
+  }
+  std::string out;
+  for (char c : call.user_agent.substr(0, call.user_agent.find('/'))) {
+    if (std::isprint(static_cast<unsigned char>(c))) out += c;
+  }
+  return out.substr(0, 128);
+}
+
+void FakeApiServer::Impl::SetManagedFields(value& obj, const value& managed) {
+  if (managed.is_array() && managed.size() > 0) {
+    obj["metadata"]["managedFields"] = managed;
+  } else if (obj.has_field("metadata") && obj.at("metadata").is_object() &&
+             obj.at("metadata").has_field("managedFields")) {
+    obj["metadata"].erase("managedFields");
+  }
+}
+
+Reply FakeApiServer::Impl::ServerSideApply(const Call& call, const std::string& body) {
+  const ResourceType& t = type(call.route.type);
+  if (!call.route.sub.empty()) {
+    return UnsupportedPatch("application/apply-patch+yaml on a subresource");
+  }
+  auto manager = call.query.find("fieldManager");
+  if (manager == call.query.end() || manager->second.empty()) {
+    return Invalid("PatchOptions", "meta.k8s.io", "", "fieldManager", "FieldValueRequired",
+                   "Required value: is required for apply patch");
+  }
+  value applied;
+  try {
+    applied = YamlToJson(YAML::Load(body));
+  } catch (const std::exception& e) {
+    return BadRequest(std::string("error decoding YAML: ") + e.what());
+  }
+  if (!applied.is_object()) return BadRequest("the applied configuration is not an object");
+  const std::string api_version = StringField(applied, "apiVersion");
+  const std::string kind = StringField(applied, "kind");
+  if (api_version.empty() || kind.empty()) {
+    return BadRequest("apply needs apiVersion and kind in the applied configuration");
+  }
+  if (Meta(applied, "name") != call.route.name) {
+    return BadRequest("the name of the object (" + Meta(applied, "name") +
+                      ") does not match the name on the URL (" + call.route.name + ")");
+  }
+  auto force = call.query.find("force");
+  const ApplyRequest request{.manager = manager->second,
+                             .api_version = t.api_version(),
+                             .force = force != call.query.end() && force->second == "true",
+                             .status_subresource = t.status_subresource,
+                             .now = Now()};
+  const value* found = Find(call.route.type, {call.route.ns, call.route.name});
+  const std::optional<value> current =
+      found != nullptr ? std::optional<value>(*found) : std::nullopt;
+  auto merged = Apply(current ? &*current : nullptr, applied, request);
+  if (!merged.ok()) {
+    if (merged.status().code() == Status::Code::kConflict) {
+      return Failure(409, "Conflict", merged.status().message(),
+                     Details(call.route.name, t.group, t.plural));
+    }
+    return BadRequest(merged.status().message());
+  }
+  Call as = call;
+  as.apply = true;
+  if (!current) {
+    // Apply to a missing object creates it (the create rules and admission apply).
+    as.verb = "create";
+    return Create(as, std::move(*merged));
+  }
+  return UpdateObject(as, *current, std::move(*merged), false);
 }
 
 Reply FakeApiServer::Impl::UpdateObject(const Call& call, const value& current, value incoming,
@@ -1200,6 +1360,10 @@ Reply FakeApiServer::Impl::UpdateObject(const Call& call, const value& current, 
     }
   }
 
+  if (!call.apply && call.route.sub.empty()) {
+    SetManagedFields(next, RecordUpdate(&current, next, FieldManager(call), t.api_version(),
+                                        t.status_subresource, Now()));
+  }
   if (t.tracks_generation) {
     // Any change outside metadata (and outside status, which the main resource cannot change
     // when the status subresource is on) is a new generation.

@@ -553,8 +553,8 @@ TEST_F(FakeApiServerTest, PatchAppliesMergeAndJsonPatchesWithPreconditions) {
 
   ExpectStatus(Admin("PATCH", path, R"({"spec":{"replicas":1}})", kStrategic), 415,
                "UnsupportedMediaType");
-  ExpectStatus(Admin("PATCH", path, "spec: {}", "application/apply-patch+yaml"), 415,
-               "UnsupportedMediaType");
+  // Server-side apply is served (its own tests below); without a field manager it is refused.
+  ExpectStatus(Admin("PATCH", path, "spec: {}", "application/apply-patch+yaml"), 422, "Invalid");
   ExpectStatus(Admin("PATCH", path, R"({"spec":{}})", "application/json"), 415,
                "UnsupportedMediaType");
   ExpectStatus(Admin("PATCH", std::string(kTopics) + "/nope", "{}", kMergePatch), 404, "NotFound");
@@ -1122,6 +1122,53 @@ TEST_F(FakeApiServerTest, AStreamingListSendsTheObjectsThenTheInitialEventsEndBo
                                std::string(kTopics) + "?watch=1&sendInitialEvents=true", kAdmin, 5s);
   ASSERT_TRUE(bad.ok());
   EXPECT_EQ((*bad)->status(), 422);
+}
+
+TEST_F(FakeApiServerTest, ServerSideApplyCreatesOwnsConflictsAndForces) {
+  const std::string path = std::string(kTopics) + "/applied";
+  const std::string apply = "application/apply-patch+yaml";
+  const std::string config =
+      "apiVersion: shoal.dev/v1alpha1\nkind: PartitionedTopic\nmetadata:\n  name: applied\n"
+      "  labels: {team: a}\nspec:\n  replicas: 2\n  partitions: 4\n";
+  // Apply to a missing object creates it, owned by the applier.
+  HttpResponse created = Admin("PATCH", path + "?fieldManager=helm", config, apply);
+  ASSERT_EQ(created.status, 201) << created.Describe();
+  value obj = J(created);
+  EXPECT_EQ(I(obj, "spec.replicas"), 2);
+  const value mf = At(obj, "metadata.managedFields");
+  ASSERT_TRUE(mf.is_array()) << obj.serialize();
+  ASSERT_EQ(mf.size(), 1u);
+  EXPECT_EQ(S(mf.at(0), "manager"), "helm");
+  EXPECT_EQ(S(mf.at(0), "operation"), "Apply");
+  EXPECT_EQ(S(mf.at(0), "fieldsType"), "FieldsV1");
+  EXPECT_TRUE(mf.at(0).at("fieldsV1").at("f:spec").has_field("f:replicas")) << mf.serialize();
+
+  // Another manager's update takes the field it changes.
+  HttpResponse scaled = Admin("PATCH", path + "?fieldManager=kubectl-scale",
+                              R"({"spec":{"replicas":5}})", "application/merge-patch+json");
+  ASSERT_EQ(scaled.status, 200) << scaled.Describe();
+  // Re-applying the old value conflicts, naming the owner and the field.
+  HttpResponse conflict = Admin("PATCH", path + "?fieldManager=helm", config, apply);
+  ExpectStatus(conflict, 409, "Conflict");
+  EXPECT_NE(S(J(conflict), "message").find("conflict with \"kubectl-scale\""), std::string::npos)
+      << conflict.body;
+  EXPECT_NE(S(J(conflict), "message").find(".spec.replicas"), std::string::npos);
+  EXPECT_EQ(I(J(Admin("GET", path)), "spec.replicas"), 5) << "a refused apply changes nothing";
+  // Agreeing values are no conflict; force takes the field over.
+  HttpResponse forced = Admin("PATCH", path + "?fieldManager=helm&force=true", config, apply);
+  ASSERT_EQ(forced.status, 200) << forced.Describe();
+  EXPECT_EQ(I(J(forced), "spec.replicas"), 2);
+
+  // A field the manager stops applying goes (nobody else owns it).
+  const std::string smaller =
+      "apiVersion: shoal.dev/v1alpha1\nkind: PartitionedTopic\nmetadata:\n  name: applied\n"
+      "spec:\n  replicas: 2\n  partitions: 4\n";
+  HttpResponse dropped = Admin("PATCH", path + "?fieldManager=helm", smaller, apply);
+  ASSERT_EQ(dropped.status, 200) << dropped.Describe();
+  EXPECT_TRUE(At(J(dropped), "metadata.labels.team").is_null()) << dropped.body;
+  // The name in the body must be the URL's.
+  ExpectStatus(Admin("PATCH", std::string(kTopics) + "/other?fieldManager=helm", config, apply),
+               400, "BadRequest");
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "support/fake_kube/label_selector.h"
 #include "support/fake_kube/openapi_schema.h"
 #include "support/fake_kube/pod_security.h"
+#include "support/fake_kube/protobuf.h"
 #include "support/fake_kube/rbac.h"
 #include "support/fake_kube/table.h"
 
@@ -394,6 +395,44 @@ TEST(PodSecurityTest, RestrictedNamesWhatEachContainerLacks) {
   EXPECT_EQ(hv[2], R"(hostPath volume "seen")");
   EXPECT_EQ(PodSecurityMessage("p", "restricted", {"x", "y"}),
             R"(pods "p" is forbidden: violates PodSecurity "restricted:latest": x, y)");
+}
+
+// Protobuf as client-go writes it: length-delimited fields (wire type 2) and varints.
+std::string Pb(uint32_t field, const std::string& bytes) {
+  std::string out;
+  auto varint = [&](uint64_t v) {
+    do {
+      uint8_t b = v & 0x7f;
+      v >>= 7;
+      out += static_cast<char>(b | (v ? 0x80 : 0));
+    } while (v);
+  };
+  varint((field << 3) | 2);
+  varint(bytes.size());
+  return out + bytes;
+}
+
+TEST(ProtobufTest, DecodesTheSecretsHelmStoresItsReleasesIn) {
+  const std::string meta = Pb(1, "sh.helm.release.v1.shoal.v1") + Pb(3, "shoal-system") +
+                           Pb(11, Pb(1, "owner") + Pb(2, "helm"));
+  const std::string secret = Pb(1, meta) + Pb(2, Pb(1, "release") + Pb(2, std::string("\x01\x02", 2))) +
+                             Pb(3, "helm.sh/release.v1");
+  const std::string body =
+      std::string("k8s\0", 4) + Pb(1, Pb(1, "v1") + Pb(2, "Secret")) + Pb(2, secret);
+  auto obj = DecodeProtobufObject(body);
+  ASSERT_TRUE(obj.ok()) << obj.status().ToString();
+  EXPECT_EQ(obj->at("kind").as_string(), "Secret");
+  EXPECT_EQ(obj->at("metadata").at("name").as_string(), "sh.helm.release.v1.shoal.v1");
+  EXPECT_EQ(obj->at("metadata").at("namespace").as_string(), "shoal-system");
+  EXPECT_EQ(obj->at("metadata").at("labels").at("owner").as_string(), "helm");
+  EXPECT_EQ(obj->at("data").at("release").as_string(), "AQI=");  // base64 of 01 02
+  EXPECT_EQ(obj->at("type").as_string(), "helm.sh/release.v1");
+
+  EXPECT_FALSE(DecodeProtobufObject("{}").ok()) << "no k8s\\0 envelope";
+  EXPECT_FALSE(DecodeProtobufObject(body.substr(0, body.size() - 3)).ok()) << "truncated";
+  auto other = DecodeProtobufObject(std::string("k8s\0", 4) + Pb(1, Pb(1, "apps/v1") +
+                                                                  Pb(2, "Deployment")));
+  EXPECT_EQ(other.status().code(), Status::Code::kFailedPrecondition) << "answered 415";
 }
 
 }  // namespace
