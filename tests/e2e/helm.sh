@@ -29,15 +29,9 @@ kubectl() { "$bin/kubectl" "$@"; }
 fail() { echo "helm.sh: FAIL: $*" >&2; exit 1; }
 step() { echo; echo "== $*"; }
 
-"$build/tests/shoal-test-cluster" --kubeconfig "$KUBECONFIG" --work-dir "$work" \
-  >"$work/cluster.out" 2>"$work/cluster.err" &
-cluster_pid=$!
-for _ in $(seq 1 100); do
-  grep -q '^ready ' "$work/cluster.out" && break
-  kill -0 "$cluster_pid" 2>/dev/null || { cat "$work/cluster.err" >&2; fail "the test cluster exited"; }
-  sleep 0.1
-done
-grep -q '^ready ' "$work/cluster.out" || fail "the test cluster did not become ready in 10 s"
+# shellcheck source=tests/e2e/test-cluster.sh
+source tests/e2e/test-cluster.sh
+start_test_cluster "$build" "$work"
 
 step "helm install with values that the schema refuses: nothing is created"
 if helm install shoal helm/shoal -n shoal-system --create-namespace --set operator.maxPartitions=70000 \

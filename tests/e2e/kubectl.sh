@@ -38,15 +38,9 @@ fail() { echo "kubectl.sh: FAIL: $*" >&2; exit 1; }
 step() { echo; echo "== $*"; }
 
 step "starting the test cluster"
-"$build/tests/shoal-test-cluster" --kubeconfig "$KUBECONFIG" --work-dir "$work" --operators 1 \
-  >"$work/cluster.out" 2>"$work/cluster.err" &
-cluster_pid=$!
-for _ in $(seq 1 100); do
-  grep -q '^ready ' "$work/cluster.out" && break
-  kill -0 "$cluster_pid" 2>/dev/null || { cat "$work/cluster.err" >&2; fail "the test cluster exited"; }
-  sleep 0.1
-done
-grep -q '^ready ' "$work/cluster.out" || fail "the test cluster did not become ready in 10 s"
+# shellcheck source=tests/e2e/test-cluster.sh
+source tests/e2e/test-cluster.sh
+start_test_cluster "$build" "$work" --operators 1
 cat "$work/cluster.out"
 kubectl version
 kubectl version -o json | grep -q '"minor": "35"' || fail "the client or the server is not 1.35"
