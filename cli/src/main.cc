@@ -7,10 +7,12 @@
 
 #include "cmd/commands.h"
 #include "shoal/common/logging.h"
+#include "shoal/common/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
       "shoal: elastic partitioned topics (demo, load, consume, verify, simulate, torture, benchmarks)"};
+  app.set_version_flag("--version", "shoal " + shoal::Version());
   app.require_subcommand(1);
   int exit_code = 0;
   shoal::cli::RegisterDemo(app, exit_code);

@@ -1,8 +1,11 @@
 #include "shoal/common/metrics.h"
 
+#include <prometheus/gauge.h>
 #include <prometheus/text_serializer.h>
 
 #include <map>
+
+#include "shoal/common/version.h"
 
 namespace shoal::metrics {
 
@@ -47,6 +50,15 @@ const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
       0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
       0.05,    0.1,    0.25,    0.5,    1.0,   2.5,    5.0,   10.0};
   return kBuckets;
+}
+
+void RegisterBuildInfo(prometheus::Registry& registry, const std::string& component) {
+  prometheus::BuildGauge()
+      .Name("shoal_build_info")
+      .Help("1, labelled with the version of the build that exports the series")
+      .Register(registry)
+      .Add({{"component", component}, {"version", Version()}})
+      .Set(1);
 }
 
 }  // namespace shoal::metrics

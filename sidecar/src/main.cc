@@ -27,6 +27,7 @@
 #include "shoal/common/clock.h"
 #include "shoal/common/files.h"
 #include "shoal/common/logging.h"
+#include "shoal/common/version.h"
 #include "storage/file_util.h"
 
 namespace {
@@ -42,6 +43,7 @@ int Fail(const std::string& what) {
 
 int main(int argc, char** argv) {
   CLI::App app{"shoal-sidecar: one topic's partitions, served over HTTP"};
+  app.set_version_flag("--version", "shoal-sidecar " + shoal::Version());
   broker::TopicOptions topic_opts;
   http::DataFrontendOptions data_opts;
   http::AdminFrontendOptions admin_opts;

@@ -22,6 +22,7 @@
 #include "shoal/reconciler/topic_operator.h"
 #include "shoal/kubeapi/kube_client.h"
 #include "shoal/kubeapi/leader_election.h"
+#include "shoal/common/version.h"
 
 namespace {
 
@@ -41,6 +42,7 @@ std::vector<std::string> SplitList(const std::string& s) {
 
 int main(int argc, char** argv) {
   CLI::App app{"shoal-operator: elastic PartitionedTopics on Kubernetes"};
+  app.set_version_flag("--version", "shoal-operator " + shoal::Version());
   std::string kubeconfig, context, namespaces, log_level = "info";
   bool leader_elect = true;
   std::string lease_ns, lease_name = "shoal-operator", identity;

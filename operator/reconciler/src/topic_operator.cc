@@ -102,6 +102,7 @@ TopicOperator::TopicOperator(kubeapi::KubeClient& client, TopicOperatorOptions o
       opts_(std::move(options)),
       clock_(clock),
       registry_(std::make_shared<prometheus::Registry>()) {
+  metrics::RegisterBuildInfo(*registry_, "operator");
   reconciles_ = &prometheus::BuildCounter()
                      .Name("shoal_operator_reconciles_total")
                      .Help("Reconciles of PartitionedTopics by result (ok, error)")

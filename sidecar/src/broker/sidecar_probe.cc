@@ -62,6 +62,7 @@ SidecarProbe::SidecarProbe(std::string topic)
                         .Help("Duration of one fdatasync of a partition log")
                         .Register(*registry_)
                         .Add({{"topic", topic_}}, metrics::LatencyBuckets());
+  metrics::RegisterBuildInfo(*registry_, "sidecar");
 }
 
 PartitionProbe SidecarProbe::ForPartition(uint32_t partition) {

@@ -37,6 +37,7 @@
 #include "shoal/common/partition_map.h"
 #include "shoal/reconciler/kube_platform.h"
 #include "shoal/kubeapi/kube_client.h"
+#include "shoal/common/version.h"
 #include "support/fake_kube/rbac.h"
 #include "support/fake_kube/test_cluster.h"
 #include "support/loopback.h"
@@ -438,6 +439,10 @@ TEST_F(KubeOperatorTest, WatchesOnlyItsNamespacesAndServesHealthAndMetrics) {
   const auto metrics = op.Get("/metrics");
   ASSERT_EQ(metrics.status, 200);
   EXPECT_NE(metrics.body.find("shoal_operator_leader 1"), std::string::npos) << metrics.body;
+  EXPECT_NE(metrics.body.find("shoal_build_info{component=\"operator\",version=\"" + Version() +
+                              "\"} 1"),
+            std::string::npos)
+      << metrics.body;
   EXPECT_NE(metrics.body.find("shoal_control_partitions{"), std::string::npos);
   EXPECT_NE(metrics.body.find("topic_namespace=\"default\""), std::string::npos);
   const auto unknown = op.Get("/nope");

@@ -6,6 +6,7 @@
 #include <prometheus/collectable.h>
 #include <prometheus/histogram.h>
 #include <prometheus/metric_family.h>
+#include <prometheus/registry.h>
 
 #include <functional>
 #include <map>
@@ -34,6 +35,9 @@ class CallbackCollectable : public prometheus::Collectable {
 prometheus::MetricFamily GaugeFamily(std::string name, std::string help);
 void AddGauge(prometheus::MetricFamily& family, std::map<std::string, std::string> labels,
               double value);
+
+// shoal_build_info{component, version} = 1 in `registry`: which build a series comes from.
+void RegisterBuildInfo(prometheus::Registry& registry, const std::string& component);
 
 // Buckets from 50 us to 10 s, roughly x2.5 apart: produce, fsync and write-pause latencies.
 const prometheus::Histogram::BucketBoundaries& LatencyBuckets();

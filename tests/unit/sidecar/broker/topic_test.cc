@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "shoal/common/hash.h"
+#include "shoal/common/metrics.h"
+#include "shoal/common/version.h"
 #include "support/manual_clock.h"
 #include "support/temp_dir.h"
 
@@ -470,6 +472,15 @@ TEST_F(TopicTest, ConsumersAndCommitsRacingWithRetirementsAreSafe) {
   EXPECT_EQ(t->map().epoch().value(), 11u);
   EXPECT_EQ(Parse(t->PartitionsJson()).partitions.size(), 7u);  // p1 and 6 successors
   ASSERT_TRUE(t->Close().ok());
+}
+
+
+TEST(SidecarProbeTest, ExportsTheBuildItComesFrom) {
+  SidecarProbe probe("orders");
+  const std::string text = metrics::Serialize({probe.registry()});
+  EXPECT_NE(text.find("shoal_build_info{component=\"sidecar\",version=\"" + Version() + "\"} 1"),
+            std::string::npos)
+      << text;
 }
 
 }  // namespace
