@@ -654,7 +654,25 @@ TEST_F(KubeOperatorTest, AfterTheSurgePodsAreDrainedAndRemovedAndNothingIsLost) 
     }
     return true;
   };
-  EXPECT_TRUE(kubelet().WaitFor(claims_gone, 30s)) << "the volume claims were not deleted";
+  if (!kubelet().WaitFor(claims_gone, 30s)) {
+    // What the kubelet did with the pods whose claims stayed (a race of the scale down with the
+    // admission of a pod was one cause: claims_of_removed_ in test_kubelet.cc).
+    std::string left, lines;
+    for (int64_t i = 1; i < max_replicas; ++i) {
+      const std::string claim = "shoal-data-orders-" + std::to_string(i);
+      if (std::filesystem::exists(kubelet().ClaimPath(claim))) left += " " + claim;
+    }
+    std::ifstream log(dir_.path() + "/node/kubelet.log");
+    std::string line;
+    while (std::getline(log, line)) {
+      if (line.find("orders-") != std::string::npos &&
+          line.find("orders-0") == std::string::npos) {
+        lines += line + "\n";
+      }
+    }
+    ADD_FAILURE() << "the volume claims were not deleted:" << left << "\nkubelet:\n"
+                  << lines.substr(lines.size() > 6000 ? lines.size() - 6000 : 0);
+  }
   for (int64_t i = 1; i < max_replicas; ++i) {
     const std::string name = "orders-" + std::to_string(i);
     // The sidecar's preStop hook found it drained.

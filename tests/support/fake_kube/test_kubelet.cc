@@ -572,6 +572,11 @@ class TestKubelet::Impl {
   std::map<std::string, int> ips_;                    // guarded by mu_: ns/name -> last octet
   int next_ip_ = 2;                                   // guarded by mu_
   std::set<std::string> tombstones_;                  // guarded by mu_: uids of pods ended
+  // Guarded by mu_: claims to delete with a pod that a scale down removed before it was admitted
+  // here, by the pod's uid. RunPods can admit it between the scale down's look and its DELETE
+  // (creating its claim again); when that pod then ends as deleted, its claims go with it, as
+  // the StatefulSet controller's whenScaled: Delete asks.
+  std::map<std::string, std::vector<std::string>> claims_of_removed_;
   // guarded by mu_: ns -> Secret name -> key -> decoded value, from the last list.
   std::map<std::string, std::map<std::string, std::map<std::string, std::string>>> secrets_;
   std::vector<Terminator> terminators_;  // guarded by mu_
@@ -887,6 +892,10 @@ void TestKubelet::Impl::ControlStatefulSets(const std::string& ns, const std::ve
       }
       if (!local) {
         // Not running here (not admitted yet): only the object and the claims go.
+        if (!claims.empty()) {
+          std::lock_guard<std::mutex> lock(mu_);
+          claims_of_removed_[Str(*owned[ord], {"metadata", "uid"})] = claims;
+        }
         Api("DELETE", "/api/v1/namespaces/" + ns + "/pods/" + pname);
         std::error_code ec;
         for (const auto& c : claims) fs::remove_all(ClaimDir(ns, c), ec);
@@ -1002,7 +1011,12 @@ void TestKubelet::Impl::RunPods(const std::string& ns, const std::vector<value>&
                       !Str(*it->second, {"metadata", "deletionTimestamp"}).empty();
     if (gone) {
       Log("pod " + key + " was deleted");
-      BeginTermination(pod, {});
+      std::vector<std::string> claims;
+      if (auto c = claims_of_removed_.find(pod->uid); c != claims_of_removed_.end()) {
+        claims = std::move(c->second);
+        claims_of_removed_.erase(c);
+      }
+      BeginTermination(pod, std::move(claims));
     } else {
       pod->object = *it->second;
     }
