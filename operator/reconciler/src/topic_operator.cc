@@ -2,6 +2,7 @@
 
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
 #include <cpprest/asyncrt_utils.h>
@@ -103,6 +104,11 @@ TopicOperator::TopicOperator(kubeapi::KubeClient& client, TopicOperatorOptions o
       clock_(clock),
       registry_(std::make_shared<prometheus::Registry>()) {
   metrics::RegisterBuildInfo(*registry_, "operator");
+  reconcile_duration_ = &prometheus::BuildHistogram()
+                             .Name("shoal_operator_reconcile_duration_seconds")
+                             .Help("Time one reconcile of a PartitionedTopic took, whatever its result")
+                             .Register(*registry_)
+                             .Add({}, metrics::LatencyBuckets());
   reconciles_ = &prometheus::BuildCounter()
                      .Name("shoal_operator_reconciles_total")
                      .Help("Reconciles of PartitionedTopics by result (ok, error)")
@@ -240,11 +246,14 @@ void TopicOperator::Run(const std::atomic<bool>& stop) {
       queue_.erase(key);
     }
     ReconcileResult result = ReconcileResult::Retry();
+    const auto began = std::chrono::steady_clock::now();
     try {
       result = Reconcile(key);
     } catch (const std::exception& e) {
       Logger("operator")->error("reconcile {}: {}", key, e.what());
     }
+    reconcile_duration_->Observe(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
     using Kind = ReconcileResult::Kind;
     reconciles_
         ->Add({{"result", result.kind == Kind::kDone    ? "ok"

@@ -439,6 +439,8 @@ TEST_F(KubeOperatorTest, WatchesOnlyItsNamespacesAndServesHealthAndMetrics) {
   const auto metrics = op.Get("/metrics");
   ASSERT_EQ(metrics.status, 200);
   EXPECT_NE(metrics.body.find("shoal_operator_leader 1"), std::string::npos) << metrics.body;
+  EXPECT_NE(metrics.body.find("shoal_operator_reconcile_duration_seconds_count"), std::string::npos)
+      << metrics.body;
   EXPECT_NE(metrics.body.find("shoal_build_info{component=\"operator\",version=\"" + Version() +
                               "\"} 1"),
             std::string::npos)

@@ -45,6 +45,7 @@ template <typename T>
 class Family;
 class Counter;
 class Gauge;
+class Histogram;
 }  // namespace prometheus
 
 namespace shoal::reconciler {
@@ -151,6 +152,7 @@ class TopicOperator {
 
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>* reconciles_ = nullptr;
+  prometheus::Histogram* reconcile_duration_ = nullptr;
   prometheus::Gauge* leader_ = nullptr;
   prometheus::Gauge* topics_gauge_ = nullptr;
 };
