@@ -574,7 +574,6 @@ class FakeApiServer::Impl : public std::enable_shared_from_this<FakeApiServer::I
   Reply ServerSideApply(const Call& call, const std::string& body);
   // ?fieldManager, else the User-Agent's product (as the real server's prefixFromUserAgent).
   static std::string FieldManager(const Call& call);
-  static void SetManagedFields(value& obj, const value& managed);
   // The PodSecurity admission plugin for pods (pod_security.h), from the namespace's labels.
   std::optional<Reply> AdmitPodSecurity(const Call& call, const std::string& name,
                                         const value& obj, std::vector<std::string>* warnings) const;
@@ -1224,15 +1223,6 @@ std::string FakeApiServer::Impl::FieldManager(const Call& call) {
     if (std::isprint(static_cast<unsigned char>(c))) out += c;
   }
   return out.substr(0, 128);
-}
-
-void FakeApiServer::Impl::SetManagedFields(value& obj, const value& managed) {
-  if (managed.is_array() && managed.size() > 0) {
-    obj["metadata"]["managedFields"] = managed;
-  } else if (obj.has_field("metadata") && obj.at("metadata").is_object() &&
-             obj.at("metadata").has_field("managedFields")) {
-    obj["metadata"].erase("managedFields");
-  }
 }
 
 Reply FakeApiServer::Impl::ServerSideApply(const Call& call, const std::string& body) {

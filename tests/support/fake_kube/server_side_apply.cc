@@ -124,17 +124,6 @@ value ToJson(const std::vector<Entry>& entries) {
   return out;
 }
 
-void SetManaged(value& obj, const std::vector<Entry>& entries) {
-  const value mf = ToJson(entries);
-  if (mf.size() == 0) {
-    if (obj.has_field("metadata") && obj.at("metadata").has_field("managedFields")) {
-      obj["metadata"].erase("managedFields");
-    }
-  } else {
-    obj["metadata"]["managedFields"] = mf;
-  }
-}
-
 // Whether two fields overlap: one is the other or a prefix of it.
 bool Overlap(const FieldPath& a, const FieldPath& b) {
   const size_t n = std::min(a.size(), b.size());
@@ -145,6 +134,15 @@ bool Overlap(const FieldPath& a, const FieldPath& b) {
 }
 
 }  // namespace
+
+void SetManagedFields(value& obj, const value& managed) {
+  if (managed.is_array() && managed.size() > 0) {
+    obj["metadata"]["managedFields"] = managed;
+  } else if (obj.has_field("metadata") && obj.at("metadata").is_object() &&
+             obj.at("metadata").has_field("managedFields")) {
+    obj["metadata"].erase("managedFields");
+  }
+}
 
 FieldSet OwnedFields(const value& obj, bool status_subresource) {
   FieldSet out;
@@ -255,7 +253,7 @@ Result<value> Apply(const value* live, const value& applied, const ApplyRequest&
     }
   }
   if (!found) entries.push_back({r.manager, "Apply", r.api_version, r.now, "", want});
-  SetManaged(out, entries);
+  SetManagedFields(out, ToJson(entries));
   return out;
 }
 

@@ -43,6 +43,9 @@ struct ApplyRequest {
   std::string now;  // RFC 3339, for the managedFields entry
 };
 
+// Sets metadata.managedFields to `managed` (an array of entries), or removes it when empty.
+void SetManagedFields(web::json::value& obj, const web::json::value& managed);
+
 // `live` with `applied` applied (null `live`: the object is created from `applied`), with its
 // managedFields updated; Conflict naming each field and its owner, as the real server words it
 // ("Apply failed with 1 conflict: conflict with \"kubectl\" using apps/v1: .spec.replicas").
