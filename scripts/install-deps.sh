@@ -51,6 +51,8 @@ for arg in "$@"; do
     --kube)
       kube=1
       command -v npm >/dev/null || packages+=(npm)
+      # wget plays the chart's `helm test` image (busybox's wget) in the test cluster.
+      packages+=(wget)
       ;;
     --observe) packages+=("${observe_packages[@]}") ;;
     -h | --help)

@@ -50,22 +50,14 @@ kubectl api-resources --api-group shoal.dev | grep -q 'partitionedtopics  *ptopi
 
 step "Pod Security restricted on the namespace"
 kubectl label namespace default pod-security.kubernetes.io/enforce=restricted
-if kubectl apply -f tests/e2e/restricted-pod.yaml 2>"$work/refused.txt"; then
-  fail "a pod that does not drop ALL capabilities was admitted to a restricted namespace"
-fi
-cat "$work/refused.txt"
-grep -qF 'violates PodSecurity "restricted:latest": unrestricted capabilities (container "app" must set securityContext.capabilities.drop=["ALL"])' "$work/refused.txt" ||
-  fail "the refusal does not name the missing drop: [ALL]"
+expect_restricted_refusal
 
 step "kubectl apply -f examples/quickstart.yaml"
 kubectl apply -f examples/quickstart.yaml
 kubectl wait --for=condition=Ready ptopic/quickstart --timeout=90s
 
 step "kubectl get ptopic"
-kubectl get ptopic | tee "$work/get.txt"
-head -1 "$work/get.txt" | grep -Eq '^NAME +PARTITIONS +REPLICAS +EPOCH +READY +LAST DECISION +AGE$' ||
-  fail "kubectl get ptopic does not print the CRD's printer columns"
-grep -Eq '^quickstart +2 +1 +[0-9]+ +True ' "$work/get.txt" || fail "the topic is not 2 partitions, 1 replica, Ready"
+expect_quickstart_listed
 
 step "keyed load through a topic pod"
 ip="$(kubectl get pod quickstart-0 -o jsonpath='{.status.podIP}')"
@@ -82,23 +74,8 @@ kubectl wait --for=condition=Ready ptopic/quickstart --timeout=90s
 kubectl get ptopic quickstart
 
 step "the verifier: every acknowledged event seen, in order per key"
-acked=$(wc -l < "$work/acked.jsonl")
-seen_files=()
-verify_out=""
-for _ in $(seq 1 300); do
-  mapfile -t seen_files < <(find "$work/node/pods" -path '*/data/seen.jsonl')
-  if ((${#seen_files[@]})) &&
-    verify_out="$("$shoal" verify --acked "$work/acked.jsonl" --seen "${seen_files[@]}" --json 2>/dev/null)"; then
-    break
-  fi
-  sleep 0.1
-done
-echo "$verify_out"
-[[ -n "$verify_out" ]] || fail "the consumers did not see every acknowledged event in 30 s"
-if ! grep -q '"lost":0' <<<"$verify_out" || ! grep -q '"reordered":0' <<<"$verify_out"; then
-  fail "events were lost or reordered"
-fi
-echo "verified $acked acknowledged events"
+verify_seen "$shoal" "$work/acked.jsonl" "$work/node/pods"
+echo "verified $(wc -l < "$work/acked.jsonl") acknowledged events"
 
 step "kubectl describe ptopic quickstart"
 kubectl describe ptopic quickstart | tee "$work/describe.txt" | head -40

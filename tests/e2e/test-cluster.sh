@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# Sourced by the tests/e2e scripts that drive the test cluster (not run on its own).
+# Sourced by the tests/e2e scripts that drive the test cluster (not run on its own). They define
+# `fail MESSAGE` and `kubectl`, and keep their files in $work.
 #
 # start_test_cluster BUILD WORK [ARGS...]: starts BUILD/tests/shoal-test-cluster with its
 # kubeconfig at $KUBECONFIG and WORK as its work directory (plus ARGS), sets cluster_pid, and
@@ -16,4 +17,47 @@ start_test_cluster() {
     sleep 0.1
   done
   fail "the test cluster did not become ready in 10 s"
+}
+
+# expect_restricted_refusal: applies tests/e2e/restricted-pod.yaml (a pod that keeps its
+# capabilities) in a namespace labelled pod-security.kubernetes.io/enforce=restricted and fails
+# unless Pod Security refuses it, naming the missing drop: [ALL].
+expect_restricted_refusal() {
+  if kubectl apply -f tests/e2e/restricted-pod.yaml 2>"$work/refused.txt"; then
+    fail "a pod that does not drop ALL capabilities was admitted to a restricted namespace"
+  fi
+  cat "$work/refused.txt"
+  grep -qF 'violates PodSecurity "restricted:latest": unrestricted capabilities (container "app" must set securityContext.capabilities.drop=["ALL"])' "$work/refused.txt" ||
+    fail "the refusal does not name the missing drop: [ALL]"
+}
+
+# expect_quickstart_listed: `kubectl get ptopic` prints the CRD's printer
+# columns and the quickstart topic with 2 partitions, 1 replica, Ready.
+expect_quickstart_listed() {
+  kubectl get ptopic | tee "$work/get.txt"
+  head -1 "$work/get.txt" | grep -Eq '^NAME +PARTITIONS +REPLICAS +EPOCH +READY +LAST DECISION +AGE$' ||
+    fail "kubectl get ptopic does not print the CRD's printer columns"
+  grep -Eq '^quickstart +2 +1 +[0-9]+ +True ' "$work/get.txt" || fail "the topic is not 2 partitions, 1 replica, Ready"
+}
+
+# verify_seen SHOAL ACKED DIR: waits up to 30 s for the consumers' seen.jsonl files under DIR
+# (pod directories of the test kubelet) to hold every event in ACKED, in order per key and
+# once, and prints the verifier's line.
+verify_seen() {
+  local shoal="$1" acked="$2" dir="$3" out="" files=()
+  for _ in $(seq 1 300); do
+    mapfile -t files < <(find "$dir" -maxdepth 3 -path '*/data/seen.jsonl')
+    if ((${#files[@]})) &&
+      out="$("$shoal" verify --acked "$acked" --seen "${files[@]}" --json 2>/dev/null)"; then
+      break
+    fi
+    out=""
+    sleep 0.1
+  done
+  echo "$out"
+  [[ -n "$out" ]] || fail "the consumers under $dir did not see every acknowledged event in 30 s"
+  if ! grep -q '"lost":0' <<<"$out" || ! grep -q '"reordered":0' <<<"$out" ||
+    ! grep -q '"duplicated":0' <<<"$out"; then
+    fail "events were lost, reordered or duplicated"
+  fi
 }

@@ -115,6 +115,18 @@ std::vector<ResourceType> DefaultResourceTypes() {
                                        .status_replicas_path = ".status.replicas",
                                        .label_selector_path = ".spec.selector"};
   out.push_back(deployments);
+  ResourceType replicasets{.group = "apps",
+                           .version = "v1",
+                           .plural = "replicasets",
+                           .kind = "ReplicaSet",
+                           .short_names = {"rs"},
+                           .categories = {"all"}};
+  replicasets.status_subresource = true;
+  replicasets.tracks_generation = true;
+  replicasets.scale = ScaleSubresource{.spec_replicas_path = ".spec.replicas",
+                                       .status_replicas_path = ".status.replicas",
+                                       .label_selector_path = ".spec.selector"};
+  out.push_back(replicasets);
   for (const char* kind : {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}) {
     std::string plural = kind;
     std::transform(plural.begin(), plural.end(), plural.begin(),
@@ -530,6 +542,9 @@ class FakeApiServer::Impl : public std::enable_shared_from_this<FakeApiServer::I
     std::map<std::string, std::string> query;
     std::string user;
     const std::vector<PolicyRule>* rules = nullptr;  // nullptr: not subject to RBAC
+    // A ServiceAccount token's user: authorized by the stored (Cluster)Roles and bindings.
+    bool stored_rbac = false;
+    std::vector<std::string> groups;
     Route route;
     std::string verb;
   };
@@ -558,6 +573,15 @@ class FakeApiServer::Impl : public std::enable_shared_from_this<FakeApiServer::I
   std::optional<Reply> Authenticate(const http_request& req, Call& call) const;
   std::optional<Reply> ParseRoute(Call& call) const;
   std::optional<Reply> Authorize(const Call& call) const;
+  // What the stored RBAC objects grant the call's user and groups in the call's namespace
+  // (mu_ held).
+  std::vector<PolicyRule> StoredRules(const Call& call) const;
+  // The rules of a stored ClusterRole, its aggregationRule's roles' too (mu_ held).
+  void ClusterRoleRules(const std::string& name, std::vector<PolicyRule>& out) const;
+  // POST .../serviceaccounts/NAME/token (authentication.k8s.io/v1 TokenRequest).
+  Reply IssueToken(const Call& call, const std::string& body);
+  // POST .../pods/NAME/binding (v1 Binding): the scheduler's assignment of a pod to a node.
+  Reply BindPod(const Call& call, const std::string& body);
   void ServeWatch(const http_request& req, const Call& call);
   Reply Process(const Call& call, const std::string& body);
 
@@ -593,6 +617,10 @@ class FakeApiServer::Impl : public std::enable_shared_from_this<FakeApiServer::I
   // Persists a change with a new RV and sends it to the watches. Returns the stored object.
   value Commit(size_t type, const Key& key, const value* prev, value next, EventType event);
   void Deliver(Watcher& w, const HistoryEvent& ev);
+  // The apiextensions controllers' part: a stored CRD's names are accepted and it is
+  // established (status.conditions, acceptedNames, storedVersions), which Helm's --wait and
+  // `kubectl wait --for=condition=Established` read.
+  void EstablishCrd(value& crd) const;
   void WriteLine(Watcher& w, const std::string& line);
   void CloseWatcher(uint64_t id);
   void TimerLoop();
@@ -632,6 +660,8 @@ class FakeApiServer::Impl : public std::enable_shared_from_this<FakeApiServer::I
   // an I/O thread at the same time, which crashes in asio (cpprestsdk 2.10, seen as a SIGSEGV
   // in epoll_reactor::start_op under load).
   size_t replies_in_flight_ = 0;  // guarded by mu_
+  // Tokens issued by TokenRequest: token -> the ServiceAccount (namespace, name).
+  std::map<std::string, Key> sa_tokens_;  // guarded by mu_
 
   // Counts `sent` in replies_in_flight_ until it finishes; a failed send (client gone) is fine.
   void TrackReply(pplx::task<void> sent, std::function<void()> after = {});
@@ -712,17 +742,22 @@ Status FakeApiServer::Impl::OpenSecure() {
 }
 
 void FakeApiServer::Impl::Shutdown() {
+  // The watch streams are closed outside mu_: a close waits for cpprestsdk's threads, which
+  // may all be busy in continuations waiting for mu_ (replies that ended lock it to count
+  // themselves out), e.g. when many clients went away at once.
+  std::vector<concurrency::streams::producer_consumer_buffer<uint8_t>> streams;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
     stopping_ = true;
-    for (auto& [id, w] : watchers_) {
-      try {
-        w.buf.close(std::ios_base::out).wait();
-      } catch (...) {
-      }
-    }
+    for (auto& [id, w] : watchers_) streams.push_back(w.buf);
     watchers_.clear();
+  }
+  for (auto& buf : streams) {
+    try {
+      buf.close(std::ios_base::out).wait();
+    } catch (...) {
+    }
   }
   cv_.notify_all();
   if (timer_.joinable()) timer_.join();
@@ -835,6 +870,18 @@ std::optional<Reply> FakeApiServer::Impl::Authenticate(const http_request& req, 
         return std::nullopt;
       }
     }
+    // A bound ServiceAccount token, as the TokenRequest API issued it: the user and groups
+    // the real authenticator gives (k8s.io/apiserver pkg/authentication/serviceaccount:
+    // MakeUsername, MakeGroupNames).
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto sa = sa_tokens_.find(token); sa != sa_tokens_.end()) {
+      const auto& [ns, name] = sa->second;
+      call.user = "system:serviceaccount:" + ns + ":" + name;
+      call.groups = {"system:serviceaccounts", "system:serviceaccounts:" + ns,
+                     "system:authenticated"};
+      call.stored_rbac = true;
+      return std::nullopt;
+    }
   }
   return Failure(401, "Unauthorized", "Unauthorized");
 }
@@ -872,8 +919,11 @@ std::optional<Reply> FakeApiServer::Impl::ParseRoute(Call& call) const {
   if (rest.size() == 3) r.sub = rest[2];
   if (!t->namespaced && !r.ns.empty()) return NoSuchPath();
   if (t->namespaced && r.ns.empty() && !r.name.empty()) return NoSuchPath();
+  const bool token_request =
+      (r.sub == "token" && t->group.empty() && t->plural == "serviceaccounts") ||
+      (r.sub == "binding" && t->group.empty() && t->plural == "pods");
   if (!r.sub.empty() && !(r.sub == "status" && t->status_subresource) &&
-      !(r.sub == "scale" && t->scale)) {
+      !(r.sub == "scale" && t->scale) && !token_request) {
     return NoSuchPath();
   }
   call.route = r;
@@ -884,7 +934,7 @@ std::optional<Reply> FakeApiServer::Impl::ParseRoute(Call& call) const {
                      (call.query.at("watch") == "1" || call.query.at("watch") == "true");
   if (m == "GET") {
     call.verb = watch ? "watch" : named ? "get" : "list";
-  } else if (m == "POST" && !named) {
+  } else if (m == "POST" && (!named || token_request)) {
     call.verb = "create";
   } else if (m == "PUT" && named) {
     call.verb = "update";
@@ -899,7 +949,7 @@ std::optional<Reply> FakeApiServer::Impl::ParseRoute(Call& call) const {
 }
 
 std::optional<Reply> FakeApiServer::Impl::Authorize(const Call& call) const {
-  if (call.rules == nullptr) return std::nullopt;
+  if (call.rules == nullptr && !call.stored_rbac) return std::nullopt;
   const ResourceType& t = type(call.route.type);
   ResourceAttributes attrs{.verb = call.verb,
                            .group = t.group,
@@ -907,9 +957,187 @@ std::optional<Reply> FakeApiServer::Impl::Authorize(const Call& call) const {
                            .subresource = call.route.sub,
                            .name = call.route.name,
                            .namespace_ = call.route.ns};
-  if (RulesAllow(*call.rules, attrs)) return std::nullopt;
+  if (call.rules != nullptr && RulesAllow(*call.rules, attrs)) return std::nullopt;
+  if (call.stored_rbac) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (RulesAllow(StoredRules(call), attrs)) return std::nullopt;
+  }
   return Failure(403, "Forbidden", ForbiddenMessage(call.user, attrs),
                  Details(call.route.name, t.group, t.plural));
+}
+
+// The RBAC authorizer over the stored objects (k8s.io/kubernetes plugin/pkg/auth/authorizer/
+// rbac: VisitRulesFor): every ClusterRoleBinding whose subjects name the user, one of its
+// groups or its ServiceAccount grants its ClusterRole's rules everywhere; a RoleBinding in the
+// request's namespace grants its Role's (or ClusterRole's) rules there.
+std::vector<PolicyRule> FakeApiServer::Impl::StoredRules(const Call& call) const {
+  std::vector<PolicyRule> out;
+  const ResourceType* crb = FindType("rbac.authorization.k8s.io", "v1", "clusterrolebindings");
+  const ResourceType* rb = FindType("rbac.authorization.k8s.io", "v1", "rolebindings");
+  const ResourceType* roles = FindType("rbac.authorization.k8s.io", "v1", "roles");
+  if (crb == nullptr || rb == nullptr || roles == nullptr) return out;
+  const auto index = [&](const ResourceType* t) { return static_cast<size_t>(t - opts_.types.data()); };
+  const auto names_us = [&](const value& binding, const std::string& binding_ns) {
+    if (!binding.has_field("subjects") || !binding.at("subjects").is_array()) return false;
+    for (const auto& s : binding.at("subjects").as_array()) {
+      const std::string kind = StringField(s, "kind"), name = StringField(s, "name");
+      if (kind == "User" && name == call.user) return true;
+      if (kind == "Group" &&
+          std::find(call.groups.begin(), call.groups.end(), name) != call.groups.end()) {
+        return true;
+      }
+      if (kind == "ServiceAccount") {
+        std::string ns = StringField(s, "namespace");
+        if (ns.empty()) ns = binding_ns;
+        if (call.user == "system:serviceaccount:" + ns + ":" + name) return true;
+      }
+    }
+    return false;
+  };
+  const auto role_ref = [](const value& binding) -> std::pair<std::string, std::string> {
+    if (!binding.has_field("roleRef")) return {};
+    return {StringField(binding.at("roleRef"), "kind"), StringField(binding.at("roleRef"), "name")};
+  };
+  for (const auto& [key, binding] : stores_[index(crb)]) {
+    if (!names_us(binding, "")) continue;
+    const auto [kind, name] = role_ref(binding);
+    if (kind == "ClusterRole") ClusterRoleRules(name, out);
+  }
+  if (!call.route.ns.empty()) {
+    for (const auto& [key, binding] : stores_[index(rb)]) {
+      if (key.first != call.route.ns || !names_us(binding, key.first)) continue;
+      const auto [kind, name] = role_ref(binding);
+      if (kind == "ClusterRole") {
+        ClusterRoleRules(name, out);
+      } else if (kind == "Role") {
+        if (const value* role = Find(index(roles), {key.first, name})) {
+          if (role->has_field("rules")) {
+            if (auto rules = ParsePolicyRules(role->serialize()); rules.ok()) {
+              out.insert(out.end(), rules->begin(), rules->end());
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// An aggregated ClusterRole's rules are those of every ClusterRole its
+// aggregationRule.clusterRoleSelectors pick (the clusterrole-aggregation controller writes
+// them into the object; reading them here gives the same answer without that controller).
+void FakeApiServer::Impl::ClusterRoleRules(const std::string& name,
+                                           std::vector<PolicyRule>& out) const {
+  const ResourceType* cr = FindType("rbac.authorization.k8s.io", "v1", "clusterroles");
+  if (cr == nullptr) return;
+  const size_t index = static_cast<size_t>(cr - opts_.types.data());
+  const value* role = Find(index, {"", name});
+  if (role == nullptr) return;
+  if (role->has_field("rules") && role->at("rules").is_array()) {
+    if (auto rules = ParsePolicyRules(role->serialize()); rules.ok()) {
+      out.insert(out.end(), rules->begin(), rules->end());
+    }
+  }
+  if (!role->has_field("aggregationRule")) return;
+  const value& agg = role->at("aggregationRule");
+  if (!agg.has_field("clusterRoleSelectors") || !agg.at("clusterRoleSelectors").is_array()) return;
+  for (const auto& selector : agg.at("clusterRoleSelectors").as_array()) {
+    if (!selector.has_field("matchLabels") || !selector.at("matchLabels").is_object()) continue;
+    for (const auto& [key, other] : stores_[index]) {
+      if (key.second == name || !other.has_field("rules")) continue;
+      bool match = true;
+      for (const auto& [k, v] : selector.at("matchLabels").as_object()) {
+        const value* labels = other.at("metadata").has_field("labels")
+                                  ? &other.at("metadata").at("labels")
+                                  : nullptr;
+        if (labels == nullptr || !labels->has_field(k) || !labels->at(k).is_string() ||
+            !v.is_string() || labels->at(k).as_string() != v.as_string()) {
+          match = false;
+          break;
+        }
+      }
+      if (!match) continue;
+      if (auto rules = ParsePolicyRules(other.serialize()); rules.ok()) {
+        out.insert(out.end(), rules->begin(), rules->end());
+      }
+    }
+  }
+}
+
+// The TokenRequest API (pkg/registry/core/serviceaccount/storage/token.go): a token for an
+// existing ServiceAccount, bound to the pod named in spec.boundObjectRef when given. Tokens
+// here are opaque (a real server signs a JWT) and do not expire while the server runs.
+Reply FakeApiServer::Impl::IssueToken(const Call& call, const std::string& body) {
+  const ResourceType& t = type(call.route.type);
+  if (Find(call.route.type, {call.route.ns, call.route.name}) == nullptr) {
+    return NotFound(t, call.route.name);
+  }
+  std::error_code ec;
+  value request = body.empty() ? value::object() : value::parse(body, ec);
+  if (ec || !request.is_object()) {
+    return BadRequest("the body of the request could not be decoded as a TokenRequest");
+  }
+  static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+  std::string token = "sa.";
+  for (int i = 0; i < 40; ++i) token += kAlphabet[rng_() % (sizeof(kAlphabet) - 1)];
+  sa_tokens_[token] = {call.route.ns, call.route.name};
+  int64_t seconds = 3600;
+  if (request.has_field("spec") && request.at("spec").has_field("expirationSeconds") &&
+      request.at("spec").at("expirationSeconds").is_integer()) {
+    seconds = request.at("spec").at("expirationSeconds").as_number().to_int64();
+  }
+  value out = value::object();
+  out["apiVersion"] = value::string("authentication.k8s.io/v1");
+  out["kind"] = value::string("TokenRequest");
+  value meta = value::object();
+  meta["name"] = value::string(call.route.name);
+  meta["namespace"] = value::string(call.route.ns);
+  meta["creationTimestamp"] = value::string(Now());
+  out["metadata"] = meta;
+  value spec = request.has_field("spec") ? request.at("spec") : value::object();
+  spec["expirationSeconds"] = value::number(seconds);
+  out["spec"] = spec;
+  value status = value::object();
+  status["token"] = value::string(token);
+  status["expirationTimestamp"] = value::string(Rfc3339(clock_->NowMs() + seconds * 1000));
+  out["status"] = status;
+  return Reply{201, out};
+}
+
+// pkg/registry/core/pod/storage BindingREST: sets spec.nodeName once; a pod already assigned
+// gets 409 Conflict.
+Reply FakeApiServer::Impl::BindPod(const Call& call, const std::string& body) {
+  const ResourceType& t = type(call.route.type);
+  const Key key{call.route.ns, call.route.name};
+  const value* current = Find(call.route.type, key);
+  if (current == nullptr) return NotFound(t, call.route.name);
+  std::error_code ec;
+  value binding = value::parse(body, ec);
+  std::string node;
+  if (!ec && binding.is_object() && binding.has_field("target")) {
+    node = StringField(binding.at("target"), "name");
+  }
+  if (node.empty()) {
+    return Invalid("Binding", "", call.route.name, "target.name", "FieldValueRequired",
+                   "Required value");
+  }
+  const value& spec = current->at("spec");
+  if (!StringField(spec, "nodeName").empty()) {
+    return Failure(409, "Conflict",
+                   "Operation cannot be fulfilled on pods/binding \"" + call.route.name +
+                       "\": pod " + call.route.name + " is already assigned to node \"" +
+                       StringField(spec, "nodeName") + "\"");
+  }
+  value next = *current;
+  next["spec"]["nodeName"] = value::string(node);
+  const value prev = *current;
+  Commit(call.route.type, key, &prev, next, EventType::kModified);
+  value out = value::object();
+  out["kind"] = value::string("Status");
+  out["apiVersion"] = value::string("v1");
+  out["status"] = value::string("Success");
+  out["code"] = value::number(201);
+  return Reply{201, out};
 }
 
 void FakeApiServer::Impl::Handle(http_request req) {
@@ -1023,6 +1251,8 @@ Reply FakeApiServer::Impl::Process(const Call& call, const std::string& body) {
     if (--fail->second.first <= 0) failures_.erase(fail);
     return Injected(code, t, call.route.name);
   }
+  if (call.route.sub == "token") return IssueToken(call, body);
+  if (call.route.sub == "binding") return BindPod(call, body);
   const bool protobuf = Lower(call.content_type).rfind(kProtobufContentType, 0) == 0;
   if (call.verb == "delete" && protobuf && !body.empty()) {
     auto options = DecodeProtobufObject(body);
@@ -1613,6 +1843,9 @@ value FakeApiServer::Impl::Commit(size_t type_index, const Key& key, const value
                                   EventType event) {
   const uint64_t rv = ++rv_;
   SetMeta(next, "resourceVersion", value::string(std::to_string(rv)));
+  if (event != EventType::kDeleted && type(type_index).plural == "customresourcedefinitions") {
+    EstablishCrd(next);
+  }
   auto& store = stores_[type_index];
   if (event == EventType::kDeleted) {
     store.erase(key);
@@ -1626,6 +1859,46 @@ value FakeApiServer::Impl::Commit(size_t type_index, const Key& key, const value
   }
   for (auto& [id, w] : watchers_) Deliver(w, history_.back());
   return next;
+}
+
+void FakeApiServer::Impl::EstablishCrd(value& crd) const {
+  if (!crd.has_field("spec") || !crd.at("spec").is_object()) return;
+  const value& spec = crd.at("spec");
+  value status = crd.has_field("status") && crd.at("status").is_object() ? crd.at("status")
+                                                                         : value::object();
+  if (spec.has_field("names")) status["acceptedNames"] = spec.at("names");
+  std::vector<value> stored;
+  if (status.has_field("storedVersions") && status.at("storedVersions").is_array()) {
+    for (const auto& v : status.at("storedVersions").as_array()) stored.push_back(v);
+  }
+  if (spec.has_field("versions") && spec.at("versions").is_array()) {
+    for (const auto& v : spec.at("versions").as_array()) {
+      const value* storage = v.has_field("storage") ? &v.at("storage") : nullptr;
+      if (storage == nullptr || !storage->is_boolean() || !storage->as_bool()) continue;
+      const value name = value::string(StringField(v, "name"));
+      if (std::find(stored.begin(), stored.end(), name) == stored.end()) stored.push_back(name);
+    }
+  }
+  status["storedVersions"] = value::array(stored);
+  std::string since = Now();
+  if (status.has_field("conditions") && status.at("conditions").is_array()) {
+    for (const auto& c : status.at("conditions").as_array()) {
+      if (StringField(c, "type") == "Established") since = StringField(c, "lastTransitionTime");
+    }
+  }
+  auto condition = [&](const char* type, const char* reason, const char* message) {
+    value c = value::object();
+    c["type"] = value::string(type);
+    c["status"] = value::string("True");
+    c["reason"] = value::string(reason);
+    c["message"] = value::string(message);
+    c["lastTransitionTime"] = value::string(since);
+    return c;
+  };
+  status["conditions"] = value::array(
+      {condition("NamesAccepted", "NoConflicts", "no conflicts found"),
+       condition("Established", "InitialNamesAccepted", "the initial names have been accepted")});
+  crd["status"] = status;
 }
 
 void FakeApiServer::Impl::WriteLine(Watcher& w, const std::string& line) {

@@ -11,6 +11,12 @@
 //   - bearer-token authentication and RBAC from PolicyRule lists (403 Forbidden), with the
 //     OwnerReferencesPermissionEnforcement admission rule (blockOwnerDeletion on a reference
 //     needs `update` on the owner's `finalizers`);
+//   - ServiceAccount tokens from the TokenRequest API (POST .../serviceaccounts/NAME/token;
+//     404 for a missing account), authenticated as system:serviceaccount:NS:NAME with its
+//     groups and authorized by the STORED ClusterRoles, Roles and their bindings (aggregated
+//     ClusterRoles included), as the RBAC authorizer does;
+//   - pods/binding (the scheduler's assignment; 409 once a pod has a node) and stored CRDs
+//     marked NamesAccepted and Established (the apiextensions controllers' part);
 //   - every error as a `Status` body with reason, code and details.
 // Test hooks close watches, send bookmarks, forget history and inject failures.
 //

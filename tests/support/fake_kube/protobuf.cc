@@ -181,7 +181,7 @@ Result<value> DecodeProtobufObject(const std::string& body) {
     }
     return opts;
   }
-  if (api_version != "v1" || (kind != "Secret" && kind != "ConfigMap")) {
+  if (api_version != "v1" || (kind != "Secret" && kind != "ConfigMap" && kind != "Namespace")) {
     return Status::FailedPrecondition("protobuf bodies of " + api_version + " " + kind +
                                  " are not decoded here; send JSON");
   }
@@ -198,7 +198,19 @@ Result<value> DecodeProtobufObject(const std::string& body) {
       obj["metadata"] = *meta;
       continue;
     }
-    if (kind == "Secret") {
+    if (kind == "Namespace") {
+      // spec 2 (NamespaceSpec: finalizers 1); status 3 is the server's.
+      if (f.number == 2 && f.wire == 2) {
+        Reader spec(f.bytes);
+        value finalizers = value::array();
+        while (!spec.done()) {
+          Field g;
+          SHOAL_RETURN_IF_ERROR(spec.Next(&g));
+          if (g.number == 1 && g.wire == 2) finalizers[finalizers.size()] = value::string(S(g.bytes));
+        }
+        obj["spec"]["finalizers"] = finalizers;
+      }
+    } else if (kind == "Secret") {
       // data 2 (map<string, bytes>), type 3, stringData 4, immutable 5.
       if (f.number == 2 || f.number == 4) {
         std::string k, v;

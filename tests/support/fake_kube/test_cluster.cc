@@ -51,6 +51,11 @@ Result<std::unique_ptr<TestCluster>> TestCluster::Start(TestClusterOptions optio
   if (o.operator_rules) user->rules = *o.operator_rules;
   ao.users.push_back(*user);
   if (!o.crd_file.empty()) ao.crd_files.push_back(o.crd_file);
+  for (const auto& f : o.extra_crd_files) ao.crd_files.push_back(f);
+  if (o.in_cluster && !o.serve_tls) {
+    return Status::InvalidArgument("TestCluster: in_cluster needs serve_tls");
+  }
+  if (o.namespaces.empty()) return Status::InvalidArgument("TestCluster: no namespaces");
   if (o.serve_tls) {
     std::error_code ec;
     std::filesystem::create_directories(o.work_dir + "/tls", ec);
@@ -77,6 +82,16 @@ Result<std::unique_ptr<TestCluster>> TestCluster::Start(TestClusterOptions optio
   ko.work_dir = o.work_dir + "/node";
   ko.ip_prefix = o.ip_prefix;
   ko.images = {{"shoal-sidecar", o.sidecar_binary}, {"shoal", o.shoal_binary}};
+  for (const auto& [image, binary] : o.extra_images) ko.images[image] = binary;
+  ko.namespaces = o.namespaces;
+  if (o.in_cluster) {
+    ko.images["shoal-operator"] = o.operator_binary;
+    const uint16_t port = static_cast<uint16_t>(
+        std::stoi(c->api_->secure_url().substr(c->api_->secure_url().rfind(':') + 1)));
+    ko.api_service_host = "127.0.0.1";
+    ko.api_service_port = port;
+    ko.api_ca_file = c->ca_file();
+  }
   ko.probe_period = o.probe_period;
   ko.metrics_interval = o.metrics_interval;
   c->kubelet_ = std::make_unique<TestKubelet>(ko);

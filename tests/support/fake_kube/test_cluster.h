@@ -68,6 +68,18 @@ struct TestClusterOptions {
   // Serve the API over TLS too (a self-signed certificate in work_dir/tls/), for real kubectl and
   // Helm, which send credentials only over TLS: secure_url() and ca_file().
   bool serve_tls = false;
+  // Pods run in-cluster (needs serve_tls): the kubelet gives them the TLS address as the
+  // kubernetes Service, the CA and their ServiceAccount's token (TestKubeletOptions), and runs
+  // "shoal-operator" as an image, so the operator can run from the Helm chart's Deployment,
+  // authorized by the RBAC objects the chart created.
+  bool in_cluster = false;
+  // The namespaces the kubelet runs pods of (the first holds the test topic).
+  std::vector<std::string> namespaces = {kTestNamespace};
+  // More images for the kubelet (a container's command[0] -> host binary), e.g. "wget".
+  std::map<std::string, std::string> extra_images;
+  // More CRDs served from the start (relative: from the source tree), as a cluster that has
+  // them installed: e.g. prometheus-operator's for the chart's monitors and rules.
+  std::vector<std::string> extra_crd_files;
 };
 
 class TestCluster {

@@ -5,6 +5,12 @@
 // once it serves, and serves until SIGTERM or SIGINT, then stops the pods and the server.
 //
 //   shoal-test-cluster --kubeconfig out.yaml --work-dir DIR [--ip-prefix 127.X.Y] [--operators N]
+//                      [--namespaces a,b] [--in-cluster] [--crd FILE]... [--image NAME=BINARY]...
+//
+// --in-cluster lets pods talk to the API server as in a cluster (TestClusterOptions::in_cluster):
+// the Helm chart's operator Deployment then runs. --namespaces lists the namespaces whose pods
+// the kubelet runs (default: default). --crd serves more CRDs from the start (as a cluster that
+// has prometheus-operator's); --image maps more images (a container's command[0]) to binaries.
 //
 // --operators starts N shoal-operator processes outside the cluster (as `make run` does with a
 // kubeconfig; their logs are DIR/operator-<i>.log), for scripts that install no operator with
@@ -34,6 +40,15 @@ int main(int argc, char** argv) {
   int operators = 0;
   app.add_option("--operators", operators, "shoal-operator processes to start beside it")
       ->check(CLI::Range(0, 3));
+  std::string namespaces = "default";
+  bool in_cluster = false;
+  std::vector<std::string> crds, images;
+  app.add_option("--namespaces", namespaces, "comma-separated namespaces whose pods run here");
+  app.add_flag("--in-cluster", in_cluster,
+               "pods get the API server's address, CA and ServiceAccount tokens");
+  app.add_option("--crd", crds, "another CRD file to serve from the start")
+      ->check(CLI::ExistingFile);
+  app.add_option("--image", images, "NAME=BINARY: the host binary that plays image NAME");
   CLI11_PARSE(app, argc, argv);
 
   // Block the stop signals before any thread starts, and wait for them below.
@@ -50,6 +65,23 @@ int main(int argc, char** argv) {
   o.shoal_binary = SHOAL_CLI_BIN;
   o.ip_prefix = ip_prefix;
   o.serve_tls = true;
+  o.in_cluster = in_cluster;
+  o.namespaces.clear();
+  for (size_t start = 0; start <= namespaces.size();) {
+    size_t comma = namespaces.find(',', start);
+    if (comma == std::string::npos) comma = namespaces.size();
+    if (comma > start) o.namespaces.push_back(namespaces.substr(start, comma - start));
+    start = comma + 1;
+  }
+  o.extra_crd_files = crds;
+  for (const auto& image : images) {
+    const size_t eq = image.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == image.size()) {
+      std::cerr << "shoal-test-cluster: --image wants NAME=BINARY, got \"" << image << "\"\n";
+      return 2;
+    }
+    o.extra_images[image.substr(0, eq)] = image.substr(eq + 1);
+  }
   auto cluster = shoal::testing::TestCluster::Start(o);
   if (!cluster.ok()) {
     std::cerr << "shoal-test-cluster: " << cluster.status().ToString() << "\n";

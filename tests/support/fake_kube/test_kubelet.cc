@@ -10,6 +10,8 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -22,6 +24,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <ctime>
+#include <random>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -218,9 +221,13 @@ std::string RewriteHosts(const std::string& s, const std::string& pod_ip) {
 // behind: call it from a thread that outlives the process (the kubelet's own threads).
 // fork and exec rather than posix_spawn, which has no parent-death signal; between the two the
 // child makes only async-signal-safe calls on what was prepared before the fork.
+// `binds` (host directory, path in the container; the path must exist) are bind-mounted in a
+// mount namespace of the child's own, invisible to every other process.
+using BindMounts = std::vector<std::pair<std::string, std::string>>;
 Result<pid_t> SpawnProcess(const std::vector<std::string>& argv,
                            const std::vector<std::string>& env, const std::string& log_path,
-                           const std::string& cwd) {
+                           const std::string& cwd, const BindMounts& binds = {},
+                           const std::string& hostname = "") {
   if (argv.empty()) return Status::InvalidArgument("no program to run");
   std::vector<char*> args, envp;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -259,6 +266,28 @@ Result<pid_t> SpawnProcess(const std::vector<std::string>& argv,
     // which exec closes.
     if (w > 3) ::close_range(3, static_cast<unsigned>(w - 1), 0);
     ::close_range(static_cast<unsigned>(w + 1), ~0u, 0);
+    if (!hostname.empty() &&
+        (::unshare(CLONE_NEWUTS) != 0 || ::sethostname(hostname.data(), hostname.size()) != 0)) {
+      const int e = errno;
+      (void)!::write(w, &e, sizeof e);
+      ::_exit(127);
+    }
+    if (!binds.empty()) {
+      // A private copy of the mount table, so the bind mounts below stay in this process.
+      if (::unshare(CLONE_NEWNS) != 0 ||
+          ::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+        const int e = errno;
+        (void)!::write(w, &e, sizeof e);
+        ::_exit(127);
+      }
+      for (const auto& [host, target] : binds) {
+        if (::mount(host.c_str(), target.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+          const int e = errno;
+          (void)!::write(w, &e, sizeof e);
+          ::_exit(127);
+        }
+      }
+    }
     if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) {
       const int e = errno;
       (void)!::write(w, &e, sizeof e);
@@ -426,6 +455,71 @@ std::pair<std::string, std::string> ControllerRef(const value& obj) {
   return {"", ""};
 }
 
+// Where in-cluster clients read their ServiceAccount's token (client-go rest.InClusterConfig).
+constexpr const char* kServiceAccountMount = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+// A controlling ownerReference to (kind, name, uid) of apps/v1.
+value ControllerOf(const std::string& kind, const std::string& name, const std::string& uid) {
+  value ref = value::object();
+  ref["apiVersion"] = value::string("apps/v1");
+  ref["kind"] = value::string(kind);
+  ref["name"] = value::string(name);
+  ref["uid"] = value::string(uid);
+  ref["controller"] = value::boolean(true);
+  ref["blockOwnerDeletion"] = value::boolean(true);
+  return ref;
+}
+
+// A controller's new status for an object: starts from the stored one; each field is set only
+// when it differs, so `changed` says whether a write is due.
+struct StatusUpdate {
+  explicit StatusUpdate(const value& obj) {
+    const value* old = Field(obj, "status");
+    status = old != nullptr && old->is_object() ? *old : value::object();
+  }
+  void SetInt(const char* k, int64_t v) {
+    if (Int(status, {k}) != v) {
+      status[k] = value::number(v);
+      changed = true;
+    }
+  }
+  void SetStr(const char* k, const std::string& v) {
+    if (Str(status, {k}) != v) {
+      status[k] = value::string(v);
+      changed = true;
+    }
+  }
+  // A condition of that type, status and reason; its lastTransitionTime moves only when the
+  // status flips.
+  void SetCondition(const char* type, bool ok, const char* reason, const std::string& message) {
+    const std::string want = ok ? "True" : "False";
+    std::vector<value> conds;
+    std::string since = Rfc3339Now();
+    if (const auto* cs = Array(status, {"conditions"})) {
+      for (const auto& c : *cs) {
+        if (Str(c, {"type"}) != type) {
+          conds.push_back(c);
+          continue;
+        }
+        if (Str(c, {"status"}) == want && Str(c, {"reason"}) == reason) return;
+        if (Str(c, {"status"}) == want) since = Str(c, {"lastTransitionTime"});
+      }
+    }
+    value c = value::object();
+    c["type"] = value::string(type);
+    c["status"] = value::string(want);
+    c["reason"] = value::string(reason);
+    c["message"] = value::string(message);
+    c["lastTransitionTime"] = value::string(since);
+    c["lastUpdateTime"] = value::string(Rfc3339Now());
+    conds.push_back(c);
+    status["conditions"] = value::array(conds);
+    changed = true;
+  }
+  value status;
+  bool changed = false;
+};
+
 bool PodReady(const value& pod) {
   if (const auto* conds = Array(pod, {"status", "conditions"})) {
     for (const auto& c : *conds) {
@@ -506,6 +600,8 @@ class TestKubelet::Impl {
     bool terminating = false;
     std::vector<std::string> claims_to_delete;
     bool metrics_seeded = false;
+    // The projected ServiceAccount volume (token, ca.crt, namespace), "" when the pod has none.
+    std::string sa_dir;
   };
 
   struct Terminator {
@@ -519,7 +615,21 @@ class TestKubelet::Impl {
   void SyncApi();
   void SyncNamespace(const std::string& ns);
   void ControlStatefulSets(const std::string& ns, const std::vector<value>& sets,
-                           std::vector<value>& pods);
+                           std::vector<value>& pods, const std::set<std::string>& replicasets);
+  // The Deployment and ReplicaSet controllers. Returns the uids of the ReplicaSets that stay,
+  // for the garbage collector.
+  std::set<std::string> ControlDeployments(const std::string& ns,
+                                           const std::vector<value>& deployments,
+                                           const std::vector<value>& replicasets,
+                                           std::vector<value>& pods);
+  // PUT `object_path`/status with the update's status, when something changed.
+  void PutStatus(const std::string& object_path, const value& obj, const StatusUpdate& u);
+  // Removes a pod a controller owns: terminates it here, or deletes the object.
+  void RemovePod(const std::string& ns, const value& pod, const std::string& why);
+  // The ServiceAccount controller's "default" account and the pods' tokens (no lock held).
+  void SyncServiceAccounts(const std::string& ns, const std::vector<value>& accounts,
+                           const std::vector<value>& pods);
+  bool InCluster() const { return !opts_.api_service_host.empty(); }
   void RunPods(const std::string& ns, const std::vector<value>& pods);
   // Reaps and restarts containers; returns the earliest time something is due.
   Steady::time_point Supervise();
@@ -535,8 +645,12 @@ class TestKubelet::Impl {
   struct Config {
     std::vector<std::string> argv, env;
     std::string cwd;
+    BindMounts binds;
+    std::string hostname;  // in-cluster: the pod's own (a UTS namespace), as gethostname sees it
     std::string error_reason, error_message;
   };
+  // "<svc>.<ns>.svc[.cluster.local][:port]" in `s` resolved to a Ready endpoint (mu_ held).
+  std::string RewriteServices(const std::string& s) const;
   Config BuildConfig(const Pod& pod, const Container& c,
                      const std::vector<std::string>* command_override) const;
   std::string FieldRef(const Pod& pod, const std::string& path) const;
@@ -577,6 +691,11 @@ class TestKubelet::Impl {
   // (creating its claim again); when that pod then ends as deleted, its claims go with it, as
   // the StatefulSet controller's whenScaled: Delete asks.
   std::map<std::string, std::vector<std::string>> claims_of_removed_;
+  // guarded by mu_: ns -> the Services of the last list.
+  std::map<std::string, std::vector<value>> services_;
+  // guarded by mu_: pod uid -> its ServiceAccount token (TokenRequest), once issued.
+  std::map<std::string, std::string> tokens_;
+  std::mt19937_64 names_rng_{7};  // the loop's: Deployment pods' name suffixes
   // guarded by mu_: ns -> Secret name -> key -> decoded value, from the last list.
   std::map<std::string, std::map<std::string, std::map<std::string, std::string>>> secrets_;
   std::vector<Terminator> terminators_;  // guarded by mu_
@@ -606,6 +725,7 @@ HttpResponse TestKubelet::Impl::Api(const std::string& method, const std::string
                                     const std::string& body) {
   HttpRequestOptions o;
   o.headers["Authorization"] = "Bearer " + opts_.admin_token;
+  if (method == "PATCH") o.content_type = "application/merge-patch+json";
   HttpResponse r = http_->Send(method, path, body, o);
   if (r.status >= 300 && !(method == "DELETE" && r.status == 404)) {
     Log(method + " " + path + ": " + r.Describe());
@@ -721,9 +841,18 @@ void TestKubelet::Impl::SyncNamespace(const std::string& ns) {
   auto pods = ListItems("/api/v1/namespaces/" + ns + "/pods");
   auto sets = ListItems("/apis/apps/v1/namespaces/" + ns + "/statefulsets");
   auto secrets = ListItems("/api/v1/namespaces/" + ns + "/secrets");
-  if (!pods || !sets || !secrets) return;
+  auto deployments = ListItems("/apis/apps/v1/namespaces/" + ns + "/deployments");
+  auto replicasets = ListItems("/apis/apps/v1/namespaces/" + ns + "/replicasets");
+  auto services = ListItems("/api/v1/namespaces/" + ns + "/services");
+  if (!pods || !sets || !secrets || !deployments || !replicasets || !services) return;
+  if (InCluster()) {
+    if (auto accounts = ListItems("/api/v1/namespaces/" + ns + "/serviceaccounts")) {
+      SyncServiceAccounts(ns, *accounts, *pods);
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
+    services_[ns] = *services;
     auto& by_name = secrets_[ns];
     by_name.clear();
     for (const auto& s : *secrets) {
@@ -746,7 +875,34 @@ void TestKubelet::Impl::SyncNamespace(const std::string& ns) {
                                }),
                 pods->end());
   }
-  ControlStatefulSets(ns, *sets, *pods);
+  // The scheduler: a pod nobody placed is bound to this node (the Binding subresource).
+  for (auto& p : *pods) {
+    if (!Str(p, {"spec", "nodeName"}).empty() ||
+        !Str(p, {"metadata", "deletionTimestamp"}).empty()) {
+      continue;
+    }
+    const std::string scheduler = Str(p, {"spec", "schedulerName"});
+    if (!scheduler.empty() && scheduler != "default-scheduler") continue;
+    const std::string pname = Str(p, {"metadata", "name"});
+    value binding = value::object();
+    binding["apiVersion"] = value::string("v1");
+    binding["kind"] = value::string("Binding");
+    value meta = value::object();
+    meta["name"] = value::string(pname);
+    binding["metadata"] = meta;
+    value target = value::object();
+    target["kind"] = value::string("Node");
+    target["name"] = value::string(opts_.node_name);
+    binding["target"] = target;
+    HttpResponse r = Api("POST", "/api/v1/namespaces/" + ns + "/pods/" + pname + "/binding",
+                         binding.serialize());
+    if (r.status == 201) {
+      Log("scheduler: bound pod " + ns + "/" + pname + " to " + opts_.node_name);
+      p["spec"]["nodeName"] = value::string(opts_.node_name);
+    }
+  }
+  const std::set<std::string> live_sets = ControlDeployments(ns, *deployments, *replicasets, *pods);
+  ControlStatefulSets(ns, *sets, *pods, live_sets);
   RunPods(ns, *pods);
 }
 
@@ -754,7 +910,8 @@ void TestKubelet::Impl::SyncNamespace(const std::string& ns) {
 // The StatefulSet controller
 
 void TestKubelet::Impl::ControlStatefulSets(const std::string& ns, const std::vector<value>& sets,
-                                            std::vector<value>& pods) {
+                                            std::vector<value>& pods,
+                                            const std::set<std::string>& replicasets) {
   std::set<std::string> live;
   // Pods created now join `pods` at the end (`owned` points into it), for the kubelet's part.
   std::vector<value> created;
@@ -820,14 +977,7 @@ void TestKubelet::Impl::ControlStatefulSets(const std::string& ns, const std::ve
       labels["controller-revision-hash"] = value::string(revision);
       meta["labels"] = labels;
       if (const value* a = AtPath(templ, {"metadata", "annotations"})) meta["annotations"] = *a;
-      value ref = value::object();
-      ref["apiVersion"] = value::string("apps/v1");
-      ref["kind"] = value::string("StatefulSet");
-      ref["name"] = value::string(name);
-      ref["uid"] = value::string(uid);
-      ref["controller"] = value::boolean(true);
-      ref["blockOwnerDeletion"] = value::boolean(true);
-      meta["ownerReferences"] = value::array({ref});
+      meta["ownerReferences"] = value::array({ControllerOf("StatefulSet", name, uid)});
       pod["metadata"] = meta;
       value spec = Field(templ, "spec") != nullptr ? *Field(templ, "spec") : value::object();
       spec["nodeName"] = value::string(opts_.node_name);
@@ -922,45 +1072,29 @@ void TestKubelet::Impl::ControlStatefulSets(const std::string& ns, const std::ve
       if (rev == current_revision) ++current;
       if (rev == revision) ++updated;
     }
-    value status = old_status != nullptr && old_status->is_object() ? *old_status : value::object();
     const int64_t generation = Int(sts, {"metadata", "generation"}).value_or(0);
-    bool changed = false;
-    auto set_int = [&](const char* k, int64_t v) {
-      if (Int(status, {k}) != v) {
-        status[k] = value::number(v);
-        changed = true;
-      }
-    };
-    auto set_str = [&](const char* k, const std::string& v) {
-      if (Str(status, {k}) != v) {
-        status[k] = value::string(v);
-        changed = true;
-      }
-    };
-    set_int("observedGeneration", generation);
-    set_int("replicas", count);
-    set_int("readyReplicas", ready);
-    set_int("availableReplicas", ready);
-    set_int("currentReplicas", current);
-    set_int("updatedReplicas", updated);
-    set_str("currentRevision", current_revision);
-    set_str("updateRevision", revision);
-    if (changed) {
-      value body = value::object();
-      value meta = value::object();
-      meta["name"] = value::string(name);
-      meta["uid"] = value::string(uid);
-      body["metadata"] = meta;
-      body["status"] = status;
-      Api("PUT", "/apis/apps/v1/namespaces/" + ns + "/statefulsets/" + name + "/status",
-          body.serialize());
-    }
+    StatusUpdate u(sts);
+    u.SetInt("observedGeneration", generation);
+    u.SetInt("replicas", count);
+    u.SetInt("readyReplicas", ready);
+    u.SetInt("availableReplicas", ready);
+    u.SetInt("currentReplicas", current);
+    u.SetInt("updatedReplicas", updated);
+    u.SetStr("currentRevision", current_revision);
+    u.SetStr("updateRevision", revision);
+    PutStatus("/apis/apps/v1/namespaces/" + ns + "/statefulsets/" + name, sts, u);
   }
 
-  // The garbage collector: pods whose controlling StatefulSet is gone.
+  // The garbage collector: pods whose controlling StatefulSet or ReplicaSet is gone.
   for (const auto& p : pods) {
     const auto [owner, kind] = ControllerRef(p);
-    if (owner.empty() || kind != "StatefulSet" || live.count(owner) != 0) continue;
+    if (owner.empty()) continue;
+    if (kind == "ReplicaSet" && replicasets.count(owner) == 0) {
+      RemovePod(ns, p, "garbage collector: owner of " + ns + "/" +
+                           Str(p, {"metadata", "name"}) + " is gone");
+      continue;
+    }
+    if (kind != "StatefulSet" || live.count(owner) != 0) continue;
     const std::string pname = Str(p, {"metadata", "name"});
     std::vector<std::string> claims;
     auto seen = sts_seen_.find(owner);
@@ -991,6 +1125,358 @@ void TestKubelet::Impl::ControlStatefulSets(const std::string& ns, const std::ve
     }
   }
   pods.insert(pods.end(), created.begin(), created.end());
+}
+
+// ------------------------------------------------------------------------------------------
+// The Deployment controller (pkg/controller/deployment), without ReplicaSet objects
+
+void TestKubelet::Impl::PutStatus(const std::string& object_path, const value& obj,
+                                  const StatusUpdate& u) {
+  if (!u.changed) return;
+  value body = value::object();
+  value meta = value::object();
+  meta["name"] = value::string(Str(obj, {"metadata", "name"}));
+  meta["uid"] = value::string(Str(obj, {"metadata", "uid"}));
+  body["metadata"] = meta;
+  body["status"] = u.status;
+  Api("PUT", object_path + "/status", body.serialize());
+}
+
+void TestKubelet::Impl::RemovePod(const std::string& ns, const value& p, const std::string& why) {
+  const std::string pname = Str(p, {"metadata", "name"});
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = pods_.find(Key(ns, pname));
+    if (it != pods_.end() && it->second->uid == Str(p, {"metadata", "uid"})) {
+      if (!it->second->terminating) {
+        Log(why);
+        BeginTermination(it->second, {});
+      }
+      return;
+    }
+  }
+  Log(why);
+  Api("DELETE", "/api/v1/namespaces/" + ns + "/pods/" + pname);
+}
+
+std::set<std::string> TestKubelet::Impl::ControlDeployments(
+    const std::string& ns, const std::vector<value>& deployments,
+    const std::vector<value>& replicasets, std::vector<value>& pods) {
+  std::set<std::string> live, live_sets;
+  for (const auto& d : deployments) live.insert(Str(d, {"metadata", "uid"}));
+  // ReplicaSets whose Deployment is gone go (the garbage collector), their pods after them.
+  for (const auto& rs : replicasets) {
+    const auto [owner, kind] = ControllerRef(rs);
+    if (kind == "Deployment" && live.count(owner) == 0) {
+      Log("garbage collector: owner of replicaset " + ns + "/" + Str(rs, {"metadata", "name"}) +
+          " is gone");
+      Api("DELETE", "/apis/apps/v1/namespaces/" + ns + "/replicasets/" + Str(rs, {"metadata", "name"}));
+      continue;
+    }
+    live_sets.insert(Str(rs, {"metadata", "uid"}));
+  }
+  std::vector<value> created;
+  for (const auto& d : deployments) {
+    const std::string name = Str(d, {"metadata", "name"});
+    const std::string uid = Str(d, {"metadata", "uid"});
+    const int64_t replicas = Int(d, {"spec", "replicas"}).value_or(1);
+    const value* tmpl = AtPath(d, {"spec", "template"});
+    const value templ = tmpl != nullptr ? *tmpl : value::object();
+    const std::string hash = ShortHash(templ.serialize());
+    const std::string rs_name = name + "-" + hash;
+    const bool recreate = Str(d, {"spec", "strategy", "type"}) == "Recreate";
+
+    // Its ReplicaSets; the current template's is created when missing.
+    std::vector<value> sets;
+    for (const auto& rs : replicasets) {
+      if (ControllerRef(rs).first == uid) sets.push_back(rs);
+    }
+    int64_t revision = 0;
+    const value* current_set = nullptr;
+    for (const auto& rs : sets) {
+      const std::string r = Str(rs, {"metadata", "annotations", "deployment.kubernetes.io/revision"});
+      revision = std::max<int64_t>(revision, r.empty() ? 0 : std::atoll(r.c_str()));
+      if (Str(rs, {"metadata", "labels", "pod-template-hash"}) == hash) current_set = &rs;
+    }
+    value pod_template = templ;
+    if (!pod_template.has_field("metadata")) pod_template["metadata"] = value::object();
+    if (!pod_template["metadata"].has_field("labels")) pod_template["metadata"]["labels"] = value::object();
+    pod_template["metadata"]["labels"]["pod-template-hash"] = value::string(hash);
+    if (current_set == nullptr) {
+      value rs = value::object();
+      rs["apiVersion"] = value::string("apps/v1");
+      rs["kind"] = value::string("ReplicaSet");
+      value meta = value::object();
+      meta["name"] = value::string(rs_name);
+      meta["namespace"] = value::string(ns);
+      meta["labels"] = pod_template["metadata"]["labels"];
+      value annotations = value::object();
+      annotations["deployment.kubernetes.io/revision"] = value::string(std::to_string(revision + 1));
+      annotations["deployment.kubernetes.io/desired-replicas"] = value::string(std::to_string(replicas));
+      meta["annotations"] = annotations;
+      meta["ownerReferences"] = value::array({ControllerOf("Deployment", name, uid)});
+      rs["metadata"] = meta;
+      value spec = value::object();
+      spec["replicas"] = value::number(replicas);
+      value selector = value::object();
+      value match = value::object();
+      if (const value* m = AtPath(d, {"spec", "selector", "matchLabels"}); m != nullptr && m->is_object()) {
+        match = *m;
+      }
+      match["pod-template-hash"] = value::string(hash);
+      selector["matchLabels"] = match;
+      spec["selector"] = selector;
+      spec["template"] = pod_template;
+      rs["spec"] = spec;
+      HttpResponse r = Api("POST", "/apis/apps/v1/namespaces/" + ns + "/replicasets", rs.serialize());
+      if (r.status != 201) continue;
+      auto stored = Parse(r.body);
+      if (!stored) continue;
+      Log("deployment " + ns + "/" + name + ": created replicaset " + rs_name);
+      sets.push_back(*stored);
+      live_sets.insert(Str(*stored, {"metadata", "uid"}));
+      current_set = &sets.back();
+    }
+    const std::string rs_uid = Str(*current_set, {"metadata", "uid"});
+    std::set<std::string> set_uids;
+    for (const auto& rs : sets) set_uids.insert(Str(rs, {"metadata", "uid"}));
+
+    std::vector<const value*> current, old;
+    std::map<std::string, std::pair<int64_t, int64_t>> per_set;  // rs uid -> pods, ready
+    bool old_terminating = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& p : pods) {
+        const std::string owner = ControllerRef(p).first;
+        if (set_uids.count(owner) == 0) continue;
+        auto it = pods_.find(Key(ns, Str(p, {"metadata", "name"})));
+        if (it != pods_.end() && it->second->terminating) {
+          if (owner != rs_uid) old_terminating = true;
+          continue;
+        }
+        auto& [count, ready] = per_set[owner];
+        ++count;
+        ready += PodReady(p) ? 1 : 0;
+        (owner == rs_uid ? current : old).push_back(&p);
+      }
+    }
+    const int64_t current_ready = per_set[rs_uid].second;
+
+    // Old pods go once the new template's pods are Ready (RollingUpdate), or at once (Recreate).
+    if (recreate || current_ready >= replicas) {
+      for (const value* p : old) {
+        RemovePod(ns, *p, "deployment " + ns + "/" + name + ": removing old pod " +
+                              Str(*p, {"metadata", "name"}));
+      }
+    }
+    // Surplus of the current template: the newest first.
+    if (static_cast<int64_t>(current.size()) > replicas) {
+      std::sort(current.begin(), current.end(), [](const value* a, const value* b) {
+        return Str(*a, {"metadata", "creationTimestamp"}) > Str(*b, {"metadata", "creationTimestamp"});
+      });
+      for (size_t i = 0; i < current.size() - static_cast<size_t>(replicas); ++i) {
+        RemovePod(ns, *current[i], "deployment " + ns + "/" + name + ": scaling down, removing " +
+                                       Str(*current[i], {"metadata", "name"}));
+      }
+    }
+    const bool wait_for_old = recreate && (!old.empty() || old_terminating);
+    for (int64_t i = static_cast<int64_t>(current.size()); i < replicas && !wait_for_old; ++i) {
+      static constexpr char kAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";
+      std::string pname = rs_name + "-";
+      for (int k = 0; k < 5; ++k) pname += kAlphabet[names_rng_() % (sizeof(kAlphabet) - 1)];
+      value pod = value::object();
+      pod["apiVersion"] = value::string("v1");
+      pod["kind"] = value::string("Pod");
+      value meta = value::object();
+      meta["name"] = value::string(pname);
+      meta["namespace"] = value::string(ns);
+      meta["labels"] = pod_template["metadata"]["labels"];
+      if (const value* a = AtPath(templ, {"metadata", "annotations"})) meta["annotations"] = *a;
+      meta["ownerReferences"] = value::array({ControllerOf("ReplicaSet", rs_name, rs_uid)});
+      pod["metadata"] = meta;
+      value spec = Field(templ, "spec") != nullptr ? *Field(templ, "spec") : value::object();
+      spec["nodeName"] = value::string(opts_.node_name);
+      pod["spec"] = spec;
+      HttpResponse r = Api("POST", "/api/v1/namespaces/" + ns + "/pods", pod.serialize());
+      if (r.status == 201) {
+        Log("replicaset " + ns + "/" + rs_name + ": created pod " + pname);
+        if (auto c = Parse(r.body)) created.push_back(*c);
+      }
+    }
+
+    // The ReplicaSets' replicas and status (pkg/controller/replicaset).
+    for (const auto& rs : sets) {
+      const std::string id = Str(rs, {"metadata", "uid"});
+      const std::string rname = Str(rs, {"metadata", "name"});
+      const int64_t want = id == rs_uid ? replicas : (old.empty() ? 0 : Int(rs, {"spec", "replicas"}).value_or(0));
+      if (Int(rs, {"spec", "replicas"}).value_or(-1) != want) {
+        Api("PATCH", "/apis/apps/v1/namespaces/" + ns + "/replicasets/" + rname,
+            R"({"spec":{"replicas":)" + std::to_string(want) + "}}");
+      }
+      const auto [count, ready] = per_set[id];
+      StatusUpdate u(rs);
+      u.SetInt("observedGeneration", Int(rs, {"metadata", "generation"}).value_or(0));
+      u.SetInt("replicas", count);
+      u.SetInt("fullyLabeledReplicas", count);
+      u.SetInt("readyReplicas", ready);
+      u.SetInt("availableReplicas", ready);
+      PutStatus("/apis/apps/v1/namespaces/" + ns + "/replicasets/" + rname, rs, u);
+    }
+
+    // The Deployment's status, as pkg/controller/deployment/sync.go calculateStatus writes it.
+    const int64_t total = static_cast<int64_t>(current.size() + old.size());
+    int64_t ready = 0;
+    for (const auto& [id, counts] : per_set) ready += counts.second;
+    StatusUpdate u(d);
+    u.SetInt("observedGeneration", Int(d, {"metadata", "generation"}).value_or(0));
+    u.SetInt("replicas", total);
+    u.SetInt("updatedReplicas", static_cast<int64_t>(current.size()));
+    u.SetInt("readyReplicas", ready);
+    u.SetInt("availableReplicas", ready);
+    u.SetInt("unavailableReplicas", std::max<int64_t>(0, replicas - ready));
+    const bool available = ready >= replicas;
+    const bool complete = current_ready >= replicas && old.empty() &&
+                          static_cast<int64_t>(current.size()) == replicas;
+    u.SetCondition("Available", available,
+              available ? "MinimumReplicasAvailable" : "MinimumReplicasUnavailable",
+              available ? "Deployment has minimum availability."
+                        : "Deployment does not have minimum availability.");
+    u.SetCondition("Progressing", true, complete ? "NewReplicaSetAvailable" : "ReplicaSetUpdated",
+              complete ? "ReplicaSet \"" + rs_name + "\" has successfully progressed."
+                       : "ReplicaSet \"" + rs_name + "\" is progressing.");
+    PutStatus("/apis/apps/v1/namespaces/" + ns + "/deployments/" + name, d, u);
+  }
+  pods.insert(pods.end(), created.begin(), created.end());
+  return live_sets;
+}
+
+// ------------------------------------------------------------------------------------------
+// ServiceAccounts: the controller's "default" account and the kubelet's projected tokens
+
+void TestKubelet::Impl::SyncServiceAccounts(const std::string& ns,
+                                            const std::vector<value>& accounts,
+                                            const std::vector<value>& pods) {
+  std::set<std::string> names;
+  for (const auto& a : accounts) names.insert(Str(a, {"metadata", "name"}));
+  if (names.count("default") == 0) {
+    // pkg/controller/serviceaccount: every namespace has a "default" ServiceAccount.
+    Api("POST", "/api/v1/namespaces/" + ns + "/serviceaccounts",
+        R"({"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"default"}})");
+  }
+  for (const auto& p : pods) {
+    if (Str(p, {"spec", "nodeName"}) != opts_.node_name) continue;
+    const value* automount = AtPath(p, {"spec", "automountServiceAccountToken"});
+    if (automount != nullptr && automount->is_boolean() && !automount->as_bool()) continue;
+    const std::string uid = Str(p, {"metadata", "uid"});
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (tokens_.count(uid) != 0) continue;
+    }
+    std::string sa = Str(p, {"spec", "serviceAccountName"});
+    if (sa.empty()) sa = "default";
+    if (names.count(sa) == 0) continue;  // the pod waits for its account
+    value req = value::object();
+    req["apiVersion"] = value::string("authentication.k8s.io/v1");
+    req["kind"] = value::string("TokenRequest");
+    value spec = value::object();
+    spec["expirationSeconds"] = value::number(3607);
+    value bound = value::object();
+    bound["apiVersion"] = value::string("v1");
+    bound["kind"] = value::string("Pod");
+    bound["name"] = value::string(Str(p, {"metadata", "name"}));
+    bound["uid"] = value::string(uid);
+    spec["boundObjectRef"] = bound;
+    req["spec"] = spec;
+    HttpResponse r =
+        Api("POST", "/api/v1/namespaces/" + ns + "/serviceaccounts/" + sa + "/token", req.serialize());
+    if (r.status != 201) continue;
+    auto answer = Parse(r.body);
+    if (!answer) continue;
+    const std::string token = Str(*answer, {"status", "token"});
+    if (token.empty()) continue;
+    std::lock_guard<std::mutex> lock(mu_);
+    tokens_[uid] = token;
+  }
+}
+
+std::string TestKubelet::Impl::RewriteServices(const std::string& s) const {
+  if (s.find(".svc") == std::string::npos) return s;
+  std::string out = s;
+  for (const auto& [ns, services] : services_) {
+    for (const auto& svc : services) {
+      const std::string name = Str(svc, {"metadata", "name"});
+      for (const std::string& host :
+           {name + "." + ns + ".svc.cluster.local", name + "." + ns + ".svc"}) {
+        size_t at = out.find(host);
+        if (at == std::string::npos) continue;
+        if (at > 0 && (std::isalnum(static_cast<unsigned char>(out[at - 1])) ||
+                       out[at - 1] == '-' || out[at - 1] == '.')) {
+          continue;
+        }
+        const size_t end = at + host.size();
+        if (end < out.size() && (std::isalnum(static_cast<unsigned char>(out[end])) ||
+                                 out[end] == '-' || out[end] == '.')) {
+          continue;
+        }
+        // A Ready endpoint: a pod of the namespace whose labels the selector matches.
+        const value* selector = AtPath(svc, {"spec", "selector"});
+        const Pod* endpoint = nullptr;
+        for (const auto& [key, pod] : pods_) {
+          if (pod->ns != ns || pod->terminating || !pod->cond_ready || selector == nullptr ||
+              !selector->is_object() || selector->as_object().size() == 0) {
+            continue;
+          }
+          bool match = true;
+          for (const auto& [k, v] : selector->as_object()) {
+            if (Str(pod->object, {"metadata", "labels", k.c_str()}) !=
+                (v.is_string() ? v.as_string() : "")) {
+              match = false;
+            }
+          }
+          if (match) {
+            endpoint = pod.get();
+            break;
+          }
+        }
+        if (endpoint == nullptr) continue;
+        std::string replacement = endpoint->ip;
+        size_t replaced_end = end;
+        if (end < out.size() && out[end] == ':') {
+          size_t digits = end + 1;
+          while (digits < out.size() && std::isdigit(static_cast<unsigned char>(out[digits]))) {
+            ++digits;
+          }
+          const std::string port = out.substr(end + 1, digits - end - 1);
+          if (const auto* ports = Array(svc, {"spec", "ports"}); ports != nullptr && !port.empty()) {
+            for (const auto& sp : *ports) {
+              if (std::to_string(Int(sp, {"port"}).value_or(-1)) != port) continue;
+              const value* target = Field(sp, "targetPort");
+              int64_t target_port = std::stoll(port);
+              if (target != nullptr && target->is_number()) {
+                target_port = target->as_integer();
+              } else if (target != nullptr && target->is_string()) {
+                if (const auto* cs = Array(endpoint->object, {"spec", "containers"})) {
+                  for (const auto& c : *cs) {
+                    if (const auto* cps = Array(c, {"ports"})) {
+                      for (const auto& cp : *cps) {
+                        if (Str(cp, {"name"}) == target->as_string()) {
+                          target_port = Int(cp, {"containerPort"}).value_or(target_port);
+                        }
+                      }
+                    }
+                  }
+                }
+              }
+              replacement += ":" + std::to_string(target_port);
+              replaced_end = digits;
+            }
+          }
+        }
+        out = out.substr(0, at) + replacement + out.substr(replaced_end);
+      }
+    }
+  }
+  return out;
 }
 
 // ------------------------------------------------------------------------------------------
@@ -1148,6 +1634,26 @@ bool TestKubelet::Impl::SetUpVolumes(Pod& pod) {
       pod.volumes[name] = vol;
     }
   }
+  if (InCluster() && pod.sa_dir.empty()) {
+    const value* automount = AtPath(pod.object, {"spec", "automountServiceAccountToken"});
+    if (automount == nullptr || !automount->is_boolean() || automount->as_bool()) {
+      // The kube-api-access projected volume: the token SyncServiceAccounts obtained.
+      auto token = tokens_.find(pod.uid);
+      if (token == tokens_.end()) {
+        ready = false;
+      } else {
+        const std::string dir = pod.dir + "/serviceaccount";
+        fs::create_directories(dir, ec);
+        std::ifstream ca(opts_.api_ca_file);
+        std::stringstream ca_text;
+        ca_text << ca.rdbuf();
+        WriteIfChanged(dir + "/token", token->second);
+        WriteIfChanged(dir + "/ca.crt", ca_text.str());
+        WriteIfChanged(dir + "/namespace", pod.ns);
+        pod.sa_dir = dir;
+      }
+    }
+  }
   SyncSecretVolumes(pod);
   return ready;
 }
@@ -1294,8 +1800,14 @@ TestKubelet::Impl::Config TestKubelet::Impl::BuildConfig(
   // $(VAR) is expanded in command and args only; a kubelet leaves lifecycle hook commands as
   // written (kubernetes/kubernetes#90624): a hook reads its container's environment itself.
   for (const auto& a : rest) {
-    out.argv.push_back(
-        RewriteHosts(RewritePaths(command_override ? a : Expand(a, vars), mounts), pod.ip));
+    out.argv.push_back(RewriteServices(
+        RewriteHosts(RewritePaths(command_override ? a : Expand(a, vars), mounts), pod.ip)));
+  }
+  if (InCluster()) out.hostname = pod.name;
+  if (!pod.sa_dir.empty()) {
+    std::error_code ec;
+    fs::create_directories(kServiceAccountMount, ec);
+    out.binds.emplace_back(pod.sa_dir, kServiceAccountMount);
   }
   const std::string wd = Str(c.spec, {"workingDir"});
   out.cwd = wd.empty() ? "" : RewritePaths(wd, mounts);
@@ -1308,7 +1820,18 @@ TestKubelet::Impl::Config TestKubelet::Impl::BuildConfig(
     if (const char* v = std::getenv(pass)) final_env[pass] = v;
   }
   final_env["HOSTNAME"] = pod.name;
-  for (const auto& [k, v] : env) final_env[k] = RewriteHosts(RewritePaths(v, mounts), pod.ip);
+  if (InCluster()) {
+    // The kubernetes Service's variables, as the kubelet sets them in every container.
+    const std::string host = opts_.api_service_host, port = std::to_string(opts_.api_service_port);
+    final_env["KUBERNETES_SERVICE_HOST"] = host;
+    final_env["KUBERNETES_SERVICE_PORT"] = port;
+    final_env["KUBERNETES_SERVICE_PORT_HTTPS"] = port;
+    final_env["KUBERNETES_PORT"] = "tcp://" + host + ":" + port;
+    final_env["KUBERNETES_PORT_" + port + "_TCP"] = "tcp://" + host + ":" + port;
+  }
+  for (const auto& [k, v] : env) {
+    final_env[k] = RewriteServices(RewriteHosts(RewritePaths(v, mounts), pod.ip));
+  }
   for (const auto& [k, v] : final_env) out.env.push_back(k + "=" + v);
   return out;
 }
@@ -1321,7 +1844,8 @@ void TestKubelet::Impl::StartContainer(Pod& pod, Container& c, Steady::time_poin
     c.next_start = now + opts_.poll_interval;
     return;
   }
-  auto pid = SpawnProcess(cfg.argv, cfg.env, pod.dir + "/" + c.name + ".log", cfg.cwd);
+  auto pid = SpawnProcess(cfg.argv, cfg.env, pod.dir + "/" + c.name + ".log", cfg.cwd, cfg.binds,
+                          cfg.hostname);
   if (c.ever_started) ++c.restarts;
   if (!pid.ok()) {
     c.waiting_reason = "RunContainerError";
@@ -1458,6 +1982,8 @@ value TestKubelet::Impl::StatusOf(Pod& pod) {
       value running = value::object();
       running["startedAt"] = value::string(c.started_at);
       state["running"] = running;
+    } else if (c.next_start == Steady::time_point::max() && c.last_terminated) {
+      state["terminated"] = *c.last_terminated;
     } else {
       value waiting = value::object();
       waiting["reason"] = value::string(c.waiting_reason);
@@ -1487,7 +2013,17 @@ value TestKubelet::Impl::StatusOf(Pod& pod) {
     }
     return c;
   };
-  status["phase"] = value::string(all_started ? "Running" : "Pending");
+  // Every container ended and none restarts: the pod completed (pkg/kubelet getPhase).
+  bool all_done = !pod.containers.empty(), all_zero = true;
+  for (const auto& c : pod.containers) {
+    const bool done = c.pid <= 0 && c.ever_started && c.next_start == Steady::time_point::max() &&
+                      c.last_terminated.has_value();
+    all_done &= done;
+    if (done) all_zero &= Int(*c.last_terminated, {"exitCode"}).value_or(1) == 0;
+  }
+  status["phase"] = value::string(all_done ? (all_zero ? "Succeeded" : "Failed")
+                                  : all_started ? "Running"
+                                                : "Pending");
   status["conditions"] =
       value::array({condition("PodScheduled", true, pod.scheduled_since),
                     condition("Initialized", true, pod.scheduled_since),
@@ -1674,7 +2210,9 @@ void TestKubelet::Impl::Terminate(std::shared_ptr<Pod> pod) {
         Log("pod " + pod->name + " container " + c->name + " preStop: " + cfg.error_message);
         continue;
       }
-      auto pid = SpawnProcess(cfg.argv, cfg.env, pod->dir + "/" + c->name + ".log", cfg.cwd);
+      auto pid =
+          SpawnProcess(cfg.argv, cfg.env, pod->dir + "/" + c->name + ".log", cfg.cwd, cfg.binds,
+                       cfg.hostname);
       if (pid.ok()) hooks.push_back(*pid);
     }
     std::vector<pid_t*> hook_ptrs;

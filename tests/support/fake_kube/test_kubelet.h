@@ -1,5 +1,5 @@
 // TestKubelet: the node side of a test cluster beside FakeApiServer, so that the operator under
-// test cannot tell the pair from a cluster. It plays three components, all over the fake's HTTP
+// test cannot tell the pair from a cluster. It plays the components below, all over the fake's HTTP
 // API with the admin token (system components bypass RBAC), knowing nothing of Shoal:
 //
 //   - the StatefulSet controller (apps/v1): pods <sts>-0..N-1 with the template's labels plus
@@ -36,16 +36,31 @@
 //     preStop exec hooks, SIGTERM to the containers, then to "shoal-sidecar" last (as with
 //     native sidecars), SIGKILL at the end of terminationGracePeriodSeconds, then DELETE of the
 //     Pod object (uid precondition).
+//   - the Deployment controller (apps/v1), without ReplicaSet objects: the Deployment owns its
+//     pods <deploy>-<template hash>-<5 letters> (labels pod-template-hash), creates the
+//     missing ones of the current template, removes the old template's pods once the new ones
+//     are Ready (RollingUpdate; Recreate removes them first) and the surplus on scale down;
+//     status (observedGeneration, replicas, updatedReplicas, readyReplicas,
+//     availableReplicas, unavailableReplicas, conditions Available and Progressing) is what
+//     `kubectl rollout status` and Helm's kstatus wait read.
+//   - DNS and kube-proxy for Services: "<svc>.<ns>.svc" (and ".svc.cluster.local") in argv
+//     and env values becomes the IP of a Ready pod the Service selects, and a ":<port>" after
+//     it the port's targetPort (a number or the pod's named container port); with no Ready
+//     endpoint the name stays as written (it does not resolve).
 //   - metrics-server: every metrics_interval, PodMetrics (metrics.k8s.io/v1beta1) for every pod
 //     whose containers run, through FakeApiServer::Seed (the resource is read-only over HTTP):
 //     CPU from /proc/<pid>/stat over the window, memory from VmRSS; a pod that is gone loses
 //     its PodMetrics (FakeApiServer::Unseed). Needs `api`.
 //
+// A pod with restartPolicy Never (or OnFailure, once every container exited 0) whose containers
+// all exited has phase Succeeded (every exit code 0) or Failed, as `helm test` waits for.
+//
 // Not done: init containers (also native sidecars declared as restartable init containers),
 // liveness and startup probes, exec readiness probes (treated as no probe), configMap,
 // downwardAPI and projected volumes (treated as emptyDir), PersistentVolumeClaim objects (the
-// fake serves none: a claim is a directory), scheduling (pods without our nodeName are not
-// run), rolling updates, graceful deletion in the API (the Pod object stays as it is while its
+// fake serves none: a claim is a directory), scheduling beyond "every unplaced pod of the
+// default scheduler goes to this node" (the Binding subresource), StatefulSet rolling updates,
+// Deployment maxSurge/maxUnavailable (all new pods first, then the old ones go), graceful deletion in the API (the Pod object stays as it is while its
 // containers stop, then goes away at once), resource limits.
 //
 // Lifecycle: construct, Start(), Stop() (or the destructor) kills every process it started
@@ -100,6 +115,18 @@ struct TestKubeletOptions {
   std::chrono::milliseconds backoff_min{10};
   std::chrono::milliseconds backoff_max{5000};
   std::chrono::milliseconds backoff_reset{10000};
+
+  // In-cluster clients, as a real node gives every pod: when api_service_host is set, each
+  // container gets KUBERNETES_SERVICE_HOST/PORT (and KUBERNETES_PORT*), and a pod whose
+  // automountServiceAccountToken is not false gets its ServiceAccount's token (TokenRequest,
+  // POST .../serviceaccounts/NAME/token), `api_ca_file` as ca.crt and its namespace at
+  // /var/run/secrets/kubernetes.io/serviceaccount: a real bind mount in a mount namespace of
+  // the container's own (root only), since programs read that path without it appearing in
+  // their argv. The kubelet then also plays the ServiceAccount controller ("default" in every
+  // served namespace). A pod whose ServiceAccount does not exist waits in ContainerCreating.
+  std::string api_service_host;
+  int api_service_port = 0;
+  std::string api_ca_file;
 };
 
 // What one container of a pod is doing now.

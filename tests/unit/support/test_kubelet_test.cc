@@ -124,6 +124,11 @@ class TestKubeletTest : public ::testing::Test {
     server_ = std::move(*server);
     admin_ = std::make_unique<HttpTestClient>(server_->base_url(), seconds(10));
     prefix_ = RandomLoopbackPrefix();
+    kubelet_ = std::make_unique<TestKubelet>(KubeletOptions());
+    ASSERT_TRUE(kubelet_->Start().ok());
+  }
+
+  TestKubeletOptions KubeletOptions() {
     TestKubeletOptions k;
     k.api = server_.get();
     k.admin_token = kAdminToken;
@@ -134,8 +139,7 @@ class TestKubeletTest : public ::testing::Test {
     k.metrics_interval = milliseconds(200);
     k.probe_period = milliseconds(50);
     k.default_grace = seconds(5);
-    kubelet_ = std::make_unique<TestKubelet>(std::move(k));
-    ASSERT_TRUE(kubelet_->Start().ok());
+    return k;
   }
 
   void TearDown() override {
@@ -532,6 +536,234 @@ TEST_F(TestKubeletTest, OrderedReadyWaitsForEachOrdinalAndRemovesTheHighestFirst
     }
   }
   EXPECT_EQ(deleted, (std::vector<std::string>{"seq-1", "seq-0"}));
+}
+
+}  // namespace
+}  // namespace shoal::testing
+
+namespace shoal::testing {
+namespace {
+
+constexpr char kDeployments[] = "/apis/apps/v1/namespaces/default/deployments";
+constexpr char kReplicaSets[] = "/apis/apps/v1/namespaces/default/replicasets";
+
+// The items of a list at `path`, through the API.
+std::vector<value> Items(HttpTestClient& http, const std::string& path) {
+  HttpRequestOptions o;
+  o.headers["Authorization"] = std::string("Bearer ") + kAdminToken;
+  HttpResponse r = http.Send("GET", path, "", o);
+  std::vector<value> out;
+  const value list = Json(r.body);
+  if (list.is_object() && list.has_field("items")) {
+    for (const auto& i : list.at("items").as_array()) out.push_back(i);
+  }
+  return out;
+}
+
+std::string Condition(const value& obj, const std::string& type) {
+  const value conds = At(obj, "status.conditions");
+  if (!conds.is_array()) return "";
+  for (const auto& c : conds.as_array()) {
+    if (S(c, "type") == type) return S(c, "status");
+  }
+  return "";
+}
+
+TEST_F(TestKubeletTest, ADeploymentRollsANewTemplateThroughReplicaSetsAndItsPodsGoWithIt) {
+  const std::string deployment = R"J({"metadata":{"name":"web"},"spec":{"replicas":2,
+    "selector":{"matchLabels":{"app":"web"}},
+    "template":{"metadata":{"labels":{"app":"web"}},"spec":{"terminationGracePeriodSeconds":1,
+      "containers":[{"name":"web","command":["sh","-c","exec sleep 600"],
+                     "env":[{"name":"VERSION","value":"1"}]}]}}}})J";
+  ASSERT_EQ(Admin("POST", kDeployments, deployment).status, 201);
+  auto pods_of = [&](const std::string& version) {
+    std::vector<std::string> names;
+    for (const auto& p : kubelet_->Pods()) {
+      if (p.name.rfind("web-", 0) != 0 || p.terminating || !p.ready) continue;
+      const auto* c = p.container("web");
+      if (c != nullptr && c->pid > 0 && ProcessEnv(c->pid)["VERSION"] == version) {
+        names.push_back(p.name);
+      }
+    }
+    return names;
+  };
+  ASSERT_TRUE(kubelet_->WaitFor([&] { return pods_of("1").size() == 2; }, kDeadline));
+  ASSERT_TRUE(kubelet_->WaitFor(
+      [&] {
+        const value d = Object(std::string(kDeployments) + "/web");
+        return At(d, "status.readyReplicas") == value::number(2) &&
+               At(d, "status.updatedReplicas") == value::number(2) &&
+               Condition(d, "Available") == "True";
+      },
+      kDeadline));
+  auto sets = Items(*admin_, kReplicaSets);
+  ASSERT_EQ(sets.size(), 1u);
+  const std::string first_set = S(sets[0], "metadata.name");
+  EXPECT_EQ(S(sets[0].at("metadata").at("ownerReferences").at(0), "kind"), "Deployment");
+  for (const auto& name : pods_of("1")) {
+    const value pod = Object(std::string(kPods) + "/" + name);
+    EXPECT_EQ(S(pod.at("metadata").at("ownerReferences").at(0), "name"), first_set);
+    EXPECT_EQ(name.rfind(first_set + "-", 0), 0u) << name;
+  }
+
+  // A new template: a second ReplicaSet's pods, then the first one at 0 and its pods gone.
+  ASSERT_EQ(Admin("PATCH", std::string(kDeployments) + "/web",
+                  R"({"spec":{"template":{"spec":{"containers":[{"name":"web",
+                      "command":["sh","-c","exec sleep 600"],"env":[{"name":"VERSION","value":"2"}]}]}}}})",
+                  kMergePatch)
+                .status,
+            200);
+  ASSERT_TRUE(kubelet_->WaitFor([&] { return pods_of("2").size() == 2 && pods_of("1").empty(); },
+                                kDeadline));
+  ASSERT_TRUE(kubelet_->WaitFor(
+      [&] {
+        int zero = 0, two = 0;
+        for (const auto& rs : Items(*admin_, kReplicaSets)) {
+          if (At(rs, "spec.replicas") == value::number(0)) ++zero;
+          if (At(rs, "spec.replicas") == value::number(2) &&
+              At(rs, "status.readyReplicas") == value::number(2)) {
+            ++two;
+          }
+        }
+        return zero == 1 && two == 1;
+      },
+      kDeadline));
+
+  // The Deployment deleted: its ReplicaSets and then their pods go (the garbage collector).
+  ASSERT_EQ(Admin("DELETE", std::string(kDeployments) + "/web").status, 200);
+  EXPECT_TRUE(kubelet_->WaitFor(
+      [&] {
+        for (const auto& p : kubelet_->Pods()) {
+          if (p.name.rfind("web-", 0) == 0) return false;
+        }
+        return Items(*admin_, kReplicaSets).empty() && Items(*admin_, kPods).empty();
+      },
+      kDeadline));
+}
+
+TEST_F(TestKubeletTest, APodNobodyPlacedIsScheduledAndEndsSucceededOrFailed) {
+  for (const auto& [name, code] : {std::pair<std::string, int>{"ok", 0}, {"bad", 3}}) {
+    ASSERT_EQ(Admin("POST", kPods,
+                    R"({"metadata":{"name":")" + name + R"("},"spec":{"restartPolicy":"Never",
+                        "containers":[{"name":"main","command":["sh","-c","exit )" +
+                        std::to_string(code) + R"("]}]}})")
+                  .status,
+              201);
+  }
+  ASSERT_TRUE(kubelet_->WaitFor(
+      [&] {
+        return S(Object(std::string(kPods) + "/ok"), "status.phase") == "Succeeded" &&
+               S(Object(std::string(kPods) + "/bad"), "status.phase") == "Failed";
+      },
+      kDeadline));
+  const value bad = Object(std::string(kPods) + "/bad");
+  EXPECT_EQ(S(bad, "spec.nodeName"), "test-node");
+  EXPECT_EQ(At(bad.at("status").at("containerStatuses").at(0), "state.terminated.exitCode"),
+            value::number(3));
+  // A second binding of a placed pod is refused, as the scheduler's race loser's is.
+  HttpResponse again = Admin("POST", std::string(kPods) + "/ok/binding",
+                             R"({"metadata":{"name":"ok"},"target":{"kind":"Node","name":"n2"}})");
+  EXPECT_EQ(again.status, 409) << again.Describe();
+  EXPECT_NE(again.body.find("already assigned to node"), std::string::npos) << again.body;
+}
+
+TEST_F(TestKubeletTest, AServiceNameBecomesAReadyEndpointAndItsTargetPort) {
+  ASSERT_EQ(Admin("POST", "/api/v1/namespaces/default/services",
+                  R"({"metadata":{"name":"web"},"spec":{"selector":{"app":"web"},
+                      "ports":[{"name":"http","port":80,"targetPort":"http"}]}})")
+                .status,
+            201);
+  ASSERT_EQ(Admin("POST", kPods, R"({"metadata":{"name":"web","labels":{"app":"web"}},"spec":{
+                      "containers":[{"name":"web","command":["sh","-c","exec sleep 600"],
+                                     "ports":[{"name":"http","containerPort":8080}]}]}})")
+                .status,
+            201);
+  ASSERT_TRUE(kubelet_->WaitFor([&] { return AllReady({"web"}); }, kDeadline));
+  const std::string web_ip = kubelet_->Pod("web")->ip;
+  ASSERT_EQ(Admin("POST", kPods, R"({"metadata":{"name":"client"},"spec":{
+                      "containers":[{"name":"client","command":["sh","-c","exec sleep 600"],
+                        "env":[{"name":"URL","value":"http://web.default.svc.cluster.local:80/x"},
+                               {"name":"NAME","value":"web.default"}]}]}})")
+                .status,
+            201);
+  ASSERT_TRUE(kubelet_->WaitFor([&] { return AllReady({"client"}); }, kDeadline));
+  const auto env = ProcessEnv(kubelet_->Pod("client")->container("client")->pid);
+  EXPECT_EQ(env.at("URL"), "http://" + web_ip + ":8080/x");
+  EXPECT_EQ(env.at("NAME"), "web.default");  // not a Service's DNS name: left as written
+}
+
+TEST_F(TestKubeletTest, InClusterPodsGetTheirServiceAccountsTokenWhichStoredRbacAuthorizes) {
+  kubelet_.reset();
+  TestKubeletOptions k = KubeletOptions();
+  k.api_service_host = "127.0.0.1";
+  k.api_service_port = server_->port();
+  k.api_ca_file = dir_.path() + "/ca.crt";
+  {
+    std::ofstream(k.api_ca_file) << "-----BEGIN CERTIFICATE-----\n";
+  }
+  kubelet_ = std::make_unique<TestKubelet>(std::move(k));
+  ASSERT_TRUE(kubelet_->Start().ok());
+  // The pod names an account that does not exist yet: it waits, then runs once it does.
+  ASSERT_EQ(Admin("POST", kPods, R"({"metadata":{"name":"app"},"spec":{"serviceAccountName":"app",
+                      "containers":[{"name":"app","command":["sh","-c",
+                        "cat /var/run/secrets/kubernetes.io/serviceaccount/namespace; echo; hostname; exec sleep 600"]}]}})")
+                .status,
+            201);
+  ASSERT_TRUE(kubelet_->WaitFor([&] { return Object("/api/v1/namespaces/default/serviceaccounts/default")
+                                                 .is_object(); },
+                                kDeadline))
+      << "the ServiceAccount controller's default account";
+  EXPECT_FALSE(AllReady({"app"}));
+  ASSERT_EQ(Admin("POST", "/api/v1/namespaces/default/serviceaccounts",
+                  R"({"metadata":{"name":"app"}})")
+                .status,
+            201);
+  ASSERT_TRUE(kubelet_->WaitFor([&] { return AllReady({"app"}); }, kDeadline));
+  const std::string log = dir_.path() + "/node/pods/app/app.log";
+  ASSERT_TRUE(kubelet_->WaitFor([&] { return ReadFile(log) == "default\napp\n"; }, kDeadline))
+      << ReadFile(log);
+  const auto env = ProcessEnv(kubelet_->Pod("app")->container("app")->pid);
+  EXPECT_EQ(env.at("KUBERNETES_SERVICE_HOST"), "127.0.0.1");
+  EXPECT_EQ(env.at("KUBERNETES_SERVICE_PORT"), std::to_string(server_->port()));
+  // Nothing of the pod's mount leaks to the host.
+  EXPECT_FALSE(std::filesystem::exists("/var/run/secrets/kubernetes.io/serviceaccount/token"));
+
+  // The token is the ServiceAccount's user, authorized only by what the stored RBAC grants.
+  const std::string token = ReadFile(dir_.path() + "/node/pods/app/serviceaccount/token");
+  ASSERT_FALSE(token.empty());
+  HttpRequestOptions as_app;
+  as_app.headers["Authorization"] = "Bearer " + token;
+  HttpResponse denied = admin_->Send("GET", kSecrets, "", as_app);
+  EXPECT_EQ(denied.status, 403) << denied.Describe();
+  EXPECT_NE(denied.body.find("User \\\"system:serviceaccount:default:app\\\" cannot list resource "
+                             "\\\"secrets\\\""),
+            std::string::npos)
+      << denied.body;
+  // An aggregated ClusterRole, bound in the namespace by a RoleBinding to the account.
+  const char* rbac = "/apis/rbac.authorization.k8s.io/v1";
+  ASSERT_EQ(Admin("POST", std::string(rbac) + "/clusterroles",
+                  R"({"metadata":{"name":"read-secrets","labels":{"agg":"yes"}},
+                      "rules":[{"apiGroups":[""],"resources":["secrets"],"verbs":["list"]}]})")
+                .status,
+            201);
+  ASSERT_EQ(Admin("POST", std::string(rbac) + "/clusterroles",
+                  R"({"metadata":{"name":"aggregate"},
+                      "aggregationRule":{"clusterRoleSelectors":[{"matchLabels":{"agg":"yes"}}]}})")
+                .status,
+            201);
+  ASSERT_EQ(Admin("POST", std::string(rbac) + "/namespaces/default/rolebindings",
+                  R"({"metadata":{"name":"app"},
+                      "roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"aggregate"},
+                      "subjects":[{"kind":"ServiceAccount","name":"app"}]})")
+                .status,
+            201);
+  EXPECT_EQ(admin_->Send("GET", kSecrets, "", as_app).status, 200);
+  // Only there, and only that verb.
+  EXPECT_EQ(admin_->Send("GET", "/api/v1/namespaces/other/secrets", "", as_app).status, 403);
+  EXPECT_EQ(admin_->Send("GET", kPods, "", as_app).status, 403);
+  // A token for an account that does not exist: 404.
+  EXPECT_EQ(Admin("POST", "/api/v1/namespaces/default/serviceaccounts/nobody/token", "{}").status,
+            404);
 }
 
 }  // namespace
