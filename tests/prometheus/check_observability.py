@@ -14,6 +14,7 @@
 Standard library only. Exits 1 with one line per problem.
 """
 import json
+import os
 import re
 import sys
 
@@ -203,6 +204,11 @@ def rule_entries(path):
             entries.append(current)
             i += 1
             continue
+        m = re.match(r"^(\s*)runbook_url:\s*\"?([^\"]*)\"?\s*$", line)
+        if m and current is not None:
+            current["runbook_url"] = m.group(2)
+            i += 1
+            continue
         m = re.match(r"^(\s*)(expr|summary|description|runbook):\s*(.*)$", line)
         if m and current is not None:
             indent, key, value = len(m.group(1)), m.group(2), m.group(3).strip()
@@ -245,6 +251,19 @@ def check_rules(path, metrics):
         if e["kind"] == "alert":
             if len(e["texts"]) < 3:
                 problem(where, "needs summary, description and runbook annotations")
+            # runbook_url: a section of docs/runbooks.md named after the alert.
+            want = "docs/runbooks.md#" + e["name"].lower()
+            if e.get("runbook_url") != want:
+                problem(where, f"needs runbook_url: \"{want}\" (got {e.get('runbook_url')!r})")
+            runbooks = os.path.join(os.path.dirname(os.path.abspath(path)), "..", "docs",
+                                    "runbooks.md")
+            try:
+                with open(runbooks, encoding="utf-8") as f:
+                    headings = {l[3:].strip() for l in f if l.startswith("## ")}
+            except OSError:
+                headings = set()
+            if e["name"] not in headings:
+                problem(where, f"docs/runbooks.md has no section \"## {e['name']}\"")
             for text in e["texts"]:
                 for label in re.findall(r"\$labels\.(\w+)", text):
                     if label not in allowed:
