@@ -14,7 +14,9 @@
 #      ptopic (the finalizer removes what the topic owned)
 #   4. helm upgrade with helm/shoal/ci/namespaced-monitoring-values.yaml (watchNamespaces
 #      team-a and team-b: Roles instead of the ClusterRole; ServiceMonitor, PodMonitor,
-#      PrometheusRule, NetworkPolicies): the new operator pods run a topic in team-a
+#      PrometheusRule, NetworkPolicies): the new operator pods run a topic in team-a, which a
+#      user bound to the default "view" role reads but cannot scale, and one bound to "edit"
+#      scales and deletes (the chart's aggregated ClusterRoles; tokens by kubectl create token)
 #   5. helm uninstall --wait: the operator and its objects are gone
 #
 #   tests/e2e/quickstart.sh [build-dir]
@@ -168,7 +170,43 @@ kubectl -n team-a wait --for=condition=Ready ptopic/quickstart --timeout=90s
 kubectl -n team-a get ptopic
 load team-a
 verify team-a
-kubectl -n team-a delete ptopic quickstart --timeout=60s
+
+step "namespace users: \"edit\" manages topics, \"view\" reads them (aggregated ClusterRoles)"
+kubectl -n team-a apply -f - <<'YAML'
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: developer}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: auditor}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: developer-edit}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: edit}
+subjects: [{kind: ServiceAccount, name: developer, namespace: team-a}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: auditor-view}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}
+subjects: [{kind: ServiceAccount, name: auditor, namespace: team-a}]
+YAML
+developer="$(kubectl -n team-a create token developer)"
+auditor="$(kubectl -n team-a create token auditor)"
+kubectl --token="$auditor" -n team-a get ptopic quickstart
+if kubectl --token="$auditor" -n team-a scale ptopic quickstart --replicas 2 2>"$work/view.err"; then
+  fail "a \"view\" user scaled a topic"
+fi
+cat "$work/view.err"
+grep -q 'cannot patch resource "partitionedtopics/scale"' "$work/view.err" ||
+  fail "the view user's refusal does not name partitionedtopics/scale"
+if kubectl --token="$developer" -n team-b get ptopic 2>/dev/null; then
+  fail "a user bound in team-a read topics of team-b"
+fi
+kubectl --token="$developer" -n team-a scale ptopic quickstart --replicas 2
+kubectl --token="$developer" -n team-a delete ptopic quickstart --timeout=60s
 
 step "helm uninstall shoal"
 helm uninstall shoal --namespace shoal-system --wait --timeout 60s

@@ -1251,9 +1251,19 @@ Reply FakeApiServer::Impl::Process(const Call& call, const std::string& body) {
     if (--fail->second.first <= 0) failures_.erase(fail);
     return Injected(code, t, call.route.name);
   }
-  if (call.route.sub == "token") return IssueToken(call, body);
-  if (call.route.sub == "binding") return BindPod(call, body);
   const bool protobuf = Lower(call.content_type).rfind(kProtobufContentType, 0) == 0;
+  if (call.route.sub == "token" || call.route.sub == "binding") {
+    std::string json = body;
+    if (protobuf) {
+      auto decoded = DecodeProtobufObject(body);
+      if (decoded.status().code() == Status::Code::kFailedPrecondition) {
+        return Failure(415, "UnsupportedMediaType", decoded.status().message());
+      }
+      if (!decoded.ok()) return BadRequest(decoded.status().message());
+      json = decoded->serialize();
+    }
+    return call.route.sub == "token" ? IssueToken(call, json) : BindPod(call, json);
+  }
   if (call.verb == "delete" && protobuf && !body.empty()) {
     auto options = DecodeProtobufObject(body);
     if (!options.ok()) return BadRequest(options.status().message());

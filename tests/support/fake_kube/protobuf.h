@@ -17,7 +17,8 @@ namespace shoal::testing {
 inline constexpr char kProtobufContentType[] = "application/vnd.kubernetes.protobuf";
 
 // The object a protobuf body holds, as JSON (apiVersion, kind, metadata and the kind's fields).
-// Kinds: v1 Secret, ConfigMap and Namespace, and DeleteOptions (a DELETE's body); other kinds are FailedPrecondition (the server answers 415).
+// Kinds: v1 Secret, ConfigMap and Namespace, authentication.k8s.io/v1 TokenRequest, and
+// DeleteOptions (a DELETE's body); other kinds are FailedPrecondition (the server answers 415).
 // Malformed bytes are InvalidArgument.
 Result<web::json::value> DecodeProtobufObject(const std::string& body);
 

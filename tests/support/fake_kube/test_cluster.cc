@@ -76,6 +76,20 @@ Result<std::unique_ptr<TestCluster>> TestCluster::Start(TestClusterOptions optio
                                   R"(","labels":{"kubernetes.io/metadata.name":")" + ns + R"("}}})"));
   }
 
+  // The default user-facing ClusterRoles of the bootstrap policy (plugin/pkg/auth/authorizer/
+  // rbac/bootstrappolicy: ClusterRoles "admin", "edit", "view"), which aggregate every
+  // ClusterRole labelled rbac.authorization.k8s.io/aggregate-to-<name>: "true". Their own rules
+  // for built-in kinds are left out: the tests bind them for custom resources.
+  for (const char* role : {"admin", "edit", "view"}) {
+    SHOAL_RETURN_IF_ERROR(c->api_->Seed(
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+        std::string(R"({"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole",)") +
+            R"("metadata":{"name":")" + role +
+            R"(","labels":{"kubernetes.io/bootstrapping":"rbac-defaults"}},)" +
+            R"("aggregationRule":{"clusterRoleSelectors":[{"matchLabels":{)" +
+            R"("rbac.authorization.k8s.io/aggregate-to-)" + role + R"(":"true"}}]},"rules":[]})"));
+  }
+
   TestKubeletOptions ko;
   ko.api = c->api_.get();
   ko.admin_token = kClusterAdminToken;

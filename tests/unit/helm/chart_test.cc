@@ -22,6 +22,7 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -283,7 +284,8 @@ TEST(ChartTemplatesTest, RecommendedLabelsAreInHelpers) {
 }
 
 // deploy/rbac/operator-rules.yaml is the one list of what the operator may do (the fake API
-// server enforces it): the chart renders it and grants nothing else.
+// server enforces it): the chart renders it and grants nothing else. (rbac-aggregate.yaml grants
+// namespace users, never the operator: AggregatedRolesGrantNamespaceUsersOnlyTopics.)
 TEST(ChartTemplatesTest, OnlyTheRulesFileGrantsPermissions) {
   const std::string helpers = Read(kChart / "templates" / "_helpers.tpl");
   const size_t def = helpers.find("define \"shoal.operator.rules\"");
@@ -300,6 +302,7 @@ TEST(ChartTemplatesTest, OnlyTheRulesFileGrantsPermissions) {
   const std::regex rules_key("^\\s*rules\\s*:");
   const std::regex role_kind("^kind:\\s*(Cluster)?Role\\s*$");
   for (const auto& p : Templates()) {
+    if (p.filename() == "rbac-aggregate.yaml") continue;
     SCOPED_TRACE(p.filename().string());
     std::istringstream in(Read(p));
     std::vector<std::string> lines;
@@ -320,6 +323,43 @@ TEST(ChartTemplatesTest, OnlyTheRulesFileGrantsPermissions) {
       EXPECT_EQ(roles, 2) << "a ClusterRole, or a Role per namespace";
     }
   }
+}
+
+// The ClusterRoles Kubernetes' default admin/edit and view roles aggregate grant PartitionedTopics
+// only: edit may change them and their scale, view only reads; no role binds them to anyone.
+TEST(ChartTemplatesTest, AggregatedRolesGrantNamespaceUsersOnlyTopics) {
+  const std::string text = Read(kChart / "templates" / "rbac-aggregate.yaml");
+  std::istringstream in(text);
+  int roles = 0, groups = 0;
+  std::string role;
+  for (std::string l; std::getline(in, l);) {
+    if (l.find("name: {{ include \"shoal.fullname\" . }}-aggregate-to-") != std::string::npos) {
+      role = l.substr(l.rfind('-') + 1);
+      ++roles;
+    }
+    if (l.find("apiGroups:") != std::string::npos) {
+      ++groups;
+      EXPECT_NE(l.find("apiGroups: [\"shoal.dev\"]"), std::string::npos) << l;
+    }
+    if (l.find("resources:") != std::string::npos) {
+      std::string rest = l.substr(l.find('[') + 1);
+      for (size_t at; (at = rest.find("partitionedtopics")) != std::string::npos;) rest.erase(at, 17);
+      for (const char* ok : {"/status", "/scale", "\"", ",", " ", "]"}) {
+        for (size_t at; (at = rest.find(ok)) != std::string::npos;) rest.erase(at, std::strlen(ok));
+      }
+      EXPECT_EQ(rest, "") << "a resource other than partitionedtopics: " << l;
+    }
+    if (role == "view" && l.find("verbs:") != std::string::npos) {
+      EXPECT_EQ(l.substr(l.find('[')), "[\"get\", \"list\", \"watch\"]") << l;
+    }
+  }
+  EXPECT_EQ(roles, 2);
+  EXPECT_EQ(groups, 3);
+  EXPECT_NE(text.find("rbac.authorization.k8s.io/aggregate-to-edit: \"true\""), std::string::npos);
+  EXPECT_NE(text.find("rbac.authorization.k8s.io/aggregate-to-admin: \"true\""), std::string::npos);
+  EXPECT_NE(text.find("rbac.authorization.k8s.io/aggregate-to-view: \"true\""), std::string::npos);
+  EXPECT_EQ(text.find("kind: RoleBinding"), std::string::npos);
+  EXPECT_EQ(text.find("kind: ClusterRoleBinding"), std::string::npos);
 }
 
 // What the templates promise, in the words the brief and docs/kubernetes.md use.

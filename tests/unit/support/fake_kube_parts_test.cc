@@ -435,5 +435,41 @@ TEST(ProtobufTest, DecodesTheSecretsHelmStoresItsReleasesIn) {
   EXPECT_EQ(other.status().code(), Status::Code::kFailedPrecondition) << "answered 415";
 }
 
+// A varint field (wire type 0).
+std::string PbVarint(uint32_t field, uint64_t v) {
+  std::string out;
+  auto varint = [&](uint64_t x) {
+    do {
+      uint8_t b = x & 0x7f;
+      x >>= 7;
+      out += static_cast<char>(b | (x ? 0x80 : 0));
+    } while (x);
+  };
+  varint(field << 3);
+  varint(v);
+  return out;
+}
+
+// What `kubectl create namespace` and `kubectl create token` send.
+TEST(ProtobufTest, DecodesNamespacesAndTokenRequestsAsKubectlSendsThem) {
+  auto ns = DecodeProtobufObject(std::string("k8s\0", 4) + Pb(1, Pb(1, "v1") + Pb(2, "Namespace")) +
+                                 Pb(2, Pb(1, Pb(1, "team-a")) + Pb(2, Pb(1, "kubernetes"))));
+  ASSERT_TRUE(ns.ok()) << ns.status().ToString();
+  EXPECT_EQ(ns->at("metadata").at("name").as_string(), "team-a");
+  EXPECT_EQ(ns->at("spec").at("finalizers").at(0).as_string(), "kubernetes");
+
+  const std::string spec = Pb(1, "https://kubernetes.default.svc") + PbVarint(4, 3600) +
+                           Pb(3, Pb(1, "Pod") + Pb(2, "v1") + Pb(3, "app-0") + Pb(4, "u-1"));
+  auto token = DecodeProtobufObject(
+      std::string("k8s\0", 4) + Pb(1, Pb(1, "authentication.k8s.io/v1") + Pb(2, "TokenRequest")) +
+      Pb(2, Pb(1, Pb(1, "developer")) + Pb(2, spec)));
+  ASSERT_TRUE(token.ok()) << token.status().ToString();
+  EXPECT_EQ(token->at("kind").as_string(), "TokenRequest");
+  EXPECT_EQ(token->at("spec").at("expirationSeconds").as_integer(), 3600);
+  EXPECT_EQ(token->at("spec").at("audiences").at(0).as_string(), "https://kubernetes.default.svc");
+  EXPECT_EQ(token->at("spec").at("boundObjectRef").at("name").as_string(), "app-0");
+  EXPECT_EQ(token->at("spec").at("boundObjectRef").at("kind").as_string(), "Pod");
+}
+
 }  // namespace
 }  // namespace shoal::testing
