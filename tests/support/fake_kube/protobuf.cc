@@ -181,51 +181,10 @@ Result<value> DecodeProtobufObject(const std::string& body) {
     }
     return opts;
   }
-  if (api_version == "authentication.k8s.io/v1" && kind == "TokenRequest") {
-    // metadata 1; spec 2 (audiences 1, expirationSeconds 4, boundObjectRef 3: kind 1,
-    // apiVersion 2, name 3, uid 4); status 3 is the server's.
-    value obj = value::object();
-    obj["apiVersion"] = value::string(api_version);
-    obj["kind"] = value::string(kind);
-    value spec = value::object();
-    Reader r(raw);
-    while (!r.done()) {
-      Field f;
-      SHOAL_RETURN_IF_ERROR(r.Next(&f));
-      if (f.number == 1 && f.wire == 2) {
-        auto meta = ObjectMeta(f.bytes);
-        if (!meta.ok()) return meta.status();
-        obj["metadata"] = *meta;
-      } else if (f.number == 2 && f.wire == 2) {
-        Reader sr(f.bytes);
-        while (!sr.done()) {
-          Field g;
-          SHOAL_RETURN_IF_ERROR(sr.Next(&g));
-          if (g.number == 1 && g.wire == 2) {
-            if (!spec.has_field("audiences")) spec["audiences"] = value::array();
-            spec["audiences"][spec["audiences"].size()] = value::string(S(g.bytes));
-          } else if (g.number == 4 && g.wire == 0) {
-            spec["expirationSeconds"] = value::number(static_cast<int64_t>(g.varint));
-          } else if (g.number == 3 && g.wire == 2) {
-            Reader br(g.bytes);
-            value ref = value::object();
-            static constexpr const char* kRefFields[] = {"", "kind", "apiVersion", "name", "uid"};
-            while (!br.done()) {
-              Field h;
-              SHOAL_RETURN_IF_ERROR(br.Next(&h));
-              if (h.number >= 1 && h.number <= 4 && h.wire == 2) {
-                ref[kRefFields[h.number]] = value::string(S(h.bytes));
-              }
-            }
-            spec["boundObjectRef"] = ref;
-          }
-        }
-      }
-    }
-    obj["spec"] = spec;
-    return obj;
-  }
-  if (api_version != "v1" || (kind != "Secret" && kind != "ConfigMap" && kind != "Namespace")) {
+  const bool core =
+      api_version == "v1" && (kind == "Secret" || kind == "ConfigMap" || kind == "Namespace");
+  const bool token_request = api_version == "authentication.k8s.io/v1" && kind == "TokenRequest";
+  if (!core && !token_request) {
     return Status::FailedPrecondition("protobuf bodies of " + api_version + " " + kind +
                                  " are not decoded here; send JSON");
   }
@@ -242,7 +201,36 @@ Result<value> DecodeProtobufObject(const std::string& body) {
       obj["metadata"] = *meta;
       continue;
     }
-    if (kind == "Namespace") {
+    if (kind == "TokenRequest") {
+      // spec 2 (audiences 1, expirationSeconds 4, boundObjectRef 3: kind 1, apiVersion 2,
+      // name 3, uid 4); status 3 is the server's.
+      if (f.number != 2 || f.wire != 2) continue;
+      value spec = value::object();
+      Reader sr(f.bytes);
+      while (!sr.done()) {
+        Field g;
+        SHOAL_RETURN_IF_ERROR(sr.Next(&g));
+        if (g.number == 1 && g.wire == 2) {
+          if (!spec.has_field("audiences")) spec["audiences"] = value::array();
+          spec["audiences"][spec["audiences"].size()] = value::string(S(g.bytes));
+        } else if (g.number == 4 && g.wire == 0) {
+          spec["expirationSeconds"] = value::number(static_cast<int64_t>(g.varint));
+        } else if (g.number == 3 && g.wire == 2) {
+          Reader br(g.bytes);
+          value ref = value::object();
+          static constexpr const char* kRefFields[] = {"", "kind", "apiVersion", "name", "uid"};
+          while (!br.done()) {
+            Field h;
+            SHOAL_RETURN_IF_ERROR(br.Next(&h));
+            if (h.number >= 1 && h.number <= 4 && h.wire == 2) {
+              ref[kRefFields[h.number]] = value::string(S(h.bytes));
+            }
+          }
+          spec["boundObjectRef"] = ref;
+        }
+      }
+      obj["spec"] = spec;
+    } else if (kind == "Namespace") {
       // spec 2 (NamespaceSpec: finalizers 1); status 3 is the server's.
       if (f.number == 2 && f.wire == 2) {
         Reader spec(f.bytes);

@@ -398,17 +398,18 @@ TEST(PodSecurityTest, RestrictedNamesWhatEachContainerLacks) {
 }
 
 // Protobuf as client-go writes it: length-delimited fields (wire type 2) and varints.
+void AppendVarint(std::string& out, uint64_t v) {
+  do {
+    uint8_t b = v & 0x7f;
+    v >>= 7;
+    out += static_cast<char>(b | (v ? 0x80 : 0));
+  } while (v);
+}
+
 std::string Pb(uint32_t field, const std::string& bytes) {
   std::string out;
-  auto varint = [&](uint64_t v) {
-    do {
-      uint8_t b = v & 0x7f;
-      v >>= 7;
-      out += static_cast<char>(b | (v ? 0x80 : 0));
-    } while (v);
-  };
-  varint((field << 3) | 2);
-  varint(bytes.size());
+  AppendVarint(out, (field << 3) | 2);
+  AppendVarint(out, bytes.size());
   return out + bytes;
 }
 
@@ -438,15 +439,8 @@ TEST(ProtobufTest, DecodesTheSecretsHelmStoresItsReleasesIn) {
 // A varint field (wire type 0).
 std::string PbVarint(uint32_t field, uint64_t v) {
   std::string out;
-  auto varint = [&](uint64_t x) {
-    do {
-      uint8_t b = x & 0x7f;
-      x >>= 7;
-      out += static_cast<char>(b | (x ? 0x80 : 0));
-    } while (x);
-  };
-  varint(field << 3);
-  varint(v);
+  AppendVarint(out, field << 3);
+  AppendVarint(out, v);
   return out;
 }
 
