@@ -91,11 +91,18 @@ def check_expr(where, expr, metrics, require_topic_filter):
         if require_topic_filter and "topic" in labels:
             if not re.search(r'\btopic\s*=~\s*"\$topic"', block):
                 problem(where, f'{name} is not filtered by topic=~"$topic"')
+            if not re.search(r'\bnamespace\s*=~\s*"\$namespace"', block):
+                problem(where, f'{name} is not filtered by namespace=~"$namespace" (topics of '
+                               'one name in two namespaces would show as one)')
     bare = strip_strings(expr)
     for m in re.finditer(r"\b(by|without|on|ignoring|group_left|group_right)\s*\(([^)]*)\)", bare):
-        for label in (l.strip() for l in m.group(2).split(",")):
-            if label and label not in allowed:
+        kept = {l.strip() for l in m.group(2).split(",")} - {""}
+        for label in kept:
+            if label not in allowed:
                 problem(where, f"label {label} in {m.group(1)} (...) belongs to none of its metrics")
+        if m.group(1) in ("by", "on") and "topic" in kept and "namespace" not in kept:
+            problem(where, f"{m.group(1)} ({m.group(2)}) keeps topic but not namespace: topics "
+                           "of one name in two namespaces would merge")
     return allowed
 
 
@@ -129,18 +136,30 @@ def check_dashboard(path, metrics):
         if v.get("type") == "query":
             q = v.get("query")
             q = q.get("query", "") if isinstance(q, dict) else (q or "")
-            lv = re.fullmatch(r"\s*label_values\(\s*([a-zA-Z_:][\w:]*)\s*,\s*(\w+)\s*\)\s*", q)
+            lv = re.fullmatch(
+                r"\s*label_values\(\s*([a-zA-Z_:][\w:]*)\s*(\{[^}]*\})?\s*,\s*(\w+)\s*\)\s*", q)
             if lv:
                 got = resolve(lv.group(1), metrics)
-                if got is None or lv.group(2) not in got[1]:
+                if got is None or lv.group(3) not in got[1] | TARGET_LABELS:
                     problem(path, f"variable {name}: {q} names an undocumented metric or label")
+                elif lv.group(2):
+                    check_expr(f"{path} variable {name}", lv.group(1) + lv.group(2), metrics, False)
             else:
                 check_expr(f"{path} variable {name}", q, metrics, False)
+    # Topics are picked within namespaces: one name in two namespaces is two topics.
+    namespace = variables.get("namespace")
+    if (not namespace or not namespace.get("multi") or not namespace.get("includeAll")
+            or "label_values(shoal_control_partitions, namespace)" not in json.dumps(namespace)):
+        problem(path, "needs a multi-value namespace variable with All, from "
+                      "label_values(shoal_control_partitions, namespace)")
+    names = list(variables)
     topic = variables.get("topic")
+    topic_query = 'label_values(shoal_control_partitions{namespace=~\\"$namespace\\"}, topic)'
     if (not topic or not topic.get("multi") or not topic.get("includeAll")
-            or "label_values(shoal_control_partitions, topic)" not in json.dumps(topic)):
-        problem(path, "needs a multi-value topic variable with All, from "
-                      "label_values(shoal_control_partitions, topic)")
+            or topic_query not in json.dumps(topic)
+            or ("namespace" in names and names.index("namespace") > names.index("topic"))):
+        problem(path, "needs a multi-value topic variable with All after the namespace one, from "
+                      'label_values(shoal_control_partitions{namespace=~"$namespace"}, topic)')
 
     annotations = d.get("annotations", {}).get("list", [])
     if not annotations:

@@ -842,13 +842,14 @@ std::string TopicOperator::MetricsText() const {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [k, w] : workers_) {
     // Topics of one name in two namespaces would give identical series: each loop's series
-    // also carry the topic's namespace.
+    // also carry the topic's namespace, under the label name the sidecars' series have it
+    // (Prometheus' target label; the ServiceMonitor honours the operator's own).
     auto registry = w->loop->registry();
     const std::string ns = SplitKey(k).first;
     all.push_back(std::make_shared<metrics::CallbackCollectable>([registry, ns] {
       auto families = registry->Collect();
       for (auto& f : families) {
-        for (auto& m : f.metric) m.label.push_back({"topic_namespace", ns});
+        for (auto& m : f.metric) m.label.push_back({"namespace", ns});
       }
       return families;
     }));

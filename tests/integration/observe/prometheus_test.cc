@@ -289,6 +289,7 @@ class PrometheusTest : public ::testing::Test {
         "      - files: [" + targets_->path() + "]\n"
         "        refresh_interval: 1s\n"
         "  - job_name: shoal-operator\n"
+        "    honor_labels: true\n"
         "    static_configs:\n"
         "      - targets: ['" + operator_target_ + "']\n"
         "        labels:\n"

@@ -446,7 +446,7 @@ TEST_F(KubeOperatorTest, WatchesOnlyItsNamespacesAndServesHealthAndMetrics) {
             std::string::npos)
       << metrics.body;
   EXPECT_NE(metrics.body.find("shoal_control_partitions{"), std::string::npos);
-  EXPECT_NE(metrics.body.find("topic_namespace=\"default\""), std::string::npos);
+  EXPECT_NE(metrics.body.find("namespace=\"default\""), std::string::npos);
   const auto unknown = op.Get("/nope");
   EXPECT_EQ(unknown.status, 404);
   EXPECT_NE(unknown.body.find("\"reason\""), std::string::npos);
