@@ -2,7 +2,8 @@
 // against a REAL Prometheus that scrapes real sidecars under load and a real shoal-operator
 // (TestCluster: the fake API server and the test kubelet, tests/support/fake_kube/). The topic
 // gets keyed load with a surge, so the control loop splits partitions and adds pods and the
-// change, decision and plan metrics exist. Prometheus scrapes every second:
+// change, decision and plan metrics exist. A second topic of the same name, "orders" in
+// namespace team-b, gets a light load beside it. Prometheus scrapes every second:
 //   - the sidecars through file_sd_configs, from a targets file this test rewrites as pods come
 //     and go (pod IP, port 9090, labels shoal_component="sidecar", namespace, pod), as a
 //     PodMonitor would find them;
@@ -14,6 +15,11 @@
 //     Grafana's variables substituted, is accepted and returns data (an instant query, or a
 //     range query over the test's span, as a rate or an annotation may be empty at one
 //     instant); with the topic variable's All value too, when it has one;
+//   - the two topics named orders never merge: every dashboard expression, run with
+//     $namespace of either (team-b's may be empty: it has no surge), returns no series of the
+//     other namespace; both are there as two series of the active partitions; and every
+//     selector of an alert over the operator's per-topic series sees both namespaces apart
+//     (check_observability.py checks that no filter or by/on clause drops namespace);
 //   - every alert rule is loaded, evaluated without error and accepted as a query, and every
 //     vector selector of its expression returns data. Not the expression itself: an alert's
 //     expression is empty for as long as it does not fire, which is what a healthy run shows,
@@ -65,6 +71,8 @@ using web::json::value;
 using SteadyClock = std::chrono::steady_clock;
 
 constexpr uint16_t kSidecarMetricsPort = 9090;  // the sidecar's metrics port in the StatefulSet
+// A second namespace with a topic of the test topic's name ("orders"), under light load only.
+constexpr char kOtherNamespace[] = "team-b";
 const std::string kDashboard = std::string(SHOAL_SOURCE_DIR) + "/dashboards/shoal.json";
 const std::string kRules = std::string(SHOAL_SOURCE_DIR) + "/prometheus/shoal-rules.yaml";
 
@@ -88,7 +96,7 @@ std::optional<std::string> ReadFile(const std::string& path) {
 }
 
 // Writes the sidecar targets for Prometheus' file_sd_configs: one group per running pod (its IP
-// and metrics port, labels shoal_component, namespace and pod), rewritten whenever the pods
+// and metrics port, labels shoal_component, its namespace and pod), rewritten whenever the pods
 // change. A background thread polls the kubelet (there is nothing to block on) and replaces
 // the file with a rename, so Prometheus never reads half of it.
 // Lifecycle: writes the file once in the constructor; the destructor stops the thread. The
@@ -112,7 +120,7 @@ class SidecarTargetsFile {
   SidecarTargetsFile& operator=(const SidecarTargetsFile&) = delete;
 
   const std::string& path() const { return path_; }
-  // The pods of the last write, by name -> "ip:port".
+  // The pods of the last write, by namespace/name -> "ip:port".
   std::map<std::string, std::string> targets() const {
     std::lock_guard<std::mutex> l(mu_);
     return targets_;
@@ -133,7 +141,7 @@ class SidecarTargetsFile {
     for (const auto& pod : kubelet_.Pods()) {
       const TestContainerState* sidecar = pod.container("shoal-sidecar");
       if (pod.ip.empty() || pod.terminating || !sidecar || sidecar->pid <= 0) continue;
-      now[pod.name] = pod.ip + ":" + std::to_string(kSidecarMetricsPort);
+      now[pod.ns + "/" + pod.name] = pod.ip + ":" + std::to_string(kSidecarMetricsPort);
     }
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -145,8 +153,8 @@ class SidecarTargetsFile {
       value g = value::object();
       g["targets"][0] = value::string(address);
       g["labels"]["shoal_component"] = value::string("sidecar");
-      g["labels"]["namespace"] = value::string(kTestNamespace);
-      g["labels"]["pod"] = value::string(pod);
+      g["labels"]["namespace"] = value::string(pod.substr(0, pod.find('/')));
+      g["labels"]["pod"] = value::string(pod.substr(pod.find('/') + 1));
       groups[i++] = g;
     }
     const std::string tmp = path_ + ".tmp";
@@ -257,16 +265,41 @@ class PrometheusTest : public ::testing::Test {
     o.sidecar_binary = SHOAL_SIDECAR_BIN;
     o.shoal_binary = SHOAL_BIN;
     o.ip_prefix = RandomLoopbackPrefix();
+    o.namespaces = {kTestNamespace, kOtherNamespace};
     auto c = TestCluster::Start(o);
     ASSERT_TRUE(c.ok()) << c.status().message();
     cluster_ = std::move(c).value();
+    ASSERT_EQ(cluster_->Admin("POST", "/api/v1/namespaces",
+                              value::parse(std::string(R"({"metadata":{"name":")") +
+                                           kOtherNamespace + R"("}})"))
+                  .status,
+              201);
     const Status started = cluster_->StartOperator("a");
     ASSERT_TRUE(started.ok()) << started.message();
     operator_target_ = "127.0.0.1:" + std::to_string(cluster_->operator_http_port("a"));
     const Status created =
         cluster_->CreateTopic(TestTopicJson(dir_.path() + "/seen", /*max_partitions=*/8));
     ASSERT_TRUE(created.ok()) << created.message();
+    // The same topic name in the other namespace: another topic, which must never merge with it.
+    ASSERT_TRUE(std::filesystem::create_directories(dir_.path() + "/seen-other"));
+    value other_topic = TestTopicJson(dir_.path() + "/seen-other", 8);
+    other_topic["metadata"]["namespace"] = value::string(kOtherNamespace);
+    const HttpResponse other = cluster_->Admin("POST", OtherTopicPath(""), other_topic);
+    ASSERT_EQ(other.status, 201) << other.Describe();
     ASSERT_TRUE(cluster_->WaitReady(60s)) << cluster_->OperatorLog("a");
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          auto t = cluster_->Get(OtherTopicPath(kTestTopicName));
+          return t && Condition(*t, "Ready") == "True";
+        },
+        60s))
+        << cluster_->OperatorLog("a");
+  }
+
+  // The collection of topics in the other namespace, or one topic of it.
+  static std::string OtherTopicPath(const std::string& name) {
+    return std::string("/apis/shoal.dev/v1alpha1/namespaces/") + kOtherNamespace +
+           "/partitionedtopics" + (name.empty() ? "" : "/" + name);
   }
 
   // Prometheus scraping the sidecars (file_sd from `targets_`) and the operator, with the rules
@@ -433,27 +466,77 @@ class PrometheusTest : public ::testing::Test {
       const std::string expr = Str(At(a, "expr"));
       if (!expr.empty()) exprs.push_back({"annotation \"" + Str(At(a, "name")) + "\"", expr});
     }
+    EXPECT_EQ(vars.count("namespace"), 1u) << "no namespace variable ($namespace) in " << kDashboard;
     std::vector<std::map<std::string, std::string>> var_sets = {vars};
     if (topic_all) {
       var_sets.push_back(vars);
       var_sets.back()["topic"] = *topic_all;
     }
+    // The other namespace's "orders": its own series only, whether or not a panel has data for
+    // its light load.
+    var_sets.push_back(vars);
+    var_sets.back()["namespace"] = kOtherNamespace;
     for (const auto& e : exprs) {
       for (const auto& vs : var_sets) {
         const std::string run = SubstituteVariables(e.expr, vs);
         const auto topic = vs.find("topic");
+        const auto ns = vs.find("namespace");
         const std::string name =
             "dashboard " + e.where +
+            (ns == vs.end() ? "" : " with $namespace=\"" + ns->second + "\"") +
             (topic == vs.end() ? "" : " with $topic=\"" + topic->second + "\"");
         if (auto unresolved = UnresolvedVariable(run)) {
           ADD_FAILURE() << name << ": `" << e.expr << "` uses " << *unresolved
                         << ", which is not a variable of the dashboard";
           continue;
         }
-        checks->push_back({name, [this, e, run]() -> std::string {
-                             const PromAnswer a = QueryWithData(run);
-                             if (a.non_empty()) return "";
-                             return "`" + e.expr + "` (run as `" + run + "`): " + a.Describe();
+        const std::string want_ns = ns == vs.end() ? "" : ns->second;
+        const bool need_data = want_ns != kOtherNamespace;
+        checks->push_back({name, [this, e, run, want_ns, need_data]() -> std::string {
+                             const PromAnswer a = need_data ? QueryWithData(run) : prom_->Query(run);
+                             if (need_data && !a.non_empty()) {
+                               return "`" + e.expr + "` (run as `" + run + "`): " + a.Describe();
+                             }
+                             if (!a.success()) return "`" + run + "`: " + a.Describe();
+                             // Kept apart: no series of another namespace.
+                             for (const auto& got : LabelValues(a, "namespace")) {
+                               if (!want_ns.empty() && got != want_ns) {
+                                 return "`" + run + "` has a series of namespace \"" + got +
+                                        "\": " + a.body.substr(0, 400);
+                               }
+                             }
+                             return "";
+                           }});
+      }
+    }
+  }
+
+  // Both topics named "orders" are there, apart: the active partitions of each namespace's, as
+  // the dashboard and the alerts aggregate them, are two series, and every selector of an
+  // alert over a metric with a topic label tells the two namespaces apart.
+  void AddNamespaceChecks(const Rules& rules, std::vector<Check>* checks) {
+    checks->push_back({"two topics named orders", [this]() -> std::string {
+      const std::string q =
+          R"(max by (namespace, topic) (shoal_control_partitions{state="active",topic="orders"}))";
+      const PromAnswer a = prom_->Query(q);
+      const auto namespaces = LabelValues(a, "namespace");
+      if (namespaces == std::set<std::string>{kTestNamespace, kOtherNamespace}) return "";
+      return "`" + q + "`: " + a.Describe() + " " + a.body.substr(0, 400);
+    }});
+    for (const auto& r : rules.rules) {
+      for (const auto& sel : VectorSelectors(r.expr)) {
+        if (sel.rfind("shoal_control_", 0) != 0 || sel.find("steps_total") != std::string::npos) {
+          continue;  // the operator's per-topic series (failed steps happen in one namespace)
+        }
+        checks->push_back({"rules " + r.where + ", selector " + sel + " by namespace",
+                           [this, sel]() -> std::string {
+                             const std::string q = "count by (namespace) (" + sel + ")";
+                             const PromAnswer a = prom_->Query(q);
+                             if (LabelValues(a, "namespace") ==
+                                 std::set<std::string>{kTestNamespace, kOtherNamespace}) {
+                               return "";
+                             }
+                             return "`" + q + "`: " + a.Describe() + " " + a.body.substr(0, 300);
                            }});
       }
     }
@@ -585,6 +668,11 @@ TEST_F(PrometheusTest, DashboardAndAlertRulesHaveDataFromSidecarsUnderLoadAndThe
   // 500/s again until the checks are done.
   client::LoadGenerator load(SurgeLoad(pod0->ip, 60, 0.05, 0.4));
   load.Start();
+  // The other namespace's orders: its base load only (no surge before the end of the test).
+  const auto other0 = cluster_->kubelet().Pod("orders-0", kOtherNamespace);
+  ASSERT_TRUE(other0);
+  client::LoadGenerator other_load(SurgeLoad(other0->ip, 60, 0.99, 1.0));
+  other_load.Start();
 
   // The control loop splits and adds a pod; wait for its plans to be done and the new pod to be
   // scraped.
@@ -612,9 +700,11 @@ TEST_F(PrometheusTest, DashboardAndAlertRulesHaveDataFromSidecarsUnderLoadAndThe
   const size_t dashboard_checks = checks.size();
   const std::vector<std::string> active_alerts = CheckRulesEvaluated(rules);
   const size_t selectors = AddRuleChecks(rules, &checks);
+  AddNamespaceChecks(rules, &checks);
   const auto checks_from = SteadyClock::now();
   const size_t failing = RunChecks(checks, 20s);
   load.Stop();
+  other_load.Stop();
 
   const auto secs = [](SteadyClock::duration d) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(d).count() / 1000.0;

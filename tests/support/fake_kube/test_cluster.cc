@@ -127,11 +127,13 @@ Result<std::unique_ptr<TestCluster>> TestCluster::Start(TestClusterOptions optio
 Status TestCluster::StartOperator(const std::string& id, const std::vector<std::string>& extra) {
   auto port = control::FreePort();
   if (!port.ok()) return port.status();
+  std::string namespaces;
+  for (const auto& ns : options_.namespaces) namespaces += (namespaces.empty() ? "" : ",") + ns;
   // clang-format off
   std::vector<std::string> argv = {options_.operator_binary,
                                    "--kubeconfig", kubeconfig_,
                                    "--identity", id,
-                                   "--namespaces", kTestNamespace,
+                                   "--namespaces", namespaces,
                                    "--bind", "127.0.0.1",
                                    "--http-port", std::to_string(*port),
                                    "--lease-duration-ms", "3000",

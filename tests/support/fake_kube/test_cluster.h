@@ -73,7 +73,8 @@ struct TestClusterOptions {
   // "shoal-operator" as an image, so the operator can run from the Helm chart's Deployment,
   // authorized by the RBAC objects the chart created.
   bool in_cluster = false;
-  // The namespaces the kubelet runs pods of (the first holds the test topic).
+  // The namespaces the kubelet runs pods of and StartOperator's operators watch (the first
+  // holds the test topic).
   std::vector<std::string> namespaces = {kTestNamespace};
   // More images for the kubelet (a container's command[0] -> host binary), e.g. "wget".
   std::map<std::string, std::string> extra_images;
