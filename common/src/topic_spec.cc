@@ -267,7 +267,7 @@ YAML::Node Document(const TopicSpec& t) {
   if (!t.consumer_template_yaml.empty()) {
     s["consumer"]["template"] = YAML::Load(t.consumer_template_yaml);
   }
-  s["sidecar"]["image"] = t.sidecar_image;
+  if (!t.sidecar_image.empty()) s["sidecar"]["image"] = t.sidecar_image;
   for (const auto& [k, v] : t.sidecar_resources) {
     const auto dot = k.find('.');
     s["sidecar"]["resources"][k.substr(0, dot)][k.substr(dot + 1)] = v;

@@ -160,8 +160,10 @@ for kind in servicemonitor podmonitor prometheusrule networkpolicy; do
 done
 [[ -z "$(kubectl get clusterrolebindings -l app.kubernetes.io/instance=shoal -o name | grep -v aggregate || true)" ]] ||
   fail "the operator's ClusterRoleBinding outlived the switch to watchNamespaces"
-kubectl -n shoal-system get pods -o jsonpath='{range .items[*]}{.metadata.name}{" "}{.spec.containers[0].args}{"\n"}{end}' |
-  grep -q -- '--namespaces=team-a,team-b' || fail "the operator pods were not rolled to the new arguments"
+kubectl -n shoal-system get pods -o jsonpath='{range .items[*]}{.metadata.name}{" "}{.spec.containers[0].args}{"\n"}{end}' \
+  >"$work/operator-args.txt"
+grep -q -- '--namespaces=team-a,team-b' "$work/operator-args.txt" ||
+  fail "the operator pods were not rolled to the new arguments: $(cat "$work/operator-args.txt")"
 
 step "a topic in team-a, run by the namespaced operator"
 kubectl label namespace team-a pod-security.kubernetes.io/enforce=restricted

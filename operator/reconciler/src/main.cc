@@ -84,6 +84,12 @@ int main(int argc, char** argv) {
   app.add_option("--storage-class", opts.manifests.storage_class,
                  "StorageClass of the volume claims (default: the cluster's)");
   app.add_option("--sidecar-log-level", opts.manifests.log_level, "The sidecars' --log-level");
+  app.add_option("--sidecar-image", opts.manifests.sidecar_image,
+                 "The sidecar's image where a topic's spec.sidecar.image is empty (the chart: "
+                 "its own image)");
+  std::string pull_secrets;
+  app.add_option("--image-pull-secrets", pull_secrets,
+                 "Comma-separated Secrets every topic pod pulls its images with");
   app.add_option("--kube-qps", kube_qps, "Requests per second to the API server (0: unlimited)")
       ->check(CLI::Range(0.0, 10000.0));
   app.add_option("--kube-burst", kube_burst, "Requests allowed at once above --kube-qps")
@@ -128,6 +134,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   opts.namespaces = SplitList(namespaces);
+  opts.manifests.image_pull_secrets = SplitList(pull_secrets);
   opts.loop.interval = std::chrono::milliseconds(interval_ms);
   opts.resync = std::chrono::milliseconds(resync_ms);
   opts.watch_timeout = std::chrono::seconds(watch_timeout_s);

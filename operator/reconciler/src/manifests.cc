@@ -101,7 +101,7 @@ value SidecarContainer(const TopicObject& t, const ManifestOptions& o, int64_t g
   }
   value c = value::object();
   c["name"] = Str(kSidecarContainer);
-  c["image"] = Str(s.sidecar_image);
+  c["image"] = Str(s.sidecar_image.empty() ? o.sidecar_image : s.sidecar_image);
   c["command"] = StringArray({"shoal-sidecar"});
   c["args"] = StringArray(args);
   value env = value::array();
@@ -392,6 +392,22 @@ Json BuildStatefulSet(const TopicObject& t, const ManifestOptions& o, int64_t re
   if (!psc.has_field("seccompProfile")) psc["seccompProfile"]["type"] = Str("RuntimeDefault");
   if (!psc.has_field("fsGroup")) psc["fsGroup"] = value::number(kSidecarUid);
   if (!psc.has_field("fsGroupChangePolicy")) psc["fsGroupChangePolicy"] = Str("OnRootMismatch");
+  // The operator's pull secrets, after the template's own (once each).
+  if (!o.image_pull_secrets.empty()) {
+    value& secrets = spec["imagePullSecrets"];
+    if (!secrets.is_array()) secrets = value::array();
+    for (const auto& name : o.image_pull_secrets) {
+      bool present = false;
+      for (const auto& ref : secrets.as_array()) {
+        present |= ref.has_field("name") && ref.at("name").is_string() &&
+                   ref.at("name").as_string() == name;
+      }
+      if (present) continue;
+      value ref = value::object();
+      ref["name"] = Str(name);
+      secrets[secrets.size()] = ref;
+    }
+  }
   value& containers = spec["containers"];
   for (size_t i = 0; i < containers.size(); ++i) InjectAppEnv(containers[i], t.name);
   containers[containers.size()] = SidecarContainer(t, o, grace);

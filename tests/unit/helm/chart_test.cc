@@ -368,6 +368,8 @@ TEST(ChartTemplatesTest, ObjectsCarryWhatTheChartPromises) {
       {"deployment.yaml",
        {"kind: Deployment",
         "replicas: {{ $op.replicas }}",
+        "--sidecar-image={{ include \"shoal.image\" . }}",
+        "--image-pull-secrets=",
         "--leader-elect={{ $op.leaderElection.enabled }}",
         "--namespaces={{ join \",\" . }}",
         "--http-port=8080",

@@ -160,7 +160,7 @@ TEST_F(FakeApiServerCrdTest, CreateAppliesTheSchemaDefaults) {
   EXPECT_EQ(At(t, "spec.behavior.scaleUp.tolerance").as_double(), 0.1);
   EXPECT_EQ(At(t, "spec.behavior.scaleDown.stabilizationWindowSeconds").as_integer(), 300);
   EXPECT_EQ(At(t, "spec.retention.ms").as_number().to_int64(), 604800000);
-  EXPECT_EQ(S(t, "spec.sidecar.image"), "shoal:latest");
+  EXPECT_TRUE(At(t, "spec.sidecar.image").is_null()) << "no default: the operator's own image";
   EXPECT_TRUE(At(t, "spec.consumer").is_null()) << "no default: stays absent";
   EXPECT_TRUE(At(t, "spec.sidecar.resources").is_null()) << "no default: stays absent";
 

@@ -45,7 +45,8 @@ struct TopicSpec {
     int64_t ms = 7LL * 24 * 3600 * 1000;
   } retention;
   std::string consumer_template_yaml;  // the user's pod template, kept as written
-  std::string sidecar_image = "shoal:latest";
+  // Empty: the operator's own image (shoal-operator --sidecar-image).
+  std::string sidecar_image;
   std::map<std::string, std::string> sidecar_resources;  // e.g. requests.cpu -> 100m
 };
 

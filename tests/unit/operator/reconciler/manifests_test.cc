@@ -120,6 +120,33 @@ TEST(ManifestsTest, StatefulSetInjectsTheSidecarAndKeepsTheUsersPod) {
             "Delete");
 }
 
+// A topic that names no sidecar image gets the operator's own (--sidecar-image); one that names
+// one keeps it. The operator's pull secrets reach every topic pod, after the template's own.
+TEST(ManifestsTest, SidecarImageDefaultsToTheOperatorsAndPullSecretsReachThePods) {
+  value without = Topic();
+  without["spec"]["sidecar"].erase("image");
+  without["spec"]["consumer"]["template"]["spec"]["imagePullSecrets"] =
+      value::parse(R"([{"name":"team-registry"},{"name":"shared"}])");
+  auto t = ReadTopic(without);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->spec.sidecar_image, "");
+  ManifestOptions o;
+  o.sidecar_image = "registry.example.com/shoal:0.3.1";
+  o.image_pull_secrets = {"shared", "release-registry"};
+  const value pod = BuildStatefulSet(*t, o, 1).at("spec").at("template").at("spec");
+  const value& containers = pod.at("containers");
+  EXPECT_EQ(containers.at(containers.size() - 1).at("image").as_string(),
+            "registry.example.com/shoal:0.3.1");
+  EXPECT_EQ(pod.at("imagePullSecrets").serialize(),
+            R"([{"name":"team-registry"},{"name":"shared"},{"name":"release-registry"}])");
+
+  auto named = ReadTopic(Topic());
+  ASSERT_TRUE(named.ok());
+  const value named_pod = BuildStatefulSet(*named, o, 1).at("spec").at("template").at("spec");
+  const value& named_containers = named_pod.at("containers");
+  EXPECT_EQ(named_containers.at(named_containers.size() - 1).at("image").as_string(), "shoal:1.2");
+}
+
 TEST(ManifestsTest, ServiceIsHeadlessAndSecretHoldsTheTokenInBase64) {
   auto t = ReadTopic(Topic());
   ASSERT_TRUE(t.ok());

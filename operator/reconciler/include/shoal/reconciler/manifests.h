@@ -46,6 +46,10 @@ struct ManifestOptions {
   // the user's template sets none.
   int64_t termination_grace_seconds = 60;
   std::string log_level = "info";
+  // The sidecar's image when the topic's spec.sidecar.image is empty: the operator's own.
+  std::string sidecar_image = "shoal:latest";
+  // Secrets every topic pod pulls its images with (added to the template's imagePullSecrets).
+  std::vector<std::string> image_pull_secrets;
 };
 
 // A PartitionedTopic as read from the API: its identity and its parsed spec; `consumer_template`
