@@ -134,12 +134,15 @@ kubectl describe ptopic quickstart | tee "$work/describe.txt" | head -40
 grep -q 'Type: *Ready' "$work/describe.txt" || fail "describe shows no Ready condition"
 
 step "kubectl delete ptopic quickstart"
+kubectl get poddisruptionbudget quickstart -o jsonpath='{.spec.maxUnavailable}' | grep -qx 1 ||
+  fail "the topic has no PodDisruptionBudget with maxUnavailable 1"
 kubectl delete ptopic quickstart --timeout=60s
+owned=statefulsets,services,poddisruptionbudgets
 for _ in $(seq 1 100); do
-  [[ -z "$(kubectl get statefulsets,services -l app.kubernetes.io/instance=quickstart -o name)" ]] && break
+  [[ -z "$(kubectl get "$owned" -l app.kubernetes.io/instance=quickstart -o name)" ]] && break
   sleep 0.1
 done
-left="$(kubectl get statefulsets,services -l app.kubernetes.io/instance=quickstart -o name)"
+left="$(kubectl get "$owned" -l app.kubernetes.io/instance=quickstart -o name)"
 [[ -z "$left" ]] || fail "the topic's objects outlived it: $left"
 
 step "helm upgrade: watchNamespaces team-a and team-b, monitors, rules, network policies"

@@ -46,6 +46,10 @@ const ResourceKind& Services() {
   static const ResourceKind k{"", "v1", "services", "Service"};
   return k;
 }
+const ResourceKind& PodDisruptionBudgets() {
+  static const ResourceKind k{"policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget"};
+  return k;
+}
 const ResourceKind& Secrets() {
   static const ResourceKind k{"", "v1", "secrets", "Secret"};
   return k;

@@ -494,6 +494,16 @@ Json BuildService(const TopicObject& t) {
   return svc;
 }
 
+Json BuildPodDisruptionBudget(const TopicObject& t) {
+  value pdb = value::object();
+  pdb["apiVersion"] = Str("policy/v1");
+  pdb["kind"] = Str("PodDisruptionBudget");
+  pdb["metadata"] = Metadata(t, t.name);
+  pdb["spec"]["maxUnavailable"] = value::number(1);
+  pdb["spec"]["selector"]["matchLabels"] = SelectorLabels(t.name);
+  return pdb;
+}
+
 Json BuildSecret(const TopicObject& t, const std::string& admin_token) {
   value s = value::object();
   s["apiVersion"] = Str("v1");

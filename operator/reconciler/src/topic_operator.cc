@@ -407,6 +407,24 @@ bool TopicOperator::EnsureService(const TopicObject& t) {
   return r.ok();
 }
 
+bool TopicOperator::EnsurePodDisruptionBudget(const TopicObject& t) {
+  const Json want = BuildPodDisruptionBudget(t);
+  auto got = client_.Get(kubeapi::PodDisruptionBudgets(), t.ns, t.name);
+  if (!got.ok()) {
+    if (!got.error().IsNotFound()) {
+      Logger("operator")->warn("{}/{}: reading its PodDisruptionBudget: {}", t.ns, t.name,
+                               got.error().ToString());
+      return false;
+    }
+    auto made = client_.Create(kubeapi::PodDisruptionBudgets(), t.ns, want);
+    return made.ok() || made.error().IsAlreadyExists();
+  }
+  Json live = std::move(got).value();
+  if (kubeapi::At(live, "spec").serialize() == want.at("spec").serialize()) return true;
+  live["spec"] = want.at("spec");  // set back when changed by hand
+  return client_.Update(kubeapi::PodDisruptionBudgets(), t.ns, t.name, live).ok();
+}
+
 bool TopicOperator::EnsureStatefulSet(const Json& topic, const TopicObject& t, bool* created,
                                       std::string* refused) {
   *created = false;
@@ -565,6 +583,7 @@ ReconcileResult TopicOperator::Apply(const Json& topic, const TopicObject& t, ui
     return ReconcileResult::Retry();
   }
   if (!EnsureService(t)) return ReconcileResult::Retry();
+  if (!EnsurePodDisruptionBudget(t)) return ReconcileResult::Retry();
   bool created = false;
   std::string refused;
   if (!EnsureStatefulSet(topic, t, &created, &refused)) {
@@ -753,7 +772,10 @@ ReconcileResult TopicOperator::Cleanup(const Json& topic) {
   // Owned objects would also go by garbage collection; deleting them here makes the topic's
   // deletion wait until its pods are asked to stop and its token is gone.
   const std::pair<const kubeapi::ResourceKind*, std::string> owned[] = {
-      {&kubeapi::StatefulSets(), name}, {&kubeapi::Services(), name}, {&kubeapi::Secrets(), AdminSecretName(name)}};
+      {&kubeapi::StatefulSets(), name},
+      {&kubeapi::Services(), name},
+      {&kubeapi::PodDisruptionBudgets(), name},
+      {&kubeapi::Secrets(), AdminSecretName(name)}};
   for (const auto& [kind, object] : owned) {
     auto r = client_.Delete(*kind, ns, object);
     if (!r.ok() && !r.error().IsNotFound()) {
@@ -763,7 +785,7 @@ ReconcileResult TopicOperator::Cleanup(const Json& topic) {
     }
   }
   Event(topic, "Normal", "Deleted", "Delete",
-        "deleted StatefulSet, Service and Secret of the topic");
+        "deleted StatefulSet, Service, PodDisruptionBudget and Secret of the topic");
   value rest = value::array();
   const Json f = kubeapi::At(topic, "metadata.finalizers");
   for (const auto& v : f.as_array()) {

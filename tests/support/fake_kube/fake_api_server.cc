@@ -137,6 +137,11 @@ std::vector<ResourceType> DefaultResourceTypes() {
                    .kind = kind,
                    .namespaced = std::string(kind).rfind("Cluster", 0) != 0});
   }
+  out.push_back({.group = "policy",
+                 .version = "v1",
+                 .plural = "poddisruptionbudgets",
+                 .kind = "PodDisruptionBudget",
+                 .short_names = {"pdb"}});
   out.push_back({.group = "networking.k8s.io",
                  .version = "v1",
                  .plural = "networkpolicies",

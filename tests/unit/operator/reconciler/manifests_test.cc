@@ -147,6 +147,21 @@ TEST(ManifestsTest, SidecarImageDefaultsToTheOperatorsAndPullSecretsReachThePods
   EXPECT_EQ(named_containers.at(named_containers.size() - 1).at("image").as_string(), "shoal:1.2");
 }
 
+// One pod at a time may go by a voluntary disruption (a node drain): the budget selects exactly
+// the StatefulSet's pods.
+TEST(ManifestsTest, PodDisruptionBudgetLetsOnePodOfTheTopicGoAtATime) {
+  auto t = ReadTopic(Topic());
+  ASSERT_TRUE(t.ok());
+  const value pdb = BuildPodDisruptionBudget(*t);
+  EXPECT_EQ(pdb.at("apiVersion").as_string(), "policy/v1");
+  EXPECT_EQ(pdb.at("metadata").at("name").as_string(), "orders");
+  EXPECT_EQ(pdb.at("metadata").at("namespace").as_string(), "shop");
+  EXPECT_EQ(pdb.at("metadata").at("ownerReferences").at(0).at("uid").as_string(), "u-1");
+  EXPECT_EQ(pdb.at("spec").at("maxUnavailable").as_integer(), 1);
+  const value sts = BuildStatefulSet(*t, ManifestOptions{}, 2);
+  EXPECT_EQ(pdb.at("spec").at("selector").serialize(), sts.at("spec").at("selector").serialize());
+}
+
 TEST(ManifestsTest, ServiceIsHeadlessAndSecretHoldsTheTokenInBase64) {
   auto t = ReadTopic(Topic());
   ASSERT_TRUE(t.ok());

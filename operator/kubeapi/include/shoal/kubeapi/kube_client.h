@@ -82,6 +82,7 @@ struct ResourceKind {
 const ResourceKind& PartitionedTopics();  // shoal.dev/v1alpha1
 const ResourceKind& StatefulSets();       // apps/v1
 const ResourceKind& Services();           // v1
+const ResourceKind& PodDisruptionBudgets();  // policy/v1
 const ResourceKind& Secrets();            // v1
 const ResourceKind& Pods();               // v1
 const ResourceKind& Leases();             // coordination.k8s.io/v1

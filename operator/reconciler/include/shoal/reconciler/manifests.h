@@ -82,6 +82,9 @@ std::string AdminSecretName(const std::string& topic);
 Json OwnerReference(const TopicObject& topic);
 Json BuildStatefulSet(const TopicObject& topic, const ManifestOptions& options, int64_t replicas);
 Json BuildService(const TopicObject& topic);
+// At most one of the topic's pods voluntarily disrupted at a time (a node drain, an eviction):
+// each pod holds partitions, and its drain waits for the operator to move them.
+Json BuildPodDisruptionBudget(const TopicObject& topic);
 Json BuildSecret(const TopicObject& topic, const std::string& admin_token);
 
 // A stable hash of what BuildStatefulSet puts in spec.template and of the applied spec (the

@@ -125,6 +125,8 @@ class TopicOperator {
   std::optional<kubeapi::Json> CachedTopic(const std::string& key) const;
   Result<std::string> EnsureSecret(const kubeapi::Json& topic, const TopicObject& t);
   bool EnsureService(const TopicObject& t);
+  // The topic's PodDisruptionBudget (maxUnavailable 1), made or set back.
+  bool EnsurePodDisruptionBudget(const TopicObject& t);
   // `refused`: the API server's message when it refused the object as invalid (422).
   bool EnsureStatefulSet(const kubeapi::Json& topic, const TopicObject& t, bool* created,
                          std::string* refused);
