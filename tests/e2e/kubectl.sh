@@ -77,6 +77,13 @@ step "the verifier: every acknowledged event seen, in order per key"
 verify_seen "$shoal" "$work/acked.jsonl" "$work/node/pods"
 echo "verified $(wc -l < "$work/acked.jsonl") acknowledged events"
 
+step "kubectl annotate ptopic quickstart shoal.dev/paused=true"
+kubectl annotate ptopic quickstart shoal.dev/paused=true
+kubectl wait --for=condition=Paused ptopic/quickstart --timeout=30s
+kubectl get ptopic quickstart
+kubectl annotate ptopic quickstart shoal.dev/paused-
+kubectl wait --for=condition=Paused=false ptopic/quickstart --timeout=30s
+
 step "kubectl describe ptopic quickstart"
 kubectl describe ptopic quickstart | tee "$work/describe.txt" | head -40
 grep -q 'Type: *Ready' "$work/describe.txt" || fail "describe shows no Ready condition"

@@ -35,9 +35,10 @@ expect_restricted_refusal() {
 # columns and the quickstart topic with 2 partitions, 1 replica, Ready.
 expect_quickstart_listed() {
   kubectl get ptopic | tee "$work/get.txt"
-  head -1 "$work/get.txt" | grep -Eq '^NAME +PARTITIONS +REPLICAS +EPOCH +READY +LAST DECISION +AGE$' ||
+  head -1 "$work/get.txt" | grep -Eq '^NAME +PARTITIONS +REPLICAS +EPOCH +READY +PAUSED +LAST DECISION +AGE$' ||
     fail "kubectl get ptopic does not print the CRD's printer columns"
-  grep -Eq '^quickstart +2 +1 +[0-9]+ +True ' "$work/get.txt" || fail "the topic is not 2 partitions, 1 replica, Ready"
+  grep -Eq '^quickstart +2 +1 +[0-9]+ +True +False ' "$work/get.txt" ||
+    fail "the topic is not 2 partitions, 1 replica, Ready, not paused"
 }
 
 # verify_seen SHOAL ACKED DIR: waits up to 30 s for the consumers' seen.jsonl files under DIR

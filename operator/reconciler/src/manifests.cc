@@ -1,3 +1,4 @@
+#include "shoal/reconciler/topic_status.h"
 #include "shoal/reconciler/manifests.h"
 
 #include <cpprest/asyncrt_utils.h>
@@ -303,6 +304,10 @@ Result<TopicObject> ReadTopic(const Json& object) {
   t.ns = meta.has_string_field("namespace") ? meta.at("namespace").as_string() : "default";
   t.uid = meta.has_string_field("uid") ? meta.at("uid").as_string() : "";
   t.generation = meta.has_field("generation") ? meta.at("generation").as_number().to_int64() : 0;
+  if (meta.has_object_field("annotations")) {
+    const value& a = meta.at("annotations");
+    t.paused = a.has_string_field(kPausedAnnotation) && a.at(kPausedAnnotation).as_string() == "true";
+  }
   if (!object.has_object_field("spec")) return Status::InvalidArgument("spec: missing");
   value doc = value::object();
   doc["apiVersion"] = Str("shoal.dev/v1alpha1");

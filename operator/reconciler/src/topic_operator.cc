@@ -458,6 +458,8 @@ bool TopicOperator::EnsureStatefulSet(const Json& topic, const TopicObject& t, b
       have_hash.as_string() == want.at("metadata").at("annotations").at(kTemplateHashAnnotation).as_string()) {
     return true;
   }
+  // Paused: the pods keep the template they have until the annotation goes.
+  if (t.paused) return true;
   want["metadata"]["resourceVersion"] = value::string(kubeapi::ResourceVersion(*live));
   // volumeClaimTemplates (and the selector) are immutable: the pods' volumes stay as created
   // (a new --data-volume-size applies to new topics).
@@ -490,6 +492,7 @@ std::shared_ptr<TopicOperator::Worker> TopicOperator::EnsureWorker(const TopicOb
     w->loop->UpdateSpec(t.spec);
     w->generation = t.generation;
   }
+  if (w) w->loop->SetPaused(t.paused);
   if (!w) {
     // The pods asked for now, from the synced cache: never guessed (a loop that believed in
     // fewer pods than exist would plan a "scale-up" that removes pods still owning partitions).
@@ -527,6 +530,7 @@ std::shared_ptr<TopicOperator::Worker> TopicOperator::EnsureWorker(const TopicOb
     lo.executor.may_act = may_act;  // every request to a sidecar, also inside a long retry
     worker->loop = std::make_unique<control::ControlLoop>(
         t.spec, *worker->platform, *worker->observer, *worker->admin, clock_, lo);
+    worker->loop->SetPaused(t.paused);
     {
       // Registered and started under the lock, and only in the term that decided to: a
       // StopLeading meanwhile (which stops the workers it finds) leaves no loop behind.
@@ -678,6 +682,7 @@ ReconcileResult TopicOperator::Apply(const Json& topic, const TopicObject& t, ui
   }
   o.epoch = map.epoch();
   o.plan_in_progress = w->loop->plan_in_progress();
+  o.paused = w->loop->paused();
   {
     std::lock_guard<std::mutex> lock(w->mu);
     o.start_error = w->start_error;

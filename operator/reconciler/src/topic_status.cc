@@ -10,6 +10,8 @@ const char* ToString(ConditionType type) {
       return "Progressing";
     case ConditionType::kReady:
       return "Ready";
+    case ConditionType::kPaused:
+      return "Paused";
   }
   return "Unknown";
 }
@@ -59,6 +61,14 @@ TopicStatus ComputeTopicStatus(const TopicObservation& o) {
     s.conditions.push_back({T::kReady, S::kFalse, "PartitionsUnserved",
                             std::to_string(o.unserved) + " of " + std::to_string(o.active) +
                                 " active partitions are on pods that are not ready"});
+  }
+  if (o.paused) {
+    s.conditions.push_back({T::kPaused, S::kTrue, "PausedByAnnotation",
+                            std::string(kPausedAnnotation) +
+                                " is \"true\": no scaling decisions and no pod template changes "
+                                "until it is removed"});
+  } else {
+    s.conditions.push_back({T::kPaused, S::kFalse, "Active", "scaling as the spec says"});
   }
   return s;
 }

@@ -334,27 +334,29 @@ TEST(TableTest, TheCrdsPrinterColumnsAsKubectlGetShowsThem) {
   const web::json::value topic = web::json::value::parse(R"({
     "metadata": {"name": "orders", "creationTimestamp": "2023-11-14T22:08:20Z"},
     "status": {"partitions": 4, "replicas": 2, "epoch": 7,
-               "conditions": [{"type": "Ready", "status": "True"}],
+               "conditions": [{"type": "Ready", "status": "True"},
+                              {"type": "Paused", "status": "False"}],
                "lastDecision": {"time": "2023-11-14T22:13:05.500Z", "reason": "split"}}})");
   const web::json::value t = ToTable({topic}, crd->type.printer_columns, web::json::value::null(),
                                      "", now);
   std::vector<std::string> names;
   for (const auto& c : t.at("columnDefinitions").as_array()) names.push_back(c.at("name").as_string());
   EXPECT_EQ(names, (std::vector<std::string>{"Name", "Partitions", "Replicas", "Epoch", "Ready",
-                                             "Last Decision", "Reason", "Age"}));
+                                             "Paused", "Last Decision", "Reason", "Age"}));
   const auto& cells = t.at("rows").at(0).at("cells");
   EXPECT_EQ(cells.at(0).as_string(), "orders");
   EXPECT_EQ(cells.at(1).as_integer(), 4);
   EXPECT_EQ(cells.at(4).as_string(), "True");
-  EXPECT_EQ(cells.at(5).as_string(), "14s");  // fractional seconds parse, as Go's RFC3339
-  EXPECT_EQ(cells.at(6).as_string(), "split");
-  EXPECT_EQ(cells.at(7).as_string(), "5m");
+  EXPECT_EQ(cells.at(5).as_string(), "False");
+  EXPECT_EQ(cells.at(6).as_string(), "14s");  // fractional seconds parse, as Go's RFC3339
+  EXPECT_EQ(cells.at(7).as_string(), "split");
+  EXPECT_EQ(cells.at(8).as_string(), "5m");
   // A topic without status: empty cells, as kubectl shows them.
   const web::json::value fresh = web::json::value::parse(R"({"metadata": {"name": "new"}})");
   const auto row = ToTable({fresh}, crd->type.printer_columns, web::json::value::null(), "None",
                            now).at("rows").at(0);
   EXPECT_TRUE(row.at("cells").at(1).is_null());
-  EXPECT_TRUE(row.at("cells").at(7).is_null()) << "missing is an empty cell, also for dates";
+  EXPECT_TRUE(row.at("cells").at(8).is_null()) << "missing is an empty cell, also for dates";
   EXPECT_FALSE(row.has_field("object")) << "includeObject=None";
 }
 

@@ -252,7 +252,7 @@ Status ControlLoop::Tick() {
       }
     }
   } else {
-    Decide(pods);
+    if (!paused_.load()) Decide(pods);
     if (!plan_ && now - last_retire_check_ >= opts_.retire_every) {
       last_retire_check_ = now;
       (void)InstallOnLaggingPods(pods);
@@ -285,6 +285,14 @@ void ControlLoop::ReportState(uint32_t ready_pods) {
   probe_->State(map_.active_count(), sealed, platform_.DesiredPods(), ready_pods,
                 plan_.has_value());
 }
+
+void ControlLoop::SetPaused(bool paused) {
+  if (paused_.exchange(paused) != paused) {
+    Logger("control")->info("msg=\"{}\"", paused ? "paused: no new decisions" : "resumed");
+  }
+}
+
+bool ControlLoop::paused() const { return paused_.load(); }
 
 void ControlLoop::Decide(const std::vector<PodInfo>& pods) {
   (void)pods;

@@ -36,16 +36,35 @@ TopicObservation Obs(uint32_t desired, uint32_t ready, uint64_t epoch, uint32_t 
 
 class TopicStatusTableTest : public ::testing::TestWithParam<Row> {};
 
+// The shoal.dev/paused annotation shows as a Paused condition; the others stay as they are.
+TEST(TopicStatusTest, APausedTopicSaysSoAndWhatItHolds) {
+  TopicObservation o;
+  o.desired_pods = o.ready_pods = 2;
+  o.epoch = Epoch{3};
+  o.active = 4;
+  o.paused = true;
+  const TopicStatus s = ComputeTopicStatus(o);
+  ASSERT_EQ(s.conditions.size(), 4u);
+  EXPECT_EQ(s.conditions[2].status, ConditionStatus::kTrue) << "a paused topic still serves";
+  EXPECT_EQ(s.conditions[3].type, ConditionType::kPaused);
+  EXPECT_EQ(s.conditions[3].status, ConditionStatus::kTrue);
+  EXPECT_EQ(s.conditions[3].reason, "PausedByAnnotation");
+  EXPECT_NE(s.conditions[3].message.find("shoal.dev/paused"), std::string::npos);
+  EXPECT_STREQ(ToString(ConditionType::kPaused), "Paused");
+}
+
 TEST_P(TopicStatusTableTest, Conditions) {
   const Row& r = GetParam();
   const TopicStatus s = ComputeTopicStatus(r.in);
-  ASSERT_EQ(s.conditions.size(), 3u);
+  ASSERT_EQ(s.conditions.size(), 4u);
   const Condition& d = s.conditions[0];
   const Condition& p = s.conditions[1];
   const Condition& y = s.conditions[2];
   EXPECT_EQ(d.type, ConditionType::kDegraded);
   EXPECT_EQ(p.type, ConditionType::kProgressing);
   EXPECT_EQ(y.type, ConditionType::kReady);
+  EXPECT_EQ(s.conditions[3].type, ConditionType::kPaused);
+  EXPECT_EQ(s.conditions[3].status, ConditionStatus::kFalse) << "not annotated";
   EXPECT_EQ(d.status, r.degraded);
   EXPECT_EQ(d.reason, r.degraded_reason);
   EXPECT_EQ(p.status, r.progressing);

@@ -81,6 +81,10 @@ class ControlLoop {
 
   // A new spec (the user edited the topic): takes effect at the next decision.
   void UpdateSpec(TopicSpec spec);
+  // Paused (the topic's shoal.dev/paused annotation): no new decisions; a plan in progress
+  // still finishes, so no change is left half done. Takes effect at the next tick.
+  void SetPaused(bool paused);
+  bool paused() const;
 
   std::shared_ptr<prometheus::Registry> registry() const;
   // Epoch, partitions, pods, plan and its steps, the last decision: the control state as JSON
@@ -134,6 +138,7 @@ class ControlLoop {
   LoadHistory history_;
 
   mutable std::mutex mu_;  // guards the state below for StatusJson readers
+  std::atomic<bool> paused_{false};
   bool bootstrapped_ = false;
   PartitionMap map_;
   std::optional<Plan> plan_;

@@ -57,6 +57,7 @@ struct ManifestOptions {
 struct TopicObject {
   std::string name, ns, uid;
   int64_t generation = 0;
+  bool paused = false;  // metadata.annotations["shoal.dev/paused"] == "true" (topic_status.h)
   TopicSpec spec;
   Json consumer_template;
   Json spec_json;  // spec as stored: what the StatefulSet records as applied

@@ -8,7 +8,9 @@
 //               control state, an invalid spec: InvalidStatus below);
 //   Progressing True while a plan changes partitions or pods, or pods are starting;
 //   Ready       True when a map is installed and every active partition's owner is ready (pods
-//               still starting during a scale-up show under Progressing, not here).
+//               still starting during a scale-up show under Progressing, not here);
+//   Paused      True while the annotation shoal.dev/paused is "true" (as KEDA's and Strimzi's
+//               pause annotations): no scaling decisions, no pod template changes.
 // Values; thread-safe.
 #pragma once
 
@@ -21,7 +23,7 @@
 
 namespace shoal::reconciler {
 
-enum class ConditionType { kDegraded, kProgressing, kReady };
+enum class ConditionType { kDegraded, kProgressing, kReady, kPaused };
 enum class ConditionStatus { kTrue, kFalse };
 
 const char* ToString(ConditionType type);
@@ -43,6 +45,7 @@ struct TopicObservation {
   uint32_t sealed = 0;      // sealed partitions not retired yet
   uint32_t unserved = 0;    // active partitions whose owner is not ready
   bool plan_in_progress = false;
+  bool paused = false;      // the shoal.dev/paused annotation
   std::string start_error;  // why the control loop could not start (its state unreadable)
 };
 
@@ -51,10 +54,13 @@ struct TopicStatus {
   // Set once a map is installed.
   std::optional<Epoch> epoch;
   std::optional<uint32_t> partitions, sealed_partitions;
-  std::vector<Condition> conditions;  // Degraded, Progressing, Ready, in that order
+  std::vector<Condition> conditions;  // Degraded, Progressing, Ready, Paused, in that order
 };
 
 TopicStatus ComputeTopicStatus(const TopicObservation& o);
+
+// The annotation that pauses a topic ("true"; anything else or absent: not paused).
+inline constexpr const char* kPausedAnnotation = "shoal.dev/paused";
 
 // The conditions of a topic whose spec (or pod template) was refused: `message` says what to fix.
 std::vector<Condition> InvalidConditions(const std::string& message);

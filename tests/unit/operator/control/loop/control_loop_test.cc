@@ -179,6 +179,25 @@ TEST_F(ControlLoopTest, ASurgeIsSplitSealedThenInstalled) {
   EXPECT_LT(at(seal), at(install));
 }
 
+// Paused (shoal.dev/paused): a surge changes nothing, whatever the ticks; resumed, the same
+// surge is split at once.
+TEST_F(ControlLoopTest, APausedLoopMakesNoDecisionUntilResumed) {
+  Make();
+  ASSERT_TRUE(Bootstrap().ok());
+  loop_->SetPaused(true);
+  EXPECT_TRUE(loop_->paused());
+  Surge();
+  const PartitionMap before = loop_->map();
+  (void)TickUntil([] { return false; }, 10);
+  EXPECT_EQ(loop_->map(), before);
+  EXPECT_FALSE(loop_->plan_in_progress());
+  EXPECT_EQ(admin_.Attempts(AdminOf(0), Kind::kInstall), 1) << "only the bootstrap";
+  loop_->SetPaused(false);
+  Status st = TickUntil([&] { return loop_->map().active_count() > 1 && !loop_->plan_in_progress(); });
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_GT(loop_->map().active_count(), 1u) << loop_->StatusJson();
+}
+
 TEST_F(ControlLoopTest, AConflictIsNotCountedAsDoneAndTheChangeIsTriedAtALaterEpoch) {
   Make();
   ASSERT_TRUE(Bootstrap().ok());
