@@ -248,6 +248,7 @@ std::vector<Grant> OperatorNeeds() {
   add("apps", "statefulsets", {"list", "watch", "create", "update", "delete"});
   add("apps", "statefulsets/scale", {"get", "patch"});
   add("", "services", {"get", "create", "update", "delete"});
+  add("policy", "poddisruptionbudgets", {"get", "create", "update", "delete"});
   add("", "secrets", {"get", "create", "delete"});
   add("", "pods", {"list", "watch"});
   add("events.k8s.io", "events", {"create"});
