@@ -811,8 +811,42 @@ ReconcileResult TopicOperator::Cleanup(const Json& topic) {
 void TopicOperator::Event(const Json& regarding, const std::string& type,
                           const std::string& reason, const std::string& action,
                           const std::string& note) {
+  // client-go tools/events: isomorphic events observed within 6 minutes form one series.
+  constexpr int64_t kEventSeriesWindowMs = 6 * 60 * 1000;
   static std::atomic<uint64_t> seq{0};
   const int64_t now = clock_.NowMs();
+  const std::string ns = kubeapi::Namespace(regarding);
+  const std::string key = ns + "/" + kubeapi::Uid(regarding) + "|" + type + "|" + reason + "|" + action;
+  {
+    std::unique_lock<std::mutex> lock(events_mu_);
+    // Series that ended are forgotten (bounded by the topics and their kinds of events).
+    for (auto it = event_series_.begin(); it != event_series_.end();) {
+      it = now - it->second.last_ms > kEventSeriesWindowMs ? event_series_.erase(it) : std::next(it);
+    }
+    auto found = event_series_.find(key);
+    if (found != event_series_.end()) {
+      EventSeries& series = found->second;
+      ++series.count;
+      series.last_ms = now;
+      const std::string name = series.name;
+      const int64_t count = series.count;
+      lock.unlock();
+      value patch = value::object();
+      patch["series"]["count"] = value::number(count);
+      patch["series"]["lastObservedTime"] = value::string(kubeapi::FormatTime(now, 6));
+      patch["note"] = value::string(note.substr(0, 1024));
+      auto r = client_.MergePatch(kubeapi::Events(), ns, name, patch);
+      if (r.ok()) return;
+      if (!r.error().IsNotFound()) {
+        Logger("operator")->warn("event {} on {} (series of {}): {}", reason,
+                                 kubeapi::Name(regarding), count, r.error().ToString());
+        return;
+      }
+      // Gone (expired or deleted): a new Event starts a new series.
+      std::lock_guard<std::mutex> relock(events_mu_);
+      event_series_.erase(key);
+    }
+  }
   char suffix[32];
   std::snprintf(suffix, sizeof suffix, ".%llx",
                 static_cast<unsigned long long>(now * 1'000'000 + (seq.fetch_add(1) % 1'000'000)));
@@ -837,7 +871,10 @@ void TopicOperator::Event(const Json& regarding, const std::string& type,
   if (!r.ok()) {
     Logger("operator")->warn("event {} on {}: {}", reason, kubeapi::Name(regarding),
                              r.error().ToString());
+    return;
   }
+  std::lock_guard<std::mutex> lock(events_mu_);
+  event_series_[key] = EventSeries{.name = kubeapi::Name(regarding) + suffix, .count = 1, .last_ms = now};
 }
 
 void TopicOperator::StopWorker(const std::string& key) {

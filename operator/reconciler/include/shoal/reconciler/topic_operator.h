@@ -118,6 +118,10 @@ class TopicOperator {
   void RunWorker(Worker& worker, const std::function<bool()>& may_act);
   void ReportInvalid(const kubeapi::Json& topic, const std::string& message);
   bool WriteStatus(const kubeapi::Json& topic, const std::function<void(kubeapi::Json&)>& fill);
+  // An Event about a topic. Isomorphic ones (same topic, type, reason and action) within
+  // kEventSeriesWindow form a series, as client-go's events recorder makes them: the first is
+  // created, the next ones patch its series.count and lastObservedTime (and its note to the
+  // latest), so a busy topic has one Event per kind of thing that happens, not one per decision.
   void Event(const kubeapi::Json& regarding, const std::string& type, const std::string& reason,
              const std::string& action, const std::string& note);
   void StopWorker(const std::string& key);
@@ -138,6 +142,15 @@ class TopicOperator {
   // One of each per watched namespace (one for all when none is named).
   std::vector<std::unique_ptr<kubeapi::Informer>> topics_, statefulsets_, pods_;
   kubeapi::Informer& PodsOf(const std::string& ns);
+
+  // The Events that can grow a series: key (topic uid, type, reason, action) -> its Event.
+  struct EventSeries {
+    std::string name;
+    int64_t count = 1;
+    int64_t last_ms = 0;
+  };
+  std::mutex events_mu_;
+  std::map<std::string, EventSeries> event_series_;  // guarded by events_mu_
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
