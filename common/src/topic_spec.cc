@@ -2,7 +2,10 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
@@ -61,7 +64,7 @@ Status ParseSpec(const YAML::Node& spec, TopicSpec* t) {
   if (!spec.IsMap()) return Status::InvalidArgument("spec: expected a mapping");
   SHOAL_RETURN_IF_ERROR(Unknown(p, spec,
                                 {"partitions", "replicas", "scaling", "behavior", "durability",
-                                 "retention", "consumer", "sidecar"}));
+                                 "retention", "storage", "consumer", "sidecar"}));
   if (auto n = spec["partitions"]) {
     SHOAL_RETURN_IF_ERROR(Unknown(p + ".partitions", n, {"min", "max", "initial"}));
     SHOAL_RETURN_IF_ERROR(Read(n, p + ".partitions", "min", &t->partitions.min));
@@ -101,6 +104,11 @@ Status ParseSpec(const YAML::Node& spec, TopicSpec* t) {
     SHOAL_RETURN_IF_ERROR(Unknown(p + ".retention", n, {"bytes", "ms"}));
     SHOAL_RETURN_IF_ERROR(Read(n, p + ".retention", "bytes", &t->retention.bytes));
     SHOAL_RETURN_IF_ERROR(Read(n, p + ".retention", "ms", &t->retention.ms));
+  }
+  if (auto n = spec["storage"]) {
+    SHOAL_RETURN_IF_ERROR(Unknown(p + ".storage", n, {"size", "storageClassName"}));
+    SHOAL_RETURN_IF_ERROR(Read(n, p + ".storage", "size", &t->storage.size));
+    SHOAL_RETURN_IF_ERROR(Read(n, p + ".storage", "storageClassName", &t->storage.storage_class));
   }
   if (auto n = spec["consumer"]) {
     SHOAL_RETURN_IF_ERROR(Unknown(p + ".consumer", n, {"template"}));
@@ -220,6 +228,55 @@ Status ValidateTopic(const TopicSpec& t) {
         t.fsync + "\"");
   }
   if (t.retention.ms < 0) return Status::InvalidArgument("spec.retention.ms: must be >= 0");
+  if (!t.storage.size.empty()) {
+    SHOAL_RETURN_IF_ERROR(RetentionFits(t, t.storage.size, "spec.storage.size"));
+  }
+  return Status::Ok();
+}
+
+Result<uint64_t> QuantityBytes(const std::string& q) {
+  size_t digits = 0;
+  while (digits < q.size() && std::isdigit(static_cast<unsigned char>(q[digits]))) ++digits;
+  const std::string suffix = q.substr(digits);
+  static const std::pair<const char*, uint64_t> kSuffixes[] = {
+      {"", 1},
+      {"k", 1000ULL},
+      {"M", 1000ULL * 1000},
+      {"G", 1000ULL * 1000 * 1000},
+      {"T", 1000ULL * 1000 * 1000 * 1000},
+      {"P", 1000ULL * 1000 * 1000 * 1000 * 1000},
+      {"Ki", 1ULL << 10},
+      {"Mi", 1ULL << 20},
+      {"Gi", 1ULL << 30},
+      {"Ti", 1ULL << 40},
+      {"Pi", 1ULL << 50}};
+  const auto bad = [&] {
+    return Status::InvalidArgument("\"" + q +
+                                   "\" is not a whole quantity of bytes (e.g. 20Gi, 500M)");
+  };
+  if (digits == 0 || digits > 18) return bad();
+  for (const auto& [name, factor] : kSuffixes) {
+    if (suffix != name) continue;
+    const uint64_t n = std::stoull(q.substr(0, digits));
+    if (n > UINT64_MAX / factor) return bad();
+    return n * factor;
+  }
+  return bad();
+}
+
+Status RetentionFits(const TopicSpec& t, const std::string& size, const std::string& field) {
+  auto bytes = QuantityBytes(size);
+  if (!bytes.ok()) return Status::InvalidArgument(field + ": " + bytes.status().message());
+  if (t.retention.bytes == 0) return Status::Ok();
+  const uint64_t spread = (t.partitions.max + t.replicas.max - 1) / std::max<uint32_t>(1, t.replicas.max);
+  const uint64_t per_pod = std::max<uint64_t>(t.scaling.partitions_per_replica, spread);
+  if (t.retention.bytes > *bytes / per_pod) {
+    return Status::InvalidArgument(
+        field + ": " + size + " cannot hold spec.retention.bytes (" +
+        std::to_string(t.retention.bytes) + ") for each of the " + std::to_string(per_pod) +
+        " partitions a pod can own (" + std::to_string(per_pod * t.retention.bytes) +
+        " bytes); raise spec.storage.size or lower retention.bytes");
+  }
   return Status::Ok();
 }
 
@@ -267,6 +324,8 @@ YAML::Node Document(const TopicSpec& t) {
   if (!t.consumer_template_yaml.empty()) {
     s["consumer"]["template"] = YAML::Load(t.consumer_template_yaml);
   }
+  if (!t.storage.size.empty()) s["storage"]["size"] = t.storage.size;
+  if (!t.storage.storage_class.empty()) s["storage"]["storageClassName"] = t.storage.storage_class;
   if (!t.sidecar_image.empty()) s["sidecar"]["image"] = t.sidecar_image;
   for (const auto& [k, v] : t.sidecar_resources) {
     const auto dot = k.find('.');

@@ -84,6 +84,27 @@ kubectl get ptopic quickstart
 kubectl annotate ptopic quickstart shoal.dev/paused-
 kubectl wait --for=condition=Paused=false ptopic/quickstart --timeout=30s
 
+step "retention that its volume cannot hold is Degraded"
+kubectl apply -f - <<'YAML'
+apiVersion: shoal.dev/v1alpha1
+kind: PartitionedTopic
+metadata: {name: too-big}
+spec:
+  retention: {bytes: 1073741824}
+  consumer:
+    template:
+      spec:
+        containers: [{name: app, image: shoal:latest, command: [shoal, consume]}]
+YAML
+kubectl wait --for=condition=Degraded ptopic/too-big --timeout=30s
+degraded="$(kubectl get ptopic too-big -o jsonpath='{.status.conditions[?(@.type=="Degraded")].message}')"
+echo "$degraded"
+[[ "$degraded" == *"--data-volume-size"*"cannot hold spec.retention.bytes"* ]] ||
+  fail "the Degraded message does not say that the retention cannot fit the volume"
+[[ -z "$(kubectl get statefulsets -l app.kubernetes.io/instance=too-big -o name)" ]] ||
+  fail "a topic whose retention cannot fit got pods"
+kubectl delete ptopic too-big --timeout=30s
+
 step "kubectl describe ptopic quickstart"
 kubectl describe ptopic quickstart | tee "$work/describe.txt" | head -40
 grep -q 'Type: *Ready' "$work/describe.txt" || fail "describe shows no Ready condition"

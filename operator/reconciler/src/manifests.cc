@@ -449,8 +449,12 @@ Json BuildStatefulSet(const TopicObject& t, const ManifestOptions& o, int64_t re
   claim["metadata"]["name"] = Str(kDataVolume);
   claim["metadata"]["labels"] = SelectorLabels(t.name);
   claim["spec"]["accessModes"] = StringArray({"ReadWriteOnce"});
-  claim["spec"]["resources"]["requests"]["storage"] = Str(o.data_volume_size);
-  if (!o.storage_class.empty()) claim["spec"]["storageClassName"] = Str(o.storage_class);
+  const auto& storage = t.spec.storage;
+  claim["spec"]["resources"]["requests"]["storage"] =
+      Str(storage.size.empty() ? o.data_volume_size : storage.size);
+  const std::string storage_class =
+      storage.storage_class.empty() ? o.storage_class : storage.storage_class;
+  if (!storage_class.empty()) claim["spec"]["storageClassName"] = Str(storage_class);
   value claims = value::array();
   claims[0] = claim;
   sts["spec"]["volumeClaimTemplates"] = claims;

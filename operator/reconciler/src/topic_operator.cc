@@ -326,6 +326,14 @@ ReconcileResult TopicOperator::Reconcile(const std::string& key) {
                                 std::to_string(opts_.max_partitions) +
                                 " partitions per topic (--max-partitions); lower it");
   }
+  if (t.ok() && t->spec.storage.size.empty()) {
+    // The operator's volume size applies: retention must fit it too.
+    if (Status fits = RetentionFits(t->spec, opts_.manifests.data_volume_size,
+                                    "spec.retention.bytes (with this operator's --data-volume-size)");
+        !fits.ok()) {
+      t = fits;
+    }
+  }
   if (!t.ok()) {
     ReportInvalid(topic, t.status().message());
     ResumeLastApplied(topic, term);

@@ -783,6 +783,8 @@ TopicSpec FullyPopulated() {
   TopicSpec s = t.value();
   s.scale_up.max_partitions_per_step = 3;
   s.retention.bytes = 1 << 30;
+  s.storage.size = "64Gi";
+  s.storage.storage_class = "fast-ssd";
   return s;
 }
 

@@ -65,6 +65,35 @@ struct Bad {
 
 class TopicSpecRejectTest : public ::testing::TestWithParam<Bad> {};
 
+// spec.storage: its size and class round-trip; retention that fits the volume is taken.
+TEST(TopicSpecTest, StorageFitsRetentionOfEveryPartitionAPodCanOwn) {
+  auto t = ParseTopic(std::string(kMinimal) +
+                      "  retention: {bytes: 1073741824}\n"
+                      "  storage: {size: 4Gi, storageClassName: fast-ssd}\n");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->storage.size, "4Gi");
+  EXPECT_EQ(t->storage.storage_class, "fast-ssd");
+  auto back = ParseTopic(TopicToYaml(*t));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->storage.size, "4Gi");
+  EXPECT_EQ(back->storage.storage_class, "fast-ssd");
+  // partitions.max spread over replicas.max counts when it is more than the per-pod target:
+  // 64 partitions over 2 pods is 32 a pod.
+  TopicSpec wide = *t;
+  wide.partitions.max = 64;
+  wide.replicas.max = 2;
+  EXPECT_FALSE(RetentionFits(wide, "4Gi", "f").ok());
+  EXPECT_TRUE(RetentionFits(wide, "32Gi", "f").ok());
+  wide.retention.bytes = 0;
+  EXPECT_TRUE(RetentionFits(wide, "1Mi", "f").ok()) << "time-bound only";
+  EXPECT_EQ(*QuantityBytes("20Gi"), 20ULL << 30);
+  EXPECT_EQ(*QuantityBytes("500M"), 500'000'000ULL);
+  EXPECT_EQ(*QuantityBytes("1073741824"), 1073741824ULL);
+  EXPECT_FALSE(QuantityBytes("1.5Gi").ok());
+  EXPECT_FALSE(QuantityBytes("Gi").ok());
+  EXPECT_FALSE(QuantityBytes("99999999999999999999").ok());
+}
+
 TEST_P(TopicSpecRejectTest, NamesTheFieldAndTheFix) {
   auto t = ParseTopic(GetParam().text);
   ASSERT_FALSE(t.ok()) << GetParam().name;
@@ -106,7 +135,13 @@ INSTANTIATE_TEST_SUITE_P(
             "targetCPUUtilizationPercent"},
         Bad{"tolerance", With("  behavior: {scaleUp: {tolerance: 1.5}}\n"), "tolerance"},
         Bad{"fsync", With("  durability: {fsync: sometimes}\n"), "spec.durability.fsync"},
-        Bad{"unknown spec field", With("  partitons: {min: 1}\n"), "spec.partitons"}),
+        Bad{"unknown spec field", With("  partitons: {min: 1}\n"), "spec.partitons"},
+        Bad{"storage size", With("  storage: {size: lots}\n"), "spec.storage.size"},
+        Bad{"storage typo", With("  storage: {sise: 1Gi}\n"), "spec.storage.sise"},
+        // 4 partitions a pod (targetPartitionsPerReplica) x 1 GiB do not fit 2Gi.
+        Bad{"retention over storage",
+            With("  retention: {bytes: 1073741824}\n  storage: {size: 2Gi}\n"),
+            "spec.storage.size: 2Gi cannot hold spec.retention.bytes (1073741824) for each of the 4"}),
     [](const auto& info) {
       std::string n = info.param.name;
       for (auto& c : n) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';

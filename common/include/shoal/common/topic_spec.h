@@ -44,6 +44,11 @@ struct TopicSpec {
     uint64_t bytes = 0;  // per partition; 0: unlimited
     int64_t ms = 7LL * 24 * 3600 * 1000;
   } retention;
+  // The sidecars' volume claims; empty: the operator's --data-volume-size / --storage-class.
+  struct {
+    std::string size;           // a Kubernetes quantity, e.g. 20Gi
+    std::string storage_class;  // storageClassName
+  } storage;
   std::string consumer_template_yaml;  // the user's pod template, kept as written
   // Empty: the operator's own image (shoal-operator --sidecar-image).
   std::string sidecar_image;
@@ -55,6 +60,13 @@ struct TopicSpec {
 // errors naming their path.
 Result<TopicSpec> ParseTopic(std::string_view text);
 Status ValidateTopic(const TopicSpec& spec);
+// Bytes of a Kubernetes quantity ("20Gi", "500M", "1073741824"); InvalidArgument otherwise.
+Result<uint64_t> QuantityBytes(const std::string& quantity);
+// Whether a volume of `size` holds retention.bytes of every partition one pod can own (the most
+// partitions a pod holds: targetPartitionsPerReplica, or partitions.max spread over
+// replicas.max when that is more). Ok when retention.bytes is 0 (time-bound only); otherwise
+// InvalidArgument naming `field` and the numbers.
+Status RetentionFits(const TopicSpec& spec, const std::string& size, const std::string& field);
 std::string TopicToYaml(const TopicSpec& spec);
 std::string TopicToJson(const TopicSpec& spec);
 

@@ -147,6 +147,25 @@ TEST(ManifestsTest, SidecarImageDefaultsToTheOperatorsAndPullSecretsReachThePods
   EXPECT_EQ(named_containers.at(named_containers.size() - 1).at("image").as_string(), "shoal:1.2");
 }
 
+// spec.storage sets the claim's size and class; without it the operator's flags do.
+TEST(ManifestsTest, TheTopicsStorageSizesItsClaimsElseTheOperatorsFlags) {
+  ManifestOptions o;
+  o.data_volume_size = "5Gi";
+  o.storage_class = "standard";
+  auto plain = ReadTopic(Topic());
+  ASSERT_TRUE(plain.ok());
+  const value claim = BuildStatefulSet(*plain, o, 1).at("spec").at("volumeClaimTemplates").at(0);
+  EXPECT_EQ(claim.at("spec").at("resources").at("requests").at("storage").as_string(), "5Gi");
+  EXPECT_EQ(claim.at("spec").at("storageClassName").as_string(), "standard");
+  value sized = Topic();
+  sized["spec"]["storage"] = value::parse(R"({"size":"50Gi","storageClassName":"fast-ssd"})");
+  auto t = ReadTopic(sized);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  const value own = BuildStatefulSet(*t, o, 1).at("spec").at("volumeClaimTemplates").at(0);
+  EXPECT_EQ(own.at("spec").at("resources").at("requests").at("storage").as_string(), "50Gi");
+  EXPECT_EQ(own.at("spec").at("storageClassName").as_string(), "fast-ssd");
+}
+
 // One pod at a time may go by a voluntary disruption (a node drain): the budget selects exactly
 // the StatefulSet's pods.
 TEST(ManifestsTest, PodDisruptionBudgetLetsOnePodOfTheTopicGoAtATime) {
