@@ -470,6 +470,20 @@ value ControllerOf(const std::string& kind, const std::string& name, const std::
   return ref;
 }
 
+// A new object for a controller to create: apiVersion, kind, metadata (name, namespace,
+// labels) and its controlling ownerReference `owner`.
+value OwnedObject(const char* api_version, const char* kind, const std::string& name,
+                  const std::string& ns, const value& labels, const value& owner) {
+  value obj = value::object();
+  obj["apiVersion"] = value::string(api_version);
+  obj["kind"] = value::string(kind);
+  obj["metadata"]["name"] = value::string(name);
+  obj["metadata"]["namespace"] = value::string(ns);
+  obj["metadata"]["labels"] = labels;
+  obj["metadata"]["ownerReferences"] = value::array({owner});
+  return obj;
+}
+
 // A controller's new status for an object: starts from the stored one; each field is set only
 // when it differs, so `changed` says whether a write is due.
 struct StatusUpdate {
@@ -962,12 +976,6 @@ void TestKubelet::Impl::ControlStatefulSets(const std::string& ns, const std::ve
         if (!parallel) break;  // an old pod of that name is still going away
         continue;
       }
-      value pod = value::object();
-      pod["apiVersion"] = value::string("v1");
-      pod["kind"] = value::string("Pod");
-      value meta = value::object();
-      meta["name"] = value::string(pname);
-      meta["namespace"] = value::string(ns);
       value labels = value::object();
       if (const value* l = AtPath(templ, {"metadata", "labels"}); l != nullptr && l->is_object()) {
         labels = *l;
@@ -975,10 +983,10 @@ void TestKubelet::Impl::ControlStatefulSets(const std::string& ns, const std::ve
       labels["statefulset.kubernetes.io/pod-name"] = value::string(pname);
       labels["apps.kubernetes.io/pod-index"] = value::string(std::to_string(ord));
       labels["controller-revision-hash"] = value::string(revision);
-      meta["labels"] = labels;
-      if (const value* a = AtPath(templ, {"metadata", "annotations"})) meta["annotations"] = *a;
-      meta["ownerReferences"] = value::array({ControllerOf("StatefulSet", name, uid)});
-      pod["metadata"] = meta;
+      value pod = OwnedObject("v1", "Pod", pname, ns, labels, ControllerOf("StatefulSet", name, uid));
+      if (const value* a = AtPath(templ, {"metadata", "annotations"})) {
+        pod["metadata"]["annotations"] = *a;
+      }
       value spec = Field(templ, "spec") != nullptr ? *Field(templ, "spec") : value::object();
       spec["nodeName"] = value::string(opts_.node_name);
       spec["hostname"] = value::string(pname);
@@ -1203,19 +1211,11 @@ std::set<std::string> TestKubelet::Impl::ControlDeployments(
     if (!pod_template["metadata"].has_field("labels")) pod_template["metadata"]["labels"] = value::object();
     pod_template["metadata"]["labels"]["pod-template-hash"] = value::string(hash);
     if (current_set == nullptr) {
-      value rs = value::object();
-      rs["apiVersion"] = value::string("apps/v1");
-      rs["kind"] = value::string("ReplicaSet");
-      value meta = value::object();
-      meta["name"] = value::string(rs_name);
-      meta["namespace"] = value::string(ns);
-      meta["labels"] = pod_template["metadata"]["labels"];
-      value annotations = value::object();
+      value rs = OwnedObject("apps/v1", "ReplicaSet", rs_name, ns, pod_template["metadata"]["labels"],
+                             ControllerOf("Deployment", name, uid));
+      value& annotations = rs["metadata"]["annotations"];
       annotations["deployment.kubernetes.io/revision"] = value::string(std::to_string(revision + 1));
       annotations["deployment.kubernetes.io/desired-replicas"] = value::string(std::to_string(replicas));
-      meta["annotations"] = annotations;
-      meta["ownerReferences"] = value::array({ControllerOf("Deployment", name, uid)});
-      rs["metadata"] = meta;
       value spec = value::object();
       spec["replicas"] = value::number(replicas);
       value selector = value::object();
@@ -1284,16 +1284,11 @@ std::set<std::string> TestKubelet::Impl::ControlDeployments(
       static constexpr char kAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";
       std::string pname = rs_name + "-";
       for (int k = 0; k < 5; ++k) pname += kAlphabet[names_rng_() % (sizeof(kAlphabet) - 1)];
-      value pod = value::object();
-      pod["apiVersion"] = value::string("v1");
-      pod["kind"] = value::string("Pod");
-      value meta = value::object();
-      meta["name"] = value::string(pname);
-      meta["namespace"] = value::string(ns);
-      meta["labels"] = pod_template["metadata"]["labels"];
-      if (const value* a = AtPath(templ, {"metadata", "annotations"})) meta["annotations"] = *a;
-      meta["ownerReferences"] = value::array({ControllerOf("ReplicaSet", rs_name, rs_uid)});
-      pod["metadata"] = meta;
+      value pod = OwnedObject("v1", "Pod", pname, ns, pod_template["metadata"]["labels"],
+                              ControllerOf("ReplicaSet", rs_name, rs_uid));
+      if (const value* a = AtPath(templ, {"metadata", "annotations"})) {
+        pod["metadata"]["annotations"] = *a;
+      }
       value spec = Field(templ, "spec") != nullptr ? *Field(templ, "spec") : value::object();
       spec["nodeName"] = value::string(opts_.node_name);
       pod["spec"] = spec;
