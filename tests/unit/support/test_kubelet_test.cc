@@ -84,6 +84,14 @@ std::map<std::string, std::string> ProcessEnv(pid_t pid) {
   return out;
 }
 
+// Whether `pid` runs `program` (its comm) with its environment in place. A container's
+// `sh -c "...; exec sleep"` reads an empty /proc/PID/environ while exec builds the new
+// image, which names itself before it sets up its stack, so wait for this before ProcessEnv.
+bool Runs(pid_t pid, const std::string& program) {
+  return ReadFile("/proc/" + std::to_string(pid) + "/comm") == program + "\n" &&
+         !ProcessEnv(pid).empty();
+}
+
 // The pod's shoal-sidecar container as Helm would render it: the real sidecar on the pod's
 // address, data on its volume claim, the admin token from a secret volume, /readyz on the
 // metrics port as the readiness probe (the sidecar answers 200 there once it listens, also
@@ -687,7 +695,9 @@ TEST_F(TestKubeletTest, AServiceNameBecomesAReadyEndpointAndItsTargetPort) {
                 .status,
             201);
   ASSERT_TRUE(kubelet_->WaitFor([&] { return AllReady({"client"}); }, kDeadline));
-  const auto env = ProcessEnv(kubelet_->Pod("client")->container("client")->pid);
+  const pid_t pid = kubelet_->Pod("client")->container("client")->pid;
+  ASSERT_TRUE(kubelet_->WaitFor([&] { return Runs(pid, "sleep"); }, kDeadline));
+  const auto env = ProcessEnv(pid);
   EXPECT_EQ(env.at("URL"), "http://" + web_ip + ":8080/x");
   EXPECT_EQ(env.at("NAME"), "web.default");  // not a Service's DNS name: left as written
 }
@@ -722,7 +732,9 @@ TEST_F(TestKubeletTest, InClusterPodsGetTheirServiceAccountsTokenWhichStoredRbac
   const std::string log = dir_.path() + "/node/pods/app/app.log";
   ASSERT_TRUE(kubelet_->WaitFor([&] { return ReadFile(log) == "default\napp\n"; }, kDeadline))
       << ReadFile(log);
-  const auto env = ProcessEnv(kubelet_->Pod("app")->container("app")->pid);
+  const pid_t pid = kubelet_->Pod("app")->container("app")->pid;
+  ASSERT_TRUE(kubelet_->WaitFor([&] { return Runs(pid, "sleep"); }, kDeadline));
+  const auto env = ProcessEnv(pid);
   EXPECT_EQ(env.at("KUBERNETES_SERVICE_HOST"), "127.0.0.1");
   EXPECT_EQ(env.at("KUBERNETES_SERVICE_PORT"), std::to_string(server_->port()));
   // Nothing of the pod's mount leaks to the host.
