@@ -515,8 +515,13 @@ ApiResult<Json> KubeClient::UpdateWithRetry(const ResourceKind& kind, const std:
 }
 
 ApiResult<Json> KubeClient::Delete(const ResourceKind& kind, const std::string& ns,
-                                   const std::string& name) {
-  return impl_->Call("DELETE", kind.ObjectPath(ns, name), nullptr, "");
+                                   const std::string& name, const std::string& precondition_uid) {
+  if (precondition_uid.empty()) return impl_->Call("DELETE", kind.ObjectPath(ns, name), nullptr, "");
+  Json options = Json::object();
+  options["apiVersion"] = Json::string("v1");
+  options["kind"] = Json::string("DeleteOptions");
+  options["preconditions"]["uid"] = Json::string(precondition_uid);
+  return impl_->Call("DELETE", kind.ObjectPath(ns, name), &options, "application/json");
 }
 
 ApiError KubeClient::Watch(const ResourceKind& kind, const std::string& ns,

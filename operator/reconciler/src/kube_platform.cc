@@ -92,8 +92,9 @@ Result<std::string> GunzipBase64(const std::string& data) {
 }
 
 KubePlatform::KubePlatform(kubeapi::KubeClient& client, kubeapi::Informer& pods,
-                           KubePlatformOptions options, uint32_t desired_pods)
-    : client_(client), pods_(pods), opts_(std::move(options)), desired_(desired_pods) {}
+                           kubeapi::Informer& sets, KubePlatformOptions options,
+                           uint32_t desired_pods)
+    : client_(client), pods_(pods), sets_(sets), opts_(std::move(options)), desired_(desired_pods) {}
 
 namespace {
 
@@ -200,6 +201,18 @@ Result<std::vector<control::PodInfo>> KubePlatform::ListPods() {
   RefreshMetrics();
   std::vector<control::PodInfo> pods;
   const std::string prefix = opts_.topic + "-";
+  // The template the pods should run: known once the StatefulSet controller observed the set's
+  // latest generation (kubectl rollout status reads it the same way).
+  std::string update_revision;
+  if (auto set = sets_.Get(opts_.ns, opts_.topic)) {
+    const Json observed = kubeapi::At(*set, "status.observedGeneration");
+    const Json generation = kubeapi::At(*set, "metadata.generation");
+    const Json revision = kubeapi::At(*set, "status.updateRevision");
+    if (observed.is_number() && generation.is_number() && revision.is_string() &&
+        observed.as_number().to_int64() >= generation.as_number().to_int64()) {
+      update_revision = revision.as_string();
+    }
+  }
   std::lock_guard<std::mutex> lock(mu_);
   for (const Json& pod : pods_.List()) {
     if (kubeapi::Namespace(pod) != opts_.ns) continue;
@@ -226,6 +239,11 @@ Result<std::vector<control::PodInfo>> KubePlatform::ListPods() {
     }
     info.ready = !info.ip.empty() && PodReady(pod);
     info.draining = draining_.count(name) > 0;
+    const Json uid = kubeapi::At(pod, "metadata.uid");
+    info.uid = uid.is_string() ? uid.as_string() : "";
+    const Json revision = kubeapi::At(pod, "metadata.labels.controller-revision-hash");
+    info.outdated = !update_revision.empty() && revision.is_string() &&
+                    revision.as_string() != update_revision;
     // CPU over the app containers' requests.
     double request = 0;
     const Json containers = kubeapi::At(pod, "spec.containers");
@@ -257,6 +275,14 @@ Status KubePlatform::DrainPod(const PodName& pod) {
   std::lock_guard<std::mutex> lock(mu_);
   draining_.insert(pod.value());
   return Status::Ok();
+}
+
+Status KubePlatform::RestartPod(const control::PodInfo& pod) {
+  if (!opts_.may_act()) return Status::Unavailable("not the leader: not restarting pods");
+  // This incarnation only: a pod the StatefulSet already recreated is not deleted again.
+  auto r = client_.Delete(kubeapi::Pods(), opts_.ns, pod.name.value(), pod.uid);
+  if (r.ok() || r.error().IsNotFound() || r.error().IsConflict()) return Status::Ok();
+  return r.error().ToStatus();
 }
 
 Result<Json> KubePlatform::StateToStatus(const std::string& state_json) {

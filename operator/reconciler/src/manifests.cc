@@ -443,7 +443,10 @@ Json BuildStatefulSet(const TopicObject& t, const ManifestOptions& o, int64_t re
   sts["spec"]["selector"]["matchLabels"] = SelectorLabels(t.name);
   sts["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] = Str("Delete");
   sts["spec"]["persistentVolumeClaimRetentionPolicy"]["whenScaled"] = Str("Delete");
-  sts["spec"]["updateStrategy"]["type"] = Str("RollingUpdate");
+  // A new template reaches the pods through the control loop, one emptied pod at a time
+  // (planner.h, MakeRollPlan), never through the controller restarting pods that own
+  // partitions.
+  sts["spec"]["updateStrategy"]["type"] = Str("OnDelete");
   sts["spec"]["template"] = pod;
   value claim = value::object();
   claim["metadata"]["name"] = Str(kDataVolume);

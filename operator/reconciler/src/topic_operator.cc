@@ -144,12 +144,25 @@ TopicOperator::TopicOperator(kubeapi::KubeClient& client, TopicOperatorOptions o
 
 TopicOperator::~TopicOperator() { StopAllWorkers(); }
 
-kubeapi::Informer& TopicOperator::PodsOf(const std::string& ns) {
-  if (opts_.namespaces.empty()) return *pods_.front();
-  for (size_t i = 0; i < opts_.namespaces.size(); ++i) {
-    if (opts_.namespaces[i] == ns) return *pods_[i];
+namespace {
+
+// The informer of `ns` among one per watched namespace (one of all namespaces when none named).
+kubeapi::Informer& OfNamespace(const std::vector<std::unique_ptr<kubeapi::Informer>>& informers,
+                               const std::vector<std::string>& namespaces, const std::string& ns) {
+  for (size_t i = 0; i < namespaces.size(); ++i) {
+    if (namespaces[i] == ns) return *informers[i];
   }
-  return *pods_.front();
+  return *informers.front();
+}
+
+}  // namespace
+
+kubeapi::Informer& TopicOperator::PodsOf(const std::string& ns) {
+  return OfNamespace(pods_, opts_.namespaces, ns);
+}
+
+kubeapi::Informer& TopicOperator::SetsOf(const std::string& ns) {
+  return OfNamespace(statefulsets_, opts_.namespaces, ns);
 }
 
 bool TopicOperator::synced() const {
@@ -531,7 +544,8 @@ std::shared_ptr<TopicOperator::Worker> TopicOperator::EnsureWorker(const TopicOb
     po.admin_token = token;
     po.may_act = may_act;
     worker->platform =
-        std::make_unique<KubePlatform>(client_, PodsOf(t.ns), std::move(po), desired);
+        std::make_unique<KubePlatform>(client_, PodsOf(t.ns), SetsOf(t.ns), std::move(po),
+                                       desired);
     worker->observer = std::make_unique<control::MetricsObserver>(clock_, token);
     worker->admin = std::make_unique<client::AdminClient>(token);
     control::ControlLoopOptions lo = opts_.loop;

@@ -250,7 +250,7 @@ std::vector<Grant> OperatorNeeds() {
   add("", "services", {"get", "create", "update", "delete"});
   add("policy", "poddisruptionbudgets", {"get", "create", "update", "delete"});
   add("", "secrets", {"get", "create", "delete"});
-  add("", "pods", {"list", "watch"});
+  add("", "pods", {"list", "watch", "delete"});
   add("events.k8s.io", "events", {"create", "patch"});
   add("coordination.k8s.io", "leases", {"get", "create", "update"});
   add("metrics.k8s.io", "pods", {"list"});

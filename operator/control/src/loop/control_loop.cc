@@ -253,6 +253,7 @@ Status ControlLoop::Tick() {
     }
   } else {
     if (!paused_.load()) Decide(pods);
+    if (!plan_ && !paused_.load()) PlanRoll(pods);
     if (!plan_ && now - last_retire_check_ >= opts_.retire_every) {
       last_retire_check_ = now;
       (void)InstallOnLaggingPods(pods);
@@ -319,7 +320,6 @@ void ControlLoop::Decide(const std::vector<PodInfo>& pods) {
                                     .reason = d.reason};
     if (!plan) return;
     plan->id = next_plan_id_++;
-    plan_ = plan;
   }
   std::string steps;
   for (const auto& s : plan->steps) steps += (steps.empty() ? "" : " | ") + s.what;
@@ -328,6 +328,14 @@ void ControlLoop::Decide(const std::vector<PodInfo>& pods) {
       "reason=\"{}\" steps=\"{}\"",
       spec.name, plan->id, map_.active_count(), d.partitions, replicas, d.replicas, d.reason,
       steps);
+  Adopt(std::move(*plan));
+}
+
+void ControlLoop::Adopt(Plan plan) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    plan_ = std::move(plan);
+  }
   step_started_ = {};
   // The plan is saved before its first step runs (next Tick).
   Status st = Save();
@@ -337,6 +345,68 @@ void ControlLoop::Decide(const std::vector<PodInfo>& pods) {
     std::lock_guard<std::mutex> lock(mu_);
     plan_.reset();
   }
+}
+
+bool ControlLoop::PlanRoll(const std::vector<PodInfo>& pods) {
+  // Only from a settled topic: every pod asked for is there and ready (a pod starting or
+  // restarting is not rolled, and nothing is rolled while the pods are short).
+  const uint32_t desired = std::max<uint32_t>(1, platform_.DesiredPods());
+  std::vector<uint32_t> outdated;
+  uint32_t ready = 0;
+  for (const auto& p : pods) {
+    if (p.ordinal >= desired) return false;  // a pod on its way out
+    if (!p.ready || p.draining) return false;
+    ++ready;
+    if (p.outdated) outdated.push_back(p.ordinal);
+  }
+  if (ready < desired || outdated.empty()) return false;
+  // Highest ordinal first, as the StatefulSet controller would.
+  std::sort(outdated.rbegin(), outdated.rend());
+  Plan plan = MakeRollPlan(outdated, desired);
+  if (plan.steps.empty()) return false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    plan.id = next_plan_id_++;
+  }
+  std::string steps;
+  for (const auto& s : plan.steps) steps += (steps.empty() ? "" : " | ") + s.what;
+  Logger("control")->info("msg=\"roll\" topic={} plan={} reason=\"{}\" steps=\"{}\"",
+                          spec_.name, plan.id, plan.reason, steps);
+  Adopt(std::move(plan));
+  return plan_.has_value();
+}
+
+Status ControlLoop::RunRestart(PlanStep& step, const std::vector<PodInfo>& pods) {
+  const uint32_t ordinal = step.vacate.value_or(0);
+  const PodInfo* pod = nullptr;
+  for (const auto& p : pods) {
+    if (p.ordinal == ordinal) pod = &p;
+  }
+  if (pod != nullptr && pod->ready && !pod->outdated) {  // back, on the new template
+    step.state = PlanStep::State::kDone;
+    restart_asked_uid_.clear();
+    return Status::Ok();
+  }
+  if (pod != nullptr && pod->outdated && pod->uid != restart_asked_uid_) {
+    // Never a pod that owns a partition: producers would wait for it (the move step emptied it;
+    // a map changed since by another coordinator is caught here).
+    for (const auto& p : map_.partitions()) {
+      if (p.active() && p.owner == pod->name) {
+        return Status::FailedPrecondition("not restarting " + pod->name.value() +
+                                          ": it owns active partition " +
+                                          std::to_string(p.id.value()));
+      }
+    }
+    SHOAL_RETURN_IF_ERROR(platform_.RestartPod(*pod));
+    restart_asked_uid_ = pod->uid;
+    Logger("control")->info("msg=\"restarting an emptied pod on the new template\" pod={}",
+                            pod->name.value());
+  }
+  if (clock_.SteadyNow() - step_started_ > opts_.ready_timeout) {
+    return Status::Unavailable("pod " + std::to_string(ordinal) + " not back and ready after " +
+                               std::to_string(opts_.ready_timeout.count()) + " s");
+  }
+  return Status::Ok();  // waiting for it to come back
 }
 
 Status ControlLoop::RunStep(PlanStep& step, const std::vector<PodInfo>& pods) {
@@ -367,7 +437,7 @@ Status ControlLoop::RunStep(PlanStep& step, const std::vector<PodInfo>& pods) {
       size_t waiting = 0;
       for (const auto& p : map_.partitions()) {
         const int64_t o = OrdinalOf(spec_.name, p.owner);
-        if (o < step.pods) continue;
+        if (o < step.pods && !(step.vacate && o == *step.vacate)) continue;
         if (p.active()) {
           return Status::FailedPrecondition("pod " + p.owner.value() +
                                             " still owns active partition " +
@@ -384,6 +454,8 @@ Status ControlLoop::RunStep(PlanStep& step, const std::vector<PodInfo>& pods) {
       }
       step.state = PlanStep::State::kDone;
       return Status::Ok();
+    case PlanStep::Kind::kRestart:
+      return RunRestart(step, pods);
   }
   return Status::Internal("unknown plan step");
 }

@@ -39,6 +39,8 @@ std::string_view ToString(PlanStep::Kind k) {
       return "wait_consumed";
     case PlanStep::Kind::kDrain:
       return "drain";
+    case PlanStep::Kind::kRestart:
+      return "restart";
   }
   return "?";
 }
@@ -116,10 +118,64 @@ Plan MakePlan(const PartitionMap& map, const Decision& d, uint32_t pods) {
   return plan;
 }
 
+Plan MakeRollPlan(const std::vector<uint32_t>& outdated, uint32_t pods) {
+  Plan plan;
+  if (outdated.empty() || pods == 0) return plan;
+  std::string list;
+  for (uint32_t o : outdated) list += (list.empty() ? "" : ", ") + std::to_string(o);
+  plan.reason = std::to_string(outdated.size()) + " pod(s) run an old template (" + list +
+                "): roll them one at a time, each emptied first";
+  // One pod cannot be emptied onto the others: a second one (already on the new template) holds
+  // the partitions meanwhile, as a Deployment's maxSurge would.
+  const bool surge = pods == 1;
+  const uint32_t during = surge ? 2 : pods;
+  if (surge) {
+    plan.steps.push_back(Step(PlanStep::Kind::kSetPods, "pods 1 -> 2 while pod 0 restarts", 2));
+    plan.steps.push_back(Step(PlanStep::Kind::kWaitReady, "wait until 2 pods are ready", 2));
+  }
+  for (uint32_t o : outdated) {
+    const std::string pod = "pod " + std::to_string(o);
+    PlanStep move = Step(PlanStep::Kind::kChange, "move every partition off " + pod, during);
+    move.rebalance = true;
+    move.vacate = o;
+    plan.steps.push_back(std::move(move));
+    PlanStep wait = Step(PlanStep::Kind::kWaitConsumed,
+                         "wait until " + pod + "'s sealed partitions are consumed", during);
+    wait.vacate = o;
+    plan.steps.push_back(std::move(wait));
+    PlanStep retire = Step(PlanStep::Kind::kChange, "retire " + pod + "'s partitions", during);
+    retire.retire = true;
+    plan.steps.push_back(std::move(retire));
+    PlanStep restart = Step(PlanStep::Kind::kRestart,
+                            "restart " + pod + " on the new template and wait until it is ready",
+                            during);
+    restart.vacate = o;
+    plan.steps.push_back(std::move(restart));
+  }
+  if (surge) {
+    PlanStep s = Step(PlanStep::Kind::kChange, "move every partition off pod 1", 1);
+    s.rebalance = true;
+    plan.steps.push_back(std::move(s));
+    plan.steps.push_back(Step(PlanStep::Kind::kWaitConsumed,
+                              "wait until pod 1's sealed partitions are consumed", 1));
+    PlanStep r = Step(PlanStep::Kind::kChange, "retire pod 1's partitions", 1);
+    r.retire = true;
+    plan.steps.push_back(std::move(r));
+    plan.steps.push_back(Step(PlanStep::Kind::kDrain, "drain pod 1", 1));
+    plan.steps.push_back(Step(PlanStep::Kind::kSetPods, "pods 2 -> 1", 1));
+  } else {
+    PlanStep s = Step(PlanStep::Kind::kChange, "balance partitions over the pods", pods);
+    s.rebalance = true;
+    plan.steps.push_back(std::move(s));
+  }
+  return plan;
+}
+
 std::vector<std::pair<PartitionId, PodName>> Rebalance(const PartitionMap& map,
                                                        const std::map<PartitionId, double>& rates,
                                                        uint32_t pods, double slack,
-                                                       size_t max_moves) {
+                                                       size_t max_moves,
+                                                       std::optional<uint32_t> vacate) {
   std::vector<std::pair<PartitionId, PodName>> moves;
   if (pods == 0) return moves;
   const std::string& topic = map.topic();
@@ -145,7 +201,7 @@ std::vector<std::pair<PartitionId, PodName>> Rebalance(const PartitionMap& map,
     double w = floor;
     if (auto it = rates.find(p.id); it != rates.end()) w = std::max(floor, it->second);
     const int64_t o = OrdinalOf(topic, p.owner);
-    if (o >= 0 && o < pods) {
+    if (o >= 0 && o < pods && (!vacate || o != *vacate)) {
       held[o].push_back({w, p.id});
       load[o] += w;
     } else {
@@ -154,7 +210,10 @@ std::vector<std::pair<PartitionId, PodName>> Rebalance(const PartitionMap& map,
   }
   // Pods ordered by load: the lightest and the heaviest in O(log pods).
   std::set<std::pair<double, uint32_t>> by_load;
-  for (uint32_t i = 0; i < pods; ++i) by_load.insert({load[i], i});
+  for (uint32_t i = 0; i < pods; ++i) {
+    if (!vacate || i != *vacate) by_load.insert({load[i], i});
+  }
+  if (by_load.empty()) return moves;  // nowhere to go: the only pod is the one to vacate
   auto shift = [&](uint32_t pod, double delta) {
     by_load.erase({load[pod], pod});
     load[pod] += delta;
@@ -173,7 +232,7 @@ std::vector<std::pair<PartitionId, PodName>> Rebalance(const PartitionMap& map,
   // Then even out: from the heaviest pod, the partition that best closes the gap to the lightest.
   double sum = 0;
   for (double l : load) sum += l;
-  const double mean = sum / pods;
+  const double mean = sum / static_cast<double>(by_load.size());
   std::set<uint32_t> moved;
   for (size_t guard = 0; guard < 4 * active; ++guard) {
     if (max_moves && moves.size() >= max_moves) break;
@@ -232,7 +291,7 @@ Result<PartitionMap> ResolveChange(const PlanStep& step, const PartitionMap& cur
     SHOAL_RETURN_IF_ERROR(change.MergeRun(m.run));
   }
   if (step.rebalance) {
-    for (const auto& [id, to] : Rebalance(base, rates, step.pods)) {
+    for (const auto& [id, to] : Rebalance(base, rates, step.pods, 0.25, 0, step.vacate)) {
       SHOAL_RETURN_IF_ERROR(change.Move(id, to));
     }
   }
@@ -300,6 +359,10 @@ std::string PlanToJson(const Plan& plan) {
     out += s.rebalance ? "true" : "false";
     out += ",\"retire\":";
     out += s.retire ? "true" : "false";
+    if (s.vacate) {
+      out += ",\"vacate\":";
+      json::AppendUint(out, *s.vacate);
+    }
     out += ",\"splits\":[";
     for (size_t j = 0; j < s.splits.size(); ++j) {
       if (j) out += ',';
@@ -335,7 +398,8 @@ namespace {
 
 Result<PlanStep::Kind> KindFrom(std::string_view k) {
   for (auto kind : {PlanStep::Kind::kChange, PlanStep::Kind::kSetPods, PlanStep::Kind::kWaitReady,
-                    PlanStep::Kind::kWaitConsumed, PlanStep::Kind::kDrain}) {
+                    PlanStep::Kind::kWaitConsumed, PlanStep::Kind::kDrain,
+                    PlanStep::Kind::kRestart}) {
     if (ToString(kind) == k) return kind;
   }
   return Status::InvalidArgument("unknown plan step kind \"" + std::string(k) + "\"");
@@ -391,6 +455,17 @@ Result<Plan> PlanFromJson(std::string_view text) {
     s.last_error = std::string(error);
     s.rebalance = rebalance;
     s.retire = retire;
+    // Optional: plans saved before rolls existed have none.
+    uint64_t vacate = 0;
+    if (auto err = el["vacate"].get(vacate); err == simdjson::SUCCESS) {
+      if (vacate > UINT32_MAX) return Status::InvalidArgument("plan step vacate out of range");
+      s.vacate = static_cast<uint32_t>(vacate);
+    } else if (err != simdjson::NO_SUCH_FIELD) {
+      return Status::InvalidArgument("plan step vacate must be a pod ordinal");
+    }
+    if (s.kind == PlanStep::Kind::kRestart && !s.vacate) {
+      return Status::InvalidArgument("a restart step needs vacate (the pod to restart)");
+    }
     for (auto sp : splits) {
       SplitDecision d;
       uint64_t id = 0;

@@ -720,6 +720,11 @@ Result<std::vector<PodInfo>> LocalPlatform::ListPods() {
   return out;
 }
 
+Status LocalPlatform::RestartPod(const PodInfo& pod) {
+  return Status::FailedPrecondition(pod.name.value() +
+                               ": local pods run no template that could be outdated");
+}
+
 Status LocalPlatform::DrainPod(const PodName& name) {
   std::lock_guard<std::mutex> op(op_mu_);
   pid_t consumer = -1;

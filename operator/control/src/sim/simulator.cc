@@ -372,6 +372,7 @@ Result<SimResult> Simulate(const TopicSpec& spec, const Trace& trace) {
           break;
         case PlanStep::Kind::kWaitConsumed:
         case PlanStep::Kind::kDrain:
+        case PlanStep::Kind::kRestart:  // traces have no pod templates: no plan rolls pods
           break;
       }
       // The planner's part of carrying out a step: resolving a change's target.

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <thread>
+
 #include <atomic>
 
 #include "shoal/common/partition_map.h"
@@ -92,6 +95,9 @@ class KubePlatformScaleTest : public ::testing::Test {
     client_ = std::move(client.value());
     pods_ = std::make_unique<kubeapi::Informer>(*client_, kubeapi::Pods(), kubeapi::InformerOptions{},
                                              [](const std::string&, const kubeapi::Json&) {});
+    sets_ = std::make_unique<kubeapi::Informer>(*client_, kubeapi::StatefulSets(),
+                                             kubeapi::InformerOptions{},
+                                             [](const std::string&, const kubeapi::Json&) {});
     auto sts = client_->Create(kubeapi::StatefulSets(), "default",
                                value::parse(R"({"metadata":{"name":"orders"},"spec":{"replicas":2,
                                   "selector":{"matchLabels":{"app":"orders"}}}})"));
@@ -103,7 +109,7 @@ class KubePlatformScaleTest : public ::testing::Test {
     o.ns = "default";
     o.topic = "orders";
     o.may_act = [this] { return leading_.load(); };
-    return std::make_unique<KubePlatform>(*client_, *pods_, o, desired);
+    return std::make_unique<KubePlatform>(*client_, *pods_, *sets_, o, desired);
   }
   void ScaleByHand(int64_t n) {
     auto r = client_->MergePatch(kubeapi::StatefulSets(), "default", "orders",
@@ -124,6 +130,7 @@ class KubePlatformScaleTest : public ::testing::Test {
   std::unique_ptr<shoal::testing::FakeApiServer> server_;
   std::unique_ptr<kubeapi::KubeClient> client_;
   std::unique_ptr<kubeapi::Informer> pods_;
+  std::unique_ptr<kubeapi::Informer> sets_;
 };
 
 TEST_F(KubePlatformScaleTest, AScaleByHandIsSetBackAndATrailingCacheIsNot) {
@@ -170,6 +177,80 @@ TEST_F(KubePlatformScaleTest, TheCountNeverGoesBelowThePodsThatOwnPartitions) {
   held = platform->HoldReplicas(6, 3);
   ASSERT_TRUE(held.ok());
   EXPECT_EQ(Replicas(), 3);
+}
+
+// A pod runs an old template when its controller-revision-hash is not the StatefulSet's
+// updateRevision, known only once the controller observed the set's generation; RestartPod
+// deletes that incarnation only (a pod recreated meanwhile under the same name stays).
+TEST_F(KubePlatformScaleTest, OutdatedPodsAreTheOldRevisionsAndARestartDeletesOnlyThatIncarnation) {
+  for (const char* pod : {R"({"metadata":{"name":"orders-0","labels":{"shoal.dev/topic":"orders","controller-revision-hash":"orders-new"}}})",
+                          R"({"metadata":{"name":"orders-1","labels":{"shoal.dev/topic":"orders","controller-revision-hash":"orders-old"}}})"}) {
+    auto r = client_->Create(kubeapi::Pods(), "default", value::parse(pod));
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+  }
+  auto set_status = [&](int64_t observed) {
+    auto r = client_->UpdateWithRetry(kubeapi::StatefulSets(), "default", "orders", [&](kubeapi::Json& o) {
+      o["status"]["observedGeneration"] = value::number(observed);
+      o["status"]["replicas"] = value::number(2);
+      o["status"]["updateRevision"] = value::string("orders-new");
+      return true;
+    }, "status");
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+  };
+  std::atomic<bool> stop{false};
+  std::thread pods_watch([&] { pods_->Run(stop); });
+  std::thread sets_watch([&] { sets_->Run(stop); });
+  struct Join {
+    std::atomic<bool>& stop;
+    std::thread& a;
+    std::thread& b;
+    ~Join() {
+      stop = true;
+      a.join();
+      b.join();
+    }
+  } join{stop, pods_watch, sets_watch};
+  auto platform = Platform(2);
+  // Lists until `want` holds of the listing (or 10 s passed).
+  auto list_until = [&](const std::function<bool(const std::vector<control::PodInfo>&)>& want) {
+    std::vector<control::PodInfo> listed;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto l = platform->ListPods();
+      if (l.ok() && want(*l)) return *l;
+      if (l.ok()) listed = *l;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return listed;
+  };
+  set_status(0);  // the controller has not seen generation 1 yet: nothing is known to be old
+  auto listed = list_until([](const auto& l) { return l.size() == 2; });
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_FALSE(listed[0].outdated);
+  EXPECT_FALSE(listed[1].outdated);
+  set_status(1);
+  listed = list_until([](const auto& l) { return l.size() == 2 && l[1].outdated; });
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_FALSE(listed[0].outdated);
+  EXPECT_TRUE(listed[1].outdated);
+  ASSERT_FALSE(listed[1].uid.empty());
+
+  // Recreated meanwhile (another uid): the restart of the old incarnation deletes nothing.
+  const control::PodInfo old = listed[1];
+  ASSERT_TRUE(client_->Delete(kubeapi::Pods(), "default", "orders-1").ok());
+  ASSERT_TRUE(client_->Create(kubeapi::Pods(), "default", value::parse(
+      R"({"metadata":{"name":"orders-1","labels":{"shoal.dev/topic":"orders","controller-revision-hash":"orders-new"}}})")).ok());
+  EXPECT_TRUE(platform->RestartPod(old).ok());
+  EXPECT_TRUE(client_->Get(kubeapi::Pods(), "default", "orders-1").ok());
+  // The current incarnation goes.
+  listed = list_until([](const auto& l) { return l.size() == 2 && !l[1].outdated; });
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_TRUE(platform->RestartPod(listed[1]).ok());
+  EXPECT_TRUE(client_->Get(kubeapi::Pods(), "default", "orders-1").error().IsNotFound());
+  // Not leading: nothing is deleted.
+  leading_ = false;
+  EXPECT_EQ(platform->RestartPod(listed[0]).code(), Status::Code::kUnavailable);
+  EXPECT_TRUE(client_->Get(kubeapi::Pods(), "default", "orders-0").ok());
 }
 
 }  // namespace

@@ -124,7 +124,17 @@ class ControlLoop {
   std::string StateJsonLocked() const;
   Status LoadState(std::string_view json);
   void Decide(const std::vector<PodInfo>& pods);
+  // With no plan: when every pod asked for is ready and some run an old template, plans their
+  // roll (planner.h MakeRollPlan). True when it made one.
+  bool PlanRoll(const std::vector<PodInfo>& pods);
+  Status RunRestart(PlanStep& step, const std::vector<PodInfo>& pods);
+  // `plan` (numbered already) becomes the plan in progress, saved before its first step runs
+  // (next Tick); dropped when the save fails.
+  void Adopt(Plan plan);
   std::map<std::string, PeerAddress> ReadyPeers(const std::vector<PodInfo>& pods) const;
+  // The incarnation a restart step asked the platform to restart (not persisted: a restarted
+  // loop asks again, which the platform ignores for a pod restarted already).
+  std::string restart_asked_uid_;
 
   TopicSpec spec_;
   Platform& platform_;

@@ -110,6 +110,8 @@ class LocalPlatform final : public Platform {
   uint32_t DesiredPods() const override;
   Result<std::vector<PodInfo>> ListPods() override;
   Status DrainPod(const PodName& pod) override;
+  // Local pods have no template to change (none is ever outdated): FailedPrecondition.
+  Status RestartPod(const PodInfo& pod) override;
   Status SaveState(const std::string& json) override;
   Result<std::string> LoadState() override;
   std::string AdminToken() const override;

@@ -6,6 +6,11 @@
 //   scale-up:   split in place -> more pods -> wait until they are ready -> move partitions to them
 //   scale-down: merge cold neighbours -> move everything off the pods to remove -> wait until
 //               their sealed partitions are consumed -> retire them -> drain -> fewer pods
+//   roll (pods that run an old template): per pod, move everything off it -> wait until its
+//               sealed partitions are consumed -> retire them -> restart it on the new template
+//               and wait until it is ready; then balance over all pods again. A topic of one pod
+//               first gets a second one (new template) to hold the partitions meanwhile, and
+//               gives it back at the end as a scale-down does.
 // A change step names its intent (splits, merges, rebalance, retire); the concrete target map is
 // resolved when the step starts, from the map and pods of that moment, and persisted before it is
 // applied, so a restarted loop applies exactly the same target again (every protocol step is
@@ -14,6 +19,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,7 +35,7 @@ PodName PodFor(const std::string& topic, uint32_t ordinal);
 int64_t OrdinalOf(const std::string& topic, const PodName& pod);
 
 struct PlanStep {
-  enum class Kind { kChange, kSetPods, kWaitReady, kWaitConsumed, kDrain };
+  enum class Kind { kChange, kSetPods, kWaitReady, kWaitConsumed, kDrain, kRestart };
   enum class State { kPending, kDone };
 
   Kind kind = Kind::kChange;
@@ -42,6 +48,9 @@ struct PlanStep {
   // kSetPods, kWaitReady: the pod count; kChange with rebalance: pods to balance over (those
   // with higher ordinals are emptied); kWaitConsumed, kDrain: pods >= this are the ones leaving.
   uint32_t pods = 0;
+  // kChange with rebalance, kWaitConsumed: also empty (wait for) this pod, which stays (a roll
+  // restarts it); kRestart: the pod to restart.
+  std::optional<uint32_t> vacate;
 
   // Progress, persisted.
   State state = State::kPending;
@@ -65,14 +74,21 @@ std::string_view ToString(PlanStep::Kind k);
 // do.
 Plan MakePlan(const PartitionMap& map, const Decision& d, uint32_t pods);
 
+// The steps that bring `outdated` (ordinals of pods that run an old template; every one below
+// `pods`) to the new template one at a time, each emptied before it restarts. Empty when
+// `outdated` is.
+Plan MakeRollPlan(const std::vector<uint32_t>& outdated, uint32_t pods);
+
 // Moves that spread the active partitions over pods 0..pods-1 by load (rate, with a floor so
 // that idle partitions still spread by count) and empty every pod at or above `pods`. Greedy:
 // the heaviest partition of the most loaded pod goes to the least loaded one while that narrows
 // the gap by more than `slack` of the mean. At most `max_moves` (0: unlimited), evacuations first.
+// `vacate`: a pod below `pods` that is emptied too and receives nothing.
 std::vector<std::pair<PartitionId, PodName>> Rebalance(const PartitionMap& map,
                                                        const std::map<PartitionId, double>& rates,
                                                        uint32_t pods, double slack = 0.25,
-                                                       size_t max_moves = 0);
+                                                       size_t max_moves = 0,
+                                                       std::optional<uint32_t> vacate = {});
 
 // The target of a change step on `current`: its splits and merges, then (rebalance) the moves of
 // Rebalance, (retire) the `retirable` partitions retired and the peers of pods >= step.pods

@@ -30,6 +30,11 @@ struct PodInfo {
   std::string metrics;    // "ip:port" of the sidecar's /metrics
   bool ready = false;     // the sidecar answers /readyz
   bool draining = false;  // DrainPod was called and the pod is not removed yet
+  // The pod runs an older template than the platform's current one (a StatefulSet whose
+  // template changed: its controller-revision-hash is not the set's updateRevision). The
+  // control loop rolls such pods one at a time, each emptied first (planner.h).
+  bool outdated = false;
+  std::string uid;  // this incarnation of the pod (a restarted pod has another); may be empty
   // The consumer's CPU use over its request (0.7 = 70%), averaged since the previous ListPods;
   // nullopt where the platform cannot measure it.
   std::optional<double> cpu_utilization;
@@ -49,6 +54,11 @@ class Platform {
   // Runs the pod's drain before it is removed: the pod owns no partition any more and its sealed
   // ones are consumed; its consumer finishes, commits and stops. Returns once that is done.
   virtual Status DrainPod(const PodName& pod) = 0;
+  // Restarts this incarnation of the pod (`pod.uid`) on the current template, keeping its data;
+  // returns once asked. The planner emptied it first. A pod already restarted (another uid) is
+  // left alone. Platforms without templates answer FailedPrecondition (they never list a pod as
+  // outdated).
+  virtual Status RestartPod(const PodInfo& pod) = 0;
 
   // The control state (the plan and its progress) as one JSON document, stored durably before
   // the loop acts on it, so that a restarted loop resumes.

@@ -193,8 +193,11 @@ class KubeClient {
                                   const std::string& name, const std::function<bool(Json&)>& mutate,
                                   const std::string& subresource = "");
   // DELETE: the object still there with deletionTimestamp set (it has finalizers), or the
-  // Success Status once it is gone. NotFound when it did not exist.
-  ApiResult<Json> Delete(const ResourceKind& kind, const std::string& ns, const std::string& name);
+  // Success Status once it is gone. NotFound when it did not exist. With `precondition_uid`,
+  // only that incarnation of the object (DeleteOptions.preconditions.uid): Conflict when the
+  // name now holds another.
+  ApiResult<Json> Delete(const ResourceKind& kind, const std::string& ns, const std::string& name,
+                         const std::string& precondition_uid = "");
 
   // One watch request: calls `on_event` for every event as it arrives, until the server ends
   // the stream (timeout, restart) or `stop` becomes true (checked at least every second).

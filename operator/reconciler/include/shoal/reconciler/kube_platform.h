@@ -10,7 +10,11 @@
 //     status.lastDecision), written before the loop acts on it, so another operator that takes
 //     over the lease resumes the plan;
 //   - DrainPod: the planner emptied the pod; Kubernetes stops its containers when the
-//     StatefulSet shrinks, after the sidecar's preStop saw that it owns nothing.
+//     StatefulSet shrinks, after the sidecar's preStop saw that it owns nothing;
+//   - the StatefulSet updates OnDelete: a pod is outdated when its controller-revision-hash is
+//     not the set's status.updateRevision (once the controller observed the set's generation),
+//     and RestartPod deletes that incarnation (preconditions.uid), which the StatefulSet
+//     controller recreates on the new template with the same claim.
 // Every write is refused (Unavailable) unless `may_act` says this operator still leads.
 //
 // Thread-safe. Owned by the operator's topic worker; the client and informer outlive it.
@@ -44,8 +48,9 @@ class KubePlatform final : public control::Platform {
  public:
   // `pods` is an informer of the operator's pods (label app.kubernetes.io/managed-by); the
   // platform picks this topic's by label. desired_pods: the StatefulSet's spec.replicas now.
-  KubePlatform(kubeapi::KubeClient& client, kubeapi::Informer& pods, KubePlatformOptions options,
-               uint32_t desired_pods);
+  // `sets`: an informer of the operator's StatefulSets (the update revision).
+  KubePlatform(kubeapi::KubeClient& client, kubeapi::Informer& pods, kubeapi::Informer& sets,
+               KubePlatformOptions options, uint32_t desired_pods);
 
   Status SetDesiredPods(uint32_t n) override;
   uint32_t DesiredPods() const override;
@@ -59,6 +64,7 @@ class KubePlatform final : public control::Platform {
   Result<std::optional<uint32_t>> HoldReplicas(uint32_t cached, uint32_t floor);
   Result<std::vector<control::PodInfo>> ListPods() override;
   Status DrainPod(const PodName& pod) override;
+  Status RestartPod(const control::PodInfo& pod) override;
   Status SaveState(const std::string& json) override;
   Result<std::string> LoadState() override;
   std::string AdminToken() const override { return opts_.admin_token; }
@@ -73,6 +79,7 @@ class KubePlatform final : public control::Platform {
 
   kubeapi::KubeClient& client_;
   kubeapi::Informer& pods_;
+  kubeapi::Informer& sets_;
   const KubePlatformOptions opts_;
   std::atomic<uint32_t> desired_;
   std::mutex scale_mu_;  // one scale write at a time: SetDesiredPods against HoldReplicas

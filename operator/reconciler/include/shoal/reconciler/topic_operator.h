@@ -141,7 +141,9 @@ class TopicOperator {
 
   // One of each per watched namespace (one for all when none is named).
   std::vector<std::unique_ptr<kubeapi::Informer>> topics_, statefulsets_, pods_;
+  // The pods and StatefulSets informers of a watched namespace.
   kubeapi::Informer& PodsOf(const std::string& ns);
+  kubeapi::Informer& SetsOf(const std::string& ns);
 
   // The Events that can grow a series: key (topic uid, type, reason, action) -> its Event.
   struct EventSeries {

@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <map>
 #include <regex>
+#include <set>
 
 #include "support/fake_admin_plane.h"
 #include "support/manual_clock.h"
@@ -21,7 +23,9 @@ using Kind = FakeAdminPlane::Kind;
 
 std::string AdminOf(uint32_t ordinal) { return "t-" + std::to_string(ordinal) + ":admin"; }
 
-// Pods t-0 .. t-(n-1), ready as soon as they are asked for; the state in memory.
+// Pods t-0 .. t-(n-1), ready as soon as they are asked for; the state in memory. A pod can be
+// marked as running an old template; RestartPod gives it a new incarnation (uid), on the new
+// template, which is not ready for the next `restart_ticks` listings.
 class MemPlatform final : public Platform {
  public:
   Status SetDesiredPods(uint32_t n) override {
@@ -37,12 +41,37 @@ class MemPlatform final : public Platform {
       p.ordinal = i;
       p.address = PeerAddress{"t-" + std::to_string(i) + ":data", AdminOf(i)};
       p.metrics = "t-" + std::to_string(i) + ":metrics";
+      p.uid = "t-" + std::to_string(i) + "-" + std::to_string(incarnation_[i]);
+      p.outdated = outdated_.count(i) > 0;
       p.ready = true;
+      if (auto it = restarting_.find(i); it != restarting_.end()) {
+        p.ready = false;
+        if (--it->second <= 0) restarting_.erase(it);
+      }
       pods.push_back(p);
     }
     return pods;
   }
   Status DrainPod(const PodName&) override { return Status::Ok(); }
+  Status RestartPod(const PodInfo& pod) override {
+    restarts_.push_back(pod);
+    if (on_restart_) on_restart_(pod);
+    if (pod.uid != "t-" + std::to_string(pod.ordinal) + "-" +
+                       std::to_string(incarnation_[pod.ordinal])) {
+      return Status::Ok();  // restarted already
+    }
+    ++incarnation_[pod.ordinal];
+    outdated_.erase(pod.ordinal);
+    restarting_[pod.ordinal] = restart_ticks_;
+    return Status::Ok();
+  }
+
+  std::set<uint32_t> outdated_;
+  std::vector<PodInfo> restarts_;
+  std::function<void(const PodInfo&)> on_restart_;
+  int restart_ticks_ = 3;
+  std::map<uint32_t, int> incarnation_;
+  std::map<uint32_t, int> restarting_;
   Status SaveState(const std::string& json) override {
     state_ = json;
     ++saves_;
@@ -65,6 +94,7 @@ class MemPlatform final : public Platform {
 class SetLoadObserver final : public Observer {
  public:
   Observation Observe(const PartitionMap& map, const std::vector<PodInfo>&) override {
+    last_ = map;
     Observation o;
     o.epoch = map.epoch();
     for (const auto& p : map.partitions()) {
@@ -77,10 +107,30 @@ class SetLoadObserver final : public Observer {
     }
     return o;
   }
+  // With `report`: what the pod holds of the map last observed, every sealed partition empty
+  // (nothing to read: retirable) and every producer state durable.
   Result<AdminPartitionsReport> PartitionsOf(const PodInfo& pod) override {
-    return Status::Unavailable(pod.name.value() + ": not observed in this test");
+    if (!report || !last_) return Status::Unavailable(pod.name.value() + ": not observed in this test");
+    AdminPartitionsReport r;
+    r.topic = last_->topic();
+    r.pod = pod.name.value();
+    r.epoch = last_->epoch();
+    for (const auto& p : last_->partitions()) {
+      if (p.owner != pod.name) continue;
+      AdminPartition a;
+      a.id = p.id;
+      a.state = p.active() ? PartitionState::kActive : PartitionState::kSealed;
+      a.range = p.range;
+      a.producers_durable = true;
+      r.partitions.push_back(a);
+    }
+    return r;
   }
   double rate = 0;
+  bool report = false;
+
+ private:
+  std::optional<PartitionMap> last_;
 };
 
 TopicSpec Spec() {
@@ -108,8 +158,8 @@ class ControlLoopTest : public ::testing::Test {
     o.executor.backoff_max = std::chrono::milliseconds(2);
     return o;
   }
-  void Make() {
-    loop_ = std::make_unique<ControlLoop>(Spec(), platform_, observer_, admin_, clock_, Options());
+  void Make(TopicSpec spec = Spec()) {
+    loop_ = std::make_unique<ControlLoop>(spec, platform_, observer_, admin_, clock_, Options());
     ASSERT_TRUE(loop_->Start().ok());
   }
   // Ticks (a second apart on the clock) until `done` or `ticks` ran out; the last status.
@@ -268,6 +318,116 @@ TEST_F(ControlLoopTest, AnUnreachablePodFailsTheStepWhichResumesWhenItAnswers) {
   Status st = TickUntil([&] { return loop_->map().active_count() > 1; });
   ASSERT_TRUE(st.ok()) << st.ToString();
   EXPECT_EQ(*admin_.Held(AdminOf(0)), loop_->map());
+}
+
+
+// The roll of a new pod template: pods that run an old one are restarted one at a time, each only
+// once it owns no partition and its sealed ones were retired, and the partitions are spread over
+// every pod again at the end.
+class RollTest : public ControlLoopTest {
+ protected:
+  static TopicSpec Pods(uint32_t pods, uint32_t partitions) {
+    TopicSpec s = Spec();
+    s.partitions.initial = partitions;
+    s.replicas.min = pods;
+    s.replicas.max = pods;
+    s.scaling.partitions_per_replica = partitions;
+    return s;
+  }
+  // Pod `ordinal`'s active partitions in the map its sidecar holds and in the loop's.
+  size_t Owned(uint32_t ordinal, const PartitionMap& map) const {
+    size_t n = 0;
+    for (const auto& p : map.partitions()) {
+      n += p.active() && p.owner == PodName("t-" + std::to_string(ordinal)) ? 1 : 0;
+    }
+    return n;
+  }
+  void SetUp() override {
+    observer_.rate = 950;  // steady just below the target: nothing to split or merge
+    observer_.report = true;
+    // At each restart: the pod owns nothing anywhere, holds no sealed partition in the loop's
+    // map, and no other pod is restarting.
+    platform_.on_restart_ = [&](const PodInfo& pod) {
+      const PartitionMap map = loop_->map();
+      EXPECT_EQ(Owned(pod.ordinal, map), 0u) << pod.name.value() << " restarted owning partitions";
+      for (const auto& p : map.partitions()) {
+        EXPECT_FALSE(p.owner == pod.name) << pod.name.value() << " restarted holding partition "
+                                          << p.id.value();
+      }
+      for (uint32_t i = 0; i < platform_.DesiredPods(); ++i) {
+        if (auto held = admin_.Held(AdminOf(i))) {
+          EXPECT_EQ(Owned(pod.ordinal, *held), 0u) << "pod " << i << "'s map";
+        }
+      }
+      EXPECT_TRUE(platform_.restarting_.empty()) << "two pods restarting at once";
+    };
+  }
+  bool Settled() {
+    return platform_.outdated_.empty() && platform_.restarting_.empty() &&
+           !loop_->plan_in_progress();
+  }
+};
+
+TEST_F(RollTest, OutdatedPodsAreEmptiedRestartedOneAtATimeAndBalancedAgain) {
+  Make(Pods(3, 6));
+  ASSERT_TRUE(TickUntil([&] { return admin_.Held(AdminOf(2)).has_value(); }).ok());
+  ASSERT_EQ(loop_->map().active_count(), 6u);
+  platform_.outdated_ = {0, 1, 2};
+  Status st = TickUntil([&] { return Settled(); }, 200);
+  ASSERT_TRUE(st.ok()) << st.ToString() << loop_->StatusJson();
+  ASSERT_TRUE(Settled()) << loop_->StatusJson();
+  ASSERT_EQ(platform_.restarts_.size(), 3u);
+  // Highest ordinal first, each once.
+  EXPECT_EQ(platform_.restarts_[0].ordinal, 2u);
+  EXPECT_EQ(platform_.restarts_[1].ordinal, 1u);
+  EXPECT_EQ(platform_.restarts_[2].ordinal, 0u);
+  EXPECT_EQ(platform_.DesiredPods(), 3u);
+  const PartitionMap map = loop_->map();
+  EXPECT_EQ(map.active_count(), 6u) << "a roll neither splits nor merges";
+  for (uint32_t i = 0; i < 3; ++i) EXPECT_EQ(Owned(i, map), 2u) << "pod " << i;
+  // The final balance sealed what it moved: retired by the loop's periodic check.
+  ASSERT_TRUE(TickUntil([&] { return loop_->map().active_count() ==
+                                     loop_->map().partitions().size(); }).ok());
+  EXPECT_EQ(loop_->map().active_count(), loop_->map().partitions().size());
+}
+
+TEST_F(RollTest, ATopicOfOnePodBorrowsASecondWhileItRestartsAndGivesItBack) {
+  Make(Pods(1, 4));
+  ASSERT_TRUE(Bootstrap().ok());
+  platform_.outdated_ = {0};
+  uint32_t most = 0;
+  Status st = TickUntil(
+      [&] {
+        most = std::max(most, platform_.DesiredPods());
+        return Settled();
+      },
+      200);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_TRUE(Settled()) << loop_->StatusJson();
+  EXPECT_EQ(most, 2u);
+  ASSERT_EQ(platform_.restarts_.size(), 1u);
+  EXPECT_EQ(platform_.DesiredPods(), 1u);
+  const PartitionMap map = loop_->map();
+  EXPECT_EQ(Owned(0, map), 4u);
+  EXPECT_EQ(map.peers().size(), 1u) << "the borrowed pod's address stayed in the map";
+}
+
+TEST_F(RollTest, APausedTopicRollsNothingAndARestartIsAskedOncePerIncarnation) {
+  Make(Pods(2, 4));
+  ASSERT_TRUE(TickUntil([&] { return admin_.Held(AdminOf(1)).has_value(); }).ok());
+  loop_->SetPaused(true);
+  platform_.outdated_ = {1};
+  (void)TickUntil([] { return false; }, 10);
+  EXPECT_FALSE(loop_->plan_in_progress());
+  EXPECT_TRUE(platform_.restarts_.empty());
+  loop_->SetPaused(false);
+  platform_.restart_ticks_ = 6;  // a slow restart: the step waits without asking again
+  Status st = TickUntil([&] { return Settled(); }, 200);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_TRUE(Settled()) << loop_->StatusJson();
+  EXPECT_EQ(platform_.restarts_.size(), 1u);
+  EXPECT_EQ(Owned(0, loop_->map()), 2u);
+  EXPECT_EQ(Owned(1, loop_->map()), 2u);
 }
 
 }  // namespace

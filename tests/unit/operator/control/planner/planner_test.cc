@@ -266,6 +266,48 @@ TEST(RebalanceTest, EmptiesEveryPodAtOrAboveTheCount) {
   }
 }
 
+TEST(RebalanceTest, VacatesOnePodThatStaysAndSpreadsItsPartitionsOverTheOthers) {
+  const PartitionMap map = Spread(12, 4);  // 3 each
+  std::map<PartitionId, double> rates;
+  for (uint32_t i = 0; i < 12; ++i) rates[PartitionId(i)] = 1000;
+  const PartitionMap after = Apply(map, Rebalance(map, rates, 4, 0.25, 0, 1u));
+  const auto counts = CountByPod(after);
+  EXPECT_EQ(counts.count(1), 0u) << "pod 1 still owns partitions";
+  for (int64_t pod : {0, 2, 3}) EXPECT_EQ(counts.at(pod), 4) << "pod " << pod;
+  // The only pod cannot be vacated: nothing moves.
+  EXPECT_TRUE(Rebalance(Spread(3, 1), rates, 1, 0.25, 0, 0u).empty());
+}
+
+TEST(MakeRollPlanTest, EachOutdatedPodIsEmptiedConsumedRetiredThenRestarted) {
+  const Plan plan = MakeRollPlan({2, 0}, 3);
+  std::vector<std::string> kinds;
+  for (const auto& s : plan.steps) {
+    kinds.push_back(std::string(ToString(s.kind)) +
+                    (s.vacate ? "@" + std::to_string(*s.vacate) : "") +
+                    (s.rebalance ? "+move" : "") + (s.retire ? "+retire" : ""));
+    EXPECT_EQ(s.pods, 3u) << s.what;
+  }
+  EXPECT_EQ(kinds, (std::vector<std::string>{
+                       "change@2+move", "wait_consumed@2", "change+retire", "restart@2",
+                       "change@0+move", "wait_consumed@0", "change+retire", "restart@0",
+                       "change+move"}));
+  EXPECT_NE(plan.reason.find("old template (2, 0)"), std::string::npos) << plan.reason;
+  EXPECT_TRUE(MakeRollPlan({}, 3).steps.empty());
+}
+
+TEST(MakeRollPlanTest, OnePodBorrowsASecondForTheRollAndGivesItBack) {
+  const Plan plan = MakeRollPlan({0}, 1);
+  std::vector<std::string> kinds;
+  for (const auto& s : plan.steps) {
+    kinds.push_back(std::string(ToString(s.kind)) + std::to_string(s.pods) +
+                    (s.vacate ? "@" + std::to_string(*s.vacate) : ""));
+  }
+  EXPECT_EQ(kinds, (std::vector<std::string>{"set_pods2", "wait_ready2", "change2@0",
+                                             "wait_consumed2@0", "change2", "restart2@0",
+                                             "change1", "wait_consumed1", "change1", "drain1",
+                                             "set_pods1"}));
+}
+
 TEST(RebalanceTest, EvacuatesOwnersOutsideTheTopicsPods) {
   const PartitionMap map = Must(PartitionMap::Initial(
       "orders", 4, {PodName("orders-0"), PodName("stranger"), PodName("orders-1"), PodName("x")}));
@@ -634,10 +676,12 @@ Plan FullPlan() {
   split.last_error = "sidecar said \"no\"\t(503)";
   split.target = target.ToJson();
   plan.steps.push_back(split);
-  for (Kind k : {Kind::kSetPods, Kind::kWaitReady, Kind::kWaitConsumed, Kind::kDrain}) {
+  for (Kind k : {Kind::kSetPods, Kind::kWaitReady, Kind::kWaitConsumed, Kind::kDrain,
+                 Kind::kRestart}) {
     PlanStep s = ChangeStep(7);
     s.kind = k;
     s.what = std::string(ToString(k)) + " step";
+    if (k == Kind::kRestart || k == Kind::kWaitConsumed) s.vacate = 4294967295u;
     plan.steps.push_back(s);
   }
   plan.steps[1].state = PlanStep::State::kDone;
@@ -662,6 +706,7 @@ void ExpectPlanEq(const Plan& a, const Plan& b) {
     EXPECT_EQ(x.last_error, y.last_error);
     EXPECT_EQ(x.rebalance, y.rebalance);
     EXPECT_EQ(x.retire, y.retire);
+    EXPECT_EQ(x.vacate, y.vacate);
     EXPECT_EQ(x.target, y.target);
     ASSERT_EQ(x.splits.size(), y.splits.size());
     for (size_t j = 0; j < x.splits.size(); ++j) {
@@ -759,12 +804,15 @@ std::string StepWith(const std::string& field, const std::string& value) {
       {"merges", R"([{"run":[2,3],"peak_rate":1}])"},
       {"target", "null"}};
   std::string out = "{";
+  bool known = false;
   for (const auto& [k, v] : fields) {
     const std::string& use = k == field ? value : v;
+    known |= k == field;
     if (k == field && value.empty()) continue;
     if (out.size() > 1) out += ',';
     out += "\"" + k + "\":" + use;
   }
+  if (!known && !field.empty()) out += ",\"" + field + "\":" + value;  // an optional field
   return out + "}";
 }
 
@@ -828,7 +876,11 @@ INSTANTIATE_TEST_SUITE_P(
                     PlanWith(StepWith("merges", R"([{"run":[4294967298,3],"peak_rate":1}])")),
                     "partition"},
         BadPlanCase{"pods_out_of_range", PlanWith(StepWith("pods", "4294967298")), "pods"},
-        BadPlanCase{"unknown_state", PlanWith(StepWith("state", R"("exploded")")), "state"}),
+        BadPlanCase{"unknown_state", PlanWith(StepWith("state", R"("exploded")")), "state"},
+        BadPlanCase{"vacate_not_ordinal", PlanWith(StepWith("vacate", R"("pod-1")")), "vacate"},
+        BadPlanCase{"vacate_out_of_range", PlanWith(StepWith("vacate", "4294967296")), "vacate"},
+        BadPlanCase{"restart_without_vacate", PlanWith(StepWith("kind", R"("restart")")),
+                    "a restart step needs vacate"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
