@@ -10,8 +10,10 @@
 #      kubectl rollout status; helm test
 #   2. a pod that keeps its capabilities is refused by the same admission
 #   3. kubectl apply -f examples/quickstart.yaml, get ptopic (printer columns), describe ptopic,
-#      keyed load through a topic pod, kubectl scale ptopic, the verifier's zeros, kubectl delete
-#      ptopic (the finalizer removes what the topic owned)
+#      keyed load through a topic pod, kubectl scale ptopic, the verifier's zeros, kubectl patch
+#      ptopic with a new pod template under load (the StatefulSet updates OnDelete: the operator
+#      rolls the pods, each emptied first) and the verifier again, kubectl delete ptopic (the
+#      finalizer removes what the topic owned)
 #   4. helm upgrade with helm/shoal/ci/namespaced-monitoring-values.yaml (watchNamespaces
 #      team-a and team-b: Roles instead of the ClusterRole; ServiceMonitor, PodMonitor,
 #      PrometheusRule, NetworkPolicies): the new operator pods run a topic in team-a, which a
@@ -64,13 +66,24 @@ verify() {
   verify_seen "$shoal" "$work/acked-$1.jsonl" "$dir"
 }
 
-# load NS: keyed load through the topic's first pod in NS; acknowledged events to acked-NS.jsonl.
+# load NS [SECONDS] [NAME]: keyed load through the topic's pods in NS (producers NAME-*, 4 s by
+# default); acknowledged events are added to acked-NS.jsonl.
 load() {
-  local ns="$1" ip
-  ip="$(kubectl -n "$ns" get pod quickstart-0 -o jsonpath='{.status.podIP}')"
-  [[ -n "$ip" ]] || fail "quickstart-0 in $ns has no pod IP"
-  "$shoal" load --targets "http://$ip:8080" --topic quickstart --producers 2 --keys 500 --batch 50 \
-    --rate 2000 --duration 4 --seed 7 --acked-out "$work/acked-$ns.jsonl" --json
+  local ns="$1" seconds="${2:-4}" name="${3:-prod}" targets
+  targets="$(kubectl -n "$ns" get pods -l app.kubernetes.io/instance=quickstart \
+    -o jsonpath='{range .items[*]}http://{.status.podIP}:8080,{end}')"
+  [[ "$targets" == http://?* ]] || fail "the topic's pods in $ns have no pod IP"
+  "$shoal" load --targets "${targets%,}" --topic quickstart --producers 2 --keys 500 --batch 50 \
+    --rate 2000 --duration "$seconds" --seed 7 --producer-prefix "$name" \
+    --acked-out "$work/acked-$ns-$name.jsonl" --json
+  cat "$work/acked-$ns-$name.jsonl" >>"$work/acked-$ns.jsonl"
+}
+
+# revisions: each topic pod's controller-revision-hash and the StatefulSet's updateRevision.
+revisions() {
+  kubectl get pods -l app.kubernetes.io/instance=quickstart \
+    -o jsonpath='{range .items[*]}{.metadata.name}={.metadata.labels.controller-revision-hash} {end}'
+  echo "update=$(kubectl get statefulset quickstart -o jsonpath='{.status.updateRevision}')"
 }
 
 step "the test cluster"
@@ -80,7 +93,7 @@ start_test_cluster "$build" "$work" --in-cluster --namespaces default,shoal-syst
   --crd tests/e2e/crds/monitoring.coreos.com_servicemonitors.yaml \
   --crd tests/e2e/crds/monitoring.coreos.com_podmonitors.yaml \
   --crd tests/e2e/crds/monitoring.coreos.com_prometheusrules.yaml \
-  --image "wget=$wget_bin"
+  --image "wget=$wget_bin" --keep-ended-empty-dirs
 cat "$work/cluster.out"
 helm version --short
 kubectl version
@@ -127,6 +140,31 @@ kubectl wait --for=condition=Ready ptopic/quickstart --timeout=90s
 kubectl get ptopic quickstart
 
 step "the verifier: every acknowledged event seen, in order per key"
+verify default
+
+step "kubectl patch ptopic quickstart (a new pod template): the operator rolls the pods, each emptied first"
+[[ "$(kubectl get statefulset quickstart -o jsonpath='{.spec.updateStrategy.type}')" == OnDelete ]] ||
+  fail "the StatefulSet does not update OnDelete: its controller would restart pods that own partitions"
+before="$(revisions)"
+echo "before: $before"
+kubectl patch ptopic quickstart --type merge -p '{"spec":{"durability":{"fsync":"always"}}}'
+load default 12 roll &
+load_pid=$!
+rolled=""
+for _ in $(seq 1 600); do
+  now="$(revisions)"
+  update="${now##*update=}"
+  pods="$(kubectl get pods -l app.kubernetes.io/instance=quickstart -o jsonpath='{range .items[*]}{.metadata.labels.controller-revision-hash}{"/"}{.status.conditions[?(@.type=="Ready")].status}{" "}{end}')"
+  plan="$(kubectl get ptopic quickstart -o jsonpath='{.status.plan.reason}')"
+  if [[ -n "$update" && "$before" != *"update=$update" && "$pods" == "$update/True $update/True " && -z "$plan" ]]; then
+    rolled="$now"
+    break
+  fi
+  sleep 0.1
+done
+echo "after: $(revisions)"
+[[ -n "$rolled" ]] || fail "the pods were not rolled to the new template in 60 s"
+wait "$load_pid" || fail "the load during the roll failed"
 verify default
 
 step "kubectl describe ptopic quickstart"

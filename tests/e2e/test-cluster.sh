@@ -42,12 +42,13 @@ expect_quickstart_listed() {
 }
 
 # verify_seen SHOAL ACKED DIR: waits up to 30 s for the consumers' seen.jsonl files under DIR
-# (pod directories of the test kubelet) to hold every event in ACKED, in order per key and
-# once, and prints the verifier's line.
+# (pod directories of the test kubelet; also those a restarted pod left, data.ended-<uid>, with
+# --keep-ended-empty-dirs) to hold every event in ACKED, in order per key and once, and prints
+# the verifier's line.
 verify_seen() {
   local shoal="$1" acked="$2" dir="$3" out="" files=()
   for _ in $(seq 1 300); do
-    mapfile -t files < <(find "$dir" -maxdepth 3 -path '*/data/seen.jsonl')
+    mapfile -t files < <(find "$dir" -maxdepth 3 -path '*/data/seen.jsonl' -o -maxdepth 3 -path '*/data.ended-*/seen.jsonl')
     if ((${#files[@]})) &&
       out="$("$shoal" verify --acked "$acked" --seen "${files[@]}" --json 2>/dev/null)"; then
       break

@@ -98,6 +98,7 @@ Result<std::unique_ptr<TestCluster>> TestCluster::Start(TestClusterOptions optio
   ko.images = {{"shoal-sidecar", o.sidecar_binary}, {"shoal", o.shoal_binary}};
   for (const auto& [image, binary] : o.extra_images) ko.images[image] = binary;
   ko.namespaces = o.namespaces;
+  ko.keep_ended_empty_dirs = o.keep_ended_empty_dirs;
   if (o.in_cluster) {
     ko.images["shoal-operator"] = o.operator_binary;
     const uint16_t port = static_cast<uint16_t>(

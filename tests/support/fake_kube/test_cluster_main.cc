@@ -6,11 +6,13 @@
 //
 //   shoal-test-cluster --kubeconfig out.yaml --work-dir DIR [--ip-prefix 127.X.Y] [--operators N]
 //                      [--namespaces a,b] [--in-cluster] [--crd FILE]... [--image NAME=BINARY]...
+//                      [--keep-ended-empty-dirs]
 //
 // --in-cluster lets pods talk to the API server as in a cluster (TestClusterOptions::in_cluster):
 // the Helm chart's operator Deployment then runs. --namespaces lists the namespaces whose pods
 // the kubelet runs (default: default). --crd serves more CRDs from the start (as a cluster that
-// has prometheus-operator's); --image maps more images (a container's command[0]) to binaries.
+// has prometheus-operator's); --image maps more images (a container's command[0]) to binaries;
+// --keep-ended-empty-dirs keeps what a restarted pod left in its emptyDirs (<volume>.ended-<uid>).
 //
 // --operators starts N shoal-operator processes outside the cluster (as `make run` does with a
 // kubeconfig; their logs are DIR/operator-<i>.log), for scripts that install no operator with
@@ -49,6 +51,9 @@ int main(int argc, char** argv) {
   app.add_option("--crd", crds, "another CRD file to serve from the start")
       ->check(CLI::ExistingFile);
   app.add_option("--image", images, "NAME=BINARY: the host binary that plays image NAME");
+  bool keep_ended_empty_dirs = false;
+  app.add_flag("--keep-ended-empty-dirs", keep_ended_empty_dirs,
+               "keep an ended pod's emptyDir volumes as <volume>.ended-<uid>");
   CLI11_PARSE(app, argc, argv);
 
   // Block the stop signals before any thread starts, and wait for them below.
@@ -66,6 +71,7 @@ int main(int argc, char** argv) {
   o.ip_prefix = ip_prefix;
   o.serve_tls = true;
   o.in_cluster = in_cluster;
+  o.keep_ended_empty_dirs = keep_ended_empty_dirs;
   o.namespaces.clear();
   for (size_t start = 0; start <= namespaces.size();) {
     size_t comma = namespaces.find(',', start);

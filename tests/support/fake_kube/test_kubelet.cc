@@ -2252,6 +2252,10 @@ void TestKubelet::Impl::Terminate(std::shared_ptr<Pod> pod) {
   }
   std::error_code ec;
   for (const auto& [name, vol] : pod->volumes) {
+    if (vol.kind == "emptyDir" && opts_.keep_ended_empty_dirs) {
+      fs::rename(vol.host, vol.host + ".ended-" + pod->uid, ec);
+      continue;
+    }
     if (vol.kind == "emptyDir" || vol.kind == "secret") fs::remove_all(vol.host, ec);
   }
   for (const auto& claim : pod->claims_to_delete) {

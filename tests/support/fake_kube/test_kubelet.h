@@ -127,6 +127,10 @@ struct TestKubeletOptions {
   std::string api_service_host;
   int api_service_port = 0;
   std::string api_ca_file;
+  // An ended pod's emptyDir volumes are kept, renamed <volume>.ended-<uid> beside the next
+  // incarnation's, instead of deleted as a real kubelet does: end-to-end scripts read what a
+  // restarted pod's consumer recorded there (as `kubectl logs --previous` keeps a log).
+  bool keep_ended_empty_dirs = false;
 };
 
 // What one container of a pod is doing now.
