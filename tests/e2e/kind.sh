@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
 # End-to-end test of the Helm chart on a kind cluster, for a machine with Docker, kind, kubectl
-# and helm (CI's machine has none of them; tests/unit/helm checks the chart statically there):
+# and helm (CI's machine has no Docker; tests/e2e/quickstart.sh runs the same quickstart steps
+# with real helm and kubectl against the test cluster there):
 #
 #   1. create a kind cluster (one node: the verifier's files live in a hostPath on it)
 #   2. docker build the image (Dockerfile at the repository root) and kind load it
-#   3. helm install helm/shoal (the CRD comes from the chart's crds/)
+#   3. the README's quickstart, as quickstart.sh runs it (checks from tests/e2e/checks.sh): the
+#      release namespace with Pod Security "restricted", helm install helm/shoal --wait (the CRD
+#      from the chart's crds/), kubectl rollout status, helm test; in a restricted namespace, a
+#      pod that keeps its capabilities refused, kubectl apply -f examples/quickstart.yaml (with
+#      the built image), kubectl get ptopic (printer columns), kubectl scale ptopic, kubectl patch
+#      ptopic with a new pod template (the operator rolls the pods, each emptied first),
+#      kubectl describe, kubectl delete ptopic (the finalizer removes what it owned)
 #   4. apply examples/flash-sale.yaml with the built image as the sidecar and a consumer that
 #      really consumes (`shoal consume`, recording what it sees per pod)
 #   5. run a flash sale (`shoal load --profile surge`) from a pod, wait for the topic to scale up
 #   6. verify with `shoal verify`: nothing lost, no key out of order
-#   7. wait for the way back down, run `helm test`, tear down (also on failure or Ctrl-C)
+#   7. wait for the way back down, helm uninstall --wait, tear down (also on failure or Ctrl-C)
 #
 # Usage: tests/e2e/kind.sh [--cluster NAME] [--keep-cluster] [--image NAME:TAG] [--skip-build]
 #                          [--duration S] [--rate R] [--print-topic]
@@ -43,7 +50,7 @@ example=examples/flash-sale.yaml
 node_dir=/var/lib/shoal-e2e
 
 usage() {
-  sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 while (($#)); do
@@ -94,6 +101,10 @@ fail() {
   printf 'kind.sh: FAILED: %s\n' "$*" >&2
   exit 1
 }
+# The quickstart's checks (shared with quickstart.sh); their files go to $work.
+# shellcheck source=tests/e2e/checks.sh
+source tests/e2e/checks.sh
+qs_ns=shoal-quickstart
 
 # The example topic with the built image as its sidecar and, instead of the example's app
 # (an image that does not exist), `shoal consume` on the pod's sidecar
@@ -194,9 +205,11 @@ for tool in docker kind kubectl helm; do
 done
 
 created_cluster=0
+work="$(mktemp -d)"
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
+  rm -rf "$work"
   if ((rc != 0)) && kubectl cluster-info >/dev/null 2>&1; then
     echo "---- diagnostics (exit $rc) ----" >&2
     kubectl get ptopic,statefulsets,pods -A -o wide >&2 || true
@@ -234,11 +247,39 @@ fi
 log "loading $image into $cluster"
 kind load docker-image "$image" --name "$cluster"
 
-log "installing the chart (release $release in $release_ns)"
-helm upgrade --install "$release" helm/shoal --namespace "$release_ns" --create-namespace \
+log "helm install (release $release in $release_ns, Pod Security restricted)"
+kubectl create namespace "$release_ns" --dry-run=client -o yaml | kubectl apply -f -
+kubectl label namespace "$release_ns" pod-security.kubernetes.io/enforce=restricted --overwrite
+helm upgrade --install "$release" helm/shoal --namespace "$release_ns" \
   --set-string image.repository="${image%:*}" --set-string image.tag="${image##*:}" \
   --set image.pullPolicy=IfNotPresent --wait --timeout 5m
 kubectl wait --for condition=Established crd/partitionedtopics.shoal.dev --timeout=60s
+kubectl -n "$release_ns" rollout status deployment/shoal-operator --timeout=120s
+helm test "$release" --namespace "$release_ns" --logs
+
+log "the quickstart in namespace $qs_ns (Pod Security restricted)"
+kubectl delete namespace "$qs_ns" --ignore-not-found --wait
+kubectl create namespace "$qs_ns"
+kubectl label namespace "$qs_ns" pod-security.kubernetes.io/enforce=restricted
+expect_restricted_refusal "$qs_ns"
+# The example with the built image (it names shoal:latest, which kind cannot pull).
+sed -E "s|^( *)image: shoal:latest\$|\\1image: $image\\n\\1imagePullPolicy: IfNotPresent|" examples/quickstart.yaml |
+  kubectl -n "$qs_ns" apply -f -
+kubectl -n "$qs_ns" wait --for=condition=Ready ptopic/quickstart --timeout=300s
+expect_quickstart_listed "$qs_ns"
+kubectl -n "$qs_ns" scale ptopic quickstart --replicas 2
+kubectl -n "$qs_ns" wait --for=jsonpath='{.status.replicas}'=2 ptopic/quickstart --timeout=300s
+kubectl -n "$qs_ns" wait --for=condition=Ready ptopic/quickstart --timeout=300s
+before="$(revisions "$qs_ns" quickstart)"
+echo "before: $before"
+kubectl -n "$qs_ns" patch ptopic quickstart --type merge -p '{"spec":{"durability":{"fsync":"always"}}}'
+expect_rolled "$qs_ns" quickstart "$before" 300
+kubectl -n "$qs_ns" describe ptopic quickstart | tee "$work/describe.txt" | head -40
+grep -q 'Type: *Ready' "$work/describe.txt" || fail "describe shows no Ready condition"
+kubectl -n "$qs_ns" delete ptopic quickstart --timeout=120s
+left="$(kubectl -n "$qs_ns" get statefulsets,services,poddisruptionbudgets -l app.kubernetes.io/instance=quickstart -o name)"
+[[ -z "$left" ]] || fail "the topic's objects outlived it: $left"
+kubectl delete namespace "$qs_ns" --wait
 
 log "applying $example (sidecar $image, consumer: shoal consume)"
 topic_manifest | kubectl apply -f -
@@ -295,7 +336,10 @@ until r="$(topic_field replicas)" && ((${r:-0} > 0 && r <= min_replicas)); do
 done
 echo "scaled down: $(topic_field partitions) partitions, $(topic_field replicas) pods"
 
-log "helm test"
-helm test "$release" --namespace "$release_ns" --logs
+log "helm uninstall"
+kubectl -n "$topic_ns" delete ptopic "$topic" --timeout=180s
+helm uninstall "$release" --namespace "$release_ns" --wait --timeout 120s
+left="$(kubectl -n "$release_ns" get deployments,replicasets,pods,services -o name)"
+[[ -z "$left" ]] || fail "helm uninstall left: $left"
 
 log "PASSED: scaled $initial_partitions -> $max_partitions partitions and $initial_replicas -> $max_replicas pods, verified, back to $(topic_field replicas) pods"

@@ -50,14 +50,14 @@ kubectl api-resources --api-group shoal.dev | grep -q 'partitionedtopics  *ptopi
 
 step "Pod Security restricted on the namespace"
 kubectl label namespace default pod-security.kubernetes.io/enforce=restricted
-expect_restricted_refusal
+expect_restricted_refusal default
 
 step "kubectl apply -f examples/quickstart.yaml"
 kubectl apply -f examples/quickstart.yaml
 kubectl wait --for=condition=Ready ptopic/quickstart --timeout=90s
 
 step "kubectl get ptopic"
-expect_quickstart_listed
+expect_quickstart_listed default
 
 step "keyed load through a topic pod"
 ip="$(kubectl get pod quickstart-0 -o jsonpath='{.status.podIP}')"

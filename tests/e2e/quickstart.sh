@@ -79,13 +79,6 @@ load() {
   cat "$work/acked-$ns-$name.jsonl" >>"$work/acked-$ns.jsonl"
 }
 
-# revisions: each topic pod's controller-revision-hash and the StatefulSet's updateRevision.
-revisions() {
-  kubectl get pods -l app.kubernetes.io/instance=quickstart \
-    -o jsonpath='{range .items[*]}{.metadata.name}={.metadata.labels.controller-revision-hash} {end}'
-  echo "update=$(kubectl get statefulset quickstart -o jsonpath='{.status.updateRevision}')"
-}
-
 step "the test cluster"
 # shellcheck source=tests/e2e/test-cluster.sh
 source tests/e2e/test-cluster.sh
@@ -121,14 +114,14 @@ echo "leader: $holder"
 
 step "Pod Security restricted refuses a pod that keeps its capabilities"
 kubectl label namespace default pod-security.kubernetes.io/enforce=restricted
-expect_restricted_refusal
+expect_restricted_refusal default
 
 step "kubectl apply -f examples/quickstart.yaml"
 kubectl apply -f examples/quickstart.yaml
 kubectl wait --for=condition=Ready ptopic/quickstart --timeout=90s
 
 step "kubectl get ptopic"
-expect_quickstart_listed
+expect_quickstart_listed default
 
 step "keyed load through a topic pod"
 load default
@@ -143,27 +136,12 @@ step "the verifier: every acknowledged event seen, in order per key"
 verify default
 
 step "kubectl patch ptopic quickstart (a new pod template): the operator rolls the pods, each emptied first"
-[[ "$(kubectl get statefulset quickstart -o jsonpath='{.spec.updateStrategy.type}')" == OnDelete ]] ||
-  fail "the StatefulSet does not update OnDelete: its controller would restart pods that own partitions"
-before="$(revisions)"
+before="$(revisions default quickstart)"
 echo "before: $before"
 kubectl patch ptopic quickstart --type merge -p '{"spec":{"durability":{"fsync":"always"}}}'
 load default 12 roll &
 load_pid=$!
-rolled=""
-for _ in $(seq 1 600); do
-  now="$(revisions)"
-  update="${now##*update=}"
-  pods="$(kubectl get pods -l app.kubernetes.io/instance=quickstart -o jsonpath='{range .items[*]}{.metadata.labels.controller-revision-hash}{"/"}{.status.conditions[?(@.type=="Ready")].status}{" "}{end}')"
-  plan="$(kubectl get ptopic quickstart -o jsonpath='{.status.plan.reason}')"
-  if [[ -n "$update" && "$before" != *"update=$update" && "$pods" == "$update/True $update/True " && -z "$plan" ]]; then
-    rolled="$now"
-    break
-  fi
-  sleep 0.1
-done
-echo "after: $(revisions)"
-[[ -n "$rolled" ]] || fail "the pods were not rolled to the new template in 60 s"
+expect_rolled default quickstart "$before" 60
 wait "$load_pid" || fail "the load during the roll failed"
 verify default
 

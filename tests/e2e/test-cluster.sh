@@ -1,6 +1,9 @@
 # shellcheck shell=bash
 # Sourced by the tests/e2e scripts that drive the test cluster (not run on its own). They define
-# `fail MESSAGE` and `kubectl`, and keep their files in $work.
+# `fail MESSAGE` and `kubectl`, and keep their files in $work. The checks that hold on any
+# cluster (kind.sh runs them on a real one) are in checks.sh, sourced here.
+# shellcheck source=tests/e2e/checks.sh
+source "$(dirname "${BASH_SOURCE[0]}")/checks.sh"
 #
 # start_test_cluster BUILD WORK [ARGS...]: starts BUILD/tests/shoal-test-cluster with its
 # kubeconfig at $KUBECONFIG and WORK as its work directory (plus ARGS), sets cluster_pid, and
@@ -17,28 +20,6 @@ start_test_cluster() {
     sleep 0.1
   done
   fail "the test cluster did not become ready in 10 s"
-}
-
-# expect_restricted_refusal: applies tests/e2e/restricted-pod.yaml (a pod that keeps its
-# capabilities) in a namespace labelled pod-security.kubernetes.io/enforce=restricted and fails
-# unless Pod Security refuses it, naming the missing drop: [ALL].
-expect_restricted_refusal() {
-  if kubectl apply -f tests/e2e/restricted-pod.yaml 2>"$work/refused.txt"; then
-    fail "a pod that does not drop ALL capabilities was admitted to a restricted namespace"
-  fi
-  cat "$work/refused.txt"
-  grep -qF 'violates PodSecurity "restricted:latest": unrestricted capabilities (container "app" must set securityContext.capabilities.drop=["ALL"])' "$work/refused.txt" ||
-    fail "the refusal does not name the missing drop: [ALL]"
-}
-
-# expect_quickstart_listed: `kubectl get ptopic` prints the CRD's printer
-# columns and the quickstart topic with 2 partitions, 1 replica, Ready.
-expect_quickstart_listed() {
-  kubectl get ptopic | tee "$work/get.txt"
-  head -1 "$work/get.txt" | grep -Eq '^NAME +PARTITIONS +REPLICAS +EPOCH +READY +PAUSED +LAST DECISION +AGE$' ||
-    fail "kubectl get ptopic does not print the CRD's printer columns"
-  grep -Eq '^quickstart +2 +1 +[0-9]+ +True +False ' "$work/get.txt" ||
-    fail "the topic is not 2 partitions, 1 replica, Ready, not paused"
 }
 
 # verify_seen SHOAL ACKED DIR: waits up to 30 s for the consumers' seen.jsonl files under DIR

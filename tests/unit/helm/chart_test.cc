@@ -736,7 +736,13 @@ TEST(KindScriptTest, AppliesTheExampleWithARealConsumer) {
   const std::string script = Read(kSource / "tests/e2e/kind.sh");
   for (const char* use :
        {"shoal load --targets", "--profile surge", "--acked-out", "shoal verify --acked", "--seen",
-        "helm test", "kind delete cluster", "trap cleanup EXIT"}) {
+        "helm test", "kind delete cluster", "trap cleanup EXIT",
+        // The quickstart's steps with quickstart.sh's checks (tests/e2e/checks.sh).
+        "source tests/e2e/checks.sh", "pod-security.kubernetes.io/enforce=restricted",
+        "rollout status deployment/shoal-operator", "expect_restricted_refusal",
+        "examples/quickstart.yaml", "expect_quickstart_listed", "scale ptopic quickstart",
+        "patch ptopic quickstart", "expect_rolled", "describe ptopic quickstart",
+        "delete ptopic quickstart", "helm uninstall"}) {
     EXPECT_NE(script.find(use), std::string::npos) << use;
   }
   const std::string cli = Read(kSource / "cli/src/cmd/load_verify.cc");
