@@ -21,7 +21,7 @@ import sys
 # Labels Prometheus attaches to every series of a target: the scrape configs of the Helm chart
 # (PodMonitor, ServiceMonitor) and of the tests add these.
 TARGET_LABELS = {"namespace", "pod", "instance", "job", "shoal_component", "container",
-                 "endpoint", "service"}
+                 "endpoint", "service", "cluster"}
 DS_UID_FORMS = {"$datasource", "${datasource}"}
 PROMQL_WORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "and", "or",
                 "unless", "offset", "bool"}
@@ -94,6 +94,10 @@ def check_expr(where, expr, metrics, require_topic_filter):
             if not re.search(r'\bnamespace\s*=~\s*"\$namespace"', block):
                 problem(where, f'{name} is not filtered by namespace=~"$namespace" (topics of '
                                'one name in two namespaces would show as one)')
+            if require_topic_filter == "dashboard" and not re.search(
+                    r'\bcluster\s*=~\s*"\$cluster"', block):
+                problem(where, f'{name} is not filtered by cluster=~"$cluster" (topics of one '
+                               'name in two clusters would show as one)')
     bare = strip_strings(expr)
     for m in re.finditer(r"\b(by|without|on|ignoring|group_left|group_right)\s*\(([^)]*)\)", bare):
         kept = {l.strip() for l in m.group(2).split(",")} - {""}
@@ -103,6 +107,10 @@ def check_expr(where, expr, metrics, require_topic_filter):
         if m.group(1) in ("by", "on") and "topic" in kept and "namespace" not in kept:
             problem(where, f"{m.group(1)} ({m.group(2)}) keeps topic but not namespace: topics "
                            "of one name in two namespaces would merge")
+        if (require_topic_filter == "dashboard" and m.group(1) in ("by", "on")
+                and "topic" in kept and "cluster" not in kept):
+            problem(where, f"{m.group(1)} ({m.group(2)}) keeps topic but not cluster: topics "
+                           "of one name in two clusters would merge")
     return allowed
 
 
@@ -146,20 +154,29 @@ def check_dashboard(path, metrics):
                     check_expr(f"{path} variable {name}", lv.group(1) + lv.group(2), metrics, False)
             else:
                 check_expr(f"{path} variable {name}", q, metrics, False)
-    # Topics are picked within namespaces: one name in two namespaces is two topics.
-    namespace = variables.get("namespace")
-    if (not namespace or not namespace.get("multi") or not namespace.get("includeAll")
-            or "label_values(shoal_control_partitions, namespace)" not in json.dumps(namespace)):
-        problem(path, "needs a multi-value namespace variable with All, from "
-                      "label_values(shoal_control_partitions, namespace)")
+    # Topics are picked within namespaces within clusters: one name in two namespaces (or two
+    # clusters of one Prometheus, Thanos or Mimir) is two topics. With no cluster label, the
+    # cluster variable's All (.*) matches every series.
     names = list(variables)
-    topic = variables.get("topic")
-    topic_query = 'label_values(shoal_control_partitions{namespace=~\\"$namespace\\"}, topic)'
-    if (not topic or not topic.get("multi") or not topic.get("includeAll")
-            or topic_query not in json.dumps(topic)
-            or ("namespace" in names and names.index("namespace") > names.index("topic"))):
-        problem(path, "needs a multi-value topic variable with All after the namespace one, from "
-                      'label_values(shoal_control_partitions{namespace=~"$namespace"}, topic)')
+    picks = [
+        ("cluster", "label_values(shoal_control_partitions, cluster)", None),
+        ("namespace", 'label_values(shoal_control_partitions{cluster=~"$cluster"}, namespace)',
+         "cluster"),
+        ("topic", 'label_values(shoal_control_partitions{cluster=~"$cluster",'
+                  'namespace=~"$namespace"}, topic)', "namespace"),
+    ]
+    for name, query, after in picks:
+        v = variables.get(name)
+        q = v.get("query") if v else None
+        q = q.get("query", "") if isinstance(q, dict) else (q or "")
+        # The cluster's All must match series without the label (one Prometheus, no cluster).
+        all_ok = v and (v.get("allValue") == ".*" if name == "cluster" else v.get("includeAll"))
+        if (not v or not v.get("multi") or not v.get("includeAll") or not all_ok
+                or q != query or (after and after in names
+                                  and names.index(after) > names.index(name))):
+            problem(path, f"needs a multi-value {name} variable with All"
+                          + (' (allValue ".*")' if name == "cluster" else "")
+                          + (f" after the {after} one" if after else "") + f", from {query}")
 
     annotations = d.get("annotations", {}).get("list", [])
     if not annotations:
@@ -171,7 +188,7 @@ def check_dashboard(path, metrics):
         if not a.get("expr"):
             problem(where, "has no expr")
         else:
-            check_expr(where, a["expr"], metrics, True)
+            check_expr(where, a["expr"], metrics, "dashboard")
 
     ids = set()
 
@@ -201,7 +218,7 @@ def check_dashboard(path, metrics):
                 if not t.get("expr"):
                     problem(tw, "has no expr")
                     continue
-                check_expr(tw, t["expr"], metrics, True)
+                check_expr(tw, t["expr"], metrics, "dashboard")
 
     walk(d.get("panels", []))
     if len(ids) < 2:
