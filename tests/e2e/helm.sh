@@ -3,6 +3,9 @@
 # against the test cluster (build/tests/shoal-test-cluster): Helm 4's server-side apply of the CRD
 # and of every rendered object, its release Secrets (protobuf-encoded by client-go), `helm
 # upgrade` to the single-replica values, `helm history`, `helm uninstall` removing what it made.
+# First, every object that every values combination renders is sent to the API as a server dry
+# run with strict field validation: accepted by the schemas (the CRDs', the built-in kinds' from
+# the Kubernetes OpenAPI), RBAC and admission.
 # The operator's Deployment is stored, not run: the test kubelet runs StatefulSets only.
 #
 #   tests/e2e/helm.sh [build-dir]
@@ -31,7 +34,38 @@ step() { echo; echo "== $*"; }
 
 # shellcheck source=tests/e2e/test-cluster.sh
 source tests/e2e/test-cluster.sh
-start_test_cluster "$build" "$work"
+start_test_cluster "$build" "$work" \
+  --crd tests/e2e/crds/monitoring.coreos.com_servicemonitors.yaml \
+  --crd tests/e2e/crds/monitoring.coreos.com_podmonitors.yaml \
+  --crd tests/e2e/crds/monitoring.coreos.com_prometheusrules.yaml
+
+step "every object of every values combination is accepted by the API (schemas, strict fields, admission)"
+kubectl create namespace team-a
+kubectl create namespace team-b
+kubectl create namespace shoal-system
+kubectl label namespace shoal-system pod-security.kubernetes.io/enforce=restricted
+# The check can fail: an unknown field is refused under --validate=strict (fieldValidation=Strict).
+if kubectl -n shoal-system apply --dry-run=server --validate=strict -f - 2>"$work/strict.txt" <<'YAML'
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: typo}
+datta: {k: v}
+YAML
+then
+  fail "the API accepted an unknown field under --validate=strict"
+fi
+grep -q 'unknown field "datta"' "$work/strict.txt" || { cat "$work/strict.txt" >&2; fail "the strict refusal does not name the field"; }
+for values in "" helm/shoal/ci/*-values.yaml; do
+  args=()
+  [[ -n "$values" ]] && args=(-f "$values")
+  helm template shoal helm/shoal -n shoal-system --include-crds "${args[@]}" >"$work/rendered.yaml"
+  kubectl apply --dry-run=server --validate=strict -f "$work/rendered.yaml" \
+    >"$work/accepted.txt" 2>"$work/refused.txt" ||
+    { cat "$work/refused.txt" >&2; fail "the API refused an object rendered with ${values:-the default values}"; }
+  ! grep -q . "$work/refused.txt" || { cat "$work/refused.txt" >&2; fail "warnings for ${values:-the default values}"; }
+  echo "${values:-default values}: $(grep -c . "$work/accepted.txt") objects accepted (server dry run, strict)"
+done
+kubectl delete namespace shoal-system
 
 step "helm install with values that the schema refuses: nothing is created"
 if helm install shoal helm/shoal -n shoal-system --create-namespace --set operator.maxPartitions=70000 \

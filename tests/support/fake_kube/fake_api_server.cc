@@ -593,6 +593,8 @@ class FakeApiServer::Impl : public std::enable_shared_from_this<FakeApiServer::I
   Reply Get(const Call& call);
   Reply List(const Call& call);
   Reply Create(const Call& call, value incoming);
+  // ?dryRun=All: admitted and validated, not stored.
+  static bool IsDryRun(const Call& call);
   Reply Replace(const Call& call, const value& incoming);
   Reply Patch(const Call& call, const std::string& body);
   Reply Delete(const Call& call, const std::string& body);
@@ -949,6 +951,12 @@ std::optional<Reply> FakeApiServer::Impl::ParseRoute(Call& call) const {
     call.verb = named ? "delete" : "deletecollection";
   } else {
     return MethodNotAllowed(*t, m);
+  }
+  // ?dryRun=All (admission and validation, nothing stored), as k8s.io/apiserver's
+  // handlers check it (validation.ValidateDryRun).
+  if (auto d = call.query.find("dryRun"); d != call.query.end() && d->second != "All") {
+    return BadRequest("dryRun[0]: Unsupported value: \"" + d->second +
+                      "\": supported values: \"All\"");
   }
   return std::nullopt;
 }
@@ -1402,9 +1410,15 @@ Reply FakeApiServer::Impl::Create(const Call& call, value obj) {
     SetManagedFields(obj, RecordUpdate(nullptr, obj, FieldManager(call), t.api_version(),
                                        t.status_subresource, Now()));
   }
+  if (IsDryRun(call)) return {201, obj, std::move(warnings)};  // admitted, not stored
   Reply created{201, Commit(call.route.type, key, nullptr, std::move(obj), EventType::kAdded)};
   created.warnings = std::move(warnings);
   return created;
+}
+
+bool FakeApiServer::Impl::IsDryRun(const Call& call) {
+  auto it = call.query.find("dryRun");
+  return it != call.query.end() && it->second == "All";
 }
 
 Reply FakeApiServer::Impl::Replace(const Call& call, const value& incoming) {
@@ -1615,6 +1629,10 @@ Reply FakeApiServer::Impl::UpdateObject(const Call& call, const value& current, 
   }
   Reply ok{200, current, std::move(warnings)};
   if (JsonEqual(current, next)) return ok;  // a no-op: not persisted, no event
+  if (IsDryRun(call)) {  // admitted, not stored
+    ok.body = std::move(next);
+    return ok;
+  }
 
   const Key key{call.route.ns, name};
   const EventType event =
@@ -1651,6 +1669,7 @@ Reply FakeApiServer::Impl::Delete(const Call& call, const std::string& body) {
       }
     }
   }
+  if (IsDryRun(call)) return {200, current};  // nothing deleted
   if (!Finalizers(current).empty()) {
     // Graceful: the object stays until its finalizers are removed.
     if (!MetaValue(current, "deletionTimestamp").is_null()) return {200, current};
@@ -2086,6 +2105,65 @@ void FakeApiServer::Impl::ServeWatch(const http_request& req, const Call& call) 
 // ------------------------------------------------------------------------------------------
 // FakeApiServer and its test hooks
 
+namespace {
+
+// `schema` with every {"$ref": NAME} replaced by definitions[NAME], itself expanded. A type that
+// contains itself (none of the kinds served) keeps unknown fields below the repetition.
+value Expand(const value& schema, const value& definitions, std::vector<std::string>& path) {
+  if (schema.is_object() && schema.has_string_field("$ref")) {
+    const std::string name = schema.at("$ref").as_string();
+    if (std::find(path.begin(), path.end(), name) != path.end() ||
+        !definitions.has_field(name)) {
+      value open = value::object();
+      open["x-kubernetes-preserve-unknown-fields"] = value::boolean(true);
+      return open;
+    }
+    path.push_back(name);
+    value out = Expand(definitions.at(name), definitions, path);
+    path.pop_back();
+    return out;
+  }
+  if (schema.is_object()) {
+    value out = value::object();
+    for (const auto& [k, v] : schema.as_object()) out[k] = Expand(v, definitions, path);
+    return out;
+  }
+  if (schema.is_array()) {
+    value out = value::array();
+    size_t i = 0;
+    for (const auto& v : schema.as_array()) out[i++] = Expand(v, definitions, path);
+    return out;
+  }
+  return schema;
+}
+
+}  // namespace
+
+Result<std::map<std::string, value>> LoadBuiltinSchemas(std::string path) {
+#ifdef SHOAL_SOURCE_DIR
+  if (!path.empty() && path[0] != '/') path = std::string(SHOAL_SOURCE_DIR) + "/" + path;
+#endif
+  std::ifstream in(path);
+  if (!in) return Status::NotFound("cannot read the built-in schemas " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::error_code ec;
+  const value doc = value::parse(text.str(), ec);
+  if (ec || !doc.is_object() || !doc.has_object_field("kinds") ||
+      !doc.has_object_field("definitions")) {
+    return Status::InvalidArgument(path + " is not a schemas file of generate.py (kinds, definitions)");
+  }
+  std::map<std::string, value> out;
+  for (const auto& [kind, model] : doc.at("kinds").as_object()) {
+    if (!model.is_string()) continue;
+    std::vector<std::string> trail;
+    value ref = value::object();
+    ref["$ref"] = model;
+    out[kind] = Expand(ref, doc.at("definitions"), trail);
+  }
+  return out;
+}
+
 FakeApiServer::FakeApiServer(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 FakeApiServer::~FakeApiServer() { impl_->Shutdown(); }
@@ -2117,6 +2195,16 @@ Result<std::unique_ptr<FakeApiServer>> FakeApiServer::Start(FakeApiServerOptions
     } else {
       options.types[i] = crd->type;
       schemas[i] = crd->schema;
+    }
+  }
+  if (!options.builtin_schemas_file.empty()) {
+    auto builtin = LoadBuiltinSchemas(options.builtin_schemas_file);
+    if (!builtin.ok()) return builtin.status();
+    for (size_t i = 0; i < options.types.size(); ++i) {
+      const ResourceType& t = options.types[i];
+      if (t.custom || !schemas[i].is_null()) continue;
+      auto it = builtin->find(t.api_version() + " " + t.kind);
+      if (it != builtin->end()) schemas[i] = it->second;
     }
   }
   auto impl = std::make_shared<Impl>(std::move(options), std::move(schemas));

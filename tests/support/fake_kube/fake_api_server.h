@@ -101,6 +101,7 @@ inline constexpr const char* kOperatorUser = "system:serviceaccount:shoal-system
 inline constexpr const char* kOperatorRulesFile = "deploy/rbac/operator-rules.yaml";
 // The PartitionedTopic CRD, relative to the source tree.
 inline constexpr const char* kPartitionedTopicCrdFile = "crds/shoal.dev_partitionedtopics.yaml";
+inline constexpr const char* kBuiltinSchemasFile = "tests/support/fake_kube/schemas/builtin.json";
 
 // A user whose requests RBAC checks against `rules`.
 struct FakeApiUser {
@@ -131,6 +132,13 @@ struct FakeApiServerOptions {
   // group and plural in `types`, or is added. Empty (the default): no schema, nothing validated.
   std::vector<std::string> crd_files;
   std::vector<std::string> crd_yaml;
+  // The built-in kinds' schemas (kBuiltinSchemasFile, generated from the Kubernetes OpenAPI by
+  // schemas/generate.py; relative: from the source tree): objects of a built-in kind it names
+  // are pruned of unknown fields (a Warning header, or 400 with ?fieldValidation=Strict, as the
+  // real server's decoder does) and validated (types, required fields) like custom resources,
+  // with 422 Invalid and the field (the real server answers a wrong JSON type with 400 and a
+  // decoding error, and checks much more of a built-in kind in Go: not emulated). "": nothing.
+  std::string builtin_schemas_file = kBuiltinSchemasFile;
   // A certificate chain and its key (PEM files): when both are set the same API is served over
   // HTTPS too, on a port of its own (secure_url()), as kube-apiserver's secure port. kubectl
   // and Helm send credentials only over TLS (client-go clientcmd reads a user's auth info
@@ -138,6 +146,10 @@ struct FakeApiServerOptions {
   std::string tls_cert_file;
   std::string tls_key_file;
 };
+
+// The schemas of a built-in schemas file (FakeApiServerOptions::builtin_schemas_file) by
+// "apiVersion Kind" ("apps/v1 StatefulSet"), each expanded into one OpenAPI v3 schema.
+Result<std::map<std::string, web::json::value>> LoadBuiltinSchemas(std::string path);
 
 // One answered request, for tests that check what a client did (retries, verbs).
 struct FakeApiRequest {

@@ -481,9 +481,75 @@ TEST_F(FakeApiServerTest, ScaleSubresourceReadsAndWritesReplicas) {
   EXPECT_EQ(I(J(Admin("GET", path)), "spec.replicas.min"), 1);
 }
 
+// Built-in kinds against their OpenAPI schemas (schemas/builtin.json, generated from the
+// Kubernetes OpenAPI v1.34): unknown fields pruned with a Warning, 400 under
+// fieldValidation=Strict; required fields and types checked; quantities and int-or-string ports
+// take either form. ?dryRun=All admits and validates without storing.
+TEST_F(FakeApiServerTest, BuiltInKindsArePrunedAndValidatedByTheirOpenApiSchema) {
+  const std::string deployments = "/apis/apps/v1/namespaces/default/deployments";
+  const std::string deployment = R"({"metadata":{"name":"d"},"spec":{"replicass":2,
+      "selector":{"matchLabels":{"app":"d"}},
+      "template":{"metadata":{"labels":{"app":"d"}},"spec":{"containers":[{"name":"c",
+        "image":"x","resources":{"requests":{"cpu":1,"memory":"64Mi"}},
+        "ports":[{"containerPort":8080,"name":"http"}],
+        "readinessProbe":{"httpGet":{"path":"/readyz","port":"http"}}}]}}}})";
+  HttpResponse strict = Admin("POST", deployments + "?fieldValidation=Strict", deployment);
+  ExpectStatus(strict, 400, "BadRequest", R"(strict decoding error: unknown field "spec.replicass")");
+  HttpResponse warned = Admin("POST", deployments, deployment);
+  ASSERT_EQ(warned.status, 201) << warned.Describe();
+  ASSERT_EQ(warned.headers.count("Warning"), 1u);
+  EXPECT_NE(warned.headers.at("Warning").find(R"(unknown field \"spec.replicass\")"),
+            std::string::npos)
+      << warned.headers.at("Warning");
+  EXPECT_TRUE(At(J(Admin("GET", deployments + "/d")), "spec.replicass").is_null()) << "not pruned";
+  const value containers = At(J(Admin("GET", deployments + "/d")), "spec.template.spec.containers");
+  ASSERT_TRUE(containers.is_array());
+  EXPECT_EQ(I(containers.at(0), "resources.requests.cpu"), 1) << "a quantity may be a number";
+
+  // Required: a container's name, a Deployment's selector and template.
+  ExpectStatus(Admin("POST", "/api/v1/namespaces/default/pods",
+                     R"({"metadata":{"name":"p"},"spec":{"containers":[{"image":"x"}]}})"),
+               422, "Invalid",
+               R"(Pod "p" is invalid: spec.containers[0].name: Required value)");
+  ExpectStatus(Admin("POST", deployments, R"({"metadata":{"name":"e"},"spec":{}})"), 422,
+               "Invalid",
+               R"(Deployment.apps "e" is invalid: [spec.selector: Required value, spec.template: Required value])");
+  // Types: a port is an integer; a targetPort an integer or a name.
+  ExpectStatus(Admin("POST", "/api/v1/namespaces/default/services",
+                     R"({"metadata":{"name":"s"},"spec":{"ports":[{"port":"80"}]}})"),
+               422, "Invalid",
+               R"(Service "s" is invalid: spec.ports[0].port: Invalid value: "string": spec.ports[0].port in body must be of type integer: "string")");
+  EXPECT_EQ(Admin("POST", "/api/v1/namespaces/default/services",
+                  R"({"metadata":{"name":"s"},"spec":{"ports":[{"port":80,"targetPort":"http"}]}})")
+                .status,
+            201);
+
+  // Dry run: admitted and answered, nothing stored, no event; other values refused.
+  const std::string maps = "/api/v1/namespaces/default/configmaps";
+  HttpResponse dry = Admin("POST", maps + "?dryRun=All&fieldValidation=Strict",
+                           R"({"metadata":{"name":"m"},"data":{"k":"v"}})");
+  ASSERT_EQ(dry.status, 201) << dry.Describe();
+  EXPECT_EQ(S(J(dry), "data.k"), "v");
+  EXPECT_EQ(Admin("GET", maps + "/m").status, 404);
+  ExpectStatus(Admin("POST", maps + "?dryRun=All&fieldValidation=Strict",
+                     R"({"metadata":{"name":"m"},"datta":{"k":"v"}})"),
+               400, "BadRequest", R"(strict decoding error: unknown field "datta")");
+  ExpectStatus(Admin("POST", maps + "?dryRun=Some", R"({"metadata":{"name":"m"}})"), 400,
+               "BadRequest", R"(dryRun[0]: Unsupported value: "Some": supported values: "All")");
+  ASSERT_EQ(Admin("POST", maps, R"({"metadata":{"name":"m"},"data":{"k":"v"}})").status, 201);
+  EXPECT_EQ(Admin("PUT", maps + "/m?dryRun=All", R"({"metadata":{"name":"m"},"data":{"k":"w"}})")
+                .status,
+            200);
+  EXPECT_EQ(S(J(Admin("GET", maps + "/m")), "data.k"), "v") << "a dry-run update was stored";
+  EXPECT_EQ(Admin("DELETE", maps + "/m?dryRun=All").status, 200);
+  EXPECT_EQ(Admin("GET", maps + "/m").status, 200) << "a dry-run delete deleted";
+}
+
 TEST_F(FakeApiServerTest, StatefulSetScaleShowsItsSelector) {
   HttpResponse c = Admin("POST", kStatefulSets, R"({"metadata":{"name":"t1"},"spec":{"replicas":2,
-      "selector":{"matchLabels":{"topic":"t1","app":"shoal"}}},"status":{"replicas":9}})");
+      "selector":{"matchLabels":{"topic":"t1","app":"shoal"}},
+      "template":{"metadata":{"labels":{"topic":"t1","app":"shoal"}},"spec":{"containers":[{"name":"c"}]}}},
+      "status":{"replicas":9}})");
   ASSERT_EQ(c.status, 201) << c.Describe();
   EXPECT_TRUE(At(J(c), "status").is_null());
   const value scale = J(Admin("GET", std::string(kStatefulSets) + "/t1/scale"));
@@ -561,7 +627,7 @@ TEST_F(FakeApiServerTest, PatchAppliesMergeAndJsonPatchesWithPreconditions) {
 
   // Built-in kinds take strategic merge patch (applied as a merge patch).
   ASSERT_EQ(
-      Admin("POST", kStatefulSets, R"({"metadata":{"name":"s"},"spec":{"replicas":1}})").status,
+      Admin("POST", kStatefulSets, R"({"metadata":{"name":"s"},"spec":{"replicas":1,"selector":{"matchLabels":{"app":"s"}},"template":{"metadata":{"labels":{"app":"s"}},"spec":{"containers":[{"name":"c","image":"x"}]}}}})").status,
       201);
   HttpResponse sm = Admin("PATCH", std::string(kStatefulSets) + "/s", R"({"spec":{"replicas":2}})",
                           kStrategic + std::string("; charset=utf-8"));
@@ -866,7 +932,7 @@ TEST_F(FakeApiServerTest, OperatorTokenIsHeldToTheRulesFile) {
   // What the operator does for a topic is granted.
   EXPECT_EQ(Op("POST", kStatefulSets, R"({"metadata":{"name":"t1","ownerReferences":[
       {"apiVersion":"shoal.dev/v1alpha1","kind":"PartitionedTopic","name":"t1","uid":"u",
-       "controller":true,"blockOwnerDeletion":true}]},"spec":{"replicas":1}})")
+       "controller":true,"blockOwnerDeletion":true}]},"spec":{"replicas":1,"selector":{"matchLabels":{"app":"t1"}},"template":{"metadata":{"labels":{"app":"t1"}},"spec":{"containers":[{"name":"c","image":"x"}]}}}})")
                 .status,
             201);
   EXPECT_EQ(Op("PATCH", std::string(kStatefulSets) + "/t1/scale", R"({"spec":{"replicas":2}})",
@@ -955,7 +1021,8 @@ TEST_F(FakeApiServerTest, ARuleRemovedFromTheFileIsA403) {
   EXPECT_EQ(S(J(updated), "details.kind"), "statefulsets");
   ASSERT_EQ(Admin("PUT", sts, with_refs(blocking).serialize()).status, 200);
   value more = J(Admin("GET", sts));
-  more["spec"] = J(R"({"replicas":3})");
+  more["spec"] = J(R"({"replicas":3,"selector":{"matchLabels":{"app":"x"}},
+      "template":{"metadata":{"labels":{"app":"x"}},"spec":{"containers":[{"name":"c"}]}}})");
   EXPECT_EQ(Op("PUT", sts, more.serialize()).status, 200)
       << "a reference that already blocked is not checked again";
   ExpectStatus(Op("PUT", sts,

@@ -333,7 +333,8 @@ TEST_F(KubeClientTest, StatusAndScaleSubresources) {
   // A StatefulSet's scale (the operator's pod count).
   auto sts = admin_->Create(StatefulSets(), "default",
                             J(R"({"metadata":{"name":"orders"},"spec":{"replicas":2,
-                               "selector":{"matchLabels":{"app":"orders"}}}})"));
+                               "selector":{"matchLabels":{"app":"orders"}},
+                                  "template":{"metadata":{"labels":{"app":"orders"}},"spec":{"containers":[{"name":"c","image":"x"}]}}}})"));
   ASSERT_TRUE(sts.ok()) << sts.error().ToString();
   auto sts_scale = admin_->Get(StatefulSets(), "default", "orders", "scale");
   ASSERT_TRUE(sts_scale.ok()) << sts_scale.error().ToString();

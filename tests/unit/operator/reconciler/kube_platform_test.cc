@@ -100,7 +100,8 @@ class KubePlatformScaleTest : public ::testing::Test {
                                              [](const std::string&, const kubeapi::Json&) {});
     auto sts = client_->Create(kubeapi::StatefulSets(), "default",
                                value::parse(R"({"metadata":{"name":"orders"},"spec":{"replicas":2,
-                                  "selector":{"matchLabels":{"app":"orders"}}}})"));
+                                  "selector":{"matchLabels":{"app":"orders"}},
+                                  "template":{"metadata":{"labels":{"app":"orders"}},"spec":{"containers":[{"name":"c","image":"x"}]}}}})"));
     ASSERT_TRUE(sts.ok()) << sts.error().ToString();
   }
 
