@@ -2137,18 +2137,25 @@ value Expand(const value& schema, const value& definitions, std::vector<std::str
   return schema;
 }
 
-}  // namespace
-
-Result<std::map<std::string, value>> LoadBuiltinSchemas(std::string path) {
+// The text of `path` (relative: from the root of the source tree); `what` names it in the error.
+Result<std::string> ReadSourceFile(std::string path, const std::string& what) {
 #ifdef SHOAL_SOURCE_DIR
   if (!path.empty() && path[0] != '/') path = std::string(SHOAL_SOURCE_DIR) + "/" + path;
 #endif
   std::ifstream in(path);
-  if (!in) return Status::NotFound("cannot read the built-in schemas " + path);
+  if (!in) return Status::NotFound("cannot read the " + what + " " + path);
   std::stringstream text;
   text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+Result<std::map<std::string, value>> LoadBuiltinSchemas(std::string path) {
+  auto text = ReadSourceFile(path, "built-in schemas");
+  if (!text.ok()) return text.status();
   std::error_code ec;
-  const value doc = value::parse(text.str(), ec);
+  const value doc = value::parse(*text, ec);
   if (ec || !doc.is_object() || !doc.has_object_field("kinds") ||
       !doc.has_object_field("definitions")) {
     return Status::InvalidArgument(path + " is not a schemas file of generate.py (kinds, definitions)");
@@ -2170,15 +2177,10 @@ FakeApiServer::~FakeApiServer() { impl_->Shutdown(); }
 
 Result<std::unique_ptr<FakeApiServer>> FakeApiServer::Start(FakeApiServerOptions options) {
   std::vector<std::string> texts = options.crd_yaml;
-  for (std::string path : options.crd_files) {
-#ifdef SHOAL_SOURCE_DIR
-    if (!path.empty() && path[0] != '/') path = std::string(SHOAL_SOURCE_DIR) + "/" + path;
-#endif
-    std::ifstream in(path);
-    if (!in) return Status::NotFound("cannot read the CRD file " + path);
-    std::stringstream text;
-    text << in.rdbuf();
-    texts.push_back(text.str());
+  for (const std::string& path : options.crd_files) {
+    auto text = ReadSourceFile(path, "CRD file");
+    if (!text.ok()) return text.status();
+    texts.push_back(std::move(text).value());
   }
   std::vector<value> schemas(options.types.size(), value::null());
   for (const auto& text : texts) {
