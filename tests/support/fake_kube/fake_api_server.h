@@ -31,7 +31,9 @@
 // does (openapi_schema.h): 422 Invalid with the real field errors; unknown fields dropped, or 400
 // with ?fieldValidation=Strict, or a Warning header by default. CEL rules
 // (x-kubernetes-validations) are NOT evaluated: there is no CEL evaluator here. Built-in kinds
-// are not validated, and nothing is garbage-collected (no kube-controller-manager).
+// are pruned and validated the same way against their OpenAPI schemas
+// (FakeApiServerOptions::builtin_schemas_file); ?dryRun=All admits without storing. Nothing is
+// garbage-collected (no kube-controller-manager).
 #pragma once
 
 #include <chrono>
