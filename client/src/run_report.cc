@@ -24,6 +24,8 @@ constexpr double kLagWindowAfterSurgeS = 30;
 constexpr double kLagStopsGrowingWithinS = 15;
 constexpr double kMaxPartitionSecondsRatio = 0.5;  // dynamic / static-at-peak
 constexpr double kMaxPeakLagRatio = 2;             // dynamic / static-at-peak
+constexpr double kMinBaselineLagRatio = 10;        // static-baseline at the surge's end / dynamic
+constexpr double kMinIdleRatio = 2;  // static-peak / dynamic partition-seconds outside the surge
 
 bool HasSurge(const RunSummary& run) { return run.surge_end_s > run.surge_start_s; }
 
@@ -287,6 +289,31 @@ const RunSummary* FindRun(const std::vector<RunSummary>& runs, std::string_view 
   return nullptr;
 }
 
+namespace {
+
+// The last sample at or before `t` (nullptr when none).
+const RunSample* SampleAt(const RunSummary& run, double t) {
+  const RunSample* at = nullptr;
+  for (const auto& s : run.samples) {
+    if (s.t <= t) at = &s;
+  }
+  return at;
+}
+
+// Partition-seconds outside the surge: each sample's partitions times the time to the next
+// sample, for samples before the surge or from its end on.
+double PartitionSecondsOutsideSurge(const RunSummary& run) {
+  double sum = 0;
+  for (size_t i = 0; i + 1 < run.samples.size(); ++i) {
+    const RunSample& s = run.samples[i];
+    if (s.t >= run.surge_start_s && s.t < run.surge_end_s) continue;
+    sum += s.partitions * (run.samples[i + 1].t - s.t);
+  }
+  return sum;
+}
+
+}  // namespace
+
 std::vector<Check> CompareChecks(const std::vector<RunSummary>& runs) {
   const RunSummary* dyn = FindRun(runs, "dynamic");
   const RunSummary* peak = FindRun(runs, "static-peak");
@@ -294,6 +321,30 @@ std::vector<Check> CompareChecks(const std::vector<RunSummary>& runs) {
   const RunFigures d = ComputeFigures(*dyn);
   const RunFigures p = ComputeFigures(*peak);
   std::vector<Check> checks;
+
+  // The static baseline leaves customers waiting: its lag grows through the surge, to at least
+  // ten times the dynamic run's peak by the surge's end.
+  if (const RunSummary* base = FindRun(runs, "static-baseline")) {
+    Check grows{"static-baseline's lag grows through the surge to at least 10x dynamic's peak",
+                "", std::numeric_limits<double>::quiet_NaN(), Verdict::kNotApplicable};
+    const RunSample* first = SampleAt(*base, base->surge_start_s);
+    const RunSample* last = SampleAt(*base, base->surge_end_s);
+    if (first == nullptr || last == nullptr || base->surge_end_s <= base->surge_start_s) {
+      grows.measured = "no samples of its surge";
+    } else {
+      const double at_end = last->lag, at_start = first->lag;
+      const std::string numbers = " (" + FormatQuantity(at_start) + " at the surge's start, " +
+                                  FormatQuantity(at_end) + " at its end; dynamic's peak " +
+                                  FormatQuantity(d.peak_lag) + ")";
+      grows.value = d.peak_lag > 0 ? at_end / d.peak_lag
+                                   : (at_end > 0 ? std::numeric_limits<double>::infinity() : 0);
+      grows.measured = (d.peak_lag > 0 ? "ratio " + FormatRatio(grows.value)
+                                       : std::string(at_end > 0 ? "ratio infinite" : "ratio 0.00")) +
+                       numbers;
+      grows.verdict = PassIf(at_end > at_start && grows.value >= kMinBaselineLagRatio);
+    }
+    checks.push_back(std::move(grows));
+  }
 
   Check ps{"dynamic uses at most half the partition-seconds of static-at-peak", "",
            std::numeric_limits<double>::quiet_NaN(), Verdict::kNotApplicable};
@@ -322,6 +373,23 @@ std::vector<Check> CompareChecks(const std::vector<RunSummary>& runs) {
     lag.measured = (d.peak_lag > 0 ? std::string("ratio infinite") : "ratio 0.00") + lag_numbers;
   }
   checks.push_back(std::move(lag));
+
+  // What static-at-peak pays for: its peak size before and after the surge, when the load
+  // needs the baseline's.
+  Check idle{"static-peak holds at least twice dynamic's partition-seconds outside the surge",
+             "", std::numeric_limits<double>::quiet_NaN(), Verdict::kNotApplicable};
+  const double idle_d = PartitionSecondsOutsideSurge(*dyn);
+  const double idle_p = PartitionSecondsOutsideSurge(*peak);
+  const std::string idle_numbers =
+      " (" + FormatQuantity(idle_p) + " / " + FormatQuantity(idle_d) + " partition-seconds)";
+  if (idle_d > 0) {
+    idle.value = idle_p / idle_d;
+    idle.measured = "ratio " + FormatRatio(idle.value) + idle_numbers;
+    idle.verdict = PassIf(idle.value >= kMinIdleRatio);
+  } else {
+    idle.measured = "dynamic has no partition-seconds outside the surge" + idle_numbers;
+  }
+  checks.push_back(std::move(idle));
   return checks;
 }
 

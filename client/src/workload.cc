@@ -74,7 +74,9 @@ std::vector<std::string> KeyNames(int keys, bool skew) {
 }
 
 LoadGenerator::LoadGenerator(LoadOptions options)
-    : opts_(std::move(options)), key_names_(KeyNames(opts_.keys, opts_.skew)) {}
+    : opts_(std::move(options)),
+      key_names_(KeyNames(opts_.keys, opts_.skew)),
+      targets_(opts_.targets) {}
 LoadGenerator::~LoadGenerator() { Stop(); }
 
 void LoadGenerator::Start() {
@@ -97,12 +99,42 @@ std::string LoadGenerator::last_error() const {
   return last_error_;
 }
 
+void LoadGenerator::SetTargets(std::vector<std::string> targets) {
+  if (targets.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (targets == targets_) return;
+  targets_ = std::move(targets);
+  targets_version_.fetch_add(1);
+}
+
 void LoadGenerator::Run(int index) {
   const std::string id = opts_.producer_prefix + "-" + std::to_string(index);
   std::mt19937_64 rng(opts_.seed * 1000003 + static_cast<uint64_t>(index));
-  std::vector<std::unique_ptr<ShoalClient>> clients;
-  for (const auto& t : opts_.targets) {
-    clients.push_back(std::make_unique<ShoalClient>(t, opts_.topic, std::chrono::seconds(10)));
+  // One client per target URL, kept while the target list changes (SetTargets).
+  std::map<std::string, std::unique_ptr<ShoalClient>> by_url;
+  std::vector<ShoalClient*> clients;
+  uint64_t version = ~uint64_t{0};
+  auto refresh = [&] {
+    const uint64_t now = targets_version_.load();
+    if (now == version) return;
+    std::vector<std::string> urls;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      urls = targets_;
+    }
+    version = now;
+    clients.clear();
+    for (const auto& t : urls) {
+      auto& c = by_url[t];
+      if (!c) c = std::make_unique<ShoalClient>(t, opts_.topic, std::chrono::seconds(10));
+      clients.push_back(c.get());
+    }
+  };
+  refresh();
+  if (clients.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_error_ = "no targets to produce to";
+    return;
   }
   std::map<std::string, uint64_t> counter;
   uint64_t seq = 0;
@@ -132,6 +164,9 @@ void LoadGenerator::Run(int index) {
       meta.push_back({id, key, seq, n});
       ++seq;
     }
+    refresh();
+    if (target >= clients.size()) target = 0;
+    if (opts_.spread) target = (target + 1) % clients.size();
     // Send until acknowledged, rotating over sidecars; the same (producer, seq) every time.
     auto backoff = std::chrono::milliseconds(5);
     bool acked = false;
@@ -347,6 +382,19 @@ Status GroupConsumer::WriteLines(const std::vector<SeenEvent>& batch) {
   return Status::Ok();
 }
 
+std::chrono::microseconds ServiceTime(const std::vector<std::string_view>& keys,
+                                      int64_t us_per_event, int64_t us_per_batch,
+                                      int concurrency) {
+  const size_t lanes = static_cast<size_t>(std::max(1, concurrency));
+  std::vector<int64_t> per_lane(lanes, 0);
+  int64_t busiest = 0;
+  for (std::string_view k : keys) {
+    busiest = std::max(busiest, ++per_lane[std::hash<std::string_view>{}(k) % lanes]);
+  }
+  return std::chrono::microseconds(std::max<int64_t>(0, us_per_batch) +
+                                   busiest * std::max<int64_t>(0, us_per_event));
+}
+
 void GroupConsumer::Run() {
   const bool streaming = out_fd_ >= 0;
   ShoalClient client(opts_.target, opts_.topic, std::chrono::seconds(10));
@@ -453,6 +501,19 @@ void GroupConsumer::Run() {
       }
       batch.push_back(
           {std::string(p), std::string(k), *e.seq, n, MonotonicNs(), e.partition, e.offset});
+    }
+    if ((opts_.service_us_per_event > 0 || opts_.service_us_per_batch > 0) && !got->empty()) {
+      // The service time of the batch, waited in short sleeps so that Stop is not held up.
+      std::vector<std::string_view> keys;
+      keys.reserve(batch.size());
+      for (const auto& e : batch) keys.push_back(e.key);
+      const auto until = std::chrono::steady_clock::now() +
+                         ServiceTime(keys, opts_.service_us_per_event,
+                                     opts_.service_us_per_batch, opts_.concurrency);
+      while (!stop_.load() && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+            until - std::chrono::steady_clock::now(), std::chrono::milliseconds(20)));
+      }
     }
     if (streaming) {
       if (auto st = WriteLines(batch); !st.ok()) {

@@ -1,7 +1,8 @@
 // shoal load, shoal consume, shoal verify: keyed load with per-key sequence numbers, a recording
 // consumer, and the verifier over what they wrote (JSON lines, see verifier.h). `shoal consume`
 // also runs as a pod's long-running consumer (the local platform starts it): --append, --idle-exit
-// 0, --max-seconds 0, --cpu-us-per-event, and SIGTERM finishes the batch, commits and exits 0.
+// 0, --max-seconds 0, --cpu-us-per-event, --service-us-per-event/--service-us-per-batch with
+// --concurrency (an I/O-bound consumer), and SIGTERM finishes the batch, commits and exits 0.
 #include <signal.h>
 
 #include <atomic>
@@ -207,6 +208,19 @@ void RegisterLoadVerify(CLI::App& app, int& exit_code) {
       ->add_option("--cpu-us-per-event", c->consumer.cpu_us_per_event,
                    "Busy CPU work per event in microseconds (a CPU-bound consumer)")
       ->check(CLI::Range(int64_t{0}, int64_t{10'000'000}));
+  consume
+      ->add_option("--service-us-per-event", c->consumer.service_us_per_event,
+                   "Microseconds each event waits (an I/O-bound consumer: a database, a "
+                   "downstream call), in --concurrency lanes by key")
+      ->check(CLI::Range(int64_t{0}, int64_t{10'000'000}));
+  consume
+      ->add_option("--service-us-per-batch", c->consumer.service_us_per_batch,
+                   "Microseconds each batch waits once (a round trip per batch)")
+      ->check(CLI::Range(int64_t{0}, int64_t{60'000'000}));
+  consume
+      ->add_option("--concurrency", c->consumer.concurrency,
+                   "Lanes that wait at once (one key's events stay in one lane, in order)")
+      ->check(CLI::Range(1, 1024));
   consume->callback([c, &exit_code] { exit_code = RunConsume(*c); });
 
   auto v = std::make_shared<VerifyCmd>();

@@ -322,6 +322,29 @@ TEST(RunReportCompare, DynamicWinsTheTradeOff) {
   const std::string lag = LineWith(md, "no worse than twice");
   EXPECT_NE(lag.find("ratio 1.60"), std::string::npos) << lag;
   EXPECT_NE(lag.find("PASS"), std::string::npos) << lag;
+  // static-peak: 16 partitions outside the surge (1,904 partition-seconds) against dynamic's 378.
+  const std::string idle = LineWith(md, "outside the surge");
+  EXPECT_NE(idle.find("ratio 5.04 (1,904 / 378 partition-seconds)"), std::string::npos) << idle;
+  EXPECT_NE(idle.find("PASS"), std::string::npos) << idle;
+  // The baseline's lag: 0 at the surge's start, 60,000 at its end: 7.5 times dynamic's 8,000.
+  const std::string grows = LineWith(md, "grows through the surge");
+  EXPECT_NE(grows.find("ratio 7.50 (0 at the surge's start, 60,000 at its end"), std::string::npos)
+      << grows;
+  EXPECT_NE(grows.find("FAIL"), std::string::npos) << grows;
+}
+
+TEST(RunReportCompare, TheBaselineLeftBehindPassesOnlyWhenItsLagGrew) {
+  RunSummary base = GrowingLag();
+  for (auto& s : base.samples) s.lag *= 2;  // 120,000 at the surge's end: 15x dynamic's peak
+  std::string md = CompareMarkdown({base, StaticPeak(16, 5000), FlashSale()});
+  std::string grows = LineWith(md, "grows through the surge");
+  EXPECT_NE(grows.find("ratio 15.00"), std::string::npos) << grows;
+  EXPECT_NE(grows.find("PASS"), std::string::npos) << grows;
+  // A lag as high at the start as at the end did not grow through the surge.
+  for (auto& s : base.samples) s.lag = 200000;
+  md = CompareMarkdown({base, StaticPeak(16, 5000), FlashSale()});
+  grows = LineWith(md, "grows through the surge");
+  EXPECT_NE(grows.find("FAIL"), std::string::npos) << grows;
 }
 
 TEST(RunReportCompare, DynamicLosesTheTradeOff) {
@@ -383,7 +406,10 @@ TEST(RunReportWrite, WritesTheComparison) {
   simdjson::dom::element doc;
   ASSERT_EQ(parser.load(tmp.path() + "/report.json").get(doc), simdjson::SUCCESS);
   EXPECT_EQ(simdjson::dom::array(doc["compare"]["runs"]).size(), 3u);
-  EXPECT_EQ(std::string_view(doc["compare"]["checks"].at(0)["result"]), "PASS");
+  // The baseline's lag (60,000 at the surge's end) is 7.5 times dynamic's peak: short of 10x.
+  EXPECT_EQ(std::string_view(doc["compare"]["checks"].at(0)["result"]), "FAIL");
+  EXPECT_EQ(std::string_view(doc["compare"]["checks"].at(1)["result"]), "PASS");
+  EXPECT_EQ(simdjson::dom::array(doc["compare"]["checks"]).size(), 4u);
 }
 
 TEST(RunReportWrite, FailsClearlyUnderARegularFile) {

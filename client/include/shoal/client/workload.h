@@ -53,6 +53,10 @@ struct LoadOptions {
   // Skewed keys: nine in ten keys hash into two narrow hot ranges (1/128 of the hash space each),
   // the rest anywhere, so most ranges see few or no events and a lineage has empty partitions.
   bool skew = false;
+  // Each batch goes to the next target in turn (as a Service spreads connections over its
+  // pods), instead of staying on one until it fails. With SetTargets, the list can follow the
+  // pods as they come and go.
+  bool spread = false;
 };
 
 // The load generator's key names: `keys` of them, "key-<i>", or with `skew` names chosen so that
@@ -73,6 +77,9 @@ class LoadGenerator {
 
   void Start();
   void Stop();
+  // Replaces the targets (non-empty; ignored when empty): the next batch of every producer goes
+  // to the new list. Thread-safe.
+  void SetTargets(std::vector<std::string> targets);
   std::vector<AckedEvent> TakeAcked();
   // Produce latencies (ms, from first send to acknowledgement) since the last call.
   std::vector<double> TakeLatenciesMs();
@@ -94,6 +101,8 @@ class LoadGenerator {
   std::vector<AckedEvent> acked_events_;  // guarded by mu_
   std::vector<double> latencies_ms_;       // guarded by mu_
   std::string last_error_;                // guarded by mu_
+  std::vector<std::string> targets_;      // guarded by mu_
+  std::atomic<uint64_t> targets_version_{0};
   std::vector<std::thread> threads_;
 };
 
@@ -113,6 +122,15 @@ struct ConsumerOptions {
   // Busy work per event, in microseconds of CPU (a steady-clock busy loop), so that a consumer
   // pod uses CPU in proportion to its events.
   int64_t cpu_us_per_event = 0;
+  // Service time: what a consumer mostly waits for (a database write, a downstream call), not
+  // CPU. Each event waits service_us_per_event in one of `concurrency` lanes (by key: one key's
+  // events stay in order, in one lane), and each batch waits service_us_per_batch once (a round
+  // trip per batch); a batch takes service_us_per_batch + (events of its busiest lane) x
+  // service_us_per_event before it is recorded and committed. So a consumer takes at most about
+  // concurrency x 1e6 / service_us_per_event events/s, whatever the machine's CPU.
+  int64_t service_us_per_event = 0;
+  int64_t service_us_per_batch = 0;
+  int concurrency = 1;
   // At most this many events per second (0: as fast as they come); SetRate changes it.
   double rate = 0;
   // How long Stop retries the commit of the last batch.
@@ -164,6 +182,10 @@ class GroupConsumer {
 };
 
 uint64_t MonotonicNs();
+// How long a batch of events with these keys waits under ConsumerOptions' service time.
+std::chrono::microseconds ServiceTime(const std::vector<std::string_view>& keys,
+                                      int64_t us_per_event, int64_t us_per_batch,
+                                      int concurrency);
 // Spins for `us` microseconds of wall time: a consumer's simulated work per event, so that its
 // CPU use grows with its events (what CPU-based scaling measures).
 void BurnCpu(int64_t us);

@@ -549,6 +549,18 @@ Decision Decide(const TopicSpec& spec, const LoadHistory& history, const Partiti
     down_blocked.push_back("observing for less than the scale-down window (" +
                            std::to_string(down_window.count()) + " s)");
   }
+  // A backlog is no time to shrink: its events wait for consumers (and those of a merge's
+  // parents for the merge), so nothing shrinks while the lag of the window is above its target.
+  uint64_t window_lag = 0;
+  for (const auto& s : samples) {
+    if (s.at >= since) window_lag = std::max(window_lag, s.max_lag);
+  }
+  if (spec.scaling.consumer_lag_events > 0 && window_lag > spec.scaling.consumer_lag_events) {
+    down_blocked.push_back("consumer lag " + Num(static_cast<double>(window_lag)) +
+                           " above its target " +
+                           Num(static_cast<double>(spec.scaling.consumer_lag_events)) +
+                           " within the scale-down window; nothing shrinks while a backlog waits");
+  }
   if (d.splits.empty() && down_blocked.empty() && unknown.empty() && active > pmin) {
     // Needed partitions by the window's peak total rate; merges never go below it or pmin.
     double peak_total = 0;

@@ -62,6 +62,11 @@ struct LocalPlatformOptions {
   std::string group = "app";
   int64_t cpu_us_per_event = 0;    // busy CPU work per event
   double cpu_request_cores = 1.0;  // the denominator of PodInfo::cpu_utilization
+  // Service time (client::ConsumerOptions): what each consumer waits per event, in
+  // `concurrency` lanes by key, and per batch; it bounds a pod's consumer, not the CPU.
+  int64_t service_us_per_event = 0;
+  int64_t service_us_per_batch = 0;
+  int concurrency = 1;
 
   // Supervision. The supervisor thread checks the processes every supervise_interval (0: no
   // thread; call SuperviseOnce). A process that died is started again after a backoff that

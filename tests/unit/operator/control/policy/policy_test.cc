@@ -730,6 +730,34 @@ TEST(DecideTest, MissingMetricsInTheWindowBlockMergesAndPodsDown) {
   }
 }
 
+// A backlog blocks scale-down: the same cold partitions and idle pods shrink once the lag of the
+// whole window is below its target, never while a consumer is still behind (shrinking would take
+// consumers away from it; a merge would make its successors wait for the backlog too).
+TEST(DecideTest, ALagAboveItsTargetInTheWindowBlocksMergesAndPodsDown) {
+  TopicSpec spec = BaseSpec();  // window 30 s
+  spec.scaling.consumer_lag_events = 5000;
+  const PartitionMap map = Initial(4);
+  for (int64_t lag_until : {40, 15, 5}) {
+    SCOPED_TRACE("lag of 20,000 until t=" + std::to_string(lag_until));
+    LoadHistory h(seconds(120));
+    for (int64_t t = 0; t <= 40; ++t) {
+      Observation o = Observe(map, t, [](uint32_t) { return 1000.0; });
+      // Falling: consumers catch up, so the lag rule asks no pods of its own.
+      if (t <= lag_until) o.partitions[PartitionId(0)].lag = 20000 - static_cast<uint64_t>(t);
+      h.Add(o);
+    }
+    const Decision d = Decide(spec, h, map, 4, At(40));
+    if (lag_until >= 10) {  // inside the window [10, 40]
+      EXPECT_THAT(d.merges, IsEmpty()) << d.reason;
+      EXPECT_EQ(d.replicas, 4u) << d.reason;
+      EXPECT_THAT(d.reason, HasSubstr("above its target 5,000 within the scale-down window"));
+    } else {
+      EXPECT_EQ(d.merges.size(), 1u) << d.reason;
+      EXPECT_EQ(d.replicas, 1u) << d.reason;
+    }
+  }
+}
+
 TEST(DecideTest, APartitionWithoutACurrentRateIsNeitherSplitNorMerged) {
   const TopicSpec spec = BaseSpec();
   const PartitionMap map = Initial(4);
