@@ -222,10 +222,7 @@ class Run {
     lo.duration_s = o_.duration_s;
     lo.keys = o_.keys;
     lo.producers = o_.producers;
-    // Each producer sends at least four batches a second at the base rate: with one batch a
-    // second or less, the per-second arrival count aliases (0 in one second, two batches in the
-    // next) and the chart shows outages and peaks the producers never made.
-    lo.batch = static_cast<int>(std::clamp(o_.rate / o_.producers / 4, 1.0, 25.0));
+    lo.batch = 25;
     lo.producer_prefix = "up-" + Timestamp();
     // Producers spread over the ready pods, as a Service in front of the topic's pods would
     // (each sidecar forwards what another pod owns): not all through pod 0.
@@ -270,9 +267,33 @@ class Run {
       const auto& last = samples_.back();
       return last.partitions <= first.partitions && last.pods <= first.pods;
     };
-    while (!g_interrupted.load() && SteadyClock::now() < drain_deadline &&
-           (seen_.Count() < acked.size() + seen_before_ || !at_baseline() ||
-            Elapsed() < min_sampled_s_)) {
+    // A topic left with a backlog (a static one too small for the surge) is waited for as long
+    // as its consumers make progress, up to 15 minutes: what they have not reached yet is
+    // queued, not lost, and the verifier must see it before it counts anything as lost.
+    const auto backlog_deadline = SteadyClock::now() + std::chrono::minutes(15);
+    uint64_t progress_seen = seen_.Count();
+    auto progress_at = SteadyClock::now();
+    auto behind = [&] { return seen_.Count() < acked.size() + seen_before_; };
+    auto consuming = [&] {
+      const uint64_t now_seen = seen_.Count();
+      if (now_seen > progress_seen) {
+        progress_seen = now_seen;
+        progress_at = SteadyClock::now();
+      }
+      return SteadyClock::now() - progress_at < std::chrono::seconds(30) &&
+             SteadyClock::now() < backlog_deadline;
+    };
+    bool announced = false;
+    while (!g_interrupted.load() &&
+           ((SteadyClock::now() < drain_deadline &&
+             (behind() || !at_baseline() || Elapsed() < min_sampled_s_)) ||
+            (behind() && consuming()))) {
+      if (!announced && SteadyClock::now() >= drain_deadline && behind()) {
+        announced = true;
+        std::cerr << "shoal up: " << name_ << ": the consumers are still behind ("
+                  << (acked.size() + seen_before_ - seen_.Count())
+                  << " events to go); waiting while they make progress\n";
+      }
       std::this_thread::sleep_for(std::chrono::seconds(1));  // the view's refresh
       Sample(loop, **platform, &load, 0);
       View(loop, &load);
