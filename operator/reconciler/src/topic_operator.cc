@@ -400,19 +400,28 @@ Result<std::string> TopicOperator::EnsureSecret(const Json& topic, const TopicOb
   return EnsureSecret(topic, t);
 }
 
+std::optional<Json> TopicOperator::LiveOrCreate(const kubeapi::ResourceKind& kind,
+                                                const TopicObject& t, const Json& want,
+                                                const char* what, bool* ok) {
+  auto got = client_.Get(kind, t.ns, t.name);
+  if (got.ok()) return std::move(got).value();
+  if (!got.error().IsNotFound()) {
+    Logger("operator")->warn("{}/{}: reading its {}: {}", t.ns, t.name, what,
+                             got.error().ToString());
+    *ok = false;
+    return std::nullopt;
+  }
+  auto made = client_.Create(kind, t.ns, want);
+  *ok = made.ok() || made.error().IsAlreadyExists();
+  return std::nullopt;
+}
+
 bool TopicOperator::EnsureService(const TopicObject& t) {
   const Json want = BuildService(t);
-  auto got = client_.Get(kubeapi::Services(), t.ns, t.name);
-  if (!got.ok()) {
-    if (!got.error().IsNotFound()) {
-      Logger("operator")->warn("{}/{}: reading its Service: {}", t.ns, t.name,
-                               got.error().ToString());
-      return false;
-    }
-    auto made = client_.Create(kubeapi::Services(), t.ns, want);
-    return made.ok() || made.error().IsAlreadyExists();
-  }
-  Json live = std::move(got).value();
+  bool ok = true;
+  std::optional<Json> got = LiveOrCreate(kubeapi::Services(), t, want, "Service", &ok);
+  if (!got) return ok;
+  Json live = std::move(*got);
   bool same = true;
   for (const char* field : {"selector", "ports", "clusterIP", "publishNotReadyAddresses"}) {
     if (kubeapi::At(live, std::string("spec.") + field).serialize() !=
@@ -430,17 +439,11 @@ bool TopicOperator::EnsureService(const TopicObject& t) {
 
 bool TopicOperator::EnsurePodDisruptionBudget(const TopicObject& t) {
   const Json want = BuildPodDisruptionBudget(t);
-  auto got = client_.Get(kubeapi::PodDisruptionBudgets(), t.ns, t.name);
-  if (!got.ok()) {
-    if (!got.error().IsNotFound()) {
-      Logger("operator")->warn("{}/{}: reading its PodDisruptionBudget: {}", t.ns, t.name,
-                               got.error().ToString());
-      return false;
-    }
-    auto made = client_.Create(kubeapi::PodDisruptionBudgets(), t.ns, want);
-    return made.ok() || made.error().IsAlreadyExists();
-  }
-  Json live = std::move(got).value();
+  bool ok = true;
+  std::optional<Json> got =
+      LiveOrCreate(kubeapi::PodDisruptionBudgets(), t, want, "PodDisruptionBudget", &ok);
+  if (!got) return ok;
+  Json live = std::move(*got);
   if (kubeapi::At(live, "spec").serialize() == want.at("spec").serialize()) return true;
   live["spec"] = want.at("spec");  // set back when changed by hand
   return client_.Update(kubeapi::PodDisruptionBudgets(), t.ns, t.name, live).ok();

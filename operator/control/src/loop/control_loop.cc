@@ -52,6 +52,13 @@ void AppendDecision(std::string& o, const DecisionRecord& d) {
   o += '}';
 }
 
+// A plan's steps in words, for the log.
+std::string StepsText(const Plan& plan) {
+  std::string steps;
+  for (const auto& s : plan.steps) steps += (steps.empty() ? "" : " | ") + s.what;
+  return steps;
+}
+
 bool SamePartitions(const PartitionMap& a, const PartitionMap& b) {
   return a.partitions() == b.partitions() && a.peers() == b.peers();
 }
@@ -321,13 +328,11 @@ void ControlLoop::Decide(const std::vector<PodInfo>& pods) {
     if (!plan) return;
     plan->id = next_plan_id_++;
   }
-  std::string steps;
-  for (const auto& s : plan->steps) steps += (steps.empty() ? "" : " | ") + s.what;
   Logger("control")->info(
       "msg=\"decision\" topic={} plan={} partitions={}->{} replicas={}->{} "
       "reason=\"{}\" steps=\"{}\"",
       spec.name, plan->id, map_.active_count(), d.partitions, replicas, d.replicas, d.reason,
-      steps);
+      StepsText(*plan));
   Adopt(std::move(*plan));
 }
 
@@ -368,10 +373,8 @@ bool ControlLoop::PlanRoll(const std::vector<PodInfo>& pods) {
     std::lock_guard<std::mutex> lock(mu_);
     plan.id = next_plan_id_++;
   }
-  std::string steps;
-  for (const auto& s : plan.steps) steps += (steps.empty() ? "" : " | ") + s.what;
   Logger("control")->info("msg=\"roll\" topic={} plan={} reason=\"{}\" steps=\"{}\"",
-                          spec_.name, plan.id, plan.reason, steps);
+                          spec_.name, plan.id, plan.reason, StepsText(plan));
   Adopt(std::move(plan));
   return plan_.has_value();
 }

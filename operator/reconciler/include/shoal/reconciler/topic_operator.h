@@ -29,6 +29,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -128,6 +129,11 @@ class TopicOperator {
   void StopAllWorkers();
   std::optional<kubeapi::Json> CachedTopic(const std::string& key) const;
   Result<std::string> EnsureSecret(const kubeapi::Json& topic, const TopicObject& t);
+  // The topic's object of `kind` (named like the topic) as it is now; nullopt when it was
+  // missing and has been created from `want` (*ok: the create succeeded or raced another) or
+  // could not be read (*ok false). `what` names the kind in the log.
+  std::optional<kubeapi::Json> LiveOrCreate(const kubeapi::ResourceKind& kind, const TopicObject& t,
+                                            const kubeapi::Json& want, const char* what, bool* ok);
   bool EnsureService(const TopicObject& t);
   // The topic's PodDisruptionBudget (maxUnavailable 1), made or set back.
   bool EnsurePodDisruptionBudget(const TopicObject& t);
