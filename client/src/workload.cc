@@ -35,6 +35,13 @@ double ProfileFactor(const LoadOptions& o, double t) {
     if (d <= 0) return 1;
     return (t >= o.surge_from * d && t < o.surge_until * d) ? 10.0 : 1.0;
   }
+  if (profile == "ramp") {
+    if (d <= 0) return 1;
+    const double from = o.surge_from * d, until = o.surge_until * d;
+    if (t < from) return 1;
+    if (t < until) return 1.0 + 9.0 * (t - from) / (until - from);
+    return t < until + (until - from) ? 10.0 : 1.0;
+  }
   if (profile == "sawtooth") {
     const double period = d > 0 ? d / 3 : 10.0;
     const double phase = std::fmod(t, period) / period;

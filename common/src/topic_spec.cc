@@ -41,6 +41,7 @@ Status Read(const YAML::Node& node, const std::string& path, const char* key, T*
   } catch (const YAML::Exception&) {
     return Status::InvalidArgument(path + "." + key + ": expected " +
                                    (std::is_same_v<T, std::string> ? "a string"
+                                    : std::is_same_v<T, bool>      ? "true or false"
                                     : std::is_floating_point_v<T>  ? "a number"
                                                                    : "a non-negative integer") +
                                    ", got \"" + YAML::Dump(v) + "\"");
@@ -48,14 +49,17 @@ Status Read(const YAML::Node& node, const std::string& path, const char* key, T*
   return Status::Ok();
 }
 
-Status ReadBehavior(const YAML::Node& n, const std::string& path, ScaleBehavior* b) {
+// `up`: scaleUp, which also has `predictive`.
+Status ReadBehavior(const YAML::Node& n, const std::string& path, bool up, ScaleBehavior* b) {
   if (!n) return Status::Ok();
   if (!n.IsMap()) return Status::InvalidArgument(path + ": expected a mapping");
-  SHOAL_RETURN_IF_ERROR(
-      Unknown(path, n, {"stabilizationWindowSeconds", "tolerance", "maxPartitionsPerStep"}));
+  std::set<std::string> known{"stabilizationWindowSeconds", "tolerance", "maxPartitionsPerStep"};
+  if (up) known.insert("predictive");
+  SHOAL_RETURN_IF_ERROR(Unknown(path, n, known));
   SHOAL_RETURN_IF_ERROR(
       Read(n, path, "stabilizationWindowSeconds", &b->stabilization_window_seconds));
   SHOAL_RETURN_IF_ERROR(Read(n, path, "tolerance", &b->tolerance));
+  if (up) SHOAL_RETURN_IF_ERROR(Read(n, path, "predictive", &b->predictive));
   return Read(n, path, "maxPartitionsPerStep", &b->max_partitions_per_step);
 }
 
@@ -93,8 +97,9 @@ Status ParseSpec(const YAML::Node& spec, TopicSpec* t) {
   }
   if (auto n = spec["behavior"]) {
     SHOAL_RETURN_IF_ERROR(Unknown(p + ".behavior", n, {"scaleUp", "scaleDown"}));
-    SHOAL_RETURN_IF_ERROR(ReadBehavior(n["scaleUp"], p + ".behavior.scaleUp", &t->scale_up));
-    SHOAL_RETURN_IF_ERROR(ReadBehavior(n["scaleDown"], p + ".behavior.scaleDown", &t->scale_down));
+    SHOAL_RETURN_IF_ERROR(ReadBehavior(n["scaleUp"], p + ".behavior.scaleUp", true, &t->scale_up));
+    SHOAL_RETURN_IF_ERROR(
+        ReadBehavior(n["scaleDown"], p + ".behavior.scaleDown", false, &t->scale_down));
   }
   if (auto n = spec["durability"]) {
     SHOAL_RETURN_IF_ERROR(Unknown(p + ".durability", n, {"fsync"}));
@@ -291,11 +296,12 @@ std::string Num(double v) {
   return buf;
 }
 
-YAML::Node BehaviorNode(const ScaleBehavior& b) {
+YAML::Node BehaviorNode(const ScaleBehavior& b, bool up) {
   YAML::Node n;
   n["stabilizationWindowSeconds"] = b.stabilization_window_seconds;
   n["tolerance"] = Num(b.tolerance);
   n["maxPartitionsPerStep"] = b.max_partitions_per_step;
+  if (up) n["predictive"] = b.predictive;
   return n;
 }
 
@@ -316,8 +322,8 @@ YAML::Node Document(const TopicSpec& t) {
   s["scaling"]["targetCPUUtilizationPercent"] = t.scaling.cpu_utilization_percent;
   s["scaling"]["targetConsumerLag"] = t.scaling.consumer_lag_events;
   s["scaling"]["targetPartitionsPerReplica"] = t.scaling.partitions_per_replica;
-  s["behavior"]["scaleUp"] = BehaviorNode(t.scale_up);
-  s["behavior"]["scaleDown"] = BehaviorNode(t.scale_down);
+  s["behavior"]["scaleUp"] = BehaviorNode(t.scale_up, true);
+  s["behavior"]["scaleDown"] = BehaviorNode(t.scale_down, false);
   s["durability"]["fsync"] = t.fsync;
   s["retention"]["bytes"] = t.retention.bytes;
   s["retention"]["ms"] = t.retention.ms;

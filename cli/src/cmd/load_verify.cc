@@ -183,8 +183,9 @@ void RegisterLoadVerify(CLI::App& app, int& exit_code) {
   load->add_option("--batch", l->load.batch, "Events per request")->check(CLI::Range(1, 100000));
   load->add_option("--rate", l->load.rate, "Events/s in total at 1x (0: maximum)");
   load->add_option("--profile", l->load.profile,
-                   "steady | surge (10x from 30% to 50% of --duration) | sawtooth")
-      ->check(CLI::IsMember({"steady", "surge", "sawtooth"}));
+                   "steady | surge (10x from 30% to 50% of --duration) | ramp (1x to 10x from "
+                   "30% to 50%, held to 70%) | sawtooth")
+      ->check(CLI::IsMember({"steady", "surge", "ramp", "sawtooth"}));
   load->add_option("--duration", l->load.duration_s, "Seconds");
   load->add_option("--seed", l->load.seed, "Random seed");
   load->add_option("--producer-prefix", l->load.producer_prefix, "Producer id prefix");

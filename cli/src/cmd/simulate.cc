@@ -21,6 +21,8 @@ struct SimulateOptions {
   bool json = false;
   bool timeline = false;
   uint32_t initial_partitions = 0;
+  bool reactive = false;          // prediction off (behavior.scaleUp.predictive: false)
+  bool compare_reactive = false;  // run with and without prediction, print both
 };
 
 Result<std::string> ReadAll(const std::string& path) {
@@ -29,6 +31,38 @@ Result<std::string> ReadAll(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// The same trace with the topic's prediction on and off, side by side.
+int CompareReactive(TopicSpec spec, const control::Trace& trace, bool json) {
+  spec.scale_up.predictive = true;
+  auto predictive = control::Simulate(spec, trace);
+  spec.scale_up.predictive = false;
+  auto reactive = control::Simulate(spec, trace);
+  for (const auto* r : {&predictive, &reactive}) {
+    if (!r->ok()) {
+      std::cerr << "shoal simulate: " << r->status().message() << "\n";
+      return 1;
+    }
+  }
+  const double lag_ratio = reactive->max_lag > 0 ? predictive->max_lag / reactive->max_lag : 0;
+  if (json) {
+    std::cout << "{\"trace\":\"" << trace.name << "\",\"predictive\":" << predictive->ToJson(false)
+              << ",\"reactive\":" << reactive->ToJson(false) << ",\"max_lag_ratio\":" << lag_ratio
+              << "}\n";
+    return 0;
+  }
+  std::printf("trace %s over topic %s: %.0f s\n", trace.name.c_str(), spec.name.c_str(),
+              trace.duration_s);
+  std::printf("%-11s %9s %9s %10s %10s %12s %12s\n", "policy", "scale-ups", "decisions",
+              "max parts", "max lag", "part-seconds", "pod-seconds");
+  for (const auto& [name, r] : {std::pair{"predictive", &*predictive}, {"reactive", &*reactive}}) {
+    std::printf("%-11s %9u %9zu %10u %10.0f %12.0f %12.0f\n", name, r->scale_ups,
+                r->decisions.size(), r->max_partitions, r->max_lag, r->partition_seconds,
+                r->pod_seconds);
+  }
+  std::printf("predictive max lag / reactive: %.2f\n", lag_ratio);
+  return 0;
 }
 
 int Run(const SimulateOptions& o) {
@@ -61,6 +95,8 @@ int Run(const SimulateOptions& o) {
     std::cerr << "shoal simulate: " << topic_path << ": " << spec.status().message() << "\n";
     return 2;
   }
+  if (o.reactive) spec->scale_up.predictive = false;
+  if (o.compare_reactive) return CompareReactive(*spec, *trace, o.json);
   auto result = control::Simulate(*spec, *trace);
   if (!result.ok()) {
     std::cerr << "shoal simulate: " << result.status().message() << "\n";
@@ -88,10 +124,11 @@ int Run(const SimulateOptions& o) {
     }
   }
   std::printf(
-      "summary: %zu decisions (%llu holds), max partitions %u, max pods %u, max lag %.0f events, "
-      "%.0f partition-seconds, %.0f pod-seconds, slowest decide %.2f ms, slowest plan %.2f ms, "
+      "summary: %zu decisions (%u scale-ups, %llu holds), max partitions %u, max pods %u, max lag "
+      "%.0f events, %.0f partition-seconds, %.0f pod-seconds, slowest decide %.2f ms, slowest "
+      "plan %.2f ms, "
       "slowest later change step %.2f ms\n",
-      result->decisions.size(), static_cast<unsigned long long>(result->holds),
+      result->decisions.size(), result->scale_ups, static_cast<unsigned long long>(result->holds),
       result->max_partitions, result->max_pods, result->max_lag, result->partition_seconds,
       result->pod_seconds, result->max_decide_ms, result->max_plan_ms, result->max_resolve_ms);
   return 0;
@@ -108,6 +145,10 @@ void RegisterSimulate(CLI::App& app, int& exit_code) {
   cmd->add_option("--initial-partitions", o->initial_partitions,
                   "Start with this many partitions (overrides trace and topic)");
   cmd->add_flag("--timeline", o->timeline, "Also print the state at every step");
+  cmd->add_flag("--reactive", o->reactive,
+                "Turn prediction off (as behavior.scaleUp.predictive: false)");
+  cmd->add_flag("--compare-reactive", o->compare_reactive,
+                "Run with prediction and without, and print both side by side");
   cmd->add_flag("--json", o->json, "Print one JSON object");
   cmd->callback([o, &exit_code] { exit_code = Run(*o); });
 }

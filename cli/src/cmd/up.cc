@@ -52,7 +52,7 @@ struct UpOptions {
   std::string file = "examples/flash-sale.yaml";
   std::string state_dir;
   std::string report_dir;
-  std::string profile = "flash-sale";  // flash-sale | steady | sawtooth
+  std::string profile = "flash-sale";  // flash-sale | ramp | steady | sawtooth
   double rate = 700;                   // events/s at 1x
   double duration_s = 80;
   int keys = 5000;
@@ -512,8 +512,10 @@ void RegisterUp(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand(
       "up", "Run an elastic topic on this machine under a load profile, live, with a report");
   cmd->add_option("file", o->file, "PartitionedTopic YAML (default examples/flash-sale.yaml)");
-  cmd->add_option("--profile", o->profile, "flash-sale | steady | sawtooth")
-      ->check(CLI::IsMember({"flash-sale", "steady", "sawtooth"}));
+  cmd->add_option("--profile", o->profile,
+                  "flash-sale | ramp (1x to 10x from 30% to 50% of the duration, held to 70%) | "
+                  "steady | sawtooth")
+      ->check(CLI::IsMember({"flash-sale", "ramp", "steady", "sawtooth"}));
   cmd->add_option("--rate", o->rate, "Events/s at 1x (the flash sale is 10x from 30% to 50% of the duration)")
       ->check(CLI::Range(1.0, 1e7));
   cmd->add_option("--duration", o->duration_s, "Seconds of load")->check(CLI::Range(3.0, 86400.0));

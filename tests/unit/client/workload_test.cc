@@ -34,5 +34,16 @@ TEST(ServiceTimeTest, LanesWaitAtOnceAndOneKeyStaysInOneLane) {
   EXPECT_EQ(ServiceTime(keys, -5, -5, 0), microseconds(0));
 }
 
+TEST(ProfileTest, ARampRisesEvenlyToTenTimesHoldsAsLongAgainAndReturns) {
+  // 100 s: 1x until 30 s, 1x -> 10x by 50 s, 10x until 70 s, then 1x.
+  EXPECT_DOUBLE_EQ(ProfileFactor("ramp", 10, 100), 1);
+  EXPECT_DOUBLE_EQ(ProfileFactor("ramp", 30, 100), 1);
+  EXPECT_DOUBLE_EQ(ProfileFactor("ramp", 40, 100), 5.5);
+  EXPECT_DOUBLE_EQ(ProfileFactor("ramp", 50, 100), 10);
+  EXPECT_DOUBLE_EQ(ProfileFactor("ramp", 69, 100), 10);
+  EXPECT_DOUBLE_EQ(ProfileFactor("ramp", 70, 100), 1);
+  EXPECT_DOUBLE_EQ(ProfileFactor("ramp", 5, 0), 1);  // no duration: steady
+}
+
 }  // namespace
 }  // namespace shoal::client

@@ -494,7 +494,8 @@ spec:
   scaling: {targetEventsPerSecondPerPartition: 500, targetCPUUtilizationPercent: 70,
             targetConsumerLag: 5000, targetPartitionsPerReplica: 4}
   behavior:
-    scaleUp: {stabilizationWindowSeconds: 0, tolerance: 0.1, maxPartitionsPerStep: 0}
+    scaleUp: {stabilizationWindowSeconds: 0, tolerance: 0.1, maxPartitionsPerStep: 0,
+              predictive: false}
     scaleDown: {stabilizationWindowSeconds: 300, tolerance: 0.1, maxPartitionsPerStep: 8}
   durability: {fsync: always}
   retention: {bytes: 0, ms: 86400000}

@@ -43,6 +43,18 @@ TEST(TopicSpecTest, DefaultsFillWhatIsMissing) {
   EXPECT_EQ(t->fsync, "interval");
   EXPECT_EQ(t->replicas.min, 1u);
   EXPECT_EQ(t->scale_down.stabilization_window_seconds, 300u);
+  EXPECT_TRUE(t->scale_up.predictive);
+}
+
+TEST(TopicSpecTest, PredictionCanBeTurnedOffAndRoundTrips) {
+  auto t = ParseTopic(std::string(kMinimal) + "  behavior: {scaleUp: {predictive: false}}\n");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_FALSE(t->scale_up.predictive);
+  for (const std::string& text : {TopicToYaml(*t), TopicToJson(*t)}) {
+    auto back = ParseTopic(text);
+    ASSERT_TRUE(back.ok()) << back.status().ToString() << "\n" << text;
+    EXPECT_FALSE(back->scale_up.predictive) << text;
+  }
 }
 
 TEST(TopicSpecTest, YamlAndJsonRoundTrip) {
@@ -134,6 +146,11 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"cpu", With("  scaling: {targetCPUUtilizationPercent: 150}\n"),
             "targetCPUUtilizationPercent"},
         Bad{"tolerance", With("  behavior: {scaleUp: {tolerance: 1.5}}\n"), "tolerance"},
+        Bad{"predictive not a bool", With("  behavior: {scaleUp: {predictive: sometimes}}\n"),
+            "spec.behavior.scaleUp.predictive: expected true or false"},
+        // Prediction is a scale-up matter: scale-down always follows what was observed.
+        Bad{"predictive scale-down", With("  behavior: {scaleDown: {predictive: true}}\n"),
+            "spec.behavior.scaleDown.predictive"},
         Bad{"fsync", With("  durability: {fsync: sometimes}\n"), "spec.durability.fsync"},
         Bad{"unknown spec field", With("  partitons: {min: 1}\n"), "spec.partitons"},
         Bad{"storage size", With("  storage: {size: lots}\n"), "spec.storage.size"},
@@ -141,7 +158,8 @@ INSTANTIATE_TEST_SUITE_P(
         // 4 partitions a pod (targetPartitionsPerReplica) x 1 GiB do not fit 2Gi.
         Bad{"retention over storage",
             With("  retention: {bytes: 1073741824}\n  storage: {size: 2Gi}\n"),
-            "spec.storage.size: 2Gi cannot hold spec.retention.bytes (1073741824) for each of the 4"}),
+            "spec.storage.size: 2Gi cannot hold spec.retention.bytes (1073741824) for each of the "
+            "4"}),
     [](const auto& info) {
       std::string n = info.param.name;
       for (auto& c : n) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';

@@ -46,7 +46,8 @@ struct LoadOptions {
   std::string profile = "steady";
   double duration_s = 0;  // the profile's length (surge and sawtooth scale to it); 0: no end
   // "surge": 10x from surge_from to surge_until, as fractions of duration_s, 1x around it (a
-  // flash sale: a while at 1x, a shorter burst, and a longer return to 1x).
+  // flash sale: a while at 1x, a shorter burst, and a longer return to 1x). "ramp": 1x until
+  // surge_from, rising evenly to 10x at surge_until, held at 10x as long again, then 1x.
   double surge_from = 0.3, surge_until = 0.5;
   uint64_t seed = 1;
   std::string producer_prefix = "prod";

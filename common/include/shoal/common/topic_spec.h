@@ -17,6 +17,9 @@ struct ScaleBehavior {
   uint32_t stabilization_window_seconds = 0;
   double tolerance = 0.1;                // HPA-like: no change while within ±10% of the target
   uint32_t max_partitions_per_step = 0;  // 0: reach the needed count in one step
+  // Scale-up only: size for the rate a rising trend will have reached when the change has taken
+  // effect (the policy's prediction), not only for the present one.
+  bool predictive = true;
 };
 
 struct TopicSpec {

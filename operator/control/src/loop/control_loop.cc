@@ -218,6 +218,7 @@ Status ControlLoop::Tick() {
       const std::string kind = StepKind(step);
       if (st.ok() && step.state == PlanStep::State::kDone) {
         probe_->StepFinished(kind, true, seconds);
+        LearnLeadTime(step, pods, now);
         Logger("control")->info(
             "msg=\"plan step done\" plan={} step={} kind={} what=\"{}\" "
             "epoch={} seconds={:.3f}",
@@ -286,6 +287,28 @@ Status ControlLoop::Tick() {
   }
   ReportState(ready);
   return result;
+}
+
+// The policy's prediction sizes for what is expected once a decision has taken effect: how long
+// this platform takes for a change (first run to installed, retries included) and for new pods
+// (asked for to ready) is learned from the plans carried out.
+void ControlLoop::LearnLeadTime(const PlanStep& step, const std::vector<PodInfo>& pods,
+                                std::chrono::steady_clock::time_point now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  switch (step.kind) {
+    case PlanStep::Kind::kChange:
+      if (!step.retire) history_.RecordChange(now - step_started_);
+      break;
+    case PlanStep::Kind::kSetPods:
+      if (step.pods > pods.size()) pods_asked_at_ = now;
+      break;
+    case PlanStep::Kind::kWaitReady:
+      if (pods_asked_at_) history_.RecordPodStart(now - *pods_asked_at_);
+      pods_asked_at_.reset();
+      break;
+    default:
+      break;
+  }
 }
 
 void ControlLoop::ReportState(uint32_t ready_pods) {

@@ -61,6 +61,13 @@ Plan MakePlan(const PartitionMap& map, const Decision& d, uint32_t pods) {
   Plan plan;
   plan.reason = d.reason;
   const uint32_t want = std::max<uint32_t>(1, d.replicas ? d.replicas : pods);
+  // Scale-up asks for the pods first: they take longest (seconds to minutes), and the split in
+  // place goes on meanwhile on the pods that are ready; once the new ones are, partitions move.
+  if (want > pods) {
+    plan.steps.push_back(Step(PlanStep::Kind::kSetPods,
+                              "pods " + std::to_string(pods) + " -> " + std::to_string(want),
+                              want));
+  }
   if (!d.splits.empty()) {
     PlanStep s = Step(PlanStep::Kind::kChange, "", pods);
     uint32_t pieces = 0;
@@ -80,9 +87,6 @@ Plan MakePlan(const PartitionMap& map, const Decision& d, uint32_t pods) {
     plan.steps.push_back(std::move(s));
   }
   if (want > pods) {
-    plan.steps.push_back(Step(PlanStep::Kind::kSetPods,
-                              "pods " + std::to_string(pods) + " -> " + std::to_string(want),
-                              want));
     plan.steps.push_back(Step(PlanStep::Kind::kWaitReady,
                               "wait until " + std::to_string(want) + " pods are ready", want));
     PlanStep s =

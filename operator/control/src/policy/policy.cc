@@ -50,6 +50,10 @@ using std::chrono::seconds;
 // a tiny share, and the sketch's counts are upper bounds.
 constexpr double kHotKeyShare = 0.05;
 
+// The most a prediction raises the present rate: a trend extrapolated far beyond it is more
+// likely a misread than a plan.
+constexpr double kMaxPredictedFactor = 3;
+
 std::string Num(double v) {
   char buf[32];
   if (v >= 100) {
@@ -126,6 +130,143 @@ void LoadHistory::Add(const Observation& o) {
   for (auto it = partitions_.begin(); it != partitions_.end();) {
     it = (o.at - it->second.last_at > horizon_) ? partitions_.erase(it) : std::next(it);
   }
+}
+
+namespace {
+
+constexpr size_t kLeadTimesKept = 8;
+
+void Keep(std::deque<double>& d, double v) {
+  d.push_back(v);
+  while (d.size() > kLeadTimesKept) d.pop_front();
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  const size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+  if (v.size() % 2) return v[mid];
+  const double hi = v[mid];
+  return (*std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid)) + hi) / 2;
+}
+
+}  // namespace
+
+void LoadHistory::RecordChange(std::chrono::duration<double> took) {
+  Keep(change_s_, std::max(0.0, took.count()));
+}
+
+void LoadHistory::RecordPodStart(std::chrono::duration<double> took) {
+  Keep(pod_start_s_, std::max(0.0, took.count()));
+}
+
+LoadHistory::LeadTimes LoadHistory::lead_times() const {
+  LeadTimes t;
+  t.changes = static_cast<uint32_t>(change_s_.size());
+  t.pod_starts = static_cast<uint32_t>(pod_start_s_.size());
+  t.change_s =
+      change_s_.empty() ? kPriorChangeSeconds : Median({change_s_.begin(), change_s_.end()});
+  t.pod_start_s = pod_start_s_.empty() ? kPriorPodStartSeconds
+                                       : Median({pod_start_s_.begin(), pod_start_s_.end()});
+  return t;
+}
+
+namespace {
+
+// Theil-Sen and Kendall's tau over the complete samples of the last `window_s` seconds; nullopt
+// with fewer than kTrendMinSamples or an incomplete sample among them.
+std::optional<Trend> FitTrend(const std::deque<LoadHistory::Sample>& samples, double window_s) {
+  if (samples.empty()) return std::nullopt;
+  const SteadyTime last = samples.back().at;
+  std::vector<std::pair<double, double>> pts;  // (seconds relative to the latest, rate)
+  for (auto it = samples.rbegin(); it != samples.rend(); ++it) {
+    const double ago = std::chrono::duration<double>(last - it->at).count();
+    if (ago > window_s) break;
+    // A gap in the metrics can fake a rise when they come back: no trend across one.
+    if (!it->complete) return std::nullopt;
+    pts.emplace_back(-ago, it->total_rate);
+  }
+  if (pts.size() < kTrendMinSamples) return std::nullopt;
+  std::vector<double> slopes;
+  slopes.reserve(pts.size() * (pts.size() - 1) / 2);
+  long concordant = 0, pairs = 0;  // concordant: pairs that rose less those that fell
+  for (size_t i = 0; i < pts.size(); ++i) {
+    for (size_t j = i + 1; j < pts.size(); ++j) {
+      const double dt = pts[i].first - pts[j].first;  // i is the later one
+      if (dt <= 0) continue;
+      const double dr = pts[i].second - pts[j].second;
+      slopes.push_back(dr / dt);
+      concordant += dr > 0 ? 1 : dr < 0 ? -1 : 0;
+      ++pairs;
+    }
+  }
+  if (pairs == 0) return std::nullopt;
+  const long decided = std::count_if(slopes.begin(), slopes.end(), [](double x) { return x != 0; });
+  Trend t;
+  t.samples = pts.size();
+  t.window_s = -pts.back().first;
+  t.age_s = t.window_s;
+  t.slope = Median(std::move(slopes));
+  // Ties (a rate that did not move) count for neither direction.
+  t.tau = decided ? static_cast<double>(concordant) / static_cast<double>(decided) : 0;
+  std::vector<double> levels;
+  levels.reserve(pts.size());
+  for (const auto& [at, rate] : pts) levels.push_back(rate - t.slope * at);
+  t.level = std::max(0.0, Median(std::move(levels)));
+  t.latest = pts.front().second;
+  return t;
+}
+
+// Rising, and the latest sample still on the line (within the topic's tolerance): a rate that
+// turned (the top of a sawtooth) is no longer extrapolated.
+bool Rising(const std::optional<Trend>& t, double tolerance) {
+  return t && t->slope > 0 && t->tau >= kTrendMinTau && t->latest >= t->level * (1 - tolerance);
+}
+
+}  // namespace
+
+std::optional<Trend> RisingTrend(const LoadHistory& history, double tolerance) {
+  auto recent = FitTrend(history.samples(), kTrendSeconds);
+  if (!Rising(recent, tolerance)) return std::nullopt;
+  // A ramp rises in steps of similar size; a step or a burst (producers sending a backlog at
+  // once after a pause) rises in one: no interval of the window may carry more than half of it.
+  {
+    const auto& samples = history.samples();
+    const SteadyTime last = samples.back().at;
+    double jump = 0;
+    for (size_t i = samples.size() - 1; i > 0; --i) {
+      if (std::chrono::duration<double>(last - samples[i - 1].at).count() > recent->window_s) break;
+      jump = std::max(jump, samples[i].total_rate - samples[i - 1].total_rate);
+    }
+    if (jump > kTrendMaxJumpShare * recent->slope * recent->window_s) return std::nullopt;
+  }
+  // Its age: the longest of windows doubling from kTrendSeconds over which the rate rose too.
+  const double reach = history.samples().empty()
+                           ? 0
+                           : std::chrono::duration<double>(history.samples().back().at -
+                                                           history.samples().front().at)
+                                 .count();
+  for (double w = 2 * kTrendSeconds; w <= kTrendMaxAgeSeconds; w *= 2) {
+    auto longer = FitTrend(history.samples(), w);
+    if (!Rising(longer, tolerance)) break;
+    recent->age_s = longer->window_s;
+    if (reach < w) break;  // the history reaches no further
+  }
+  // A window that reaches into the flat stretch before the ramp still rises as a whole (its ties
+  // count for nothing): the ramp is no older than its rise from the window's lowest rate takes
+  // at its slope.
+  double base = recent->level;
+  const SteadyTime last = history.samples().back().at;
+  for (auto it = history.samples().rbegin(); it != history.samples().rend(); ++it) {
+    if (std::chrono::duration<double>(last - it->at).count() > recent->age_s) break;
+    base = std::min(base, it->total_rate);
+  }
+  recent->age_s =
+      std::max(std::min(recent->age_s, (recent->level - base) / recent->slope), recent->window_s);
+  // And material: over its age the rate rose by more than twice the tolerance (noise within the
+  // tolerance, the HPA's band, does not, even in samples that happen to agree).
+  if (recent->slope * recent->age_s <= 2 * tolerance * recent->level) return std::nullopt;
+  return recent;
 }
 
 SteadyTime LoadHistory::GridStart(SteadyTime at) const {
@@ -402,6 +543,87 @@ Decision Decide(const TopicSpec& spec, const LoadHistory& history, const Partiti
     known.push_back(c);
   }
 
+  // 0. Prediction, on a rising trend. It acts when the trend says that the capacity in place
+  //    will fall short by the time a change could take effect (`lead`: a change, plus a pod start
+  //    when pods will be short), and then sizes for the rate expected over a longer horizon: the
+  //    next decision comes only once this plan is done and takes as long again (2 x lead), and a
+  //    ramp that has lasted a while is taken to go on for twice as long again (2 x its age),
+  //    which keeps a long ramp to a few big decisions instead of a staircase. A rate that was
+  //    higher earlier in the scale-down window and fell back (a sawtooth) is expected back at
+  //    that peak, not beyond it. Prediction only raises what the scale-up sizing below sees (at
+  //    most kMaxPredictedFactor times the present rate); merges and pods down look at what was
+  //    observed, and a partition without a current rate turns it off.
+  const auto& samples = history.samples();
+  const SteadyTime since = now - down_window;
+  double factor = 1;
+  uint32_t predicted_pods = 0;
+  std::string predicted;
+  std::optional<Trend> trend;
+  if (spec.scale_up.predictive && total_rate > 0 && unknown.empty()) {
+    trend = RisingTrend(history, up_tol);
+  }
+  if (trend) {
+    const auto lt = history.lead_times();
+    const auto trend_start = latest - std::chrono::duration_cast<SteadyTime::duration>(
+                                          std::chrono::duration<double>(trend->age_s));
+    double earlier_peak = 0;  // the window's highest total before the trend's own samples
+    for (const auto& s : samples) {
+      if (s.at >= since && s.at < trend_start) earlier_peak = std::max(earlier_peak, s.total_rate);
+    }
+    const bool seen_before = earlier_peak >= trend->level;
+    auto expected_in = [&](double seconds) {
+      double e = trend->level + trend->slope * seconds;
+      if (seen_before) e = std::min(e, earlier_peak);
+      return std::min(e, kMaxPredictedFactor * total_rate);
+    };
+    // Pods a rate needs: by partitions per replica, and by the consumers' measured capacity at
+    // their CPU target.
+    auto pods_for = [&](double rate) {
+      uint32_t n = CeilDiv(std::min(CeilDiv(rate, target), pmax), ppr);
+      const auto& last = samples.back();
+      if (last.cpu && *last.cpu > 0 && last.cpu_pods > 0) {
+        const double per_pod = last.total_rate / (last.cpu_pods * *last.cpu);
+        n = std::max(n, CeilDiv(rate, per_pod * cpu_target));
+      }
+      return std::min(n, rmax);
+    };
+    const double pods_lead = lt.change_s + lt.pod_start_s;
+    const bool pods_short = pods_for(expected_in(pods_lead)) > replicas;
+    const double lead = pods_short ? pods_lead : lt.change_s;
+    const double soon = expected_in(lead) / total_rate;
+    bool parts_short = false;
+    for (const auto& c : known) parts_short |= c.load.rate * soon > target * (1 + up_tol);
+    if (pods_short || parts_short) {
+      const double horizon = std::max(2 * lead, 2 * trend->age_s);
+      const double want = expected_in(horizon);
+      factor = std::max(1.0, want / total_rate);
+      predicted_pods = pods_for(want);
+      auto learned = [](uint32_t n) {
+        return n == 0 ? std::string(" assumed") : " learned from " + std::to_string(n);
+      };
+      const std::string pods_part =
+          pods_short ? " + pod start " + Num(lt.pod_start_s) + " s" + learned(lt.pod_starts) : "";
+      char buf[480];
+      std::snprintf(
+          buf, sizeof buf,
+          "rising %s ev/s per s for %.0f s: %s short in %s s (change %s s%s%s); sized for %s ev/s "
+          "expected in %.0f s (%s)%s",
+          Num(trend->slope).c_str(), trend->age_s,
+          pods_short && parts_short ? "partitions and pods"
+          : pods_short              ? "pods"
+                                    : "partitions",
+          Num(lead).c_str(), Num(lt.change_s).c_str(), learned(lt.changes).c_str(),
+          pods_part.c_str(), Num(want).c_str(), horizon,
+          horizon > 2 * lead ? "twice as long as it has been rising"
+                             : "twice the lead: until a next change could take effect",
+          seen_before
+              ? (", its peak of the last " + std::to_string(down_window.count()) + " s").c_str()
+              : "");
+      predicted = buf;
+      for (auto& c : known) c.load.rate *= factor;
+    }
+  }
+
   // 1. Splits: each partition above its target by more than the tolerance asks for
   //    ceil(rate / target) pieces, cut at its load quantiles; a piece count that cannot lower the
   //    heaviest piece below the rate / (1 + tolerance) is pointless (a hot key).
@@ -430,7 +652,6 @@ Decision Decide(const TopicSpec& spec, const LoadHistory& history, const Partiti
   }
 
   // 2. Replicas the load asks for now (scale-up side): partitions per replica, CPU, lag.
-  const auto& samples = history.samples();
   // The pods whose CPU the sample measured, scaled by their utilization over the target.
   auto cpu_replicas = [&](const LoadHistory::Sample& s) -> uint32_t {
     const uint32_t base = s.cpu_pods;
@@ -457,13 +678,20 @@ Decision Decide(const TopicSpec& spec, const LoadHistory& history, const Partiti
       const double growth = static_cast<double>(last.total_lag - before->total_lag) / dt;
       const double consumed = std::max(1.0, last.total_rate - growth);
       const double per_pod = consumed / std::max<uint32_t>(1, replicas);
-      lag_replicas = std::max(replicas + 1, CeilDiv(last.total_rate, per_pod * cpu_target));
+      lag_replicas =
+          std::max(replicas + 1, CeilDiv(last.total_rate * factor, per_pod * cpu_target));
       why.push_back("consumer lag " + Num(static_cast<double>(last.max_lag)) +
                     " above its target " +
                     Num(static_cast<double>(spec.scaling.consumer_lag_events)) + " and growing");
     }
   }
-  const uint32_t cpu_now = samples.empty() ? 0 : cpu_replicas(samples.back());
+  // The consumers' CPU, raised as the prediction raises the rate they will carry.
+  uint32_t cpu_now = 0;
+  if (!samples.empty()) {
+    LoadHistory::Sample last = samples.back();
+    if (last.cpu) last.cpu = *last.cpu * factor;
+    cpu_now = cpu_replicas(last);
+  }
 
   // 3. How many partitions: what the rates ask for, at least one per wanted replica, within the
   //    cap and the per-step limit; extra pieces go to the hottest ranges first.
@@ -533,7 +761,6 @@ Decision Decide(const TopicSpec& spec, const LoadHistory& history, const Partiti
   }
 
   // 4. Scale-down: merges of cold neighbours, only on a complete history that covers the window.
-  const SteadyTime since = now - down_window;
   const bool covered = history.first_at() && *history.first_at() <= since;
   const bool gap = history.last_incomplete() && *history.last_incomplete() >= since;
   std::vector<std::string> down_blocked;
@@ -548,6 +775,10 @@ Decision Decide(const TopicSpec& spec, const LoadHistory& history, const Partiti
   } else if (!covered) {
     down_blocked.push_back("observing for less than the scale-down window (" +
                            std::to_string(down_window.count()) + " s)");
+  }
+  if (trend) {
+    down_blocked.push_back("arrival rising (" + Num(trend->slope) +
+                           " ev/s per s); nothing shrinks on a rising trend");
   }
   // A backlog is no time to shrink: its events wait for consumers (and those of a merge's
   // parents for the merge), so nothing shrinks while the lag of the window is above its target.
@@ -636,7 +867,7 @@ Decision Decide(const TopicSpec& spec, const LoadHistory& history, const Partiti
   // 5. Replicas: up at once to what the load asks now; down to the highest recommendation of
   //    the scale-down window, only on complete observations.
   auto by_partitions = [&](uint32_t parts) { return CeilDiv(parts, ppr); };
-  uint32_t up = std::max({by_partitions(after), cpu_now, lag_replicas});
+  uint32_t up = std::max({by_partitions(after), cpu_now, lag_replicas, predicted_pods});
   uint32_t want = replicas;
   if (up > replicas) {
     want = up;
@@ -669,6 +900,9 @@ Decision Decide(const TopicSpec& spec, const LoadHistory& history, const Partiti
   }
   d.partitions = after;
   d.replicas = want;
+  if (!predicted.empty() && (!d.splits.empty() || want > replicas)) {
+    why.insert(why.begin(), predicted);
+  }
   for (auto& n : hot_notes) why.push_back(n);
   if (!unknown.empty()) {
     why.push_back(std::to_string(unknown.size()) +

@@ -327,6 +327,7 @@ Result<SimResult> Simulate(const TopicSpec& spec, const Trace& trace) {
   Plan plan;
   bool have_plan = false;
   std::map<PartitionId, double> last_rates;
+  double pods_asked_at = -1;  // when the plan in progress asked for more pods (-1: it did not)
 
   for (double t = 0; t < trace.duration_s; t += trace.step_s) {
     const SteadyTime now =
@@ -360,15 +361,24 @@ Result<SimResult> Simulate(const TopicSpec& spec, const Trace& trace) {
           step_ms = MsSince(t_plan);
           world.Changed(map, *next);
           map = WithoutSealed(*next);
+          // A change takes one step here; the policy learns it as the control loop does.
+          history.RecordChange(std::chrono::duration<double>(trace.step_s));
           break;
         }
         case PlanStep::Kind::kSetPods:
-          if (s.pods > pods) starting.emplace_back(t + trace.pod_start_s, s.pods);
+          if (s.pods > pods) {
+            starting.emplace_back(t + trace.pod_start_s, s.pods);
+            pods_asked_at = t;
+          }
           pods = s.pods;
           ready_pods = std::min(ready_pods, pods);
           break;
         case PlanStep::Kind::kWaitReady:
           advanced = ready_pods >= s.pods;
+          if (advanced && pods_asked_at >= 0) {
+            history.RecordPodStart(std::chrono::duration<double>(t - pods_asked_at));
+            pods_asked_at = -1;
+          }
           break;
         case PlanStep::Kind::kWaitConsumed:
         case PlanStep::Kind::kDrain:
@@ -402,6 +412,11 @@ Result<SimResult> Simulate(const TopicSpec& spec, const Trace& trace) {
         const double plan_ms = MsSince(t_plan);
         out.max_plan_ms = std::max(out.max_plan_ms, plan_ms);
         have_plan = !plan.steps.empty();
+        if (std::any_of(d.kinds.begin(), d.kinds.end(), [](DecisionKind k) {
+              return k == DecisionKind::kSplit || k == DecisionKind::kPodsUp;
+            })) {
+          ++out.scale_ups;
+        }
         out.decisions.push_back(
             SimDecision{.t = t,
                         .partitions_before = static_cast<uint32_t>(map.active_count()),
@@ -436,6 +451,8 @@ std::string SimResult::ToJson(bool with_timeline) const {
   json::AppendUint(o, decisions.size());
   o += ",\"holds\":";
   json::AppendUint(o, holds);
+  o += ",\"scale_ups\":";
+  json::AppendUint(o, scale_ups);
   o += ",\"max_lag\":";
   json::AppendDouble(o, max_lag);
   o += ",\"partition_seconds\":";

@@ -121,6 +121,8 @@ class ControlLoop {
   Status Save();
   // The map's and the plan's shape on the loop's metrics.
   void ReportState(uint32_t ready_pods);
+  void LearnLeadTime(const PlanStep& step, const std::vector<PodInfo>& pods,
+                     std::chrono::steady_clock::time_point now);
   std::string StateJsonLocked() const;
   Status LoadState(std::string_view json);
   void Decide(const std::vector<PodInfo>& pods);
@@ -166,6 +168,8 @@ class ControlLoop {
   std::chrono::steady_clock::time_point retry_at_{};
   std::chrono::milliseconds backoff_{0};
   std::chrono::steady_clock::time_point step_started_{};
+  // When the plan in progress asked for more pods (to learn how long they take to be ready).
+  std::optional<std::chrono::steady_clock::time_point> pods_asked_at_;
   std::chrono::steady_clock::time_point last_retire_check_{};
   Epoch epoch_floor_{0};  // a change is minted at no lower epoch (after a fencing refusal)
 };

@@ -3,7 +3,7 @@
 // plan, the simulator replays it.
 //
 // Order (fast relief first, nothing removed before it is empty):
-//   scale-up:   split in place -> more pods -> wait until they are ready -> move partitions to them
+//   scale-up:   more pods -> split in place -> wait until they are ready -> move partitions to them
 //   scale-down: merge cold neighbours -> move everything off the pods to remove -> wait until
 //               their sealed partitions are consumed -> retire them -> drain -> fewer pods
 //   roll (pods that run an old template): per pod, move everything off it -> wait until its

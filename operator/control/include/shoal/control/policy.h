@@ -19,6 +19,11 @@
 //    anything. Replicas shrink to the highest recommendation of the window (as the HPA does).
 //  - Replicas follow partitions per replica, the consumers' CPU over their target, and growing lag
 //    above its target; never more replicas than active partitions.
+//  - Prediction (behavior.scaleUp.predictive, on by default): on a rising trend of the arrival
+//    rate, scale-up sizes for the rate expected when a next decision could take effect, from the
+//    trend (RisingTrend) and the time this platform takes to change the map and to start a pod,
+//    learned from the loop's own history (LeadTimes). It only ever adds to what the present rate
+//    asks for; it never shrinks anything.
 // Values and a const function; LoadHistory is a value owned by the control loop.
 #pragma once
 
@@ -93,6 +98,18 @@ class LoadHistory {
   // reach back to `since`. Elementwise sums of these bound the peak of partitions merged.
   std::optional<std::vector<double>> WindowPeaks(const PartitionHistory& h,
                                                  SteadyTime since) const;
+  // How long carrying out a decision took: a map change (asked to installed) and a new pod (asked
+  // for to ready), measured by whoever carries out the plans (the control loop, the simulator).
+  void RecordChange(std::chrono::duration<double> took);
+  void RecordPodStart(std::chrono::duration<double> took);
+  struct LeadTimes {
+    double change_s = 0, pod_start_s = 0;
+    uint32_t changes = 0, pod_starts = 0;  // how many were measured (0: the prior)
+  };
+  // The median of the last few of each; until one is measured, a prior (kPriorChange/PodStart).
+  LeadTimes lead_times() const;
+  static constexpr double kPriorChangeSeconds = 1;
+  static constexpr double kPriorPodStartSeconds = 15;
   // The last time an observation missed something (nullopt: never).
   std::optional<SteadyTime> last_incomplete() const { return last_incomplete_; }
   std::optional<SteadyTime> first_at() const { return first_at_; }
@@ -108,7 +125,41 @@ class LoadHistory {
   std::map<PartitionId, PartitionHistory> partitions_;
   std::optional<SteadyTime> last_incomplete_, first_at_;
   std::vector<std::string> last_missing_;
+  std::deque<double> change_s_, pod_start_s_;  // the last few, oldest first
 };
+
+// A trend of the topic's arrival rate over the last kTrendSeconds of complete observations:
+// Theil-Sen's slope (the median of the slopes between every two samples) and the fitted level at
+// the latest one, with Kendall's tau as the share of sample pairs that agree with its direction.
+// Robust by construction: one spike (producers catching up after a pause) moves neither the median
+// slope nor the level, where a least-squares or Holt fit would extrapolate it; a step is not a
+// ramp either (the pairs across it are fewer than half).
+// Why not Holt's linear method: its level and trend follow every sample with fixed weights, so a
+// burst raises the trend it extrapolates, and its two constants would need tuning per topic.
+struct Trend {
+  double slope = 0;   // events/s per second
+  double level = 0;   // the fitted rate at the latest sample
+  double tau = 0;     // Kendall's tau, in [-1, 1] (ties left out)
+  double latest = 0;  // the latest sample's rate
+  double window_s = 0;
+  size_t samples = 0;
+  // How long it has been rising: the longest window (kTrendSeconds doubled up to
+  // kTrendMaxAgeSeconds) over which the rate rose too, by the same test.
+  double age_s = 0;
+};
+inline constexpr double kTrendSeconds = 5;
+inline constexpr double kTrendMaxAgeSeconds = 160;
+inline constexpr size_t kTrendMinSamples = 5;
+inline constexpr double kTrendMinTau = 0.7;
+// The most of the window's rise one interval may carry (more: a step or a burst, not a ramp).
+inline constexpr double kTrendMaxJumpShare = 0.5;
+// The trend when it is rising: enough samples, tau >= kTrendMinTau, a positive slope, no step
+// carrying more than kTrendMaxJumpShare of the rise, a rise over its age of more than twice the
+// tolerance, and the
+// latest sample no more than `tolerance` below the fitted level (a rate that turned is not
+// extrapolated); nullopt otherwise (noise, a flat or falling rate, too few samples, an
+// incomplete one).
+std::optional<Trend> RisingTrend(const LoadHistory& history, double tolerance);
 
 struct SplitDecision {
   PartitionId partition;

@@ -84,6 +84,7 @@ struct SimResult {
   double max_decide_ms = 0, max_plan_ms = 0, max_resolve_ms = 0;
   uint32_t max_partitions = 0, max_pods = 0;
   uint64_t holds = 0;  // decisions that changed nothing
+  uint32_t scale_ups = 0;  // decisions that split or added pods
 
   std::string ToJson(bool with_timeline) const;
 };

@@ -189,14 +189,15 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         PlanCase{"nothing", 2, 2, false, false, {}},
         PlanCase{"replicas_zero_means_unchanged", 2, 0, false, false, {}},
-        // Scale-up: split in place first (fast relief), then pods, then move onto them.
+        // Scale-up: ask for the pods first (they take longest), split in place meanwhile (fast
+        // relief), then move onto the pods once they are ready.
         PlanCase{"split_and_pods_up",
                  1,
                  3,
                  true,
                  false,
-                 {{Kind::kChange, 1, true},
-                  {Kind::kSetPods, 3},
+                 {{Kind::kSetPods, 3},
+                  {Kind::kChange, 1, true},
                   {Kind::kWaitReady, 3},
                   {Kind::kChange, 3, false, false, true}}},
         PlanCase{
@@ -618,7 +619,7 @@ TEST(PlanExecutionTest, ScaleUpSplitsThenSpreadsOverTheNewPods) {
   const Plan plan = MakePlan(base, d, 1);
   const Walk w =
       Execute(base, plan, {{"orders-1", PeerAddress{"d1", "a1"}}, {"orders-2", {"d2", "a2"}}});
-  EXPECT_THAT(w.kinds, ElementsAre("change", "set_pods", "wait_ready", "change"));
+  EXPECT_THAT(w.kinds, ElementsAre("set_pods", "change", "wait_ready", "change"));
   EXPECT_EQ(w.map.active_count(), 6u);
   EXPECT_EQ(w.map.epoch(), Epoch(3));  // one epoch per change step
   const auto counts = CountByPod(w.map);

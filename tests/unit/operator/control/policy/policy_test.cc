@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -958,6 +959,148 @@ TEST(DecisionKindTest, EveryKindReadsBackFromItsTextAndOthersDoNot) {
   EXPECT_FALSE(ParseDecisionKind("").has_value());
   EXPECT_EQ(JoinKinds({DecisionKind::kSplit, DecisionKind::kPodsUp}), "split,pods_up");
   EXPECT_EQ(JoinKinds({}), "");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Prediction: trends, lead times, and what Decide does with them
+
+// Observations every second for t in [from, to] with the total total_of(t) spread evenly over
+// the map's partitions.
+void Totals(LoadHistory& h, const PartitionMap& map, int64_t from, int64_t to,
+            const std::function<double(int64_t)>& total_of) {
+  const double n = static_cast<double>(map.active_count());
+  for (int64_t t = from; t <= to; ++t) {
+    h.Add(Observe(map, t, [&](uint32_t) { return total_of(t) / n; }));
+  }
+}
+
+TEST(TrendTest, ARampIsRisingWithItsSlopeLevelAndAge) {
+  const PartitionMap map = Initial(4);
+  LoadHistory h(seconds(300));
+  // Flat at 4,000 until t=30, then 400 ev/s more every second.
+  Totals(h, map, 0, 60, [](int64_t t) { return 4000.0 + (t > 30 ? 400.0 * (t - 30) : 0); });
+  auto trend = RisingTrend(h, 0.1);
+  ASSERT_TRUE(trend.has_value());
+  EXPECT_NEAR(trend->slope, 400, 1);
+  EXPECT_NEAR(trend->level, 16000, 10);
+  EXPECT_GE(trend->tau, 0.99);
+  // It began 30 s ago: the flat stretch before it is not part of its age.
+  EXPECT_NEAR(trend->age_s, 30, 2);
+}
+
+TEST(TrendTest, NoiseAStepAFallAndACatchUpBurstAreNotRamps) {
+  const PartitionMap map = Initial(4);
+  {
+    // +-8% noise per observation around 10,000 for ten minutes: never a rising trend.
+    const uint64_t seed = 20261202;
+    SCOPED_TRACE("noise seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> u(-0.08, 0.08);
+    LoadHistory h(seconds(300));
+    for (int64_t t = 0; t < 600; ++t) {
+      h.Add(Observe(map, t, [&](uint32_t) { return 2500 * (1 + u(rng)); }));
+      EXPECT_FALSE(RisingTrend(h, 0.1).has_value()) << "t=" << t;
+    }
+  }
+  // No trend at any t for which `when` holds.
+  auto check = [&](
+                   const char* what, const std::function<double(int64_t)>& total_of,
+                   const std::function<bool(int64_t)>& when = [](int64_t) { return true; }) {
+    SCOPED_TRACE(what);
+    LoadHistory h(seconds(300));
+    for (int64_t t = 0; t <= 60; ++t) {
+      Totals(h, map, t, t, total_of);
+      if (when(t)) {
+        EXPECT_FALSE(RisingTrend(h, 0.1).has_value()) << "t=" << t;
+      }
+    }
+  };
+  check("a step 4,000 -> 20,000 at t=30", [](int64_t t) { return t < 30 ? 4000.0 : 20000.0; });
+  check("a fall", [](int64_t t) { return 20000.0 - 200.0 * static_cast<double>(t); });
+  // Producers resuming after a pause send two seconds' worth of backlog at once.
+  check("a catch-up burst", [](int64_t t) { return t == 30 || t == 31 ? 24000.0 : 8000.0; });
+  // The top of a sawtooth: once the rate turned, the line is not extrapolated beyond it.
+  check(
+      "a sawtooth's top",
+      [](int64_t t) {
+        const int64_t p = t % 20;
+        return p <= 10 ? 4000.0 + 1600.0 * static_cast<double>(p)
+                       : 20000.0 - 1600.0 * static_cast<double>(p - 10);
+      },
+      [](int64_t t) { return t % 20 > 10; });
+}
+
+TEST(LoadHistoryTest, LeadTimesAreTheMedianOfTheLastMeasuredAndAPriorUntilThen) {
+  LoadHistory h(seconds(60));
+  auto lt = h.lead_times();
+  EXPECT_EQ(lt.changes, 0u);
+  EXPECT_EQ(lt.pod_starts, 0u);
+  EXPECT_EQ(lt.change_s, LoadHistory::kPriorChangeSeconds);
+  EXPECT_EQ(lt.pod_start_s, LoadHistory::kPriorPodStartSeconds);
+  for (double s : {8.0, 9.0, 30.0}) h.RecordPodStart(std::chrono::duration<double>(s));
+  h.RecordChange(std::chrono::duration<double>(0.4));
+  lt = h.lead_times();
+  EXPECT_EQ(lt.pod_starts, 3u);
+  EXPECT_EQ(lt.pod_start_s, 9.0);  // one slow start does not move the median
+  EXPECT_EQ(lt.change_s, 0.4);
+  // Only the last few count: the platform got slower.
+  for (int i = 0; i < 20; ++i) h.RecordPodStart(std::chrono::duration<double>(40));
+  EXPECT_EQ(h.lead_times().pod_start_s, 40.0);
+}
+
+TEST(DecideTest, OnARampPredictionSizesPartitionsAndPodsAheadAndSaysWhy) {
+  TopicSpec spec = BaseSpec();  // 5,000 ev/s per partition, 4 per replica
+  const PartitionMap map = Initial(4);
+  LoadHistory h(seconds(300));
+  for (int i = 0; i < 3; ++i) h.RecordPodStart(std::chrono::duration<double>(8));
+  h.RecordChange(std::chrono::duration<double>(1));
+  // 16,000 rising by 1,000 ev/s every second for 10 s: 4 x 5,000 holds it for now, but not in
+  // the 9 s a change and new pods take.
+  Totals(h, map, 0, 40, [](int64_t t) { return 16000.0 + (t > 30 ? 1000.0 * (t - 30) : 0); });
+  const Decision reactive = [&] {
+    TopicSpec off = spec;
+    off.scale_up.predictive = false;
+    return Decide(off, h, map, 1, At(40));
+  }();
+  const Decision d = Decide(spec, h, map, 1, At(40));
+  ExpectWellFormed(d, map);
+  // Present: 26,000 over 4 partitions is 6,500 each, two pieces each.
+  EXPECT_EQ(reactive.partitions, 8u) << reactive.reason;
+  EXPECT_THAT(reactive.reason, Not(HasSubstr("rising")));
+  // Predicted: 26,000 + 1,000 x 2 x max(9, 10) s = 46,000, 11,500 per partition: three pieces
+  // each, 12 partitions and 3 pods, in one step.
+  EXPECT_EQ(d.partitions, 12u) << d.reason;
+  EXPECT_EQ(d.replicas, 3u) << d.reason;
+  EXPECT_THAT(d.reason, HasSubstr("rising 1,000 ev/s per s for 10 s"));
+  EXPECT_THAT(d.reason, HasSubstr("change 1 s learned from 1 + pod start 8 s learned from 3"));
+  EXPECT_THAT(d.reason, HasSubstr("sized for 46,000 ev/s expected in 20 s"));
+}
+
+TEST(DecideTest, PredictionActsOnlyWhenTheCapacityWillFallShortAndNeverShrinks) {
+  const TopicSpec spec = BaseSpec();
+  const PartitionMap map = Initial(8);  // 40,000 ev/s at the target
+  LoadHistory h(seconds(300));
+  h.RecordChange(std::chrono::duration<double>(1));
+  // Rising 300 ev/s per s from 10,000 to 16,000: 16 s out (change 1 s + pod start 15 s
+  // assumed) it is still far below what 8 partitions and 2 pods hold.
+  Totals(h, map, 0, 40, [](int64_t t) { return 10000.0 + (t > 20 ? 300.0 * (t - 20) : 0); });
+  Decision d = Decide(spec, h, map, 2, At(40));
+  EXPECT_TRUE(d.holds()) << d.reason;
+  // And on a rising trend nothing shrinks, though the window's peak would allow merges.
+  EXPECT_THAT(d.merges, IsEmpty());
+  EXPECT_THAT(d.reason, HasSubstr("nothing shrinks on a rising trend"));
+}
+
+TEST(DecideTest, ACatchUpBurstIsSizedForWhatWasSeenNotExtrapolated) {
+  const TopicSpec spec = BaseSpec();
+  const PartitionMap map = Initial(4);
+  LoadHistory h(seconds(300));
+  Totals(h, map, 0, 39, [](int64_t) { return 16000.0; });
+  Totals(h, map, 40, 41, [](int64_t) { return 48000.0; });  // two seconds of backlog at once
+  const Decision d = Decide(spec, h, map, 1, At(41));
+  // What the present asks (12,000 per partition, three pieces each), and no more.
+  EXPECT_EQ(d.partitions, 12u) << d.reason;
+  EXPECT_THAT(d.reason, Not(HasSubstr("rising")));
 }
 
 }  // namespace

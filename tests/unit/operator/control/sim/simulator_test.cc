@@ -281,11 +281,18 @@ TEST(SimulatorTest, HotKeyIsIsolatedByOneSplit) {
   }
   ASSERT_EQ(splits.size(), 1u);
   const SimDecision& split = *splits[0];
+  // From when the split is in place (its plan asks for the pods first), nothing changes.
+  bool in_place = false;
   for (const auto& p : r.timeline) {
-    if (p.t > split.t) {
+    if (p.t <= split.t) continue;
+    in_place |= p.partitions == split.partitions_after;
+    if (in_place) {
       ASSERT_EQ(p.partitions, split.partitions_after) << "partitions changed at t=" << p.t;
+    } else {
+      ASSERT_LE(p.t, split.t + 3) << "the split was not in place 3 steps after its decision";
     }
   }
+  EXPECT_TRUE(in_place);
 }
 
 // (e) Noise within the tolerance: every tick holds.
@@ -321,6 +328,47 @@ TEST(SimulatorTest, TenThousandPartitionsSurgeIsOneSplitWithinTheCap) {
             << surge_splits[0]->partitions_before << " -> " << surge_splits[0]->partitions_after
             << "\n";
 }
+
+// (g) Ramps of 5x to 20x over 30 to 120 s: with prediction, at most three scale-up decisions
+// and at most 40% of the peak lag of the reactive policy (prediction off) on the same trace.
+class RampTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(RampTest, PredictionNeedsAtMostThreeScaleUpsAndLessThanHalfTheLag) {
+  Loaded l = Load(std::string("examples/traces/") + GetParam() + ".yaml");
+  l.spec.scale_up.predictive = true;
+  auto predictive = Simulate(l.spec, l.trace);
+  l.spec.scale_up.predictive = false;
+  auto reactive = Simulate(l.spec, l.trace);
+  ASSERT_TRUE(predictive.ok() && reactive.ok());
+  std::cout << GetParam() << ": scale-ups " << predictive->scale_ups << " (reactive "
+            << reactive->scale_ups << "), max lag " << predictive->max_lag << " (reactive "
+            << reactive->max_lag << "), partition-seconds " << predictive->partition_seconds
+            << " (reactive " << reactive->partition_seconds << ")\n";
+  SCOPED_TRACE(Describe(*predictive));
+  EXPECT_LE(predictive->scale_ups, 3u);
+  EXPECT_LE(predictive->max_lag, 0.4 * reactive->max_lag);
+  // It reached what the ramp's top needs, and came back down after it.
+  EXPECT_GE(predictive->max_partitions, reactive->max_partitions);
+  EXPECT_LT(predictive->timeline.back().partitions, predictive->max_partitions);
+  // Every scale-up after the first says what it predicted (the first may come before the ramp
+  // is old enough to be a trend).
+  size_t predicted = 0;
+  for (const auto& d : predictive->decisions) {
+    if (Has(d, DecisionKind::kSplit) || Has(d, DecisionKind::kPodsUp)) {
+      predicted += d.reason.find("expected in") != std::string::npos ? 1 : 0;
+    }
+  }
+  EXPECT_GE(predicted + 1, predictive->scale_ups);
+}
+
+INSTANTIATE_TEST_SUITE_P(Traces, RampTest,
+                         ::testing::Values("ramp-5x-30s", "ramp-20x-60s", "ramp-10x-120s",
+                                           "ramp-20x-120s"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& c : n) c = (c == '-') ? '_' : c;
+                           return n;
+                         });
 
 TEST(SimulatorTest, IsDeterministicForASeed) {
   const Loaded l = Load("examples/traces/noisy-steady.yaml");
