@@ -20,19 +20,20 @@ packages=(
   build-essential cmake ninja-build pkg-config git curl python3
   libcpprest-dev libboost-system-dev libssl-dev zlib1g-dev
   libyaml-cpp-dev prometheus-cpp-dev libspdlog-dev libfmt-dev
-  libsimdjson-dev libcli11-dev
+  libsimdjson-dev libcli11-dev libcctz-dev tzdata
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
 )
 peer_packages=(redis-server nats-server libhiredis-dev libnats-dev)
 observe_packages=(prometheus shellcheck)
 # What `ldd` lists for the three binaries, by the Debian 12 package that ships each library
-# (`dpkg -S`), plus ca-certificates for an API server behind a public CA. The Dockerfile's run
+# (`dpkg -S`), plus ca-certificates for an API server behind a public CA and tzdata for the time
+# zones of scheduled capacity (spec.scaling.schedules). The Dockerfile's run
 # stage checks with ldd that nothing is missing.
 runtime_packages=(
   libc6 libstdc++6 libgcc-s1 zlib1g libssl3 libbrotli1
   libcpprest2.10 libyaml-cpp0.7 libprometheus-cpp-core1.0 libspdlog1.10 libfmt9 libsimdjson14
-  ca-certificates
+  libcctz2 tzdata ca-certificates
 )
 
 if [[ " $* " == *" --runtime "* ]]; then

@@ -725,6 +725,10 @@ std::string SummaryMarkdownImpl(const RunSummary& run, const RunFigures& f, bool
          std::to_string(f.max_partitions) + " / " + std::to_string(f.final_partitions) + " |\n";
   out += "| pods: baseline / max / final | " + std::to_string(f.baseline_pods) + " / " +
          std::to_string(f.max_pods) + " / " + std::to_string(f.final_pods) + " |\n";
+  if (run.surge_end_s > run.surge_start_s) {
+    out += "| in place when the surge began: partitions / ready pods | " +
+           std::to_string(f.surge_partitions) + " / " + std::to_string(f.surge_ready_pods) + " |\n";
+  }
   out += "| partition-seconds | " + FormatQuantity(f.partition_seconds) + " |\n";
   out += "| pod-seconds | " + FormatQuantity(f.pod_seconds) + " |\n";
   out += std::string("| scaled up | ") + (f.scaled_up ? "yes" : "no") + " |\n";
@@ -764,6 +768,8 @@ void AppendFiguresJson(std::string& out, const RunFigures& f) {
       {"baseline_pods", f.baseline_pods},
       {"final_partitions", f.final_partitions},
       {"final_pods", f.final_pods},
+      {"surge_partitions", f.surge_partitions},
+      {"surge_ready_pods", f.surge_ready_pods},
       {"lost", f.lost},
       {"reordered", f.reordered},
       {"duplicated", f.duplicated},
@@ -914,6 +920,13 @@ RunFigures ComputeFigures(const RunSummary& run) {
   f.baseline_pods = samples.front().pods;
   f.final_partitions = samples.back().partitions;
   f.final_pods = samples.back().pods;
+  if (run.surge_end_s > run.surge_start_s) {
+    for (const RunSample& s : samples) {
+      if (s.t > run.surge_start_s) break;
+      f.surge_partitions = s.partitions;
+      f.surge_ready_pods = s.ready_pods;
+    }
+  }
   std::vector<double> p99s;
   for (size_t i = 0; i < samples.size(); ++i) {
     const RunSample& s = samples[i];

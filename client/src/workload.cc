@@ -229,10 +229,19 @@ void LoadGenerator::Run(int index) {
     if (opts_.rate > 0) {
       const double factor = ProfileFactor(opts_, t);
       const double per_producer = opts_.rate * factor / opts_.producers;
-      next_send += std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-          std::chrono::duration<double>(opts_.batch / per_producer));
+      const auto interval = std::max<std::chrono::steady_clock::duration>(
+          std::chrono::microseconds(1),
+          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+              std::chrono::duration<double>(opts_.batch / per_producer)));
+      next_send += interval;
       const auto now = std::chrono::steady_clock::now();
-      if (next_send < now - std::chrono::seconds(1)) next_send = now;  // do not burst to catch up
+      if (next_send < now - std::chrono::seconds(1)) {
+        // Far behind (a slow answer): skip the sends missed rather than burst to catch up, and
+        // keep this producer's place in the schedule. Restarting from `now` would put every
+        // producer that waited on the same slow moment in step, and a steady rate would then
+        // arrive in bursts that read as seconds of double load and seconds of none.
+        next_send += interval * ((now - next_send) / interval);
+      }
       std::this_thread::sleep_until(next_send);  // the offered rate's schedule
     }
   }

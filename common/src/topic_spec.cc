@@ -15,6 +15,10 @@
 namespace shoal {
 
 namespace {
+constexpr size_t kMaxSchedules = 16;
+}  // namespace
+
+namespace {
 
 constexpr uint32_t kPartitionCap = 65536;
 
@@ -83,10 +87,10 @@ Status ParseSpec(const YAML::Node& spec, TopicSpec* t) {
   }
   if (auto n = spec["scaling"]) {
     const std::string q = p + ".scaling";
-    SHOAL_RETURN_IF_ERROR(Unknown(
-        q, n,
-        {"targetEventsPerSecondPerPartition", "targetCPUUtilizationPercent", "targetConsumerLag",
-         "targetPartitionsPerReplica"}));
+    SHOAL_RETURN_IF_ERROR(
+        Unknown(q, n,
+                {"targetEventsPerSecondPerPartition", "targetCPUUtilizationPercent",
+                 "targetConsumerLag", "targetPartitionsPerReplica", "schedules"}));
     SHOAL_RETURN_IF_ERROR(Read(n, q, "targetEventsPerSecondPerPartition",
                                &t->scaling.events_per_second_per_partition));
     SHOAL_RETURN_IF_ERROR(
@@ -94,6 +98,31 @@ Status ParseSpec(const YAML::Node& spec, TopicSpec* t) {
     SHOAL_RETURN_IF_ERROR(Read(n, q, "targetConsumerLag", &t->scaling.consumer_lag_events));
     SHOAL_RETURN_IF_ERROR(
         Read(n, q, "targetPartitionsPerReplica", &t->scaling.partitions_per_replica));
+    if (auto list = n["schedules"]) {
+      if (!list.IsSequence()) return Status::InvalidArgument(q + ".schedules: expected a list");
+      if (list.size() > kMaxSchedules) {
+        return Status::InvalidArgument(q + ".schedules: at most " + std::to_string(kMaxSchedules) +
+                                       " schedules");
+      }
+      for (size_t i = 0; i < list.size(); ++i) {
+        const std::string path = q + ".schedules[" + std::to_string(i) + "]";
+        const YAML::Node e = list[i];
+        if (!e.IsMap()) return Status::InvalidArgument(path + ": expected a mapping");
+        SHOAL_RETURN_IF_ERROR(Unknown(path, e,
+                                      {"name", "cron", "start", "timeZone", "durationSeconds",
+                                       "readySeconds", "minPartitions", "minReplicas"}));
+        ScheduleSpec sc;
+        SHOAL_RETURN_IF_ERROR(Read(e, path, "name", &sc.name));
+        SHOAL_RETURN_IF_ERROR(Read(e, path, "cron", &sc.cron));
+        SHOAL_RETURN_IF_ERROR(Read(e, path, "start", &sc.start));
+        SHOAL_RETURN_IF_ERROR(Read(e, path, "timeZone", &sc.time_zone));
+        SHOAL_RETURN_IF_ERROR(Read(e, path, "durationSeconds", &sc.duration_seconds));
+        SHOAL_RETURN_IF_ERROR(Read(e, path, "readySeconds", &sc.ready_seconds));
+        SHOAL_RETURN_IF_ERROR(Read(e, path, "minPartitions", &sc.min_partitions));
+        SHOAL_RETURN_IF_ERROR(Read(e, path, "minReplicas", &sc.min_replicas));
+        t->scaling.schedules.push_back(std::move(sc));
+      }
+    }
   }
   if (auto n = spec["behavior"]) {
     SHOAL_RETURN_IF_ERROR(Unknown(p + ".behavior", n, {"scaleUp", "scaleDown"}));
@@ -216,6 +245,25 @@ Status ValidateTopic(const TopicSpec& t) {
     return Status::InvalidArgument(
         "spec.scaling.targetPartitionsPerReplica: must be at least 1 (e.g. 4)");
   }
+  std::set<std::string> schedule_names;
+  for (size_t i = 0; i < t.scaling.schedules.size(); ++i) {
+    const ScheduleSpec& sc = t.scaling.schedules[i];
+    const std::string path = "spec.scaling.schedules[" + std::to_string(i) + "]";
+    SHOAL_RETURN_IF_ERROR(ValidateSchedule(sc, path));
+    if (!schedule_names.insert(sc.name).second) {
+      return Status::InvalidArgument(path + ".name: \"" + sc.name + "\" is used twice");
+    }
+    if (sc.min_partitions > t.partitions.max) {
+      return Status::InvalidArgument(path + ".minPartitions: " + std::to_string(sc.min_partitions) +
+                                     " is above spec.partitions.max (" +
+                                     std::to_string(t.partitions.max) + ")");
+    }
+    if (sc.min_replicas > t.replicas.max) {
+      return Status::InvalidArgument(path + ".minReplicas: " + std::to_string(sc.min_replicas) +
+                                     " is above spec.replicas.max (" +
+                                     std::to_string(t.replicas.max) + ")");
+    }
+  }
   for (const auto& [name, b] : {std::pair{"scaleUp", &t.scale_up}, {"scaleDown", &t.scale_down}}) {
     if (!(b->tolerance >= 0 && b->tolerance < 1)) {
       return Status::InvalidArgument(std::string("spec.behavior.") + name +
@@ -322,6 +370,18 @@ YAML::Node Document(const TopicSpec& t) {
   s["scaling"]["targetCPUUtilizationPercent"] = t.scaling.cpu_utilization_percent;
   s["scaling"]["targetConsumerLag"] = t.scaling.consumer_lag_events;
   s["scaling"]["targetPartitionsPerReplica"] = t.scaling.partitions_per_replica;
+  for (const ScheduleSpec& sc : t.scaling.schedules) {
+    YAML::Node e;
+    e["name"] = sc.name;
+    if (!sc.cron.empty()) e["cron"] = sc.cron;
+    if (!sc.start.empty()) e["start"] = sc.start;
+    e["timeZone"] = sc.time_zone;
+    e["durationSeconds"] = sc.duration_seconds;
+    e["readySeconds"] = sc.ready_seconds;
+    e["minPartitions"] = sc.min_partitions;
+    e["minReplicas"] = sc.min_replicas;
+    s["scaling"]["schedules"].push_back(e);
+  }
   s["behavior"]["scaleUp"] = BehaviorNode(t.scale_up, true);
   s["behavior"]["scaleDown"] = BehaviorNode(t.scale_down, false);
   s["durability"]["fsync"] = t.fsync;

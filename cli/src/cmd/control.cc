@@ -236,6 +236,29 @@ int RunStatus(const StatusOptions& o) {
                   static_cast<int>(reason.size()), reason.data());
     }
   }
+  simdjson::dom::array schedules;
+  if (!doc["schedules"].get(schedules)) {
+    for (auto sc : schedules) {
+      std::string_view name, state, start, end, prepare;
+      uint64_t parts = 0, pods = 0;
+      Ignore(sc["name"].get(name));
+      Ignore(sc["state"].get(state));
+      Ignore(sc["start"].get(start));
+      Ignore(sc["end"].get(end));
+      Ignore(sc["prepare_from"].get(prepare));
+      Ignore(sc["min_partitions"].get(parts));
+      Ignore(sc["min_replicas"].get(pods));
+      std::printf("schedule %.*s: %.*s", static_cast<int>(name.size()), name.data(),
+                  static_cast<int>(state.size()), state.data());
+      if (!start.empty()) {
+        std::printf(", %.*s to %.*s (capacity from %.*s)", static_cast<int>(start.size()),
+                    start.data(), static_cast<int>(end.size()), end.data(),
+                    static_cast<int>(prepare.size()), prepare.data());
+      }
+      std::printf(": at least %llu partitions, %llu pods\n", static_cast<unsigned long long>(parts),
+                  static_cast<unsigned long long>(pods));
+    }
+  }
   return 0;
 }
 

@@ -53,8 +53,8 @@ struct UpOptions {
   std::string state_dir;
   std::string report_dir;
   std::string profile = "flash-sale";  // flash-sale | ramp | steady | sawtooth
-  double rate = 700;                   // events/s at 1x
-  double duration_s = 80;
+  double rate = 500;                   // events/s at 1x
+  double duration_s = 120;
   int keys = 5000;
   int producers = 32;
   int64_t consumer_cpu_us = 50;
@@ -68,6 +68,7 @@ struct UpOptions {
   uint16_t control_port = 9400;
   bool no_load = false;
   bool compare = false;
+  bool scheduled_sale = true;  // the flash sale is announced: a schedule holds its capacity
   bool fresh = false;
   bool json = false;
   std::string command;
@@ -85,6 +86,40 @@ std::string LoadProfile(const std::string& p) { return p == "flash-sale" ? "surg
 // The flash sale's 10x phase, in seconds from the start (LoadOptions' surge fractions).
 double SurgeFrom(const UpOptions& o) { return client::LoadOptions{}.surge_from * o.duration_s; }
 double SurgeUntil(const UpOptions& o) { return client::LoadOptions{}.surge_until * o.duration_s; }
+
+// The announced flash sale as a schedule of the topic (spec.scaling.schedules): from `start`
+// for the sale's length, the partitions its 10x rate needs at the target (less the tolerance) and
+// the pods its consumers need at their CPU target (each pod waits for `concurrency` events of
+// consumer_service_us at once), within the topic's caps, in place 5 s before it starts.
+ScheduleSpec SaleSchedule(const UpOptions& o, const TopicSpec& spec, WallTime start) {
+  const double rate = 10 * o.rate;
+  ScheduleSpec s;
+  s.name = "flash-sale";
+  s.start = FormatWallTime(start);
+  s.duration_seconds =
+      static_cast<uint32_t>(std::max(1.0, std::ceil(SurgeUntil(o) - SurgeFrom(o))));
+  s.ready_seconds = 5;
+  // At the target less the tolerance, so that the sale's own noise splits nothing.
+  s.min_partitions = std::min<uint32_t>(
+      spec.partitions.max,
+      static_cast<uint32_t>(std::ceil(
+          rate / (spec.scaling.events_per_second_per_partition * (1 - spec.scale_up.tolerance)))));
+  // A consumer's lanes are never evenly loaded (keys fall where they fall, and a batch takes as
+  // long as its busiest lane): measured here, a pod of 4 lanes at 4 ms takes about 600 of its
+  // nominal 1,000 events/s, so the sale is sized at half the nominal rate.
+  const double per_pod =
+      o.consumer_service_us > 0 ? 0.5 * o.consumer_concurrency * 1e6 / o.consumer_service_us : 0;
+  uint32_t pods = (s.min_partitions + spec.scaling.partitions_per_replica - 1) /
+                  spec.scaling.partitions_per_replica;
+  if (per_pod > 0) pods = std::max(pods, static_cast<uint32_t>(std::ceil(rate / per_pod)));
+  s.min_replicas = std::min(spec.replicas.max, pods);
+  // As many partitions on each pod, so that each carries the same share of the sale.
+  if (s.min_replicas > 0) {
+    const uint32_t per = (s.min_partitions + s.min_replicas - 1) / s.min_replicas;
+    s.min_partitions = std::min(spec.partitions.max, per * s.min_replicas);
+  }
+  return s;
+}
 
 int TerminalWidth() {
   winsize w{};
@@ -239,6 +274,22 @@ class Run {
     };
     seen_before_ = seen_.Count();  // a resumed topic's earlier runs
     last_seen_ = seen_before_;
+    if (o_.scheduled_sale && o_.profile == "flash-sale" &&
+        spec_.partitions.min < spec_.partitions.max) {
+      // Announced: the sale's window, from when the load starts, becomes a schedule.
+      TopicSpec announced = spec_;
+      announced.scaling.schedules.push_back(
+          SaleSchedule(o_, spec_,
+                       std::chrono::system_clock::now() +
+                           std::chrono::milliseconds(static_cast<int64_t>(SurgeFrom(o_) * 1000))));
+      if (Status st = ValidateTopic(announced); !st.ok()) return finish(st);
+      const auto& sc = announced.scaling.schedules.back();
+      std::cerr << "shoal up: the flash sale is announced: schedule " << sc.name << " from "
+                << sc.start << " for " << sc.duration_seconds << " s, at least "
+                << sc.min_partitions << " partitions and " << sc.min_replicas << " pods, ready "
+                << sc.ready_seconds << " s before\n";
+      loop.UpdateSpec(announced);
+    }
     start_ = SteadyClock::now();
     load.Start();
     uint64_t last_acked = 0;
@@ -541,6 +592,11 @@ void RegisterUp(CLI::App& app, int& exit_code) {
   cmd->add_flag("--compare", o->compare,
                 "Also run static at the baseline and at the peak size, and compare");
   cmd->add_flag("--fresh", o->fresh, "Start from an empty state directory");
+  cmd->add_flag("--scheduled-sale,!--unannounced", o->scheduled_sale,
+                "The flash sale is announced (the default): the elastic run's topic gets a "
+                "schedule (spec.scaling.schedules) that holds the sale's partitions and pods "
+                "from 5 s before it starts to its end; --unannounced leaves it to the policy's "
+                "reaction and prediction");
   cmd->callback([o, &exit_code] {
     char buf[256];
     std::snprintf(buf, sizeof buf,
@@ -549,7 +605,9 @@ void RegisterUp(CLI::App& app, int& exit_code) {
                   o->profile.c_str(), o->rate, o->duration_s,
                   static_cast<long long>(o->consumer_cpu_us),
                   static_cast<long long>(o->consumer_service_us), o->consumer_concurrency);
-    o->command = "shoal up " + o->file + buf + (o->compare ? " --compare" : "");
+    o->command = "shoal up " + o->file + buf +
+                 (o->profile == "flash-sale" && !o->scheduled_sale ? " --unannounced" : "") +
+                 (o->compare ? " --compare" : "");
     exit_code = RunUp(*o);
   });
 }

@@ -314,6 +314,27 @@ Result<Json> KubePlatform::StateToStatus(const std::string& state_json) {
     ld["replicas"] = kubeapi::At(d, "replicas");
     status["lastDecision"] = ld;
   }
+  // Each schedule's current or next window, camelCased as the API's fields are.
+  const Json schedules = kubeapi::At(state, "schedules");
+  value list = value::array();
+  if (schedules.is_array()) {
+    size_t i = 0;
+    for (const auto& sc : schedules.as_array()) {
+      if (!sc.is_object()) continue;
+      value e = value::object();
+      for (const auto& [from, to] : {std::pair{"name", "name"},
+                                     {"state", "state"},
+                                     {"start", "start"},
+                                     {"end", "end"},
+                                     {"prepare_from", "prepareFrom"},
+                                     {"min_partitions", "minPartitions"},
+                                     {"min_replicas", "minReplicas"}}) {
+        if (sc.has_field(from)) e[to] = sc.at(from);
+      }
+      list[i++] = e;
+    }
+  }
+  status["schedules"] = list;
   return status;
 }
 

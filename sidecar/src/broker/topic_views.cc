@@ -1,9 +1,9 @@
 // Topic, its views: the JSON of the topic view, the admin plane's partitions, groups and
 // commits, and the state metrics collectable. The rest of Topic is in topic.cc.
-#include "broker/topic.h"
-
 #include <algorithm>
 
+#include "broker/process_limits.h"
+#include "broker/topic.h"
 #include "shoal/common/json.h"
 #include "shoal/common/metrics.h"
 
@@ -114,7 +114,21 @@ std::string Topic::PartitionsJson() const {
     first_group = false;
     json::AppendString(out, g);
   }
-  out += "],\"partitions\":[";
+  // What this process may hold: the coordinator places no more partitions here than it can open.
+  const ProcessLimits limits = ReadProcessLimits();
+  out += "],\"limits\":{\"open_files_limit\":";
+  json::AppendUint(out, limits.open_files_limit);
+  out += ",\"open_files\":";
+  json::AppendUint(out, limits.open_files);
+  out += ",\"files_per_partition\":";
+  json::AppendUint(out, kFilesPerPartition);
+  if (limits.memory_limit_bytes) {
+    out += ",\"memory_limit_bytes\":";
+    json::AppendUint(out, *limits.memory_limit_bytes);
+  }
+  out += ",\"memory_bytes\":";
+  json::AppendUint(out, limits.memory_bytes);
+  out += "},\"partitions\":[";
   bool first = true;
   for (const auto& [id, p] : partitions_) {
     const PartitionInfo* info = map_.Find(PartitionId(id));

@@ -8,17 +8,21 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <simdjson.h>
+#include <sys/resource.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <thread>
 
-#include "shoal/control/process.h"
 #include "shoal/client/verifier.h"
 #include "shoal/client/workload.h"
+#include "shoal/control/process.h"
 #include "support/loopback.h"
 #include "support/temp_dir.h"
 
@@ -34,6 +38,7 @@ struct Snapshot {
   uint64_t epoch = 0;
   size_t active = 0;
   std::set<std::string> owners;  // of active partitions
+  std::map<std::string, size_t> held;  // partitions per owner, active and sealed
   bool has_plan = false;
   uint64_t plan_id = 0, plan_next = 0, plan_steps = 0;
   std::vector<std::string> step_kinds;
@@ -64,6 +69,7 @@ std::optional<Snapshot> ReadState(const std::string& dir) {
     for (auto p : parts) {
       std::string_view state, owner;
       if (p["state"].get(state) || p["owner"].get(owner)) return std::nullopt;
+      ++s.held[std::string(owner)];
       if (state == "active") {
         ++s.active;
         s.owners.insert(std::string(owner));
@@ -150,6 +156,14 @@ spec:
     return false;
   }
 
+  // Waits (up to 60 s) until the consumers recorded as many events as were acknowledged.
+  void WaitUntilSeen(size_t acked) {
+    const auto deadline = Clock::now() + 60s;
+    while (client::CountSeenLines(state_ + "/seen") < acked && Clock::now() < deadline) {
+      std::this_thread::sleep_for(50ms);  // polling files other processes append to
+    }
+  }
+
   testing::TempDir dir_{"shoal-control"};
   std::string ip_prefix_, state_, topic_file_;
   control::ChildProcess loop_;
@@ -218,10 +232,7 @@ TEST_F(ControlLoopTest, SurgeScalesUpKilledLoopResumesScaleDownReturnsPodsNothin
   ASSERT_GT(acked.size(), 10000u);
 
   // Every acknowledged event reaches a consumer: wait until the consumers recorded them all.
-  const auto deadline = Clock::now() + 60s;
-  while (client::CountSeenLines(state_ + "/seen") < acked.size() && Clock::now() < deadline) {
-    std::this_thread::sleep_for(50ms);  // polling files other processes append to
-  }
+  WaitUntilSeen(acked.size());
   loop_.Stop(10s);
   auto down = control::ChildProcess::Spawn(
       {SHOAL_BIN, "down", "--topic", "orders", "--state-dir", state_}, dir_.path() + "/down.log");
@@ -238,6 +249,87 @@ TEST_F(ControlLoopTest, SurgeScalesUpKilledLoopResumesScaleDownReturnsPodsNothin
       acked.size(), seen->size(), static_cast<unsigned long long>(report.lost),
       static_cast<unsigned long long>(report.reordered),
       static_cast<unsigned long long>(report.duplicated), max_active_, max_pods_);
+}
+
+// A pod whose sidecar may open only a few more files (its RLIMIT_NOFILE lowered with prlimit,
+// as a container's ulimit would) never gets more partitions than it can open; the surge is
+// taken by adding pods instead, and nothing is lost.
+TEST_F(ControlLoopTest, APodWithFewDescriptorsGetsNoMorePartitionsThanItCanOpenAndPodsAreAdded) {
+  StartLoop();
+  ASSERT_TRUE(WaitFor([](const Snapshot& s) { return s.has_map; }, 60s))
+      << "the topic was not created; see control.log";
+  // Pod 0's sidecar: whatever it has open now, 32 descriptors of reserve (kFilesReserve), and
+  // room for 4 more partitions of two files each: it can hold 6 (its 2 and 4 more).
+  const std::string pid_text = ReadAll(state_ + "/pods/orders-0/sidecar.pid");
+  ASSERT_FALSE(pid_text.empty());
+  const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
+  size_t open_now = 0;
+  for ([[maybe_unused]] const auto& e :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
+    ++open_now;
+  }
+  constexpr size_t kCanHold = 6;
+  const rlim_t limit = static_cast<rlim_t>(open_now + 32 + 2 * (kCanHold - 2));
+  rlimit lowered{limit, limit};
+  ASSERT_EQ(::prlimit(pid, RLIMIT_NOFILE, &lowered, nullptr), 0) << std::strerror(errno);
+  std::printf("pod 0's sidecar (pid %d): %zu descriptors open, limit lowered to %llu\n",
+              static_cast<int>(pid), open_now, static_cast<unsigned long long>(limit));
+
+  // A tenfold surge that wants at least 8 partitions (5,000 ev/s at 400 per partition).
+  client::LoadOptions lo;
+  lo.targets = {"http://" + ip_prefix_ + ".2:8080"};
+  lo.rate = 500;
+  lo.profile = "surge";
+  lo.duration_s = 30;
+  lo.surge_from = 0.2;
+  lo.surge_until = 0.7;
+  lo.keys = 2000;
+  lo.producers = 4;
+  lo.batch = 25;
+  client::LoadGenerator load(lo);
+  load.Start();
+  size_t most_on_pod0 = 0;
+  const bool scaled = WaitFor(
+      [&](const Snapshot& s) {
+        if (auto it = s.held.find("orders-0"); it != s.held.end()) {
+          most_on_pod0 = std::max(most_on_pod0, it->second);
+        }
+        return max_pods_ >= 2 && max_owners_ >= 2 && max_active_ >= 8;
+      },
+      60s);
+  // Keep watching through the rest of the load.
+  WaitFor(
+      [&](const Snapshot& s) {
+        if (auto it = s.held.find("orders-0"); it != s.held.end()) {
+          most_on_pod0 = std::max(most_on_pod0, it->second);
+        }
+        return false;
+      },
+      20s);
+  load.Stop();
+  EXPECT_TRUE(scaled) << "max pods " << max_pods_ << ", max owners " << max_owners_
+                      << ", max partitions " << max_active_;
+  EXPECT_LE(most_on_pod0, kCanHold) << "pod 0 was given more partitions than it can open";
+  const std::string log = ReadAll(state_ + "/pods/orders-0/sidecar.log");
+  EXPECT_EQ(log.find("Too many open files"), std::string::npos)
+      << "pod 0's sidecar ran out of descriptors";
+  // It was the limit that kept the partitions off pod 0: the decisions say so.
+  const std::string control_log = ReadAll(dir_.path() + "/control.log");
+  EXPECT_NE(control_log.find("pod orders-0 can hold no more partitions"), std::string::npos)
+      << "no decision was limited by pod 0's open files";
+  const auto acked = load.TakeAcked();
+  WaitUntilSeen(acked.size());
+  auto seen = client::ReadSeenDir(state_ + "/seen");
+  ASSERT_TRUE(seen.ok()) << seen.status().message();
+  const auto report = client::Verify(acked, *seen);
+  EXPECT_EQ(report.lost, 0u) << report.ToText();
+  EXPECT_EQ(report.reordered, 0u) << report.ToText();
+  std::printf(
+      "limit %llu: pod 0 held at most %zu partitions (it can hold %zu); max partitions %zu, "
+      "max pods %u; acked %zu, lost %llu, reordered %llu\n",
+      static_cast<unsigned long long>(limit), most_on_pod0, kCanHold, max_active_, max_pods_,
+      acked.size(), static_cast<unsigned long long>(report.lost),
+      static_cast<unsigned long long>(report.reordered));
 }
 
 }  // namespace

@@ -491,8 +491,15 @@ metadata: {name: orders}
 spec:
   partitions: {min: 2, max: 32, initial: 4}
   replicas: {min: 1, max: 8}
-  scaling: {targetEventsPerSecondPerPartition: 500, targetCPUUtilizationPercent: 70,
-            targetConsumerLag: 5000, targetPartitionsPerReplica: 4}
+  scaling:
+    targetEventsPerSecondPerPartition: 500
+    targetCPUUtilizationPercent: 70
+    targetConsumerLag: 5000
+    targetPartitionsPerReplica: 4
+    schedules:
+      - {name: friday-sale, cron: "0 12 * * 5", timeZone: Europe/Berlin, durationSeconds: 3600,
+         readySeconds: 300, minPartitions: 4, minReplicas: 1}
+      - {name: launch, start: "2026-12-24T12:00:00Z", durationSeconds: 1800, minReplicas: 1}
   behavior:
     scaleUp: {stabilizationWindowSeconds: 0, tolerance: 0.1, maxPartitionsPerStep: 0,
               predictive: false}
@@ -681,6 +688,10 @@ TEST_F(CrdTest, CelRulesRefuseWhatTheSchemaCannotSay) {
        "metadata.name must be a DNS-1123 label", "must be 1-63 lowercase letters"},
       {"a topic name over 63 characters", "metadata.name", std::string(64, 'a'), "",
        "metadata.name must be a DNS-1123 label", "must be 1-63 lowercase letters"},
+      {"a schedule with both cron and start", "spec.scaling.schedules",
+       "[{name: a, cron: '0 12 * * *', start: '2026-12-24T12:00:00Z', durationSeconds: 60, "
+       "minReplicas: 1}]",
+       "spec.scaling.schedules.[]", "a schedule needs exactly one of cron", "exactly one of cron"},
   };
   for (const auto& c : kCases) {
     SCOPED_TRACE(c.what);

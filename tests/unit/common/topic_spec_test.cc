@@ -23,14 +23,15 @@ spec:
 )";
 
 TEST(TopicSpecTest, EveryExampleParsesAndValidates) {
-  for (const char* f : {"flash-sale.yaml", "steady.yaml", "traces/topic.yaml", "traces/big-topic.yaml"}) {
+  for (const char* f : {"flash-sale.yaml", "steady.yaml", "traces/topic.yaml",
+                        "traces/big-topic.yaml", "traces/scheduled-topic.yaml"}) {
     auto t = ParseTopic(ReadExample(f));
     ASSERT_TRUE(t.ok()) << f << ": " << t.status().ToString();
   }
   auto t = ParseTopic(ReadExample("flash-sale.yaml"));
   EXPECT_EQ(t->name, "orders");
   EXPECT_EQ(t->partitions.max, 32u);
-  EXPECT_EQ(t->scale_down.stabilization_window_seconds, 10u);
+  EXPECT_EQ(t->scale_down.stabilization_window_seconds, 5u);
   EXPECT_EQ(t->scaling.events_per_second_per_partition, 500);
   EXPECT_EQ(t->sidecar_resources.at("requests.cpu"), "100m");
   EXPECT_NE(t->consumer_template_yaml.find("order-processor"), std::string::npos);

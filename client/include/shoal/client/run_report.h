@@ -75,6 +75,9 @@ struct RunFigures {
   uint32_t max_partitions = 0, max_pods = 0;
   uint32_t baseline_partitions = 0, baseline_pods = 0;  // at the first sample
   uint32_t final_partitions = 0, final_pods = 0;        // at the last sample
+  // At the last sample before the surge began (as a schedule holds them ahead of it); 0 without
+  // a surge.
+  uint32_t surge_partitions = 0, surge_ready_pods = 0;
   uint64_t lost = 0, reordered = 0, duplicated = 0, acked = 0;
   bool scaled_up = false;    // partitions or pods went above the baseline
   bool scaled_down = false;  // scaled up, and each that went up ends below its maximum

@@ -8,7 +8,9 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "shoal/common/schedule.h"
 #include "shoal/common/status.h"
 
 namespace shoal {
@@ -39,6 +41,8 @@ struct TopicSpec {
     uint32_t cpu_utilization_percent = 70;
     uint64_t consumer_lag_events = 10000;
     uint32_t partitions_per_replica = 4;  // active partitions one consumer pod takes on
+    // Windows of capacity held whatever the load (a flash sale announced for noon).
+    std::vector<ScheduleSpec> schedules;
   } scaling;
   ScaleBehavior scale_up{0, 0.1, 0};
   ScaleBehavior scale_down{300, 0.1, 0};

@@ -100,7 +100,10 @@ Status ControlLoop::Start() {
   // A new topic: its first pods. The initial map goes out once they are ready (Bootstrap).
   const uint32_t pods = std::max<uint32_t>(
       1, std::min(spec_.replicas.min, std::max<uint32_t>(1, spec_.partitions.initial)));
-  if (platform_.DesiredPods() < pods) SHOAL_RETURN_IF_ERROR(platform_.SetDesiredPods(pods));
+  if (platform_.DesiredPods() < pods) {
+    bootstrap_asked_ = clock_.SteadyNow();  // how long they take is the first pod start learned
+    SHOAL_RETURN_IF_ERROR(platform_.SetDesiredPods(pods));
+  }
   Logger("control")->info("msg=\"new topic: starting pods\" topic={} pods={} partitions={}",
                           spec_.name, pods, spec_.partitions.initial);
   return Status::Ok();
@@ -165,10 +168,14 @@ Status ControlLoop::Tick() {
   uint32_t ready = 0;
   for (const auto& p : pods) ready += p.ready ? 1 : 0;
   if (!bootstrapped_) {
+    const auto asked = clock_.SteadyNow();
     Status st = Bootstrap(pods);
+    std::lock_guard<std::mutex> lock(mu_);
     if (!st.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
       last_error_ = st.message();
+    } else if (bootstrap_asked_) {
+      // The topic's first pods, from asked for to ready: the first pod start learned.
+      history_.RecordPodStart(asked - *bootstrap_asked_);
     }
     return st;
   }
@@ -189,6 +196,19 @@ Status ControlLoop::Tick() {
     history_.Add(o);
     observed_ = Observed{
         .arrival_rate = arrival, .lag = lag, .missing = o.missing.size(), .ready_pods = ready};
+  }
+
+  // The schedules' windows as the state shows them; saved when one moves on or changes state.
+  {
+    std::string schedules =
+        SchedulesJson(spec_, history_, WallTime(std::chrono::milliseconds(clock_.NowMs())));
+    bool changed = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      changed = schedules != schedules_json_;
+      if (changed) schedules_json_ = std::move(schedules);
+    }
+    if (changed) SHOAL_RETURN_IF_ERROR(Save());
   }
 
   const auto now = clock_.SteadyNow();
@@ -218,7 +238,7 @@ Status ControlLoop::Tick() {
       const std::string kind = StepKind(step);
       if (st.ok() && step.state == PlanStep::State::kDone) {
         probe_->StepFinished(kind, true, seconds);
-        LearnLeadTime(step, pods, now);
+        LearnLeadTime(step, pods, clock_.SteadyNow());  // the step's own time included
         Logger("control")->info(
             "msg=\"plan step done\" plan={} step={} kind={} what=\"{}\" "
             "epoch={} seconds={:.3f}",
@@ -333,7 +353,8 @@ void ControlLoop::Decide(const std::vector<PodInfo>& pods) {
     std::lock_guard<std::mutex> lock(mu_);
     spec = spec_;
   }
-  Decision d = control::Decide(spec, history_, map_, replicas, clock_.SteadyNow());
+  Decision d = control::Decide(spec, history_, map_, replicas, clock_.SteadyNow(),
+                               WallTime(std::chrono::milliseconds(clock_.NowMs())));
   const double unix_s = static_cast<double>(clock_.NowMs()) / 1000.0;
   for (DecisionKind k : d.kinds) probe_->Decided(ToString(k), unix_s);
   std::optional<Plan> plan;
@@ -689,6 +710,8 @@ std::string ControlLoop::StateJsonLocked() const {
   json::AppendUint(o, next_plan_id_);
   o += ",\"last_decision\":";
   AppendDecision(o, last_decision_);
+  o += ",\"schedules\":";
+  o += schedules_json_;
   o += '}';
   return o;
 }
@@ -772,6 +795,8 @@ std::string ControlLoop::StatusJson() const {
   json::AppendString(o, last_error_);
   o += ",\"last_decision\":";
   AppendDecision(o, last_decision_);
+  o += ",\"schedules\":";
+  o += schedules_json_;
   o += '}';
   return o;
 }

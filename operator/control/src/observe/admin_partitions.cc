@@ -106,6 +106,17 @@ Status ParsePartition(const element& el, const std::string& where, AdminPartitio
 
 }  // namespace
 
+std::optional<uint32_t> PodLimits::MaxPartitions(size_t held) const {
+  if (open_files_limit == 0) return std::nullopt;
+  const uint64_t per = std::max<uint64_t>(1, files_per_partition);
+  const uint64_t by_partitions = per * held;
+  // What the process holds besides its partitions' files.
+  const uint64_t base = open_files > by_partitions ? open_files - by_partitions : 0;
+  if (open_files_limit <= base + kFilesReserve) return 0;
+  return static_cast<uint32_t>(
+      std::min<uint64_t>((open_files_limit - base - kFilesReserve) / per, UINT32_MAX));
+}
+
 Result<AdminPartitionsReport> ParseAdminPartitions(std::string_view body) {
   simdjson::dom::parser parser;
   element doc;
@@ -134,6 +145,23 @@ Result<AdminPartitionsReport> ParseAdminPartitions(std::string_view body) {
   for (element g : groups) {
     if (g.get(s)) return Bad("answer", "\"groups\" must hold group names");
     out.groups.emplace_back(s);
+  }
+  // The process's limits, from sidecars that report them.
+  if (element limits; !root["limits"].get(limits)) {
+    object lo;
+    if (limits.get(lo)) return Bad("answer", "\"limits\" must be an object");
+    for (auto [key, field] : std::initializer_list<std::pair<const char*, uint64_t*>>{
+             {"open_files_limit", &out.limits.open_files_limit},
+             {"open_files", &out.limits.open_files},
+             {"files_per_partition", &out.limits.files_per_partition},
+             {"memory_limit_bytes", &out.limits.memory_limit_bytes},
+             {"memory_bytes", &out.limits.memory_bytes}}) {
+      element v;
+      if (lo[key].get(v)) continue;
+      if (v.get(*field))
+        return Bad("answer", std::string("\"limits.") + key + "\" must be a count");
+    }
+    if (out.limits.files_per_partition == 0) out.limits.files_per_partition = 1;
   }
   array parts;
   SHOAL_RETURN_IF_ERROR(Field(root, "partitions", "answer", &e));

@@ -229,6 +229,9 @@ Observation MetricsObserver::Observe(const PartitionMap& map, const std::vector<
       s.admin_error = name + ": " + std::string(kAdminPath) + ": " + report.status().message();
     } else {
       s.admin_state = PodScrape::Admin::kOk;
+      if (auto most = report->limits.MaxPartitions(report->partitions.size())) {
+        obs.max_partitions[name] = *most;
+      }
       for (auto& p : report->partitions) s.admin_partitions[p.id.value()] = std::move(p);
     }
   }

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <queue>
 
+#include "shoal/common/json.h"
+
 namespace shoal::control {
 
 const char* ToString(DecisionKind kind) {
@@ -85,6 +87,7 @@ void LoadHistory::SetHorizon(std::chrono::seconds horizon) {
 
 void LoadHistory::Add(const Observation& o) {
   if (!first_at_) first_at_ = o.at;
+  for (const auto& [pod, most] : o.max_partitions) max_partitions_[pod] = most;
   Sample s;
   s.at = o.at;
   s.complete = o.complete();
@@ -239,6 +242,15 @@ std::optional<Trend> RisingTrend(const LoadHistory& history, double tolerance) {
       jump = std::max(jump, samples[i].total_rate - samples[i - 1].total_rate);
     }
     if (jump > kTrendMaxJumpShare * recent->slope * recent->window_s) return std::nullopt;
+    // Nor is a rate that more than doubles within a second (measured against the window's
+    // lowest): that is a surge seen over a few samples, which the present rate answers in one
+    // decision; extrapolating it would multiply the overshoot.
+    double lowest = recent->level;
+    for (size_t i = samples.size(); i-- > 0;) {
+      if (std::chrono::duration<double>(last - samples[i].at).count() > recent->window_s) break;
+      lowest = std::min(lowest, samples[i].total_rate);
+    }
+    if (recent->slope > kTrendMaxRelativeSlope * std::max(lowest, 1.0)) return std::nullopt;
   }
   // Its age: the longest of windows doubling from kTrendSeconds over which the rate rose too.
   const double reach = history.samples().empty()
@@ -501,8 +513,72 @@ uint32_t CeilDiv(double a, double b) {
 
 }  // namespace
 
+namespace {
+WallTime PrepareFrom(const ScheduleSpec& sc, const ScheduleWindow& w,
+                     const LoadHistory::LeadTimes& lt) {
+  return w.start - seconds(sc.ready_seconds) -
+         std::chrono::duration_cast<WallTime::duration>(
+             std::chrono::duration<double>(lt.change_s + lt.pod_start_s));
+}
+}  // namespace
+
+std::string SchedulesJson(const TopicSpec& spec, const LoadHistory& history, WallTime wall) {
+  const auto lt = history.lead_times();
+  std::string o = "[";
+  for (const ScheduleSpec& sc : spec.scaling.schedules) {
+    if (o.size() > 1) o += ',';
+    o += "{\"name\":";
+    json::AppendString(o, sc.name);
+    const auto w = CurrentOrNextWindow(sc, wall);
+    if (w) {
+      const WallTime prepare = PrepareFrom(sc, *w, lt);
+      o += ",\"start\":";
+      json::AppendString(o, FormatWallTime(w->start));
+      o += ",\"end\":";
+      json::AppendString(o, FormatWallTime(w->end));
+      o += ",\"prepare_from\":";
+      json::AppendString(o, FormatWallTime(prepare));
+    }
+    o += ",\"min_partitions\":";
+    json::AppendUint(o, sc.min_partitions);
+    o += ",\"min_replicas\":";
+    json::AppendUint(o, sc.min_replicas);
+    o += ",\"state\":";
+    json::AppendString(o, !w                                ? "done"
+                          : wall >= w->start                ? "active"
+                          : wall >= PrepareFrom(sc, *w, lt) ? "preparing"
+                                                            : "scheduled");
+    o += '}';
+  }
+  return o + "]";
+}
+
+Scheduled ScheduledFloor(const TopicSpec& spec, const LoadHistory& history, WallTime wall) {
+  Scheduled out;
+  const auto lt = history.lead_times();
+  for (const ScheduleSpec& sc : spec.scaling.schedules) {
+    const auto w = CurrentOrNextWindow(sc, wall);
+    if (!w) continue;
+    const WallTime prepare = PrepareFrom(sc, *w, lt);
+    if (wall < prepare) continue;
+    out.partitions = std::max(out.partitions, sc.min_partitions);
+    out.replicas = std::max(out.replicas, sc.min_replicas);
+    out.active.push_back(sc.name);
+    if (!out.why.empty()) out.why += "; ";
+    out.why +=
+        "schedule " + sc.name + " (" + FormatWallTime(w->start) + " for " +
+        std::to_string(sc.duration_seconds) + " s): at least " + std::to_string(sc.min_partitions) +
+        " partitions and " + std::to_string(sc.min_replicas) + " pods" +
+        (wall < w->start ? " from " + FormatWallTime(prepare) + " (ready " +
+                               std::to_string(sc.ready_seconds) + " s before, change " +
+                               Num(lt.change_s) + " s + pod start " + Num(lt.pod_start_s) + " s)"
+                         : ", in progress");
+  }
+  return out;
+}
+
 Decision Decide(const TopicSpec& spec, const LoadHistory& history, const PartitionMap& map,
-                uint32_t replicas, SteadyTime now) {
+                uint32_t replicas, SteadyTime now, std::optional<WallTime> wall) {
   Decision d;
   const double target = spec.scaling.events_per_second_per_partition;
   const double up_tol = spec.scale_up.tolerance, down_tol = spec.scale_down.tolerance;
@@ -520,6 +596,10 @@ Decision Decide(const TopicSpec& spec, const LoadHistory& history, const Partiti
   std::vector<uint32_t> unknown;
   double total_rate = 0;
   const SteadyTime latest = history.samples().empty() ? now : history.samples().back().at;
+  // A rising trend (prediction on) is evidence that the rise lasts: it skips the scale-up window
+  // as a surge does, which would otherwise size each step of a ramp by its rate a window ago.
+  std::optional<Trend> trend;
+  if (spec.scale_up.predictive) trend = RisingTrend(history, up_tol);
   known.reserve(active);
   for (uint32_t index : map.active_in_order()) {
     const PartitionInfo& info = map.partitions()[index];
@@ -535,7 +615,7 @@ Decision Decide(const TopicSpec& spec, const LoadHistory& history, const Partiti
     // part of it, and a split sized by that part would need a second one.)
     double rate = h->last.rate;
     const bool surge = rate > 2 * target && h->previous_rate && *h->previous_rate > 2 * target;
-    if (up_window.count() > 0 && !surge) {
+    if (up_window.count() > 0 && !surge && !trend) {
       rate = std::min(rate, h->LowSince(now - up_window).value_or(rate));
     }
     c.load.rate = rate;
@@ -558,11 +638,7 @@ Decision Decide(const TopicSpec& spec, const LoadHistory& history, const Partiti
   double factor = 1;
   uint32_t predicted_pods = 0;
   std::string predicted;
-  std::optional<Trend> trend;
-  if (spec.scale_up.predictive && total_rate > 0 && unknown.empty()) {
-    trend = RisingTrend(history, up_tol);
-  }
-  if (trend) {
+  if (trend && total_rate > 0 && unknown.empty()) {
     const auto lt = history.lead_times();
     const auto trend_start = latest - std::chrono::duration_cast<SteadyTime::duration>(
                                           std::chrono::duration<double>(trend->age_s));
@@ -693,10 +769,19 @@ Decision Decide(const TopicSpec& spec, const LoadHistory& history, const Partiti
     cpu_now = cpu_replicas(last);
   }
 
-  // 3. How many partitions: what the rates ask for, at least one per wanted replica, within the
-  //    cap and the per-step limit; extra pieces go to the hottest ranges first.
+  // Scheduled capacity: while a window is in progress, or from when it must be prepared (its
+  //    readySeconds before the start, less what a change and a pod start take here), at least
+  //    its partitions and pods, whatever the load.
+  const Scheduled scheduled = wall ? ScheduledFloor(spec, history, *wall) : Scheduled{};
+  if (!scheduled.why.empty()) why.push_back(scheduled.why);
+
+  // 3. How many partitions: what the rates ask for, at least one per wanted replica and what a
+  //    schedule holds, within the cap and the per-step limit; extra pieces go to the hottest
+  //    ranges first.
   uint32_t want_total = active + wanted_extra;
-  const uint32_t replica_floor = std::min(std::max(cpu_now, lag_replicas), rmax);
+  const uint32_t replica_floor =
+      std::max(std::min(std::max({cpu_now, lag_replicas, scheduled.replicas}), rmax),
+               std::min(scheduled.partitions, pmax));
   if (replica_floor > want_total) want_total = replica_floor;
   uint32_t allowed_total = std::min(want_total, pmax);
   if (spec.scale_up.max_partitions_per_step > 0) {
@@ -704,6 +789,15 @@ Decision Decide(const TopicSpec& spec, const LoadHistory& history, const Partiti
   }
   uint32_t budget = allowed_total > active ? allowed_total - active : 0;
   std::vector<uint32_t> pieces(known.size(), 1);
+  // What each owner can still open (its sidecar's open-files limit): a split in place keeps the
+  // sealed parent and adds every piece to the owner, so pieces beyond its room wait for pods.
+  std::map<std::string, int64_t> room;
+  for (const auto& [pod, most] : history.max_partitions()) room[pod] = most;
+  for (const auto& p : map.partitions()) {
+    if (auto it = room.find(p.owner.value()); it != room.end()) --it->second;
+  }
+  bool room_limited = false;
+  std::string room_note;
   if (budget > 0) {
     // Give one more piece at a time to the partition whose pieces are hottest, up to what each
     // can use (rate pieces first; then, for replicas, any partition that can still be cut).
@@ -725,6 +819,19 @@ Decision Decide(const TopicSpec& spec, const LoadHistory& history, const Partiti
                              : for_replicas && c.heaviest * (1 + up_tol) < 1 ? 64
                                                                              : 1;
       if (pieces[i] >= limit || c.info->range.Width() <= pieces[i]) continue;
+      if (auto it = room.find(c.info->owner.value()); it != room.end()) {
+        const int64_t cost = pieces[i] == 1 ? 2 : 1;  // the first cut makes two pieces
+        if (it->second < cost) {
+          if (!room_limited) {
+            room_note = "pod " + it->first + " can hold no more partitions (its sidecar's " +
+                        "open-files limit allows " +
+                        std::to_string(history.max_partitions().at(it->first)) + ")";
+          }
+          room_limited = true;
+          continue;
+        }
+        it->second -= cost;
+      }
       ++pieces[i];
       --budget;
       pq.push({c.load.rate / pieces[i], i});
@@ -741,14 +848,25 @@ Decision Decide(const TopicSpec& spec, const LoadHistory& history, const Partiti
 
   if (!d.splits.empty()) {
     double hottest = 0;
-    for (const auto& s : d.splits) hottest = std::max(hottest, s.rate);
+    size_t above = 0;
+    for (const auto& s : d.splits) {
+      hottest = std::max(hottest, s.rate);
+      above += s.rate > target * (1 + up_tol) ? 1 : 0;
+    }
+    const uint32_t pieces_total = after - active + static_cast<uint32_t>(d.splits.size());
     char buf[320];
-    std::snprintf(buf, sizeof buf,
-                  "arrival %s ev/s; %zu partition(s) above the target %s ev/s (+%.0f%%), hottest "
-                  "%s ev/s: split into %u pieces in one step, %u -> %u partitions",
-                  Num(total_rate).c_str(), d.splits.size(), Num(target).c_str(), up_tol * 100,
-                  Num(hottest).c_str(), after - active + static_cast<uint32_t>(d.splits.size()),
-                  active, after);
+    if (above > 0) {
+      std::snprintf(buf, sizeof buf,
+                    "arrival %s ev/s; %zu partition(s) above the target %s ev/s (+%.0f%%), "
+                    "hottest %s ev/s: split into %u pieces in one step, %u -> %u partitions",
+                    Num(total_rate).c_str(), above, Num(target).c_str(), up_tol * 100,
+                    Num(hottest).c_str(), pieces_total, active, after);
+    } else {  // for pods or a schedule, not for the rate
+      std::snprintf(buf, sizeof buf,
+                    "arrival %s ev/s; %zu partition(s) split into %u pieces in one step, %u -> "
+                    "%u partitions",
+                    Num(total_rate).c_str(), d.splits.size(), pieces_total, active, after);
+    }
     why.insert(why.begin(), buf);
     if (want_total > pmax) {
       why.push_back("capped at partitions.max " + std::to_string(pmax) + " (wanted " +
@@ -804,8 +922,10 @@ Decision Decide(const TopicSpec& spec, const LoadHistory& history, const Partiti
     for (const auto& s : samples) {
       if (s.at >= since) cpu_peak = std::max(cpu_peak, cpu_replicas(s));
     }
-    const uint32_t floor = std::max({pmin, CeilDiv(peak_total, target * (1 - down_tol)),
-                                     std::min(rmin, active), std::min(cpu_peak, rmax)});
+    const uint32_t floor =
+        std::max({pmin, CeilDiv(peak_total, target * (1 - down_tol)), std::min(rmin, active),
+                  std::min(cpu_peak, rmax), std::min(scheduled.partitions, pmax),
+                  std::min(scheduled.replicas, rmax)});
     const std::vector<Candidate>& by_range = known;  // already in hash order
     const double limit = target * (1 - down_tol);
     uint32_t remaining = active;
@@ -866,13 +986,25 @@ Decision Decide(const TopicSpec& spec, const LoadHistory& history, const Partiti
 
   // 5. Replicas: up at once to what the load asks now; down to the highest recommendation of
   //    the scale-down window, only on complete observations.
-  auto by_partitions = [&](uint32_t parts) { return CeilDiv(parts, ppr); };
-  uint32_t up = std::max({by_partitions(after), cpu_now, lag_replicas, predicted_pods});
+  // Partitions per replica, no more than the tightest pod can hold open.
+  uint32_t per_replica = ppr;
+  for (const auto& [pod, most] : history.max_partitions()) {
+    per_replica = std::min(per_replica, std::max<uint32_t>(1, most / 2));  // with sealed parents
+  }
+  auto by_partitions = [&](uint32_t parts) { return CeilDiv(parts, per_replica); };
+  uint32_t up =
+      std::max({by_partitions(after), cpu_now, lag_replicas, predicted_pods, scheduled.replicas});
+  if (room_limited) {
+    // The pieces the pods could not open go to new pods: enough of them for what was wanted.
+    up = std::max(up, by_partitions(std::min(want_total, pmax)));
+    why.push_back(room_note + ": more pods for the " + std::to_string(std::min(want_total, pmax)) +
+                  " partitions wanted");
+  }
   uint32_t want = replicas;
   if (up > replicas) {
     want = up;
   } else if (down_blocked.empty()) {
-    uint32_t peak_rec = by_partitions(after);
+    uint32_t peak_rec = std::max(by_partitions(after), scheduled.replicas);
     for (const auto& s : samples) {
       if (s.at < since) continue;
       peak_rec = std::max(peak_rec, cpu_replicas(s));
@@ -884,8 +1016,9 @@ Decision Decide(const TopicSpec& spec, const LoadHistory& history, const Partiti
   if (want > replicas) {
     d.kinds.push_back(DecisionKind::kPodsUp);
     std::string r = "replicas " + std::to_string(replicas) + " -> " + std::to_string(want) + ": " +
-                    std::to_string(after) + " partitions at " + std::to_string(ppr) +
-                    " per replica";
+                    std::to_string(after) + " partitions at " + std::to_string(per_replica) +
+                    " per replica" +
+                    (per_replica < ppr ? " (what the pods' open-files limits allow)" : "");
     if (cpu_now > by_partitions(after) && samples.back().cpu) {
       r += ", consumer CPU " + Num(*samples.back().cpu * 100) + "% against " +
            std::to_string(spec.scaling.cpu_utilization_percent) + "%";

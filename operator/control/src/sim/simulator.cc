@@ -67,10 +67,10 @@ Result<Trace> ParseTrace(std::string_view text) {
     return Status::InvalidArgument(std::string("trace is not YAML: ") + e.what());
   }
   Trace t;
-  SHOAL_RETURN_IF_ERROR(
-      Known(doc, "",
-            {"name", "duration_s", "step_s", "topic", "rate", "repeat_s", "noise", "seed",
-             "hot_keys", "missing", "consumer", "pods", "initial_partitions", "initial_pods"}));
+  SHOAL_RETURN_IF_ERROR(Known(
+      doc, "",
+      {"name", "duration_s", "step_s", "topic", "rate", "repeat_s", "noise", "seed", "hot_keys",
+       "missing", "consumer", "pods", "initial_partitions", "initial_pods", "start_time"}));
   SHOAL_RETURN_IF_ERROR(Get(doc, "", "name", &t.name));
   SHOAL_RETURN_IF_ERROR(Get(doc, "", "duration_s", &t.duration_s));
   SHOAL_RETURN_IF_ERROR(Get(doc, "", "step_s", &t.step_s));
@@ -80,6 +80,10 @@ Result<Trace> ParseTrace(std::string_view text) {
   SHOAL_RETURN_IF_ERROR(Get(doc, "", "seed", &t.seed));
   SHOAL_RETURN_IF_ERROR(Get(doc, "", "initial_partitions", &t.initial_partitions));
   SHOAL_RETURN_IF_ERROR(Get(doc, "", "initial_pods", &t.initial_pods));
+  SHOAL_RETURN_IF_ERROR(Get(doc, "", "start_time", &t.start_time));
+  if (auto w = ParseWallTime(t.start_time); !w.ok()) {
+    return Status::InvalidArgument("start_time: " + w.status().message());
+  }
   if (!doc["rate"] || !doc["rate"].IsSequence() || doc["rate"].size() == 0) {
     return Status::InvalidArgument("rate: required, a list of [t_s, events_per_s] points");
   }
@@ -322,6 +326,8 @@ Result<SimResult> Simulate(const TopicSpec& spec, const Trace& trace) {
                                      60);
   LoadHistory history(horizon);
   const SteadyTime t0{};
+  const auto parsed_start = ParseWallTime(trace.start_time);
+  const WallTime wall0 = parsed_start.ok() ? *parsed_start : WallTime{};
   uint32_t ready_pods = pods;
   std::vector<std::pair<double, uint32_t>> starting;  // (ready at, ordinal count)
   Plan plan;
@@ -332,6 +338,8 @@ Result<SimResult> Simulate(const TopicSpec& spec, const Trace& trace) {
   for (double t = 0; t < trace.duration_s; t += trace.step_s) {
     const SteadyTime now =
         t0 + std::chrono::duration_cast<Steady::duration>(std::chrono::duration<double>(t));
+    const WallTime wall =
+        wall0 + std::chrono::duration_cast<WallTime::duration>(std::chrono::duration<double>(t));
     // Pods asked for become ready after the start time.
     for (auto it = starting.begin(); it != starting.end();) {
       if (t >= it->first) {
@@ -395,7 +403,7 @@ Result<SimResult> Simulate(const TopicSpec& spec, const Trace& trace) {
     }
     if (!acting) {
       const auto t_decide = Steady::now();
-      Decision d = Decide(spec, history, map, pods, now);
+      Decision d = Decide(spec, history, map, pods, now, wall);
       const double decide_ms = MsSince(t_decide);
       out.max_decide_ms = std::max(out.max_decide_ms, decide_ms);
       if (d.holds()) {
@@ -436,6 +444,7 @@ Result<SimResult> Simulate(const TopicSpec& spec, const Trace& trace) {
                 .pods = pods,
                 .lag = world.TotalLag(),
                 .plan_in_progress = have_plan};
+    pt.scheduled = !ScheduledFloor(spec, history, wall).active.empty();
     out.max_lag = std::max(out.max_lag, pt.lag);
     out.partition_seconds += pt.partitions * trace.step_s;
     out.pod_seconds += pt.pods * trace.step_s;

@@ -15,6 +15,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,10 +52,28 @@ struct AdminPartition {
   bool operator==(const AdminPartition&) const = default;
 };
 
+// What the sidecar process may hold (its "limits"; absent from older sidecars: all zero).
+struct PodLimits {
+  uint64_t open_files_limit = 0;  // RLIMIT_NOFILE; 0: unknown or unlimited
+  uint64_t open_files = 0;
+  uint64_t files_per_partition = 2;
+  uint64_t memory_limit_bytes = 0;  // 0: none
+  uint64_t memory_bytes = 0;
+
+  // The most partitions (active and sealed) the pod can hold, given the `held` it holds now:
+  // what its open descriptors leave under the limit, less kFilesReserve for connections; nullopt
+  // when the limit is unknown.
+  std::optional<uint32_t> MaxPartitions(size_t held) const;
+  bool operator==(const PodLimits&) const = default;
+};
+// Descriptors kept free for connections, logs and the like.
+inline constexpr uint64_t kFilesReserve = 32;
+
 struct AdminPartitionsReport {
   std::string topic;
   std::string pod;
   Epoch epoch{0};
+  PodLimits limits;
   // Every consumer group the sidecar knows (its registry), also those without a commit here.
   std::vector<std::string> groups;
   std::vector<AdminPartition> partitions;

@@ -170,6 +170,8 @@ class ControlLoop {
   std::chrono::steady_clock::time_point step_started_{};
   // When the plan in progress asked for more pods (to learn how long they take to be ready).
   std::optional<std::chrono::steady_clock::time_point> pods_asked_at_;
+  std::optional<std::chrono::steady_clock::time_point> bootstrap_asked_;  // the first tick
+  std::string schedules_json_ = "[]";  // SchedulesJson at the last tick (guarded by mu_)
   std::chrono::steady_clock::time_point last_retire_check_{};
   Epoch epoch_floor_{0};  // a change is minted at no lower epoch (after a fencing refusal)
 };

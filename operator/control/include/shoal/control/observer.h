@@ -46,6 +46,9 @@ struct Observation {
   std::map<PartitionId, PartitionLoad> partitions;
   // Per pod: the consumer's CPU over its request, where the platform measures it.
   std::map<std::string, double> cpu_utilization;
+  // Per pod: the most partitions (active and sealed) its sidecar can hold open, from its
+  // open-files limit and use (admin_partitions.h PodLimits); pods without a known limit absent.
+  std::map<std::string, uint32_t> max_partitions;
   // What could not be observed, in words ("orders-2: /metrics: connection refused"). A decision
   // never shrinks anything on an observation with something missing.
   std::vector<std::string> missing;

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "shoal/common/partition_map.h"
+#include "shoal/common/schedule.h"
 #include "shoal/common/topic_spec.h"
 #include "shoal/control/observer.h"
 
@@ -110,6 +111,9 @@ class LoadHistory {
   LeadTimes lead_times() const;
   static constexpr double kPriorChangeSeconds = 1;
   static constexpr double kPriorPodStartSeconds = 15;
+  // Per pod, the most partitions its sidecar can hold open, as last reported (a pod keeps its
+  // last report while it owns nothing and is not scraped).
+  const std::map<std::string, uint32_t>& max_partitions() const { return max_partitions_; }
   // The last time an observation missed something (nullopt: never).
   std::optional<SteadyTime> last_incomplete() const { return last_incomplete_; }
   std::optional<SteadyTime> first_at() const { return first_at_; }
@@ -126,6 +130,7 @@ class LoadHistory {
   std::optional<SteadyTime> last_incomplete_, first_at_;
   std::vector<std::string> last_missing_;
   std::deque<double> change_s_, pod_start_s_;  // the last few, oldest first
+  std::map<std::string, uint32_t> max_partitions_;
 };
 
 // A trend of the topic's arrival rate over the last kTrendSeconds of complete observations:
@@ -153,6 +158,8 @@ inline constexpr size_t kTrendMinSamples = 5;
 inline constexpr double kTrendMinTau = 0.7;
 // The most of the window's rise one interval may carry (more: a step or a burst, not a ramp).
 inline constexpr double kTrendMaxJumpShare = 0.5;
+// The steepest ramp, per second relative to the window's lowest rate (steeper: a surge).
+inline constexpr double kTrendMaxRelativeSlope = 1.0;
 // The trend when it is rising: enough samples, tau >= kTrendMinTau, a positive slope, no step
 // carrying more than kTrendMaxJumpShare of the rise, a rise over its age of more than twice the
 // tolerance, and the
@@ -194,9 +201,26 @@ struct Decision {
   bool holds() const { return kinds.size() == 1 && kinds[0] == DecisionKind::kHold; }
 };
 
-// The decision for a topic whose current map is `map`, run by `replicas` consumer pods, at `now`.
+// What the topic's schedules (spec.scaling.schedules) hold at wall time `wall`: the highest
+// minimums of the windows in progress or being prepared (from readySeconds plus the learned
+// change and pod-start times before their start), their names, and the reason in words.
+struct Scheduled {
+  uint32_t partitions = 0, replicas = 0;
+  std::vector<std::string> active;
+  std::string why;
+};
+Scheduled ScheduledFloor(const TopicSpec& spec, const LoadHistory& history, WallTime wall);
+
+// Each schedule's current or next window at `wall`, as the control state and the Kubernetes
+// status show it: [{"name","start","end","prepare_from","min_partitions","min_replicas",
+// "state"}] with times in RFC 3339 UTC and state "active" (in progress), "preparing" (capacity
+// being put in place) or "scheduled"; a schedule with no window left shows state "done".
+std::string SchedulesJson(const TopicSpec& spec, const LoadHistory& history, WallTime wall);
+
+// The decision for a topic whose current map is `map`, run by `replicas` consumer pods, at `now`
+// (and at wall time `wall`, for schedules; without it schedules are not applied).
 Decision Decide(const TopicSpec& spec, const LoadHistory& history, const PartitionMap& map,
-                uint32_t replicas, SteadyTime now);
+                uint32_t replicas, SteadyTime now, std::optional<WallTime> wall = std::nullopt);
 
 // The points that cut `range` into `parts` pieces of equal load, from the partition's observed
 // load (its buckets and heaviest key); may return fewer than parts - 1 points when a hot key

@@ -47,6 +47,8 @@ struct Trace {
   double pod_start_s = 5;
   uint32_t initial_partitions = 0;  // 0: the spec's partitions.initial
   uint32_t initial_pods = 0;        // 0: the spec's replicas.min
+  // The wall time at t = 0, for the topic's schedules (RFC 3339, UTC).
+  std::string start_time = "2026-01-01T00:00:00Z";
 
   double RateAt(double t) const;
 };
@@ -67,6 +69,7 @@ struct SimDecision {
 
 struct SimPoint {
   double t = 0;
+  bool scheduled = false;  // a schedule's window holds capacity (in progress or prepared)
   double rate = 0;
   uint32_t partitions = 0;
   uint32_t pods = 0;

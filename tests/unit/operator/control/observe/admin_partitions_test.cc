@@ -73,6 +73,28 @@ TEST(ParseAdminPartitionsTest, NoPartitions) {
   EXPECT_TRUE(r->partitions.empty());
 }
 
+TEST(ParseAdminPartitionsTest, LimitsSayHowManyPartitionsThePodCanHold) {
+  auto r = ParseAdminPartitions(
+      R"({"topic":"orders","pod":"orders-0","epoch":1,"groups":[],)"
+      R"("limits":{"open_files_limit":100,"open_files":30,"files_per_partition":2,)"
+      R"("memory_limit_bytes":536870912,"memory_bytes":1048576},"partitions":[]})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->limits.open_files_limit, 100u);
+  EXPECT_EQ(r->limits.memory_limit_bytes, 536870912u);
+  // 30 open of which 2 x 5 for its 5 partitions: 20 besides; (100 - 20 - 32) / 2 = 24.
+  EXPECT_EQ(r->limits.MaxPartitions(5), 24u);
+  // A limit already used up by what is not partitions: none.
+  PodLimits tight{.open_files_limit = 40, .open_files = 20};
+  EXPECT_EQ(tight.MaxPartitions(0), 0u);
+  // Older sidecars say nothing: unknown, not zero.
+  auto old = ParseAdminPartitions(Report(""));
+  ASSERT_TRUE(old.ok());
+  EXPECT_FALSE(old->limits.MaxPartitions(0).has_value());
+  auto bad = ParseAdminPartitions(
+      R"({"topic":"o","pod":"p","epoch":1,"groups":[],"limits":{"open_files":-1},"partitions":[]})");
+  EXPECT_FALSE(bad.ok());
+}
+
 struct BadCase {
   std::string what;
   std::string body;

@@ -1017,6 +1017,10 @@ TEST(TrendTest, NoiseAStepAFallAndACatchUpBurstAreNotRamps) {
   };
   check("a step 4,000 -> 20,000 at t=30", [](int64_t t) { return t < 30 ? 4000.0 : 20000.0; });
   check("a fall", [](int64_t t) { return 20000.0 - 200.0 * static_cast<double>(t); });
+  // A tenfold surge that the per-second rates show over four seconds (producers warming up).
+  check("a surge seen over four samples", [](int64_t t) {
+    return t < 30 ? 4000.0 : t < 34 ? 4000.0 + 9000.0 * static_cast<double>(t - 29) : 40000.0;
+  });
   // Producers resuming after a pause send two seconds' worth of backlog at once.
   check("a catch-up burst", [](int64_t t) { return t == 30 || t == 31 ? 24000.0 : 8000.0; });
   // The top of a sawtooth: once the rate turned, the line is not extrapolated beyond it.
@@ -1101,6 +1105,34 @@ TEST(DecideTest, ACatchUpBurstIsSizedForWhatWasSeenNotExtrapolated) {
   // What the present asks (12,000 per partition, three pieces each), and no more.
   EXPECT_EQ(d.partitions, 12u) << d.reason;
   EXPECT_THAT(d.reason, Not(HasSubstr("rising")));
+}
+
+TEST(DecideTest, APodThatCanOpenNoMorePartitionsIsSplitOnlyWithinItsRoomAndPodsAreAdded) {
+  const TopicSpec spec = BaseSpec();    // 5,000 ev/s per partition, 4 per replica
+  const PartitionMap map = Initial(2);  // both on orders-0
+  LoadHistory h(seconds(300));
+  for (int64_t t = 0; t <= 40; ++t) {
+    Observation o = Observe(map, t, [&](uint32_t) { return t < 40 ? 4000.0 : 20000.0; });
+    // Its sidecar can hold 6 partitions (it holds 2): room for 4 more.
+    o.max_partitions["orders-0"] = 6;
+    h.Add(o);
+  }
+  TopicSpec off = spec;
+  off.scale_up.predictive = false;
+  const Decision d = Decide(off, h, map, 1, At(40));
+  ExpectWellFormed(d, map);
+  // The rate wants 4 pieces of each (8 partitions); in place the pod opens 4 more: 2 each.
+  EXPECT_EQ(d.partitions, 4u) << d.reason;
+  EXPECT_THAT(d.reason, HasSubstr("pod orders-0 can hold no more partitions"));
+  // The rest goes to new pods: enough for the 8 wanted at 3 per pod (6, sealed parents
+  // included).
+  EXPECT_EQ(d.replicas, 3u) << d.reason;
+  // Without a limit it splits all the way in one step.
+  LoadHistory free_history(seconds(300));
+  for (int64_t t = 0; t <= 40; ++t) {
+    free_history.Add(Observe(map, t, [&](uint32_t) { return t < 40 ? 4000.0 : 20000.0; }));
+  }
+  EXPECT_EQ(Decide(off, free_history, map, 1, At(40)).partitions, 8u);
 }
 
 }  // namespace

@@ -207,6 +207,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadTraceCase{"noise_too_big", kRate + "noise: 1\n", "noise: must be in [0, 1)"},
         BadTraceCase{"missing_pods_not_ordinals", kRate + "missing: [{pods: [a]}]\n",
                      "missing[0].pods"},
+        BadTraceCase{"start_time_not_rfc3339", kRate + "start_time: noon\n",
+                     "start_time: \"noon\" is not an RFC 3339 time"},
         BadTraceCase{"not_a_mapping", "- 1\n- 2\n", "expected a mapping"},
         BadTraceCase{"not_yaml", "rate: [[0, 1]\n", "not YAML"}),
     [](const auto& info) { return std::string(info.param.name); });
@@ -369,6 +371,40 @@ INSTANTIATE_TEST_SUITE_P(Traces, RampTest,
                            for (char& c : n) c = (c == '-') ? '_' : c;
                            return n;
                          });
+
+// (h) A flash sale announced for noon (spec.scaling.schedules): split and pods ready before it
+// starts, so the surge finds its capacity in place and the lag stays flat; back down after.
+TEST(SimulatorTest, AScheduledSaleIsInPlaceBeforeItStartsAndLagStaysFlat) {
+  const SimResult r = RunTrace("examples/traces/scheduled-sale.yaml");
+  ASSERT_EQ(r.timeline.size(), 1200u);
+  SCOPED_TRACE(Describe(r));
+  // readySeconds 60 before 12:00 (t=600): everything in place by t=540.
+  for (const auto& p : r.timeline) {
+    if (p.t >= 540 && p.t < 780) {
+      ASSERT_GE(p.partitions, 16u) << "t=" << p.t;
+      ASSERT_GE(p.pods, 4u) << "t=" << p.t;
+      ASSERT_TRUE(p.scheduled) << "t=" << p.t;
+    }
+    // Not long before: the window is prepared, not held all day.
+    if (p.t < 500) {
+      ASSERT_EQ(p.partitions, 2u) << "t=" << p.t;
+      ASSERT_FALSE(p.scheduled) << "t=" << p.t;
+    }
+  }
+  EXPECT_LE(r.max_lag, 1000) << "the surge of 8,000 ev/s found its capacity in place";
+  // The same sale unannounced builds a backlog while it splits and starts pods.
+  const SimResult unannounced = RunTrace("examples/traces/flash-sale.yaml");
+  EXPECT_GT(unannounced.max_lag, 10 * std::max(1.0, r.max_lag));
+  // After the window, the usual scale-down.
+  EXPECT_EQ(r.timeline.back().partitions, 2u);
+  EXPECT_EQ(r.timeline.back().pods, 1u);
+  bool reason = false;
+  for (const auto& d : r.decisions) {
+    reason |= d.reason.find("schedule christmas-sale (2026-12-24T12:00:00Z for 180 s)") !=
+              std::string::npos;
+  }
+  EXPECT_TRUE(reason);
+}
 
 TEST(SimulatorTest, IsDeterministicForASeed) {
   const Loaded l = Load("examples/traces/noisy-steady.yaml");
