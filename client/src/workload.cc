@@ -229,19 +229,22 @@ void LoadGenerator::Run(int index) {
     if (opts_.rate > 0) {
       const double factor = ProfileFactor(opts_, t);
       const double per_producer = opts_.rate * factor / opts_.producers;
-      const auto interval = std::max<std::chrono::steady_clock::duration>(
-          std::chrono::microseconds(1),
-          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-              std::chrono::duration<double>(opts_.batch / per_producer)));
-      next_send += interval;
-      const auto now = std::chrono::steady_clock::now();
-      if (next_send < now - std::chrono::seconds(1)) {
-        // Far behind (a slow answer): skip the sends missed rather than burst to catch up, and
-        // keep this producer's place in the schedule. Restarting from `now` would put every
-        // producer that waited on the same slow moment in step, and a steady rate would then
-        // arrive in bursts that read as seconds of double load and seconds of none.
-        next_send += interval * ((now - next_send) / interval);
-      }
+      // Every producer sends on one grid of the current interval, each at its own phase (its
+      // index over the producers), at the first point at least half an interval after its last
+      // send. When the rate changes, each moves to its place on the new grid: advancing by
+      // intervals alone would keep them as close together as they were at the old rate (a
+      // surge's tenth of a second, then bursts of every producer at once after it), and a
+      // steady rate would arrive as seconds of double load and seconds of none. A producer far
+      // behind (a slow answer) skips the sends it missed instead of bursting to catch up.
+      const double interval = opts_.batch / per_producer;
+      const double phase = static_cast<double>(index) / opts_.producers;
+      const double last = std::chrono::duration<double>(next_send - start).count() + 0.5 * interval;
+      const double now_s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double earliest = std::max(last, now_s - 1.0);
+      const double k = std::ceil(earliest / interval - phase);
+      next_send = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                              std::chrono::duration<double>((k + phase) * interval));
       std::this_thread::sleep_until(next_send);  // the offered rate's schedule
     }
   }

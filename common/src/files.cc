@@ -2,16 +2,30 @@
 
 #include <fcntl.h>
 #include <openssl/rand.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace shoal {
 
 Status ErrnoError(const std::string& what) {
-  return Status::IoError(what + ": " + std::strerror(errno));
+  const int err = errno;
+  // Out of descriptors or memory: nothing is wrong with the disk, and the caller may try again
+  // once some are free (or, for a change, the coordinator places the partition elsewhere).
+  if (err == EMFILE || err == ENFILE) {
+    rlimit r{};
+    std::string limit;
+    if (err == EMFILE && getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur != RLIM_INFINITY) {
+      limit = " (this process may open " + std::to_string(r.rlim_cur) + " files: RLIMIT_NOFILE)";
+    }
+    return Status::Unavailable(what + ": " + std::strerror(err) + limit);
+  }
+  if (err == ENOMEM) return Status::Unavailable(what + ": " + std::strerror(err));
+  return Status::IoError(what + ": " + std::strerror(err));
 }
 
 Status FsyncDir(const std::string& dir) {

@@ -19,9 +19,12 @@
 // on a condition with a deadline; SidecarProcess kills its child when a test fails.
 #include <gtest/gtest.h>
 #include <simdjson.h>
+#include <sys/resource.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <future>
@@ -418,6 +421,51 @@ TEST(ChangeProtocolTest, AdminPlaneRefusesMissingOrWrongTokenAndStaleEpochChangi
 
 // ---------------------------------------------------------------------------------------------
 // 2. Forwarding.
+
+// A sidecar out of descriptors (its RLIMIT_NOFILE lowered with prlimit, as a container's
+// ulimit) in the middle of a change: the change is refused with an error that says so and names
+// the limit, the topic stays on the map it had (nothing half-done: no seal, no new partition),
+// and the same change succeeds once the sidecar may open files again.
+TEST(ChangeProtocolTest, ASidecarOutOfDescriptorsRefusesAChangeClearlyAndKeepsItsMap) {
+  Cluster c(1, "never");
+  ASSERT_TRUE(c.Start().ok()) << c.Describe();
+  const pid_t pid = c.pod(0).pid();
+  size_t open_now = 0;
+  for ([[maybe_unused]] const auto& e :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
+    ++open_now;
+  }
+  rlimit original{};
+  ASSERT_EQ(::prlimit(pid, RLIMIT_NOFILE, nullptr, &original), 0) << std::strerror(errno);
+  // Room for a few connections, not for the eight pieces (two files each) of the split below.
+  rlimit lowered{static_cast<rlim_t>(open_now + 6), original.rlim_max};
+  ASSERT_EQ(::prlimit(pid, RLIMIT_NOFILE, &lowered, nullptr), 0) << std::strerror(errno);
+  const PartitionMap before = c.current();
+  const PartitionInfo p0 = *before.Find(PartitionId(0));
+  MapChange change(before);
+  std::vector<uint64_t> cuts;
+  for (uint64_t k = 1; k < 8; ++k) cuts.push_back(p0.range.lo + p0.range.Width() * k / 8);
+  ASSERT_TRUE(change.Split(p0.id, cuts).ok());
+  auto target = change.Build();
+  ASSERT_TRUE(target.ok()) << target.status().ToString();
+  const Status refused = c.Apply(*target);
+  ASSERT_FALSE(refused.ok()) << "the change went through with " << lowered.rlim_cur
+                             << " descriptors";
+  EXPECT_NE(refused.message().find("Too many open files"), std::string::npos) << refused.ToString();
+  EXPECT_NE(refused.message().find("RLIMIT_NOFILE"), std::string::npos) << refused.ToString();
+  // Nothing took effect: the sidecar holds the map it had, p0 active and unsealed.
+  auto held = c.admin().GetMap(c.admin_address(0));
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  EXPECT_EQ(held->epoch(), before.epoch());
+  EXPECT_TRUE(held->Find(PartitionId(0))->active());
+  // Given its descriptors back, the same change completes.
+  ASSERT_EQ(::prlimit(pid, RLIMIT_NOFILE, &original, nullptr), 0) << std::strerror(errno);
+  c.set_current(before);
+  ASSERT_TRUE(c.Apply(*target).ok()) << c.Describe();
+  EXPECT_EQ(c.current().active_count(), before.active_count() + 7);
+  std::printf("with %llu descriptors: %s\n", static_cast<unsigned long long>(lowered.rlim_cur),
+              refused.ToString().c_str());
+}
 
 TEST(ChangeProtocolTest, ForwardedProduceAnswersWithTheOwnersOffsetsAndASecondHopIsRefused) {
   Cluster c(2, "never");

@@ -14,7 +14,9 @@
 namespace shoal {
 
 // IoError carrying strerror(errno) after `what` ("opening /d/x: No such file or directory"); call
-// it right after the failed call, before anything else can change errno.
+// it right after the failed call, before anything else can change errno. Out of descriptors
+// (EMFILE, ENFILE) or memory (ENOMEM) is Unavailable instead, with the process's open-files
+// limit named: the disk is fine, and it may work again once some are free.
 Status ErrnoError(const std::string& what);
 
 // Writes `content` to `path` so that after a crash or a power cut the file holds either its old

@@ -357,6 +357,7 @@ void ControlLoop::Decide(const std::vector<PodInfo>& pods) {
                                WallTime(std::chrono::milliseconds(clock_.NowMs())));
   const double unix_s = static_cast<double>(clock_.NowMs()) / 1000.0;
   for (DecisionKind k : d.kinds) probe_->Decided(ToString(k), unix_s);
+  probe_->HotKeys(d.hot_keys);
   std::optional<Plan> plan;
   if (!d.holds()) {
     plan = MakePlan(map_, d, replicas);

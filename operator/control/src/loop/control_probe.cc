@@ -57,7 +57,17 @@ ControlProbe::ControlProbe(prometheus::Registry& r, const std::string& topic)
                               "1 while a plan is being carried out", topic)),
       max_partitions_(TopicGauge(r, "shoal_control_partitions_max",
                                  "Most active partitions the topic's spec allows (partitions.max)",
-                                 topic)) {
+                                 topic)),
+      hot_keys_(TopicGauge(r, "shoal_control_hot_keys",
+                           "Partitions held back by one key that alone carries more than a "
+                           "partition's target (no split can spread it), at the last decision",
+                           topic)),
+      hot_key_rate_(TopicGauge(r, "shoal_control_hot_key_events_per_second",
+                               "Events/s of the hottest such key (0 without one)", topic)),
+      hot_key_hash_(TopicGauge(r, "shoal_control_hot_key_hash",
+                               "crc32 hash of the hottest such key, never the key itself (0 "
+                               "without one)",
+                               topic)) {
   for (const char* kind : kDecisionKinds) decisions_.Add({{"topic", topic_}, {"kind", kind}});
   for (const char* kind : kStepKinds) {
     for (const char* outcome : {"ok", "failed"}) {
@@ -95,5 +105,11 @@ void ControlProbe::State(size_t active_partitions, size_t sealed_partitions, uin
 }
 
 void ControlProbe::Limits(uint32_t max_partitions) { max_partitions_.Set(max_partitions); }
+
+void ControlProbe::HotKeys(const std::vector<HotKey>& hot) {
+  hot_keys_.Set(static_cast<double>(hot.size()));
+  hot_key_rate_.Set(hot.empty() ? 0 : hot.front().rate);
+  hot_key_hash_.Set(hot.empty() ? 0 : static_cast<double>(hot.front().hash));
+}
 
 }  // namespace shoal::control

@@ -13,6 +13,9 @@
 #include <prometheus/registry.h>
 
 #include <string>
+#include <vector>
+
+#include "shoal/control/policy.h"
 
 namespace shoal::control {
 
@@ -29,6 +32,9 @@ class ControlProbe {
              uint32_t ready_pods, bool plan_in_progress);
   // The spec's partitions.max; set at construction and again when the loop takes a new spec.
   void Limits(uint32_t max_partitions);
+  // The last decision's hot keys (hottest first; policy.h HotKey): how many partitions one key
+  // holds back, and the hottest key's rate and hash.
+  void HotKeys(const std::vector<HotKey>& hot);
 
  private:
   const std::string topic_;
@@ -45,6 +51,9 @@ class ControlProbe {
   prometheus::Gauge& ready_pods_;
   prometheus::Gauge& in_progress_;
   prometheus::Gauge& max_partitions_;
+  prometheus::Gauge& hot_keys_;
+  prometheus::Gauge& hot_key_rate_;
+  prometheus::Gauge& hot_key_hash_;
 };
 
 }  // namespace shoal::control

@@ -713,6 +713,7 @@ Decision Decide(const TopicSpec& spec, const LoadHistory& history, const Partiti
     c.heaviest = HeaviestShare(c.info->range, c.load, cuts);
     if (c.useful < 2 || c.heaviest * (1 + up_tol) >= 1) {
       c.useful = 1;
+      d.hot_keys.push_back({c.info->id, c.load.top_hash, c.history->last.rate * c.load.top_share});
       if (hot_notes.size() < 3) {
         char buf[160];
         std::snprintf(buf, sizeof buf,
@@ -1033,6 +1034,8 @@ Decision Decide(const TopicSpec& spec, const LoadHistory& history, const Partiti
   }
   d.partitions = after;
   d.replicas = want;
+  std::sort(d.hot_keys.begin(), d.hot_keys.end(),
+            [](const HotKey& a, const HotKey& b) { return a.rate > b.rate; });
   if (!predicted.empty() && (!d.splits.empty() || want > replicas)) {
     why.insert(why.begin(), predicted);
   }

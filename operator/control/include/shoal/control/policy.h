@@ -189,6 +189,14 @@ std::ostream& operator<<(std::ostream& out, DecisionKind kind);
 // The kinds as text joined by commas ("split,pods_up").
 std::string JoinKinds(const std::vector<DecisionKind>& kinds);
 
+// A key that alone carries more than a partition's target: no split can spread it. By its hash
+// (crc32 of the key), never the key itself: keys are the application's data.
+struct HotKey {
+  PartitionId partition;
+  uint32_t hash = 0;
+  double rate = 0;  // the key's events/s, as observed
+};
+
 struct Decision {
   uint32_t partitions = 0;  // active partitions once the decision is carried out
   uint32_t replicas = 0;    // consumer pods
@@ -197,6 +205,8 @@ struct Decision {
   std::string reason;
   // The kinds of change; {kHold} alone when nothing changes.
   std::vector<DecisionKind> kinds;
+  // Partitions held back by one key (the hottest first): the reason names at most three.
+  std::vector<HotKey> hot_keys;
 
   bool holds() const { return kinds.size() == 1 && kinds[0] == DecisionKind::kHold; }
 };

@@ -517,6 +517,11 @@ TEST(DecideTest, APartitionThatIsOneKeyIsNotSplit) {
   EXPECT_EQ(d.partitions, 4u);
   EXPECT_THAT(d.reason, AllOf(HasSubstr("partition 3"), HasSubstr("one key"),
                               HasSubstr("hash " + std::to_string(hot))));
+  // And the decision carries it for the metrics (shoal_control_hot_key_*): by its hash.
+  ASSERT_EQ(d.hot_keys.size(), 1u);
+  EXPECT_EQ(d.hot_keys[0].partition, PartitionId(3));
+  EXPECT_EQ(d.hot_keys[0].hash, hot);
+  EXPECT_DOUBLE_EQ(d.hot_keys[0].rate, 30000);
 }
 
 struct UpWindowCase {
