@@ -148,13 +148,19 @@ Result<Cron> ParseCron(const std::string& expr) {
   return c;
 }
 
-Result<WallTime> ParseStart(const std::string& text, const cctz::time_zone& tz) {
+// RFC 3339 with its offset, or (with `local_allowed`) without one, as a wall time in `tz`.
+Result<WallTime> ParseRfc3339(const std::string& text, const cctz::time_zone& tz,
+                              bool local_allowed) {
   cctz::time_point<cctz::seconds> tp;
-  for (const char* fmt : {"%Y-%m-%dT%H:%M:%E*S%Ez", "%Y-%m-%dT%H:%M:%E*S"}) {
-    if (cctz::parse(fmt, text, tz, &tp)) return WallTime(tp);
-  }
-  return Status::InvalidArgument("\"" + text +
-                                 "\" is not an RFC 3339 time (e.g. 2026-12-24T12:00:00Z)");
+  if (cctz::parse("%Y-%m-%dT%H:%M:%E*S%Ez", text, tz, &tp)) return WallTime(tp);
+  if (local_allowed && cctz::parse("%Y-%m-%dT%H:%M:%E*S", text, tz, &tp)) return WallTime(tp);
+  return Status::InvalidArgument("\"" + text + "\" is not an RFC 3339 time" +
+                                 (local_allowed ? "" : " with an offset") +
+                                 " (e.g. 2026-12-24T12:00:00Z)");
+}
+
+Result<WallTime> ParseStart(const std::string& text, const cctz::time_zone& tz) {
+  return ParseRfc3339(text, tz, true);
 }
 
 bool LoadZone(const std::string& name, cctz::time_zone* tz) {
@@ -236,11 +242,7 @@ std::optional<ScheduleWindow> CurrentOrNextWindow(const ScheduleSpec& s, WallTim
 }
 
 Result<WallTime> ParseWallTime(const std::string& text) {
-  cctz::time_point<cctz::seconds> tp;
-  if (cctz::parse("%Y-%m-%dT%H:%M:%E*S%Ez", text, cctz::utc_time_zone(), &tp)) return WallTime(tp);
-  return Status::InvalidArgument("\"" + text +
-                                 "\" is not an RFC 3339 time with an offset (e.g. "
-                                 "2026-12-24T12:00:00Z)");
+  return ParseRfc3339(text, cctz::utc_time_zone(), false);
 }
 
 std::string FormatWallTime(WallTime t) {

@@ -164,6 +164,18 @@ spec:
     }
   }
 
+  // What the consumers recorded against what was acknowledged: nothing lost or reordered.
+  client::VerifyReport VerifySeen(const std::vector<client::AckedEvent>& acked, size_t* seen) {
+    auto recorded = client::ReadSeenDir(state_ + "/seen");
+    EXPECT_TRUE(recorded.ok()) << recorded.status().message();
+    if (!recorded.ok()) return {};
+    *seen = recorded->size();
+    auto report = client::Verify(acked, std::move(recorded).value());
+    EXPECT_EQ(report.lost, 0u) << report.ToText();
+    EXPECT_EQ(report.reordered, 0u) << report.ToText();
+    return report;
+  }
+
   testing::TempDir dir_{"shoal-control"};
   std::string ip_prefix_, state_, topic_file_;
   control::ChildProcess loop_;
@@ -238,15 +250,12 @@ TEST_F(ControlLoopTest, SurgeScalesUpKilledLoopResumesScaleDownReturnsPodsNothin
       {SHOAL_BIN, "down", "--topic", "orders", "--state-dir", state_}, dir_.path() + "/down.log");
   ASSERT_TRUE(down.ok());
   ASSERT_EQ(down->Wait(60s).value_or(-1), 0);
-  auto seen = client::ReadSeenDir(state_ + "/seen");
-  ASSERT_TRUE(seen.ok()) << seen.status().message();
-  const auto report = client::Verify(acked, *seen);
-  EXPECT_EQ(report.lost, 0u) << report.ToText();
-  EXPECT_EQ(report.reordered, 0u) << report.ToText();
+  size_t seen = 0;
+  const auto report = VerifySeen(acked, &seen);
   std::printf(
       "acked %zu, seen %zu, lost %llu, reordered %llu, duplicated %llu; max partitions %zu, "
       "max pods %u\n",
-      acked.size(), seen->size(), static_cast<unsigned long long>(report.lost),
+      acked.size(), seen, static_cast<unsigned long long>(report.lost),
       static_cast<unsigned long long>(report.reordered),
       static_cast<unsigned long long>(report.duplicated), max_active_, max_pods_);
 }
@@ -319,11 +328,8 @@ TEST_F(ControlLoopTest, APodWithFewDescriptorsGetsNoMorePartitionsThanItCanOpenA
       << "no decision was limited by pod 0's open files";
   const auto acked = load.TakeAcked();
   WaitUntilSeen(acked.size());
-  auto seen = client::ReadSeenDir(state_ + "/seen");
-  ASSERT_TRUE(seen.ok()) << seen.status().message();
-  const auto report = client::Verify(acked, *seen);
-  EXPECT_EQ(report.lost, 0u) << report.ToText();
-  EXPECT_EQ(report.reordered, 0u) << report.ToText();
+  size_t seen = 0;
+  const auto report = VerifySeen(acked, &seen);
   std::printf(
       "limit %llu: pod 0 held at most %zu partitions (it can hold %zu); max partitions %zu, "
       "max pods %u; acked %zu, lost %llu, reordered %llu\n",

@@ -231,35 +231,34 @@ bool Rising(const std::optional<Trend>& t, double tolerance) {
 std::optional<Trend> RisingTrend(const LoadHistory& history, double tolerance) {
   auto recent = FitTrend(history.samples(), kTrendSeconds);
   if (!Rising(recent, tolerance)) return std::nullopt;
+  const auto& samples = history.samples();
+  const SteadyTime last = samples.back().at;
+  // Index of the oldest sample within `window_s` of the latest.
+  auto first_within = [&](double window_s) {
+    size_t i = samples.size() - 1;
+    while (i > 0 && std::chrono::duration<double>(last - samples[i - 1].at).count() <= window_s) {
+      --i;
+    }
+    return i;
+  };
   // A ramp rises in steps of similar size; a step or a burst (producers sending a backlog at
   // once after a pause) rises in one: no interval of the window may carry more than half of it.
-  {
-    const auto& samples = history.samples();
-    const SteadyTime last = samples.back().at;
-    double jump = 0;
-    for (size_t i = samples.size() - 1; i > 0; --i) {
-      if (std::chrono::duration<double>(last - samples[i - 1].at).count() > recent->window_s) break;
-      jump = std::max(jump, samples[i].total_rate - samples[i - 1].total_rate);
+  // Nor is a rate that more than doubles within a second (measured against the window's
+  // lowest): that is a surge seen over a few samples, which the present rate answers in one
+  // decision; extrapolating it would multiply the overshoot.
+  double jump = 0, lowest = recent->level;
+  for (size_t i = first_within(recent->window_s); i < samples.size(); ++i) {
+    lowest = std::min(lowest, samples[i].total_rate);
+    if (i + 1 < samples.size()) {
+      jump = std::max(jump, samples[i + 1].total_rate - samples[i].total_rate);
     }
-    if (jump > kTrendMaxJumpShare * recent->slope * recent->window_s) return std::nullopt;
-    // Nor is a rate that more than doubles within a second (measured against the window's
-    // lowest): that is a surge seen over a few samples, which the present rate answers in one
-    // decision; extrapolating it would multiply the overshoot.
-    double lowest = recent->level;
-    for (size_t i = samples.size(); i-- > 0;) {
-      if (std::chrono::duration<double>(last - samples[i].at).count() > recent->window_s) break;
-      lowest = std::min(lowest, samples[i].total_rate);
-    }
-    if (recent->slope > kTrendMaxRelativeSlope * std::max(lowest, 1.0)) return std::nullopt;
   }
+  if (jump > kTrendMaxJumpShare * recent->slope * recent->window_s) return std::nullopt;
+  if (recent->slope > kTrendMaxRelativeSlope * std::max(lowest, 1.0)) return std::nullopt;
   // Its age: the longest of windows doubling from kTrendSeconds over which the rate rose too.
-  const double reach = history.samples().empty()
-                           ? 0
-                           : std::chrono::duration<double>(history.samples().back().at -
-                                                           history.samples().front().at)
-                                 .count();
+  const double reach = std::chrono::duration<double>(last - samples.front().at).count();
   for (double w = 2 * kTrendSeconds; w <= kTrendMaxAgeSeconds; w *= 2) {
-    auto longer = FitTrend(history.samples(), w);
+    auto longer = FitTrend(samples, w);
     if (!Rising(longer, tolerance)) break;
     recent->age_s = longer->window_s;
     if (reach < w) break;  // the history reaches no further
@@ -268,10 +267,8 @@ std::optional<Trend> RisingTrend(const LoadHistory& history, double tolerance) {
   // count for nothing): the ramp is no older than its rise from the window's lowest rate takes
   // at its slope.
   double base = recent->level;
-  const SteadyTime last = history.samples().back().at;
-  for (auto it = history.samples().rbegin(); it != history.samples().rend(); ++it) {
-    if (std::chrono::duration<double>(last - it->at).count() > recent->age_s) break;
-    base = std::min(base, it->total_rate);
+  for (size_t i = first_within(recent->age_s); i < samples.size(); ++i) {
+    base = std::min(base, samples[i].total_rate);
   }
   recent->age_s =
       std::max(std::min(recent->age_s, (recent->level - base) / recent->slope), recent->window_s);
@@ -530,8 +527,8 @@ std::string SchedulesJson(const TopicSpec& spec, const LoadHistory& history, Wal
     o += "{\"name\":";
     json::AppendString(o, sc.name);
     const auto w = CurrentOrNextWindow(sc, wall);
+    const WallTime prepare = w ? PrepareFrom(sc, *w, lt) : WallTime{};
     if (w) {
-      const WallTime prepare = PrepareFrom(sc, *w, lt);
       o += ",\"start\":";
       json::AppendString(o, FormatWallTime(w->start));
       o += ",\"end\":";
@@ -544,10 +541,10 @@ std::string SchedulesJson(const TopicSpec& spec, const LoadHistory& history, Wal
     o += ",\"min_replicas\":";
     json::AppendUint(o, sc.min_replicas);
     o += ",\"state\":";
-    json::AppendString(o, !w                                ? "done"
-                          : wall >= w->start                ? "active"
-                          : wall >= PrepareFrom(sc, *w, lt) ? "preparing"
-                                                            : "scheduled");
+    json::AppendString(o, !w                ? "done"
+                          : wall >= w->start ? "active"
+                          : wall >= prepare  ? "preparing"
+                                             : "scheduled");
     o += '}';
   }
   return o + "]";
