@@ -309,9 +309,18 @@ Status CompleteLinesLength(const std::string& path, uint64_t* complete, uint64_t
   return Status::Ok();
 }
 
-// Per partition the sidecar holds: where delivery to `group` restarts, that is its commit, or the
-// oldest retained offset for a group that never committed there (from the topic view).
-Result<std::map<uint32_t, uint64_t>> GroupPositions(ShoalClient& client, const std::string& group) {
+// What the sidecar's topic view says of the group's partitions there.
+struct GroupPositions {
+  // Per active partition the sidecar holds: where delivery to `group` restarts, that is its
+  // commit, or the oldest retained offset for a group that never committed there.
+  std::map<uint32_t, uint64_t> start;
+  // Partitions the group reads there through hash ranges: sealed ones and those held elsewhere
+  // (a successor's pod reads its range of its ancestors). Their offsets come in order per hash
+  // point but with gaps (other ranges go to other pods), so no position is checked for them.
+  std::set<uint32_t> ranged;
+};
+
+Result<GroupPositions> FetchGroupPositions(ShoalClient& client, const std::string& group) {
   auto body = client.TopicView();
   if (!body.ok()) return body.status();
   simdjson::dom::parser parser;
@@ -320,16 +329,22 @@ Result<std::map<uint32_t, uint64_t>> GroupPositions(ShoalClient& client, const s
   if (parser.parse(simdjson::padded_string(*body)).get(doc) || doc["partitions"].get(parts)) {
     return Status::Internal("malformed topic view");
   }
-  std::map<uint32_t, uint64_t> out;
+  GroupPositions out;
   for (auto p : parts) {
     uint64_t id = 0, start = 0, committed = 0;
-    if (p["id"].get(id) || p["start_offset"].get(start)) continue;  // not held here
+    std::string_view state;
+    if (p["id"].get(id)) continue;
+    const bool held = p["start_offset"].get(start) == simdjson::SUCCESS;
+    if (!held || (p["state"].get(state) == simdjson::SUCCESS && state == "sealed")) {
+      out.ranged.insert(static_cast<uint32_t>(id));
+      continue;
+    }
     simdjson::dom::object groups;
     if (p["groups"].get(groups) == simdjson::SUCCESS &&
         groups[group]["committed"].get(committed) == simdjson::SUCCESS) {
       start = std::max(start, committed);
     }
-    out[static_cast<uint32_t>(id)] = start;
+    out.start[static_cast<uint32_t>(id)] = start;
   }
   return out;
 }
@@ -363,6 +378,7 @@ Status GroupConsumer::OpenStream(std::map<uint32_t, uint64_t>* next) {
     for (const auto& e : *seen) {
       auto& nx = (*next)[e.partition];
       nx = std::max(nx, e.offset + 1);
+      resume_recorded_.insert({e.partition, e.offset});
     }
   }
   int flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_APPEND;
@@ -419,6 +435,12 @@ void GroupConsumer::Run() {
   ShoalClient client(opts_.target, opts_.topic, std::chrono::seconds(10));
   // Per partition: the offset after the last one recorded.
   std::map<uint32_t, uint64_t> next = std::move(resume_next_);
+  // Events recorded of partitions read through ranges (their offsets have gaps, so `next` cannot
+  // tell a redelivery from a first delivery): each is recorded once.
+  std::set<std::pair<uint32_t, uint64_t>> recorded = std::move(resume_recorded_);
+  // Partitions the sidecar hands out through ranges (sealed ones, and ancestors held elsewhere),
+  // and every partition whose kind is known.
+  std::set<uint32_t> ranged, classified;
   // Streaming: per partition, the offset the group stands at (the next one it must be handed);
   // and the partitions waiting for the redelivery of a gap (reported once each).
   std::map<uint32_t, uint64_t> position;
@@ -427,21 +449,41 @@ void GroupConsumer::Run() {
   // Per partition: the group's commit as this consumer last had it accepted.
   std::map<uint32_t, uint64_t> committed;
   auto throttle_from = std::chrono::steady_clock::now();  // with a rate: when the next may come
+  auto view_at = std::chrono::steady_clock::time_point{};  // the topic view last fetched
   simdjson::dom::parser parser;
   auto backoff = std::chrono::milliseconds(5);
   auto wait_a_little = [&] {
     std::this_thread::sleep_for(backoff);  // the sidecar is down or restarting
     backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
   };
+  // Learns which partitions are read through ranges and where the group stands in the others.
+  auto look = [&](bool force) -> std::optional<GroupPositions> {
+    const auto now = std::chrono::steady_clock::now();
+    if (!force && now - view_at < std::chrono::milliseconds(500)) return std::nullopt;
+    view_at = now;
+    auto positions = FetchGroupPositions(client, opts_.group);
+    if (!positions.ok()) return std::nullopt;
+    ranged.insert(positions->ranged.begin(), positions->ranged.end());
+    classified.insert(positions->ranged.begin(), positions->ranged.end());
+    return std::move(positions).value();
+  };
   while (!stop_.load()) {
     if (!pending.empty()) {
       // Commit what was recorded before taking more: after a sidecar restart the group resumes
       // from its commits, and offsets already recorded are skipped below.
-      if (client.Commit(opts_.group, pending).ok()) {
+      Status st = client.Commit(opts_.group, pending);
+      if (st.ok()) {
         for (const auto& c : pending) {
           auto& was = committed[c.partition.value()];
           was = std::max(was, c.offset.value());
         }
+        pending.clear();
+      } else if (st.code() == Status::Code::kNotFound ||
+                 st.code() == Status::Code::kInvalidArgument) {
+        // Refused for good (the batch is unknown where it was read): what was recorded stays
+        // recorded; if it comes again it is recognised below.
+        std::fprintf(stderr, "consume: group %s: a commit was refused: %s\n",
+                     opts_.group.c_str(), st.ToString().c_str());
         pending.clear();
       } else {
         wait_a_little();
@@ -462,36 +504,51 @@ void GroupConsumer::Run() {
     // (one batch out per group and partition, until --redelivery-ms hands it out again); this
     // consumer checks it as well: a partition's events are taken only when they continue where
     // the group stands (its commit, from the topic view, then what this consumer took); after a
-    // gap nothing of the partition is recorded or committed until the redelivery.
+    // gap nothing of the partition is recorded or committed until the redelivery. Partitions
+    // read through ranges are not checked so (their offsets have gaps by design).
     std::set<uint32_t> gapped;
-    if (streaming) {
+    {
       bool unknown = false;
-      for (const auto& e : *got) unknown = unknown || !position.count(e.partition);
-      if (unknown) {
-        auto positions = GroupPositions(client, opts_.group);
-        for (const auto& e : *got) {
-          if (position.count(e.partition)) continue;
-          auto it = positions.ok() ? positions->find(e.partition)
-                                   : std::map<uint32_t, uint64_t>::iterator();
-          if (!positions.ok() || it == positions->end()) {
-            gapped.insert(e.partition);  // where the group stands is unknown: not this time
-            continue;
-          }
-          position[e.partition] = it->second;
+      for (const auto& e : *got) unknown = unknown || !classified.count(e.partition);
+      std::optional<GroupPositions> positions;
+      if (unknown) positions = look(true);
+      for (const auto& e : *got) {
+        if (classified.count(e.partition)) continue;
+        if (!positions) {
+          gapped.insert(e.partition);  // how it is read here is unknown: not this time
+          continue;
         }
+        classified.insert(e.partition);
+        if (ranged.count(e.partition) || !streaming) continue;
+        auto it = positions->start.find(e.partition);
+        if (it == positions->start.end()) {
+          classified.erase(e.partition);
+          gapped.insert(e.partition);  // where the group stands is unknown: not this time
+          continue;
+        }
+        position[e.partition] = it->second;
       }
     }
     std::vector<SeenEvent> batch;
+    std::map<uint32_t, uint64_t> batch_next;  // per ranged partition, past its last event here
     for (const auto& e : *got) {
       if (gapped.count(e.partition)) continue;
-      if (streaming) {
+      auto& nx = next[e.partition];
+      // Out of order for a whole partition: maybe it was sealed since and is read through
+      // ranges now (its offsets then have gaps, and another range may start lower).
+      if (!ranged.count(e.partition) &&
+          (e.offset < nx || (streaming && e.offset > position[e.partition]))) {
+        look(false);
+      }
+      if (streaming && !ranged.count(e.partition)) {
         uint64_t& pos = position[e.partition];
         if (e.offset > pos) {
           gapped.insert(e.partition);
           if (waiting.insert(e.partition).second) {
             std::fprintf(stderr,
                          "consume: partition %u: offsets %llu..%llu were taken by an earlier "
-                         "consumer of group %s and not committed; waiting for their redelivery\n",
+                         "consumer of group %s and not committed; waiting for their "
+                         "redelivery\n",
                          e.partition, static_cast<unsigned long long>(pos),
                          static_cast<unsigned long long>(e.offset - 1), opts_.group.c_str());
           }
@@ -500,16 +557,19 @@ void GroupConsumer::Run() {
         waiting.erase(e.partition);
         pos = std::max(pos, e.offset + 1);
       }
-      auto& nx = next[e.partition];
-      if (e.offset < nx) {
+      if (ranged.count(e.partition)) {
+        auto& bn = batch_next[e.partition];
+        bn = std::max(bn, e.offset + 1);
+        // Recorded before (a redelivery of what was not committed): once only.
+        if (!recorded.insert({e.partition, e.offset}).second) continue;
+      } else if (e.offset < nx) {
         // Handed out again. Below what the group had committed, the broker gave out twice what
         // was consumed: recorded again, so the verifier counts it. Otherwise it is a redelivery
         // of what was recorded and not committed yet (a restarted sidecar): skipped.
         const auto c = committed.find(e.partition);
         if (c == committed.end() || e.offset >= c->second) continue;
-      } else {
-        nx = e.offset + 1;
       }
+      nx = std::max(nx, e.offset + 1);
       BurnCpu(opts_.cpu_us_per_event);
       simdjson::dom::element v;
       std::string_view p, k;
@@ -546,7 +606,10 @@ void GroupConsumer::Run() {
     std::map<uint32_t, uint64_t> touched;
     for (const auto& e : *got) {
       if (gapped.count(e.partition)) continue;
-      touched[e.partition] = streaming ? position[e.partition] : next[e.partition];
+      // Through ranges, a commit means "everything of the batch handed to us", up to its end.
+      touched[e.partition] = ranged.count(e.partition) ? batch_next[e.partition]
+                             : streaming             ? position[e.partition]
+                                                     : next[e.partition];
     }
     for (auto [p, o] : touched) pending.push_back({PartitionId(p), Offset(o)});
     seen_count_.fetch_add(batch.size());

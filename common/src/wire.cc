@@ -173,6 +173,163 @@ Result<CommitRequest> ParseCommitRequest(std::string_view body) {
   return req;
 }
 
+namespace {
+Status ValidateReader(std::string_view reader) {
+  if (reader.empty() || reader.size() > kMaxNameBytes) {
+    return Status::InvalidArgument("\"reader\" must name a pod (1.." +
+                                   std::to_string(kMaxNameBytes) + " bytes)");
+  }
+  return Status::Ok();
+}
+
+Status ParseRanges(simdjson::dom::element el, std::vector<HashRange>* out) {
+  simdjson::dom::array arr;
+  if (el.get(arr) || arr.size() > kMaxRangeReadRanges) {
+    return Status::InvalidArgument("\"ranges\" must be an array of at most " +
+                                   std::to_string(kMaxRangeReadRanges) + " [lo, hi] pairs");
+  }
+  for (auto r : arr) {
+    simdjson::dom::array pair;
+    HashRange h;
+    if (r.get(pair) || pair.size() != 2 || pair.at(0).get(h.lo) || pair.at(1).get(h.hi) ||
+        h.lo >= h.hi || h.hi > kHashSpace) {
+      return Status::InvalidArgument("each range must be [lo, hi] with lo < hi <= 2^32");
+    }
+    out->push_back(h);
+  }
+  return Status::Ok();
+}
+
+void AppendRangeList(std::string& out, const std::vector<HashRange>& ranges) {
+  out += '[';
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    if (i) out += ',';
+    out += '[';
+    json::AppendUint(out, ranges[i].lo);
+    out += ',';
+    json::AppendUint(out, ranges[i].hi);
+    out += ']';
+  }
+  out += ']';
+}
+}  // namespace
+
+Result<RangeReadRequest> ParseRangeReadRequest(std::string_view body) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (auto err = parser.parse(body.data(), body.size(), true).get(doc); err) {
+    return ParseError("body is not valid JSON", err);
+  }
+  RangeReadRequest req;
+  std::string_view group, reader;
+  simdjson::dom::element ranges;
+  uint64_t max = 0, max_bytes = 0;
+  if (doc["group"].get(group) || doc["reader"].get(reader) || doc["ranges"].get(ranges) ||
+      doc["max"].get(max) || doc["max_bytes"].get(max_bytes)) {
+    return Status::InvalidArgument(
+        "a range read is {\"group\",\"reader\",\"ranges\":[[lo,hi],...],\"max\","
+        "\"max_bytes\"} (docs/admin-api.md)");
+  }
+  req.group = std::string(group);
+  req.reader = std::string(reader);
+  SHOAL_RETURN_IF_ERROR(ValidateGroup(req.group));
+  SHOAL_RETURN_IF_ERROR(ValidateReader(req.reader));
+  SHOAL_RETURN_IF_ERROR(ParseRanges(ranges, &req.ranges));
+  if (max < 1 || max > 10000 || max_bytes < 1 || max_bytes > (64u << 20)) {
+    return Status::InvalidArgument("max must be in [1, 10000] and max_bytes in [1, 64 MiB]");
+  }
+  req.max = static_cast<size_t>(max);
+  req.max_bytes = static_cast<size_t>(max_bytes);
+  return req;
+}
+
+std::string EncodeRangeReadRequest(const RangeReadRequest& r) {
+  std::string out = "{\"group\":";
+  json::AppendString(out, r.group);
+  out += ",\"reader\":";
+  json::AppendString(out, r.reader);
+  out += ",\"ranges\":";
+  AppendRangeList(out, r.ranges);
+  out += ",\"max\":";
+  json::AppendUint(out, r.max);
+  out += ",\"max_bytes\":";
+  json::AppendUint(out, r.max_bytes);
+  out += '}';
+  return out;
+}
+
+std::string EncodeRangeReadAnswer(size_t count, uint64_t last, uint64_t scanned_to,
+                                  bool consumed, const std::vector<HashRange>& ranges,
+                                  std::string_view events) {
+  std::string out = "{\"count\":";
+  json::AppendUint(out, count);
+  out += ",\"last\":";
+  json::AppendUint(out, last);
+  out += ",\"scanned_to\":";
+  json::AppendUint(out, scanned_to);
+  out += ",\"consumed\":";
+  out += consumed ? "true" : "false";
+  out += ",\"ranges\":";
+  AppendRangeList(out, ranges);
+  out += "}\n";
+  out += events;
+  return out;
+}
+
+Result<RangeReadAnswer> ParseRangeReadAnswer(std::string_view body) {
+  const size_t nl = body.find('\n');
+  if (nl == std::string_view::npos) return Status::InvalidArgument("a range read answer has no header line");
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (auto err = parser.parse(body.data(), nl, true).get(doc); err) {
+    return ParseError("the range read answer's header is not valid JSON", err);
+  }
+  RangeReadAnswer a;
+  uint64_t count = 0;
+  simdjson::dom::element ranges;
+  if (doc["count"].get(count) || doc["last"].get(a.last) || doc["scanned_to"].get(a.scanned_to) ||
+      doc["consumed"].get(a.consumed) || doc["ranges"].get(ranges)) {
+    return Status::InvalidArgument("malformed range read answer header");
+  }
+  a.count = static_cast<size_t>(count);
+  SHOAL_RETURN_IF_ERROR(ParseRanges(ranges, &a.ranges));
+  a.events = std::string(body.substr(nl + 1));
+  if ((a.count == 0) != a.events.empty()) {
+    return Status::InvalidArgument("a range read answer's count disagrees with its events");
+  }
+  return a;
+}
+
+Result<RangeCommitRequest> ParseRangeCommitRequest(std::string_view body) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (auto err = parser.parse(body.data(), body.size(), true).get(doc); err) {
+    return ParseError("body is not valid JSON", err);
+  }
+  RangeCommitRequest req;
+  std::string_view group, reader;
+  if (doc["group"].get(group) || doc["reader"].get(reader) || doc["offset"].get(req.offset)) {
+    return Status::InvalidArgument(
+        "a range commit is {\"group\",\"reader\",\"offset\"} (docs/admin-api.md)");
+  }
+  req.group = std::string(group);
+  req.reader = std::string(reader);
+  SHOAL_RETURN_IF_ERROR(ValidateGroup(req.group));
+  SHOAL_RETURN_IF_ERROR(ValidateReader(req.reader));
+  return req;
+}
+
+std::string EncodeRangeCommitRequest(const RangeCommitRequest& r) {
+  std::string out = "{\"group\":";
+  json::AppendString(out, r.group);
+  out += ",\"reader\":";
+  json::AppendString(out, r.reader);
+  out += ",\"offset\":";
+  json::AppendUint(out, r.offset);
+  out += '}';
+  return out;
+}
+
 std::string EncodeProduceRequest(const std::vector<const ProduceEvent*>& events) {
   std::string out = "{\"events\":[";
   for (size_t i = 0; i < events.size(); ++i) {

@@ -676,74 +676,80 @@ TEST(ChangeProtocolTest, SplitMergeMoveUnderLoadDeliverEveryAckedEventOnceInOrde
   EXPECT_EQ(report.duplicated, 0u);
   EXPECT_EQ(report.reordered, 0u);
 
-  // Parents first, per group: a fresh group reads pod-0 first. It may read p0, then p4/p5 (their
-  // parent p0 is local) and p2, but nothing of p7 while its parent p3 on pod-1 is unconsumed.
+  // Parents first per hash point, per group (invariant 3): a fresh group reads pod-0 first.
+  // pod-0 owns p4 and p5 (the split of its own p0) and p7 (the move of pod-1's p3): it hands the
+  // group p0 through their ranges, then p4/p5, and p3 read from pod-1 through p7's range, then
+  // p7. p2 (merged into p6 on pod-1) is not pod-0's to hand out any more: pod-1 reads it.
   const uint64_t p3_end = c.current().Find(PartitionId(3))->end_offset;
   ASSERT_GT(p3_end, 0u);
   client::ShoalClient pod0(c.pod(0).data_url(), kTopic);
   client::ShoalClient pod1(c.pod(1).data_url(), kTopic);
   std::vector<wire::ConsumedEvent> from_pod0;
+  auto view0 = GetView(c.pod(0));
+  ASSERT_TRUE(view0.ok());
+  ASSERT_GT(view0->partitions[7].end_offset, 0u) << *view0;
+  auto count_of = [](const std::vector<wire::ConsumedEvent>& events, uint32_t p) {
+    return static_cast<uint64_t>(std::count_if(events.begin(), events.end(),
+                                               [p](const auto& e) { return e.partition == p; }));
+  };
   ASSERT_TRUE(WaitFor(
       [&] {
         auto got = ConsumeAndCommit(pod0, "gate", 100);
         from_pod0.insert(from_pod0.end(), got.begin(), got.end());
-        return got.empty();
+        return count_of(from_pod0, 7) >= view0->partitions[7].end_offset;
       },
-      15s, 0ms));
-  // Give the sidecar time to learn pod-1's commits (it polls them): still nothing of p7.
-  for (int i = 0; i < 3; ++i) {
-    auto got = ConsumeAndCommit(pod0, "gate", 200);
-    from_pod0.insert(from_pod0.end(), got.begin(), got.end());
-  }
-  auto view0 = GetView(c.pod(0));
-  ASSERT_TRUE(view0.ok());
-  ASSERT_GT(view0->partitions[7].end_offset, 0u) << *view0;
-  size_t last_p0 = 0, first_p45 = from_pod0.size(), p7_seen = 0;
-  for (size_t i = 0; i < from_pod0.size(); ++i) {
-    const uint32_t p = from_pod0[i].partition;
-    if (p == 0) last_p0 = i;
-    if ((p == 4 || p == 5) && first_p45 == from_pod0.size()) first_p45 = i;
-    if (p == 7) ++p7_seen;
-  }
-  ASSERT_LT(first_p45, from_pod0.size()) << "the group got nothing of the split's successors";
-  EXPECT_EQ(static_cast<uint64_t>(std::count_if(from_pod0.begin(), from_pod0.end(),
-                                                [](const auto& e) { return e.partition == 0; })),
-            c.current().Find(PartitionId(0))->end_offset)
+      15s, 0ms))
+      << "pod-0 did not hand out p3 (from pod-1) and then p7: " << count_of(from_pod0, 3)
+      << " of p3, " << count_of(from_pod0, 7) << " of p7\n"
+      << ViewText(c.pod(0));
+  EXPECT_EQ(count_of(from_pod0, 0), c.current().Find(PartitionId(0))->end_offset)
       << "the group did not get all of p0";
-  EXPECT_EQ(p7_seen, 0u) << "the move's successor p7 was handed to a group that had not "
-                            "consumed its parent p3 on pod-1";
-  EXPECT_LT(last_p0, first_p45) << "the split's successors came before their parent's end";
-  // Now the group reads pod-1: p1 and p3 (no parents), then p6 once p1 (local) and p2 (remote,
-  // consumed above) are committed to their ends.
+  EXPECT_EQ(count_of(from_pod0, 3), p3_end) << "the group did not get all of p3 through p7";
+  EXPECT_EQ(count_of(from_pod0, 2), 0u) << "pod-0 handed out p2, which p6 on pod-1 reads";
+  // Each successor's events only after every event of its range in its parent.
+  auto last_of = [&](uint32_t parent, const HashRange& r) {
+    size_t last = 0;
+    for (size_t i = 0; i < from_pod0.size(); ++i) {
+      if (from_pod0[i].partition == parent && r.Contains(KeyHash(from_pod0[i].key))) last = i;
+    }
+    return last;
+  };
+  auto first_of = [&](uint32_t p) {
+    for (size_t i = 0; i < from_pod0.size(); ++i) {
+      if (from_pod0[i].partition == p) return i;
+    }
+    return from_pod0.size();
+  };
+  for (uint32_t s : {4u, 5u}) {
+    const HashRange r = c.current().Find(PartitionId(s))->range;
+    if (first_of(s) < from_pod0.size()) {
+      EXPECT_LT(last_of(0, r), first_of(s)) << "p" << s << " came before its range of p0";
+    }
+  }
+  EXPECT_LT(last_of(3, c.current().Find(PartitionId(7))->range), first_of(7))
+      << "the move's successor p7 came before its parent p3's end";
+  // pod-1 hands the group p1 and p2 (read from pod-0 through p6's range), then p6.
   std::vector<wire::ConsumedEvent> from_pod1;
   ASSERT_TRUE(WaitFor(
       [&] {
         auto got = ConsumeAndCommit(pod1, "gate", 50);
         from_pod1.insert(from_pod1.end(), got.begin(), got.end());
-        return GroupCaughtUp(c.pod(1), "gate");
+        return GroupCaughtUp(c.pod(1), "gate") &&
+               count_of(from_pod1, 2) >= c.current().Find(PartitionId(2))->end_offset;
       },
       15s, 0ms))
       << ViewText(c.pod(1));
-  size_t last_p1 = 0, first_p6 = from_pod1.size();
+  size_t last_p12 = 0, first_p6 = from_pod1.size();
   for (size_t i = 0; i < from_pod1.size(); ++i) {
-    if (from_pod1[i].partition == 1) last_p1 = i;
+    if (from_pod1[i].partition == 1 || from_pod1[i].partition == 2) last_p12 = i;
     if (from_pod1[i].partition == 6 && first_p6 == from_pod1.size()) first_p6 = i;
   }
   ASSERT_LT(first_p6, from_pod1.size()) << "the group got nothing of the merge's successor";
-  EXPECT_LT(last_p1, first_p6) << "the merge's successor came before its parent's end";
-  // p3 is committed to its end by the group: p7 is released on pod-0 within a deadline.
+  EXPECT_LT(last_p12, first_p6) << "the merge's successor came before its parents' ends";
   std::vector<wire::ConsumedEvent> p7;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        for (auto& e : ConsumeAndCommit(pod0, "gate", 100)) {
-          if (e.partition == 7) p7.push_back(e);
-        }
-        return p7.size() >= view0->partitions[7].end_offset;
-      },
-      15s, 0ms))
-      << "p7 was not released after its parent was consumed: " << p7.size() << " of "
-      << view0->partitions[7].end_offset << "\n"
-      << ViewText(c.pod(0));
+  for (const auto& e : from_pod0) {
+    if (e.partition == 7) p7.push_back(e);
+  }
   ASSERT_EQ(p7.size(), view0->partitions[7].end_offset);
   for (size_t i = 0; i < p7.size(); ++i) {
     EXPECT_EQ(p7[i].offset, i);
@@ -896,15 +902,6 @@ TEST(ChangeProtocolTest, SealSurvivesKill9AndTheChangeCompletesWhenRunAgain) {
 
 // ---------------------------------------------------------------------------------------------
 // 5. A parked long-poll is answered when a successor is released to its group.
-//
-// KNOWN FAILING (product bug, reported to the lead; not fixed here): a GET .../events with
-// wait_ms that parks because every partition with data is a gated successor is answered only at
-// its deadline, even when the group's commit of the parent (local: POST .../commits on this
-// sidecar; remote: learned by Topic::RefreshRemoteCommits on the ticker) releases the successor
-// right away. Neither a commit (Topic::Commit) nor a release through refreshed remote commits
-// calls the data listener (DataFrontend::NotifyData), so DataFrontend::PollLoop keeps the waiter
-// until w.deadline. A consumer long-polling with the allowed wait_ms (up to 60 s) sees every
-// change's handoff delayed by up to that long.
 
 // Parks a consume of `group` on `sidecar` (nothing is deliverable), runs `release`, and returns
 // how long after `release` the parked consume was answered, with its events.
@@ -949,24 +946,40 @@ TEST(ChangeProtocolTest, ParkedConsumeIsAnsweredWhenASuccessorIsReleased) {
   EXPECT_LT(local_ms, kPromptMs) << "the successors of a locally committed parent were handed "
                                     "out only at the long-poll's deadline";
 
-  // Remote parent: move p1 from pod-1 to pod-0 (as p6); the group has not read p1 yet.
+  // Remote parent: move p1 from pod-1 to pod-0 (as p6); the group has not read p1 yet. pod-0
+  // hands it p1's events first, read from pod-1 through p6's range; p6 waits for their commit.
   const auto keys1 = KeysOf(c.current(), PartitionId(1), 2, "x");
   ASSERT_TRUE(pod0.Produce(producer.Next(keys1, 3)).ok());
   ASSERT_TRUE(c.Apply(*c.current().Move(PartitionId(1), Pod(0))).ok()) << c.Describe();
   ASSERT_TRUE(pod0.Produce(producer.Next(keys1, 2)).ok());
-  // Drain what pod-0 may hand the group (p0, then p4/p5, p2): nothing of p6.
+  // Drain what pod-0 may hand the group, committing all but p1: p1's six, nothing of p6.
+  size_t from_p1 = 0;
   ASSERT_TRUE(WaitFor(
       [&] {
-        auto got = ConsumeAndCommit(pod0, "remote", 0);
-        for (const auto& e : got) EXPECT_NE(e.partition, 6u);
-        return got.empty();
+        auto got = pod0.Consume("remote", 1000, 0);
+        EXPECT_TRUE(got.ok()) << got.status().ToString();
+        if (!got.ok()) return false;
+        std::map<uint32_t, uint64_t> next;
+        for (const auto& e : *got) {
+          EXPECT_NE(e.partition, 6u) << "p6 before its parent p1 was committed";
+          if (e.partition == 1) {
+            ++from_p1;
+          } else {
+            next[e.partition] = std::max(next[e.partition], e.offset + 1);
+          }
+        }
+        std::vector<wire::CommitOffset> offsets;
+        for (auto [p, o] : next) offsets.push_back({PartitionId(p), Offset(o)});
+        if (!offsets.empty()) {
+          EXPECT_TRUE(pod0.Commit("remote", offsets).ok());
+        }
+        return got->empty() && from_p1 > 0;
       },
       10s, 0ms));
+  EXPECT_EQ(from_p1, 6u) << "pod-0 did not hand out p1's events, read from pod-1";
+  // The commit of p1 goes to pod-0, which passes it to p1's owner: p6 is released at once.
   auto [remote_ms, remote_events] = ParkThenRelease(pod0, "remote", kWaitMs, [&] {
-    auto got = ConsumeAndCommit(pod1, "remote", 0);
-    size_t from_p1 = 0;
-    for (const auto& e : got) from_p1 += e.partition == 1;
-    ASSERT_EQ(from_p1, 6u);
+    ASSERT_TRUE(pod0.Commit("remote", {{PartitionId(1), Offset(6)}}).ok());
   });
   size_t from_p6 = 0;
   for (const auto& e : remote_events) from_p6 += e.partition == 6;

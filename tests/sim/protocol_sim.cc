@@ -29,6 +29,7 @@ namespace shoal::sim {
 namespace {
 
 constexpr char kTopic[] = "orders";
+constexpr int64_t kRedeliveryMs = 3000;
 
 class World;
 
@@ -43,6 +44,15 @@ class SimPeers final : public broker::PeerClient {
                                              PartitionId partition) override;
   Result<std::map<std::string, broker::GroupRegistry::Group>> FetchGroups(
       const PeerAddress& peer) override;
+  // Reads and commits through ranges: lost on the way there or back, and now and then the
+  // owner loses power right after it handed the batch out (the answer never arrives).
+  Result<broker::RemoteBatch> ReadRange(const PeerAddress& peer, PartitionId partition,
+                                        const std::string& group, const PodName& reader,
+                                        const std::vector<HashRange>& ranges, size_t max,
+                                        size_t max_bytes) override;
+  Result<broker::RemoteCommits> CommitFor(const PeerAddress& peer, PartitionId partition,
+                                          const std::string& group, const PodName& reader,
+                                          Offset offset) override;
 
  private:
   World& w_;
@@ -93,9 +103,13 @@ struct Group {
   int stop_from = 0, stop_until = 0;  // kStopper: silent in between
   uint64_t first_request = UINT64_MAX;
   std::vector<client::SeenEvent> seen;
-  std::map<uint32_t, uint64_t> committed;  // acknowledged commits, per partition id
+  // Events (partition, offset) it committed, or may have: a commit whose answer was lost may
+  // have taken effect.
+  std::set<std::pair<uint32_t, uint64_t>> committed;
   std::map<std::pair<std::string, std::string>, uint64_t> last_n;  // per (producer, key)
-  std::set<std::pair<std::string, uint64_t>> seen_ids;
+  std::set<std::pair<std::string, uint64_t>> seen_ids;  // committed
+  // Seen, but the commit of them failed: they may come again (redelivery), not as duplicates.
+  std::set<std::pair<std::string, uint64_t>> uncommitted;
 };
 
 // The coordinators' record in their consensus store (the PartitionedTopic's status, written over
@@ -148,6 +162,13 @@ class World {
   }
   void CheckInvariants();
   void AfterRequest() { CheckInvariants(); }
+  void NoteRemoteRead(size_t n) { result_.remote_read += n; }
+  // A power cut of pod `name` (its admin address is its name).
+  void PowerCut(const std::string& name) {
+    for (auto& p : pods_) {
+      if (p->name == name && p->topic) Crash(*p);
+    }
+  }
   void NoteInstalled(const std::string& pod, const PartitionMap& before, const PartitionMap& after) {
     (void)pod;
     for (const auto& p : before.partitions()) {
@@ -214,7 +235,12 @@ class World {
   void Reconcile(Coordinator& c, const Status& why);
 
   // Checks.
-  void RecordStored(const std::string& producer, uint64_t seq, const wire::ProduceResult& r);
+  void RecordStored(const std::string& producer, uint64_t seq, const wire::ProduceResult& r,
+                    uint32_t hash);
+  // Invariant 3 per hash point, for event `e` (hash `h`) just handed to `g` at `pod`: every
+  // event with hash h known to be stored in e's lineage was committed by g before.
+  void CheckParentsFirst(const Group& g, const wire::ConsumedEvent& e, uint32_t h,
+                         const PartitionMap& held, const std::string& pod);
   void CheckDuplicate(const std::string& producer, uint64_t seq, const wire::ProduceResult& r);
   void Settle();
   void FinalChecks();
@@ -250,6 +276,9 @@ class World {
   };
   std::map<uint32_t, LineageNode> lineage_;
   std::map<std::pair<std::string, uint64_t>, std::pair<uint32_t, uint64_t>> stored_;
+  // Every event known to be stored (acknowledged, or handed to some group), per partition id:
+  // hash -> offset.
+  std::map<uint32_t, std::multimap<uint32_t, uint64_t>> known_;
   std::map<uint64_t, std::string> maps_by_epoch_;
   std::deque<std::string> recent_;
   ScheduleResult result_;
@@ -277,6 +306,32 @@ Result<std::map<std::string, broker::GroupRegistry::Group>> SimPeers::FetchGroup
   broker::Topic* t = w_.Reach(peer.admin);
   if (!t) return Status::Unavailable(peer.admin + " does not answer");
   return t->Groups();
+}
+
+Result<broker::RemoteBatch> SimPeers::ReadRange(const PeerAddress& peer, PartitionId partition,
+                                                const std::string& group, const PodName& reader,
+                                                const std::vector<HashRange>& ranges,
+                                                size_t max, size_t max_bytes) {
+  broker::Topic* t = w_.Reach(peer.admin);
+  if (!t || (w_.faults() && w_.Chance(0.03))) return Status::Unavailable(peer.admin + ": lost");
+  auto batch = t->ReadFor(partition, group, reader, ranges, max, max_bytes);
+  w_.NoteRemoteRead(batch.ok() ? batch->batch.count : 0);
+  if (w_.faults() && w_.Chance(0.02)) {
+    w_.PowerCut(peer.admin);  // in the middle of the read: the batch went out, the answer not
+    return Status::Unavailable(peer.admin + ": crashed");
+  }
+  if (w_.faults() && w_.Chance(0.03)) return Status::Unavailable(peer.admin + ": answer lost");
+  return batch;
+}
+
+Result<broker::RemoteCommits> SimPeers::CommitFor(const PeerAddress& peer, PartitionId partition,
+                                                  const std::string& group,
+                                                  const PodName& reader, Offset offset) {
+  broker::Topic* t = w_.Reach(peer.admin);
+  if (!t || (w_.faults() && w_.Chance(0.03))) return Status::Unavailable(peer.admin + ": lost");
+  auto after = t->CommitFor(partition, group, reader, offset);
+  if (w_.faults() && w_.Chance(0.03)) return Status::Unavailable(peer.admin + ": answer lost");
+  return after;
 }
 
 Result<PartitionMap> SimAdmin::GetMap(const std::string& admin) {
@@ -358,6 +413,8 @@ Status World::OpenPod(Pod& p) {
   o.wait_for_map = true;
   o.partition.fsync = broker::FsyncPolicy::kAlways;
   o.partition.segment_bytes = 4096;  // several segments per partition
+  // Batches read through ranges whose answer was lost come back after this (sim time).
+  o.partition.redelivery_ms = kRedeliveryMs;
   auto t = broker::Topic::Open(o, clock_, *p.probe, p.peers.get());
   if (!t.ok()) return t.status();
   p.topic = std::move(t).value();
@@ -676,7 +733,9 @@ void World::MaybeInterleave() {
 
 // --- producers and consumers -----------------------------------------------------------------
 
-void World::RecordStored(const std::string& producer, uint64_t seq, const wire::ProduceResult& r) {
+void World::RecordStored(const std::string& producer, uint64_t seq, const wire::ProduceResult& r,
+                         uint32_t hash) {
+  known_[r.partition].emplace(hash, r.offset);
   if (opts_.trace) {
     Trace("  stored (" + producer + ", " + std::to_string(seq) + ") at p" +
           std::to_string(r.partition) + "@" + std::to_string(r.offset));
@@ -748,8 +807,9 @@ void World::ProduceAction(Producer& prod, bool quiet) {
     }
     for (size_t i = 0; i < events.size(); ++i) {
       if (!local[i]) continue;
-      results[i].duplicate ? CheckDuplicate(prod.id, *events[i].seq, results[i])
-                           : RecordStored(prod.id, *events[i].seq, results[i]);
+      results[i].duplicate
+          ? CheckDuplicate(prod.id, *events[i].seq, results[i])
+          : RecordStored(prod.id, *events[i].seq, results[i], KeyHash(events[i].key));
     }
     // Forwards: lost on the way there (not executed) or back (executed, answer lost).
     for (const auto& f : forwards) {
@@ -778,7 +838,7 @@ void World::ProduceAction(Producer& prod, bool quiet) {
       for (size_t k = 0; k < f.indices.size(); ++k) {
         const size_t i = f.indices[k];
         fr[k].duplicate ? CheckDuplicate(prod.id, *events[i].seq, fr[k])
-                        : RecordStored(prod.id, *events[i].seq, fr[k]);
+                        : RecordStored(prod.id, *events[i].seq, fr[k], KeyHash(events[i].key));
       }
       if (faults_ && Chance(0.05)) failed = true;  // the answer is lost
     }
@@ -806,6 +866,49 @@ void World::ProduceAction(Producer& prod, bool quiet) {
   }
 }
 
+void World::CheckParentsFirst(const Group& g, const wire::ConsumedEvent& e, uint32_t h,
+                              const PartitionMap& held, const std::string& pod) {
+  // The lineage is the one every installed map agreed on, retired partitions included, unless one
+  // retired before g first asked (g starts after it, and after its lineage, which retired before
+  // it). With a coordinator that ignores the record ids may name two partitions, so then only
+  // the lineage in the pod's own map is walked.
+  std::vector<uint32_t> todo{e.partition};
+  std::set<uint32_t> seen;
+  while (!todo.empty()) {
+    const uint32_t cur = todo.back();
+    todo.pop_back();
+    std::vector<PartitionId> parents;
+    if (had_hand_rogue_) {
+      const PartitionInfo* info = held.Find(PartitionId(cur));
+      if (info) parents = info->parents;
+    } else if (auto node = lineage_.find(cur); node != lineage_.end()) {
+      parents = node->second.parents;
+    }
+    for (PartitionId parent : parents) {
+      if (!seen.insert(parent.value()).second) continue;
+      if (!had_hand_rogue_) {
+        auto retired = retired_at_.find(parent.value());
+        if (retired != retired_at_.end() && retired->second < g.first_request) continue;
+      } else if (!held.Find(parent)) {
+        continue;
+      }
+      todo.push_back(parent.value());
+      auto events = known_.find(parent.value());
+      if (events == known_.end()) continue;
+      auto [from, to] = events->second.equal_range(h);
+      for (auto it = from; it != to; ++it) {
+        if (g.committed.count({parent.value(), it->second})) continue;
+        Violation("invariant 3: " + g.name + " got p" + std::to_string(e.partition) + "@" +
+                  std::to_string(e.offset) + " (hash " + std::to_string(h) + ") at " + pod +
+                  " while p" + std::to_string(parent.value()) + "@" +
+                  std::to_string(it->second) + " of its lineage, of the same hash point, is not "
+                  "committed");
+        return;
+      }
+    }
+  }
+}
+
 void World::ConsumeAction(Group& g, Pod& pod, bool quiet) {
   broker::Topic* t = Reach(pod.name);
   if (!t) return;
@@ -817,6 +920,7 @@ void World::ConsumeAction(Group& g, Pod& pod, bool quiet) {
     Trace("consume " + g.name + " at " + pod.name + ": " + n.status().ToString());
     return;
   }
+  if (!Reach(pod.name)) return;  // lost power while it read from a peer: the answer is lost
   auto events = wire::ParseConsumeResponse(out);
   if (!events.ok()) {
     Violation("a consume answer does not parse: " + events.status().ToString());
@@ -825,61 +929,11 @@ void World::ConsumeAction(Group& g, Pod& pod, bool quiet) {
   if (events->empty()) return;
   const PartitionMap held = t->map();
   std::map<uint32_t, uint64_t> next;
-  std::set<uint32_t> checked;
+  std::vector<std::pair<std::string, uint64_t>> batch_ids;
   for (const auto& e : *events) {
-    // Invariant 3: an event of P goes to G only after G consumed P's whole lineage to its end,
-    // retired partitions included, unless one retired before G first asked (G starts after it,
-    // and after its lineage, which retired before it). The lineage is the one every installed
-    // map agreed on; with a coordinator that ignores the record ids may name two partitions, so
-    // then only the lineage in the pod's own map is walked.
-    if (!had_hand_rogue_ && checked.insert(e.partition).second) {
-      std::vector<uint32_t> todo{e.partition};
-      std::set<uint32_t> seen;
-      while (!todo.empty()) {
-        const uint32_t cur = todo.back();
-        todo.pop_back();
-        auto node = lineage_.find(cur);
-        if (node == lineage_.end()) continue;
-        for (PartitionId parent : node->second.parents) {
-          if (!seen.insert(parent.value()).second) continue;
-          auto retired = retired_at_.find(parent.value());
-          if (retired != retired_at_.end() && retired->second < g.first_request) continue;
-          auto pn = lineage_.find(parent.value());
-          const uint64_t end = pn == lineage_.end() ? 0 : pn->second.end;
-          const uint64_t c = g.committed.count(parent.value()) ? g.committed[parent.value()] : 0;
-          if (c < end) {
-            Violation("invariant 3: " + g.name + " got p" + std::to_string(e.partition) + "@" +
-                      std::to_string(e.offset) + " at " + pod.name + " while it has consumed p" +
-                      std::to_string(parent.value()) + " of its lineage to " +
-                      std::to_string(c) + " of " + std::to_string(end));
-          }
-          todo.push_back(parent.value());
-        }
-      }
-    }
-    if (had_hand_rogue_ && checked.insert(e.partition).second) {
-      const PartitionInfo* info = held.Find(PartitionId(e.partition));
-      if (info) {
-        std::vector<const PartitionInfo*> todo{info};
-        std::set<uint32_t> seen;
-        while (!todo.empty()) {
-          const PartitionInfo* cur = todo.back();
-          todo.pop_back();
-          for (PartitionId parent : cur->parents) {
-            const PartitionInfo* pi = held.Find(parent);
-            if (!pi || !seen.insert(parent.value()).second) continue;
-            const uint64_t c = g.committed.count(parent.value()) ? g.committed[parent.value()] : 0;
-            if (c < pi->end_offset) {
-              Violation("invariant 3: " + g.name + " got p" + std::to_string(e.partition) + "@" +
-                        std::to_string(e.offset) + " at " + pod.name + " while it has consumed p" +
-                        std::to_string(parent.value()) + " of its lineage to " +
-                        std::to_string(c) + " of " + std::to_string(pi->end_offset));
-            }
-            todo.push_back(pi);
-          }
-        }
-      }
-    }
+    const uint32_t h = KeyHash(e.key);
+    known_[e.partition].emplace(h, e.offset);
+    CheckParentsFirst(g, e, h, held, pod.name);
     next[e.partition] = std::max(next[e.partition], e.offset + 1);
     std::string_view p, k;
     uint64_t cnt = 0;
@@ -891,6 +945,8 @@ void World::ConsumeAction(Group& g, Pod& pod, bool quiet) {
       continue;
     }
     const auto id = std::make_pair(std::string(p), *e.seq);
+    batch_ids.push_back(id);
+    if (g.uncommitted.count(id)) continue;  // handed out again: its commit had failed
     if (!g.seen_ids.insert(id).second && !had_hand_rogue_) {
       Violation(g.name + " got (" + id.first + ", " + std::to_string(id.second) +
                 ") twice (invariant 4: a committed event handed out again)");
@@ -907,9 +963,26 @@ void World::ConsumeAction(Group& g, Pod& pod, bool quiet) {
   result_.seen += events->size();
   wire::CommitRequest c{g.name, {}};
   for (auto [part, off] : next) c.offsets.push_back({PartitionId(part), Offset(off)});
-  Status st = t->Commit(c);
+  // A commit of ancestors read from peers goes to their owners and may be lost: tried a few
+  // times; if it never gets through, its events may come again (redelivery), and may also have
+  // been committed (an answer lost): the oracle of invariant 3 counts them as committed.
+  Status st;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    broker::Topic* at = Reach(pod.name);
+    if (!at) break;
+    st = at->Commit(c);
+    if (st.code() != Status::Code::kUnavailable) break;
+  }
+  for (const auto& e : *events) g.committed.insert({e.partition, e.offset});
   if (st.ok()) {
-    for (auto [part, off] : next) g.committed[part] = std::max(g.committed[part], off);
+    for (const auto& id : batch_ids) {
+      if (g.uncommitted.erase(id)) g.seen_ids.insert(id);
+    }
+  } else if (st.code() == Status::Code::kUnavailable || !Reach(pod.name)) {
+    for (const auto& id : batch_ids) {
+      if (g.seen_ids.erase(id)) g.uncommitted.insert(id);
+    }
+    Trace("commit " + g.name + " at " + pod.name + " failed: " + st.ToString());
   } else {
     Violation("a commit of what was just read was refused: " + st.ToString());
   }
@@ -1060,6 +1133,8 @@ void World::Settle() {
       }
       Tick();
       quiet_rounds = result_.seen == before ? quiet_rounds + 1 : 0;
+      // Quiet for a while: batches whose answer was lost come back once redelivery is due.
+      if (quiet_rounds == 3) clock_.AdvanceMs(kRedeliveryMs + 1);
     }
   };
   drain();

@@ -54,6 +54,7 @@ struct ScheduleResult {
   uint64_t fenced = 0;             // stale_epoch / conflict answers to a coordinator
   uint64_t rogue_changes = 0;      // changes of the second coordinator that took effect
   uint64_t seen = 0;               // events delivered to groups
+  uint64_t remote_read = 0;        // events read through a successor from a peer's ancestor
   bool hand_rogue = false;         // the seed had a coordinator that ignores the record
   bool ok() const { return violations.empty(); }
 };

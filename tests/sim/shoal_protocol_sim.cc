@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
   std::mutex mu;
   std::vector<shoal::sim::ScheduleResult> failed;
   uint64_t acked = 0, changes = 0, crashes = 0, coordinator_crashes = 0, fenced = 0, rogue = 0,
-           retired = 0, seen = 0, abandoned = 0, done = 0;
+           retired = 0, seen = 0, abandoned = 0, done = 0, remote = 0;
   std::vector<std::thread> threads;
   for (int j = 0; j < jobs; ++j) {
     threads.emplace_back([&] {
@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
         rogue += r.rogue_changes;
         retired += r.retired;
         seen += r.seen;
+        remote += r.remote_read;
         abandoned += r.abandoned;
         ++done;
         if (!r.ok()) failed.push_back(std::move(r));
@@ -83,12 +84,13 @@ int main(int argc, char** argv) {
   if (json) {
     std::printf(
         "{\"schedules\":%llu,\"first_seed\":%llu,\"failed\":%zu,\"seconds\":%.1f,\"acked\":%llu,"
-        "\"seen\":%llu,\"changes\":%llu,\"retired\":%llu,\"sidecar_crashes\":%llu,"
+        "\"seen\":%llu,\"read_from_peers\":%llu,\"changes\":%llu,\"retired\":%llu,\"sidecar_crashes\":%llu,"
         "\"coordinator_crashes\":%llu,\"fenced\":%llu,\"rogue_changes\":%llu,\"abandoned\":%llu,"
         "\"failed_seeds\":[",
         static_cast<unsigned long long>(seeds), static_cast<unsigned long long>(first),
         failed.size(), seconds, static_cast<unsigned long long>(acked),
-        static_cast<unsigned long long>(seen), static_cast<unsigned long long>(changes),
+        static_cast<unsigned long long>(seen), static_cast<unsigned long long>(remote),
+        static_cast<unsigned long long>(changes),
         static_cast<unsigned long long>(retired), static_cast<unsigned long long>(crashes),
         static_cast<unsigned long long>(coordinator_crashes),
         static_cast<unsigned long long>(fenced), static_cast<unsigned long long>(rogue),
@@ -100,12 +102,13 @@ int main(int argc, char** argv) {
   } else {
     std::printf(
         "%llu schedules (seeds %llu..%llu) in %.1f s: %zu failed. %llu events acknowledged, "
-        "%llu delivered, %llu changes, %llu partitions retired, %llu sidecar crashes, %llu "
+        "%llu delivered (%llu of them read through a successor from a peer), %llu changes, %llu partitions retired, %llu sidecar crashes, %llu "
         "coordinator crashes, %llu fencing refusals, %llu changes of the second coordinator, "
         "%llu events given up (sequence_unknown)\n",
         static_cast<unsigned long long>(seeds), static_cast<unsigned long long>(first),
         static_cast<unsigned long long>(first + seeds - 1), seconds, failed.size(),
         static_cast<unsigned long long>(acked), static_cast<unsigned long long>(seen),
+        static_cast<unsigned long long>(remote),
         static_cast<unsigned long long>(changes), static_cast<unsigned long long>(retired),
         static_cast<unsigned long long>(crashes),
         static_cast<unsigned long long>(coordinator_crashes),

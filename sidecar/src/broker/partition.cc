@@ -160,9 +160,18 @@ Result<std::unique_ptr<Partition>> Partition::Open(PartitionId id, const Partiti
   auto log = storage::OpenDiskLog(lo);
   if (!log.ok()) return log.status();
   p->log_ = std::move(log).value();
-  auto commits = storage::CommitStore::Open(options.dir, &p->fs_);
+  auto commits = storage::CommitStore::Open(options.dir, &p->fs_, options.range);
   if (!commits.ok()) return commits.status();
   p->commits_ = std::move(commits).value();
+  {
+    MutexLock lock(p->cursor_mu_);  // not shared yet; the lock is what the analysis checks
+    const int64_t now = clock.NowMs();
+    for (const auto& [group, by_reader] : p->commits_->AllLeases()) {
+      for (const auto& [reader, lease] : by_reader) {
+        if (!lease.complete) p->lease_times_[{group, reader}] = {now, true, false};
+      }
+    }
+  }
   SHOAL_RETURN_IF_ERROR(p->RecoverProducers());
   SHOAL_RETURN_IF_ERROR(p->ClampCommits());
   std::string marker;
@@ -596,7 +605,221 @@ bool Partition::HasDataFor(const std::string& group) const {
   const uint64_t stands = Standing(commits_->Get(group));
   auto it = cursors_.find(group);
   if (it != cursors_.end() && it->second.next > stands) return false;  // a batch is out
+  if (!HeldByOthers(group, "", clock_.NowMs()).empty()) return false;  // a range batch is out
   return stands < end;
+}
+
+bool Partition::LeaseHolds(const std::string& group, const storage::ReadLease& lease,
+                           int64_t now) const {
+  if (lease.complete) return false;
+  auto t = lease_times_.find({group, lease.reader});
+  if (t == lease_times_.end()) return false;
+  return !t->second.expired && now - t->second.handed_ms < opts_.redelivery_ms;
+}
+
+bool Partition::WholeBatchOut(const std::string& group, uint64_t low) const {
+  auto it = cursors_.find(group);
+  return it != cursors_.end() && it->second.next > low;
+}
+
+std::vector<HashRange> Partition::HeldByOthers(const std::string& group,
+                                               const std::string& reader, int64_t now) const {
+  std::vector<HashRange> held;
+  for (const auto& [other, lease] : commits_->LeasesOf(group)) {
+    if (other == reader || !LeaseHolds(group, lease, now)) continue;
+    held.insert(held.end(), lease.ranges.begin(), lease.ranges.end());
+  }
+  return NormalizeRanges(std::move(held));
+}
+
+Status Partition::RecordWholeBatches() {
+  if (opts_.pod.empty()) return Status::Ok();
+  MutexLock lock(cursor_mu_);
+  for (const auto& [group, c] : cursors_) {
+    if (!WholeBatchOut(group, Standing(commits_->Get(group)))) continue;
+    storage::ReadLease lease{opts_.pod, {opts_.range}, c.next, c.next, false};
+    SHOAL_RETURN_IF_ERROR(commits_->PutLease(group, lease, opts_.fsync == FsyncPolicy::kAlways));
+    lease_times_[{group, opts_.pod}] = {c.progress_ms, false, false};
+  }
+  return Status::Ok();
+}
+
+uint64_t Partition::StandingOver(const std::string& group, const HashRange& range) const {
+  auto st = commits_->Standing(group);
+  const uint64_t at = st ? st->MinOver(range) : 0;
+  return std::max(at, log_->start_offset());
+}
+
+uint64_t Partition::LagOf(const std::string& group) const {
+  const uint64_t end = end_offset();
+  auto st = commits_->Standing(group);
+  const uint64_t start = log_->start_offset();
+  if (!st) return end > start ? end - start : 0;
+  RangeStanding floor = *st;
+  floor.RaiseAll(start);  // nothing below the oldest retained event is left to consume
+  return static_cast<uint64_t>(floor.LagEstimate(end) + 0.5);
+}
+
+Result<RangeBatch> Partition::ReadRanges(const std::string& group, const std::string& reader,
+                                         const std::vector<HashRange>& asked, size_t max,
+                                         size_t max_bytes, bool comma_first, std::string* out) {
+  // Bounds the work of one call over ranges that hold little of the partition: the scan stops
+  // after this many records, and the next call goes on from there (its ranges committed to
+  // where it stopped when it found nothing).
+  constexpr size_t kScanRecords = 1 << 16;
+  RangeBatch b;
+  std::vector<HashRange> mine;
+  for (const auto& r : asked) mine.push_back(Intersect(r, opts_.range));
+  mine = NormalizeRanges(std::move(mine));
+  const auto end_of = [&] {
+    const auto sealed = sealed_end();
+    return sealed ? std::min(*sealed, visible_end()) : visible_end();
+  };
+  MutexLock lock(cursor_mu_);
+  const int64_t now = clock_.NowMs();
+  auto standing = commits_->Standing(group).value_or(RangeStanding(opts_.range, 0));
+  standing.RaiseAll(log_->start_offset());  // retention passed what is below it
+  const uint64_t end = end_of();
+  auto consumed = [&] {
+    if (!sealed_end()) return false;
+    for (const auto& r : mine) {
+      if (standing.MinOver(r) < end) return false;
+    }
+    return true;
+  };
+  // One batch out per group and reader (see ReadForGroup for why).
+  if (auto own = commits_->Lease(group, reader); own && LeaseHolds(group, *own, now)) {
+    auto t = lease_times_.find({group, reader});
+    if (t == lease_times_.end() || !t->second.restored) {
+      b.consumed = consumed();
+      return b;
+    }
+    // Restored by a restart: the reader's consumers ask again, so they lost it; hand it again.
+  }
+  if (WholeBatchOut(group, standing.Low())) {
+    auto it = cursors_.find(group);
+    if (now - it->second.progress_ms <= opts_.redelivery_ms) {
+      b.consumed = consumed();
+      return b;
+    }
+  }
+  b.ranges = SubtractRanges(mine, HeldByOthers(group, reader, now));
+  if (b.ranges.empty() || max == 0) {
+    b.consumed = consumed();
+    return b;
+  }
+  uint64_t from = UINT64_MAX;
+  for (const auto& r : b.ranges) from = std::min(from, standing.MinOver(r));
+  uint64_t pos = from;
+  size_t scanned = 0, bytes = 0;
+  bool comma = comma_first;
+  bool full = false;
+  while (pos < end && !full && scanned < kScanRecords) {
+    storage::ReadBatch batch;
+    SHOAL_RETURN_IF_ERROR(log_->Read(pos, end, 1024, 1 << 20, &batch));
+    if (batch.records.empty()) break;
+    for (const auto& r : batch.records) {
+      ++scanned;
+      pos = r.offset + 1;
+      const uint32_t h = KeyHash(r.key);
+      auto in = std::upper_bound(b.ranges.begin(), b.ranges.end(), uint64_t{h},
+                                 [](uint64_t x, const HashRange& e) { return x < e.lo; });
+      if (in == b.ranges.begin() || !(--in)->Contains(h)) continue;
+      if (r.offset < standing.At(h)) continue;  // consumed already at this hash point
+      if (comma) out->push_back(',');
+      comma = true;
+      wire::AppendConsumedEvent(*out, r.key, r.value, id_.value(), r.offset, r.producer, r.seq,
+                                r.timestamp_ms);
+      ++b.count;
+      b.last = r.offset + 1;
+      bytes += storage::record::EncodedSize(
+          {r.key, r.value, r.producer, r.seq, r.timestamp_ms});
+      if (b.count >= max || bytes >= max_bytes) {
+        full = true;
+        break;
+      }
+    }
+  }
+  b.scanned_to = std::max(pos, from);
+  if (b.count == 0) {
+    // Nothing of these ranges in [from, scanned_to): consumed there, at every hash point.
+    if (b.scanned_to > from) {
+      auto moved = commits_->CommitRanges(group, b.ranges, Offset(b.scanned_to),
+                                          opts_.fsync == FsyncPolicy::kAlways);
+      if (!moved.ok()) return moved.status();
+      for (const auto& r : b.ranges) standing.Raise(r, b.scanned_to);
+    }
+    b.consumed = consumed();
+    return b;
+  }
+  // Recorded before it goes out: the reader's commit must find its ranges after any restart.
+  storage::ReadLease lease{reader, b.ranges, b.last, b.scanned_to, false};
+  SHOAL_RETURN_IF_ERROR(commits_->PutLease(group, lease, opts_.fsync == FsyncPolicy::kAlways));
+  lease_times_[{group, reader}] = {now, false, false};
+  probe_.events_consumed->Increment(static_cast<double>(b.count));
+  probe_.bytes_consumed->Increment(static_cast<double>(bytes));
+  return b;
+}
+
+bool Partition::HasDataInRanges(const std::string& group, const std::string& reader,
+                                const std::vector<HashRange>& asked) const {
+  std::vector<HashRange> mine;
+  for (const auto& r : asked) mine.push_back(Intersect(r, opts_.range));
+  mine = NormalizeRanges(std::move(mine));
+  const uint64_t end = visible_end();
+  MutexLock lock(cursor_mu_);
+  const int64_t now = clock_.NowMs();
+  if (auto own = commits_->Lease(group, reader); own && LeaseHolds(group, *own, now)) return false;
+  const auto open = SubtractRanges(mine, HeldByOthers(group, reader, now));
+  for (const auto& r : open) {
+    if (StandingOver(group, r) < end) return true;
+  }
+  return false;
+}
+
+Status Partition::CommitBy(const std::string& group, const std::string& reader, Offset offset,
+                           bool require_lease) {
+  std::optional<storage::ReadLease> lease;
+  {
+    MutexLock lock(cursor_mu_);
+    lease = commits_->Lease(group, reader);
+    if (lease && lease->complete && !require_lease &&
+        WholeBatchOut(group, Standing(commits_->Get(group)))) {
+      lease.reset();  // an older batch read through ranges; a whole-partition batch is out now
+    }
+  }
+  if (!lease && require_lease) {
+    return Status::NotFound("group " + group + " has no batch of partition " +
+                            std::to_string(id_.value()) + " read through pod " + reader +
+                            "; only what a pod's consumers read through ranges is committed for "
+                            "them");
+  }
+  if (!lease) return Commit(group, offset);
+  if (offset.value() > end_offset()) {
+    return Status::InvalidArgument("offset " + std::to_string(offset.value()) +
+                                   " is past the end " + std::to_string(end_offset()) +
+                                   " of partition " + std::to_string(id_.value()));
+  }
+  const bool sync = opts_.fsync == FsyncPolicy::kAlways;
+  // The whole batch processed: its ranges are consumed through the scan's end (nothing of them
+  // lies between its last event and there). Part of it: through `offset`.
+  const bool whole = offset.value() >= lease->last;
+  const uint64_t to = whole ? std::max(lease->scanned_to, lease->last) : offset.value();
+  auto moved = commits_->CommitRanges(group, lease->ranges, Offset(to), false);
+  if (!moved.ok()) return moved.status();
+  if (whole && !lease->complete) {
+    storage::ReadLease done = *lease;
+    done.complete = true;
+    SHOAL_RETURN_IF_ERROR(commits_->PutLease(group, done, false));
+  }
+  if (sync) SHOAL_RETURN_IF_ERROR(commits_->Sync());
+  MutexLock lock(cursor_mu_);
+  auto [it, fresh] = cursors_.try_emplace(group);
+  if (fresh) it->second.next = Standing(commits_->Get(group));
+  it->second.active_ms = clock_.NowMs();
+  if (*moved) it->second.progress_ms = clock_.NowMs();
+  if (whole) lease_times_.erase({group, reader});
+  return Status::Ok();
 }
 
 Result<size_t> Partition::ReadForGroup(const std::string& group, size_t max, size_t max_bytes,
@@ -622,22 +845,38 @@ Result<size_t> Partition::ReadForGroup(const std::string& group, size_t max, siz
   // (invariant 7). As in Kafka, one consumer of a group reads a partition at a time; concurrent
   // requests of the group are served from other partitions.
   if (c.next > stands) return size_t{0};
+  // Nor while a batch read through ranges is out (the partition became an ancestor in some
+  // pod's map before in this one's): its events are not to go out twice.
+  if (!HeldByOthers(group, "", clock_.NowMs()).empty()) return size_t{0};
   const uint64_t end = visible_end();
   if (c.next >= end || max == 0) return size_t{0};
   storage::ReadBatch batch;
   SHOAL_RETURN_IF_ERROR(log_->Read(c.next, end, max, max_bytes, &batch));
   c.progress_ms = clock_.NowMs();  // the redelivery timer runs from the hand-out
+  // Parts of the range consumed further (read through ranges before) skip what they consumed.
+  std::optional<RangeStanding> per_point;
+  if (auto st = commits_->Standing(group); st && !st->raised().empty()) per_point = std::move(st);
   bool comma = comma_first;
+  size_t n = 0;
   for (const auto& r : batch.records) {
+    if (per_point && r.offset < per_point->At(KeyHash(r.key))) continue;
     if (comma) out->push_back(',');
     comma = true;
     wire::AppendConsumedEvent(*out, r.key, r.value, id_.value(), r.offset, r.producer, r.seq,
                               r.timestamp_ms);
+    ++n;
   }
   if (!batch.records.empty()) c.next = batch.records.back().offset + 1;
-  probe_.events_consumed->Increment(static_cast<double>(batch.records.size()));
+  if (n > 0 && sealed_.load() && !opts_.pod.empty()) {
+    // A sealed partition's successors may read it through ranges after a restart of this
+    // sidecar: the batch is recorded, so that the late commit of it still means this batch.
+    storage::ReadLease lease{opts_.pod, {opts_.range}, c.next, c.next, false};
+    SHOAL_RETURN_IF_ERROR(commits_->PutLease(group, lease, opts_.fsync == FsyncPolicy::kAlways));
+    lease_times_[{group, opts_.pod}] = {clock_.NowMs(), false, false};
+  }
+  probe_.events_consumed->Increment(static_cast<double>(n));
   probe_.bytes_consumed->Increment(static_cast<double>(batch.bytes));
-  return batch.records.size();
+  return n;
 }
 
 Status Partition::Commit(const std::string& group, Offset commit) {
@@ -663,10 +902,14 @@ Status Partition::Commit(const std::string& group, Offset commit) {
 
 Status Partition::CheckGroupIdle(const std::string& group) const {
   MutexLock lock(cursor_mu_);
+  const std::string where = "group " + group + " on partition " + std::to_string(id_.value());
+  if (!HeldByOthers(group, "", clock_.NowMs()).empty()) {
+    return Status::FailedPrecondition(where + " has a batch out, read through hash ranges, that "
+                                      "it has not committed");
+  }
   auto it = cursors_.find(group);
   if (it == cursors_.end()) return Status::Ok();
   const Cursor& c = it->second;
-  const std::string where = "group " + group + " on partition " + std::to_string(id_.value());
   if (c.next > Standing(commits_->Get(group))) {
     return Status::FailedPrecondition(where + " has a batch out that it has not committed");
   }
@@ -684,6 +927,7 @@ Result<bool> Partition::DeleteGroup(const std::string& group) {
   auto had = commits_->Delete(group, /*sync=*/true);
   if (!had.ok()) return had.status();
   MutexLock lock(cursor_mu_);
+  std::erase_if(lease_times_, [&](const auto& e) { return e.first.first == group; });
   return cursors_.erase(group) > 0 || *had;
 }
 
@@ -715,6 +959,18 @@ bool Partition::Tick(bool sync_due) {
             id_.value(), group, committed, c.next);
         c.next = committed;
         c.progress_ms = now;
+        redelivered = true;
+      }
+    }
+    // A batch read through ranges and not committed within redelivery_ms: its ranges are free
+    // again, for its reader (redelivery) and for whoever reads them now.
+    for (auto& [key, t] : lease_times_) {
+      if (!t.expired && now - t.handed_ms > opts_.redelivery_ms) {
+        Logger("broker")->info(
+            "msg=\"redelivering uncommitted events read through ranges\" partition={} group={} "
+            "reader={}",
+            id_.value(), key.first, key.second);
+        t.expired = true;
         redelivered = true;
       }
     }

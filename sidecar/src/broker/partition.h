@@ -22,6 +22,7 @@
 #include "shoal/common/clock.h"
 #include "shoal/common/ids.h"
 #include "shoal/common/partition_map.h"
+#include "shoal/common/range_standing.h"
 #include "shoal/common/wire.h"
 #include "shoal/common/thread_annotations.h"
 #include "storage/log.h"
@@ -44,6 +45,18 @@ struct PartitionOptions {
   int64_t retention_ms = 0;      // 0: unlimited
   int64_t redelivery_ms = 30000;
   int64_t producer_idle_ms = 24 * 3600 * 1000;
+  // The pod this sidecar runs as: the reader of what its own consumers take through ranges.
+  std::string pod;
+};
+
+// What a read through hash ranges handed out (Partition::ReadRanges).
+struct RangeBatch {
+  size_t count = 0;
+  // The ranges read: those asked for, less what a batch out to another reader holds.
+  std::vector<HashRange> ranges;
+  uint64_t last = 0;        // one past the last event handed out (0: none)
+  uint64_t scanned_to = 0;  // no event of `ranges` below it is left unread or unconsumed
+  bool consumed = false;    // every range asked for is consumed to the partition's sealed end
 };
 
 // A successor of a partition as a change names it: id, owner pod and hash range, all fixed for
@@ -190,6 +203,43 @@ class Partition {
   // Whether `group` has anything to read here now (for long-poll wakeups).
   bool HasDataFor(const std::string& group) const;
 
+  // Reads through hash ranges (invariant 3 per hash point): up to `max` events of `group` whose
+  // hash lies in `ranges`, each from where the group stands at its hash point, in offset order,
+  // for the consumers of pod `reader` (a successor's owner reading its range of this ancestor).
+  // One batch out per group and reader: while the reader's last batch is neither committed nor
+  // past `redelivery_ms`, nothing. Ranges that another reader's batch (or a whole-partition
+  // batch) holds are left out, so no event is out to two readers at once. The batch is recorded
+  // as the reader's lease (durably under fsync=always) before it is handed out, so that the
+  // reader's commit names its ranges whatever restarts in between. A scan that finds nothing up
+  // to where it stopped commits the ranges to there: there was nothing in them to consume.
+  Result<RangeBatch> ReadRanges(const std::string& group, const std::string& reader,
+                                const std::vector<HashRange>& ranges, size_t max,
+                                size_t max_bytes, bool comma_first, std::string* out);
+  // Whether ReadRanges could hand `reader` something now (for long-poll wakeups; may say yes for
+  // ranges that turn out to hold nothing, which that read then commits).
+  bool HasDataInRanges(const std::string& group, const std::string& reader,
+                       const std::vector<HashRange>& ranges) const;
+  // A commit of `group`'s consumers at pod `reader`: "processed everything below `offset` that
+  // was handed to us". Through the reader's lease when its consumers read by ranges (the lease's
+  // ranges are raised: to the lease's scan end once `offset` covers the whole batch); otherwise,
+  // or while a whole-partition batch is out, the whole partition (Commit). Above the end is
+  // InvalidArgument. With `require_lease` (a reader on another pod), never the whole partition:
+  // NotFound when the reader has no batch here.
+  Status CommitBy(const std::string& group, const std::string& reader, Offset offset,
+                  bool require_lease = false);
+  // Records every whole-partition batch out (a cursor past its group's standing) as a lease of
+  // this pod over the whole range, as whole reads of a sealed partition are: once sealed, the
+  // partition is read through ranges by its successors' pods, and a commit of such a batch
+  // that arrives after a restart must still mean that batch.
+  Status RecordWholeBatches();
+  // The lowest standing of `group` over `range` (as StandingOf, per hash point).
+  uint64_t StandingOver(const std::string& group, const HashRange& range) const;
+  // Each group's standing per hash point.
+  std::map<std::string, RangeStanding> Standings() const { return commits_->AllStandings(); }
+  // The events of this partition `group` has not consumed, estimated per range (exact when the
+  // group consumed it as a whole).
+  uint64_t LagOf(const std::string& group) const;
+
   // Records that `group` processed everything below `offset`. Above the end is InvalidArgument.
   Status Commit(const std::string& group, Offset offset);
   std::map<std::string, Offset> Commits() const { return commits_->All(); }
@@ -237,6 +287,22 @@ class Partition {
     int64_t progress_ms = 0;  // last time the group's commit caught up or moved
     int64_t active_ms = 0;    // last read or commit of the group here
   };
+  // When a range lease (storage::ReadLease) went out, in memory. A lease found on disk at open
+  // is `restored`: its reader may take it again at once (its consumers asked a restarted
+  // sidecar), other readers wait out redelivery_ms as for a lease handed out then.
+  struct LeaseTime {
+    int64_t handed_ms = 0;
+    bool restored = false;
+    bool expired = false;  // redelivery_ms passed without the commit; the reader may read again
+  };
+  // Whether a lease still holds its ranges for its reader (not complete, not expired).
+  bool LeaseHolds(const std::string& group, const storage::ReadLease& lease, int64_t now) const
+      REQUIRES(cursor_mu_);
+  // Whether a whole-partition batch of `group` is out (its cursor is past its standing).
+  bool WholeBatchOut(const std::string& group, uint64_t low) const REQUIRES(cursor_mu_);
+  // The ranges of `group` that batches of readers other than `reader` hold now.
+  std::vector<HashRange> HeldByOthers(const std::string& group, const std::string& reader,
+                                      int64_t now) const REQUIRES(cursor_mu_);
 
   const PartitionId id_;
   const PartitionOptions opts_;
@@ -269,6 +335,7 @@ class Partition {
 
   mutable Mutex cursor_mu_;
   std::map<std::string, Cursor> cursors_ GUARDED_BY(cursor_mu_);
+  std::map<std::pair<std::string, std::string>, LeaseTime> lease_times_ GUARDED_BY(cursor_mu_);
 };
 
 }  // namespace shoal::broker

@@ -51,7 +51,18 @@ SidecarProbe::SidecarProbe(std::string topic)
       admin_changes_(BuildCounter()
                          .Name("shoal_sidecar_changes_total")
                          .Help("Map installs, prepares and seals on the admin plane, by outcome")
-                         .Register(*registry_)) {
+                         .Register(*registry_)),
+      delivered_(BuildCounter()
+                     .Name("shoal_events_delivered_total")
+                     .Help("Events this sidecar handed to the consumers of a group, from its own "
+                           "partitions or read through them from ancestors")
+                     .Register(*registry_)),
+      read_through_(BuildCounter()
+                        .Name("shoal_events_read_through_total")
+                        .Help("Events handed to a group's consumers from an ancestor's range "
+                              "through a successor held here, by where the ancestor is "
+                              "(local, peer)")
+                        .Register(*registry_)) {
   produce_latency_ = &BuildHistogram()
                           .Name("shoal_produce_latency_seconds")
                           .Help("Time from a produce request's arrival to its answer")
@@ -80,6 +91,20 @@ void SidecarProbe::Rejected(const std::string& reason) {
 
 void SidecarProbe::AdminChange(const std::string& op, const std::string& outcome) {
   admin_changes_.Add({{"topic", topic_}, {"op", op}, {"outcome", outcome}}).Increment();
+}
+
+void SidecarProbe::Delivered(const std::string& group, size_t total, size_t through_local,
+                             size_t through_peers) {
+  if (total == 0) return;
+  delivered_.Add({{"topic", topic_}, {"group", group}}).Increment(static_cast<double>(total));
+  if (through_local > 0) {
+    read_through_.Add({{"topic", topic_}, {"group", group}, {"from", "local"}})
+        .Increment(static_cast<double>(through_local));
+  }
+  if (through_peers > 0) {
+    read_through_.Add({{"topic", topic_}, {"group", group}, {"from", "peer"}})
+        .Increment(static_cast<double>(through_peers));
+  }
 }
 
 void SidecarProbe::Request(const std::string& endpoint, int code) {

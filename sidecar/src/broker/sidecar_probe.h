@@ -44,6 +44,10 @@ class SidecarProbe {
   void Request(const std::string& endpoint, int code);
   // op: install, prepare, seal; outcome: ok, stale_epoch, error.
   void AdminChange(const std::string& op, const std::string& outcome);
+  // One consume answer to `group`: `total` events, of which `through_local` were read through a
+  // successor from an ancestor held here and `through_peers` from ancestors held by peers.
+  void Delivered(const std::string& group, size_t total, size_t through_local,
+                 size_t through_peers);
 
  private:
   const std::string topic_;
@@ -58,6 +62,8 @@ class SidecarProbe {
   prometheus::Family<prometheus::Counter>& rejected_;
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Family<prometheus::Counter>& admin_changes_;
+  prometheus::Family<prometheus::Counter>& delivered_;
+  prometheus::Family<prometheus::Counter>& read_through_;
   prometheus::Histogram* produce_latency_;
   prometheus::Histogram* fsync_latency_;
 };

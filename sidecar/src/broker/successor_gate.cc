@@ -1,40 +1,76 @@
 #include "broker/successor_gate.h"
 
+#include "shoal/common/range_standing.h"
+
 namespace shoal::broker {
+
+bool SuccessorGate::IsReleased(PartitionId id, const std::string& group) const {
+  MutexLock lock(mu_);
+  auto it = released_.find(id);
+  return it != released_.end() && it->second.count(group);
+}
 
 bool SuccessorGate::Released(const PartitionMap& map, const PartitionInfo& s,
                              const std::string& group, const Standing& standing, const End& end) {
   if (s.parents.empty()) return true;
-  {
-    MutexLock lock(mu_);
-    auto it = released_.find(s.id);
-    if (it != released_.end() && it->second.count(group)) return true;
-  }
-  std::set<PartitionId> visited;
-  if (!LineageConsumed(map, s, group, standing, end, visited)) return false;
+  if (IsReleased(s.id, group)) return true;
+  if (!LineageConsumed(map, s, s.range, group, standing, end)) return false;
   MutexLock lock(mu_);
   released_[s.id].insert(group);
   return true;
 }
 
-bool SuccessorGate::LineageConsumed(const PartitionMap& map, const PartitionInfo& s,
-                                    const std::string& group, const Standing& standing,
-                                    const End& end, std::set<PartitionId>& visited) {
-  for (PartitionId parent : s.parents) {
+// Walks the lineage along each path, narrowing the range to what each partition on the path
+// shares with it: a split's parent is read over its successor's part, a merge's parents over
+// theirs. A lineage is small (a partition has a few parents, and retired ones are gone), but a
+// partition may be reached along several paths with different ranges, so nothing is skipped as
+// "visited"; a partition released here stands for its whole lineage over its whole range.
+bool SuccessorGate::LineageConsumed(const PartitionMap& map, const PartitionInfo& p,
+                                    const HashRange& range, const std::string& group,
+                                    const Standing& standing, const End& end) {
+  for (PartitionId parent : p.parents) {
     const PartitionInfo* pi = map.Find(parent);
     if (!pi) continue;  // retired: consumed by every group known then (see the header)
-    if (!visited.insert(parent).second) continue;
-    const auto stands = standing(parent, group);
+    const HashRange r = Intersect(range, pi->range);
+    if (Empty(r)) continue;
+    const auto stands = standing(parent, group, r);
     if (!stands || *stands < end(*pi)) return false;
-    {
-      MutexLock lock(mu_);
-      auto it = released_.find(parent);
-      if (it != released_.end() && it->second.count(group)) continue;  // its lineage is done
-    }
+    if (IsReleased(parent, group)) continue;  // its lineage is done over its whole range
     // Consumed to its end, and its own lineage too: an empty parent is no shortcut.
-    if (!LineageConsumed(map, *pi, group, standing, end, visited)) return false;
+    if (!LineageConsumed(map, *pi, r, group, standing, end)) return false;
   }
   return true;
+}
+
+std::vector<SuccessorGate::Read> SuccessorGate::Frontier(const PartitionMap& map,
+                                                         const PartitionInfo& s,
+                                                         const std::string& group,
+                                                         const Standing& standing,
+                                                         const End& end) {
+  std::vector<Read> out;
+  // Depth first along each path, with the range narrowed as in LineageConsumed. A path whose
+  // standing is not known here yet is left for later: each read found is safe on its own.
+  std::function<void(const PartitionInfo&, const HashRange&)> walk =
+      [&](const PartitionInfo& p, const HashRange& range) {
+        for (PartitionId parent : p.parents) {
+          const PartitionInfo* pi = map.Find(parent);
+          if (!pi) continue;
+          const HashRange r = Intersect(range, pi->range);
+          if (Empty(r)) continue;
+          const auto stands = standing(parent, group, r);
+          if (!stands) continue;
+          const bool lineage_done = IsReleased(parent, group);
+          if (*stands >= end(*pi)) {
+            if (!lineage_done) walk(*pi, r);  // consumed here; what came before may not be
+          } else if (lineage_done || LineageConsumed(map, *pi, r, group, standing, end)) {
+            out.push_back({pi, r});
+          } else {
+            walk(*pi, r);
+          }
+        }
+      };
+  walk(s, s.range);
+  return out;
 }
 
 bool SuccessorGate::AllReleased(PartitionId s, const std::set<std::string>& groups) const {

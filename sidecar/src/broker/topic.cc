@@ -61,7 +61,23 @@ PartitionOptions Topic::OptionsFor(const PartitionInfo& info) const {
   po.fs = &fs_;
   po.dir = PartitionDir(info.id);
   po.range = info.range;
+  po.pod = opts_.pod.value();
   return po;
+}
+
+uint64_t RemoteCommits::MinOver(const std::string& group, const HashRange& r) const {
+  uint64_t at = 0;
+  if (auto pieces = ranges.find(group); pieces != ranges.end()) {
+    at = UINT64_MAX;
+    for (const auto& p : pieces->second) {
+      if (p.hi <= r.lo || p.lo >= r.hi) continue;
+      at = std::min(at, p.offset);
+    }
+    if (at == UINT64_MAX) at = 0;
+  } else if (auto c = commits.find(group); c != commits.end()) {
+    at = c->second.value();
+  }
+  return std::max(at, start_offset);
 }
 
 bool Topic::RetiredInMap(PartitionId id) const {
@@ -240,48 +256,157 @@ Status Topic::Produce(const std::vector<wire::ProduceEvent>& events,
   return Status::Ok();
 }
 
+// Consume serves `group` what this pod's consumers may read now, by invariant 3 per hash point:
+//   - each active partition this pod owns that the gate released (its lineage is consumed over
+//     its range), whole, from the group's cursor;
+//   - for each one not released yet, the frontier of its lineage (SuccessorGate::Frontier):
+//     ancestors whose own lineage is consumed over the successor's range, restricted to that
+//     range, read here when held here and from their owner otherwise (only the events of the
+//     range cross between pods). Several successors here that read one ancestor read it in one
+//     batch over the union of their ranges, so that the consumers' commit of that ancestor names
+//     one batch.
+// Sealed partitions are not read for themselves: the successors' owners read them, each its
+// range, which is what divides a parent's backlog among the pods that own its successors.
+std::vector<Topic::ReadJob> Topic::PlanReads(const std::string& group) {
+  std::vector<ReadJob> jobs;
+  std::map<PartitionId, std::vector<HashRange>> ancestors;
+  for (auto& [id, p] : partitions_) {
+    const PartitionInfo* info = map_.Find(id);
+    if (!opts_.range_reads || !info) {
+      if (!info || Released(*info, group)) jobs.push_back({id, p.get(), true, {}, {}});
+      continue;
+    }
+    if (!info->active()) continue;
+    if (Released(*info, group)) {
+      jobs.push_back({id, p.get(), true, {}, {}});
+      continue;
+    }
+    const auto frontier = gate_.Frontier(
+        map_, *info, group,
+        [this](PartitionId a, const std::string& g, const HashRange& r)
+            REQUIRES_SHARED(map_mu_) { return StandingOf(a, g, r); },
+        [this](const PartitionInfo& a) REQUIRES_SHARED(map_mu_) { return SealedEndOf(a); });
+    for (const auto& read : frontier) ancestors[read.partition->id].push_back(read.range);
+  }
+  for (auto& [id, ranges] : ancestors) {
+    ReadJob job{id, nullptr, false, NormalizeRanges(std::move(ranges)), {}};
+    if (auto it = partitions_.find(id); it != partitions_.end()) {
+      job.local = it->second.get();
+    } else {
+      const PartitionInfo* info = map_.Find(id);
+      const PeerAddress* addr = info ? map_.Peer(info->owner) : nullptr;
+      if (!addr) continue;  // nobody to ask yet; the next map will say
+      job.peer = *addr;
+      reads_remote_.store(true);
+    }
+    jobs.push_back(std::move(job));
+  }
+  return jobs;
+}
+
 Result<size_t> Topic::Consume(const std::string& group, size_t max, std::string* out) {
   constexpr size_t kMaxBytes = 4 << 20;
   // Known topic-wide from its first request (invariant 4), on disk before anything is served.
   SHOAL_RETURN_IF_ERROR(registry_->Touch(group, clock_.NowMs()));
   out->append("{\"events\":[");
-  size_t total = 0;
+  size_t total = 0, through = 0;
   Status failed;
+  std::vector<ReadJob> remote;
   {
     ReaderLock lock(map_mu_);
-    std::vector<Partition*> order;
-    for (auto& [id, p] : partitions_) {
-      const PartitionInfo* info = map_.Find(PartitionId(id));
-      if (info && !Released(*info, group)) continue;
-      order.push_back(p.get());
-    }
-    if (!order.empty()) {
-      // Start at a rotating partition so that one busy partition cannot starve the others.
-      const size_t start = consume_rotor_.fetch_add(1) % order.size();
-      for (size_t k = 0; k < order.size() && total < max; ++k) {
-        Partition* p = order[(start + k) % order.size()];
-        auto n = p->ReadForGroup(group, max - total, kMaxBytes, total > 0, out);
-        if (!n.ok()) {
-          // This partition's batch did not go out (its cursor did not move); what the others
-          // handed out in this call does, instead of waiting for redelivery.
-          Logger("broker")->error("msg=\"read failed\" partition={} group={} reason=\"{}\"",
-                                  p->id().value(), group, n.status().message());
-          if (failed.ok()) failed = n.status();
-          continue;
-        }
-        total += *n;
+    std::vector<ReadJob> jobs = PlanReads(group);
+    // Start at a rotating job so that one busy partition cannot starve the others.
+    const size_t start = jobs.empty() ? 0 : consume_rotor_.fetch_add(1) % jobs.size();
+    for (size_t k = 0; k < jobs.size() && total < max; ++k) {
+      ReadJob& job = jobs[(start + k) % jobs.size()];
+      if (!job.local) {
+        remote.push_back(std::move(job));  // after the lock: no network under map_mu_
+        continue;
       }
+      Result<size_t> n = size_t{0};
+      if (job.whole) {
+        n = job.local->ReadForGroup(group, max - total, kMaxBytes, total > 0, out);
+      } else {
+        auto b = job.local->ReadRanges(group, opts_.pod.value(), job.ranges, max - total,
+                                       kMaxBytes, total > 0, out);
+        n = b.ok() ? Result<size_t>(b->count) : Result<size_t>(b.status());
+        if (b.ok()) through += b->count;
+      }
+      if (!n.ok()) {
+        // This partition's batch did not go out (its cursor did not move); what the others
+        // handed out in this call does, instead of waiting for redelivery.
+        Logger("broker")->error("msg=\"read failed\" partition={} group={} reason=\"{}\"",
+                                job.id.value(), group, n.status().message());
+        if (failed.ok()) failed = n.status();
+        continue;
+      }
+      total += *n;
     }
+  }
+  size_t from_peers = 0;
+  for (const auto& job : remote) {
+    if (total >= max) break;
+    const size_t n = ReadRemote(group, job, max - total, kMaxBytes, total > 0, out);
+    total += n;
+    from_peers += n;
   }
   if (total == 0 && !failed.ok()) return failed;
   out->append("]}");
+  probe_.Delivered(group, total, through, from_peers);
   return total;
 }
 
-bool Topic::HasDataFor(const std::string& group) const {
+bool Topic::RemoteReadDue(const std::string& group, PartitionId id, int64_t now) {
+  // An empty or failed answer is tried again after this long (the ranges may be held by another
+  // reader's batch for a while, or the owner is restarting).
+  constexpr int64_t kRetryMs = 100;
+  MutexLock lock(remote_mu_);
+  auto it = remote_reads_.find({group, id});
+  if (it == remote_reads_.end()) return true;
+  const RemoteRead& r = it->second;
+  if (r.out) return now - r.at_ms > opts_.partition.redelivery_ms;
+  return !r.idle || now - r.at_ms >= kRetryMs;
+}
+
+size_t Topic::ReadRemote(const std::string& group, const ReadJob& job, size_t max,
+                         size_t max_bytes, bool comma_first, std::string* out) {
+  const int64_t now = clock_.NowMs();
+  if (!peers_ || !RemoteReadDue(group, job.id, now)) return 0;
+  auto answer = peers_->ReadRange(job.peer, job.id, group, opts_.pod, job.ranges, max, max_bytes);
+  MutexLock lock(remote_mu_);
+  RemoteRead& r = remote_reads_[{group, job.id}];
+  r.at_ms = now;
+  if (!answer.ok()) {
+    Logger("broker")->warn(
+        "msg=\"reading an ancestor's range from its owner failed; trying again\" partition={} "
+        "group={} owner={} reason=\"{}\"",
+        job.id.value(), group, job.peer.admin, answer.status().message());
+    r.idle = true;
+    return 0;
+  }
+  if (answer->batch.count == 0) {
+    r.idle = true;
+    return 0;
+  }
+  r.idle = false;
+  r.out = true;
+  r.last = answer->batch.last;
+  if (comma_first) out->push_back(',');
+  out->append(answer->events);
+  return answer->batch.count;
+}
+
+bool Topic::HasDataFor(const std::string& group) {
   ReaderLock lock(map_mu_);
-  for (const auto& [id, p] : partitions_) {
-    if (p->HasDataFor(group)) return true;  // a gated successor only costs one empty read
+  const int64_t now = clock_.NowMs();
+  for (const auto& job : PlanReads(group)) {
+    // A gated successor only costs one empty read.
+    if (job.whole && job.local->HasDataFor(group)) return true;
+    if (!job.whole && job.local &&
+        job.local->HasDataInRanges(group, opts_.pod.value(), job.ranges)) {
+      return true;
+    }
+    if (!job.local && RemoteReadDue(group, job.id, now)) return true;
   }
   return false;
 }
@@ -289,8 +414,8 @@ bool Topic::HasDataFor(const std::string& group) const {
 bool Topic::Released(const PartitionInfo& info, const std::string& group) {
   return gate_.Released(
       map_, info, group,
-      [this](PartitionId id, const std::string& g)
-          REQUIRES_SHARED(map_mu_) { return StandingOf(id, g); },
+      [this](PartitionId id, const std::string& g, const HashRange& r)
+          REQUIRES_SHARED(map_mu_) { return StandingOf(id, g, r); },
       [this](const PartitionInfo& p) REQUIRES_SHARED(map_mu_) { return SealedEndOf(p); });
 }
 
@@ -307,17 +432,39 @@ uint64_t Topic::SealedEndOf(const PartitionInfo& info) {
   return end;
 }
 
-std::optional<uint64_t> Topic::StandingOf(PartitionId id, const std::string& group) {
+std::optional<uint64_t> Topic::StandingOf(PartitionId id, const std::string& group,
+                                          const HashRange& range) {
   if (auto it = partitions_.find(id); it != partitions_.end()) {
-    return it->second->StandingOf(group);
+    return it->second->StandingOver(group, range);
   }
   MutexLock lock(remote_mu_);
   auto rc = remote_commits_.find(id);
   if (rc == remote_commits_.end()) return std::nullopt;  // not fetched yet
-  auto it = rc->second.commits.find(group);
   // A group without a commit there stands at its oldest retained event.
-  return it == rc->second.commits.end() ? rc->second.start_offset
-                                        : std::max(it->second.value(), rc->second.start_offset);
+  return rc->second.MinOver(group, range);
+}
+
+bool Topic::TakeRemoteCommits(PartitionId id, RemoteCommits commits, uint64_t deletions) {
+  // The map may have retired the partition meanwhile; its entry must not come back.
+  ReaderLock lock(map_mu_);
+  const PartitionInfo* known = map_.Find(id);
+  if (!known) return false;
+  if (known->range != commits.range) {
+    // The owner's partition of that id is another than this map's (a map made by hand): its
+    // commits say nothing of this lineage, and the successors stay gated.
+    Logger("broker")->warn(
+        "msg=\"a lineage partition's owner holds another range under its id; not gating by "
+        "it\" partition={}",
+        id.value());
+    return false;
+  }
+  MutexLock r(remote_mu_);
+  // A group deleted since the fetch began may be in it: fetch again next tick.
+  if (group_deletions_ != deletions) return false;
+  auto& held = remote_commits_[id];
+  const bool changed = !(held == commits);
+  held = std::move(commits);
+  return changed;
 }
 
 void Topic::RefreshRemoteCommits() {
@@ -347,30 +494,8 @@ void Topic::RefreshRemoteCommits() {
   for (const auto& [addr, parent] : wanted) {
     auto commits = peers_->FetchCommits(addr, parent);
     if (!commits.ok()) continue;  // the owner may be restarting; try again next tick
-    bool changed;
-    {
-      // The map may have retired the parent meanwhile; its entry must not come back.
-      ReaderLock lock(map_mu_);
-      const PartitionInfo* known = map_.Find(parent);
-      if (!known) continue;
-      if (known->range != commits->range) {
-        // The owner's partition of that id is another than this map's (a map made by hand):
-        // its commits say nothing of this lineage, and the successors stay gated.
-        Logger("broker")->warn(
-            "msg=\"a lineage partition's owner holds another range under its id; not gating by "
-            "it\" partition={}",
-            parent.value());
-        continue;
-      }
-      MutexLock r(remote_mu_);
-      // A group deleted since the fetch began may be in it: fetch again next tick.
-      if (group_deletions_ != deletions) continue;
-      auto& held = remote_commits_[parent];
-      changed = !(held == *commits);
-      held = std::move(commits).value();
-    }
     // New remote commits may release a successor: wake parked consumers.
-    if (changed && on_data_) on_data_();
+    if (TakeRemoteCommits(parent, std::move(commits).value(), deletions) && on_data_) on_data_();
   }
 }
 
@@ -696,15 +821,62 @@ Status Topic::CheckAgainstHeld(const PartitionMap& held, const PartitionMap& nex
   return Status::Ok();
 }
 
+namespace {
+RemoteCommits CommitsOfPartition(const Partition& p) {
+  RemoteCommits out{p.start_offset(), p.end_offset(), p.sealed_end().has_value(), p.range(),
+                    p.Commits(), {}};
+  for (const auto& [g, st] : p.Standings()) {
+    if (!st.raised().empty()) out.ranges.emplace(g, st.Pieces());
+  }
+  return out;
+}
+}  // namespace
+
 Result<RemoteCommits> Topic::CommitsOf(PartitionId id) {
   ReaderLock lock(map_mu_);
   auto it = partitions_.find(id);
   if (it == partitions_.end()) {
     return Status::NotFound("partition " + std::to_string(id.value()) + " is not on this sidecar");
   }
-  return RemoteCommits{it->second->start_offset(), it->second->end_offset(),
-                       it->second->sealed_end().has_value(), it->second->range(),
-                       it->second->Commits()};
+  return CommitsOfPartition(*it->second);
+}
+
+Result<RemoteBatch> Topic::ReadFor(PartitionId id, const std::string& group, const PodName& reader,
+                                   const std::vector<HashRange>& ranges, size_t max,
+                                   size_t max_bytes) {
+  SHOAL_RETURN_IF_ERROR(wire::ValidateGroup(group));
+  ReaderLock lock(map_mu_);
+  auto it = partitions_.find(id);
+  if (it == partitions_.end()) {
+    return Status::NotFound("partition " + std::to_string(id.value()) + " is not on this sidecar");
+  }
+  RemoteBatch out;
+  auto b = it->second->ReadRanges(group, reader.value(), ranges, max, max_bytes, false,
+                                  &out.events);
+  if (!b.ok()) return b.status();
+  out.batch = std::move(b).value();
+  return out;
+}
+
+Result<RemoteCommits> Topic::CommitFor(PartitionId id, const std::string& group,
+                                       const PodName& reader, Offset offset) {
+  SHOAL_RETURN_IF_ERROR(wire::ValidateGroup(group));
+  Status st;
+  RemoteCommits out;
+  {
+    ReaderLock lock(map_mu_);
+    auto it = partitions_.find(id);
+    if (it == partitions_.end()) {
+      return Status::NotFound("partition " + std::to_string(id.value()) +
+                              " is not on this sidecar");
+    }
+    st = it->second->CommitBy(group, reader.value(), offset, /*require_lease=*/true);
+    if (st.ok()) out = CommitsOfPartition(*it->second);
+  }
+  if (!st.ok()) return st;
+  // A range consumed to its end may release a successor held here: wake parked consumers.
+  if (on_data_) on_data_();
+  return out;
 }
 
 std::vector<std::pair<PartitionId, HashRange>> Topic::AcceptingPartitions() const {
@@ -719,31 +891,62 @@ std::vector<std::pair<PartitionId, HashRange>> Topic::AcceptingPartitions() cons
 
 Status Topic::Commit(const wire::CommitRequest& request) {
   SHOAL_RETURN_IF_ERROR(registry_->Touch(request.group, clock_.NowMs()));
-  ReaderLock lock(map_mu_);
-  // Check every entry before applying any: a refused request changes nothing. An end offset
-  // only grows, so an entry valid here is still valid when it is applied below.
-  for (const auto& c : request.offsets) {
-    auto it = partitions_.find(c.partition);
-    if (it == partitions_.end()) {
-      // A retired partition was consumed to its end by every group before it was retired: a
-      // late commit of it has nothing left to record, so it is skipped, not refused.
-      if (RetiredInMap(c.partition)) continue;
-      return Status::NotFound("partition " + std::to_string(c.partition.value()) +
-                              " is not on this sidecar");
+  // Commits of ancestors held by peers, which this pod's consumers read through ranges: sent to
+  // their owners after the local ones, without the map lock.
+  std::vector<std::pair<PeerAddress, wire::CommitOffset>> remote;
+  {
+    ReaderLock lock(map_mu_);
+    // Check every entry before applying any: a refused request changes nothing. An end offset
+    // only grows, so an entry valid here is still valid when it is applied below.
+    for (const auto& c : request.offsets) {
+      auto it = partitions_.find(c.partition);
+      if (it == partitions_.end()) {
+        // A retired partition was consumed to its end by every group before it was retired: a
+        // late commit of it has nothing left to record, so it is skipped, not refused.
+        if (RetiredInMap(c.partition)) continue;
+        const PartitionInfo* info = map_.Find(c.partition);
+        const PeerAddress* addr = info ? map_.Peer(info->owner) : nullptr;
+        if (opts_.range_reads && info && !info->active() && addr && peers_) {
+          remote.emplace_back(*addr, c);
+          continue;
+        }
+        return Status::NotFound("partition " + std::to_string(c.partition.value()) +
+                                " is not on this sidecar");
+      }
+      if (c.offset.value() > it->second->end_offset()) {
+        return Status::InvalidArgument("offset " + std::to_string(c.offset.value()) +
+                                       " is past the end " +
+                                       std::to_string(it->second->end_offset()) +
+                                       " of partition " + std::to_string(c.partition.value()));
+      }
     }
-    if (c.offset.value() > it->second->end_offset()) {
-      return Status::InvalidArgument("offset " + std::to_string(c.offset.value()) +
-                                     " is past the end " +
-                                     std::to_string(it->second->end_offset()) + " of partition " +
-                                     std::to_string(c.partition.value()));
+    for (const auto& c : request.offsets) {
+      auto it = partitions_.find(c.partition);
+      if (it == partitions_.end()) continue;  // retired or remote, see above
+      SHOAL_RETURN_IF_ERROR(it->second->CommitBy(request.group, opts_.pod.value(), c.offset));
     }
   }
-  for (const auto& c : request.offsets) {
-    auto it = partitions_.find(c.partition);
-    if (it == partitions_.end()) continue;  // retired, see above
-    SHOAL_RETURN_IF_ERROR(it->second->Commit(request.group, c.offset));
+  uint64_t deletions = 0;
+  {
+    MutexLock r(remote_mu_);
+    deletions = group_deletions_;
   }
-  lock.unlock();
+  for (const auto& [addr, c] : remote) {
+    auto commits = peers_->CommitFor(addr, c.partition, request.group, opts_.pod, c.offset);
+    if (!commits.ok()) {
+      // Retryable whatever the owner said but NotFound: commits only raise.
+      if (commits.status().code() == Status::Code::kNotFound) return commits.status();
+      return Status::Unavailable("committing partition " + std::to_string(c.partition.value()) +
+                                 " at its owner " + addr.admin + ": " +
+                                 commits.status().message());
+    }
+    {
+      MutexLock r(remote_mu_);
+      auto it = remote_reads_.find({request.group, c.partition});
+      if (it != remote_reads_.end() && c.offset.value() >= it->second.last) it->second.out = false;
+    }
+    TakeRemoteCommits(c.partition, std::move(commits).value(), deletions);
+  }
   // A commit to a parent's end may release a successor to this group: wake parked consumers.
   if (on_data_) on_data_();
   return Status::Ok();
@@ -760,7 +963,11 @@ Result<std::vector<PartitionId>> Topic::DeleteGroup(const std::string& group, bo
   gate_.Forget(group);
   {
     MutexLock r(remote_mu_);
-    for (auto& [id, commits] : remote_commits_) commits.commits.erase(group);
+    for (auto& [id, commits] : remote_commits_) {
+      commits.commits.erase(group);
+      commits.ranges.erase(group);
+    }
+    std::erase_if(remote_reads_, [&](const auto& e) { return e.first.first == group; });
     ++group_deletions_;
   }
   std::vector<PartitionId> had;
@@ -802,6 +1009,9 @@ void Topic::PeerTickOnce() {
   RefreshRemoteCommits();
   SeedPending();
   ExpireGroups();
+  // Remote reads held back a moment (an empty answer, a batch past redelivery) are due again:
+  // parked consumers look once more.
+  if (reads_remote_.exchange(false) && on_data_) on_data_();
 }
 
 void Topic::ExpireGroups() {

@@ -43,8 +43,20 @@ struct RemoteCommits {
   uint64_t end_offset = 0;                  // the next offset (final once sealed)
   bool sealed = false;
   HashRange range;                          // the partition's range at its owner
-  std::map<std::string, Offset> commits;    // per group
+  std::map<std::string, Offset> commits;    // per group: its lowest standing over the range
+  // Per group that consumed some part of the range further than the rest: its standing as
+  // pieces that cover the range (RangeStanding::Pieces).
+  std::map<std::string, std::vector<RangeOffset>> ranges;
+  // Where `group` stands over `r` (the oldest retained event for a group without a commit).
+  uint64_t MinOver(const std::string& group, const HashRange& r) const;
   bool operator==(const RemoteCommits&) const = default;
+};
+
+// A batch read through hash ranges from a partition a peer holds (PeerClient::ReadRange): the
+// events as a consume answer lists them, comma-separated, without the brackets.
+struct RemoteBatch {
+  std::string events;
+  RangeBatch batch;
 };
 
 // How a sidecar talks to its peers: forwarding produce requests to a key's owner and, during a
@@ -64,6 +76,17 @@ class PeerClient {
   // The groups the peer's registry holds (GET /v1/admin/groups).
   virtual Result<std::map<std::string, GroupRegistry::Group>> FetchGroups(
       const PeerAddress& peer) = 0;
+  // Reads `ranges` of `partition` for `group` from its owner, for the consumers of pod `reader`
+  // (Topic::ReadFor on the owner; POST /v1/admin/partitions/{id}/read).
+  virtual Result<RemoteBatch> ReadRange(const PeerAddress& peer, PartitionId partition,
+                                        const std::string& group, const PodName& reader,
+                                        const std::vector<HashRange>& ranges, size_t max,
+                                        size_t max_bytes) = 0;
+  // Commits what the consumers of pod `reader` took of `partition` (Topic::CommitFor on the
+  // owner; POST /v1/admin/partitions/{id}/commit). Returns the partition's commits after it.
+  virtual Result<RemoteCommits> CommitFor(const PeerAddress& peer, PartitionId partition,
+                                          const std::string& group, const PodName& reader,
+                                          Offset offset) = 0;
 };
 
 // Events of one produce request that another sidecar owns: the frontend sends `body` to `peer`
@@ -93,6 +116,11 @@ struct TopicOptions {
   // A group idle on every sidecar of the map for this long is deleted (0: never), like Kafka's
   // offsets retention: a group that is gone for good stops holding back retention and retirement.
   int64_t group_expiry_ms = 0;
+  // Successors' consumers read their ranges of unconsumed ancestors, wherever those are held
+  // (invariant 3 per hash point). Off: a successor waits until its whole lineage is consumed,
+  // and a sealed partition is read only by the consumers of the pod that holds it (the rule of
+  // Kinesis and Pravega; kept for comparison: shoal bench drain).
+  bool range_reads = true;
 };
 
 // What InstallMap did with a map that it did not refuse.
@@ -123,7 +151,7 @@ class Topic {
 
   // Writes up to `max` events for `group` into `out` as {"events":[...]}; returns how many.
   Result<size_t> Consume(const std::string& group, size_t max, std::string* out);
-  bool HasDataFor(const std::string& group) const;
+  bool HasDataFor(const std::string& group);
   Status Commit(const wire::CommitRequest& request);
   // Forgets consumer group `group` on every partition held here (commits, cursors, parents-first
   // releases): a group that is gone for good no longer holds back retention or the retirement
@@ -169,6 +197,16 @@ class Topic {
   std::map<std::string, GroupRegistry::Group> Groups() const { return registry_->All(); }
   // The commits of a partition held here (what GET .../commits answers).
   Result<RemoteCommits> CommitsOf(PartitionId partition);
+  // A peer's consumers read `ranges` of partition `id`, held here, through a successor their pod
+  // owns (the owner's side of PeerClient::ReadRange; Partition::ReadRanges has the rules).
+  // NotFound when the partition is not held here.
+  Result<RemoteBatch> ReadFor(PartitionId id, const std::string& group, const PodName& reader,
+                              const std::vector<HashRange>& ranges, size_t max, size_t max_bytes);
+  // A peer's consumers commit what they took of partition `id` through ranges (the owner's side
+  // of PeerClient::CommitFor): only through the lease of that reader's last batch, never as a
+  // whole-partition commit (NotFound when the reader has no batch here).
+  Result<RemoteCommits> CommitFor(PartitionId id, const std::string& group, const PodName& reader,
+                                  Offset offset);
   // The partitions that take appends here now, with their ranges (for invariant checks).
   std::vector<std::pair<PartitionId, HashRange>> AcceptingPartitions() const;
   // {"commits":{group:offset},"sealed":bool,"end_offset":N} of one partition held here.
@@ -192,9 +230,30 @@ class Topic {
   Topic(TopicOptions options, Clock& clock, SidecarProbe& probe, PeerClient* peers);
   // Whether `group` may read successor `info` yet (SuccessorGate); requires map_mu_ shared.
   bool Released(const PartitionInfo& info, const std::string& group) REQUIRES_SHARED(map_mu_);
-  // Where `group` stands in `partition`, held here or fetched; requires map_mu_ shared.
-  std::optional<uint64_t> StandingOf(PartitionId partition, const std::string& group)
-      REQUIRES_SHARED(map_mu_);
+  // Where `group` stands in `partition` over `range`, held here or fetched; requires map_mu_
+  // shared.
+  std::optional<uint64_t> StandingOf(PartitionId partition, const std::string& group,
+                                     const HashRange& range) REQUIRES_SHARED(map_mu_);
+  // One read of a Consume: a whole partition held here, an ancestor's ranges held here, or an
+  // ancestor's ranges held by a peer.
+  struct ReadJob {
+    PartitionId id;
+    Partition* local = nullptr;  // null: remote
+    bool whole = false;
+    std::vector<HashRange> ranges;
+    PeerAddress peer;
+  };
+  // What `group` reads here now, in the order to try (see Consume). Requires map_mu_ shared.
+  std::vector<ReadJob> PlanReads(const std::string& group) REQUIRES_SHARED(map_mu_);
+  // A remote ancestor's ranges may be read for `group` now: no batch of ours out there, and no
+  // empty or failed answer just before.
+  bool RemoteReadDue(const std::string& group, PartitionId id, int64_t now);
+  // Reads one remote job into `out`; returns how many events.
+  size_t ReadRemote(const std::string& group, const ReadJob& job, size_t max, size_t max_bytes,
+                    bool comma_first, std::string* out);
+  // Takes a peer's answer about `id`'s commits into remote_commits_ (unless the map retired it
+  // or gives the id another range); returns whether it changed.
+  bool TakeRemoteCommits(PartitionId id, RemoteCommits commits, uint64_t deletions);
   // The end offset a group must reach in sealed `partition`: its seal's end where it is held or
   // its owner told it, never less than what the map records; requires map_mu_ shared.
   uint64_t SealedEndOf(const PartitionInfo& partition) REQUIRES_SHARED(map_mu_);
@@ -285,6 +344,18 @@ class Topic {
   std::map<PartitionId, RemoteCommits> remote_commits_ GUARDED_BY(remote_mu_);
   // A commits fetch begun before a deletion is dropped.
   uint64_t group_deletions_ GUARDED_BY(remote_mu_) = 0;
+  // Remote reads of this pod's consumers, per (group, ancestor): whether a batch is out with
+  // them and since when, or when an answer came back empty or failed.
+  struct RemoteRead {
+    bool out = false;
+    uint64_t last = 0;  // one past the batch's last event
+    int64_t at_ms = 0;
+    bool idle = false;  // the last answer held nothing (or failed): wait a little
+  };
+  std::map<std::pair<std::string, PartitionId>, RemoteRead> remote_reads_ GUARDED_BY(remote_mu_);
+  // Some local successor reads a remote ancestor: the peer ticker wakes parked consumers so
+  // that reads held back a moment (RemoteReadDue) are tried again.
+  std::atomic<bool> reads_remote_{false};
   int64_t last_expiry_ms_ = 0;    // peer ticker only
   int64_t last_registry_flush_ms_ = 0;  // ticker only
 

@@ -138,7 +138,12 @@ Result<uint64_t> Topic::Seal(PartitionId id, const SealIntent& intent) {
   if (it == partitions_.end()) {
     return Status::NotFound("partition " + std::to_string(id.value()) + " is not on this sidecar");
   }
-  return it->second->Seal(intent, map_.epoch());
+  auto end = it->second->Seal(intent, map_.epoch());
+  if (!end.ok()) return end;
+  // Its successors' pods read it through ranges from now on: batches out whole are recorded so
+  // that their commits keep meaning those batches across a restart.
+  SHOAL_RETURN_IF_ERROR(it->second->RecordWholeBatches());
+  return end;
 }
 
 Result<uint64_t> Topic::Seal(const PartitionMap& target, PartitionId id) {

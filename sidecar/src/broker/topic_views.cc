@@ -9,6 +9,42 @@
 
 namespace shoal::broker {
 
+namespace {
+// [[lo,hi,offset],...]: a group's standing per hash point, as pieces covering the range.
+void AppendPieces(std::string& out, const RangeStanding& st) {
+  out += '[';
+  bool first = true;
+  for (const auto& piece : st.Pieces()) {
+    if (!first) out += ',';
+    first = false;
+    out += '[';
+    json::AppendUint(out, piece.lo);
+    out += ',';
+    json::AppendUint(out, piece.hi);
+    out += ',';
+    json::AppendUint(out, piece.offset);
+    out += ']';
+  }
+  out += ']';
+}
+
+// ,"ranges":{group:[[lo,hi,offset],...]} for the groups that consumed some part of the range
+// further than the rest (read through ranges); the others stand at their commit everywhere.
+void AppendRanges(std::string& out, const Partition& p) {
+  out += ",\"ranges\":{";
+  bool first = true;
+  for (const auto& [g, st] : p.Standings()) {
+    if (st.raised().empty()) continue;
+    if (!first) out += ',';
+    first = false;
+    json::AppendString(out, g);
+    out += ':';
+    AppendPieces(out, st);
+  }
+  out += '}';
+}
+}  // namespace
+
 Result<std::string> Topic::CommitsJson(PartitionId id) {
   ReaderLock lock(map_mu_);
   auto it = partitions_.find(id);
@@ -26,7 +62,9 @@ Result<std::string> Topic::CommitsJson(PartitionId id) {
     out += ':';
     json::AppendUint(out, o);
   }
-  out += "},\"sealed\":";
+  out += '}';
+  AppendRanges(out, p);
+  out += ",\"sealed\":";
   out += p.sealed_end() ? "true" : "false";
   out += ",\"start_offset\":";
   json::AppendUint(out, p.start_offset());
@@ -76,15 +114,18 @@ std::string Topic::ViewJson() const {
       json::AppendUint(out, p.segment_count());
       out += ",\"groups\":{";
       bool g_first = true;
-      for (const auto& [g, commit] : p.Commits()) {
-        const uint64_t o = commit.value();
+      for (const auto& [g, st] : p.Standings()) {
         if (!g_first) out += ',';
         g_first = false;
         json::AppendString(out, g);
         out += ":{\"committed\":";
-        json::AppendUint(out, o);
+        json::AppendUint(out, st.Low());
         out += ",\"lag\":";
-        json::AppendUint(out, p.end_offset() > o ? p.end_offset() - o : 0);
+        json::AppendUint(out, p.LagOf(g));
+        if (!st.raised().empty()) {
+          out += ",\"ranges\":";
+          AppendPieces(out, st);
+        }
         out += '}';
       }
       out += '}';
@@ -222,21 +263,19 @@ std::shared_ptr<prometheus::Collectable> Topic::StateCollectable() {
       metrics::AddGauge(segments, labels, static_cast<double>(p.segment_count()));
       const auto commits = p.Commits();
       for (const auto& [g, commit] : commits) {
-        const uint64_t o = commit.value();
         const std::map<std::string, std::string> gl = {
             {"topic", opts_.topic}, {"partition", pid}, {"group", g}};
-        metrics::AddGauge(lag, gl,
-                          static_cast<double>(p.end_offset() > o ? p.end_offset() - o : 0));
-        metrics::AddGauge(committed, gl, static_cast<double>(o));
+        // Read through ranges, a group consumed parts of the range to different offsets: its
+        // lag counts each part by its width (LagOf).
+        metrics::AddGauge(lag, gl, static_cast<double>(p.LagOf(g)));
+        metrics::AddGauge(committed, gl, static_cast<double>(commit.value()));
       }
       // A group known here that has not committed this partition yet lags by all it retains:
       // a slow group that has not reached a successor is behind on it too.
       for (const auto& g : known) {
         if (commits.count(g)) continue;
-        const uint64_t stands = p.StandingOf(g);
         metrics::AddGauge(lag, {{"topic", opts_.topic}, {"partition", pid}, {"group", g}},
-                          static_cast<double>(p.end_offset() > stands ? p.end_offset() - stands
-                                                                        : 0));
+                          static_cast<double>(p.LagOf(g)));
       }
     }
     metrics::AddGauge(parts, {{"topic", opts_.topic}, {"state", "active"}}, active);

@@ -163,10 +163,11 @@ void AdminFrontend::Handle(http_request req) {
     }
     probe_.Request("admin", 200);
   };
-  auto with_body = [&](std::function<Result<std::string>(const std::string&)> fn) {
+  auto with_body = [&](std::function<Result<std::string>(const std::string&)> fn,
+                       const char* content_type = "application/json") {
     ReadBody(
         req, 64 << 20, std::chrono::seconds(30),
-        [answer, fn](std::string body) { answer(fn(body)); },
+        [answer, fn, content_type](std::string body) { answer(fn(body), content_type); },
         [answer](const Status& st) { answer(st); });
   };
   if (path.size() < 3 || path[0] != "v1" || path[1] != "admin") {
@@ -238,6 +239,36 @@ void AdminFrontend::Handle(http_request req) {
                       "application/octet-stream");
       }
       return answer(topic_.CommitsJson(pid));
+    }
+  } else if (path.size() == 5 && path[2] == "partitions" &&
+             (path[4] == "read" || path[4] == "commit")) {
+    char* end = nullptr;
+    const unsigned long id = std::strtoul(path[3].c_str(), &end, 10);
+    if (end == path[3].c_str() || *end || id > UINT32_MAX) {
+      return answer(Status::InvalidArgument("partition id must be an integer"));
+    }
+    if (m == methods::POST) {
+      const PartitionId pid(static_cast<uint32_t>(id));
+      if (path[4] == "read") {
+        return with_body([this, pid](const std::string& body) -> Result<std::string> {
+          auto read = wire::ParseRangeReadRequest(body);
+          if (!read.ok()) return read.status();
+          auto batch = topic_.ReadFor(pid, read->group, PodName(read->reader), read->ranges,
+                                      read->max, read->max_bytes);
+          if (!batch.ok()) return batch.status();
+          return wire::EncodeRangeReadAnswer(batch->batch.count, batch->batch.last,
+                                             batch->batch.scanned_to, batch->batch.consumed,
+                                             batch->batch.ranges, batch->events);
+        }, "application/x-shoal-range-batch");
+      }
+      return with_body([this, pid](const std::string& body) -> Result<std::string> {
+        auto commit = wire::ParseRangeCommitRequest(body);
+        if (!commit.ok()) return commit.status();
+        auto after = topic_.CommitFor(pid, commit->group, PodName(commit->reader),
+                                      Offset(commit->offset));
+        if (!after.ok()) return after.status();
+        return topic_.CommitsJson(pid);
+      });
     }
   } else if (path.size() == 3 && path[2] == "groups") {
     if (m == methods::GET) return answer(topic_.GroupsJson());

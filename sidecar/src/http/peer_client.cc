@@ -32,14 +32,14 @@ web::http::client::http_client& HttpPeerClient::ClientFor(const std::string& hos
 
 Result<std::string> HttpPeerClient::Call(const std::string& host_port, const std::string& method,
                                          const std::string& path, const std::string& body,
-                                         bool admin) {
+                                         bool admin, bool prompt) {
   const std::string what = method + " " + host_port + path;
   try {
     web::http::http_request req(method);
     req.set_request_uri(path);
     if (admin) req.headers().add("Authorization", "Bearer " + token_);
     if (!body.empty()) req.set_body(body, "application/json");
-    auto resp = ClientFor(host_port, false).request(req).get();
+    auto resp = ClientFor(host_port, prompt).request(req).get();
     auto bytes = resp.extract_vector().get();
     std::string text(bytes.begin(), bytes.end());
     if (resp.status_code() == 200) return text;
@@ -61,28 +61,89 @@ Result<std::string> HttpPeerClient::FetchProducers(const PeerAddress& peer, Part
               "", true);
 }
 
-Result<broker::RemoteCommits> HttpPeerClient::FetchCommits(const PeerAddress& peer,
-                                                           PartitionId partition) {
-  auto body = Call(peer.admin, "GET",
-                   "/v1/admin/partitions/" + std::to_string(partition.value()) + "/commits", "",
-                   true);
-  if (!body.ok()) return body.status();
+namespace {
+// The answer of GET .../commits (and of a range commit): {"commits":{G:O},"ranges":{G:[[lo,hi,
+// offset],...]},"sealed","start_offset","end_offset","lo","hi"}.
+Result<broker::RemoteCommits> ParseCommits(const std::string& body, const std::string& from) {
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
   simdjson::dom::object commits;
   broker::RemoteCommits out;
-  if (parser.parse(*body).get(doc) || doc["commits"].get(commits) ||
+  const Status bad = Status::Internal("malformed commits answer from " + from);
+  if (parser.parse(body).get(doc) || doc["commits"].get(commits) ||
       doc["start_offset"].get(out.start_offset) || doc["end_offset"].get(out.end_offset) ||
       doc["sealed"].get(out.sealed) || doc["lo"].get(out.range.lo) ||
       doc["hi"].get(out.range.hi)) {
-    return Status::Internal("malformed commits answer from " + peer.admin);
+    return bad;
   }
   for (auto field : commits) {
     uint64_t v = 0;
     if (field.value.get(v)) return Status::Internal("malformed commit value");
     out.commits[std::string(field.key)] = Offset(v);
   }
+  simdjson::dom::object ranges;
+  if (doc["ranges"].get(ranges) == simdjson::SUCCESS) {
+    for (auto field : ranges) {
+      simdjson::dom::array pieces;
+      if (field.value.get(pieces)) return bad;
+      auto& list = out.ranges[std::string(field.key)];
+      for (auto piece : pieces) {
+        simdjson::dom::array t;
+        RangeOffset r;
+        if (piece.get(t) || t.size() != 3 || t.at(0).get(r.lo) || t.at(1).get(r.hi) ||
+            t.at(2).get(r.offset)) {
+          return bad;
+        }
+        list.push_back(r);
+      }
+    }
+  }
   return out;
+}
+}  // namespace
+
+Result<broker::RemoteCommits> HttpPeerClient::FetchCommits(const PeerAddress& peer,
+                                                           PartitionId partition) {
+  auto body = Call(peer.admin, "GET",
+                   "/v1/admin/partitions/" + std::to_string(partition.value()) + "/commits", "",
+                   true);
+  if (!body.ok()) return body.status();
+  return ParseCommits(*body, peer.admin);
+}
+
+Result<broker::RemoteBatch> HttpPeerClient::ReadRange(const PeerAddress& peer,
+                                                      PartitionId partition,
+                                                      const std::string& group,
+                                                      const PodName& reader,
+                                                      const std::vector<HashRange>& ranges,
+                                                      size_t max, size_t max_bytes) {
+  wire::RangeReadRequest r{group, reader.value(), ranges, max, max_bytes};
+  auto body = Call(peer.admin, "POST",
+                   "/v1/admin/partitions/" + std::to_string(partition.value()) + "/read",
+                   wire::EncodeRangeReadRequest(r), true, /*prompt=*/true);
+  if (!body.ok()) return body.status();
+  auto a = wire::ParseRangeReadAnswer(*body);
+  if (!a.ok()) return a.status().Annotate("the range read answer of " + peer.admin);
+  broker::RemoteBatch out;
+  out.events = std::move(a->events);
+  out.batch.count = a->count;
+  out.batch.last = a->last;
+  out.batch.scanned_to = a->scanned_to;
+  out.batch.consumed = a->consumed;
+  out.batch.ranges = std::move(a->ranges);
+  return out;
+}
+
+Result<broker::RemoteCommits> HttpPeerClient::CommitFor(const PeerAddress& peer,
+                                                        PartitionId partition,
+                                                        const std::string& group,
+                                                        const PodName& reader, Offset offset) {
+  wire::RangeCommitRequest r{group, reader.value(), offset.value()};
+  auto body = Call(peer.admin, "POST",
+                   "/v1/admin/partitions/" + std::to_string(partition.value()) + "/commit",
+                   wire::EncodeRangeCommitRequest(r), true, /*prompt=*/true);
+  if (!body.ok()) return body.status();
+  return ParseCommits(*body, peer.admin);
 }
 
 Result<std::map<std::string, broker::GroupRegistry::Group>> HttpPeerClient::FetchGroups(

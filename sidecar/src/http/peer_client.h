@@ -34,6 +34,13 @@ class HttpPeerClient final : public broker::PeerClient {
                                              PartitionId partition) override;
   Result<std::map<std::string, broker::GroupRegistry::Group>> FetchGroups(
       const PeerAddress& peer) override;
+  Result<broker::RemoteBatch> ReadRange(const PeerAddress& peer, PartitionId partition,
+                                        const std::string& group, const PodName& reader,
+                                        const std::vector<HashRange>& ranges, size_t max,
+                                        size_t max_bytes) override;
+  Result<broker::RemoteCommits> CommitFor(const PeerAddress& peer, PartitionId partition,
+                                          const std::string& group, const PodName& reader,
+                                          Offset offset) override;
 
   // The owner's answer to a forwarded produce: its results, or why there are none (with the
   // indices, in the forwarded body, of the events a sequence_unknown answer names).
@@ -49,8 +56,10 @@ class HttpPeerClient final : public broker::PeerClient {
 
  private:
   web::http::client::http_client& ClientFor(const std::string& host_port, bool forwarding);
+  // `prompt`: waits no longer than a forward (the consumers' read or commit waits on it).
   Result<std::string> Call(const std::string& host_port, const std::string& method,
-                           const std::string& path, const std::string& body, bool admin);
+                           const std::string& path, const std::string& body, bool admin,
+                           bool prompt = false);
 
   const std::string token_;
   const std::chrono::milliseconds forward_timeout_;

@@ -10,27 +10,105 @@ namespace shoal::storage {
 namespace {
 constexpr uint64_t kCompactBytes = 1 << 20;
 constexpr uint64_t kTombstone = UINT64_MAX;  // the group was deleted
+constexpr uint16_t kExtended = 0xFFFF;       // a payload of another kind than a whole commit
+constexpr uint8_t kRangeCommit = 1;
+constexpr uint8_t kLease = 2;
 
-void EncodeCommit(const std::string& group, uint64_t offset, std::string& out) {
-  const uint32_t len = static_cast<uint32_t>(2 + group.size() + 8);
-  std::string payload;
-  const uint16_t glen = static_cast<uint16_t>(group.size());
-  payload.append(reinterpret_cast<const char*>(&glen), 2);
-  payload += group;
-  payload.append(reinterpret_cast<const char*>(&offset), 8);
-  const uint32_t crc = Crc32(payload.data(), payload.size());
-  out.append(reinterpret_cast<const char*>(&len), 4);
-  out.append(reinterpret_cast<const char*>(&crc), 4);
+void Put16(std::string& out, uint16_t v) { out.append(reinterpret_cast<const char*>(&v), 2); }
+void Put32(std::string& out, uint32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); }
+void Put64(std::string& out, uint64_t v) { out.append(reinterpret_cast<const char*>(&v), 8); }
+void PutString16(std::string& out, const std::string& s) {
+  Put16(out, static_cast<uint16_t>(s.size()));
+  out += s;
+}
+
+void Frame(const std::string& payload, std::string& out) {
+  Put32(out, static_cast<uint32_t>(payload.size()));
+  Put32(out, Crc32(payload.data(), payload.size()));
   out += payload;
 }
+
+void EncodeCommit(const std::string& group, uint64_t offset, std::string& out) {
+  std::string payload;
+  PutString16(payload, group);
+  Put64(payload, offset);
+  Frame(payload, out);
+}
+
+void EncodeRangeCommit(const std::string& group, const HashRange& r, uint64_t offset,
+                       std::string& out) {
+  std::string payload;
+  Put16(payload, kExtended);
+  payload.push_back(static_cast<char>(kRangeCommit));
+  PutString16(payload, group);
+  Put64(payload, r.lo);
+  Put64(payload, r.hi);
+  Put64(payload, offset);
+  Frame(payload, out);
+}
+
+void EncodeLease(const std::string& group, const ReadLease& l, std::string& out) {
+  std::string payload;
+  Put16(payload, kExtended);
+  payload.push_back(static_cast<char>(kLease));
+  PutString16(payload, group);
+  PutString16(payload, l.reader);
+  Put64(payload, l.last);
+  Put64(payload, l.scanned_to);
+  payload.push_back(l.complete ? 1 : 0);
+  Put32(payload, static_cast<uint32_t>(l.ranges.size()));
+  for (const auto& r : l.ranges) {
+    Put64(payload, r.lo);
+    Put64(payload, r.hi);
+  }
+  Frame(payload, out);
+}
+
+// Reads fixed-size fields off a payload; any read past its end marks it bad.
+class Cursor {
+ public:
+  Cursor(const char* p, size_t n) : p_(p), n_(n) {}
+  template <typename T>
+  T Get() {
+    T v{};
+    if (pos_ + sizeof(T) > n_) {
+      bad_ = true;
+      return v;
+    }
+    std::memcpy(&v, p_ + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return v;
+  }
+  std::string String16() {
+    const uint16_t len = Get<uint16_t>();
+    if (bad_ || pos_ + len > n_) {
+      bad_ = true;
+      return {};
+    }
+    std::string s(p_ + pos_, len);
+    pos_ += len;
+    return s;
+  }
+  bool ok() const { return !bad_; }
+  bool done() const { return pos_ == n_; }
+  size_t left() const { return n_ - pos_; }
+
+ private:
+  const char* p_;
+  size_t n_;
+  size_t pos_ = 0;
+  bool bad_ = false;
+};
 }  // namespace
 
 CommitStore::~CommitStore() = default;
 
-Result<std::unique_ptr<CommitStore>> CommitStore::Open(const std::string& dir, FileSystem* fs) {
+Result<std::unique_ptr<CommitStore>> CommitStore::Open(const std::string& dir, FileSystem* fs,
+                                                       HashRange domain) {
   std::unique_ptr<CommitStore> s(new CommitStore());
   s->fs_ = fs ? fs : &PosixFileSystem();
   s->path_ = dir + "/commits.log";
+  s->domain_ = domain;
   std::string data;
   Status st = s->fs_->ReadWholeFile(s->path_, &data);
   if (!st.ok() && st.code() != Status::Code::kNotFound) return st;
@@ -43,17 +121,47 @@ Result<std::unique_ptr<CommitStore>> CommitStore::Open(const std::string& dir, F
     if (len < 10 || pos + 8 + len > data.size()) break;
     const char* p = data.data() + pos + 8;
     if (Crc32(p, len) != crc) break;
-    uint16_t glen = 0;
-    std::memcpy(&glen, p, 2);
-    if (size_t{glen} + 10 != len) break;
-    uint64_t offset = 0;
-    std::memcpy(&offset, p + 2 + glen, 8);
-    std::string group(p + 2, glen);
-    if (offset == kTombstone) {
-      s->commits_.erase(group);
+    Cursor c(p, len);
+    const uint16_t first = c.Get<uint16_t>();
+    if (first != kExtended) {
+      if (size_t{first} + 10 != len) break;
+      std::string group(p + 2, first);
+      uint64_t offset = 0;
+      std::memcpy(&offset, p + 2 + first, 8);
+      if (offset == kTombstone) {
+        s->standings_.erase(group);
+        s->leases_.erase(group);
+      } else {
+        s->StandingOf(group).RaiseAll(offset);
+      }
     } else {
-      auto& cur = s->commits_[group];
-      cur = std::max(cur, Offset(offset));
+      const uint8_t kind = c.Get<uint8_t>();
+      const std::string group = c.String16();
+      if (kind == kRangeCommit) {
+        HashRange r;
+        r.lo = c.Get<uint64_t>();
+        r.hi = c.Get<uint64_t>();
+        const uint64_t offset = c.Get<uint64_t>();
+        if (!c.ok() || !c.done()) break;
+        s->StandingOf(group).Raise(r, offset);
+      } else if (kind == kLease) {
+        ReadLease l;
+        l.reader = c.String16();
+        l.last = c.Get<uint64_t>();
+        l.scanned_to = c.Get<uint64_t>();
+        l.complete = c.Get<uint8_t>() != 0;
+        const uint32_t n = c.Get<uint32_t>();
+        if (!c.ok() || c.left() != size_t{n} * 16) break;
+        for (uint32_t i = 0; i < n; ++i) {
+          HashRange r;
+          r.lo = c.Get<uint64_t>();
+          r.hi = c.Get<uint64_t>();
+          l.ranges.push_back(r);
+        }
+        s->leases_[group][l.reader] = std::move(l);
+      } else {
+        break;
+      }
     }
     pos += 8 + len;
   }
@@ -62,9 +170,21 @@ Result<std::unique_ptr<CommitStore>> CommitStore::Open(const std::string& dir, F
   return s;
 }
 
+RangeStanding& CommitStore::StandingOf(const std::string& group) {
+  auto it = standings_.find(group);
+  if (it == standings_.end()) it = standings_.emplace(group, RangeStanding(domain_, 0)).first;
+  return it->second;
+}
+
 Status CommitStore::Compact() {
   std::string out;
-  for (const auto& [g, o] : commits_) EncodeCommit(g, o.value(), out);
+  for (const auto& [g, s] : standings_) {
+    EncodeCommit(g, s.base(), out);
+    for (const auto& p : s.raised()) EncodeRangeCommit(g, {p.lo, p.hi}, p.offset, out);
+  }
+  for (const auto& [g, by_reader] : leases_) {
+    for (const auto& [reader, l] : by_reader) EncodeLease(g, l, out);
+  }
   SHOAL_RETURN_IF_ERROR(fs_->WriteFileAtomic(path_, out));
   file_.reset();
   auto file = fs_->Open(path_, /*truncate=*/false);
@@ -84,6 +204,12 @@ Status CommitStore::Append(const std::string& rec, bool sync) {
   return Status::Ok();
 }
 
+Status CommitStore::Write(const std::string& rec, bool sync) {
+  SHOAL_RETURN_IF_ERROR(Append(rec, sync));
+  if (file_size_ > kCompactBytes) SHOAL_RETURN_IF_ERROR(Compact());
+  return Status::Ok();
+}
+
 Status CommitStore::SyncLocked() {
   SHOAL_RETURN_IF_ERROR(failure_);
   if (!dirty_) return Status::Ok();
@@ -99,34 +225,65 @@ Status CommitStore::SyncLocked() {
 Result<bool> CommitStore::Commit(const std::string& group, Offset offset, bool sync) {
   if (offset.value() == kTombstone) return Status::InvalidArgument("offset 2^64-1 is not an offset");
   MutexLock lock(mu_);
-  auto it = commits_.find(group);
-  if (it != commits_.end() && it->second >= offset) return false;
+  auto it = standings_.find(group);
+  if (it != standings_.end() && it->second.base() >= offset.value()) return false;
   std::string rec;
   EncodeCommit(group, offset.value(), rec);
   SHOAL_RETURN_IF_ERROR(Append(rec, sync));
-  commits_[group] = offset;
+  StandingOf(group).RaiseAll(offset.value());
+  if (file_size_ > kCompactBytes) SHOAL_RETURN_IF_ERROR(Compact());
+  return true;
+}
+
+Result<bool> CommitStore::CommitRanges(const std::string& group,
+                                       const std::vector<HashRange>& ranges, Offset offset,
+                                       bool sync) {
+  if (offset.value() == kTombstone) return Status::InvalidArgument("offset 2^64-1 is not an offset");
+  MutexLock lock(mu_);
+  // Only what moves is written: the trial runs on a copy.
+  auto it = standings_.find(group);
+  RangeStanding next = it == standings_.end() ? RangeStanding(domain_, 0) : it->second;
+  std::string rec;
+  for (const auto& r : ranges) {
+    if (next.Raise(r, offset.value())) EncodeRangeCommit(group, r, offset.value(), rec);
+  }
+  if (rec.empty()) {
+    if (it == standings_.end()) {
+      // A first commit that moves nothing (offset 0) still makes the group known here.
+      EncodeCommit(group, 0, rec);
+    } else {
+      return false;
+    }
+  }
+  SHOAL_RETURN_IF_ERROR(Append(rec, sync));
+  standings_.insert_or_assign(group, std::move(next));
   if (file_size_ > kCompactBytes) SHOAL_RETURN_IF_ERROR(Compact());
   return true;
 }
 
 Result<bool> CommitStore::Delete(const std::string& group, bool sync) {
   MutexLock lock(mu_);
-  if (!commits_.count(group)) return false;
+  const bool had = standings_.count(group) > 0;
+  if (!had && !leases_.count(group)) return false;
   std::string rec;
   EncodeCommit(group, kTombstone, rec);
-  SHOAL_RETURN_IF_ERROR(Append(rec, sync));
-  commits_.erase(group);
-  if (file_size_ > kCompactBytes) SHOAL_RETURN_IF_ERROR(Compact());
-  return true;
+  SHOAL_RETURN_IF_ERROR(Write(rec, sync));
+  standings_.erase(group);
+  leases_.erase(group);
+  return had;
 }
 
 Status CommitStore::ClampTo(Offset end) {
   MutexLock lock(mu_);
   bool changed = false;
-  for (auto& [group, offset] : commits_) {
-    if (offset > end) {
-      offset = end;
-      changed = true;
+  for (auto& [group, s] : standings_) changed |= s.ClampTo(end.value());
+  for (auto& [group, by_reader] : leases_) {
+    for (auto& [reader, l] : by_reader) {
+      if (l.last > end.value() || l.scanned_to > end.value()) {
+        l.last = std::min(l.last, end.value());
+        l.scanned_to = std::min(l.scanned_to, end.value());
+        changed = true;
+      }
     }
   }
   return changed ? Compact() : Status::Ok();
@@ -134,14 +291,64 @@ Status CommitStore::ClampTo(Offset end) {
 
 std::optional<Offset> CommitStore::Get(const std::string& group) const {
   MutexLock lock(mu_);
-  auto it = commits_.find(group);
-  if (it == commits_.end()) return std::nullopt;
-  return it->second;
+  auto it = standings_.find(group);
+  if (it == standings_.end()) return std::nullopt;
+  return Offset(it->second.Low());
 }
 
 std::map<std::string, Offset> CommitStore::All() const {
   MutexLock lock(mu_);
-  return commits_;
+  std::map<std::string, Offset> out;
+  for (const auto& [g, s] : standings_) out.emplace(g, Offset(s.Low()));
+  return out;
+}
+
+std::optional<RangeStanding> CommitStore::Standing(const std::string& group) const {
+  MutexLock lock(mu_);
+  auto it = standings_.find(group);
+  if (it == standings_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::map<std::string, RangeStanding> CommitStore::AllStandings() const {
+  MutexLock lock(mu_);
+  return standings_;
+}
+
+Status CommitStore::PutLease(const std::string& group, const ReadLease& lease, bool sync) {
+  MutexLock lock(mu_);
+  if (auto g = leases_.find(group); g != leases_.end()) {
+    if (auto it = g->second.find(lease.reader); it != g->second.end() && it->second == lease) {
+      return Status::Ok();
+    }
+  }
+  std::string rec;
+  EncodeLease(group, lease, rec);
+  SHOAL_RETURN_IF_ERROR(Append(rec, sync));
+  leases_[group][lease.reader] = lease;
+  if (file_size_ > kCompactBytes) SHOAL_RETURN_IF_ERROR(Compact());
+  return Status::Ok();
+}
+
+std::optional<ReadLease> CommitStore::Lease(const std::string& group,
+                                            const std::string& reader) const {
+  MutexLock lock(mu_);
+  auto g = leases_.find(group);
+  if (g == leases_.end()) return std::nullopt;
+  auto it = g->second.find(reader);
+  if (it == g->second.end()) return std::nullopt;
+  return it->second;
+}
+
+std::map<std::string, ReadLease> CommitStore::LeasesOf(const std::string& group) const {
+  MutexLock lock(mu_);
+  auto g = leases_.find(group);
+  return g == leases_.end() ? std::map<std::string, ReadLease>() : g->second;
+}
+
+std::map<std::string, std::map<std::string, ReadLease>> CommitStore::AllLeases() const {
+  MutexLock lock(mu_);
+  return leases_;
 }
 
 Status CommitStore::Sync() {

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -179,6 +180,7 @@ class GroupConsumer {
   Status status_;                             // guarded by mu_
   int out_fd_ = -1;                           // with stream_to; used by the consuming thread only
   std::map<uint32_t, uint64_t> resume_next_;  // from the appended file; handed to the thread
+  std::set<std::pair<uint32_t, uint64_t>> resume_recorded_;  // the same, every event's place
   std::thread thread_;
 };
 

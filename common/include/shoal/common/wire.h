@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "shoal/common/ids.h"
+#include "shoal/common/partition_map.h"
 #include "shoal/common/status.h"
 
 namespace shoal::wire {
@@ -88,6 +89,46 @@ struct ConsumedEvent {
 void AppendConsumedEvent(std::string& out, std::string_view key, std::string_view value,
                          uint32_t partition, uint64_t offset, std::string_view producer,
                          std::optional<uint64_t> seq, int64_t timestamp_ms);
+
+// Reads through hash ranges between sidecars, on the admin plane (docs/admin-api.md): a
+// successor's owner reads its range of an ancestor from the ancestor's owner for the consumers
+// of its pod (`reader`), and commits what they took.
+struct RangeReadRequest {
+  std::string group;
+  std::string reader;
+  std::vector<HashRange> ranges;
+  size_t max = 100;
+  size_t max_bytes = 4 << 20;
+};
+// {"group":G,"reader":POD,"ranges":[[lo,hi],...],"max":N,"max_bytes":B}; at most
+// kMaxRangeReadRanges ranges, max <= 10000, max_bytes <= 64 MiB.
+inline constexpr size_t kMaxRangeReadRanges = 4096;
+Result<RangeReadRequest> ParseRangeReadRequest(std::string_view body);
+std::string EncodeRangeReadRequest(const RangeReadRequest& request);
+// The answer: a JSON header on the first line, {"count":N,"last":L,"scanned_to":T,
+// "consumed":bool,"ranges":[[lo,hi],...]}, then the events as a consume answer lists them,
+// comma-separated (so that the reader's sidecar puts them into its own answer as they are).
+struct RangeReadAnswer {
+  size_t count = 0;
+  uint64_t last = 0;
+  uint64_t scanned_to = 0;
+  bool consumed = false;
+  std::vector<HashRange> ranges;
+  std::string events;
+};
+std::string EncodeRangeReadAnswer(size_t count, uint64_t last, uint64_t scanned_to,
+                                  bool consumed, const std::vector<HashRange>& ranges,
+                                  std::string_view events);
+Result<RangeReadAnswer> ParseRangeReadAnswer(std::string_view body);
+// {"group":G,"reader":POD,"offset":O}: the consumers of pod POD processed everything below O of
+// the batch they were handed through ranges.
+struct RangeCommitRequest {
+  std::string group;
+  std::string reader;
+  uint64_t offset = 0;
+};
+Result<RangeCommitRequest> ParseRangeCommitRequest(std::string_view body);
+std::string EncodeRangeCommitRequest(const RangeCommitRequest& request);
 
 // Client side: decoders of the sidecar's answers.
 
