@@ -433,5 +433,45 @@ TEST(ConsumeResponseTest, EmptyAnswerAndMalformedAnswers) {
   }
 }
 
+TEST(RangeReadWireTest, RequestsRoundTripAndBadOnesAreRefused) {
+  RangeReadRequest r{"billing", "orders-2", {{0, 10}, {20, kHashSpace}}, 500, 1 << 20};
+  auto back = ParseRangeReadRequest(EncodeRangeReadRequest(r));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->group, "billing");
+  EXPECT_EQ(back->reader, "orders-2");
+  EXPECT_EQ(back->ranges, r.ranges);
+  EXPECT_EQ(back->max, 500u);
+  for (const char* bad : {
+           "{",
+           R"({"group":"g","reader":"p","ranges":[[5,5]],"max":1,"max_bytes":1})",
+           R"({"group":"g","reader":"p","ranges":[[0,4294967297]],"max":1,"max_bytes":1})",
+           R"({"group":"g","reader":"","ranges":[],"max":1,"max_bytes":1})",
+           R"({"group":"bad group","reader":"p","ranges":[],"max":1,"max_bytes":1})",
+           R"({"group":"g","reader":"p","ranges":[],"max":0,"max_bytes":1})",
+           R"({"group":"g","reader":"p","ranges":[],"max":10001,"max_bytes":1})",
+           R"({"group":"g","reader":"p","ranges":[[1]],"max":1,"max_bytes":1})",
+       }) {
+    EXPECT_EQ(ParseRangeReadRequest(bad).status().code(), Status::Code::kInvalidArgument) << bad;
+  }
+}
+
+TEST(RangeReadWireTest, AnswersCarryTheEventsVerbatim) {
+  const std::string events = R"({"key":"a","value":1,"partition":3,"offset":7})";
+  auto a = ParseRangeReadAnswer(EncodeRangeReadAnswer(1, 8, 12, false, {{0, 100}}, events));
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->count, 1u);
+  EXPECT_EQ(a->last, 8u);
+  EXPECT_EQ(a->scanned_to, 12u);
+  EXPECT_FALSE(a->consumed);
+  EXPECT_EQ(a->events, events);
+  EXPECT_FALSE(ParseRangeReadAnswer("no header").ok());
+  EXPECT_FALSE(ParseRangeReadAnswer(EncodeRangeReadAnswer(2, 8, 12, false, {}, "")).ok())
+      << "a count without events";
+  auto c = ParseRangeCommitRequest(EncodeRangeCommitRequest({"g", "pod-1", 42}));
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->offset, 42u);
+  EXPECT_FALSE(ParseRangeCommitRequest(R"({"group":"g","reader":"p"})").ok());
+}
+
 }  // namespace
 }  // namespace shoal::wire

@@ -802,6 +802,193 @@ TEST(PartitionSeedTest, ProducersDurableOnceTheSnapshotAfterTheSeedingIsWritten)
   EXPECT_EQ(result.partition, 0u);
 }
 
+// --- reads through hash ranges (invariant 3 per hash point) ---------------------------------
+
+// The two halves of the hash space, and which of Keyed(0..n-1) fall in each.
+constexpr HashRange kLow{0, uint64_t{1} << 31};
+constexpr HashRange kHigh{uint64_t{1} << 31, kHashSpace};
+std::vector<uint64_t> KeyedOffsetsIn(const HashRange& r, uint64_t n) {
+  std::vector<uint64_t> out;
+  for (uint64_t i = 0; i < n; ++i) {
+    if (r.Contains(KeyHash(Keyed(i).key))) out.push_back(i);
+  }
+  return out;
+}
+
+class RangeReadTest : public PartitionTest {
+ protected:
+  // Reads `ranges` for `reader`, decoded as a client would decode them.
+  std::vector<wire::ConsumedEvent> Read(Partition& p, const std::string& group,
+                                        const std::string& reader,
+                                        const std::vector<HashRange>& ranges, size_t max,
+                                        RangeBatch* batch = nullptr) {
+    std::string out;
+    auto b = p.ReadRanges(group, reader, ranges, max, 1 << 20, false, &out);
+    EXPECT_TRUE(b.ok()) << b.status().ToString();
+    if (!b.ok()) return {};
+    if (batch) *batch = *b;
+    auto events = wire::ParseConsumeResponse("{\"events\":[" + out + "]}");
+    EXPECT_TRUE(events.ok()) << events.status().ToString();
+    EXPECT_EQ(events->size(), b->count);
+    return events.ok() ? std::move(events).value() : std::vector<wire::ConsumedEvent>{};
+  }
+  // A sealed partition of Keyed(0..39).
+  std::unique_ptr<Partition> Sealed40(PartitionOptions o) {
+    auto p = MustOpen(o);
+    if (!p) return nullptr;
+    ProduceKeyed(*p, 40);
+    auto end = p->Seal();
+    EXPECT_TRUE(end.ok());
+    return p;
+  }
+};
+
+TEST_P(RangeReadTest, EachReaderGetsItsRangeInOffsetOrderAndCommitsOnlyIt) {
+  auto p = Sealed40(Options());
+  ASSERT_NE(p, nullptr);
+  const auto low = KeyedOffsetsIn(kLow, 40), high = KeyedOffsetsIn(kHigh, 40);
+  ASSERT_GT(low.size(), 5u);
+  ASSERT_GT(high.size(), 5u);
+  // Two readers at once, each its half: disjoint events, in offset order.
+  RangeBatch a, b;
+  auto got_a = Read(*p, "g", "pod-a", {kLow}, 1000, &a);
+  auto got_b = Read(*p, "g", "pod-b", {kHigh}, 1000, &b);
+  EXPECT_EQ(Offsets(got_a), low);
+  EXPECT_EQ(Offsets(got_b), high);
+  EXPECT_EQ(a.last, low.back() + 1);
+  EXPECT_EQ(a.scanned_to, 40u);
+  // One batch out per reader: nothing more for pod-a until it commits.
+  EXPECT_TRUE(Read(*p, "g", "pod-a", {kLow}, 1000).empty());
+  // pod-a's commit of its whole batch consumes its half through the scan's end, not pod-b's.
+  ASSERT_TRUE(p->CommitBy("g", "pod-a", Offset(a.last)).ok());
+  EXPECT_EQ(p->StandingOver("g", kLow), 40u);
+  EXPECT_EQ(p->StandingOver("g", kHigh), 0u);
+  EXPECT_EQ(p->StandingOf("g"), 0u) << "the partition is consumed only where every range is";
+  EXPECT_EQ(p->LagOf("g"), 20u) << "half the range unconsumed weighs half the events";
+  ASSERT_TRUE(p->CommitBy("g", "pod-b", Offset(b.last)).ok());
+  EXPECT_EQ(p->StandingOf("g"), 40u);
+  EXPECT_EQ(p->LagOf("g"), 0u);
+  RangeBatch again;
+  EXPECT_TRUE(Read(*p, "g", "pod-a", {kLow}, 1000, &again).empty());
+  EXPECT_TRUE(again.consumed);
+}
+
+TEST_P(RangeReadTest, APartialCommitKeepsTheBatchOutAndRaisesOnlyToItsOffset) {
+  auto p = Sealed40(Options());
+  ASSERT_NE(p, nullptr);
+  const auto low = KeyedOffsetsIn(kLow, 40);
+  auto got = Read(*p, "g", "pod-a", {kLow}, 3);
+  ASSERT_EQ(Offsets(got), std::vector<uint64_t>(low.begin(), low.begin() + 3));
+  ASSERT_TRUE(p->CommitBy("g", "pod-a", Offset(low[1] + 1)).ok());
+  EXPECT_EQ(p->StandingOver("g", kLow), low[1] + 1);
+  EXPECT_TRUE(Read(*p, "g", "pod-a", {kLow}, 3).empty()) << "the batch is still out";
+  ASSERT_TRUE(p->CommitBy("g", "pod-a", Offset(low[2] + 1)).ok());
+  auto next = Read(*p, "g", "pod-a", {kLow}, 3);
+  EXPECT_EQ(Offsets(next), std::vector<uint64_t>(low.begin() + 3, low.begin() + 6));
+}
+
+TEST_P(RangeReadTest, ARangeHeldByAnotherReadersBatchIsLeftOutUntilItIsCommittedOrExpires) {
+  auto p = Sealed40(Options());
+  ASSERT_NE(p, nullptr);
+  RangeBatch a;
+  auto got_a = Read(*p, "g", "pod-a", {kLow}, 2, &a);
+  ASSERT_EQ(got_a.size(), 2u);
+  // pod-b asks for the whole range (its successor now covers both halves): only the high half.
+  RangeBatch b;
+  auto got_b = Read(*p, "g", "pod-b", {{0, kHashSpace}}, 1000, &b);
+  EXPECT_EQ(Offsets(got_b), KeyedOffsetsIn(kHigh, 40));
+  EXPECT_EQ(b.ranges, std::vector<HashRange>{kHigh});
+  ASSERT_TRUE(p->CommitBy("g", "pod-b", Offset(b.last)).ok());
+  // pod-a's batch is never committed: after redelivery_ms its range is free again.
+  EXPECT_TRUE(Read(*p, "g", "pod-b", {{0, kHashSpace}}, 1000).empty());
+  clock_.AdvanceMs(1001);
+  p->Tick(false);
+  auto redelivered = Read(*p, "g", "pod-b", {{0, kHashSpace}}, 1000);
+  ASSERT_FALSE(redelivered.empty());
+  EXPECT_EQ(redelivered.front().offset, got_a.front().offset)
+      << "pod-a's uncommitted batch comes again, first";
+}
+
+TEST_P(RangeReadTest, AScanThatFindsNothingConsumesTheRange) {
+  auto p = MustOpen();
+  ASSERT_NE(p, nullptr);
+  ProduceKeyed(*p, 40);
+  ASSERT_TRUE(p->Seal().ok());
+  // A range no key of the partition falls in.
+  HashRange empty{0, 1};
+  for (uint64_t i = 0; i < 40; ++i) ASSERT_FALSE(empty.Contains(KeyHash(Keyed(i).key)));
+  RangeBatch b;
+  EXPECT_TRUE(Read(*p, "g", "pod-a", {empty}, 10, &b).empty());
+  EXPECT_EQ(b.scanned_to, 40u);
+  EXPECT_TRUE(b.consumed);
+  EXPECT_EQ(p->StandingOver("g", empty), 40u);
+}
+
+TEST_P(RangeReadTest, ALeaseSurvivesARestartSoALateCommitStillMeansItsRanges) {
+  PartitionOptions o = Options();
+  o.pod = "pod-a";
+  RangeBatch a;
+  {
+    auto p = Sealed40(o);
+    ASSERT_NE(p, nullptr);
+    ASSERT_FALSE(Read(*p, "g", "pod-b", {kLow}, 1000, &a).empty());
+    ASSERT_TRUE(p->Close().ok());
+  }
+  auto p = MustOpen(o);
+  ASSERT_NE(p, nullptr);
+  // Another reader still waits for pod-b's batch (restored with the restart)...
+  EXPECT_TRUE(Read(*p, "g", "pod-c", {kLow}, 1000).empty());
+  // ...and pod-b's consumers' commit after the restart consumes exactly that range.
+  ASSERT_TRUE(p->CommitBy("g", "pod-b", Offset(a.last), /*require_lease=*/true).ok());
+  EXPECT_EQ(p->StandingOver("g", kLow), 40u);
+  EXPECT_EQ(p->StandingOver("g", kHigh), 0u);
+}
+
+TEST_P(RangeReadTest, APeersCommitWithoutABatchIsRefusedAndALocalOneIsTheWholePartition) {
+  auto p = Sealed40(Options());
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->CommitBy("g", "pod-z", Offset(10), /*require_lease=*/true).code(),
+            Status::Code::kNotFound);
+  EXPECT_EQ(p->StandingOf("g"), 0u);
+  ASSERT_TRUE(p->CommitBy("g", "pod-z", Offset(10)).ok());
+  EXPECT_EQ(p->StandingOf("g"), 10u);
+}
+
+TEST_P(RangeReadTest, AWholeBatchOutHoldsBackRangeReadsAndIsRecordedAtTheSeal) {
+  PartitionOptions o = Options();
+  o.pod = "pod-a";
+  auto p = MustOpen(o);
+  ASSERT_NE(p, nullptr);
+  ProduceKeyed(*p, 40);
+  ASSERT_EQ(Consume(*p, "g", 10).size(), 10u);  // a whole batch, read while active
+  ASSERT_TRUE(p->Seal(SealIntent{Epoch(2), "d", {}, std::nullopt}, Epoch(1)).ok());
+  ASSERT_TRUE(p->RecordWholeBatches().ok());
+  EXPECT_TRUE(Read(*p, "g", "pod-b", {kHigh}, 1000).empty()) << "the whole batch covers it";
+  ASSERT_TRUE(p->CommitBy("g", "pod-a", Offset(10)).ok());
+  EXPECT_EQ(p->StandingOf("g"), 10u);
+  auto b = Read(*p, "g", "pod-b", {kHigh}, 1000);
+  ASSERT_FALSE(b.empty());
+  EXPECT_GE(b.front().offset, 10u);
+}
+
+TEST_P(RangeReadTest, WholeReadsSkipWhatRangesConsumedFurther) {
+  auto p = MustOpen();
+  ASSERT_NE(p, nullptr);
+  ProduceKeyed(*p, 40);
+  RangeBatch a;
+  ASSERT_FALSE(Read(*p, "g", "pod-a", {kLow}, 1000, &a).empty());
+  ASSERT_TRUE(p->CommitBy("g", "pod-a", Offset(a.last)).ok());
+  auto whole = Consume(*p, "g", 1000);
+  EXPECT_EQ(Offsets(whole), KeyedOffsetsIn(kHigh, 40));
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, RangeReadTest,
+                         ::testing::Values(FsyncPolicy::kAlways, FsyncPolicy::kInterval),
+                         [](const ::testing::TestParamInfo<FsyncPolicy>& info) {
+                           return info.param == FsyncPolicy::kAlways ? std::string("Always")
+                                                                     : std::string("Interval");
+                         });
+
 TEST(ParseFsyncPolicyTest, NamesAndErrors) {
   EXPECT_EQ(*ParseFsyncPolicy("always"), FsyncPolicy::kAlways);
   EXPECT_EQ(*ParseFsyncPolicy("interval"), FsyncPolicy::kInterval);
