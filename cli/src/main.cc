@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   bench->require_subcommand(1);
   shoal::cli::RegisterBenchIngest(*bench, exit_code);
   shoal::cli::RegisterBenchPause(*bench, exit_code);
+  shoal::cli::RegisterBenchDrain(*bench, exit_code);
   shoal::cli::RegisterBenchPeers(*bench, exit_code);
   (void)shoal::InitLogging("warn");
   CLI11_PARSE(app, argc, argv);

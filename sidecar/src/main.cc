@@ -104,6 +104,10 @@ int main(int argc, char** argv) {
                  "Per partition: remove old segments past this size (0: unlimited)");
   app.add_option("--retention-ms", topic_opts.partition.retention_ms,
                  "Per partition: remove segments older than this (0: unlimited)");
+  app.add_option("--range-reads", topic_opts.range_reads,
+                 "Successors' consumers read their ranges of unconsumed ancestors at once, "
+                 "wherever those are held (true); false: a successor waits for its whole "
+                 "lineage, read by the pods that hold it (for comparison)");
   app.add_option("--redelivery-ms", topic_opts.partition.redelivery_ms,
                  "Hand events out again when their group has not committed them for this long")
       ->check(CLI::Range(int64_t{100}, int64_t{86400000}));

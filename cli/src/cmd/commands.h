@@ -15,6 +15,7 @@ void RegisterDemo(CLI::App& app, int& exit_code);
 void RegisterBenchIngest(CLI::App& bench, int& exit_code);
 void RegisterTorture(CLI::App& app, int& exit_code);
 void RegisterBenchPause(CLI::App& bench, int& exit_code);
+void RegisterBenchDrain(CLI::App& bench, int& exit_code);
 void RegisterBenchPeers(CLI::App& bench, int& exit_code);
 void RegisterLoadVerify(CLI::App& app, int& exit_code);
 void RegisterSimulate(CLI::App& app, int& exit_code);

@@ -48,8 +48,10 @@ std::vector<SuccessorGate::Read> SuccessorGate::Frontier(const PartitionMap& map
                                                          const Standing& standing,
                                                          const End& end) {
   std::vector<Read> out;
-  // Depth first along each path, with the range narrowed as in LineageConsumed. A path whose
-  // standing is not known here yet is left for later: each read found is safe on its own.
+  // Depth first along each path, with the range narrowed as in LineageConsumed. A partition
+  // whose standing is not known here yet (a peer's commits not fetched yet) counts as not
+  // consumed: reading it is safe once its own lineage is consumed (its owner hands out only what
+  // the group has not consumed), and it is never taken as consumed without knowing.
   std::function<void(const PartitionInfo&, const HashRange&)> walk =
       [&](const PartitionInfo& p, const HashRange& range) {
         for (PartitionId parent : p.parents) {
@@ -58,9 +60,9 @@ std::vector<SuccessorGate::Read> SuccessorGate::Frontier(const PartitionMap& map
           const HashRange r = Intersect(range, pi->range);
           if (Empty(r)) continue;
           const auto stands = standing(parent, group, r);
-          if (!stands) continue;
+          const uint64_t parent_end = end(*pi);
           const bool lineage_done = IsReleased(parent, group);
-          if (*stands >= end(*pi)) {
+          if (parent_end == 0 || (stands && *stands >= parent_end)) {
             if (!lineage_done) walk(*pi, r);  // consumed here; what came before may not be
           } else if (lineage_done || LineageConsumed(map, *pi, r, group, standing, end)) {
             out.push_back({pi, r});
