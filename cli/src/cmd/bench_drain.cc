@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "cmd/commands.h"
+#include "cmd/scrape.h"
 #include "shoal/client/admin_client.h"
 #include "shoal/client/raw_http.h"
 #include "shoal/client/verifier.h"
@@ -48,25 +49,6 @@ struct DrainRun {
   client::VerifyReport report;
   uint64_t read_from_peers = 0;
 };
-
-// The sum of a counter family's samples on a sidecar's /metrics.
-uint64_t CounterSum(const control::LocalSidecar& pod, const std::string& family,
-                    const std::string& label_filter) {
-  client::RawHttpConnection conn(pod.host, pod.metrics_port);
-  std::string body;
-  auto code = conn.Request("GET", "/metrics", "", &body);
-  if (!code.ok() || *code != 200) return 0;
-  double sum = 0;
-  size_t pos = 0;
-  while ((pos = body.find(family, pos)) != std::string::npos) {
-    const size_t eol = body.find('\n', pos);
-    const std::string line = body.substr(pos, eol - pos);
-    pos = eol == std::string::npos ? body.size() : eol;
-    if (line.rfind(family + "{", 0) != 0 || line.find(label_filter) == std::string::npos) continue;
-    sum += std::strtod(line.c_str() + line.rfind(' ') + 1, nullptr);
-  }
-  return static_cast<uint64_t>(sum);
-}
 
 Result<DrainRun> RunOnce(const DrainOptions& o, int k, bool range_reads) {
   char tmpl[] = "/tmp/shoal-drain-XXXXXX";
@@ -182,7 +164,11 @@ Result<DrainRun> RunOnce(const DrainOptions& o, int k, bool range_reads) {
     all.insert(all.end(), s.begin(), s.end());
   }
   for (const auto& pod : pods) {
-    run.read_from_peers += CounterSum(pod, "shoal_events_read_through_total", "from=\"peer\"");
+    for (const auto& [group, n] : SumBy(Scrape(pod.host, pod.metrics_port),
+                                        "shoal_events_read_through_total", "group",
+                                        {{"from", "peer"}})) {
+      run.read_from_peers += static_cast<uint64_t>(n);
+    }
   }
   run.report = client::Verify(acked, std::move(all));
   cleanup();

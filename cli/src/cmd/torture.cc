@@ -19,6 +19,7 @@
 #include <functional>
 
 #include "cmd/commands.h"
+#include "cmd/scrape.h"
 #include "cmd/torture_groups.h"
 #include "shoal/client/admin_client.h"
 #include "shoal/control/process.h"
@@ -52,6 +53,9 @@ struct TortureOptions {
   bool keep = false;
   int groups = 1;            // fast, slow, stop-resume, then more fast ones
   bool late_group = false;   // one more group that first reads in the middle of the run
+  // One more group that reads nothing from 5% to 60% of the run, while the partitions change,
+  // then drains the parents' backlog through their successors.
+  bool backlog_group = false;
   bool skew = false;         // most keys in two narrow ranges: most partitions stay empty
   int pauses = 0;            // SIGSTOP/SIGCONT of a sidecar, 0.5 to 3 s each
   bool rogue = false;        // a deposed coordinator that wakes with old plans
@@ -177,7 +181,7 @@ int Run(const TortureOptions& o) {
     std::cerr << "shoal torture: installing the first map: " << st.message() << "\n";
     return 1;
   }
-  const int group_count = o.groups + (o.late_group ? 1 : 0);
+  const int group_count = o.groups + (o.late_group ? 1 : 0) + (o.backlog_group ? 1 : 0);
   say("torture: " + std::to_string(o.sidecars) + " sidecars, " + std::to_string(count) +
       " partitions, " + std::to_string(group_count) + " groups, " + std::to_string(o.changes) +
       " changes, " + std::to_string(o.kills) + " kills, " + std::to_string(o.pauses) +
@@ -197,6 +201,10 @@ int Run(const TortureOptions& o) {
     groups.back()->Start(role == "slow" ? slow_rate : 0);
   }
   if (o.late_group) groups.push_back(std::make_unique<TortureGroup>("late", "late", targets));
+  if (o.backlog_group) {
+    groups.push_back(std::make_unique<TortureGroup>("backlog", "backlog", targets));
+    groups.back()->Start(0);
+  }
 
   client::LoadOptions lo;
   lo.targets = targets;
@@ -363,7 +371,8 @@ int Run(const TortureOptions& o) {
     }
   });
 
-  // The groups' schedule: stop-resume stops at 30% and resumes at 55%; late joins at 45%.
+  // The groups' schedule: stop-resume stops at 30% and resumes at 55%; late joins at 45%;
+  // backlog stops at 5% and resumes at 60%, when the parents it has not read are deep.
   std::thread scheduler([&] {
     struct Step {
       double at;
@@ -377,6 +386,9 @@ int Run(const TortureOptions& o) {
         steps.push_back({0.55, [group] { group->Start(0); }});
       } else if (group->role() == "late") {
         steps.push_back({0.45, [group] { group->Start(0); }});
+      } else if (group->role() == "backlog") {
+        steps.push_back({0.05, [group] { group->Stop(); }});
+        steps.push_back({0.60, [group] { group->Start(0); }});
       }
     }
     std::sort(steps.begin(), steps.end(), [](auto& a, auto& b) { return a.at < b.at; });
@@ -490,6 +502,21 @@ int Run(const TortureOptions& o) {
     total.duplicated += reports.back().duplicated;
     total.unacked_seen += reports.back().unacked_seen;
   }
+  // How much each group read through successors, from ancestors held here or by peers (the
+  // sidecars' counters since their last start: a killed one's count before its kill is gone).
+  std::map<std::string, std::map<std::string, double>> read_through;  // group -> from -> events
+  for (auto& p : pods) {
+    const auto samples = Scrape(p.host, p.metrics_port);
+    for (const char* from : {"local", "peer"}) {
+      for (const auto& [g, n] : SumBy(samples, "shoal_events_read_through_total", "group",
+                                      {{"from", from}})) {
+        read_through[g][from] += n;
+      }
+    }
+  }
+  auto through = [&](const std::string& g, const char* from) {
+    return static_cast<uint64_t>(read_through[g][from]);
+  };
   {
     // The control plane's change metrics, as the operator will export them.
     std::ofstream m(dir + "/change-metrics.prom");
@@ -524,6 +551,8 @@ int Run(const TortureOptions& o) {
              ",\"duplicated\":" + std::to_string(r.duplicated) +
              ",\"unacked_seen\":" + std::to_string(r.unacked_seen) +
              ",\"before_join\":" + std::to_string(r.before_join) +
+             ",\"read_through_local\":" + std::to_string(through(groups[i]->name(), "local")) +
+             ",\"read_through_peer\":" + std::to_string(through(groups[i]->name(), "peer")) +
              ",\"consumer_starts\":" + std::to_string(groups[i]->instances()) +
              ",\"committed_at_stop\":" + (groups[i]->committed_all() ? "true" : "false") +
              ",\"examples\":[";
@@ -583,7 +612,9 @@ int Run(const TortureOptions& o) {
     for (const auto& [k, v] : by_kind) std::cout << "write pause " << k << ": " << Stats(v) << "\n";
     for (size_t i = 0; i < groups.size(); ++i) {
       std::cout << "group " << groups[i]->name() << " (" << groups[i]->role()
-                << "): " << reports[i].ToText() << "\n";
+                << "): " << reports[i].ToText() << "; read through successors "
+                << through(groups[i]->name(), "local") << " from ancestors on their own pod, "
+                << through(groups[i]->name(), "peer") << " from peers\n";
     }
     for (const auto& v : violations) std::cout << "VIOLATION: " << v << "\n";
     std::cout << (ok ? "torture ok" : "torture FAILED") << std::endl;
@@ -611,6 +642,9 @@ void RegisterTorture(CLI::App& app, int& exit_code) {
                   "Consumer groups: fast, slow (40% of the rate), stop-resume, then more fast")
       ->check(CLI::Range(1, 16));
   cmd->add_flag("--late-group", o->late_group, "One more group that joins in the middle");
+  cmd->add_flag("--backlog-group", o->backlog_group,
+                "One more group that reads nothing from 5% to 60% of the run, then drains the "
+                "parents' backlog through their successors");
   cmd->add_flag("--skew", o->skew, "Most keys in two narrow ranges (most partitions stay empty)");
   cmd->add_flag("--rogue-coordinator", o->rogue,
                 "A deposed coordinator that wakes with old plans and replays them");
