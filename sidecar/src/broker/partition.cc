@@ -625,6 +625,7 @@ bool Partition::WholeBatchOut(const std::string& group, uint64_t low) const {
 std::vector<HashRange> Partition::HeldByOthers(const std::string& group,
                                                const std::string& reader, int64_t now) const {
   std::vector<HashRange> held;
+  if (!commits_->HasLeases(group)) return held;
   for (const auto& [other, lease] : commits_->LeasesOf(group)) {
     if (other == reader || !LeaseHolds(group, lease, now)) continue;
     held.insert(held.end(), lease.ranges.begin(), lease.ranges.end());
@@ -855,7 +856,7 @@ Result<size_t> Partition::ReadForGroup(const std::string& group, size_t max, siz
   c.progress_ms = clock_.NowMs();  // the redelivery timer runs from the hand-out
   // Parts of the range consumed further (read through ranges before) skip what they consumed.
   std::optional<RangeStanding> per_point;
-  if (auto st = commits_->Standing(group); st && !st->raised().empty()) per_point = std::move(st);
+  if (commits_->HasRaised(group)) per_point = commits_->Standing(group);
   bool comma = comma_first;
   size_t n = 0;
   for (const auto& r : batch.records) {

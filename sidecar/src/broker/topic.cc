@@ -357,15 +357,16 @@ Result<size_t> Topic::Consume(const std::string& group, size_t max, std::string*
 }
 
 bool Topic::RemoteReadDue(const std::string& group, PartitionId id, int64_t now) {
-  // An empty or failed answer is tried again after this long (the ranges may be held by another
-  // reader's batch for a while, or the owner is restarting).
-  constexpr int64_t kRetryMs = 100;
+  // An empty answer is tried again after this long (the ranges may be held by another reader's
+  // batch for a while); a failed one after longer (the owner is restarting, or paused: each try
+  // may wait for the forward timeout).
+  constexpr int64_t kRetryMs = 100, kRetryFailedMs = 1000;
   MutexLock lock(remote_mu_);
   auto it = remote_reads_.find({group, id});
   if (it == remote_reads_.end()) return true;
   const RemoteRead& r = it->second;
   if (r.out) return now - r.at_ms > opts_.partition.redelivery_ms;
-  return !r.idle || now - r.at_ms >= kRetryMs;
+  return !r.idle || now - r.at_ms >= (r.failed ? kRetryFailedMs : kRetryMs);
 }
 
 size_t Topic::ReadRemote(const std::string& group, const ReadJob& job, size_t max,
@@ -382,8 +383,10 @@ size_t Topic::ReadRemote(const std::string& group, const ReadJob& job, size_t ma
         "group={} owner={} reason=\"{}\"",
         job.id.value(), group, job.peer.admin, answer.status().message());
     r.idle = true;
+    r.failed = true;
     return 0;
   }
+  r.failed = false;
   if (answer->batch.count == 0) {
     r.idle = true;
     return 0;

@@ -350,7 +350,8 @@ class Topic {
     bool out = false;
     uint64_t last = 0;  // one past the batch's last event
     int64_t at_ms = 0;
-    bool idle = false;  // the last answer held nothing (or failed): wait a little
+    bool idle = false;    // the last answer held nothing (or failed): wait a little
+    bool failed = false;  // it failed: wait longer
   };
   std::map<std::pair<std::string, PartitionId>, RemoteRead> remote_reads_ GUARDED_BY(remote_mu_);
   // Some local successor reads a remote ancestor: the peer ticker wakes parked consumers so

@@ -72,6 +72,13 @@ void DataFrontend::Close() {
   }
   wait_cv_.notify_all();
   if (poller_.joinable()) poller_.join();
+  {
+    // Consumes served on the pool finish (and answer) before the listener closes; bounded.
+    std::unique_lock<std::mutex> lock(wait_mu_);
+    served_cv_.wait_for(lock, std::chrono::seconds(5), [this] { return serving_ == 0; });
+    for (auto& w : waiters_) Answer(w.request, "consume", 200, "{\"events\":[]}");
+    waiters_.clear();
+  }
   if (listener_) {
     try {
       listener_->close().wait();
@@ -300,6 +307,12 @@ void DataFrontend::PollLoop() {
         keep.push_back(std::move(w));
         continue;
       }
+      if (!stopping) {
+        // Served on the pool: a consume may read an ancestor's range from its owner, and a
+        // slow or paused owner must not hold up every other parked consumer.
+        Serve(std::move(w));
+        continue;
+      }
       std::string out;
       auto n = topic_.Consume(w.group, w.max, &out);
       if (!n.ok()) {
@@ -323,6 +336,36 @@ void DataFrontend::PollLoop() {
       return;
     }
   }
+}
+
+void DataFrontend::Serve(Waiter w) {
+  {
+    std::lock_guard<std::mutex> lock(wait_mu_);
+    ++serving_;
+  }
+  auto waiter = std::make_shared<Waiter>(std::move(w));
+  pplx::create_task([this, waiter] {
+    std::string out;
+    auto n = topic_.Consume(waiter->group, waiter->max, &out);
+    const auto now = std::chrono::steady_clock::now();
+    std::unique_lock<std::mutex> lock(wait_mu_);
+    if (!n.ok()) {
+      lock.unlock();
+      Fail(waiter->request, "consume", n.status());
+    } else if (*n > 0 || stopping_ || now >= waiter->deadline) {
+      lock.unlock();
+      Answer(waiter->request, "consume", 200, std::move(out));
+    } else {
+      // Another request of the group took them first, or a peer had nothing yet: parked again,
+      // and the poller looks at its deadline.
+      waiters_.push_back(std::move(*waiter));
+      data_ = true;
+      lock.unlock();
+      wait_cv_.notify_one();
+    }
+    lock.lock();
+    if (--serving_ == 0) served_cv_.notify_all();
+  });
 }
 
 void DataFrontend::HandleCommit(const http_request& req) {

@@ -62,6 +62,8 @@ class DataFrontend {
   void HandleConsume(const web::http::http_request& req);
   void HandleCommit(const web::http::http_request& req);
   void PollLoop();
+  // Consumes for a parked request on the pool and answers it, or parks it again.
+  void Serve(Waiter w);
   // The task completes once the answer is sent (or could not be).
   pplx::task<void> Answer(const web::http::http_request& req, const std::string& endpoint, int code,
                           std::string body);
@@ -79,6 +81,8 @@ class DataFrontend {
   std::list<Waiter> waiters_;  // guarded by wait_mu_
   bool data_ = false;          // guarded by wait_mu_
   bool stopping_ = false;      // guarded by wait_mu_
+  int serving_ = 0;            // guarded by wait_mu_: Serve tasks not finished
+  std::condition_variable served_cv_;
   std::thread poller_;
 };
 

@@ -340,6 +340,18 @@ std::optional<ReadLease> CommitStore::Lease(const std::string& group,
   return it->second;
 }
 
+bool CommitStore::HasLeases(const std::string& group) const {
+  MutexLock lock(mu_);
+  auto g = leases_.find(group);
+  return g != leases_.end() && !g->second.empty();
+}
+
+bool CommitStore::HasRaised(const std::string& group) const {
+  MutexLock lock(mu_);
+  auto it = standings_.find(group);
+  return it != standings_.end() && !it->second.raised().empty();
+}
+
 std::map<std::string, ReadLease> CommitStore::LeasesOf(const std::string& group) const {
   MutexLock lock(mu_);
   auto g = leases_.find(group);

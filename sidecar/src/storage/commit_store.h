@@ -81,6 +81,10 @@ class CommitStore {
   // Records the lease of `group` for `lease.reader`, replacing the one before.
   Status PutLease(const std::string& group, const ReadLease& lease, bool sync);
   std::optional<ReadLease> Lease(const std::string& group, const std::string& reader) const;
+  // Cheap questions for the read path (no copy): whether `group` has leases, and whether some
+  // part of its range stands above the rest.
+  bool HasLeases(const std::string& group) const;
+  bool HasRaised(const std::string& group) const;
   // The leases of `group`, by reader.
   std::map<std::string, ReadLease> LeasesOf(const std::string& group) const;
   // Every lease, by group and reader.
