@@ -368,6 +368,7 @@ class Run {
     out->decisions = decisions_;
     out->verify = client::Verify(acked, std::move(seen));
     out->command = o_.command;
+    out->announced = o_.scheduled_sale;
     return Status::Ok();
   }
 

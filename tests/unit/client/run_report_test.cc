@@ -310,7 +310,9 @@ TEST(RunReportCompare, DynamicWinsTheTradeOff) {
   EXPECT_NE(md.find("| run | partitions (min-max) | pods (min-max) | lag at peak |"),
             std::string::npos);
   const std::string dynamic = LineWith(md, "[dynamic](chart-dynamic.svg)");
-  EXPECT_NE(dynamic.find("| 2-16 | 1-8 | 8,000 | 4.0 | 0 | 0 | 1,312 | 656 |"), std::string::npos)
+  EXPECT_NE(dynamic.find("| 2-16 | 1-8 | 8,000 | 16.0 s after the surge began | 64,000 | 4.0 | 0 | "
+                         "0 | 1,312 | 656 |"),
+            std::string::npos)
       << dynamic;
   EXPECT_NE(LineWith(md, "[static-peak](chart-static-peak.svg)").find("| 16-16 |"),
             std::string::npos);
@@ -331,6 +333,35 @@ TEST(RunReportCompare, DynamicWinsTheTradeOff) {
   EXPECT_NE(grows.find("ratio 7.50 (0 at the surge's start, 60,000 at its end"), std::string::npos)
       << grows;
   EXPECT_NE(grows.find("FAIL"), std::string::npos) << grows;
+}
+
+TEST(RunReportCompare, AnUnannouncedSurgeIsJudgedByHowFastItsBacklogGoes) {
+  RunSummary dyn = FlashSale();
+  dyn.announced = false;
+  const RunFigures f = ComputeFigures(dyn);
+  EXPECT_DOUBLE_EQ(f.lag_event_seconds, 64000);  // 8,000 up and back down, a second a step
+  EXPECT_DOUBLE_EQ(f.lag_back_under_s, 16);       // 0 at t=76, the surge began at 60
+  std::string md = CompareMarkdown({GrowingLag(), StaticPeak(16, 5000), dyn});
+  EXPECT_EQ(LineWith(md, "grows through the surge"), "") << "an announced surge's check";
+  EXPECT_EQ(LineWith(md, "no worse than twice"), "") << "an announced surge's check";
+  const std::string peak = LineWith(md, "at most half static-baseline's");
+  EXPECT_NE(peak.find("ratio 0.07 (8,000 / 119,000 events)"), std::string::npos) << peak;
+  EXPECT_NE(peak.find("PASS"), std::string::npos) << peak;
+  const std::string back = LineWith(md, "back under 1,000 events within 35 s");
+  EXPECT_NE(back.find("16.0 s after the surge began"), std::string::npos) << back;
+  EXPECT_NE(back.find("PASS"), std::string::npos) << back;
+  const std::string area = LineWith(md, "event-seconds of lag are at most 15%");
+  EXPECT_NE(area.find("(64,000 / 7,140,000 event-seconds)"), std::string::npos) << area;
+  EXPECT_NE(area.find("PASS"), std::string::npos) << area;
+  EXPECT_NE(LineWith(md, "at most half the partition-seconds"), "") << "kept for both";
+  // A lag that never comes back under 1,000 fails, and so does one as high as the baseline's.
+  for (auto& s : dyn.samples) s.lag = s.t >= 60 ? 119000 : 0;
+  md = CompareMarkdown({GrowingLag(), StaticPeak(16, 5000), dyn});
+  EXPECT_NE(LineWith(md, "back under 1,000 events within 35 s").find("never back under"),
+            std::string::npos);
+  EXPECT_NE(LineWith(md, "back under 1,000 events within 35 s").find("FAIL"), std::string::npos);
+  EXPECT_NE(LineWith(md, "at most half static-baseline's").find("FAIL"), std::string::npos);
+  EXPECT_NE(LineWith(md, "event-seconds of lag are at most 15%").find("FAIL"), std::string::npos);
 }
 
 TEST(RunReportCompare, TheBaselineLeftBehindPassesOnlyWhenItsLagGrew) {
