@@ -24,6 +24,8 @@
 //    trend (RisingTrend) and the time this platform takes to change the map and to start a pod,
 //    learned from the loop's own history (LeadTimes). It only ever adds to what the present rate
 //    asks for; it never shrinks anything.
+// Decide runs its stages in order, each a function over one DecideInputs with its own table
+// test (policy_stages.h).
 // Values and a const function; LoadHistory is a value owned by the control loop.
 #pragma once
 
