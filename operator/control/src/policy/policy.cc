@@ -89,6 +89,17 @@ void LoadHistory::SetHorizon(std::chrono::seconds horizon) {
 void LoadHistory::Add(const Observation& o) {
   if (!first_at_) first_at_ = o.at;
   for (const auto& [pod, most] : o.max_partitions) max_partitions_[pod] = most;
+  for (const auto& [pod, groups] : o.consumers) {
+    for (const auto& [group, c] : groups) {
+      if (!(c.delivered_rate > 0) || c.backlog < kSaturatedBacklogEvents ||
+          static_cast<double>(c.backlog) < kSaturatedBacklogSeconds * c.delivered_rate) {
+        continue;
+      }
+      auto& kept = saturated_[group];
+      kept.push_back(c.delivered_rate);
+      while (kept.size() > kCapacityKept) kept.pop_front();
+    }
+  }
   Sample s;
   s.at = o.at;
   s.complete = o.complete();
@@ -162,6 +173,16 @@ void LoadHistory::RecordChange(std::chrono::duration<double> took) {
 
 void LoadHistory::RecordPodStart(std::chrono::duration<double> took) {
   Keep(pod_start_s_, std::max(0.0, took.count()));
+}
+
+std::optional<LoadHistory::ConsumerCapacity> LoadHistory::consumer_capacity() const {
+  std::optional<ConsumerCapacity> out;
+  for (const auto& [group, kept] : saturated_) {
+    const double median = Median({kept.begin(), kept.end()});
+    if (out && out->per_pod <= median) continue;
+    out = ConsumerCapacity{median, static_cast<uint32_t>(kept.size()), group};
+  }
+  return out;
 }
 
 LoadHistory::LeadTimes LoadHistory::lead_times() const {
@@ -651,8 +672,9 @@ Prediction Predict(const DecideInputs& in, const CurrentLoad& load) {
     if (seen_before) e = std::min(e, earlier_peak);
     return std::min(e, kMaxPredictedFactor * total_rate);
   };
-  // Pods a rate needs: by partitions per replica, and by the consumers' measured capacity at
-  // their CPU target.
+  // Pods a rate needs: by partitions per replica, by the consumers' CPU at their target, and by
+  // what one pod's consumers were measured to take.
+  const auto capacity = in.history.consumer_capacity();
   auto pods_for = [&](double rate) {
     uint32_t n = CeilDiv(std::min(CeilDiv(rate, in.target), in.pmax), in.per_replica);
     const auto& last = samples.back();
@@ -660,6 +682,7 @@ Prediction Predict(const DecideInputs& in, const CurrentLoad& load) {
       const double per_pod = last.total_rate / (last.cpu_pods * *last.cpu);
       n = std::max(n, CeilDiv(rate, per_pod * in.cpu_target));
     }
+    if (capacity) n = std::max(n, CeilDiv(rate, capacity->per_pod));
     return std::min(n, in.rmax);
   };
   const double pods_lead = lt.change_s + lt.pod_start_s;
@@ -770,6 +793,22 @@ LagPods PodsForLag(const DecideInputs& in, double factor) {
   out.pods = std::max(in.replicas + 1, CeilDiv(last.total_rate * factor, per_pod * in.cpu_target));
   out.why = "consumer lag " + Num(static_cast<double>(last.max_lag)) + " above its target " +
             Num(static_cast<double>(in.spec.scaling.consumer_lag_events)) + " and growing";
+  return out;
+}
+
+CapacityPods PodsForCapacity(const DecideInputs& in, double rate) {
+  CapacityPods out;
+  const auto capacity = in.history.consumer_capacity();
+  if (!capacity || !(capacity->per_pod > 0)) return out;
+  out.pods = CeilDiv(rate, capacity->per_pod);
+  // Within the tolerance of what the pods in place take: as many as now.
+  if (out.pods > in.replicas && rate <= in.replicas * capacity->per_pod * (1 + in.up_tol)) {
+    out.pods = in.replicas;
+  }
+  out.why = Num(rate) + " ev/s to consume: " + std::to_string(out.pods) + " pods at " +
+            Num(capacity->per_pod) + " ev/s per pod measured (" +
+            std::to_string(capacity->samples) + " saturated samples of group " + capacity->group +
+            ")";
   return out;
 }
 
@@ -1001,8 +1040,8 @@ PodsPlan SizePods(const DecideInputs& in, const PodsAsked& asked, const SplitPla
     per_replica = std::min(per_replica, std::max<uint32_t>(1, most / 2));  // with sealed parents
   }
   auto by_partitions = [&](uint32_t parts) { return CeilDiv(parts, per_replica); };
-  uint32_t up =
-      std::max({by_partitions(after), asked.cpu, asked.lag, asked.predicted, asked.scheduled});
+  uint32_t up = std::max({by_partitions(after), asked.cpu, asked.lag, asked.predicted,
+                          asked.scheduled, asked.capacity.pods});
   if (split.room_limited) {
     // The pieces the pods could not open go to new pods: enough of them for what was wanted.
     const uint32_t wanted = std::min(split.wanted, in.pmax);
@@ -1015,9 +1054,13 @@ PodsPlan SizePods(const DecideInputs& in, const PodsAsked& asked, const SplitPla
     want = up;
   } else if (may_shrink) {
     uint32_t peak_rec = std::max(by_partitions(after), asked.scheduled);
+    const auto capacity = in.history.consumer_capacity();
     for (const auto& s : samples) {
       if (s.at < in.since) continue;
       peak_rec = std::max(peak_rec, CpuReplicas(in, s));
+      if (capacity && capacity->per_pod > 0) {
+        peak_rec = std::max(peak_rec, CeilDiv(s.total_rate, capacity->per_pod * (1 - in.down_tol)));
+      }
     }
     if (peak_rec < replicas) want = peak_rec;
   }
@@ -1030,6 +1073,7 @@ PodsPlan SizePods(const DecideInputs& in, const PodsAsked& asked, const SplitPla
         "replicas " + std::to_string(replicas) + " -> " + std::to_string(want) + ": " +
         std::to_string(after) + " partitions at " + std::to_string(per_replica) + " per replica" +
         (per_replica < in.per_replica ? " (what the pods' open-files limits allow)" : "");
+    if (asked.capacity.pods > by_partitions(after)) r += ", " + asked.capacity.why;
     if (asked.cpu > by_partitions(after) && samples.back().cpu) {
       r += ", consumer CPU " + Num(*samples.back().cpu * 100) + "% against " +
            std::to_string(in.spec.scaling.cpu_utilization_percent) + "%";
@@ -1054,12 +1098,13 @@ Decision Decide(const DecideInputs& in) {
   d.hot_keys = std::move(needs.hot_keys);
   const LagPods lag = PodsForLag(in, predicted.factor);
   const uint32_t cpu_now = PodsForCpu(in, predicted.factor);
+  const CapacityPods capacity = PodsForCapacity(in, load.total_rate * predicted.factor);
   // Scheduled capacity: while a window is in progress, or from when it must be prepared (its
   // readySeconds before the start, less what a change and a pod start take here), at least its
   // partitions and pods, whatever the load.
   const Scheduled scheduled = in.wall ? ScheduledFloor(in.spec, in.history, *in.wall) : Scheduled{};
   const uint32_t floor =
-      std::max(std::min(std::max({cpu_now, lag.pods, scheduled.replicas}), in.rmax),
+      std::max(std::min(std::max({cpu_now, lag.pods, scheduled.replicas, capacity.pods}), in.rmax),
                std::min(scheduled.partitions, in.pmax));
   SplitPlan split = PlaceSplits(in, load, needs.extra, floor);
   d.splits = std::move(split.splits);
@@ -1078,7 +1123,8 @@ Decision Decide(const DecideInputs& in) {
                                  {.cpu = cpu_now,
                                   .lag = lag.pods,
                                   .predicted = predicted.pods,
-                                  .scheduled = scheduled.replicas},
+                                  .scheduled = scheduled.replicas,
+                                  .capacity = capacity},
                                  split, after, blocked.empty());
   if (pods.kind) d.kinds.push_back(*pods.kind);
   d.partitions = after;

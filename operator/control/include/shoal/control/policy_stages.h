@@ -5,8 +5,9 @@
 //                       and the arrival trend
 //   2. Predict          on a rising trend, the rate expected once a change could take effect
 //   3. WantSplits       how many pieces each partition's rate asks for; hot keys
-//   4. PodsForCpu, PodsForLag
-//                       the pods the consumers' CPU and a growing lag ask for now
+//   4. PodsForCpu, PodsForLag, PodsForCapacity
+//                       the pods the consumers' CPU, a growing lag and what one pod's consumers
+//                       were measured to take ask for now
 //      ScheduledFloor   (policy.h) what the schedules hold
 //   5. PlaceSplits      the pieces within the cap, the step limit and the owners' room
 //   6. ScaleDownBlocked why nothing may shrink now
@@ -112,6 +113,15 @@ struct LagPods {
 // `factor`) at the rate the pods consume now per pod at the CPU target, and at least one more.
 LagPods PodsForLag(const DecideInputs& in, double factor);
 
+struct CapacityPods {
+  uint32_t pods = 0;  // 0: the consumers' capacity is not measured yet
+  std::string why;
+};
+// Pods for consumers to take `rate` events/s at what one pod's consumers were measured to take
+// (LoadHistory::consumer_capacity): ceil(rate / per pod), no more than now while the rate is
+// within the tolerance of what the pods in place take.
+CapacityPods PodsForCapacity(const DecideInputs& in, double rate);
+
 // 5. Where the pieces go.
 struct SplitPlan {
   std::vector<SplitDecision> splits;
@@ -146,6 +156,7 @@ MergePlan PlaceMerges(const DecideInputs& in, const CurrentLoad& load, const Sch
 // 8. Consumer pods.
 struct PodsAsked {  // what the load asks for now, on the scale-up side
   uint32_t cpu = 0, lag = 0, predicted = 0, scheduled = 0;
+  CapacityPods capacity{};
 };
 struct PodsPlan {
   uint32_t replicas = 0;
@@ -154,7 +165,9 @@ struct PodsPlan {
 };
 // Up at once to the most that `asked` or the partitions (per replica, no more than the tightest
 // pod can hold open) ask for; down, when `may_shrink`, to the highest recommendation of the
-// scale-down window; within the replica bounds and never above the partitions.
+// scale-down window (partitions, schedules, and per observation its CPU and its rate at the
+// measured capacity less the tolerance); within the replica bounds and never above the
+// partitions.
 PodsPlan SizePods(const DecideInputs& in, const PodsAsked& asked, const SplitPlan& split,
                   uint32_t after, bool may_shrink);
 

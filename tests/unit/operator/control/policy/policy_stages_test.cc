@@ -290,6 +290,46 @@ INSTANTIATE_TEST_SUITE_P(
                 0}),
     CaseName());
 
+struct CapacityPodsCase {
+  const char* name;
+  double per_pod;  // measured; 0: not measured
+  double rate;
+  uint32_t replicas;
+  uint32_t expect;
+};
+
+using PodsForCapacityTest = ::testing::TestWithParam<CapacityPodsCase>;
+
+TEST_P(PodsForCapacityTest, TheRateOverWhatAPodsConsumersTake) {
+  const CapacityPodsCase& c = GetParam();
+  const TopicSpec spec = BaseSpec();  // tolerance 10%
+  const PartitionMap map = Initial(8);
+  LoadHistory h(seconds(300));
+  Observation o = Observe(map, 0, [](uint32_t) { return 1000.0; });
+  if (c.per_pod > 0) o.consumers["orders-0"]["g"] = {c.per_pod, 100000};
+  h.Add(o);
+  const DecideInputs in(spec, h, map, c.replicas, At(0));
+  const CapacityPods pods = PodsForCapacity(in, c.rate);
+  EXPECT_EQ(pods.pods, c.expect);
+  if (c.expect == 0) {
+    EXPECT_THAT(pods.why, IsEmpty());
+  } else {
+    EXPECT_THAT(pods.why, HasSubstr("ev/s per pod measured (1 saturated samples of group g)"));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, PodsForCapacityTest,
+    ::testing::Values(CapacityPodsCase{"not_measured", 0, 5000, 1, 0},
+                      CapacityPodsCase{"five_pods", 1000, 5000, 1, 5},
+                      CapacityPodsCase{"rounds_up", 1000, 5001, 1, 6},
+                      CapacityPodsCase{"within_the_tolerance_of_the_pods_in_place", 1000, 2150, 2,
+                                       2},
+                      CapacityPodsCase{"beyond_it", 1000, 2250, 2, 3},
+                      // Fewer than now: the pods in place stay unless the window lets them go.
+                      CapacityPodsCase{"fewer_than_now", 1000, 1500, 4, 2}),
+    CaseName());
+
 // ---------------------------------------------------------------------------------------------
 // 5. PlaceSplits
 

@@ -11,8 +11,10 @@
 #include <functional>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "policy_fixtures.h"
@@ -39,6 +41,8 @@ PartitionLoad HotKey(uint32_t id, double rate, const HashRange& range, uint32_t 
   l.top_share = share;
   return l;
 }
+
+uint32_t CeilDivForTest(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 
 uint32_t Pieces(const Decision& d) {
   uint32_t n = 0;
@@ -991,6 +995,133 @@ TEST(LoadHistoryTest, LeadTimesAreTheMedianOfTheLastMeasuredAndAPriorUntilThen) 
   // Only the last few count: the platform got slower.
   for (int i = 0; i < 20; ++i) h.RecordPodStart(std::chrono::duration<double>(40));
   EXPECT_EQ(h.lead_times().pod_start_s, 40.0);
+}
+
+// What one pod's consumers take, learned from observations in which they had more to read
+// than they took.
+struct CapacityCase {
+  const char* name;
+  // Per observation: (pod, group, delivered ev/s, backlog served), in order.
+  std::vector<std::tuple<std::string, std::string, double, uint64_t>> seen;
+  std::optional<double> expect;  // per pod
+  const char* expect_group = "g";
+};
+
+void PrintTo(const CapacityCase& c, std::ostream* os) { *os << c.name; }
+
+class ConsumerCapacityTest : public ::testing::TestWithParam<CapacityCase> {};
+
+TEST_P(ConsumerCapacityTest, IsTheMedianOfSaturatedSamplesOfTheSlowestGroup) {
+  const CapacityCase& c = GetParam();
+  LoadHistory h(seconds(30));
+  int64_t t = 0;
+  for (const auto& [pod, group, delivered, backlog] : c.seen) {
+    Observation o;
+    o.at = At(t);
+    t += 100;  // far apart: samples outlive the horizon
+    o.consumers[pod][group] = {delivered, backlog};
+    h.Add(o);
+  }
+  const auto capacity = h.consumer_capacity();
+  ASSERT_EQ(capacity.has_value(), c.expect.has_value());
+  if (!c.expect) return;
+  EXPECT_DOUBLE_EQ(capacity->per_pod, *c.expect);
+  EXPECT_EQ(capacity->group, c.expect_group);
+}
+
+std::vector<std::tuple<std::string, std::string, double, uint64_t>> Repeated(size_t n,
+                                                                             double delivered) {
+  return std::vector<std::tuple<std::string, std::string, double, uint64_t>>(
+      n, {"orders-0", "g", delivered, 100000});
+}
+
+std::vector<std::tuple<std::string, std::string, double, uint64_t>> SlowThenFast() {
+  auto seen = Repeated(20, 500);
+  for (const auto& s : Repeated(LoadHistory::kCapacityKept, 1000)) seen.push_back(s);
+  return seen;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, ConsumerCapacityTest,
+    ::testing::Values(
+        CapacityCase{"unmeasured", {}, std::nullopt},
+        // 50 events waiting at 500 ev/s are in flight, not a wait.
+        CapacityCase{"keeping_up_is_no_measurement", {{"orders-0", "g", 500, 50}}, std::nullopt},
+        CapacityCase{"saturated", {{"orders-0", "g", 1000, 4000}}, 1000},
+        // Pods waiting for parents-first take nothing: no sample.
+        CapacityCase{"a_pod_that_takes_nothing", {{"orders-1", "g", 0, 50000}}, std::nullopt},
+        // 50 events are more than 2 s at 10 ev/s, but too few to tell a wait.
+        CapacityCase{"a_tiny_backlog", {{"orders-0", "g", 10, 50}}, std::nullopt},
+        CapacityCase{"median_over_pods_and_time",
+                     {{"orders-0", "g", 900, 5000},
+                      {"orders-1", "g", 1100, 5000},
+                      {"orders-2", "g", 3000, 7000},
+                      {"orders-0", "g", 1000, 5000}},
+                     1050},
+        CapacityCase{"the_slowest_group",
+                     {{"orders-0", "g", 1000, 5000}, {"orders-0", "h", 400, 5000}},
+                     400,
+                     "h"},
+        CapacityCase{"only_the_last_few", SlowThenFast(), 1000}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// The unannounced flash sale of `shoal up` (issue: the first decision asked for 3 pods where the
+// consumers' ~1,000 ev/s per pod needed 5): 500 ev/s over 2 partitions, then 5,000 at once, one
+// pod whose consumers take 1,000 ev/s and fall behind. The first decision sizes the pods from
+// what they were seen to take; unmeasured, it falls back to partitions per replica.
+TEST(DecideTest, AStepSizesPodsOnTheFirstDecisionFromWhatAPodsConsumersTake) {
+  TopicSpec spec = BaseSpec();
+  spec.scaling.events_per_second_per_partition = 500;
+  spec.replicas.max = 10;
+  spec.partitions.max = 32;
+  spec.scale_up.stabilization_window_seconds = 5;
+  const PartitionMap map = Initial(2);
+  for (const bool measured : {true, false}) {
+    SCOPED_TRACE(measured ? "measured" : "unmeasured");
+    LoadHistory h(seconds(65));
+    uint64_t backlog = 0;
+    for (int64_t t = 0; t <= 32; ++t) {
+      const double rate = t <= 30 ? 500 : 5000;
+      Observation o = Observe(map, t, [&](uint32_t) { return rate / 2; });
+      const double taken = std::min(rate, 1000.0);
+      backlog += static_cast<uint64_t>(rate - taken);
+      if (measured) o.consumers["orders-0"]["g"] = {taken, backlog + 40};
+      h.Add(o);
+    }
+    const Decision d = Decide(spec, h, map, 1, At(32));
+    ExpectWellFormed(d, map);
+    EXPECT_GE(d.partitions, 10u) << d.reason;
+    if (measured) {
+      EXPECT_EQ(d.replicas, 5u) << d.reason;
+      EXPECT_THAT(d.reason, HasSubstr("5,000 ev/s to consume: 5 pods at 1,000 ev/s per pod "
+                                      "measured (2 saturated samples of group g)"));
+    } else {
+      EXPECT_EQ(d.replicas, CeilDivForTest(d.partitions, 4)) << d.reason;
+    }
+  }
+}
+
+// Pods come down only to what the window's peak rate needs at the measured capacity (less the
+// tolerance), though the partitions alone would allow fewer; and go up to it at once.
+TEST(DecideTest, PodsFollowTheWindowsRateAtTheMeasuredCapacity) {
+  TopicSpec spec = BaseSpec();           // 5,000 ev/s per partition, 4 per replica, window 30 s
+  spec.partitions.min = 16;              // no merges: only pods are under test
+  const PartitionMap map = Initial(16);  // by partitions: 4 pods
+  LoadHistory h(seconds(120));
+  for (int64_t t = 0; t <= 60; ++t) {
+    Observation o = Observe(map, t, [](uint32_t) { return 500.0; });  // 8,000 in all
+    // Early on the consumers fell behind at 1,000 ev/s per pod.
+    if (t < 10) o.consumers["orders-" + std::to_string(t % 3)]["g"] = {1000, 20000};
+    h.Add(o);
+  }
+  // 8,000 / (1,000 x 0.9): 9 pods.
+  const Decision down = Decide(spec, h, map, 12, At(60));
+  EXPECT_EQ(down.replicas, 9u) << down.reason;
+  EXPECT_THAT(down.kinds, ElementsAre(DecisionKind::kPodsDown));
+  // 8,000 / 1,000: 8 pods, from 3 at once.
+  const Decision up = Decide(spec, h, map, 3, At(60));
+  EXPECT_EQ(up.replicas, 8u) << up.reason;
+  EXPECT_THAT(up.reason, HasSubstr("8,000 ev/s to consume: 8 pods at 1,000 ev/s per pod"));
 }
 
 TEST(DecideTest, OnARampPredictionSizesPartitionsAndPodsAheadAndSaysWhy) {
