@@ -774,6 +774,9 @@ LagPods PodsForLag(const DecideInputs& in, double factor) {
   LagPods out;
   const auto& samples = in.history.samples();
   if (samples.empty() || samples.back().max_lag <= in.spec.scaling.consumer_lag_events) return out;
+  // Once what a pod's consumers take is measured, ConsumeDemand and PodsForCapacity size for the
+  // backlog from it; the lag's growth is only a rough guess at it.
+  if (in.history.consumer_capacity()) return out;
   // Lag above its target and still growing over the last few seconds: consumers fall behind.
   const auto& last = samples.back();
   const LoadHistory::Sample* before = nullptr;
@@ -793,6 +796,25 @@ LagPods PodsForLag(const DecideInputs& in, double factor) {
   out.pods = std::max(in.replicas + 1, CeilDiv(last.total_rate * factor, per_pod * in.cpu_target));
   out.why = "consumer lag " + Num(static_cast<double>(last.max_lag)) + " above its target " +
             Num(static_cast<double>(in.spec.scaling.consumer_lag_events)) + " and growing";
+  return out;
+}
+
+Demand ConsumeDemand(const DecideInputs& in, const CurrentLoad& load, double factor) {
+  Demand out;
+  out.arrival = load.total_rate * factor;
+  const auto& samples = in.history.samples();
+  if (samples.empty()) return out;
+  const uint64_t lag = samples.back().total_lag;
+  const uint64_t target = in.spec.scaling.consumer_lag_events;
+  if (lag <= target) return out;
+  // A split divides a parent's unread events among the successors by hash range, as it divides
+  // the arrivals: the backlog is sized for as arrivals of lag / drainSeconds more.
+  const double seconds = std::max<uint32_t>(1, in.spec.scaling.drain_seconds);
+  out.backlog = lag;
+  out.drain = static_cast<double>(lag) / seconds;
+  out.why = "backlog " + Num(static_cast<double>(lag)) + " to drain in " + Num(seconds) + " s: +" +
+            Num(out.drain) + " ev/s (consumer lag above its target " +
+            Num(static_cast<double>(target)) + ")";
   return out;
 }
 
@@ -1093,12 +1115,15 @@ Decision Decide(const DecideInputs& in) {
   Decision d;
   CurrentLoad load = ReadLoad(in);
   const Prediction predicted = Predict(in, load);
-  for (auto& c : load.known) c.load.rate *= predicted.factor;
+  const Demand demand = ConsumeDemand(in, load, predicted.factor);
+  // Partitions are sized for the backlog to drain too, spread as the arrivals are.
+  const double backlog_factor = demand.arrival > 0 ? demand.rate() / demand.arrival : 1;
+  for (auto& c : load.known) c.load.rate *= predicted.factor * backlog_factor;
   SplitNeeds needs = WantSplits(in, load.known);
   d.hot_keys = std::move(needs.hot_keys);
   const LagPods lag = PodsForLag(in, predicted.factor);
   const uint32_t cpu_now = PodsForCpu(in, predicted.factor);
-  const CapacityPods capacity = PodsForCapacity(in, load.total_rate * predicted.factor);
+  const CapacityPods capacity = PodsForCapacity(in, demand.rate());
   // Scheduled capacity: while a window is in progress, or from when it must be prepared (its
   // readySeconds before the start, less what a change and a pod start take here), at least its
   // partitions and pods, whatever the load.
@@ -1135,10 +1160,11 @@ Decision Decide(const DecideInputs& in) {
   // The reason: what was predicted (when it changed something), the change of partitions, then
   // what asked for pods, the cap, the pods, hot keys and what is unknown.
   std::vector<std::string> why;
-  if (!predicted.why.empty() && (!d.splits.empty() || pods.replicas > in.replicas)) {
-    why.push_back(predicted.why);
-  }
-  const std::string* const parts[] = {&split.why, &merge.why, &lag.why, &scheduled.why, &split.cap};
+  const bool up = !d.splits.empty() || pods.replicas > in.replicas;
+  if (!predicted.why.empty() && up) why.push_back(predicted.why);
+  const std::string none;
+  const std::string* const parts[] = {&split.why, &merge.why,     up ? &demand.why : &none,
+                                      &lag.why,   &scheduled.why, &split.cap};
   for (const std::string* w : parts) {
     if (!w->empty()) why.push_back(*w);
   }

@@ -4,8 +4,10 @@
 //   1. ReadLoad         the latest load of every active partition (the scale-up window applied)
 //                       and the arrival trend
 //   2. Predict          on a rising trend, the rate expected once a change could take effect
-//   3. WantSplits       how many pieces each partition's rate asks for; hot keys
-//   4. PodsForCpu, PodsForLag, PodsForCapacity
+//   3. WantSplits       how many pieces each partition's rate (raised by the backlog to drain,
+//                       step 4) asks for; hot keys
+//   4. ConsumeDemand    the rate to consume: arrivals and a backlog over drainSeconds
+//      PodsForCpu, PodsForLag, PodsForCapacity
 //                       the pods the consumers' CPU, a growing lag and what one pod's consumers
 //                       were measured to take ask for now
 //      ScheduledFloor   (policy.h) what the schedules hold
@@ -111,7 +113,19 @@ struct LagPods {
 };
 // Lag above its target and grown over the last 3 s: enough pods to consume every arrival (times
 // `factor`) at the rate the pods consume now per pod at the CPU target, and at least one more.
+// Nothing once the consumers' capacity is measured (PodsForCapacity sizes for the backlog then).
 LagPods PodsForLag(const DecideInputs& in, double factor);
+
+struct Demand {
+  double arrival = 0;    // events/s arriving, times the prediction's factor
+  uint64_t backlog = 0;  // the topic's lag, when above its target (0 otherwise)
+  double drain = 0;      // events/s more to consume it within spec.scaling.drainSeconds
+  std::string why;       // empty without a backlog to drain
+  double rate() const { return arrival + drain; }
+};
+// What the consumers must take: the arrival rate (times `factor`) plus, while the latest
+// observation's total lag is above targetConsumerLag, that lag over drainSeconds.
+Demand ConsumeDemand(const DecideInputs& in, const CurrentLoad& load, double factor);
 
 struct CapacityPods {
   uint32_t pods = 0;  // 0: the consumers' capacity is not measured yet

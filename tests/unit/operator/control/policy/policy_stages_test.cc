@@ -269,6 +269,12 @@ TEST_P(PodsForLagTest, AGrowingLagAboveItsTargetAsksForMorePods) {
   }
   const DecideInputs in(spec, h, map, c.replicas, At(10));
   const LagPods pods = PodsForLag(in, 1);
+  // Once what a pod's consumers take is measured, the backlog is sized from it instead.
+  Observation measured = Observe(map, 11, [](uint32_t) { return 2000.0; });
+  measured.partitions[PartitionId(0)].lag = c.lag(11);
+  measured.consumers["orders-0"]["g"] = {2000, 100000};
+  h.Add(measured);
+  EXPECT_EQ(PodsForLag(DecideInputs(spec, h, map, c.replicas, At(11)), 1).pods, 0u);
   EXPECT_EQ(pods.pods, c.expect);
   if (c.expect > 0) {
     EXPECT_THAT(pods.why, HasSubstr("and growing"));
@@ -288,6 +294,52 @@ INSTANTIATE_TEST_SUITE_P(
         LagCase{"far_behind", 1000, [](int64_t t) { return uint64_t(3000 * t); }, 1, 6},
         LagCase{"above_but_draining", 1000, [](int64_t t) { return uint64_t(20000 - 1000 * t); }, 1,
                 0}),
+    CaseName());
+
+struct DemandCase {
+  const char* name;
+  uint64_t lag;  // the topic's, at the latest observation (target 5,000)
+  uint32_t drain_seconds;
+  double factor;  // the prediction's
+  double expect_rate;
+  const char* expect_why;  // "" for none
+};
+
+using ConsumeDemandTest = ::testing::TestWithParam<DemandCase>;
+
+TEST_P(ConsumeDemandTest, ArrivalsAndABacklogOverDrainSeconds) {
+  const DemandCase& c = GetParam();
+  TopicSpec spec = BaseSpec();
+  spec.scaling.consumer_lag_events = 5000;
+  spec.scaling.drain_seconds = c.drain_seconds;
+  const PartitionMap map = Initial(2);
+  LoadHistory h(seconds(300));
+  Observation o = Observe(map, 0, [](uint32_t) { return 2500.0; });  // 5,000 in all
+  o.partitions[PartitionId(1)].lag = c.lag;
+  h.Add(o);
+  const DecideInputs in(spec, h, map, 1, At(0));
+  const Demand d = ConsumeDemand(in, ReadLoad(in), c.factor);
+  EXPECT_DOUBLE_EQ(d.arrival, 5000 * c.factor);
+  EXPECT_NEAR(d.rate(), c.expect_rate, 0.01);
+  EXPECT_EQ(d.backlog, d.drain > 0 ? c.lag : 0);
+  if (std::string(c.expect_why).empty()) {
+    EXPECT_THAT(d.why, IsEmpty());
+  } else {
+    EXPECT_THAT(d.why, HasSubstr(c.expect_why));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, ConsumeDemandTest,
+    ::testing::Values(
+        DemandCase{"no_backlog", 0, 30, 1, 5000, ""},
+        // At or below its target a lag is events in flight and short waits: nothing to size.
+        DemandCase{"within_the_lag_target", 5000, 30, 1, 5000, ""},
+        DemandCase{"drained_in_30_s", 40000, 30, 1, 5000 + 40000.0 / 30,
+                   "backlog 40,000 to drain in 30 s: +1,333 ev/s"},
+        DemandCase{"drained_in_two_minutes", 40000, 120, 1, 5000 + 40000.0 / 120,
+                   "backlog 40,000 to drain in 120 s: +333 ev/s"},
+        DemandCase{"with_a_prediction", 40000, 30, 2, 10000 + 40000.0 / 30, "+1,333 ev/s"}),
     CaseName());
 
 struct CapacityPodsCase {

@@ -44,6 +44,19 @@ PartitionLoad HotKey(uint32_t id, double rate, const HashRange& range, uint32_t 
 
 uint32_t CeilDivForTest(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 
+// The map with its sealed partitions retired, as once every group consumed them.
+PartitionMap WithoutSealedForTest(const PartitionMap& m) {
+  MapChange c(m);
+  for (const auto& p : m.partitions()) {
+    if (!p.active()) {
+      EXPECT_TRUE(c.Retire(p.id).ok());
+    }
+  }
+  auto next = c.Build();
+  EXPECT_TRUE(next.ok()) << next.status().ToString();
+  return *next;
+}
+
 uint32_t Pieces(const Decision& d) {
   uint32_t n = 0;
   for (const auto& s : d.splits) n += static_cast<uint32_t>(s.cuts.size());
@@ -1065,15 +1078,22 @@ INSTANTIATE_TEST_SUITE_P(
         CapacityCase{"only_the_last_few", SlowThenFast(), 1000}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// The targets of `shoal up`'s flash sale (examples/flash-sale.yaml): 500 ev/s per partition, up
+// to 32 partitions and 10 pods.
+TopicSpec FlashSaleSpec() {
+  TopicSpec spec = BaseSpec();
+  spec.scaling.events_per_second_per_partition = 500;
+  spec.partitions.max = 32;
+  spec.replicas.max = 10;
+  return spec;
+}
+
 // The unannounced flash sale of `shoal up` (issue: the first decision asked for 3 pods where the
 // consumers' ~1,000 ev/s per pod needed 5): 500 ev/s over 2 partitions, then 5,000 at once, one
 // pod whose consumers take 1,000 ev/s and fall behind. The first decision sizes the pods from
 // what they were seen to take; unmeasured, it falls back to partitions per replica.
 TEST(DecideTest, AStepSizesPodsOnTheFirstDecisionFromWhatAPodsConsumersTake) {
-  TopicSpec spec = BaseSpec();
-  spec.scaling.events_per_second_per_partition = 500;
-  spec.replicas.max = 10;
-  spec.partitions.max = 32;
+  TopicSpec spec = FlashSaleSpec();
   spec.scale_up.stabilization_window_seconds = 5;
   const PartitionMap map = Initial(2);
   for (const bool measured : {true, false}) {
@@ -1099,6 +1119,61 @@ TEST(DecideTest, AStepSizesPodsOnTheFirstDecisionFromWhatAPodsConsumersTake) {
       EXPECT_EQ(d.replicas, CeilDivForTest(d.partitions, 4)) << d.reason;
     }
   }
+}
+
+// The issue's example: 5,000 ev/s arrive, 40,000 events wait (target 5,000) and one pod's
+// consumers were seen to take 1,010 ev/s. The first decision sizes partitions and pods for the
+// arrivals plus the backlog over drainSeconds, and says so; once the surge is over, a backlog
+// still above its target holds every pod and partition, and asks for nothing more.
+TEST(DecideTest, ABacklogIsSizedForOnTheFirstDecisionAndHoldsScaleDownWhileItWaits) {
+  TopicSpec spec = FlashSaleSpec();
+  spec.scaling.consumer_lag_events = 5000;
+  spec.scaling.drain_seconds = 30;
+  spec.scale_down.stabilization_window_seconds = 5;
+  const PartitionMap map = Initial(2);
+  LoadHistory h(seconds(65));
+  for (int64_t t = 0; t <= 40; ++t) {
+    const double rate = t < 39 ? 500 : 5000;
+    Observation o = Observe(map, t, [&](uint32_t) { return rate / 2; });
+    if (t >= 39) {
+      o.partitions[PartitionId(0)].lag = 20000;
+      o.partitions[PartitionId(1)].lag = 20000;
+      o.consumers["orders-0"]["g"] = {1010, 40000};
+    }
+    h.Add(o);
+  }
+  const Decision d = Decide(spec, h, map, 1, At(40));
+  ExpectWellFormed(d, map);
+  // 5,000 + 40,000 / 30 = 6,333 ev/s: 3,167 on each partition, 7 pieces each at 500; and
+  // ceil(6,333 / 1,010) = 7 pods.
+  EXPECT_EQ(d.partitions, 14u) << d.reason;
+  EXPECT_EQ(d.replicas, 7u) << d.reason;
+  EXPECT_THAT(d.reason, HasSubstr("backlog 40,000 to drain in 30 s: +1,333 ev/s"));
+  EXPECT_THAT(d.reason, HasSubstr("6,333 ev/s to consume: 7 pods at 1,010 ev/s per pod measured"));
+  // Without the backlog, the arrivals alone: 10 partitions, 5 pods.
+  TopicSpec patient = spec;
+  patient.scaling.consumer_lag_events = 50000;
+  const Decision arrivals = Decide(patient, h, map, 1, At(40));
+  EXPECT_EQ(arrivals.partitions, 10u) << arrivals.reason;
+  EXPECT_EQ(arrivals.replicas, 5u) << arrivals.reason;
+  EXPECT_THAT(arrivals.reason, Not(HasSubstr("backlog")));
+
+  // Later: 14 partitions on 7 pods, the surge over (500 ev/s), 20,000 still waiting.
+  const PartitionMap after = [&] {
+    MapChange c(map);
+    for (const auto& s : d.splits) EXPECT_TRUE(c.Split(s.partition, s.cuts).ok());
+    auto m = c.Build();
+    EXPECT_TRUE(m.ok());
+    return WithoutSealedForTest(*m);
+  }();
+  for (int64_t t = 41; t <= 80; ++t) {
+    Observation o = Observe(after, t, [](uint32_t) { return 500.0 / 14; });
+    o.partitions.begin()->second.lag = 20000;
+    h.Add(o);
+  }
+  const Decision later = Decide(spec, h, after, 7, At(80));
+  EXPECT_TRUE(later.holds()) << later.reason;
+  EXPECT_THAT(later.reason, HasSubstr("nothing shrinks while a backlog waits"));
 }
 
 // Pods come down only to what the window's peak rate needs at the measured capacity (less the
