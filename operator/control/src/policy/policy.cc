@@ -638,6 +638,7 @@ CurrentLoad ReadLoad(const DecideInputs& in) {
     }
     c.load.rate = rate;
     load.total_rate += h->last.rate;
+    load.sized_rate += rate;
     load.known.push_back(c);
   }
   return load;
@@ -801,7 +802,7 @@ LagPods PodsForLag(const DecideInputs& in, double factor) {
 
 Demand ConsumeDemand(const DecideInputs& in, const CurrentLoad& load, double factor) {
   Demand out;
-  out.arrival = load.total_rate * factor;
+  out.arrival = load.sized_rate * factor;
   const auto& samples = in.history.samples();
   if (samples.empty()) return out;
   const uint64_t lag = samples.back().total_lag;

@@ -72,6 +72,7 @@ struct CurrentLoad {
   std::vector<Candidate> known;   // active partitions with a current rate, in hash order
   std::vector<uint32_t> unknown;  // ids of active partitions without one
   double total_rate = 0;          // the latest arrival rate over `known`
+  double sized_rate = 0;          // the sum of `known`'s rates as sized (the scale-up window's)
   SteadyTime latest{};            // the latest observation (the inputs' now without one)
   std::optional<Trend> trend;     // the rising trend, when prediction is on
 };
@@ -117,14 +118,15 @@ struct LagPods {
 LagPods PodsForLag(const DecideInputs& in, double factor);
 
 struct Demand {
-  double arrival = 0;    // events/s arriving, times the prediction's factor
+  double arrival = 0;    // events/s arriving as sized, times the prediction's factor
   uint64_t backlog = 0;  // the topic's lag, when above its target (0 otherwise)
   double drain = 0;      // events/s more to consume it within spec.scaling.drainSeconds
   std::string why;       // empty without a backlog to drain
   double rate() const { return arrival + drain; }
 };
-// What the consumers must take: the arrival rate (times `factor`) plus, while the latest
-// observation's total lag is above targetConsumerLag, that lag over drainSeconds.
+// What the consumers must take: the arrival rate as the partitions are sized for it (the
+// scale-up window's, times `factor`) plus, while the latest observation's total lag is above
+// targetConsumerLag, that lag over drainSeconds.
 Demand ConsumeDemand(const DecideInputs& in, const CurrentLoad& load, double factor);
 
 struct CapacityPods {

@@ -68,6 +68,8 @@ TEST_P(ReadLoadTest, TheLatestRateOrTheWindowsLow) {
   EXPECT_EQ(load.known[0].info->id, PartitionId(0));
   EXPECT_DOUBLE_EQ(load.known[0].load.rate, c.expect_rate0);
   EXPECT_DOUBLE_EQ(load.total_rate, c.expect_total);
+  // As sized: partition 0's sized rate and partition 1's 1,000 (when it has one).
+  EXPECT_DOUBLE_EQ(load.sized_rate, c.expect_rate0 + (c.p1_missing_last ? 0 : 1000));
   EXPECT_EQ(load.unknown, c.expect_unknown);
   EXPECT_EQ(load.latest, At(20));
 }
