@@ -962,9 +962,11 @@ std::vector<std::string> ScaleDownBlocked(const DecideInputs& in, const CurrentL
   }
   // A backlog is no time to shrink: its events wait for consumers (and those of a merge's
   // parents for the merge), so nothing shrinks while the lag of the window is above its target.
+  // The lag summed over the partitions, sealed ones included (as targetConsumerLag is defined):
+  // a backlog spread over many partitions, or held in sealed parents, waits just the same.
   uint64_t window_lag = 0;
   for (const auto& s : history.samples()) {
-    if (s.at >= in.since) window_lag = std::max(window_lag, s.max_lag);
+    if (s.at >= in.since) window_lag = std::max(window_lag, s.total_lag);
   }
   if (in.spec.scaling.consumer_lag_events > 0 && window_lag > in.spec.scaling.consumer_lag_events) {
     out.push_back("consumer lag " + Num(static_cast<double>(window_lag)) + " above its target " +

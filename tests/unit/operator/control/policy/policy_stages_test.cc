@@ -441,9 +441,10 @@ INSTANTIATE_TEST_SUITE_P(
 
 struct BlockedCase {
   const char* name;
-  int64_t observed_from;            // the history's first observation (the window is 30 s, now 60)
-  int64_t missing_at;               // < 0: none
-  uint64_t lag_at_55;               // the lag at t = 55 (target 5,000)
+  int64_t observed_from;  // the history's first observation (the window is 30 s, now 60)
+  int64_t missing_at;     // < 0: none
+  uint64_t lag_at_55;     // the lag at t = 55 (target 5,000) on each of `lagging` partitions
+  uint32_t lagging;
   bool rising;                      // the rate rises over the last 10 s
   std::vector<const char*> expect;  // substrings, one per reason, in order
 };
@@ -460,7 +461,9 @@ TEST_P(ScaleDownBlockedTest, WhyNothingShrinks) {
     Observation o = Observe(
         map, t, [&](uint32_t) { return 1000.0 + (c.rising && t > 50 ? 100.0 * (t - 50) : 0); });
     if (t == c.missing_at) o.missing.push_back("orders-1: /metrics: connection refused");
-    if (t == 55) o.partitions[PartitionId(0)].lag = c.lag_at_55;
+    for (uint32_t p = 0; t == 55 && p < c.lagging; ++p) {
+      o.partitions[PartitionId(p)].lag = c.lag_at_55;
+    }
     h.Add(o);
   }
   const DecideInputs in(spec, h, map, 1, At(60));
@@ -469,25 +472,31 @@ TEST_P(ScaleDownBlockedTest, WhyNothingShrinks) {
   for (size_t i = 0; i < blocked.size(); ++i) EXPECT_THAT(blocked[i], HasSubstr(c.expect[i]));
 }
 
+const char* const kBacklogWaits = "consumer lag 8,000 above its target 5,000";
+
 INSTANTIATE_TEST_SUITE_P(
     Cases, ScaleDownBlockedTest,
     ::testing::Values(
-        BlockedCase{"nothing_blocks", 0, -1, 0, false, {}},
+        BlockedCase{"nothing_blocks", 0, -1, 0, 1, false, {}},
         BlockedCase{"history_shorter_than_the_window",
                     40,
                     -1,
                     0,
+                    1,
                     false,
                     {"observing for less than the scale-down window (30 s)"}},
         BlockedCase{"metrics_missing_in_the_window",
                     0,
                     45,
                     0,
+                    1,
                     false,
                     {"metrics missing within the scale-down window: orders-1"}},
-        BlockedCase{"a_rising_trend", 0, -1, 0, true, {"nothing shrinks on a rising trend"}},
-        BlockedCase{
-            "a_backlog_waits", 0, -1, 8000, false, {"consumer lag 8,000 above its target 5,000"}}),
+        BlockedCase{"a_rising_trend", 0, -1, 0, 1, true, {"nothing shrinks on a rising trend"}},
+        BlockedCase{"a_backlog_waits", 0, -1, 8000, 1, false, {kBacklogWaits}},
+        // Each partition's lag under the target, their sum above it: a backlog all the same.
+        BlockedCase{"a_backlog_spread_thin", 0, -1, 2000, 4, false, {kBacklogWaits}},
+        BlockedCase{"a_lag_within_its_target", 0, -1, 1000, 4, false, {}}),
     CaseName());
 
 // ---------------------------------------------------------------------------------------------
