@@ -4,8 +4,8 @@
 //   1. ReadLoad         the latest load of every active partition (the scale-up window applied)
 //                       and the arrival trend
 //   2. Predict          on a rising trend, the rate expected once a change could take effect
-//   3. WantSplits       how many pieces each partition's rate (raised by the backlog to drain,
-//                       step 4) asks for; hot keys
+//   3. WantSplits       how many pieces each partition's rate asks for (raised in proportion to
+//                       the backlog to drain: Decide runs ConsumeDemand first); hot keys
 //   4. ConsumeDemand    the rate to consume: arrivals and a backlog over drainSeconds
 //      PodsForCpu, PodsForLag, PodsForCapacity
 //                       the pods the consumers' CPU, a growing lag and what one pod's consumers

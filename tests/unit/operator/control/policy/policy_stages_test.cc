@@ -209,7 +209,7 @@ INSTANTIATE_TEST_SUITE_P(
     CaseName());
 
 // ---------------------------------------------------------------------------------------------
-// 4. CpuReplicas, PodsForCpu, PodsForLag
+// 4. CpuReplicas, PodsForCpu, PodsForLag, ConsumeDemand, PodsForCapacity
 
 struct CpuCase {
   const char* name;
