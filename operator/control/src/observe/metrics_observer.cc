@@ -63,7 +63,8 @@ MetricsView ReadMetrics(const std::vector<PromSample>& samples, const std::strin
     if (t == nullptr || *t != topic) continue;
     const std::string* group = s.Label("group");
     if (delivered) {
-      if (group != nullptr && !group->empty()) view.delivered[*group] = s.value;
+      // Summed over any other label (one series per topic and group is what sidecars export).
+      if (group != nullptr && !group->empty()) view.delivered[*group] += s.value;
       continue;
     }
     const auto id = ParsePartitionLabel(s.Label("partition"));

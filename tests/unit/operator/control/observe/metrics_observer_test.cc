@@ -713,10 +713,13 @@ TEST_F(FakeSidecarTest, ConsumersTookWhatTheirSidecarDeliveredAndServeTheirRange
     a_.Set("/metrics", 200,
            Metrics({{0, 1000}, {1, 0}}, {{0, {{"g", 1000}, {"h", 7}}}, {1, {{"g", 10}}}}) +
                Delivered({{"g", a_delivered}}));
-    // pod-b also reports p0 (it reads through it); only p0's owner counts.
+    // pod-b also reports p0 (it reads through it); only p0's owner counts. Its delivered
+    // counter comes in two series (another label): they add up.
     b_.Set("/metrics", 200,
            Metrics({{0, 1000}, {2, 0}}, {{0, {{"g", 99999}}}, {2, {{"g", 20}}}}) +
-               Delivered({{"g", b_delivered}}));
+               Delivered({{"g", b_delivered / 2}}) +
+               "shoal_events_delivered_total{topic=\"orders\",group=\"g\",from=\"ancestors\"} " +
+               std::to_string(b_delivered / 2) + "\n");
   };
   serve(500, 0);
   Observation obs = observer.Observe(map, pods);
