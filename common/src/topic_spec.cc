@@ -21,6 +21,8 @@ constexpr size_t kMaxSchedules = 16;
 namespace {
 
 constexpr uint32_t kPartitionCap = 65536;
+// The longest spec.scaling.drainSeconds: as the stabilization windows, an hour.
+constexpr uint32_t kMaxDrainSeconds = 3600;
 
 Status Unknown(const std::string& path, const YAML::Node& node,
                const std::set<std::string>& known) {
@@ -90,7 +92,7 @@ Status ParseSpec(const YAML::Node& spec, TopicSpec* t) {
     SHOAL_RETURN_IF_ERROR(
         Unknown(q, n,
                 {"targetEventsPerSecondPerPartition", "targetCPUUtilizationPercent",
-                 "targetConsumerLag", "targetPartitionsPerReplica", "schedules"}));
+                 "targetConsumerLag", "targetPartitionsPerReplica", "drainSeconds", "schedules"}));
     SHOAL_RETURN_IF_ERROR(Read(n, q, "targetEventsPerSecondPerPartition",
                                &t->scaling.events_per_second_per_partition));
     SHOAL_RETURN_IF_ERROR(
@@ -98,6 +100,7 @@ Status ParseSpec(const YAML::Node& spec, TopicSpec* t) {
     SHOAL_RETURN_IF_ERROR(Read(n, q, "targetConsumerLag", &t->scaling.consumer_lag_events));
     SHOAL_RETURN_IF_ERROR(
         Read(n, q, "targetPartitionsPerReplica", &t->scaling.partitions_per_replica));
+    SHOAL_RETURN_IF_ERROR(Read(n, q, "drainSeconds", &t->scaling.drain_seconds));
     if (auto list = n["schedules"]) {
       if (!list.IsSequence()) return Status::InvalidArgument(q + ".schedules: expected a list");
       if (list.size() > kMaxSchedules) {
@@ -245,6 +248,12 @@ Status ValidateTopic(const TopicSpec& t) {
     return Status::InvalidArgument(
         "spec.scaling.targetPartitionsPerReplica: must be at least 1 (e.g. 4)");
   }
+  if (t.scaling.drain_seconds < 1 || t.scaling.drain_seconds > kMaxDrainSeconds) {
+    return Status::InvalidArgument(
+        "spec.scaling.drainSeconds: " + std::to_string(t.scaling.drain_seconds) +
+        " must be between 1 and " + std::to_string(kMaxDrainSeconds) +
+        ": the seconds a backlog above targetConsumerLag should be consumed in (e.g. 30)");
+  }
   std::set<std::string> schedule_names;
   for (size_t i = 0; i < t.scaling.schedules.size(); ++i) {
     const ScheduleSpec& sc = t.scaling.schedules[i];
@@ -370,6 +379,7 @@ YAML::Node Document(const TopicSpec& t) {
   s["scaling"]["targetCPUUtilizationPercent"] = t.scaling.cpu_utilization_percent;
   s["scaling"]["targetConsumerLag"] = t.scaling.consumer_lag_events;
   s["scaling"]["targetPartitionsPerReplica"] = t.scaling.partitions_per_replica;
+  s["scaling"]["drainSeconds"] = t.scaling.drain_seconds;
   for (const ScheduleSpec& sc : t.scaling.schedules) {
     YAML::Node e;
     e["name"] = sc.name;

@@ -26,8 +26,8 @@
 #include <thread>
 
 #include "cmd/commands.h"
+#include "cmd/up_options.h"
 #include "shoal/client/admin_client.h"
-#include "shoal/control/process.h"
 #include "shoal/client/run_report.h"
 #include "shoal/client/verifier.h"
 #include "shoal/client/workload.h"
@@ -38,6 +38,7 @@
 #include "shoal/control/control_loop.h"
 #include "shoal/control/local_platform.h"
 #include "shoal/control/metrics_observer.h"
+#include "shoal/control/process.h"
 
 namespace shoal::cli {
 
@@ -48,40 +49,12 @@ using SteadyClock = std::chrono::steady_clock;
 std::atomic<bool> g_interrupted{false};
 void OnInterrupt(int) { g_interrupted.store(true); }
 
-struct UpOptions {
-  std::string file = "examples/flash-sale.yaml";
-  std::string state_dir;
-  std::string report_dir;
-  std::string profile = "flash-sale";  // flash-sale | ramp | steady | sawtooth
-  double rate = 500;                   // events/s at 1x
-  double duration_s = 120;
-  int keys = 5000;
-  int producers = 32;
-  int64_t consumer_cpu_us = 50;
-  double consumer_cpu_request = 0.5;
-  // What each pod's consumer waits for (a database, a downstream call): 4 ms per event in 4
-  // lanes, so one pod takes about 1,000 events/s whatever the machine, as real consumers are
-  // bounded per pod. 0: CPU only.
-  int64_t consumer_service_us = 4000;
-  int consumer_concurrency = 4;
-  std::string ip_prefix = "127.0.0";
-  uint16_t control_port = 9400;
-  bool no_load = false;
-  bool compare = false;
-  bool scheduled_sale = true;  // the flash sale is announced: a schedule holds its capacity
-  bool fresh = false;
-  bool json = false;
-  std::string command;
-};
-
 std::string Timestamp() {
   std::time_t t = std::time(nullptr);
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", std::gmtime(&t));
   return buf;
 }
-
-std::string LoadProfile(const std::string& p) { return p == "flash-sale" ? "surge" : p; }
 
 // The flash sale's 10x phase, in seconds from the start (LoadOptions' surge fractions).
 double SurgeFrom(const UpOptions& o) { return client::LoadOptions{}.surge_from * o.duration_s; }
@@ -559,32 +532,41 @@ int RunUp(UpOptions o) {
 
 }  // namespace
 
+LoadAndConsumerFlags AddLoadAndConsumerFlags(CLI::App* cmd, UpOptions& o) {
+  LoadAndConsumerFlags f;
+  f.profile = cmd->add_option("--profile", o.profile,
+                              "flash-sale | ramp (1x to 10x from 30% to 50% of the duration, held "
+                              "to 70%) | steady | sawtooth")
+                  ->check(CLI::IsMember({"flash-sale", "ramp", "steady", "sawtooth"}));
+  f.rate = cmd->add_option("--rate", o.rate,
+                           "Events/s at 1x (the flash sale is 10x from 30% to 50% of the duration)")
+               ->check(CLI::Range(1.0, 1e7));
+  f.duration = cmd->add_option("--duration", o.duration_s, "Seconds of load")
+                   ->check(CLI::Range(3.0, 86400.0));
+  f.cpu_us = cmd->add_option("--consumer-cpu-us", o.consumer_cpu_us,
+                             "CPU microseconds a consumer spends per event");
+  f.cpu_request =
+      cmd->add_option("--consumer-cpu-request", o.consumer_cpu_request,
+                      "Cores one consumer pod requests (CPU utilization is measured against it)");
+  f.service_us = cmd->add_option("--consumer-service-us", o.consumer_service_us,
+                                 "Microseconds a consumer waits per event (its database or "
+                                 "downstream call; 0: none)")
+                     ->check(CLI::Range(int64_t{0}, int64_t{10'000'000}));
+  f.concurrency = cmd->add_option("--consumer-concurrency", o.consumer_concurrency,
+                                  "Events a consumer pod waits for at once (lanes by key, order "
+                                  "kept)")
+                      ->check(CLI::Range(1, 1024));
+  return f;
+}
+
 void RegisterUp(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<UpOptions>();
   auto* cmd = app.add_subcommand(
       "up", "Run an elastic topic on this machine under a load profile, live, with a report");
   cmd->add_option("file", o->file, "PartitionedTopic YAML (default examples/flash-sale.yaml)");
-  cmd->add_option("--profile", o->profile,
-                  "flash-sale | ramp (1x to 10x from 30% to 50% of the duration, held to 70%) | "
-                  "steady | sawtooth")
-      ->check(CLI::IsMember({"flash-sale", "ramp", "steady", "sawtooth"}));
-  cmd->add_option("--rate", o->rate, "Events/s at 1x (the flash sale is 10x from 30% to 50% of the duration)")
-      ->check(CLI::Range(1.0, 1e7));
-  cmd->add_option("--duration", o->duration_s, "Seconds of load")->check(CLI::Range(3.0, 86400.0));
+  AddLoadAndConsumerFlags(cmd, *o);
   cmd->add_option("--keys", o->keys, "Distinct keys")->check(CLI::Range(1, 100000000));
   cmd->add_option("--producers", o->producers, "Producer threads")->check(CLI::Range(1, 256));
-  cmd->add_option("--consumer-cpu-us", o->consumer_cpu_us,
-                  "CPU microseconds a consumer spends "
-                  "per event");
-  cmd->add_option("--consumer-cpu-request", o->consumer_cpu_request,
-                  "Cores one consumer pod requests (CPU utilization is measured against it)");
-  cmd->add_option("--consumer-service-us", o->consumer_service_us,
-                  "Microseconds a consumer waits per event (its database or downstream call; "
-                  "0: none)")
-      ->check(CLI::Range(int64_t{0}, int64_t{10'000'000}));
-  cmd->add_option("--consumer-concurrency", o->consumer_concurrency,
-                  "Events a consumer pod waits for at once (lanes by key, order kept)")
-      ->check(CLI::Range(1, 1024));
   cmd->add_option("--state-dir", o->state_dir, "Topic state (default .shoal/<topic>)");
   cmd->add_option("--report", o->report_dir, "Report directory (default reports/<topic>-<time>)");
   cmd->add_option("--ip-prefix", o->ip_prefix, "Pods bind <prefix>.2, <prefix>.3, ...");

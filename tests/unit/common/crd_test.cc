@@ -496,6 +496,7 @@ spec:
     targetCPUUtilizationPercent: 70
     targetConsumerLag: 5000
     targetPartitionsPerReplica: 4
+    drainSeconds: 30
     schedules:
       - {name: friday-sale, cron: "0 12 * * 5", timeZone: Europe/Berlin, durationSeconds: 3600,
          readySeconds: 300, minPartitions: 4, minReplicas: 1}
@@ -549,6 +550,8 @@ TEST_F(CrdTest, TheValidSampleValidatesAndParses) {
       {"spec.scaling.targetCPUUtilizationPercent", "1"},
       {"spec.scaling.targetCPUUtilizationPercent", "100"},
       {"spec.scaling.targetConsumerLag", "0"},
+      {"spec.scaling.drainSeconds", "1"},
+      {"spec.scaling.drainSeconds", "3600"},
       {"spec.behavior.scaleUp.tolerance", "0"},
       {"spec.behavior.scaleUp.tolerance", "0.99"},
       {"spec.behavior.scaleDown.stabilizationWindowSeconds", "3600"},
@@ -594,6 +597,10 @@ TEST_F(CrdTest, TheSchemaRefusesInvalidSpecs) {
        "targetCPUUtilizationPercent: should be less than or equal to 100", "between 1 and 100"},
       {"CPU target 0", "spec.scaling.targetCPUUtilizationPercent", "0",
        "targetCPUUtilizationPercent: should be greater than or equal to 1", "between 1 and 100"},
+      {"drain in no time", "spec.scaling.drainSeconds", "0",
+       "drainSeconds: should be greater than or equal to 1", "between 1 and 3600"},
+      {"drain over an hour", "spec.scaling.drainSeconds", "3601",
+       "drainSeconds: should be less than or equal to 3600", "between 1 and 3600"},
       {"zero partitions per replica", "spec.scaling.targetPartitionsPerReplica", "0",
        "targetPartitionsPerReplica: should be greater than or equal to 1", "at least 1"},
       {"tolerance 1", "spec.behavior.scaleUp.tolerance", "1",

@@ -45,6 +45,18 @@ TEST(TopicSpecTest, DefaultsFillWhatIsMissing) {
   EXPECT_EQ(t->replicas.min, 1u);
   EXPECT_EQ(t->scale_down.stabilization_window_seconds, 300u);
   EXPECT_TRUE(t->scale_up.predictive);
+  EXPECT_EQ(t->scaling.drain_seconds, 30u);
+}
+
+TEST(TopicSpecTest, DrainSecondsIsReadAndRoundTrips) {
+  auto t = ParseTopic(std::string(kMinimal) + "  scaling: {drainSeconds: 120}\n");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->scaling.drain_seconds, 120u);
+  for (const std::string& text : {TopicToYaml(*t), TopicToJson(*t)}) {
+    auto back = ParseTopic(text);
+    ASSERT_TRUE(back.ok()) << back.status().ToString() << "\n" << text;
+    EXPECT_EQ(back->scaling.drain_seconds, 120u) << text;
+  }
 }
 
 TEST(TopicSpecTest, PredictionCanBeTurnedOffAndRoundTrips) {
@@ -147,6 +159,11 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"cpu", With("  scaling: {targetCPUUtilizationPercent: 150}\n"),
             "targetCPUUtilizationPercent"},
         Bad{"tolerance", With("  behavior: {scaleUp: {tolerance: 1.5}}\n"), "tolerance"},
+        Bad{"drain in no time", With("  scaling: {drainSeconds: 0}\n"),
+            "spec.scaling.drainSeconds: 0 must be between 1 and 3600"},
+        Bad{"drain over an hour", With("  scaling: {drainSeconds: 7200}\n"),
+            "spec.scaling.drainSeconds: 7200 must be between 1 and 3600"},
+        Bad{"drain not a number", With("  scaling: {drainSeconds: soon}\n"), "drainSeconds"},
         Bad{"predictive not a bool", With("  behavior: {scaleUp: {predictive: sometimes}}\n"),
             "spec.behavior.scaleUp.predictive: expected true or false"},
         // Prediction is a scale-up matter: scale-down always follows what was observed.

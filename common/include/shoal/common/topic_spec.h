@@ -41,6 +41,9 @@ struct TopicSpec {
     uint32_t cpu_utilization_percent = 70;
     uint64_t consumer_lag_events = 10000;
     uint32_t partitions_per_replica = 4;  // active partitions one consumer pod takes on
+    // A backlog above consumer_lag_events is sized for as arrivals of backlog / drain_seconds
+    // more: the partitions and pods to consume it within this long, besides what arrives.
+    uint32_t drain_seconds = 30;
     // Windows of capacity held whatever the load (a flash sale announced for noon).
     std::vector<ScheduleSpec> schedules;
   } scaling;

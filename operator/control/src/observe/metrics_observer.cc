@@ -24,6 +24,7 @@ constexpr std::string_view kAdminPath = "/v1/admin/partitions";
 constexpr std::string_view kAppended = "shoal_events_appended_total";
 constexpr std::string_view kLag = "shoal_consumer_lag_events";
 constexpr std::string_view kEndOffset = "shoal_partition_end_offset";
+constexpr std::string_view kDelivered = "shoal_events_delivered_total";
 // How much of an error answer's body goes into a message.
 constexpr size_t kBodyInMessage = 200;
 
@@ -46,7 +47,9 @@ uint64_t ToCount(double v) {
 struct MetricsView {
   std::map<uint32_t, double> appended;
   std::map<uint32_t, uint64_t> lag;  // max over groups; absent with no group
-  std::set<uint32_t> reported;       // partitions the sidecar holds
+  std::map<uint32_t, std::map<std::string, uint64_t>> group_lag;  // per partition and group
+  std::set<uint32_t> reported;                                    // partitions the sidecar holds
+  std::map<std::string, double> delivered;  // per group: events handed to its consumers
 };
 
 MetricsView ReadMetrics(const std::vector<PromSample>& samples, const std::string& topic) {
@@ -54,9 +57,16 @@ MetricsView ReadMetrics(const std::vector<PromSample>& samples, const std::strin
   for (const auto& s : samples) {
     const bool appended = s.name == kAppended;
     const bool lag = s.name == kLag;
-    if (!appended && !lag && s.name != kEndOffset) continue;
+    const bool delivered = s.name == kDelivered;
+    if (!appended && !lag && !delivered && s.name != kEndOffset) continue;
     const std::string* t = s.Label("topic");
     if (t == nullptr || *t != topic) continue;
+    const std::string* group = s.Label("group");
+    if (delivered) {
+      // Summed over any other label (one series per topic and group is what sidecars export).
+      if (group != nullptr && !group->empty()) view.delivered[*group] += s.value;
+      continue;
+    }
     const auto id = ParsePartitionLabel(s.Label("partition"));
     if (!id) continue;
     if (appended) {
@@ -65,11 +75,45 @@ MetricsView ReadMetrics(const std::vector<PromSample>& samples, const std::strin
     } else if (lag) {
       uint64_t& l = view.lag[*id];
       l = std::max(l, ToCount(s.value));
+      if (group != nullptr) view.group_lag[*id][*group] = ToCount(s.value);
     } else {
       view.reported.insert(*id);
     }
   }
   return view;
+}
+
+// The backlog of one group that `pod` serves under `map` (ConsumerLoad::backlog), from the
+// group's lag per partition as each partition's owner reports it. An ancestor reached along
+// several paths from one active partition counts once for it.
+uint64_t ServedBacklog(const PartitionMap& map, const std::string& pod,
+                       const std::map<uint32_t, uint64_t>& lag) {
+  auto lag_of = [&](PartitionId id) {
+    auto it = lag.find(id.value());
+    return it == lag.end() ? 0.0 : static_cast<double>(it->second);
+  };
+  double backlog = 0;
+  for (const auto& p : map.partitions()) {
+    if (p.owner.value() != pod) continue;
+    backlog += lag_of(p.id);
+    if (!p.active()) continue;
+    // Its range of every sealed ancestor held elsewhere, which its consumer reads through it.
+    std::set<uint32_t> seen;
+    std::vector<PartitionId> next(p.parents.begin(), p.parents.end());
+    while (!next.empty()) {
+      const PartitionId id = next.back();
+      next.pop_back();
+      const PartitionInfo* a = map.Find(id);
+      if (a == nullptr || !seen.insert(id.value()).second) continue;
+      next.insert(next.end(), a->parents.begin(), a->parents.end());
+      if (a->owner.value() == pod || a->range.Width() == 0) continue;  // counted as its own
+      const uint64_t lo = std::max(a->range.lo, p.range.lo);
+      const uint64_t hi = std::min(a->range.hi, p.range.hi);
+      if (hi <= lo) continue;
+      backlog += lag_of(id) * static_cast<double>(hi - lo) / static_cast<double>(a->range.Width());
+    }
+  }
+  return ToCount(backlog);
 }
 
 // What went wrong with an answer, or nullopt for a 200.
@@ -329,6 +373,34 @@ Observation MetricsObserver::Observe(const PartitionMap& map, const std::vector<
     obs.partitions[info.id] = load;
   }
   previous_ = std::move(next);
+
+  // What each pod's consumers took, per group, and what waited for them.
+  std::map<std::string, std::map<uint32_t, uint64_t>> group_lag;  // group -> partition -> lag
+  for (const auto& info : map.partitions()) {
+    auto sit = scrapes.find(info.owner.value());
+    if (sit == scrapes.end() || sit->second.metrics_error) continue;
+    auto lags = sit->second.view.group_lag.find(info.id.value());
+    if (lags == sit->second.view.group_lag.end()) continue;
+    for (const auto& [group, l] : lags->second) group_lag[group][info.id.value()] = l;
+  }
+  std::map<std::pair<std::string, std::string>, Delivered> next_delivered;
+  for (const auto& [name, s] : scrapes) {
+    if (s.metrics_error) continue;
+    for (const auto& [group, count] : s.view.delivered) {
+      const auto key = std::make_pair(name, group);
+      next_delivered[key] = {count, obs.at};
+      const auto prev = previous_delivered_.find(key);
+      if (prev == previous_delivered_.end() || count < prev->second.count ||
+          obs.at <= prev->second.at) {
+        continue;  // no earlier sample, or the sidecar restarted
+      }
+      const std::chrono::duration<double> dt = obs.at - prev->second.at;
+      ConsumerLoad& c = obs.consumers[name][group];
+      c.delivered_rate = (count - prev->second.count) / dt.count();
+      c.backlog = ServedBacklog(map, name, group_lag[group]);
+    }
+  }
+  previous_delivered_ = std::move(next_delivered);
 
   // Forget the clients of addresses no pod has any more (their pods are gone).
   {

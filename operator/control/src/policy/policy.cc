@@ -6,6 +6,7 @@
 #include <queue>
 
 #include "shoal/common/json.h"
+#include "shoal/control/policy_stages.h"
 
 namespace shoal::control {
 
@@ -88,6 +89,17 @@ void LoadHistory::SetHorizon(std::chrono::seconds horizon) {
 void LoadHistory::Add(const Observation& o) {
   if (!first_at_) first_at_ = o.at;
   for (const auto& [pod, most] : o.max_partitions) max_partitions_[pod] = most;
+  for (const auto& [pod, groups] : o.consumers) {
+    for (const auto& [group, c] : groups) {
+      if (!(c.delivered_rate > 0) || c.backlog < kSaturatedBacklogEvents ||
+          static_cast<double>(c.backlog) < kSaturatedBacklogSeconds * c.delivered_rate) {
+        continue;
+      }
+      auto& kept = saturated_[group];
+      kept.push_back(c.delivered_rate);
+      while (kept.size() > kCapacityKept) kept.pop_front();
+    }
+  }
   Sample s;
   s.at = o.at;
   s.complete = o.complete();
@@ -161,6 +173,16 @@ void LoadHistory::RecordChange(std::chrono::duration<double> took) {
 
 void LoadHistory::RecordPodStart(std::chrono::duration<double> took) {
   Keep(pod_start_s_, std::max(0.0, took.count()));
+}
+
+std::optional<LoadHistory::ConsumerCapacity> LoadHistory::consumer_capacity() const {
+  std::optional<ConsumerCapacity> out;
+  for (const auto& [group, kept] : saturated_) {
+    const double median = Median({kept.begin(), kept.end()});
+    if (out && out->per_pod <= median) continue;
+    out = ConsumerCapacity{median, static_cast<uint32_t>(kept.size()), group};
+  }
+  return out;
 }
 
 LoadHistory::LeadTimes LoadHistory::lead_times() const {
@@ -489,34 +511,22 @@ double HeaviestShare(const HashRange& range, const PartitionLoad& load,
 }
 
 // ---------------------------------------------------------------------------------------------
-// The decision
+// Schedules
 
 namespace {
-
-struct Candidate {
-  const PartitionInfo* info;
-  const LoadHistory::PartitionHistory* history;
-  PartitionLoad load;
-  uint32_t parts = 1;   // pieces the rate asks for
-  uint32_t useful = 1;  // pieces that help (a hot key caps it)
-  double heaviest = 1;  // share of the heaviest piece at `parts`
-  bool halves_known = false;
-};
 
 uint32_t CeilDiv(double a, double b) {
   if (b <= 0) return 1;
   return static_cast<uint32_t>(std::max(1.0, std::ceil(a / b - 1e-9)));
 }
 
-}  // namespace
-
-namespace {
 WallTime PrepareFrom(const ScheduleSpec& sc, const ScheduleWindow& w,
                      const LoadHistory::LeadTimes& lt) {
   return w.start - seconds(sc.ready_seconds) -
          std::chrono::duration_cast<WallTime::duration>(
              std::chrono::duration<double>(lt.change_s + lt.pod_start_s));
 }
+
 }  // namespace
 
 std::string SchedulesJson(const TopicSpec& spec, const LoadHistory& history, WallTime wall) {
@@ -574,35 +584,45 @@ Scheduled ScheduledFloor(const TopicSpec& spec, const LoadHistory& history, Wall
   return out;
 }
 
-Decision Decide(const TopicSpec& spec, const LoadHistory& history, const PartitionMap& map,
-                uint32_t replicas, SteadyTime now, std::optional<WallTime> wall) {
-  Decision d;
-  const double target = spec.scaling.events_per_second_per_partition;
-  const double up_tol = spec.scale_up.tolerance, down_tol = spec.scale_down.tolerance;
-  const uint32_t pmin = spec.partitions.min, pmax = spec.partitions.max;
-  const uint32_t rmin = spec.replicas.min, rmax = spec.replicas.max;
-  const uint32_t ppr = std::max<uint32_t>(1, spec.scaling.partitions_per_replica);
-  const seconds up_window(spec.scale_up.stabilization_window_seconds);
-  const seconds down_window(spec.scale_down.stabilization_window_seconds);
-  const uint32_t active = static_cast<uint32_t>(map.active_count());
-  std::vector<std::string> why;
-  const double cpu_target = spec.scaling.cpu_utilization_percent / 100.0;
+// ---------------------------------------------------------------------------------------------
+// The stages of the decision (policy_stages.h), in the order Decide runs them
 
-  // The latest load of every active partition; partitions without one are unknown.
-  std::vector<Candidate> known;
-  std::vector<uint32_t> unknown;
-  double total_rate = 0;
-  const SteadyTime latest = history.samples().empty() ? now : history.samples().back().at;
+DecideInputs::DecideInputs(const TopicSpec& spec_in, const LoadHistory& history_in,
+                           const PartitionMap& map_in, uint32_t replicas_in, SteadyTime now_in,
+                           std::optional<WallTime> wall_in)
+    : spec(spec_in),
+      history(history_in),
+      map(map_in),
+      replicas(replicas_in),
+      now(now_in),
+      wall(wall_in),
+      target(spec_in.scaling.events_per_second_per_partition),
+      up_tol(spec_in.scale_up.tolerance),
+      down_tol(spec_in.scale_down.tolerance),
+      pmin(spec_in.partitions.min),
+      pmax(spec_in.partitions.max),
+      rmin(spec_in.replicas.min),
+      rmax(spec_in.replicas.max),
+      per_replica(std::max<uint32_t>(1, spec_in.scaling.partitions_per_replica)),
+      up_window(spec_in.scale_up.stabilization_window_seconds),
+      down_window(spec_in.scale_down.stabilization_window_seconds),
+      since(now_in - down_window),
+      active(static_cast<uint32_t>(map_in.active_count())),
+      cpu_target(spec_in.scaling.cpu_utilization_percent / 100.0) {}
+
+// 1. The latest load of every active partition; partitions without one are unknown.
+CurrentLoad ReadLoad(const DecideInputs& in) {
+  CurrentLoad load;
+  load.latest = in.history.samples().empty() ? in.now : in.history.samples().back().at;
   // A rising trend (prediction on) is evidence that the rise lasts: it skips the scale-up window
   // as a surge does, which would otherwise size each step of a ramp by its rate a window ago.
-  std::optional<Trend> trend;
-  if (spec.scale_up.predictive) trend = RisingTrend(history, up_tol);
-  known.reserve(active);
-  for (uint32_t index : map.active_in_order()) {
-    const PartitionInfo& info = map.partitions()[index];
-    const auto* h = history.Partition(info.id);
-    if (!h || h->last_at < latest) {
-      unknown.push_back(info.id.value());
+  if (in.spec.scale_up.predictive) load.trend = RisingTrend(in.history, in.up_tol);
+  load.known.reserve(in.active);
+  for (uint32_t index : in.map.active_in_order()) {
+    const PartitionInfo& info = in.map.partitions()[index];
+    const auto* h = in.history.Partition(info.id);
+    if (!h || h->last_at < load.latest) {
+      load.unknown.push_back(info.id.value());
       continue;
     }
     Candidate c{.info = &info, .history = h, .load = h->last};
@@ -611,198 +631,240 @@ Decision Decide(const TopicSpec& spec, const LoadHistory& history, const Partiti
     // by its latest rate. (One observation is not enough: the first of a surge usually holds only
     // part of it, and a split sized by that part would need a second one.)
     double rate = h->last.rate;
-    const bool surge = rate > 2 * target && h->previous_rate && *h->previous_rate > 2 * target;
-    if (up_window.count() > 0 && !surge && !trend) {
-      rate = std::min(rate, h->LowSince(now - up_window).value_or(rate));
+    const bool surge =
+        rate > 2 * in.target && h->previous_rate && *h->previous_rate > 2 * in.target;
+    if (in.up_window.count() > 0 && !surge && !load.trend) {
+      rate = std::min(rate, h->LowSince(in.now - in.up_window).value_or(rate));
     }
     c.load.rate = rate;
-    total_rate += h->last.rate;
-    known.push_back(c);
+    load.total_rate += h->last.rate;
+    load.sized_rate += rate;
+    load.known.push_back(c);
   }
+  return load;
+}
 
-  // 0. Prediction, on a rising trend. It acts when the trend says that the capacity in place
-  //    will fall short by the time a change could take effect (`lead`: a change, plus a pod start
-  //    when pods will be short), and then sizes for the rate expected over a longer horizon: the
-  //    next decision comes only once this plan is done and takes as long again (2 x lead), and a
-  //    ramp that has lasted a while is taken to go on for twice as long again (2 x its age),
-  //    which keeps a long ramp to a few big decisions instead of a staircase. A rate that was
-  //    higher earlier in the scale-down window and fell back (a sawtooth) is expected back at
-  //    that peak, not beyond it. Prediction only raises what the scale-up sizing below sees (at
-  //    most kMaxPredictedFactor times the present rate); merges and pods down look at what was
-  //    observed, and a partition without a current rate turns it off.
-  const auto& samples = history.samples();
-  const SteadyTime since = now - down_window;
-  double factor = 1;
-  uint32_t predicted_pods = 0;
-  std::string predicted;
-  if (trend && total_rate > 0 && unknown.empty()) {
-    const auto lt = history.lead_times();
-    const auto trend_start = latest - std::chrono::duration_cast<SteadyTime::duration>(
-                                          std::chrono::duration<double>(trend->age_s));
-    double earlier_peak = 0;  // the window's highest total before the trend's own samples
-    for (const auto& s : samples) {
-      if (s.at >= since && s.at < trend_start) earlier_peak = std::max(earlier_peak, s.total_rate);
-    }
-    const bool seen_before = earlier_peak >= trend->level;
-    auto expected_in = [&](double seconds) {
-      double e = trend->level + trend->slope * seconds;
-      if (seen_before) e = std::min(e, earlier_peak);
-      return std::min(e, kMaxPredictedFactor * total_rate);
-    };
-    // Pods a rate needs: by partitions per replica, and by the consumers' measured capacity at
-    // their CPU target.
-    auto pods_for = [&](double rate) {
-      uint32_t n = CeilDiv(std::min(CeilDiv(rate, target), pmax), ppr);
-      const auto& last = samples.back();
-      if (last.cpu && *last.cpu > 0 && last.cpu_pods > 0) {
-        const double per_pod = last.total_rate / (last.cpu_pods * *last.cpu);
-        n = std::max(n, CeilDiv(rate, per_pod * cpu_target));
-      }
-      return std::min(n, rmax);
-    };
-    const double pods_lead = lt.change_s + lt.pod_start_s;
-    const bool pods_short = pods_for(expected_in(pods_lead)) > replicas;
-    const double lead = pods_short ? pods_lead : lt.change_s;
-    const double soon = expected_in(lead) / total_rate;
-    bool parts_short = false;
-    for (const auto& c : known) parts_short |= c.load.rate * soon > target * (1 + up_tol);
-    if (pods_short || parts_short) {
-      const double horizon = std::max(2 * lead, 2 * trend->age_s);
-      const double want = expected_in(horizon);
-      factor = std::max(1.0, want / total_rate);
-      predicted_pods = pods_for(want);
-      auto learned = [](uint32_t n) {
-        return n == 0 ? std::string(" assumed") : " learned from " + std::to_string(n);
-      };
-      const std::string pods_part =
-          pods_short ? " + pod start " + Num(lt.pod_start_s) + " s" + learned(lt.pod_starts) : "";
-      char buf[480];
-      std::snprintf(
-          buf, sizeof buf,
-          "rising %s ev/s per s for %.0f s: %s short in %s s (change %s s%s%s); sized for %s ev/s "
-          "expected in %.0f s (%s)%s",
-          Num(trend->slope).c_str(), trend->age_s,
-          pods_short && parts_short ? "partitions and pods"
-          : pods_short              ? "pods"
-                                    : "partitions",
-          Num(lead).c_str(), Num(lt.change_s).c_str(), learned(lt.changes).c_str(),
-          pods_part.c_str(), Num(want).c_str(), horizon,
-          horizon > 2 * lead ? "twice as long as it has been rising"
-                             : "twice the lead: until a next change could take effect",
-          seen_before
-              ? (", its peak of the last " + std::to_string(down_window.count()) + " s").c_str()
-              : "");
-      predicted = buf;
-      for (auto& c : known) c.load.rate *= factor;
-    }
+// 2. Prediction, on a rising trend. It acts when the trend says that the capacity in place will
+//    fall short by the time a change could take effect (`lead`: a change, plus a pod start when
+//    pods will be short), and then sizes for the rate expected over a longer horizon: the next
+//    decision comes only once this plan is done and takes as long again (2 x lead), and a ramp
+//    that has lasted a while is taken to go on for twice as long again (2 x its age), which
+//    keeps a long ramp to a few big decisions instead of a staircase. A rate that was higher
+//    earlier in the scale-down window and fell back (a sawtooth) is expected back at that peak,
+//    not beyond it. Prediction only raises what the scale-up sizing sees (at most
+//    kMaxPredictedFactor times the present rate); merges and pods down look at what was
+//    observed, and a partition without a current rate turns it off.
+Prediction Predict(const DecideInputs& in, const CurrentLoad& load) {
+  Prediction p;
+  const auto& trend = load.trend;
+  const double total_rate = load.total_rate;
+  if (!trend || total_rate <= 0 || !load.unknown.empty()) return p;
+  const auto& samples = in.history.samples();
+  const auto lt = in.history.lead_times();
+  const auto trend_start = load.latest - std::chrono::duration_cast<SteadyTime::duration>(
+                                             std::chrono::duration<double>(trend->age_s));
+  double earlier_peak = 0;  // the window's highest total before the trend's own samples
+  for (const auto& s : samples) {
+    if (s.at >= in.since && s.at < trend_start) earlier_peak = std::max(earlier_peak, s.total_rate);
   }
+  const bool seen_before = earlier_peak >= trend->level;
+  auto expected_in = [&](double seconds) {
+    double e = trend->level + trend->slope * seconds;
+    if (seen_before) e = std::min(e, earlier_peak);
+    return std::min(e, kMaxPredictedFactor * total_rate);
+  };
+  // Pods a rate needs: by partitions per replica, by the consumers' CPU at their target, and by
+  // what one pod's consumers were measured to take.
+  const auto capacity = in.history.consumer_capacity();
+  auto pods_for = [&](double rate) {
+    uint32_t n = CeilDiv(std::min(CeilDiv(rate, in.target), in.pmax), in.per_replica);
+    const auto& last = samples.back();
+    if (last.cpu && *last.cpu > 0 && last.cpu_pods > 0) {
+      const double per_pod = last.total_rate / (last.cpu_pods * *last.cpu);
+      n = std::max(n, CeilDiv(rate, per_pod * in.cpu_target));
+    }
+    if (capacity) n = std::max(n, CeilDiv(rate, capacity->per_pod));
+    return std::min(n, in.rmax);
+  };
+  const double pods_lead = lt.change_s + lt.pod_start_s;
+  const bool pods_short = pods_for(expected_in(pods_lead)) > in.replicas;
+  const double lead = pods_short ? pods_lead : lt.change_s;
+  const double soon = expected_in(lead) / total_rate;
+  bool parts_short = false;
+  for (const auto& c : load.known) parts_short |= c.load.rate * soon > in.target * (1 + in.up_tol);
+  if (!pods_short && !parts_short) return p;
+  const double horizon = std::max(2 * lead, 2 * trend->age_s);
+  const double want = expected_in(horizon);
+  p.factor = std::max(1.0, want / total_rate);
+  p.pods = pods_for(want);
+  auto learned = [](uint32_t n) {
+    return n == 0 ? std::string(" assumed") : " learned from " + std::to_string(n);
+  };
+  const std::string pods_part =
+      pods_short ? " + pod start " + Num(lt.pod_start_s) + " s" + learned(lt.pod_starts) : "";
+  char buf[480];
+  std::snprintf(
+      buf, sizeof buf,
+      "rising %s ev/s per s for %.0f s: %s short in %s s (change %s s%s%s); sized for %s ev/s "
+      "expected in %.0f s (%s)%s",
+      Num(trend->slope).c_str(), trend->age_s,
+      pods_short && parts_short ? "partitions and pods"
+      : pods_short              ? "pods"
+                                : "partitions",
+      Num(lead).c_str(), Num(lt.change_s).c_str(), learned(lt.changes).c_str(), pods_part.c_str(),
+      Num(want).c_str(), horizon,
+      horizon > 2 * lead ? "twice as long as it has been rising"
+                         : "twice the lead: until a next change could take effect",
+      seen_before
+          ? (", its peak of the last " + std::to_string(in.down_window.count()) + " s").c_str()
+          : "");
+  p.why = buf;
+  return p;
+}
 
-  // 1. Splits: each partition above its target by more than the tolerance asks for
-  //    ceil(rate / target) pieces, cut at its load quantiles; a piece count that cannot lower the
-  //    heaviest piece below the rate / (1 + tolerance) is pointless (a hot key).
-  std::vector<std::string> hot_notes;
-  uint32_t wanted_extra = 0;
+// 3. Splits: each partition above its target by more than the tolerance asks for
+//    ceil(rate / target) pieces, cut at its load quantiles; a piece count that cannot lower the
+//    heaviest piece below the rate / (1 + tolerance) is pointless (a hot key).
+SplitNeeds WantSplits(const DecideInputs& in, std::vector<Candidate>& known) {
+  SplitNeeds out;
   for (auto& c : known) {
-    if (c.load.rate <= target * (1 + up_tol)) continue;
-    c.parts = CeilDiv(c.load.rate, target);
+    if (c.load.rate <= in.target * (1 + in.up_tol)) continue;
+    c.parts = CeilDiv(c.load.rate, in.target);
     auto cuts = LoadQuantileCuts(c.info->range, c.load, c.parts);
     c.useful = static_cast<uint32_t>(cuts.size()) + 1;
     c.heaviest = HeaviestShare(c.info->range, c.load, cuts);
-    if (c.useful < 2 || c.heaviest * (1 + up_tol) >= 1) {
+    if (c.useful < 2 || c.heaviest * (1 + in.up_tol) >= 1) {
       c.useful = 1;
-      d.hot_keys.push_back({c.info->id, c.load.top_hash, c.history->last.rate * c.load.top_share});
-      if (hot_notes.size() < 3) {
+      out.hot_keys.push_back(
+          {c.info->id, c.load.top_hash, c.history->last.rate * c.load.top_share});
+      if (out.hot_notes.size() < 3) {
         char buf[160];
         std::snprintf(buf, sizeof buf,
                       "partition %u carries %s ev/s, %.0f%% of it one key (hash %u): splitting "
                       "cannot spread one key",
                       c.info->id.value(), Num(c.load.rate).c_str(), c.load.top_share * 100,
                       c.load.top_hash);
-        hot_notes.push_back(buf);
+        out.hot_notes.push_back(buf);
       }
       continue;
     }
-    wanted_extra += c.useful - 1;
+    out.extra += c.useful - 1;
   }
+  return out;
+}
 
-  // 2. Replicas the load asks for now (scale-up side): partitions per replica, CPU, lag.
-  // The pods whose CPU the sample measured, scaled by their utilization over the target.
-  auto cpu_replicas = [&](const LoadHistory::Sample& s) -> uint32_t {
-    const uint32_t base = s.cpu_pods;
-    if (!s.cpu || base == 0) return 0;
-    const double ratio = *s.cpu / cpu_target;
-    if (std::abs(ratio - 1) <= up_tol) return base;
-    return CeilDiv(base * ratio, 1);
-  };
-  uint32_t lag_replicas = 0;
-  if (!samples.empty() && samples.back().max_lag > spec.scaling.consumer_lag_events) {
-    // Lag above its target and still growing over the last few seconds: consumers fall behind.
-    const auto& last = samples.back();
-    const LoadHistory::Sample* before = nullptr;
-    for (auto it = samples.rbegin(); it != samples.rend(); ++it) {
-      if (last.at - it->at >= seconds(3)) {
-        before = &*it;
-        break;
-      }
-    }
-    if (before && last.total_lag > before->total_lag) {
-      // What the pods consume now is the arrivals less the lag's growth; enough pods to consume
-      // all arrivals at the CPU target, and at least one more.
-      const double dt = std::chrono::duration<double>(last.at - before->at).count();
-      const double growth = static_cast<double>(last.total_lag - before->total_lag) / dt;
-      const double consumed = std::max(1.0, last.total_rate - growth);
-      const double per_pod = consumed / std::max<uint32_t>(1, replicas);
-      lag_replicas =
-          std::max(replicas + 1, CeilDiv(last.total_rate * factor, per_pod * cpu_target));
-      why.push_back("consumer lag " + Num(static_cast<double>(last.max_lag)) +
-                    " above its target " +
-                    Num(static_cast<double>(spec.scaling.consumer_lag_events)) + " and growing");
-    }
-  }
+// 4. Replicas the load asks for now (scale-up side): CPU and lag.
+uint32_t CpuReplicas(const DecideInputs& in, const LoadHistory::Sample& s) {
+  const uint32_t base = s.cpu_pods;
+  if (!s.cpu || base == 0) return 0;
+  const double ratio = *s.cpu / in.cpu_target;
+  if (std::abs(ratio - 1) <= in.up_tol) return base;
+  return CeilDiv(base * ratio, 1);
+}
+
+uint32_t PodsForCpu(const DecideInputs& in, double factor) {
+  const auto& samples = in.history.samples();
+  if (samples.empty()) return 0;
   // The consumers' CPU, raised as the prediction raises the rate they will carry.
-  uint32_t cpu_now = 0;
-  if (!samples.empty()) {
-    LoadHistory::Sample last = samples.back();
-    if (last.cpu) last.cpu = *last.cpu * factor;
-    cpu_now = cpu_replicas(last);
+  LoadHistory::Sample last = samples.back();
+  if (last.cpu) last.cpu = *last.cpu * factor;
+  return CpuReplicas(in, last);
+}
+
+LagPods PodsForLag(const DecideInputs& in, double factor) {
+  LagPods out;
+  const auto& samples = in.history.samples();
+  if (samples.empty() || samples.back().max_lag <= in.spec.scaling.consumer_lag_events) return out;
+  // Once what a pod's consumers take is measured, ConsumeDemand and PodsForCapacity size for the
+  // backlog from it; the lag's growth is only a rough guess at it.
+  if (in.history.consumer_capacity()) return out;
+  // Lag above its target and still growing over the last few seconds: consumers fall behind.
+  const auto& last = samples.back();
+  const LoadHistory::Sample* before = nullptr;
+  for (auto it = samples.rbegin(); it != samples.rend(); ++it) {
+    if (last.at - it->at >= seconds(3)) {
+      before = &*it;
+      break;
+    }
   }
+  if (!before || last.total_lag <= before->total_lag) return out;
+  // What the pods consume now is the arrivals less the lag's growth; enough pods to consume all
+  // arrivals at the CPU target, and at least one more.
+  const double dt = std::chrono::duration<double>(last.at - before->at).count();
+  const double growth = static_cast<double>(last.total_lag - before->total_lag) / dt;
+  const double consumed = std::max(1.0, last.total_rate - growth);
+  const double per_pod = consumed / std::max<uint32_t>(1, in.replicas);
+  out.pods = std::max(in.replicas + 1, CeilDiv(last.total_rate * factor, per_pod * in.cpu_target));
+  out.why = "consumer lag " + Num(static_cast<double>(last.max_lag)) + " above its target " +
+            Num(static_cast<double>(in.spec.scaling.consumer_lag_events)) + " and growing";
+  return out;
+}
 
-  // Scheduled capacity: while a window is in progress, or from when it must be prepared (its
-  //    readySeconds before the start, less what a change and a pod start take here), at least
-  //    its partitions and pods, whatever the load.
-  const Scheduled scheduled = wall ? ScheduledFloor(spec, history, *wall) : Scheduled{};
-  if (!scheduled.why.empty()) why.push_back(scheduled.why);
+Demand ConsumeDemand(const DecideInputs& in, const CurrentLoad& load, double factor) {
+  Demand out;
+  out.arrival = load.sized_rate * factor;
+  const auto& samples = in.history.samples();
+  if (samples.empty()) return out;
+  const uint64_t lag = samples.back().total_lag;
+  const uint64_t target = in.spec.scaling.consumer_lag_events;
+  if (lag <= target) return out;
+  // A split divides a parent's unread events among the successors by hash range, as it divides
+  // the arrivals: the backlog is sized for as arrivals of lag / drainSeconds more.
+  const double seconds = std::max<uint32_t>(1, in.spec.scaling.drain_seconds);
+  out.backlog = lag;
+  out.drain = static_cast<double>(lag) / seconds;
+  out.why = "backlog " + Num(static_cast<double>(lag)) + " to drain in " + Num(seconds) + " s: +" +
+            Num(out.drain) + " ev/s (consumer lag above its target " +
+            Num(static_cast<double>(target)) + ")";
+  return out;
+}
 
-  // 3. How many partitions: what the rates ask for, at least one per wanted replica and what a
-  //    schedule holds, within the cap and the per-step limit; extra pieces go to the hottest
-  //    ranges first.
-  uint32_t want_total = active + wanted_extra;
-  const uint32_t replica_floor =
-      std::max(std::min(std::max({cpu_now, lag_replicas, scheduled.replicas}), rmax),
-               std::min(scheduled.partitions, pmax));
-  if (replica_floor > want_total) want_total = replica_floor;
-  uint32_t allowed_total = std::min(want_total, pmax);
-  if (spec.scale_up.max_partitions_per_step > 0) {
-    allowed_total = std::min(allowed_total, active + spec.scale_up.max_partitions_per_step);
+CapacityPods PodsForCapacity(const DecideInputs& in, double rate) {
+  CapacityPods out;
+  const auto capacity = in.history.consumer_capacity();
+  if (!capacity || !(capacity->per_pod > 0)) return out;
+  out.pods = CeilDiv(rate, capacity->per_pod);
+  // Within the tolerance of what the pods in place take: as many as now.
+  if (out.pods > in.replicas && rate <= in.replicas * capacity->per_pod * (1 + in.up_tol)) {
+    out.pods = in.replicas;
+  }
+  out.why = Num(rate) + " ev/s to consume: " + std::to_string(out.pods) + " pods at " +
+            Num(capacity->per_pod) + " ev/s per pod measured (" +
+            std::to_string(capacity->samples) + " saturated samples of group " + capacity->group +
+            ")";
+  return out;
+}
+
+// 5. How many partitions: what the rates ask for, at least `floor` (one per wanted replica and
+//    what a schedule holds), within the cap and the per-step limit; extra pieces go to the
+//    hottest ranges first.
+SplitPlan PlaceSplits(const DecideInputs& in, CurrentLoad& load, uint32_t extra, uint32_t floor) {
+  SplitPlan out;
+  std::vector<Candidate>& known = load.known;
+  const uint32_t active = in.active;
+  uint32_t want_total = active + extra;
+  if (floor > want_total) want_total = floor;
+  out.wanted = want_total;
+  uint32_t allowed_total = std::min(want_total, in.pmax);
+  if (in.spec.scale_up.max_partitions_per_step > 0) {
+    allowed_total = std::min(allowed_total, active + in.spec.scale_up.max_partitions_per_step);
   }
   uint32_t budget = allowed_total > active ? allowed_total - active : 0;
   std::vector<uint32_t> pieces(known.size(), 1);
   // What each owner can still open (its sidecar's open-files limit): a split in place keeps the
   // sealed parent and adds every piece to the owner, so pieces beyond its room wait for pods.
   std::map<std::string, int64_t> room;
-  for (const auto& [pod, most] : history.max_partitions()) room[pod] = most;
-  for (const auto& p : map.partitions()) {
+  for (const auto& [pod, most] : in.history.max_partitions()) room[pod] = most;
+  for (const auto& p : in.map.partitions()) {
     if (auto it = room.find(p.owner.value()); it != room.end()) --it->second;
   }
-  bool room_limited = false;
-  std::string room_note;
   if (budget > 0) {
     // Give one more piece at a time to the partition whose pieces are hottest, up to what each
     // can use (rate pieces first; then, for replicas, any partition that can still be cut).
     using Entry = std::pair<double, size_t>;  // (rate per piece, index)
     std::priority_queue<Entry> pq;
     for (size_t i = 0; i < known.size(); ++i) pq.push({known[i].load.rate, i});
-    const bool for_replicas = want_total > active + wanted_extra;
+    const bool for_replicas = want_total > active + extra;
     while (budget > 0 && !pq.empty()) {
       auto [per_piece, i] = pq.top();
       pq.pop();
@@ -813,19 +875,19 @@ Decision Decide(const TopicSpec& spec, const LoadHistory& history, const Partiti
         auto cuts = LoadQuantileCuts(c.info->range, c.load, 2);
         c.heaviest = cuts.empty() ? 1 : HeaviestShare(c.info->range, c.load, cuts);
       }
-      const uint32_t limit = c.useful > 1                                    ? c.useful
-                             : for_replicas && c.heaviest * (1 + up_tol) < 1 ? 64
-                                                                             : 1;
+      const uint32_t limit = c.useful > 1                                       ? c.useful
+                             : for_replicas && c.heaviest * (1 + in.up_tol) < 1 ? 64
+                                                                                : 1;
       if (pieces[i] >= limit || c.info->range.Width() <= pieces[i]) continue;
       if (auto it = room.find(c.info->owner.value()); it != room.end()) {
         const int64_t cost = pieces[i] == 1 ? 2 : 1;  // the first cut makes two pieces
         if (it->second < cost) {
-          if (!room_limited) {
-            room_note = "pod " + it->first + " can hold no more partitions (its sidecar's " +
-                        "open-files limit allows " +
-                        std::to_string(history.max_partitions().at(it->first)) + ")";
+          if (!out.room_limited) {
+            out.room_note = "pod " + it->first + " can hold no more partitions (its sidecar's " +
+                            "open-files limit allows " +
+                            std::to_string(in.history.max_partitions().at(it->first)) + ")";
           }
-          room_limited = true;
+          out.room_limited = true;
           continue;
         }
         it->second -= cost;
@@ -839,206 +901,280 @@ Decision Decide(const TopicSpec& spec, const LoadHistory& history, const Partiti
     if (pieces[i] < 2) continue;
     auto cuts = LoadQuantileCuts(known[i].info->range, known[i].load, pieces[i]);
     if (cuts.empty()) continue;
-    d.splits.push_back({known[i].info->id, std::move(cuts), known[i].load.rate});
+    out.splits.push_back({known[i].info->id, std::move(cuts), known[i].load.rate});
   }
-  uint32_t after = active;
-  for (const auto& s : d.splits) after += static_cast<uint32_t>(s.cuts.size());
+  out.after = active;
+  for (const auto& s : out.splits) out.after += static_cast<uint32_t>(s.cuts.size());
+  if (out.splits.empty()) return out;
 
-  if (!d.splits.empty()) {
-    double hottest = 0;
-    size_t above = 0;
-    for (const auto& s : d.splits) {
-      hottest = std::max(hottest, s.rate);
-      above += s.rate > target * (1 + up_tol) ? 1 : 0;
-    }
-    const uint32_t pieces_total = after - active + static_cast<uint32_t>(d.splits.size());
-    char buf[320];
-    if (above > 0) {
-      std::snprintf(buf, sizeof buf,
-                    "arrival %s ev/s; %zu partition(s) above the target %s ev/s (+%.0f%%), "
-                    "hottest %s ev/s: split into %u pieces in one step, %u -> %u partitions",
-                    Num(total_rate).c_str(), above, Num(target).c_str(), up_tol * 100,
-                    Num(hottest).c_str(), pieces_total, active, after);
-    } else {  // for pods or a schedule, not for the rate
-      std::snprintf(buf, sizeof buf,
-                    "arrival %s ev/s; %zu partition(s) split into %u pieces in one step, %u -> "
-                    "%u partitions",
-                    Num(total_rate).c_str(), d.splits.size(), pieces_total, active, after);
-    }
-    why.insert(why.begin(), buf);
-    if (want_total > pmax) {
-      why.push_back("capped at partitions.max " + std::to_string(pmax) + " (wanted " +
-                    std::to_string(want_total) + ")");
-    } else if (allowed_total < want_total) {
-      why.push_back("limited to " + std::to_string(spec.scale_up.max_partitions_per_step) +
-                    " new partitions per step");
-    }
-    d.kinds.push_back(DecisionKind::kSplit);
+  double hottest = 0;
+  size_t above = 0;
+  for (const auto& s : out.splits) {
+    hottest = std::max(hottest, s.rate);
+    above += s.rate > in.target * (1 + in.up_tol) ? 1 : 0;
   }
+  const uint32_t pieces_total = out.after - active + static_cast<uint32_t>(out.splits.size());
+  char buf[320];
+  if (above > 0) {
+    std::snprintf(buf, sizeof buf,
+                  "arrival %s ev/s; %zu partition(s) above the target %s ev/s (+%.0f%%), "
+                  "hottest %s ev/s: split into %u pieces in one step, %u -> %u partitions",
+                  Num(load.total_rate).c_str(), above, Num(in.target).c_str(), in.up_tol * 100,
+                  Num(hottest).c_str(), pieces_total, active, out.after);
+  } else {  // for pods or a schedule, not for the rate
+    std::snprintf(buf, sizeof buf,
+                  "arrival %s ev/s; %zu partition(s) split into %u pieces in one step, %u -> "
+                  "%u partitions",
+                  Num(load.total_rate).c_str(), out.splits.size(), pieces_total, active, out.after);
+  }
+  out.why = buf;
+  if (want_total > in.pmax) {
+    out.cap = "capped at partitions.max " + std::to_string(in.pmax) + " (wanted " +
+              std::to_string(want_total) + ")";
+  } else if (allowed_total < want_total) {
+    out.cap = "limited to " + std::to_string(in.spec.scale_up.max_partitions_per_step) +
+              " new partitions per step";
+  }
+  return out;
+}
 
-  // 4. Scale-down: merges of cold neighbours, only on a complete history that covers the window.
-  const bool covered = history.first_at() && *history.first_at() <= since;
-  const bool gap = history.last_incomplete() && *history.last_incomplete() >= since;
-  std::vector<std::string> down_blocked;
+// 6. What keeps anything from shrinking now.
+std::vector<std::string> ScaleDownBlocked(const DecideInputs& in, const CurrentLoad& load) {
+  std::vector<std::string> out;
+  const LoadHistory& history = in.history;
+  const bool covered = history.first_at() && *history.first_at() <= in.since;
+  const bool gap = history.last_incomplete() && *history.last_incomplete() >= in.since;
   if (gap) {
     std::string what = history.last_missing().empty() ? "" : ": " + history.last_missing()[0];
     if (history.last_missing().size() > 1) {
       what += " (and " + std::to_string(history.last_missing().size() - 1) + " more)";
     }
-    down_blocked.push_back("metrics missing within the scale-down window" + what +
-                           "; nothing shrinks until they are complete for " +
-                           std::to_string(down_window.count()) + " s");
+    out.push_back("metrics missing within the scale-down window" + what +
+                  "; nothing shrinks until they are complete for " +
+                  std::to_string(in.down_window.count()) + " s");
   } else if (!covered) {
-    down_blocked.push_back("observing for less than the scale-down window (" +
-                           std::to_string(down_window.count()) + " s)");
+    out.push_back("observing for less than the scale-down window (" +
+                  std::to_string(in.down_window.count()) + " s)");
   }
-  if (trend) {
-    down_blocked.push_back("arrival rising (" + Num(trend->slope) +
-                           " ev/s per s); nothing shrinks on a rising trend");
+  if (load.trend) {
+    out.push_back("arrival rising (" + Num(load.trend->slope) +
+                  " ev/s per s); nothing shrinks on a rising trend");
   }
   // A backlog is no time to shrink: its events wait for consumers (and those of a merge's
   // parents for the merge), so nothing shrinks while the lag of the window is above its target.
+  // The lag summed over the partitions, sealed ones included (as targetConsumerLag is defined):
+  // a backlog spread over many partitions, or held in sealed parents, waits just the same.
   uint64_t window_lag = 0;
+  for (const auto& s : history.samples()) {
+    if (s.at >= in.since) window_lag = std::max(window_lag, s.total_lag);
+  }
+  if (in.spec.scaling.consumer_lag_events > 0 && window_lag > in.spec.scaling.consumer_lag_events) {
+    out.push_back("consumer lag " + Num(static_cast<double>(window_lag)) + " above its target " +
+                  Num(static_cast<double>(in.spec.scaling.consumer_lag_events)) +
+                  " within the scale-down window; nothing shrinks while a backlog waits");
+  }
+  return out;
+}
+
+// 7. Scale-down: merges of cold neighbours, only on a complete history that covers the window.
+MergePlan PlaceMerges(const DecideInputs& in, const CurrentLoad& load, const Scheduled& scheduled) {
+  MergePlan out;
+  const auto& samples = in.history.samples();
+  out.after = in.active;
+  // Needed partitions by the window's peak total rate; merges never go below it or pmin.
+  double peak_total = 0;
   for (const auto& s : samples) {
-    if (s.at >= since) window_lag = std::max(window_lag, s.max_lag);
+    if (s.at >= in.since) peak_total = std::max(peak_total, s.total_rate);
   }
-  if (spec.scaling.consumer_lag_events > 0 && window_lag > spec.scaling.consumer_lag_events) {
-    down_blocked.push_back("consumer lag " + Num(static_cast<double>(window_lag)) +
-                           " above its target " +
-                           Num(static_cast<double>(spec.scaling.consumer_lag_events)) +
-                           " within the scale-down window; nothing shrinks while a backlog waits");
+  // Nor below the replicas the consumers' CPU asked for in the window: fewer partitions than
+  // busy consumers would only be split again.
+  uint32_t cpu_peak = 0;
+  for (const auto& s : samples) {
+    if (s.at >= in.since) cpu_peak = std::max(cpu_peak, CpuReplicas(in, s));
   }
-  if (d.splits.empty() && down_blocked.empty() && unknown.empty() && active > pmin) {
-    // Needed partitions by the window's peak total rate; merges never go below it or pmin.
-    double peak_total = 0;
-    for (const auto& s : samples) {
-      if (s.at >= since) peak_total = std::max(peak_total, s.total_rate);
+  const uint32_t floor =
+      std::max({in.pmin, CeilDiv(peak_total, in.target * (1 - in.down_tol)),
+                std::min(in.rmin, in.active), std::min(cpu_peak, in.rmax),
+                std::min(scheduled.partitions, in.pmax), std::min(scheduled.replicas, in.rmax)});
+  const std::vector<Candidate>& by_range = load.known;  // already in hash order
+  const double limit = in.target * (1 - in.down_tol);
+  uint32_t remaining = in.active;
+  std::vector<PartitionId> run;
+  // The run's peaks per bucket of the window, summed over its members: the most the merged
+  // partition would have carried at any time in the window.
+  std::vector<double> run_peaks;
+  auto peak_of = [](const std::vector<double>& v) {
+    return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end());
+  };
+  auto close_run = [&] {
+    if (run.size() >= 2) {
+      out.merges.push_back({run, peak_of(run_peaks)});
+      remaining -= static_cast<uint32_t>(run.size() - 1);
     }
-    // Nor below the replicas the consumers' CPU asked for in the window: fewer partitions than
-    // busy consumers would only be split again.
-    uint32_t cpu_peak = 0;
-    for (const auto& s : samples) {
-      if (s.at >= since) cpu_peak = std::max(cpu_peak, cpu_replicas(s));
+    run.clear();
+    run_peaks.clear();
+  };
+  const uint32_t step_limit = in.spec.scale_down.max_partitions_per_step;
+  uint32_t removed = 0;
+  for (const auto& c : by_range) {
+    auto peaks = in.history.WindowPeaks(*c.history, in.since);
+    if (!peaks) {  // too young: its load over the whole window is unknown
+      close_run();
+      continue;
     }
-    const uint32_t floor =
-        std::max({pmin, CeilDiv(peak_total, target * (1 - down_tol)), std::min(rmin, active),
-                  std::min(cpu_peak, rmax), std::min(scheduled.partitions, pmax),
-                  std::min(scheduled.replicas, rmax)});
-    const std::vector<Candidate>& by_range = known;  // already in hash order
-    const double limit = target * (1 - down_tol);
-    uint32_t remaining = active;
-    std::vector<PartitionId> run;
-    // The run's peaks per bucket of the window, summed over its members: the most the merged
-    // partition would have carried at any time in the window.
-    std::vector<double> run_peaks;
-    auto peak_of = [](const std::vector<double>& v) {
-      return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end());
-    };
-    auto close_run = [&] {
-      if (run.size() >= 2) {
-        d.merges.push_back({run, peak_of(run_peaks)});
-        remaining -= static_cast<uint32_t>(run.size() - 1);
-      }
-      run.clear();
-      run_peaks.clear();
-    };
-    uint32_t step_limit = spec.scale_down.max_partitions_per_step;
-    uint32_t removed = 0;
-    for (const auto& c : by_range) {
-      auto peaks = history.WindowPeaks(*c.history, since);
-      if (!peaks) {  // too young: its load over the whole window is unknown
-        close_run();
+    const bool room =
+        remaining - (run.empty() ? 0 : static_cast<uint32_t>(run.size() - 1)) > floor &&
+        (step_limit == 0 || removed < step_limit);
+    if (!run.empty() && room && peaks->size() == run_peaks.size()) {
+      std::vector<double> sum = run_peaks;
+      for (size_t i = 0; i < sum.size(); ++i) sum[i] += (*peaks)[i];
+      if (peak_of(sum) <= limit) {
+        run.push_back(c.info->id);
+        run_peaks = std::move(sum);
+        ++removed;
         continue;
       }
-      const bool room =
-          remaining - (run.empty() ? 0 : static_cast<uint32_t>(run.size() - 1)) > floor &&
-          (step_limit == 0 || removed < step_limit);
-      if (!run.empty() && room && peaks->size() == run_peaks.size()) {
-        std::vector<double> sum = run_peaks;
-        for (size_t i = 0; i < sum.size(); ++i) sum[i] += (*peaks)[i];
-        if (peak_of(sum) <= limit) {
-          run.push_back(c.info->id);
-          run_peaks = std::move(sum);
-          ++removed;
-          continue;
-        }
-      }
-      close_run();
-      run.push_back(c.info->id);
-      run_peaks = std::move(*peaks);
     }
     close_run();
-    if (!d.merges.empty()) {
-      const uint32_t merged_to = remaining;
-      char buf[256];
-      std::snprintf(buf, sizeof buf,
-                    "peak arrival %s ev/s over the last %llds; %zu run(s) of cold neighbours stay "
-                    "below %s ev/s merged: %u -> %u partitions",
-                    Num(peak_total).c_str(), static_cast<long long>(down_window.count()),
-                    d.merges.size(), Num(limit).c_str(), active, merged_to);
-      why.insert(why.begin(), buf);
-      after = merged_to;
-      d.kinds.push_back(DecisionKind::kMerge);
-    }
+    run.push_back(c.info->id);
+    run_peaks = std::move(*peaks);
   }
+  close_run();
+  if (out.merges.empty()) return out;
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "peak arrival %s ev/s over the last %llds; %zu run(s) of cold neighbours stay "
+                "below %s ev/s merged: %u -> %u partitions",
+                Num(peak_total).c_str(), static_cast<long long>(in.down_window.count()),
+                out.merges.size(), Num(limit).c_str(), in.active, remaining);
+  out.why = buf;
+  out.after = remaining;
+  return out;
+}
 
-  // 5. Replicas: up at once to what the load asks now; down to the highest recommendation of
-  //    the scale-down window, only on complete observations.
+// 8. Replicas: up at once to what the load asks now; down to the highest recommendation of the
+//    scale-down window, only on complete observations.
+PodsPlan SizePods(const DecideInputs& in, const PodsAsked& asked, const SplitPlan& split,
+                  uint32_t after, bool may_shrink) {
+  PodsPlan out;
+  const auto& samples = in.history.samples();
+  const uint32_t replicas = in.replicas;
   // Partitions per replica, no more than the tightest pod can hold open.
-  uint32_t per_replica = ppr;
-  for (const auto& [pod, most] : history.max_partitions()) {
+  uint32_t per_replica = in.per_replica;
+  for (const auto& [pod, most] : in.history.max_partitions()) {
     per_replica = std::min(per_replica, std::max<uint32_t>(1, most / 2));  // with sealed parents
   }
   auto by_partitions = [&](uint32_t parts) { return CeilDiv(parts, per_replica); };
-  uint32_t up =
-      std::max({by_partitions(after), cpu_now, lag_replicas, predicted_pods, scheduled.replicas});
-  if (room_limited) {
+  uint32_t up = std::max({by_partitions(after), asked.cpu, asked.lag, asked.predicted,
+                          asked.scheduled, asked.capacity.pods});
+  if (split.room_limited) {
     // The pieces the pods could not open go to new pods: enough of them for what was wanted.
-    up = std::max(up, by_partitions(std::min(want_total, pmax)));
-    why.push_back(room_note + ": more pods for the " + std::to_string(std::min(want_total, pmax)) +
-                  " partitions wanted");
+    const uint32_t wanted = std::min(split.wanted, in.pmax);
+    up = std::max(up, by_partitions(wanted));
+    out.why.push_back(split.room_note + ": more pods for the " + std::to_string(wanted) +
+                      " partitions wanted");
   }
   uint32_t want = replicas;
   if (up > replicas) {
     want = up;
-  } else if (down_blocked.empty()) {
-    uint32_t peak_rec = std::max(by_partitions(after), scheduled.replicas);
+  } else if (may_shrink) {
+    uint32_t peak_rec = std::max(by_partitions(after), asked.scheduled);
+    const auto capacity = in.history.consumer_capacity();
     for (const auto& s : samples) {
-      if (s.at < since) continue;
-      peak_rec = std::max(peak_rec, cpu_replicas(s));
+      if (s.at < in.since) continue;
+      peak_rec = std::max(peak_rec, CpuReplicas(in, s));
+      if (capacity && capacity->per_pod > 0) {
+        peak_rec = std::max(peak_rec, CeilDiv(s.total_rate, capacity->per_pod * (1 - in.down_tol)));
+      }
     }
     if (peak_rec < replicas) want = peak_rec;
   }
-  want = std::clamp(want, rmin, rmax);
-  want = std::max(std::min(want, after), std::min(rmin, after));
+  want = std::clamp(want, in.rmin, in.rmax);
+  want = std::max(std::min(want, after), std::min(in.rmin, after));
+  out.replicas = want;
   if (want > replicas) {
-    d.kinds.push_back(DecisionKind::kPodsUp);
-    std::string r = "replicas " + std::to_string(replicas) + " -> " + std::to_string(want) + ": " +
-                    std::to_string(after) + " partitions at " + std::to_string(per_replica) +
-                    " per replica" +
-                    (per_replica < ppr ? " (what the pods' open-files limits allow)" : "");
-    if (cpu_now > by_partitions(after) && samples.back().cpu) {
+    out.kind = DecisionKind::kPodsUp;
+    std::string r =
+        "replicas " + std::to_string(replicas) + " -> " + std::to_string(want) + ": " +
+        std::to_string(after) + " partitions at " + std::to_string(per_replica) + " per replica" +
+        (per_replica < in.per_replica ? " (what the pods' open-files limits allow)" : "");
+    if (asked.capacity.pods > by_partitions(after)) r += ", " + asked.capacity.why;
+    if (asked.cpu > by_partitions(after) && samples.back().cpu) {
       r += ", consumer CPU " + Num(*samples.back().cpu * 100) + "% against " +
-           std::to_string(spec.scaling.cpu_utilization_percent) + "%";
+           std::to_string(in.spec.scaling.cpu_utilization_percent) + "%";
     }
-    if (up > rmax) r += ", capped at replicas.max " + std::to_string(rmax);
-    why.push_back(r);
+    if (up > in.rmax) r += ", capped at replicas.max " + std::to_string(in.rmax);
+    out.why.push_back(r);
   } else if (want < replicas) {
-    d.kinds.push_back(DecisionKind::kPodsDown);
-    why.push_back("replicas " + std::to_string(replicas) + " -> " + std::to_string(want) +
-                  ": the highest recommendation over the last " +
-                  std::to_string(down_window.count()) + " s");
+    out.kind = DecisionKind::kPodsDown;
+    out.why.push_back("replicas " + std::to_string(replicas) + " -> " + std::to_string(want) +
+                      ": the highest recommendation over the last " +
+                      std::to_string(in.down_window.count()) + " s");
   }
+  return out;
+}
+
+Decision Decide(const DecideInputs& in) {
+  Decision d;
+  CurrentLoad load = ReadLoad(in);
+  const Prediction predicted = Predict(in, load);
+  const Demand demand = ConsumeDemand(in, load, predicted.factor);
+  // Partitions are sized for the backlog to drain too, spread as the arrivals are.
+  const double backlog_factor = demand.arrival > 0 ? demand.rate() / demand.arrival : 1;
+  for (auto& c : load.known) c.load.rate *= predicted.factor * backlog_factor;
+  SplitNeeds needs = WantSplits(in, load.known);
+  d.hot_keys = std::move(needs.hot_keys);
+  const LagPods lag = PodsForLag(in, predicted.factor);
+  const uint32_t cpu_now = PodsForCpu(in, predicted.factor);
+  const CapacityPods capacity = PodsForCapacity(in, demand.rate());
+  // Scheduled capacity: while a window is in progress, or from when it must be prepared (its
+  // readySeconds before the start, less what a change and a pod start take here), at least its
+  // partitions and pods, whatever the load.
+  const Scheduled scheduled = in.wall ? ScheduledFloor(in.spec, in.history, *in.wall) : Scheduled{};
+  const uint32_t floor =
+      std::max(std::min(std::max({cpu_now, lag.pods, scheduled.replicas, capacity.pods}), in.rmax),
+               std::min(scheduled.partitions, in.pmax));
+  SplitPlan split = PlaceSplits(in, load, needs.extra, floor);
+  d.splits = std::move(split.splits);
+  if (!d.splits.empty()) d.kinds.push_back(DecisionKind::kSplit);
+
+  const std::vector<std::string> blocked = ScaleDownBlocked(in, load);
+  MergePlan merge;
+  merge.after = split.after;
+  if (d.splits.empty() && blocked.empty() && load.unknown.empty() && in.active > in.pmin) {
+    merge = PlaceMerges(in, load, scheduled);
+    d.merges = std::move(merge.merges);
+    if (!d.merges.empty()) d.kinds.push_back(DecisionKind::kMerge);
+  }
+  const uint32_t after = merge.after;
+  const PodsPlan pods = SizePods(in,
+                                 {.cpu = cpu_now,
+                                  .lag = lag.pods,
+                                  .predicted = predicted.pods,
+                                  .scheduled = scheduled.replicas,
+                                  .capacity = capacity},
+                                 split, after, blocked.empty());
+  if (pods.kind) d.kinds.push_back(*pods.kind);
   d.partitions = after;
-  d.replicas = want;
+  d.replicas = pods.replicas;
   std::sort(d.hot_keys.begin(), d.hot_keys.end(),
             [](const HotKey& a, const HotKey& b) { return a.rate > b.rate; });
-  if (!predicted.empty() && (!d.splits.empty() || want > replicas)) {
-    why.insert(why.begin(), predicted);
+
+  // The reason: what was predicted (when it changed something), the change of partitions, then
+  // what asked for pods, the cap, the pods, hot keys and what is unknown.
+  std::vector<std::string> why;
+  const bool up = !d.splits.empty() || pods.replicas > in.replicas;
+  if (!predicted.why.empty() && up) why.push_back(predicted.why);
+  const std::string none;
+  const std::string* const parts[] = {&split.why, &merge.why,     up ? &demand.why : &none,
+                                      &lag.why,   &scheduled.why, &split.cap};
+  for (const std::string* w : parts) {
+    if (!w->empty()) why.push_back(*w);
   }
-  for (auto& n : hot_notes) why.push_back(n);
-  if (!unknown.empty()) {
-    why.push_back(std::to_string(unknown.size()) +
+  why.insert(why.end(), pods.why.begin(), pods.why.end());
+  why.insert(why.end(), needs.hot_notes.begin(), needs.hot_notes.end());
+  if (!load.unknown.empty()) {
+    why.push_back(std::to_string(load.unknown.size()) +
                   " active partition(s) without a current rate; they are not split or merged");
   }
   if (d.kinds.empty()) {
@@ -1047,15 +1183,22 @@ Decision Decide(const TopicSpec& spec, const LoadHistory& history, const Partiti
     std::snprintf(buf, sizeof buf,
                   "hold: arrival %s ev/s over %u partitions (%s per partition, target %s), %u "
                   "replicas",
-                  Num(total_rate).c_str(), active, Num(active ? total_rate / active : 0).c_str(),
-                  Num(target).c_str(), replicas);
+                  Num(load.total_rate).c_str(), in.active,
+                  Num(in.active ? load.total_rate / in.active : 0).c_str(), Num(in.target).c_str(),
+                  in.replicas);
     why.insert(why.begin(), buf);
-    for (auto& b : down_blocked) why.push_back(b);
-  } else if (d.merges.empty() && want >= replicas && !down_blocked.empty() && d.splits.empty()) {
-    for (auto& b : down_blocked) why.push_back(b);
+    why.insert(why.end(), blocked.begin(), blocked.end());
+  } else if (d.merges.empty() && pods.replicas >= in.replicas && !blocked.empty() &&
+             d.splits.empty()) {
+    why.insert(why.end(), blocked.begin(), blocked.end());
   }
   for (size_t i = 0; i < why.size(); ++i) d.reason += (i ? "; " : "") + why[i];
   return d;
+}
+
+Decision Decide(const TopicSpec& spec, const LoadHistory& history, const PartitionMap& map,
+                uint32_t replicas, SteadyTime now, std::optional<WallTime> wall) {
+  return Decide(DecideInputs(spec, history, map, replicas, now, wall));
 }
 
 }  // namespace shoal::control

@@ -8,6 +8,7 @@
 #include <map>
 #include <random>
 
+#include "shoal/client/workload.h"
 #include "shoal/common/hash.h"
 #include "shoal/common/json.h"
 #include "shoal/common/partition_map.h"
@@ -17,6 +18,11 @@
 namespace shoal::control {
 
 double Trace::RateAt(double t) const {
+  if (!profile.empty()) {
+    return t < profile_duration_s
+               ? profile_rate * client::ProfileFactor(profile, t, profile_duration_s)
+               : 0;
+  }
   if (rate.empty()) return 0;
   if (repeat_s > 0) t = std::fmod(t, repeat_s);
   if (t <= rate.front().first) return rate.front().second;
@@ -59,6 +65,19 @@ Status Known(const YAML::Node& n, const std::string& path, std::vector<std::stri
 
 }  // namespace
 
+Status ValidateConsumer(const Trace::Consumer& c) {
+  if (!(c.events_per_second > 0)) {
+    return Status::InvalidArgument("consumer.events_per_second_per_pod: must be > 0");
+  }
+  if (!(c.service_us >= 0)) return Status::InvalidArgument("consumer.service_us: must be >= 0");
+  if (c.concurrency < 1) return Status::InvalidArgument("consumer.concurrency: must be >= 1");
+  if (!(c.cpu_us >= 0)) return Status::InvalidArgument("consumer.cpu_us: must be >= 0");
+  if (!(c.cpu_request_cores > 0)) {
+    return Status::InvalidArgument("consumer.cpu_request_cores: must be > 0");
+  }
+  return Status::Ok();
+}
+
 Result<Trace> ParseTrace(std::string_view text) {
   YAML::Node doc;
   try {
@@ -67,10 +86,11 @@ Result<Trace> ParseTrace(std::string_view text) {
     return Status::InvalidArgument(std::string("trace is not YAML: ") + e.what());
   }
   Trace t;
-  SHOAL_RETURN_IF_ERROR(Known(
-      doc, "",
-      {"name", "duration_s", "step_s", "topic", "rate", "repeat_s", "noise", "seed", "hot_keys",
-       "missing", "consumer", "pods", "initial_partitions", "initial_pods", "start_time"}));
+  SHOAL_RETURN_IF_ERROR(
+      Known(doc, "",
+            {"name", "duration_s", "step_s", "topic", "rate", "repeat_s", "noise", "seed",
+             "hot_keys", "missing", "consumer", "pods", "initial_partitions", "initial_pods",
+             "start_time", "profile", "parents"}));
   SHOAL_RETURN_IF_ERROR(Get(doc, "", "name", &t.name));
   SHOAL_RETURN_IF_ERROR(Get(doc, "", "duration_s", &t.duration_s));
   SHOAL_RETURN_IF_ERROR(Get(doc, "", "step_s", &t.step_s));
@@ -84,11 +104,35 @@ Result<Trace> ParseTrace(std::string_view text) {
   if (auto w = ParseWallTime(t.start_time); !w.ok()) {
     return Status::InvalidArgument("start_time: " + w.status().message());
   }
-  if (!doc["rate"] || !doc["rate"].IsSequence() || doc["rate"].size() == 0) {
-    return Status::InvalidArgument("rate: required, a list of [t_s, events_per_s] points");
+  if (auto p = doc["profile"]) {
+    SHOAL_RETURN_IF_ERROR(Known(p, "profile.", {"name", "rate", "duration_s"}));
+    SHOAL_RETURN_IF_ERROR(Get(p, "profile.", "name", &t.profile));
+    SHOAL_RETURN_IF_ERROR(Get(p, "profile.", "rate", &t.profile_rate));
+    SHOAL_RETURN_IF_ERROR(Get(p, "profile.", "duration_s", &t.profile_duration_s));
+    const std::vector<std::string> names = {"steady", "surge", "ramp", "sawtooth"};
+    if (std::find(names.begin(), names.end(), t.profile) == names.end()) {
+      return Status::InvalidArgument("profile.name: \"" + t.profile +
+                                     "\" is not a load profile (steady, surge, ramp, sawtooth)");
+    }
+    if (!(t.profile_rate > 0)) return Status::InvalidArgument("profile.rate: must be > 0");
+    if (!(t.profile_duration_s > 0)) {
+      return Status::InvalidArgument("profile.duration_s: must be > 0");
+    }
+    if (doc["rate"]) return Status::InvalidArgument("rate: give either rate or profile, not both");
+  } else if (!doc["rate"] || !doc["rate"].IsSequence() || doc["rate"].size() == 0) {
+    return Status::InvalidArgument(
+        "rate: required (a list of [t_s, events_per_s] points) unless a profile is given");
+  }
+  if (doc["parents"]) {
+    std::string how;
+    SHOAL_RETURN_IF_ERROR(Get(doc, "", "parents", &how));
+    if (how != "divided" && how != "whole") {
+      return Status::InvalidArgument("parents: \"" + how + "\" must be divided or whole");
+    }
+    t.parents_whole = how == "whole";
   }
   double prev = -1;
-  for (size_t i = 0; i < doc["rate"].size(); ++i) {
+  for (size_t i = 0; doc["rate"] && i < doc["rate"].size(); ++i) {
     const auto p = doc["rate"][i];
     const std::string path = "rate[" + std::to_string(i) + "]";
     if (!p.IsSequence() || p.size() != 2) {
@@ -138,10 +182,17 @@ Result<Trace> ParseTrace(std::string_view text) {
     }
   }
   if (auto c = doc["consumer"]) {
-    SHOAL_RETURN_IF_ERROR(Known(c, "consumer.", {"events_per_second_per_pod"}));
+    SHOAL_RETURN_IF_ERROR(Known(
+        c, "consumer.",
+        {"events_per_second_per_pod", "service_us", "concurrency", "cpu_us", "cpu_request_cores"}));
     SHOAL_RETURN_IF_ERROR(
-        Get(c, "consumer.", "events_per_second_per_pod", &t.consumer_events_per_second));
+        Get(c, "consumer.", "events_per_second_per_pod", &t.consumer.events_per_second));
+    SHOAL_RETURN_IF_ERROR(Get(c, "consumer.", "service_us", &t.consumer.service_us));
+    SHOAL_RETURN_IF_ERROR(Get(c, "consumer.", "concurrency", &t.consumer.concurrency));
+    SHOAL_RETURN_IF_ERROR(Get(c, "consumer.", "cpu_us", &t.consumer.cpu_us));
+    SHOAL_RETURN_IF_ERROR(Get(c, "consumer.", "cpu_request_cores", &t.consumer.cpu_request_cores));
   }
+  SHOAL_RETURN_IF_ERROR(ValidateConsumer(t.consumer));
   if (auto p = doc["pods"]) {
     SHOAL_RETURN_IF_ERROR(Known(p, "pods.", {"start_s"}));
     SHOAL_RETURN_IF_ERROR(Get(p, "pods.", "start_s", &t.pod_start_s));
@@ -166,7 +217,11 @@ class World {
     for (const auto& k : trace.hot_keys) hot_.push_back({KeyHash(k.key), k});
   }
 
-  // Arrivals of one step into every active partition; returns the observation.
+  // The consumer group the simulated consumers belong to.
+  static constexpr const char* kGroup = "sim";
+
+  // Arrivals of one step into every active partition, then what each ready pod's consumers
+  // take; returns the observation.
   Observation Step(const PartitionMap& map, double t, SteadyTime at, uint32_t ready_pods) {
     Observation o;
     o.at = at;
@@ -184,8 +239,11 @@ class World {
       if (t >= g.from_s && t < g.until_s)
         gap_pods.insert(gap_pods.end(), g.pods.begin(), g.pods.end());
     }
-    // Per pod: partitions and backlog, for consumption.
-    std::map<std::string, std::vector<PartitionId>> owned;
+    auto in_gap = [&](int64_t ordinal) {
+      return ordinal >= 0 && std::find(gap_pods.begin(), gap_pods.end(), ordinal) != gap_pods.end();
+    };
+    // Per pod: the partitions it holds (active, and sealed ones it still serves), to consume.
+    std::map<std::string, std::vector<PartitionId>> held;
     for (const auto& p : map.partitions()) {
       if (!p.active()) continue;
       const double width = static_cast<double>(p.range.Width()) / static_cast<double>(kHashSpace);
@@ -215,39 +273,63 @@ class World {
         load.top_hash = top_hash;
         load.top_share = top / total;
       }
-      const int64_t ordinal = OrdinalOf(map.topic(), p.owner);
-      if (ordinal >= 0 && std::find(gap_pods.begin(), gap_pods.end(), ordinal) != gap_pods.end()) {
+      if (in_gap(OrdinalOf(map.topic(), p.owner))) {
         if (o.missing.size() < 5) {
           o.missing.push_back(p.owner.value() + ": /metrics: connection refused (simulated)");
         }
       } else {
         o.partitions[p.id] = load;
       }
-      owned[p.owner.value()].push_back(p.id);
+      held[p.owner.value()].push_back(p.id);
     }
-    // Consumption: each ready pod takes up to its capacity from its partitions' backlog.
-    const double cap = trace_.consumer_events_per_second * dt;
-    for (auto& [pod, ids] : owned) {
+    for (const auto& [id, s] : sealed_) held[s.owner.value()].push_back(id);
+    // Consumption: each ready pod's consumers take up to their capacity from the backlog they
+    // can read (parents first), in proportion to it.
+    const double cap = trace_.consumer.Capacity() * dt;
+    for (auto& [pod, ids] : held) {
       const int64_t ordinal = OrdinalOf(map.topic(), PodName(pod));
-      double backlog = 0;
-      for (PartitionId id : ids) backlog += lag_[id];
       const bool ready = ordinal >= 0 && ordinal < ready_pods;
-      const double take = ready ? std::min(cap, backlog) : 0;
+      double readable = 0, backlog = 0;
       for (PartitionId id : ids) {
-        if (backlog > 0) lag_[id] -= take * lag_[id] / backlog;
-        if (auto it = o.partitions.find(id); it != o.partitions.end()) {
-          it->second.lag = static_cast<uint64_t>(std::max(0.0, lag_[id]));
-        }
+        backlog += lag_[id];
+        if (!Waits(id)) readable += lag_[id];
       }
-      if (ready && ordinal >= 0 &&
-          std::find(gap_pods.begin(), gap_pods.end(), ordinal) == gap_pods.end()) {
-        o.cpu_utilization[pod] = cap > 0 ? take / cap : 0;
+      const double take = ready ? std::min(cap, readable) : 0;
+      for (PartitionId id : ids) {
+        if (readable > 0 && !Waits(id)) lag_[id] -= take * lag_[id] / readable;
       }
+      if (!ready || in_gap(ordinal)) continue;
+      const double consumer_rate = take / dt;
+      o.cpu_utilization[pod] =
+          trace_.consumer.cpu_us > 0
+              ? consumer_rate * trace_.consumer.cpu_us / 1e6 / trace_.consumer.cpu_request_cores
+          : cap > 0 ? take / cap
+                    : 0;
+      // The sidecar's delivered counter and the group's lag on what the pod serves.
+      o.consumers[pod][kGroup] = {consumer_rate,
+                                  static_cast<uint64_t>(std::max(0.0, backlog - take))};
+    }
+    RetireDrained();
+    for (const auto& p : map.partitions()) {
+      if (auto it = o.partitions.find(p.id); it != o.partitions.end()) {
+        it->second.lag = static_cast<uint64_t>(std::max(0.0, lag_[p.id]));
+      }
+    }
+    // Sealed partitions still read hold their lag, as their owners report it.
+    for (const auto& [id, s] : sealed_) {
+      if (in_gap(OrdinalOf(map.topic(), s.owner))) continue;
+      PartitionLoad load;
+      load.id = id;
+      load.active = false;
+      load.lag = static_cast<uint64_t>(std::max(0.0, lag_[id]));
+      o.partitions[id] = load;
     }
     return o;
   }
 
-  // A change replaced partitions: their backlog goes to their successors by range.
+  // A change replaced partitions: by default their backlog goes to their successors by range
+  // (each successor's pod reads its range of the parent); with parents whole it stays with the
+  // sealed partition on the pod that held it, and its successors wait for it.
   void Changed(const PartitionMap& before, const PartitionMap& after) {
     std::map<PartitionId, std::vector<const PartitionInfo*>> successors;
     for (const auto& s : after.partitions()) {
@@ -258,6 +340,11 @@ class World {
       if (!p.active()) continue;
       auto it = successors.find(p.id);
       if (it == successors.end()) continue;
+      if (trace_.parents_whole) {
+        sealed_[p.id] = {p.owner, parents_[p.id]};
+        parents_.erase(p.id);
+        continue;
+      }
       const double backlog = lag_[p.id];
       lag_.erase(p.id);
       for (const PartitionInfo* s : it->second) {
@@ -269,6 +356,19 @@ class World {
         }
       }
     }
+    if (!trace_.parents_whole) return;
+    for (const auto& s : after.partitions()) {
+      if (s.active() && !s.parents.empty() && !parents_.count(s.id)) parents_[s.id] = s.parents;
+    }
+    RetireDrained();
+  }
+
+  // Whether a sealed partition that pods >= `from` hold is still being read.
+  bool SealedOn(const std::string& topic, uint32_t from) const {
+    for (const auto& [id, s] : sealed_) {
+      if (OrdinalOf(topic, s.owner) >= static_cast<int64_t>(from)) return true;
+    }
+    return false;
   }
 
   double TotalLag() const {
@@ -278,14 +378,58 @@ class World {
   }
 
  private:
+  struct Sealed {
+    PodName owner;
+    std::vector<PartitionId> parents;
+  };
+
+  // Parents first (with parents whole): a partition is read only once none of its parents is
+  // still held sealed with events unread. (Sealed partitions leave once drained and no longer
+  // waiting, so their own parents are gone before them: the direct parents tell.)
+  bool Waits(PartitionId id) const {
+    const std::vector<PartitionId>* parents = nullptr;
+    if (auto s = sealed_.find(id); s != sealed_.end()) {
+      parents = &s->second.parents;
+    } else if (auto a = parents_.find(id); a != parents_.end()) {
+      parents = &a->second;
+    }
+    if (parents == nullptr) return false;
+    return std::any_of(parents->begin(), parents->end(),
+                       [&](PartitionId p) { return sealed_.count(p) > 0; });
+  }
+
+  // Sealed partitions read to the end (and no longer waiting: an empty parent's own parents
+  // still come first) are retired, which may free their successors.
+  void RetireDrained() {
+    for (bool again = true; again;) {
+      again = false;
+      for (auto it = sealed_.begin(); it != sealed_.end();) {
+        if (lag_[it->first] <= kDrained && !Waits(it->first)) {
+          lag_.erase(it->first);
+          it = sealed_.erase(it);
+          again = true;
+        } else {
+          ++it;
+        }
+      }
+    }
+  }
+
+  // Below this many events a backlog is read (consumption is continuous here).
+  static constexpr double kDrained = 1e-6;
+
   const TopicSpec& spec_;
   const Trace& trace_;
   std::mt19937_64 rng_;
   std::vector<std::pair<uint32_t, Trace::HotKey>> hot_;
   std::map<PartitionId, double> lag_;
+  // With parents whole: sealed partitions not yet read to the end, and the parents of active
+  // partitions (the map forgets them once it drops the sealed ones).
+  std::map<PartitionId, Sealed> sealed_;
+  std::map<PartitionId, std::vector<PartitionId>> parents_;
 };
 
-// Drops sealed partitions: in the model a change hands their backlog over at once.
+// Drops sealed partitions from the map: the world keeps what is left to read of them.
 PartitionMap WithoutSealed(const PartitionMap& m) {
   MapChange c(m);
   for (const auto& p : m.partitions()) {
@@ -389,6 +533,10 @@ Result<SimResult> Simulate(const TopicSpec& spec, const Trace& trace) {
           }
           break;
         case PlanStep::Kind::kWaitConsumed:
+          // Until the leaving pods' sealed partitions are read (they hold some only with
+          // parents whole: otherwise their backlog went to the successors).
+          advanced = !world.SealedOn(spec.name, s.pods);
+          break;
         case PlanStep::Kind::kDrain:
         case PlanStep::Kind::kRestart:  // traces have no pod templates: no plan rolls pods
           break;
@@ -446,6 +594,7 @@ Result<SimResult> Simulate(const TopicSpec& spec, const Trace& trace) {
                 .plan_in_progress = have_plan};
     pt.scheduled = !ScheduledFloor(spec, history, wall).active.empty();
     out.max_lag = std::max(out.max_lag, pt.lag);
+    out.lag_event_seconds += pt.lag * trace.step_s;
     out.partition_seconds += pt.partitions * trace.step_s;
     out.pod_seconds += pt.pods * trace.step_s;
     out.max_partitions = std::max(out.max_partitions, pt.partitions);
@@ -464,6 +613,8 @@ std::string SimResult::ToJson(bool with_timeline) const {
   json::AppendUint(o, scale_ups);
   o += ",\"max_lag\":";
   json::AppendDouble(o, max_lag);
+  o += ",\"lag_event_seconds\":";
+  json::AppendDouble(o, lag_event_seconds);
   o += ",\"partition_seconds\":";
   json::AppendDouble(o, partition_seconds);
   o += ",\"pod_seconds\":";

@@ -18,6 +18,12 @@
 //     means "unknown": zeros, nothing missing; any other failure leaves the zeros and adds an
 //     entry to `missing`, because the planner would split blind.
 //   - sealed partitions: active = false and their lag; their rate is 0 (they take no appends).
+//   - consumers (per pod and group): delivered_rate is the increase of
+//     shoal_events_delivered_total{topic,group} at the pod since the previous Observe, over the
+//     Clock's time between them (none without an earlier sample or after the counter went down);
+//     backlog is the group's shoal_consumer_lag_events on what the pod serves (ConsumerLoad),
+//     each partition's lag read at its owner. A sidecar without the counter leaves its pod out;
+//     nothing goes missing for it.
 // A pod that does not answer /metrics makes every partition it owns go missing with the reason;
 // so does a partition its owner does not report, or whose owner is not among `pods`. Pods that
 // own no partition of the map are not scraped. cpu_utilization comes from PodInfo as given.
@@ -108,6 +114,13 @@ class MetricsObserver final : public Observer {
   std::mutex observe_mu_;  // serializes Observe
   // Keyed by (pod, partition id); guarded by observe_mu_.
   std::map<std::pair<std::string, uint32_t>, Sample> previous_;
+  // shoal_events_delivered_total as the previous Observe read it, keyed by (pod, group);
+  // guarded by observe_mu_.
+  struct Delivered {
+    double count = 0;
+    std::chrono::steady_clock::time_point at;
+  };
+  std::map<std::pair<std::string, std::string>, Delivered> previous_delivered_;
 };
 
 }  // namespace shoal::control

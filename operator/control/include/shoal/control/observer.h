@@ -39,6 +39,19 @@ struct PartitionLoad {
   std::vector<PartitionId> parents;
 };
 
+// What one consumer group's consumers on one pod took over the last observation interval, and
+// what waited for them there.
+struct ConsumerLoad {
+  // Events per second the pod's sidecar handed to the group's consumers, from its own
+  // partitions or read through them from ancestors held elsewhere.
+  double delivered_rate = 0;
+  // The group's unconsumed events the pod serves: its lag on every partition the pod owns
+  // (active and sealed), plus the pod's share by hash range of the lag on sealed ancestors of
+  // its active partitions held by other pods. With backlog left after the interval, the
+  // consumers had more to read than they took: they were saturated.
+  uint64_t backlog = 0;
+};
+
 struct Observation {
   std::chrono::steady_clock::time_point at;
   Epoch epoch{0};  // the map these numbers were taken under
@@ -49,6 +62,10 @@ struct Observation {
   // Per pod: the most partitions (active and sealed) its sidecar can hold open, from its
   // open-files limit and use (admin_partitions.h PodLimits); pods without a known limit absent.
   std::map<std::string, uint32_t> max_partitions;
+  // Per pod, per consumer group: what the group's consumers there took and what waited for
+  // them. Only pods whose sidecar exports what it delivers, from their second observation on;
+  // a pod absent here is not missing (the capacity of its consumers is unknown, nothing more).
+  std::map<std::string, std::map<std::string, ConsumerLoad>> consumers;
   // What could not be observed, in words ("orders-2: /metrics: connection refused"). A decision
   // never shrinks anything on an observation with something missing.
   std::vector<std::string> missing;

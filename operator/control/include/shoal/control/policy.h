@@ -24,6 +24,8 @@
 //    trend (RisingTrend) and the time this platform takes to change the map and to start a pod,
 //    learned from the loop's own history (LeadTimes). It only ever adds to what the present rate
 //    asks for; it never shrinks anything.
+// Decide runs its stages in order, each a function over one DecideInputs with its own table
+// test (policy_stages.h).
 // Values and a const function; LoadHistory is a value owned by the control loop.
 #pragma once
 
@@ -114,6 +116,23 @@ class LoadHistory {
   // Per pod, the most partitions its sidecar can hold open, as last reported (a pod keeps its
   // last report while it owns nothing and is not scraped).
   const std::map<std::string, uint32_t>& max_partitions() const { return max_partitions_; }
+  // What one pod's consumers take when they have more to read than they can (saturated: their
+  // pod served them a backlog of at least kSaturatedBacklogSeconds of what they took, and at
+  // least kSaturatedBacklogEvents, while they took something): per consumer group, the median
+  // of its last kCapacityKept saturated samples over every pod; the topic's is the lowest over
+  // its groups (every group must keep up), with that group's name. Samples do not expire with
+  // the horizon: it is the consumers' speed, not the load's. nullopt until one is measured.
+  struct ConsumerCapacity {
+    double per_pod = 0;  // events/s one pod's consumers take
+    uint32_t samples = 0;
+    std::string group;
+  };
+  std::optional<ConsumerCapacity> consumer_capacity() const;
+  static constexpr size_t kCapacityKept = 16;
+  // A backlog below this many seconds of what the consumers take may be events in flight (read
+  // and not yet committed), not a wait.
+  static constexpr double kSaturatedBacklogSeconds = 2;
+  static constexpr uint64_t kSaturatedBacklogEvents = 100;
   // The last time an observation missed something (nullopt: never).
   std::optional<SteadyTime> last_incomplete() const { return last_incomplete_; }
   std::optional<SteadyTime> first_at() const { return first_at_; }
@@ -131,6 +150,7 @@ class LoadHistory {
   std::vector<std::string> last_missing_;
   std::deque<double> change_s_, pod_start_s_;  // the last few, oldest first
   std::map<std::string, uint32_t> max_partitions_;
+  std::map<std::string, std::deque<double>> saturated_;  // per group, the last few, oldest first
 };
 
 // A trend of the topic's arrival rate over the last kTrendSeconds of complete observations:

@@ -6,10 +6,16 @@
 //
 // The world model, in short: each step (the control loop's observation interval) every active
 // partition receives the trace's rate times its share of the hash space (plus the hot keys in
-// its range), optionally with noise; each ready pod consumes up to its capacity from the backlog
-// of the partitions it owns, in proportion to their backlog; a change takes one step and hands a
-// sealed partition's backlog to its successors in proportion to their ranges (the real system
-// keeps it in the parent and drains it first; the total is the same).
+// its range), optionally with noise; each ready pod's consumers take up to their capacity
+// (events/s per pod: a service time per event in a number of lanes, as `shoal up`'s consumers)
+// from the backlog they can read, in proportion to it, and report what they took and what waited
+// (the sidecar's delivered counter); a change takes one step. Parents first, as the sidecars
+// keep it: by default a change divides a sealed partition's unread events among its successors
+// by hash range, each successor's share read by the successor's pod at the same time as the
+// others' (the total is what the sealed parent holds, its reading spread over the successors'
+// pods); with `parents: whole` (the sidecars before ranged reads), a sealed partition keeps its
+// backlog on the pod that held it, read there by that pod alone, and its successors' events wait
+// until it is drained.
 // Values and a function; not synchronized.
 #pragma once
 
@@ -43,7 +49,28 @@ struct Trace {
     std::vector<uint32_t> pods;  // ordinals whose metrics are missing
   };
   std::vector<Gap> missing;
-  double consumer_events_per_second = 20000;  // per ready pod
+  // Instead of `rate`: one of the load generator's profiles (client/workload.h, what
+  // `shoal up --profile` and `shoal load` send: "surge" is the flash sale), `profile_rate`
+  // events/s at 1x for `profile_duration_s`, nothing after it (the producers stop).
+  std::string profile;
+  double profile_rate = 0, profile_duration_s = 0;
+  struct Consumer {
+    double events_per_second = 20000;  // per ready pod, when service_us is 0
+    // Per event, the time a consumer waits for (a database write), in `concurrency` lanes:
+    // concurrency * 1e6 / service_us events/s per pod.
+    double service_us = 0;
+    uint32_t concurrency = 1;
+    // CPU per event over the pod's request, as the platform reports utilization; 0: the
+    // consumer is CPU-bound (utilization is what it took over its capacity).
+    double cpu_us = 0;
+    double cpu_request_cores = 0.5;
+    double Capacity() const {
+      return service_us > 0 ? concurrency * 1e6 / service_us : events_per_second;
+    }
+  } consumer;
+  // How a sealed partition's backlog is read (above): divided among the successors by range, or
+  // whole by the pod that held it before its successors' own events.
+  bool parents_whole = false;
   double pod_start_s = 5;
   uint32_t initial_partitions = 0;  // 0: the spec's partitions.initial
   uint32_t initial_pods = 0;        // 0: the spec's replicas.min
@@ -55,6 +82,8 @@ struct Trace {
 
 // Parses a trace file's YAML; errors name the field.
 Result<Trace> ParseTrace(std::string_view yaml);
+// InvalidArgument naming the field of a consumer model that cannot run (no capacity, no lanes).
+Status ValidateConsumer(const Trace::Consumer& consumer);
 
 struct SimDecision {
   double t = 0;
@@ -81,6 +110,7 @@ struct SimResult {
   std::vector<SimDecision> decisions;  // only those that changed something
   std::vector<SimPoint> timeline;      // one point per step
   double max_lag = 0;
+  double lag_event_seconds = 0;  // the area under the lag curve
   double partition_seconds = 0, pod_seconds = 0;
   // The slowest Decide; the slowest MakePlan with its first change resolved; the slowest
   // resolution of one later change step.

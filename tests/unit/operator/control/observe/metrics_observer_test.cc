@@ -485,6 +485,16 @@ std::string Metrics(const std::map<uint32_t, double>& appended,
   return out + "shoal_epoch{topic=\"" + topic + "\"} 5\n";
 }
 
+// shoal_events_delivered_total per group (what the sidecar handed to the group's consumers).
+std::string Delivered(const std::map<std::string, double>& per_group) {
+  std::string out = "# TYPE shoal_events_delivered_total counter\n";
+  for (const auto& [g, v] : per_group) {
+    out += "shoal_events_delivered_total{topic=\"" + std::string(kTopic) + "\",group=\"" + g +
+           "\"} " + std::to_string(v) + "\n";
+  }
+  return out;
+}
+
 struct AdminEntry {
   uint32_t id;
   uint64_t appended;
@@ -685,6 +695,55 @@ TEST_F(FakeSidecarTest, SealedPartitionNeedsNoEarlierSample) {
   EXPECT_EQ(obs.partitions.at(PartitionId(0)).lag, 4u);
   EXPECT_EQ(obs.missing.size(), 1u) << Join(obs.missing);
   EXPECT_TRUE(Mentions(obs.missing, "partition 1:", "no earlier sample")) << Join(obs.missing);
+}
+
+// A split of p0 (sealed, on pod-a) into p1 (pod-a) and p2 (pod-b): each pod's consumers took
+// their delivered counter's increase, and the backlog they serve is their group's lag on their
+// own partitions plus their range of the parent held elsewhere.
+TEST_F(FakeSidecarTest, ConsumersTookWhatTheirSidecarDeliveredAndServeTheirRangeOfAncestors) {
+  MetricsObserver observer(clock_, kToken, Fast());
+  std::vector<PartitionInfo> parts = {Part(0, 0, kHashSpace, "pod-a", PartitionState::kSealed),
+                                      Part(1, 0, kHashSpace / 4, "pod-a"),
+                                      Part(2, kHashSpace / 4, kHashSpace, "pod-b")};
+  parts[1].parents = {PartitionId(0)};
+  parts[2].parents = {PartitionId(0)};
+  const PartitionMap map(kTopic, Epoch(6), parts);
+  const std::vector<PodInfo> pods = {a_.Pod("pod-a"), b_.Pod("pod-b")};
+  auto serve = [&](double a_delivered, double b_delivered) {
+    a_.Set("/metrics", 200,
+           Metrics({{0, 1000}, {1, 0}}, {{0, {{"g", 1000}, {"h", 7}}}, {1, {{"g", 10}}}}) +
+               Delivered({{"g", a_delivered}}));
+    // pod-b also reports p0 (it reads through it); only p0's owner counts. Its delivered
+    // counter comes in two series (another label): they add up.
+    b_.Set("/metrics", 200,
+           Metrics({{0, 1000}, {2, 0}}, {{0, {{"g", 99999}}}, {2, {{"g", 20}}}}) +
+               Delivered({{"g", b_delivered / 2}}) +
+               "shoal_events_delivered_total{topic=\"orders\",group=\"g\",from=\"ancestors\"} " +
+               std::to_string(b_delivered / 2) + "\n");
+  };
+  serve(500, 0);
+  Observation obs = observer.Observe(map, pods);
+  EXPECT_TRUE(obs.consumers.empty());  // no earlier sample of the counters
+  serve(2500, 300);
+  clock_.AdvanceMs(2000);
+  obs = observer.Observe(map, pods);
+  ASSERT_EQ(obs.consumers.size(), 2u);
+  const ConsumerLoad& a = obs.consumers.at("pod-a").at("g");
+  EXPECT_DOUBLE_EQ(a.delivered_rate, 1000);
+  EXPECT_EQ(a.backlog, 1010u);  // p0, its own, whole, and p1
+  const ConsumerLoad& b = obs.consumers.at("pod-b").at("g");
+  EXPECT_DOUBLE_EQ(b.delivered_rate, 150);
+  EXPECT_EQ(b.backlog, 20u + 750u);                    // p2 and three quarters of p0
+  EXPECT_FALSE(obs.consumers.at("pod-a").count("h"));  // a lag, but nothing delivered
+
+  // A counter that went down (a restarted sidecar) gives no rate; one without the counter is
+  // left out; neither is missing.
+  a_.Set("/metrics", 200, Metrics({{0, 1000}, {1, 0}}) + Delivered({{"g", 100}}));
+  b_.Set("/metrics", 200, Metrics({{0, 1000}, {2, 0}}));
+  clock_.AdvanceMs(1000);
+  obs = observer.Observe(map, pods);
+  EXPECT_TRUE(obs.consumers.empty());
+  EXPECT_TRUE(obs.complete()) << Join(obs.missing);
 }
 
 // A pod that accepts connections and never answers: its partitions go missing within the

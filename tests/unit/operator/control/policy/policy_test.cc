@@ -11,12 +11,18 @@
 #include <functional>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
+
+#include "policy_fixtures.h"
 
 namespace shoal::control {
 namespace {
+
+using namespace policy_testing;
 
 using std::chrono::seconds;
 using ::testing::AllOf;
@@ -25,43 +31,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
-
-const SteadyTime kT0{};
-
-SteadyTime At(int64_t s) { return kT0 + seconds(s); }
-
-// The spec of every test unless a case changes it: target 5,000 ev/s per partition, 10%
-// tolerance both ways, no scale-up window, a 30 s scale-down window, 4 partitions per replica.
-TopicSpec BaseSpec() {
-  TopicSpec spec;
-  spec.name = "orders";
-  spec.partitions.min = 1;
-  spec.partitions.max = 64;
-  spec.partitions.initial = 4;
-  spec.replicas.min = 1;
-  spec.replicas.max = 16;
-  spec.scaling.events_per_second_per_partition = 5000;
-  spec.scaling.cpu_utilization_percent = 70;
-  spec.scaling.consumer_lag_events = 1'000'000'000;  // lag never drives these tests
-  spec.scaling.partitions_per_replica = 4;
-  spec.scale_up = {0, 0.1, 0};
-  spec.scale_down = {30, 0.1, 0};
-  return spec;
-}
-
-PartitionMap Initial(uint32_t count) {
-  auto m = PartitionMap::Initial("orders", count, PodName("orders-0"));
-  EXPECT_TRUE(m.ok()) << m.status().ToString();
-  return std::move(m).value();
-}
-
-PartitionLoad Uniform(uint32_t id, double rate) {
-  PartitionLoad l;
-  l.id = PartitionId(id);
-  l.rate = rate;
-  l.buckets.fill(1.0 / kLoadBuckets);
-  return l;
-}
 
 // A load whose `share` falls on one hash point `hot` of `range`, the rest spread evenly.
 PartitionLoad HotKey(uint32_t id, double rate, const HashRange& range, uint32_t hot, double share) {
@@ -73,27 +42,19 @@ PartitionLoad HotKey(uint32_t id, double rate, const HashRange& range, uint32_t 
   return l;
 }
 
-// An observation of every active partition of `map` at rate rate_of(id), uniformly spread; with
-// `lineage`, each names its parents from the map (as the metrics observer does).
-Observation Observe(const PartitionMap& map, int64_t t,
-                    const std::function<double(uint32_t)>& rate_of, bool lineage = false) {
-  Observation o;
-  o.at = At(t);
-  o.epoch = map.epoch();
-  for (const auto& p : map.partitions()) {
-    if (!p.active()) continue;
-    PartitionLoad l = Uniform(p.id.value(), rate_of(p.id.value()));
-    if (lineage) {
-      for (const auto& parent : p.parents) l.parents.push_back(parent);
-    }
-    o.partitions[p.id] = l;
-  }
-  return o;
-}
+uint32_t CeilDivForTest(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 
-// Observations of `map` every second for t in [from, to], all at `rate` per partition.
-void Steady(LoadHistory& h, const PartitionMap& map, int64_t from, int64_t to, double rate) {
-  for (int64_t t = from; t <= to; ++t) h.Add(Observe(map, t, [&](uint32_t) { return rate; }));
+// The map with its sealed partitions retired, as once every group consumed them.
+PartitionMap WithoutSealedForTest(const PartitionMap& m) {
+  MapChange c(m);
+  for (const auto& p : m.partitions()) {
+    if (!p.active()) {
+      EXPECT_TRUE(c.Retire(p.id).ok());
+    }
+  }
+  auto next = c.Build();
+  EXPECT_TRUE(next.ok()) << next.status().ToString();
+  return *next;
 }
 
 uint32_t Pieces(const Decision& d) {
@@ -953,6 +914,8 @@ TEST(DecideTest, ReplicasNeverGoBelowReplicasMin) {
 namespace shoal::control {
 namespace {
 
+using namespace policy_testing;
+
 TEST(DecisionKindTest, EveryKindReadsBackFromItsTextAndOthersDoNot) {
   for (DecisionKind k : {DecisionKind::kSplit, DecisionKind::kMerge, DecisionKind::kPodsUp,
                          DecisionKind::kPodsDown, DecisionKind::kHold}) {
@@ -968,16 +931,6 @@ TEST(DecisionKindTest, EveryKindReadsBackFromItsTextAndOthersDoNot) {
 
 // ---------------------------------------------------------------------------------------------
 // Prediction: trends, lead times, and what Decide does with them
-
-// Observations every second for t in [from, to] with the total total_of(t) spread evenly over
-// the map's partitions.
-void Totals(LoadHistory& h, const PartitionMap& map, int64_t from, int64_t to,
-            const std::function<double(int64_t)>& total_of) {
-  const double n = static_cast<double>(map.active_count());
-  for (int64_t t = from; t <= to; ++t) {
-    h.Add(Observe(map, t, [&](uint32_t) { return total_of(t) / n; }));
-  }
-}
 
 TEST(TrendTest, ARampIsRisingWithItsSlopeLevelAndAge) {
   const PartitionMap map = Initial(4);
@@ -1055,6 +1008,195 @@ TEST(LoadHistoryTest, LeadTimesAreTheMedianOfTheLastMeasuredAndAPriorUntilThen) 
   // Only the last few count: the platform got slower.
   for (int i = 0; i < 20; ++i) h.RecordPodStart(std::chrono::duration<double>(40));
   EXPECT_EQ(h.lead_times().pod_start_s, 40.0);
+}
+
+// What one pod's consumers take, learned from observations in which they had more to read
+// than they took.
+struct CapacityCase {
+  const char* name;
+  // Per observation: (pod, group, delivered ev/s, backlog served), in order.
+  std::vector<std::tuple<std::string, std::string, double, uint64_t>> seen;
+  std::optional<double> expect;  // per pod
+  const char* expect_group = "g";
+};
+
+void PrintTo(const CapacityCase& c, std::ostream* os) { *os << c.name; }
+
+class ConsumerCapacityTest : public ::testing::TestWithParam<CapacityCase> {};
+
+TEST_P(ConsumerCapacityTest, IsTheMedianOfSaturatedSamplesOfTheSlowestGroup) {
+  const CapacityCase& c = GetParam();
+  LoadHistory h(seconds(30));
+  int64_t t = 0;
+  for (const auto& [pod, group, delivered, backlog] : c.seen) {
+    Observation o;
+    o.at = At(t);
+    t += 100;  // far apart: samples outlive the horizon
+    o.consumers[pod][group] = {delivered, backlog};
+    h.Add(o);
+  }
+  const auto capacity = h.consumer_capacity();
+  ASSERT_EQ(capacity.has_value(), c.expect.has_value());
+  if (!c.expect) return;
+  EXPECT_DOUBLE_EQ(capacity->per_pod, *c.expect);
+  EXPECT_EQ(capacity->group, c.expect_group);
+}
+
+std::vector<std::tuple<std::string, std::string, double, uint64_t>> Repeated(size_t n,
+                                                                             double delivered) {
+  return std::vector<std::tuple<std::string, std::string, double, uint64_t>>(
+      n, {"orders-0", "g", delivered, 100000});
+}
+
+std::vector<std::tuple<std::string, std::string, double, uint64_t>> SlowThenFast() {
+  auto seen = Repeated(20, 500);
+  for (const auto& s : Repeated(LoadHistory::kCapacityKept, 1000)) seen.push_back(s);
+  return seen;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, ConsumerCapacityTest,
+    ::testing::Values(
+        CapacityCase{"unmeasured", {}, std::nullopt},
+        // 50 events waiting at 500 ev/s are in flight, not a wait.
+        CapacityCase{"keeping_up_is_no_measurement", {{"orders-0", "g", 500, 50}}, std::nullopt},
+        CapacityCase{"saturated", {{"orders-0", "g", 1000, 4000}}, 1000},
+        // Pods waiting for parents-first take nothing: no sample.
+        CapacityCase{"a_pod_that_takes_nothing", {{"orders-1", "g", 0, 50000}}, std::nullopt},
+        // 50 events are more than 2 s at 10 ev/s, but too few to tell a wait.
+        CapacityCase{"a_tiny_backlog", {{"orders-0", "g", 10, 50}}, std::nullopt},
+        CapacityCase{"median_over_pods_and_time",
+                     {{"orders-0", "g", 900, 5000},
+                      {"orders-1", "g", 1100, 5000},
+                      {"orders-2", "g", 3000, 7000},
+                      {"orders-0", "g", 1000, 5000}},
+                     1050},
+        CapacityCase{"the_slowest_group",
+                     {{"orders-0", "g", 1000, 5000}, {"orders-0", "h", 400, 5000}},
+                     400,
+                     "h"},
+        CapacityCase{"only_the_last_few", SlowThenFast(), 1000}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// The targets of `shoal up`'s flash sale (examples/flash-sale.yaml): 500 ev/s per partition, up
+// to 32 partitions and 10 pods.
+TopicSpec FlashSaleSpec() {
+  TopicSpec spec = BaseSpec();
+  spec.scaling.events_per_second_per_partition = 500;
+  spec.partitions.max = 32;
+  spec.replicas.max = 10;
+  return spec;
+}
+
+// The unannounced flash sale of `shoal up` (issue: the first decision asked for 3 pods where the
+// consumers' ~1,000 ev/s per pod needed 5): 500 ev/s over 2 partitions, then 5,000 at once, one
+// pod whose consumers take 1,000 ev/s and fall behind. The first decision sizes the pods from
+// what they were seen to take; unmeasured, it falls back to partitions per replica.
+TEST(DecideTest, AStepSizesPodsOnTheFirstDecisionFromWhatAPodsConsumersTake) {
+  TopicSpec spec = FlashSaleSpec();
+  spec.scale_up.stabilization_window_seconds = 5;
+  const PartitionMap map = Initial(2);
+  for (const bool measured : {true, false}) {
+    SCOPED_TRACE(measured ? "measured" : "unmeasured");
+    LoadHistory h(seconds(65));
+    uint64_t backlog = 0;
+    for (int64_t t = 0; t <= 32; ++t) {
+      const double rate = t <= 30 ? 500 : 5000;
+      Observation o = Observe(map, t, [&](uint32_t) { return rate / 2; });
+      const double taken = std::min(rate, 1000.0);
+      backlog += static_cast<uint64_t>(rate - taken);
+      if (measured) o.consumers["orders-0"]["g"] = {taken, backlog + 40};
+      h.Add(o);
+    }
+    const Decision d = Decide(spec, h, map, 1, At(32));
+    ExpectWellFormed(d, map);
+    EXPECT_GE(d.partitions, 10u) << d.reason;
+    if (measured) {
+      EXPECT_EQ(d.replicas, 5u) << d.reason;
+      EXPECT_THAT(d.reason, HasSubstr("5,000 ev/s to consume: 5 pods at 1,000 ev/s per pod "
+                                      "measured (2 saturated samples of group g)"));
+    } else {
+      EXPECT_EQ(d.replicas, CeilDivForTest(d.partitions, 4)) << d.reason;
+    }
+  }
+}
+
+// The issue's example: 5,000 ev/s arrive, 40,000 events wait (target 5,000) and one pod's
+// consumers were seen to take 1,010 ev/s. The first decision sizes partitions and pods for the
+// arrivals plus the backlog over drainSeconds, and says so; once the surge is over, a backlog
+// still above its target holds every pod and partition, and asks for nothing more.
+TEST(DecideTest, ABacklogIsSizedForOnTheFirstDecisionAndHoldsScaleDownWhileItWaits) {
+  TopicSpec spec = FlashSaleSpec();
+  spec.scaling.consumer_lag_events = 5000;
+  spec.scaling.drain_seconds = 30;
+  spec.scale_down.stabilization_window_seconds = 5;
+  const PartitionMap map = Initial(2);
+  LoadHistory h(seconds(65));
+  for (int64_t t = 0; t <= 40; ++t) {
+    const double rate = t < 39 ? 500 : 5000;
+    Observation o = Observe(map, t, [&](uint32_t) { return rate / 2; });
+    if (t >= 39) {
+      o.partitions[PartitionId(0)].lag = 20000;
+      o.partitions[PartitionId(1)].lag = 20000;
+      o.consumers["orders-0"]["g"] = {1010, 40000};
+    }
+    h.Add(o);
+  }
+  const Decision d = Decide(spec, h, map, 1, At(40));
+  ExpectWellFormed(d, map);
+  // 5,000 + 40,000 / 30 = 6,333 ev/s: 3,167 on each partition, 7 pieces each at 500; and
+  // ceil(6,333 / 1,010) = 7 pods.
+  EXPECT_EQ(d.partitions, 14u) << d.reason;
+  EXPECT_EQ(d.replicas, 7u) << d.reason;
+  EXPECT_THAT(d.reason, HasSubstr("backlog 40,000 to drain in 30 s: +1,333 ev/s"));
+  EXPECT_THAT(d.reason, HasSubstr("6,333 ev/s to consume: 7 pods at 1,010 ev/s per pod measured"));
+  // Without the backlog, the arrivals alone: 10 partitions, 5 pods.
+  TopicSpec patient = spec;
+  patient.scaling.consumer_lag_events = 50000;
+  const Decision arrivals = Decide(patient, h, map, 1, At(40));
+  EXPECT_EQ(arrivals.partitions, 10u) << arrivals.reason;
+  EXPECT_EQ(arrivals.replicas, 5u) << arrivals.reason;
+  EXPECT_THAT(arrivals.reason, Not(HasSubstr("backlog")));
+
+  // Later: 14 partitions on 7 pods, the surge over (500 ev/s), 20,000 still waiting.
+  const PartitionMap after = [&] {
+    MapChange c(map);
+    for (const auto& s : d.splits) EXPECT_TRUE(c.Split(s.partition, s.cuts).ok());
+    auto m = c.Build();
+    EXPECT_TRUE(m.ok());
+    return WithoutSealedForTest(*m);
+  }();
+  for (int64_t t = 41; t <= 80; ++t) {
+    Observation o = Observe(after, t, [](uint32_t) { return 500.0 / 14; });
+    o.partitions.begin()->second.lag = 20000;
+    h.Add(o);
+  }
+  const Decision later = Decide(spec, h, after, 7, At(80));
+  EXPECT_TRUE(later.holds()) << later.reason;
+  EXPECT_THAT(later.reason, HasSubstr("nothing shrinks while a backlog waits"));
+}
+
+// Pods come down only to what the window's peak rate needs at the measured capacity (less the
+// tolerance), though the partitions alone would allow fewer; and go up to it at once.
+TEST(DecideTest, PodsFollowTheWindowsRateAtTheMeasuredCapacity) {
+  TopicSpec spec = BaseSpec();           // 5,000 ev/s per partition, 4 per replica, window 30 s
+  spec.partitions.min = 16;              // no merges: only pods are under test
+  const PartitionMap map = Initial(16);  // by partitions: 4 pods
+  LoadHistory h(seconds(120));
+  for (int64_t t = 0; t <= 60; ++t) {
+    Observation o = Observe(map, t, [](uint32_t) { return 500.0; });  // 8,000 in all
+    // Early on the consumers fell behind at 1,000 ev/s per pod.
+    if (t < 10) o.consumers["orders-" + std::to_string(t % 3)]["g"] = {1000, 20000};
+    h.Add(o);
+  }
+  // 8,000 / (1,000 x 0.9): 9 pods.
+  const Decision down = Decide(spec, h, map, 12, At(60));
+  EXPECT_EQ(down.replicas, 9u) << down.reason;
+  EXPECT_THAT(down.kinds, ElementsAre(DecisionKind::kPodsDown));
+  // 8,000 / 1,000: 8 pods, from 3 at once.
+  const Decision up = Decide(spec, h, map, 3, At(60));
+  EXPECT_EQ(up.replicas, 8u) << up.reason;
+  EXPECT_THAT(up.reason, HasSubstr("8,000 ev/s to consume: 8 pods at 1,000 ev/s per pod"));
 }
 
 TEST(DecideTest, OnARampPredictionSizesPartitionsAndPodsAheadAndSaysWhy) {

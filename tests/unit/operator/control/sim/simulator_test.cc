@@ -117,10 +117,35 @@ initial_pods: 3
   ASSERT_EQ(t->missing.size(), 1u);
   EXPECT_EQ(t->missing[0].pods, (std::vector<uint32_t>{0, 3}));
   EXPECT_EQ(t->missing[0].until_s, 2);
-  EXPECT_EQ(t->consumer_events_per_second, 1234);
+  EXPECT_EQ(t->consumer.events_per_second, 1234);
   EXPECT_EQ(t->pod_start_s, 7);
   EXPECT_EQ(t->initial_partitions, 9u);
   EXPECT_EQ(t->initial_pods, 3u);
+}
+
+TEST(ParseTraceTest, ReadsALoadProfileTheConsumersAndHowParentsAreRead) {
+  auto t = ParseTrace(R"(
+profile: {name: ramp, rate: 500, duration_s: 120}
+consumer: {service_us: 4000, concurrency: 4, cpu_us: 50, cpu_request_cores: 0.25}
+parents: whole
+)");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  // The load generator's own ramp: 1x to 36 s, 10x at 60 s, held to 84 s, 1x to the end, then
+  // nothing (the producers stop).
+  EXPECT_DOUBLE_EQ(t->RateAt(0), 500);
+  EXPECT_DOUBLE_EQ(t->RateAt(48), 2750);
+  EXPECT_DOUBLE_EQ(t->RateAt(70), 5000);
+  EXPECT_DOUBLE_EQ(t->RateAt(100), 500);
+  EXPECT_DOUBLE_EQ(t->RateAt(120), 0);
+  // 4 lanes of 4 ms: 1,000 events/s per pod.
+  EXPECT_DOUBLE_EQ(t->consumer.Capacity(), 1000);
+  EXPECT_EQ(t->consumer.cpu_us, 50);
+  EXPECT_EQ(t->consumer.cpu_request_cores, 0.25);
+  EXPECT_TRUE(t->parents_whole);
+  auto divided = ParseTrace("rate: [[0, 1]]\nparents: divided\n");
+  ASSERT_TRUE(divided.ok()) << divided.status().ToString();
+  EXPECT_FALSE(divided->parents_whole);
+  EXPECT_DOUBLE_EQ(divided->consumer.Capacity(), 20000);  // the default
 }
 
 TEST(ParseTraceTest, RateIsPiecewiseLinearAndRepeats) {
@@ -209,6 +234,22 @@ INSTANTIATE_TEST_SUITE_P(
                      "missing[0].pods"},
         BadTraceCase{"start_time_not_rfc3339", kRate + "start_time: noon\n",
                      "start_time: \"noon\" is not an RFC 3339 time"},
+        BadTraceCase{"unknown_profile", "profile: {name: tsunami, rate: 5, duration_s: 9}\n",
+                     "profile.name: \"tsunami\" is not a load profile"},
+        BadTraceCase{"profile_without_rate", "profile: {name: ramp, duration_s: 9}\n",
+                     "profile.rate: must be > 0"},
+        BadTraceCase{"profile_without_duration", "profile: {name: ramp, rate: 5}\n",
+                     "profile.duration_s: must be > 0"},
+        BadTraceCase{"profile_and_rate", kRate + "profile: {name: ramp, rate: 5, duration_s: 9}\n",
+                     "either rate or profile"},
+        BadTraceCase{"parents_neither", kRate + "parents: sometimes\n",
+                     "parents: \"sometimes\" must be divided or whole"},
+        BadTraceCase{"no_lanes", kRate + "consumer: {service_us: 4000, concurrency: 0}\n",
+                     "consumer.concurrency: must be >= 1"},
+        BadTraceCase{"negative_service", kRate + "consumer: {service_us: -1}\n",
+                     "consumer.service_us: must be >= 0"},
+        BadTraceCase{"no_capacity", kRate + "consumer: {events_per_second_per_pod: 0}\n",
+                     "consumer.events_per_second_per_pod: must be > 0"},
         BadTraceCase{"not_a_mapping", "- 1\n- 2\n", "expected a mapping"},
         BadTraceCase{"not_yaml", "rate: [[0, 1]\n", "not YAML"}),
     [](const auto& info) { return std::string(info.param.name); });
@@ -225,11 +266,13 @@ TEST(SimulatorTest, FlashSaleSplitsOnceToTheNeededCountAndShrinksAfter) {
   for (const auto& d : r.decisions) {
     if (d.t >= 121 && d.t <= 300 && Has(d, DecisionKind::kSplit)) surge_splits.push_back(&d);
   }
-  // ceil(80,000 / 5,000) = 16 partitions, in one change (not 2 -> 4 -> 8 -> 16).
+  // 8,000 ev/s arriving and the 5,500 events that waited when it was decided, to drain in
+  // drainSeconds (30 s): 8,183 ev/s, 4,092 on each of the two partitions, 9 pieces each at
+  // 500 ev/s, in one change (not 2 -> 4 -> 8 -> 16).
   ASSERT_EQ(surge_splits.size(), 1u);
   EXPECT_EQ(surge_splits[0]->partitions_before, 2u);
-  EXPECT_EQ(surge_splits[0]->partitions_after, 16u);
-  EXPECT_EQ(r.max_partitions, 16u);
+  EXPECT_EQ(surge_splits[0]->partitions_after, 18u);
+  EXPECT_EQ(r.max_partitions, 18u);
   // Before the surge nothing split.
   for (const auto& d : r.decisions) {
     if (d.t < 121) {
@@ -240,6 +283,70 @@ TEST(SimulatorTest, FlashSaleSplitsOnceToTheNeededCountAndShrinksAfter) {
   const SimPoint& last = r.timeline.back();
   EXPECT_LT(last.partitions, r.max_partitions);
   EXPECT_LT(last.pods, r.max_pods);
+}
+
+// (a') `shoal up`'s unannounced flash sale (examples/traces/unannounced-sale.yaml): 500 ev/s,
+// 5,000 from t=36 s to t=60 s, consumers that take 1,000 ev/s per pod. The first decision of the
+// surge asks for the pods the rate and the backlog need at what a pod's consumers were seen to
+// take, and the successors' pods drain the parents' backlog together; read whole by the pod
+// that held it (the sidecars before ranged reads), the backlog grows through the surge.
+TEST(SimulatorTest, AnUnannouncedStepIsSizedOnItsFirstDecisionAndDrainedByTheSuccessorsPods) {
+  Loaded l = Load("examples/traces/unannounced-sale.yaml");
+  auto divided = Simulate(l.spec, l.trace);
+  ASSERT_TRUE(divided.ok()) << divided.status().ToString();
+  SCOPED_TRACE(Describe(*divided));
+  ASSERT_FALSE(divided->decisions.empty());
+  const SimDecision& first = divided->decisions.front();
+  EXPECT_GE(first.t, 36);
+  EXPECT_LE(first.t, 38);
+  // 5,000 ev/s and the backlog of the first seconds over 30 s, at 1,000 ev/s per pod.
+  EXPECT_GE(first.pods_after, 6u);
+  EXPECT_GE(first.partitions_after, first.pods_after);
+  EXPECT_THAT(first.reason, HasSubstr("ev/s per pod measured"));
+  EXPECT_THAT(first.reason, HasSubstr("backlog"));
+  EXPECT_EQ(divided->scale_ups, 1u);
+  // The lag grows only until the pods are ready: under a quarter of the 97,900 that the
+  // unannounced sale reached on real processes before ranged reads.
+  EXPECT_LE(divided->max_lag, 25000);
+  // Back under 1,000 events within 35 s of the surge's start.
+  for (const SimPoint& p : divided->timeline) {
+    if (p.t >= 36 + 35) {
+      EXPECT_LT(p.lag, 1000) << "t=" << p.t;
+      break;
+    }
+  }
+
+  l.trace.parents_whole = true;
+  auto whole = Simulate(l.spec, l.trace);
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  SCOPED_TRACE(Describe(*whole));
+  // One pod reads each parent: the lag rises through the surge, as on real processes then
+  // (97,900 at its peak, two scale-ups: 1 -> 3 -> 10 pods), within a factor of two.
+  EXPECT_GE(whole->max_lag, 3 * divided->max_lag);
+  EXPECT_GE(whole->max_lag, 97900 / 2);
+  EXPECT_LE(whole->max_lag, 97900 * 2);
+  EXPECT_GE(whole->lag_event_seconds, 5 * divided->lag_event_seconds);
+  // Nothing is left unread at the end either way.
+  EXPECT_EQ(divided->timeline.back().lag, 0);
+  EXPECT_EQ(whole->timeline.back().lag, 0);
+}
+
+// With parents whole, a successor's events wait for its parent, read only by the pod that held
+// it: after a split onto new pods the lag keeps growing until that one pod has read the parent.
+TEST(SimulatorTest, WithParentsWholeSuccessorsWaitForTheParentsPod) {
+  Loaded l = Load("examples/traces/unannounced-sale.yaml");
+  l.trace.parents_whole = true;
+  auto r = Simulate(l.spec, l.trace);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  SCOPED_TRACE(Describe(*r));
+  // However many pods are ready, the parent drains at one pod's 1,000 ev/s while 5,000 arrive
+  // for its successors: the lag rises every second of the surge.
+  for (size_t i = 1; i < r->timeline.size(); ++i) {
+    const SimPoint& p = r->timeline[i];
+    if (p.t > 36 && p.t < 60) {
+      EXPECT_GT(p.lag, r->timeline[i - 1].lag) << "t=" << p.t << " pods " << p.pods;
+    }
+  }
 }
 
 // (b) A sawtooth faster than the scale-down window: partitions rise and hold, never flap.

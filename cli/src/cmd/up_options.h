@@ -1,0 +1,54 @@
+// What `shoal up` runs, with its defaults: the topic file, the load profile and each pod's
+// consumer. `shoal simulate --profile` models the same run from the same defaults.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+
+namespace shoal::cli {
+
+struct UpOptions {
+  std::string file = "examples/flash-sale.yaml";
+  std::string state_dir;
+  std::string report_dir;
+  std::string profile = "flash-sale";  // flash-sale | ramp | steady | sawtooth
+  double rate = 500;                   // events/s at 1x
+  double duration_s = 120;
+  int keys = 5000;
+  int producers = 32;
+  int64_t consumer_cpu_us = 50;
+  double consumer_cpu_request = 0.5;
+  // What each pod's consumer waits for (a database, a downstream call): 4 ms per event in 4
+  // lanes, so one pod takes about 1,000 events/s whatever the machine, as real consumers are
+  // bounded per pod. 0: CPU only.
+  int64_t consumer_service_us = 4000;
+  int consumer_concurrency = 4;
+  std::string ip_prefix = "127.0.0";
+  uint16_t control_port = 9400;
+  bool no_load = false;
+  bool compare = false;
+  bool scheduled_sale = true;  // the flash sale is announced: a schedule holds its capacity
+  bool fresh = false;
+  bool json = false;
+  std::string command;
+};
+
+// The load generator's profile (client::LoadOptions::profile) for a `shoal up --profile`.
+inline std::string LoadProfile(const std::string& p) { return p == "flash-sale" ? "surge" : p; }
+
+// `shoal up`'s flags for the load (--profile, --rate, --duration) and each pod's consumer
+// (--consumer-cpu-us, --consumer-cpu-request, --consumer-service-us, --consumer-concurrency),
+// bound to `o`; `shoal simulate` takes the same. Each option, to tell whether it was given.
+struct LoadAndConsumerFlags {
+  CLI::Option* profile = nullptr;
+  CLI::Option* rate = nullptr;
+  CLI::Option* duration = nullptr;
+  CLI::Option* cpu_us = nullptr;
+  CLI::Option* cpu_request = nullptr;
+  CLI::Option* service_us = nullptr;
+  CLI::Option* concurrency = nullptr;
+};
+LoadAndConsumerFlags AddLoadAndConsumerFlags(CLI::App* cmd, UpOptions& o);
+
+}  // namespace shoal::cli
