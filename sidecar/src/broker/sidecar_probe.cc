@@ -62,7 +62,12 @@ SidecarProbe::SidecarProbe(std::string topic)
                         .Help("Events handed to a group's consumers from an ancestor's range "
                               "through a successor held here, by where the ancestor is "
                               "(local, peer)")
-                        .Register(*registry_)) {
+                        .Register(*registry_)),
+      consumer_busy_(BuildCounter()
+                         .Name("shoal_consumer_busy_seconds_total")
+                         .Help("Seconds a group's consumers on this pod held a batch: from an "
+                               "answer with events to their next consume request")
+                         .Register(*registry_)) {
   produce_latency_ = &BuildHistogram()
                           .Name("shoal_produce_latency_seconds")
                           .Help("Time from a produce request's arrival to its answer")
@@ -105,6 +110,11 @@ void SidecarProbe::Delivered(const std::string& group, size_t total, size_t thro
     read_through_.Add({{"topic", topic_}, {"group", group}, {"from", "peer"}})
         .Increment(static_cast<double>(through_peers));
   }
+}
+
+void SidecarProbe::ConsumerBusy(const std::string& group, double seconds) {
+  if (seconds <= 0) return;
+  consumer_busy_.Add({{"topic", topic_}, {"group", group}}).Increment(seconds);
 }
 
 void SidecarProbe::Request(const std::string& endpoint, int code) {

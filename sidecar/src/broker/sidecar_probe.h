@@ -48,6 +48,9 @@ class SidecarProbe {
   // successor from an ancestor held here and `through_peers` from ancestors held by peers.
   void Delivered(const std::string& group, size_t total, size_t through_local,
                  size_t through_peers);
+  // Seconds a group's consumers here held a batch: from an answer with events to their next
+  // consume request (what they took divided by it is what they can take, busy or not).
+  void ConsumerBusy(const std::string& group, double seconds);
 
  private:
   const std::string topic_;
@@ -64,6 +67,7 @@ class SidecarProbe {
   prometheus::Family<prometheus::Counter>& admin_changes_;
   prometheus::Family<prometheus::Counter>& delivered_;
   prometheus::Family<prometheus::Counter>& read_through_;
+  prometheus::Family<prometheus::Counter>& consumer_busy_;
   prometheus::Histogram* produce_latency_;
   prometheus::Histogram* fsync_latency_;
 };

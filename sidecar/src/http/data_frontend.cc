@@ -264,6 +264,7 @@ void DataFrontend::HandleConsume(const http_request& req) {
     Fail(req, "consume", st);
     return;
   }
+  NoteAsked(group);
   std::string out;
   auto n = topic_.Consume(group, static_cast<size_t>(*max), &out);
   if (!n.ok()) {
@@ -271,6 +272,7 @@ void DataFrontend::HandleConsume(const http_request& req) {
     return;
   }
   if (*n > 0 || *wait == 0) {
+    NoteHanded(group, *n);
     Answer(req, "consume", 200, std::move(out));
     return;
   }
@@ -354,6 +356,7 @@ void DataFrontend::Serve(Waiter w) {
       Fail(waiter->request, "consume", n.status());
     } else if (*n > 0 || stopping_ || now >= waiter->deadline) {
       lock.unlock();
+      NoteHanded(waiter->group, *n);
       Answer(waiter->request, "consume", 200, std::move(out));
     } else {
       // Another request of the group took them first, or a peer had nothing yet: parked again,
@@ -366,6 +369,22 @@ void DataFrontend::Serve(Waiter w) {
     lock.lock();
     if (--serving_ == 0) served_cv_.notify_all();
   });
+}
+
+void DataFrontend::NoteAsked(const std::string& group) {
+  std::lock_guard<std::mutex> lock(busy_mu_);
+  auto it = handed_at_.find(group);
+  if (it == handed_at_.end()) return;
+  probe_.ConsumerBusy(
+      group, std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second).count());
+  handed_at_.erase(it);
+}
+
+void DataFrontend::NoteHanded(const std::string& group, size_t n) {
+  if (n == 0) return;
+  std::lock_guard<std::mutex> lock(busy_mu_);
+  // Several consumers of a group here: the first hand-out since the last request counts.
+  handed_at_.try_emplace(group, std::chrono::steady_clock::now());
 }
 
 void DataFrontend::HandleCommit(const http_request& req) {

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -64,6 +65,10 @@ class DataFrontend {
   void PollLoop();
   // Consumes for a parked request on the pool and answers it, or parks it again.
   void Serve(Waiter w);
+  // The consumers' busy time (SidecarProbe::ConsumerBusy): a group asked again, or was handed
+  // `n` events.
+  void NoteAsked(const std::string& group);
+  void NoteHanded(const std::string& group, size_t n);
   // The task completes once the answer is sent (or could not be).
   pplx::task<void> Answer(const web::http::http_request& req, const std::string& endpoint, int code,
                           std::string body);
@@ -84,6 +89,9 @@ class DataFrontend {
   int serving_ = 0;            // guarded by wait_mu_: Serve tasks not finished
   std::condition_variable served_cv_;
   std::thread poller_;
+  std::mutex busy_mu_;
+  // Per group: when its consumers here were last handed events and have not asked again since.
+  std::map<std::string, std::chrono::steady_clock::time_point> handed_at_;  // guarded by busy_mu_
 };
 
 }  // namespace shoal::http
