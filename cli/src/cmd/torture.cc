@@ -398,13 +398,43 @@ int Run(const TortureOptions& o) {
     }
   });
 
+  // How much each group read through successors, from ancestors held on the same pod or by
+  // peers: the sidecars' shoal_events_read_through_total, sampled as the run goes so that what a
+  // killed sidecar had counted is kept (a counter that went down started over).
+  struct ReadThrough {
+    std::mutex mu;
+    std::map<std::pair<size_t, std::string>, double> last;  // (pod, group|from) -> last value
+    std::map<std::string, std::map<std::string, double>> total;  // group -> from -> events
+    void Sample(size_t pod, const control::LocalSidecar& p) {
+      const auto samples = Scrape(p.host, p.metrics_port);
+      if (samples.empty()) return;
+      std::lock_guard<std::mutex> lock(mu);
+      for (const char* from : {"local", "peer"}) {
+        for (const auto& [g, v] : SumBy(samples, "shoal_events_read_through_total", "group",
+                                        {{"from", from}})) {
+          double& was = last[{pod, g + "|" + from}];
+          total[g][from] += v >= was ? v - was : v;
+          was = v;
+        }
+      }
+    }
+  } read_through;
   std::atomic<bool> checking{true};
   uint64_t checks = 0;
   std::thread checker([&] {
     std::map<size_t, uint64_t> last_epoch;
     simdjson::dom::parser parser;
-    while (checking.load()) {
+    for (uint64_t round = 0; checking.load(); ++round) {
       std::this_thread::sleep_for(std::chrono::milliseconds(250));  // sampling period
+      if (round % 4 == 0) {
+        for (size_t i = 0; i < pods.size(); ++i) {
+          {
+            std::lock_guard<std::mutex> plock(pods_mu);
+            if (down[i] || paused[i]) continue;
+          }
+          read_through.Sample(i, pods[i]);
+        }
+      }
       std::lock_guard<std::mutex> lock(change_mu);
       std::vector<std::pair<HashRange, std::string>> accepting;
       for (size_t i = 0; i < pods.size(); ++i) {
@@ -502,20 +532,10 @@ int Run(const TortureOptions& o) {
     total.duplicated += reports.back().duplicated;
     total.unacked_seen += reports.back().unacked_seen;
   }
-  // How much each group read through successors, from ancestors held here or by peers (the
-  // sidecars' counters since their last start: a killed one's count before its kill is gone).
-  std::map<std::string, std::map<std::string, double>> read_through;  // group -> from -> events
-  for (auto& p : pods) {
-    const auto samples = Scrape(p.host, p.metrics_port);
-    for (const char* from : {"local", "peer"}) {
-      for (const auto& [g, n] : SumBy(samples, "shoal_events_read_through_total", "group",
-                                      {{"from", from}})) {
-        read_through[g][from] += n;
-      }
-    }
-  }
+  for (size_t i = 0; i < pods.size(); ++i) read_through.Sample(i, pods[i]);  // the drain's too
   auto through = [&](const std::string& g, const char* from) {
-    return static_cast<uint64_t>(read_through[g][from]);
+    std::lock_guard<std::mutex> lock(read_through.mu);
+    return static_cast<uint64_t>(read_through.total[g][from]);
   };
   {
     // The control plane's change metrics, as the operator will export them.

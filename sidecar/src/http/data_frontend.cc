@@ -52,7 +52,12 @@ void WaitUntilSent(const std::vector<pplx::task<void>>& answers, std::chrono::mi
 DataFrontend::DataFrontend(DataFrontendOptions options, broker::Topic& topic,
                            broker::SidecarProbe& probe, const std::atomic<bool>& ready,
                            HttpPeerClient* peers)
-    : opts_(std::move(options)), topic_(topic), probe_(probe), ready_(ready), peers_(peers) {}
+    : opts_(std::move(options)),
+      topic_(topic),
+      probe_(probe),
+      ready_(ready),
+      peers_(peers),
+      workers_(opts_.workers) {}
 
 DataFrontend::~DataFrontend() { Close(); }
 
@@ -79,6 +84,7 @@ void DataFrontend::Close() {
     for (auto& w : waiters_) Answer(w.request, "consume", 200, "{\"events\":[]}");
     waiters_.clear();
   }
+  workers_.Stop();  // what was submitted runs and answers
   if (listener_) {
     try {
       listener_->close().wait();
@@ -264,14 +270,21 @@ void DataFrontend::HandleConsume(const http_request& req) {
     Fail(req, "consume", st);
     return;
   }
+  workers_.Submit([this, req, group, max = static_cast<size_t>(*max), wait = *wait] {
+    ConsumeNow(req, group, max, wait);
+  });
+}
+
+void DataFrontend::ConsumeNow(const http_request& req, const std::string& group, size_t max,
+                              int64_t wait_ms) {
   NoteAsked(group);
   std::string out;
-  auto n = topic_.Consume(group, static_cast<size_t>(*max), &out);
+  auto n = topic_.Consume(group, max, &out);
   if (!n.ok()) {
     Fail(req, "consume", n.status());
     return;
   }
-  if (*n > 0 || *wait == 0) {
+  if (*n > 0 || wait_ms == 0) {
     NoteHanded(group, *n);
     Answer(req, "consume", 200, std::move(out));
     return;
@@ -282,8 +295,8 @@ void DataFrontend::HandleConsume(const http_request& req) {
       Answer(req, "consume", 200, "{\"events\":[]}");
       return;
     }
-    waiters_.push_back({req, group, static_cast<size_t>(*max),
-                        std::chrono::steady_clock::now() + std::chrono::milliseconds(*wait)});
+    waiters_.push_back({req, group, max,
+                        std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms)});
     data_ = true;  // check the new waiter once: data may have arrived since the read above
   }
   wait_cv_.notify_one();
@@ -346,7 +359,7 @@ void DataFrontend::Serve(Waiter w) {
     ++serving_;
   }
   auto waiter = std::make_shared<Waiter>(std::move(w));
-  pplx::create_task([this, waiter] {
+  workers_.Submit([this, waiter] {
     std::string out;
     auto n = topic_.Consume(waiter->group, waiter->max, &out);
     const auto now = std::chrono::steady_clock::now();
@@ -391,14 +404,17 @@ void DataFrontend::HandleCommit(const http_request& req) {
   ReadBody(
       req, opts_.max_body_bytes, std::chrono::milliseconds(opts_.body_timeout_ms),
       [this, req](std::string body) {
-        auto parsed = wire::ParseCommitRequest(body);
-        Status st = parsed.ok() ? topic_.Commit(*parsed) : parsed.status();
-        if (!st.ok()) {
-          Fail(req, "commit", st);
-          return;
-        }
-        Answer(req, "commit", 200,
-               "{\"committed\":" + std::to_string(parsed->offsets.size()) + "}");
+        // On a worker: a commit of an ancestor read through ranges goes on to its owner.
+        workers_.Submit([this, req, body = std::move(body)] {
+          auto parsed = wire::ParseCommitRequest(body);
+          Status st = parsed.ok() ? topic_.Commit(*parsed) : parsed.status();
+          if (!st.ok()) {
+            Fail(req, "commit", st);
+            return;
+          }
+          Answer(req, "commit", 200,
+                 "{\"committed\":" + std::to_string(parsed->offsets.size()) + "}");
+        });
       },
       [this, req](const Status& st) { Fail(req, "commit", st); });
 }

@@ -21,6 +21,7 @@
 #include "broker/sidecar_probe.h"
 #include "broker/topic.h"
 #include "http/peer_client.h"
+#include "http/worker_pool.h"
 #include "shoal/common/wire.h"
 
 namespace shoal::http {
@@ -34,6 +35,8 @@ struct DataFrontendOptions {
   wire::Limits limits;
   size_t max_consume_events = 10000;
   int64_t max_wait_ms = 60000;
+  // Threads that run consumes and commits (WorkerPool: they may wait on a peer).
+  size_t workers = 16;
 };
 
 class DataFrontend {
@@ -61,6 +64,9 @@ class DataFrontend {
   void Handle(web::http::http_request req);
   void HandleProduce(const web::http::http_request& req, std::chrono::steady_clock::time_point t0);
   void HandleConsume(const web::http::http_request& req);
+  // The consume itself, on a worker: answers, or parks the request for up to `wait_ms`.
+  void ConsumeNow(const web::http::http_request& req, const std::string& group, size_t max,
+                  int64_t wait_ms);
   void HandleCommit(const web::http::http_request& req);
   void PollLoop();
   // Consumes for a parked request on the pool and answers it, or parks it again.
@@ -89,6 +95,7 @@ class DataFrontend {
   int serving_ = 0;            // guarded by wait_mu_: Serve tasks not finished
   std::condition_variable served_cv_;
   std::thread poller_;
+  WorkerPool workers_;
   std::mutex busy_mu_;
   // Per group: when its consumers here were last handed events and have not asked again since.
   std::map<std::string, std::chrono::steady_clock::time_point> handed_at_;  // guarded by busy_mu_
