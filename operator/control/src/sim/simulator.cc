@@ -306,8 +306,9 @@ class World {
           : cap > 0 ? take / cap
                     : 0;
       // The sidecar's delivered counter and the group's lag on what the pod serves.
-      o.consumers[pod][kGroup] = {consumer_rate,
-                                  static_cast<uint64_t>(std::max(0.0, backlog - take))};
+      ConsumerLoad& c = o.consumers[pod][kGroup];
+      c.delivered_rate = consumer_rate;
+      c.backlog = static_cast<uint64_t>(std::max(0.0, backlog - take));
     }
     RetireDrained();
     for (const auto& p : map.partitions()) {

@@ -274,7 +274,7 @@ TEST_P(PodsForLagTest, AGrowingLagAboveItsTargetAsksForMorePods) {
   // Once what a pod's consumers take is measured, the backlog is sized from it instead.
   Observation measured = Observe(map, 11, [](uint32_t) { return 2000.0; });
   measured.partitions[PartitionId(0)].lag = c.lag(11);
-  measured.consumers["orders-0"]["g"] = {2000, 100000};
+  measured.consumers["orders-0"]["g"] = Took(2000, 100000);
   h.Add(measured);
   EXPECT_EQ(PodsForLag(DecideInputs(spec, h, map, c.replicas, At(11)), 1).pods, 0u);
   EXPECT_EQ(pods.pods, c.expect);
@@ -360,7 +360,7 @@ TEST_P(PodsForCapacityTest, TheRateOverWhatAPodsConsumersTake) {
   const PartitionMap map = Initial(8);
   LoadHistory h(seconds(300));
   Observation o = Observe(map, 0, [](uint32_t) { return 1000.0; });
-  if (c.per_pod > 0) o.consumers["orders-0"]["g"] = {c.per_pod, 100000};
+  if (c.per_pod > 0) o.consumers["orders-0"]["g"] = Took(c.per_pod, 100000);
   h.Add(o);
   const DecideInputs in(spec, h, map, c.replicas, At(0));
   const CapacityPods pods = PodsForCapacity(in, c.rate);

@@ -1032,7 +1032,7 @@ TEST_P(ConsumerCapacityTest, IsTheMedianOfSaturatedSamplesOfTheSlowestGroup) {
     Observation o;
     o.at = At(t);
     t += 100;  // far apart: samples outlive the horizon
-    o.consumers[pod][group] = {delivered, backlog};
+    o.consumers[pod][group] = Took(delivered, backlog);
     h.Add(o);
   }
   const auto capacity = h.consumer_capacity();
@@ -1105,7 +1105,7 @@ TEST(DecideTest, AStepSizesPodsOnTheFirstDecisionFromWhatAPodsConsumersTake) {
       Observation o = Observe(map, t, [&](uint32_t) { return rate / 2; });
       const double taken = std::min(rate, 1000.0);
       backlog += static_cast<uint64_t>(rate - taken);
-      if (measured) o.consumers["orders-0"]["g"] = {taken, backlog + 40};
+      if (measured) o.consumers["orders-0"]["g"] = Took(taken, backlog + 40);
       h.Add(o);
     }
     const Decision d = Decide(spec, h, map, 1, At(32));
@@ -1138,7 +1138,7 @@ TEST(DecideTest, ABacklogIsSizedForOnTheFirstDecisionAndHoldsScaleDownWhileItWai
     if (t >= 39) {
       o.partitions[PartitionId(0)].lag = 20000;
       o.partitions[PartitionId(1)].lag = 20000;
-      o.consumers["orders-0"]["g"] = {1010, 40000};
+      o.consumers["orders-0"]["g"] = Took(1010, 40000);
     }
     h.Add(o);
   }
@@ -1186,7 +1186,7 @@ TEST(DecideTest, PodsFollowTheWindowsRateAtTheMeasuredCapacity) {
   for (int64_t t = 0; t <= 60; ++t) {
     Observation o = Observe(map, t, [](uint32_t) { return 500.0; });  // 8,000 in all
     // Early on the consumers fell behind at 1,000 ev/s per pod.
-    if (t < 10) o.consumers["orders-" + std::to_string(t % 3)]["g"] = {1000, 20000};
+    if (t < 10) o.consumers["orders-" + std::to_string(t % 3)]["g"] = Took(1000, 20000);
     h.Add(o);
   }
   // 8,000 / (1,000 x 0.9): 9 pods.
