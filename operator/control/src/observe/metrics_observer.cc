@@ -25,6 +25,7 @@ constexpr std::string_view kAppended = "shoal_events_appended_total";
 constexpr std::string_view kLag = "shoal_consumer_lag_events";
 constexpr std::string_view kEndOffset = "shoal_partition_end_offset";
 constexpr std::string_view kDelivered = "shoal_events_delivered_total";
+constexpr std::string_view kBusy = "shoal_consumer_busy_seconds_total";
 // How much of an error answer's body goes into a message.
 constexpr size_t kBodyInMessage = 200;
 
@@ -50,6 +51,7 @@ struct MetricsView {
   std::map<uint32_t, std::map<std::string, uint64_t>> group_lag;  // per partition and group
   std::set<uint32_t> reported;                                    // partitions the sidecar holds
   std::map<std::string, double> delivered;  // per group: events handed to its consumers
+  std::map<std::string, double> busy;       // per group: seconds its consumers held a batch
 };
 
 MetricsView ReadMetrics(const std::vector<PromSample>& samples, const std::string& topic) {
@@ -58,13 +60,15 @@ MetricsView ReadMetrics(const std::vector<PromSample>& samples, const std::strin
     const bool appended = s.name == kAppended;
     const bool lag = s.name == kLag;
     const bool delivered = s.name == kDelivered;
-    if (!appended && !lag && !delivered && s.name != kEndOffset) continue;
+    const bool busy = s.name == kBusy;
+    if (!appended && !lag && !delivered && !busy && s.name != kEndOffset) continue;
     const std::string* t = s.Label("topic");
     if (t == nullptr || *t != topic) continue;
     const std::string* group = s.Label("group");
-    if (delivered) {
+    if (delivered || busy) {
       // Summed over any other label (one series per topic and group is what sidecars export).
-      if (group != nullptr && !group->empty()) view.delivered[*group] += s.value;
+      if (group == nullptr || group->empty()) continue;
+      (delivered ? view.delivered : view.busy)[*group] += s.value;
       continue;
     }
     const auto id = ParsePartitionLabel(s.Label("partition"));
@@ -388,7 +392,9 @@ Observation MetricsObserver::Observe(const PartitionMap& map, const std::vector<
     if (s.metrics_error) continue;
     for (const auto& [group, count] : s.view.delivered) {
       const auto key = std::make_pair(name, group);
-      next_delivered[key] = {count, obs.at};
+      Delivered& now = next_delivered[key];
+      now = {count, obs.at, std::nullopt};
+      if (auto b = s.view.busy.find(group); b != s.view.busy.end()) now.busy = b->second;
       const auto prev = previous_delivered_.find(key);
       if (prev == previous_delivered_.end() || count < prev->second.count ||
           obs.at <= prev->second.at) {
@@ -398,6 +404,11 @@ Observation MetricsObserver::Observe(const PartitionMap& map, const std::vector<
       ConsumerLoad& c = obs.consumers[name][group];
       c.delivered_rate = (count - prev->second.count) / dt.count();
       c.backlog = ServedBacklog(map, name, group_lag[group]);
+      c.interval_s = dt.count();
+      // Its busy time over the same interval, when both samples have it and it did not go down.
+      if (now.busy && prev->second.busy && *now.busy >= *prev->second.busy) {
+        c.busy = (*now.busy - *prev->second.busy) / dt.count();
+      }
     }
   }
   previous_delivered_ = std::move(next_delivered);

@@ -91,12 +91,10 @@ void LoadHistory::Add(const Observation& o) {
   for (const auto& [pod, most] : o.max_partitions) max_partitions_[pod] = most;
   for (const auto& [pod, groups] : o.consumers) {
     for (const auto& [group, c] : groups) {
-      if (!(c.delivered_rate > 0) || c.backlog < kSaturatedBacklogEvents ||
-          static_cast<double>(c.backlog) < kSaturatedBacklogSeconds * c.delivered_rate) {
-        continue;
-      }
-      auto& kept = saturated_[group];
-      kept.push_back(c.delivered_rate);
+      const auto sample = CapacitySampleOf(c);
+      if (!sample) continue;
+      auto& kept = capacity_[group];
+      kept.push_back(*sample);
       while (kept.size() > kCapacityKept) kept.pop_front();
     }
   }
@@ -175,12 +173,32 @@ void LoadHistory::RecordPodStart(std::chrono::duration<double> took) {
   Keep(pod_start_s_, std::max(0.0, took.count()));
 }
 
+std::optional<LoadHistory::CapacitySample> LoadHistory::CapacitySampleOf(const ConsumerLoad& c) {
+  if (!(c.delivered_rate > 0)) return std::nullopt;
+  const double backlog = static_cast<double>(c.backlog);
+  if (c.backlog >= kSaturatedBacklogEvents &&
+      backlog >= kSaturatedBacklogSeconds * c.delivered_rate) {
+    return CapacitySample{c.delivered_rate, true};
+  }
+  if (!c.busy || !(*c.busy >= kBusyMinFraction) || !(c.interval_s > 0) ||
+      c.delivered_rate * c.interval_s < kBusyMinEvents) {
+    return std::nullopt;
+  }
+  return CapacitySample{c.delivered_rate / *c.busy, false};
+}
+
 std::optional<LoadHistory::ConsumerCapacity> LoadHistory::consumer_capacity() const {
   std::optional<ConsumerCapacity> out;
-  for (const auto& [group, kept] : saturated_) {
-    const double median = Median({kept.begin(), kept.end()});
+  for (const auto& [group, kept] : capacity_) {
+    std::vector<double> rates;
+    uint32_t saturated = 0;
+    for (const auto& s : kept) {
+      rates.push_back(s.per_pod);
+      saturated += s.saturated ? 1 : 0;
+    }
+    const double median = Median(std::move(rates));
     if (out && out->per_pod <= median) continue;
-    out = ConsumerCapacity{median, static_cast<uint32_t>(kept.size()), group};
+    out = ConsumerCapacity{median, static_cast<uint32_t>(kept.size()), saturated, group};
   }
   return out;
 }
@@ -828,10 +846,19 @@ CapacityPods PodsForCapacity(const DecideInputs& in, double rate) {
   if (out.pods > in.replicas && rate <= in.replicas * capacity->per_pod * (1 + in.up_tol)) {
     out.pods = in.replicas;
   }
+  // Which samples: "3 saturated samples of group g", "16 samples of group g from busy time",
+  // "16 samples of group g: 3 saturated, 13 from busy time".
+  const uint32_t n = capacity->samples, saturated = capacity->saturated;
+  std::string samples = std::to_string(n) + (saturated == n ? " saturated" : "") +
+                        " samples of group " + capacity->group;
+  if (saturated == 0) {
+    samples += " from busy time";
+  } else if (saturated < n) {
+    samples += ": " + std::to_string(saturated) + " saturated, " + std::to_string(n - saturated) +
+               " from busy time";
+  }
   out.why = Num(rate) + " ev/s to consume: " + std::to_string(out.pods) + " pods at " +
-            Num(capacity->per_pod) + " ev/s per pod measured (" +
-            std::to_string(capacity->samples) + " saturated samples of group " + capacity->group +
-            ")";
+            Num(capacity->per_pod) + " ev/s per pod measured (" + samples + ")";
   return out;
 }
 

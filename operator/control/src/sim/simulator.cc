@@ -305,9 +305,13 @@ class World {
               ? consumer_rate * trace_.consumer.cpu_us / 1e6 / trace_.consumer.cpu_request_cores
           : cap > 0 ? take / cap
                     : 0;
-      // The sidecar's delivered counter and the group's lag on what the pod serves.
-      o.consumers[pod][kGroup] = {consumer_rate,
-                                  static_cast<uint64_t>(std::max(0.0, backlog - take))};
+      // The sidecar's delivered and busy counters and the group's lag on what the pod serves:
+      // busy for the share of their capacity they took.
+      ConsumerLoad& c = o.consumers[pod][kGroup];
+      c.delivered_rate = consumer_rate;
+      c.backlog = static_cast<uint64_t>(std::max(0.0, backlog - take));
+      c.busy = cap > 0 ? take / cap : 0;
+      c.interval_s = dt;
     }
     RetireDrained();
     for (const auto& p : map.partitions()) {

@@ -22,8 +22,12 @@
 //     shoal_events_delivered_total{topic,group} at the pod since the previous Observe, over the
 //     Clock's time between them (none without an earlier sample or after the counter went down);
 //     backlog is the group's shoal_consumer_lag_events on what the pod serves (ConsumerLoad),
-//     each partition's lag read at its owner. A sidecar without the counter leaves its pod out;
-//     nothing goes missing for it.
+//     each partition's lag read at its owner; busy is the increase of
+//     shoal_consumer_busy_seconds_total{topic,group} over the same interval, per second of it
+//     (nullopt when either sample lacks it or it went down); interval_s is that interval. Both
+//     counters are summed over any label beside topic and group. A sidecar without the delivered
+//     counter leaves its pod out, one without the busy counter its busy fraction; nothing goes
+//     missing for either.
 // A pod that does not answer /metrics makes every partition it owns go missing with the reason;
 // so does a partition its owner does not report, or whose owner is not among `pods`. Pods that
 // own no partition of the map are not scraped. cpu_utilization comes from PodInfo as given.
@@ -43,6 +47,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -114,11 +119,12 @@ class MetricsObserver final : public Observer {
   std::mutex observe_mu_;  // serializes Observe
   // Keyed by (pod, partition id); guarded by observe_mu_.
   std::map<std::pair<std::string, uint32_t>, Sample> previous_;
-  // shoal_events_delivered_total as the previous Observe read it, keyed by (pod, group);
-  // guarded by observe_mu_.
+  // shoal_events_delivered_total and shoal_consumer_busy_seconds_total (nullopt: not exported)
+  // as the previous Observe read them, keyed by (pod, group); guarded by observe_mu_.
   struct Delivered {
     double count = 0;
     std::chrono::steady_clock::time_point at;
+    std::optional<double> busy;
   };
   std::map<std::pair<std::string, std::string>, Delivered> previous_delivered_;
 };

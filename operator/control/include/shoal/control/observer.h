@@ -50,6 +50,14 @@ struct ConsumerLoad {
   // its active partitions held by other pods. With backlog left after the interval, the
   // consumers had more to read than they took: they were saturated.
   uint64_t backlog = 0;
+  // Seconds per second of the interval the group's consumers on the pod held a batch (from an
+  // answer with events to their next consume request): a busy fraction, from 0 (they waited for
+  // events all along) to 1 (never); a little above 1 where a batch handed out in an earlier
+  // interval ended in this one. delivered_rate / busy is what they take while working, saturated
+  // or not. nullopt when the sidecar does not export it (or no earlier sample of it).
+  std::optional<double> busy;
+  // The seconds the rates are taken over (0: not said).
+  double interval_s = 0;
 };
 
 struct Observation {

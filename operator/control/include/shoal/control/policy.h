@@ -17,8 +17,9 @@
 //    the whole scale-down window stays below the target less the tolerance, both existed for the
 //    whole window, and every observation in the window was complete. Missing metrics never shrink
 //    anything. Replicas shrink to the highest recommendation of the window (as the HPA does).
-//  - Replicas follow partitions per replica, the consumers' CPU over their target, and growing lag
-//    above its target; never more replicas than active partitions.
+//  - Replicas follow partitions per replica, the consumers' CPU over their target, growing lag
+//    above its target and, once measured (LoadHistory::consumer_capacity), the rate to consume
+//    at what one pod's consumers take; never more replicas than active partitions.
 //  - Prediction (behavior.scaleUp.predictive, on by default): on a rising trend of the arrival
 //    rate, scale-up sizes for the rate expected when a next decision could take effect, from the
 //    trend (RisingTrend) and the time this platform takes to change the map and to start a pod,
@@ -116,23 +117,42 @@ class LoadHistory {
   // Per pod, the most partitions its sidecar can hold open, as last reported (a pod keeps its
   // last report while it owns nothing and is not scraped).
   const std::map<std::string, uint32_t>& max_partitions() const { return max_partitions_; }
-  // What one pod's consumers take when they have more to read than they can (saturated: their
-  // pod served them a backlog of at least kSaturatedBacklogSeconds of what they took, and at
-  // least kSaturatedBacklogEvents, while they took something): per consumer group, the median
-  // of its last kCapacityKept saturated samples over every pod; the topic's is the lowest over
-  // its groups (every group must keep up), with that group's name. Samples do not expire with
-  // the horizon: it is the consumers' speed, not the load's. nullopt until one is measured.
+  // What one pod's consumers take, per consumer group, from samples of one pod over one
+  // observation interval (CapacitySampleOf): the median of the group's last kCapacityKept
+  // samples over every pod; the topic's is the lowest over its groups (every group must keep
+  // up), with that group's name. Samples do not expire with the horizon: they measure the
+  // consumers' speed, not the load. nullopt until one is measured.
   struct ConsumerCapacity {
     double per_pod = 0;  // events/s one pod's consumers take
     uint32_t samples = 0;
+    uint32_t saturated = 0;  // of `samples`, saturated ones (the others from busy time)
     std::string group;
   };
   std::optional<ConsumerCapacity> consumer_capacity() const;
+  struct CapacitySample {
+    double per_pod = 0;
+    bool saturated = false;
+  };
+  // The sample one pod's consumers of a group give over an interval, if any:
+  //  - saturated: their pod served them a backlog of at least kSaturatedBacklogSeconds of what
+  //    they took, and at least kSaturatedBacklogEvents, while they took something; they had more
+  //    to read than they could take, so what they took (the delivered rate) is what they take;
+  //  - from busy time, when not saturated: they held a batch at least kBusyMinFraction of the
+  //    interval and took at least kBusyMinEvents in it; what they take while working is the
+  //    delivered rate over the busy fraction (at most 1 / kBusyMinFraction times what they took),
+  //    known before they ever fall behind. Not without a busy fraction or an interval.
+  // nullopt otherwise: consumers that took nothing (a pod waiting for parents), or too little to
+  // tell.
+  static std::optional<CapacitySample> CapacitySampleOf(const ConsumerLoad& c);
   static constexpr size_t kCapacityKept = 16;
   // A backlog below this many seconds of what the consumers take may be events in flight (read
   // and not yet committed), not a wait.
   static constexpr double kSaturatedBacklogSeconds = 2;
   static constexpr uint64_t kSaturatedBacklogEvents = 100;
+  // Below this share of the interval busy, or this many events taken, the busy time is mostly
+  // the round trips and timing of a few batches.
+  static constexpr double kBusyMinFraction = 0.1;
+  static constexpr double kBusyMinEvents = 50;
   // The last time an observation missed something (nullopt: never).
   std::optional<SteadyTime> last_incomplete() const { return last_incomplete_; }
   std::optional<SteadyTime> first_at() const { return first_at_; }
@@ -150,7 +170,8 @@ class LoadHistory {
   std::vector<std::string> last_missing_;
   std::deque<double> change_s_, pod_start_s_;  // the last few, oldest first
   std::map<std::string, uint32_t> max_partitions_;
-  std::map<std::string, std::deque<double>> saturated_;  // per group, the last few, oldest first
+  // Per group, the last few capacity samples, oldest first.
+  std::map<std::string, std::deque<CapacitySample>> capacity_;
 };
 
 // A trend of the topic's arrival rate over the last kTrendSeconds of complete observations:

@@ -135,7 +135,8 @@ struct CapacityPods {
 };
 // Pods for consumers to take `rate` events/s at what one pod's consumers were measured to take
 // (LoadHistory::consumer_capacity): ceil(rate / per pod), no more than now while the rate is
-// within the tolerance of what the pods in place take.
+// within the tolerance of what the pods in place take. The reason names the samples: saturated,
+// from busy time, or both.
 CapacityPods PodsForCapacity(const DecideInputs& in, double rate);
 
 // 5. Where the pieces go.

@@ -8,8 +8,9 @@
 // partition receives the trace's rate times its share of the hash space (plus the hot keys in
 // its range), optionally with noise; each ready pod's consumers take up to their capacity
 // (events/s per pod: a service time per event in a number of lanes, as `shoal up`'s consumers)
-// from the backlog they can read, in proportion to it, and report what they took and what waited
-// (the sidecar's delivered counter); a change takes one step. Parents first, as the sidecars
+// from the backlog they can read, in proportion to it, and report what they took, how busy they
+// were (what they took over their capacity) and what waited (the sidecar's delivered and busy
+// counters); a change takes one step. Parents first, as the sidecars
 // keep it: by default a change divides a sealed partition's unread events among its successors
 // by hash range, each successor's share read by the successor's pod at the same time as the
 // others' (the total is what the sealed parent holds, its reading spread over the successors'

@@ -1,11 +1,12 @@
 // MetricsObserver against
 //  - a real shoal-sidecar process (standalone, --topic orders --partitions 4) with a ManualClock:
 //    first observation, exact rates over exactly 2 s of clock time, lag of a group that consumed
-//    nothing, a sealed partition after a real split, a killed and a restarted sidecar, a wrong
-//    admin token;
+//    nothing, what a group's consumers took and how busy they were, a sealed partition after a
+//    real split, a killed and a restarted sidecar, a wrong admin token;
 //  - fake sidecars (a cpprestsdk listener serving canned answers): the load shape from the admin
 //    plane's counters, a counter that went down, 404 vs. broken admin planes, malformed /metrics,
-//    owners only, owners missing from the pods, a pod that never answers, PartitionsOf.
+//    owners only, owners missing from the pods, a pod that never answers, PartitionsOf; what each
+//    pod's consumers took and how busy they were (a table of Prometheus text fixtures).
 // The bucket diff itself is tested as a pure function in admin_partitions_test.cc.
 #include "shoal/control/metrics_observer.h"
 
@@ -26,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -271,6 +273,34 @@ TEST_F(RealSidecarTest, HotKeyIsTheTopHashAndBucketsFollowTheKeys) {
     EXPECT_TRUE(p.producers_durable);
     EXPECT_EQ(p.state, PartitionState::kActive);
   }
+}
+
+// What a group's consumers took and how long they held it, as the sidecar counts them: events
+// handed out, and the time from that answer to the group's next request.
+TEST_F(RealSidecarTest, ConsumersTookWhatWasDeliveredAndWereBusyUntilTheyAskedAgain) {
+  MetricsObserver observer(clock_, kToken);
+  std::map<uint32_t, uint64_t> end;  // per partition, the events appended so far
+  // A batch handed to group g, committed, and g asking again (nothing left).
+  auto round = [&](int per_key) {
+    for (const auto& [p, n] : Produce(Keys(8), per_key)) end[p] += n;
+    const std::string path = std::string("/v1/topics/") + kTopic + "/events?group=g&max=1000";
+    auto batch = sidecar_->DataClient()->Get(path);
+    ASSERT_TRUE(batch.ok()) << batch.Describe();
+    for (const auto& [p, offset] : end) Commit("g", p, offset);
+    auto again = sidecar_->DataClient()->Get(path);
+    ASSERT_TRUE(again.ok()) << again.Describe();
+  };
+  round(1);  // the counters' series exist from here on
+  observer.Observe(map_, {pod_});
+  round(5);  // 40 events
+  clock_.AdvanceMs(2000);
+  const Observation obs = observer.Observe(map_, {pod_});
+  ASSERT_TRUE(obs.consumers.count(pod_.name.value()));
+  const ConsumerLoad& c = obs.consumers.at(pod_.name.value()).at("g");
+  EXPECT_DOUBLE_EQ(c.delivered_rate, 40 / 2.0);
+  EXPECT_DOUBLE_EQ(c.interval_s, 2);
+  ASSERT_TRUE(c.busy.has_value()) << "shoal_consumer_busy_seconds_total not read";
+  EXPECT_GT(*c.busy, 0);
 }
 
 TEST_F(RealSidecarTest, NoGroupMeansLagZeroAndCpuComesFromThePod) {
@@ -745,6 +775,97 @@ TEST_F(FakeSidecarTest, ConsumersTookWhatTheirSidecarDeliveredAndServeTheirRange
   EXPECT_TRUE(obs.consumers.empty());
   EXPECT_TRUE(obs.complete()) << Join(obs.missing);
 }
+
+// What a pod's consumers were busy with (shoal_consumer_busy_seconds_total) beside what they
+// took: pod-a's consumer counters as Prometheus text at two Observes 2 s apart, and per group
+// the delivered rate and busy fraction read from them.
+struct BusyCase {
+  const char* name;
+  std::string before, after;
+  // Per group on pod-a: {delivered ev/s, busy fraction}; a group absent has no ConsumerLoad.
+  std::map<std::string, std::pair<double, std::optional<double>>> expect;
+};
+
+void PrintTo(const BusyCase& c, std::ostream* os) { *os << c.name; }
+
+// One series of a counter, as a sidecar exports it: `labels` beside topic and group.
+std::string Series(const char* name, const std::string& group, double v,
+                   const std::string& labels = "", const std::string& topic = kTopic) {
+  return std::string(name) + "{topic=\"" + topic + "\",group=\"" + group + "\"" + labels + "} " +
+         std::to_string(v) + "\n";
+}
+std::string Dlv(const std::string& group, double v) {
+  return Series("shoal_events_delivered_total", group, v);
+}
+std::string Busy(const std::string& group, double v, const std::string& labels = "",
+                 const std::string& topic = kTopic) {
+  return Series("shoal_consumer_busy_seconds_total", group, v, labels, topic);
+}
+
+class BusyFractionTest : public FakeSidecarTest, public ::testing::WithParamInterface<BusyCase> {};
+
+TEST_P(BusyFractionTest, IsTheBusyCountersIncreasePerSecondOfTheInterval) {
+  const BusyCase& c = GetParam();
+  MetricsObserver observer(clock_, kToken, Fast());
+  const std::vector<PodInfo> pods = {a_.Pod("pod-a"), b_.Pod("pod-b")};
+  b_.Set("/metrics", 200, Metrics({{1, 0}}));
+  a_.Set("/metrics", 200, Metrics({{0, 0}}) + c.before);
+  (void)observer.Observe(map_, pods);
+  a_.Set("/metrics", 200, Metrics({{0, 0}}) + c.after);
+  clock_.AdvanceMs(2000);
+  const Observation obs = observer.Observe(map_, pods);
+  EXPECT_TRUE(obs.complete()) << Join(obs.missing);  // a busy counter or none: nothing missing
+  std::map<std::string, std::pair<double, std::optional<double>>> got;
+  if (auto pod = obs.consumers.find("pod-a"); pod != obs.consumers.end()) {
+    for (const auto& [group, load] : pod->second) {
+      got[group] = {load.delivered_rate, load.busy};
+      EXPECT_DOUBLE_EQ(load.interval_s, 2) << group;
+    }
+  }
+  EXPECT_EQ(got, c.expect);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, BusyFractionTest,
+    ::testing::Values(
+        BusyCase{"half_busy",
+                 Dlv("g", 100) + Busy("g", 3),
+                 Dlv("g", 1100) + Busy("g", 4),
+                 {{"g", {500, 0.5}}}},
+        // Series split by another label add up, as the delivered counter's do.
+        BusyCase{"summed_over_other_labels",
+                 Dlv("g", 0) + Busy("g", 1, ",consumer=\"c1\"") + Busy("g", 1, ",consumer=\"c2\""),
+                 Dlv("g", 400) + Busy("g", 1.25, ",consumer=\"c1\"") +
+                     Busy("g", 1.25, ",consumer=\"c2\""),
+                 {{"g", {200, 0.25}}}},
+        BusyCase{"per_group",
+                 Dlv("g", 0) + Dlv("h", 0) + Busy("g", 0) + Busy("h", 0),
+                 Dlv("g", 2000) + Dlv("h", 200) + Busy("g", 2) + Busy("h", 0.4),
+                 {{"g", {1000, 1.0}}, {"h", {100, 0.2}}}},
+        // A batch handed out before the interval and ended in it: reported as measured.
+        BusyCase{"a_little_over_one",
+                 Dlv("g", 0) + Busy("g", 0),
+                 Dlv("g", 1000) + Busy("g", 2.5),
+                 {{"g", {500, 1.25}}}},
+        // A sidecar without the counter: what was delivered, the busy fraction unknown.
+        BusyCase{"no_busy_counter", Dlv("g", 0), Dlv("g", 600), {{"g", {300, std::nullopt}}}},
+        // No earlier sample of it (its series appears once its consumers first held a batch).
+        BusyCase{"busy_counter_appears",
+                 Dlv("g", 0),
+                 Dlv("g", 600) + Busy("g", 1),
+                 {{"g", {300, std::nullopt}}}},
+        // Went down (a restarted sidecar whose delivered counter had not fallen below).
+        BusyCase{"busy_counter_went_down",
+                 Dlv("g", 0) + Busy("g", 9),
+                 Dlv("g", 600) + Busy("g", 1),
+                 {{"g", {300, std::nullopt}}}},
+        // Busy time alone says nothing of what was taken.
+        BusyCase{"busy_without_delivered", Busy("g", 0), Busy("g", 1), {}},
+        BusyCase{"another_topics_counter",
+                 Dlv("g", 0) + Busy("g", 0, "", "payments"),
+                 Dlv("g", 600) + Busy("g", 1, "", "payments"),
+                 {{"g", {300, std::nullopt}}}}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 // A pod that accepts connections and never answers: its partitions go missing within the
 // timeout, and the other pod is still observed.

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 
 #include "shoal/control/policy.h"
 
@@ -80,6 +81,18 @@ inline void Totals(LoadHistory& h, const PartitionMap& map, int64_t from, int64_
   for (int64_t t = from; t <= to; ++t) {
     h.Add(Observe(map, t, [&](uint32_t) { return total_of(t) / n; }));
   }
+}
+
+// What one pod's consumers of a group took (ev/s over a 1 s interval) and what waited for them;
+// with `busy`, the share of the interval they held a batch (the sidecar's busy counter).
+inline ConsumerLoad Took(double delivered, uint64_t backlog,
+                         std::optional<double> busy = std::nullopt) {
+  ConsumerLoad c;
+  c.delivered_rate = delivered;
+  c.backlog = backlog;
+  c.busy = busy;
+  c.interval_s = 1;
+  return c;
 }
 
 }  // namespace shoal::control::policy_testing

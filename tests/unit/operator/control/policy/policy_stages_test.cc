@@ -274,7 +274,7 @@ TEST_P(PodsForLagTest, AGrowingLagAboveItsTargetAsksForMorePods) {
   // Once what a pod's consumers take is measured, the backlog is sized from it instead.
   Observation measured = Observe(map, 11, [](uint32_t) { return 2000.0; });
   measured.partitions[PartitionId(0)].lag = c.lag(11);
-  measured.consumers["orders-0"]["g"] = {2000, 100000};
+  measured.consumers["orders-0"]["g"] = Took(2000, 100000);
   h.Add(measured);
   EXPECT_EQ(PodsForLag(DecideInputs(spec, h, map, c.replicas, At(11)), 1).pods, 0u);
   EXPECT_EQ(pods.pods, c.expect);
@@ -360,7 +360,7 @@ TEST_P(PodsForCapacityTest, TheRateOverWhatAPodsConsumersTake) {
   const PartitionMap map = Initial(8);
   LoadHistory h(seconds(300));
   Observation o = Observe(map, 0, [](uint32_t) { return 1000.0; });
-  if (c.per_pod > 0) o.consumers["orders-0"]["g"] = {c.per_pod, 100000};
+  if (c.per_pod > 0) o.consumers["orders-0"]["g"] = Took(c.per_pod, 100000);
   h.Add(o);
   const DecideInputs in(spec, h, map, c.replicas, At(0));
   const CapacityPods pods = PodsForCapacity(in, c.rate);
@@ -382,6 +382,45 @@ INSTANTIATE_TEST_SUITE_P(
                       CapacityPodsCase{"beyond_it", 1000, 2250, 2, 3},
                       // Fewer than now: the pods in place stay unless the window lets them go.
                       CapacityPodsCase{"fewer_than_now", 1000, 1500, 4, 2}),
+    CaseName());
+
+// The reason names how the capacity was measured.
+struct CapacityWhyCase {
+  const char* name;
+  std::vector<ConsumerLoad> seen;  // one pod's consumers of group g, one observation each
+  const char* expect;
+};
+
+using PodsForCapacityWhyTest = ::testing::TestWithParam<CapacityWhyCase>;
+
+TEST_P(PodsForCapacityWhyTest, SaysWhichSamplesMeasuredIt) {
+  const CapacityWhyCase& c = GetParam();
+  const PartitionMap map = Initial(8);
+  LoadHistory h(seconds(300));
+  for (size_t i = 0; i < c.seen.size(); ++i) {
+    Observation o = Observe(map, static_cast<int64_t>(i), [](uint32_t) { return 1000.0; });
+    o.consumers["orders-0"]["g"] = c.seen[i];
+    h.Add(o);
+  }
+  const TopicSpec spec = BaseSpec();
+  const DecideInputs in(spec, h, map, 1, At(static_cast<int64_t>(c.seen.size())));
+  EXPECT_THAT(PodsForCapacity(in, 5000).why, HasSubstr(c.expect));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, PodsForCapacityWhyTest,
+    ::testing::Values(
+        CapacityWhyCase{"saturated",
+                        {Took(1000, 5000), Took(1000, 5000)},
+                        "5 pods at 1,000 ev/s per pod measured (2 saturated samples of group g)"},
+        CapacityWhyCase{"from_busy_time",
+                        {Took(500, 0, 0.5), Took(250, 0, 0.25)},
+                        "5 pods at 1,000 ev/s per pod measured (2 samples of group g from busy "
+                        "time)"},
+        CapacityWhyCase{"both",
+                        {Took(500, 0, 0.5), Took(1000, 5000), Took(600, 0, 0.6)},
+                        "5 pods at 1,000 ev/s per pod measured (3 samples of group g: 1 "
+                        "saturated, 2 from busy time)"}),
     CaseName());
 
 // ---------------------------------------------------------------------------------------------

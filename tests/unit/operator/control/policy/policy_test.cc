@@ -1010,29 +1010,80 @@ TEST(LoadHistoryTest, LeadTimesAreTheMedianOfTheLastMeasuredAndAPriorUntilThen) 
   EXPECT_EQ(h.lead_times().pod_start_s, 40.0);
 }
 
-// What one pod's consumers take, learned from observations in which they had more to read
-// than they took.
+// The sample one pod's consumers of a group give over an interval: saturated (more waited than
+// two seconds of what they took), or from the share of the interval they were busy.
+struct CapacitySampleCase {
+  const char* name;
+  ConsumerLoad seen;
+  std::optional<double> expect;  // per pod
+  bool expect_saturated = false;
+};
+
+void PrintTo(const CapacitySampleCase& c, std::ostream* os) { *os << c.name; }
+
+class CapacitySampleTest : public ::testing::TestWithParam<CapacitySampleCase> {};
+
+TEST_P(CapacitySampleTest, IsWhatTheyTookSaturatedOrWhatTheyTakeWhileBusy) {
+  const CapacitySampleCase& c = GetParam();
+  const auto sample = LoadHistory::CapacitySampleOf(c.seen);
+  ASSERT_EQ(sample.has_value(), c.expect.has_value());
+  if (!c.expect) return;
+  EXPECT_DOUBLE_EQ(sample->per_pod, *c.expect);
+  EXPECT_EQ(sample->saturated, c.expect_saturated);
+}
+
+ConsumerLoad Over(double seconds, ConsumerLoad c) {
+  c.interval_s = seconds;
+  return c;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, CapacitySampleTest,
+    ::testing::Values(
+        CapacitySampleCase{"saturated", Took(1000, 4000), 1000, true},
+        // Saturated, what they took is what they take, however busy they say they were.
+        CapacitySampleCase{"saturated_whatever_the_busy_time", Took(1000, 4000, 0.5), 1000, true},
+        // Keeping up at 500 ev/s, busy half the time: 1,000 ev/s while working.
+        CapacitySampleCase{"half_busy", Took(500, 50, 0.5), 1000},
+        CapacitySampleCase{"busy_all_along", Took(800, 10, 1.0), 800},
+        // A batch handed out before the interval and ended in it.
+        CapacitySampleCase{"a_little_over_one", Took(1000, 10, 1.25), 800},
+        // At the least busy share, ten times what they took.
+        CapacitySampleCase{"at_the_least_busy_share", Took(100, 0, 0.1), 1000},
+        CapacitySampleCase{"busy_too_little", Took(500, 0, 0.09), std::nullopt},
+        // 40 events in a second: a few batches' timing, not a measurement; in two seconds, 80.
+        CapacitySampleCase{"too_few_events", Took(40, 0, 0.5), std::nullopt},
+        CapacitySampleCase{"enough_events_over_a_longer_interval", Over(2, Took(40, 0, 0.5)), 80},
+        CapacitySampleCase{"no_interval", Over(0, Took(500, 50, 0.5)), std::nullopt},
+        // Keeping up, from a sidecar without the busy counter: nothing to tell.
+        CapacitySampleCase{"keeping_up_without_busy_time", Took(500, 50), std::nullopt},
+        // Waiting for parents: busy or not, nothing taken is no sample.
+        CapacitySampleCase{"took_nothing", Took(0, 50000, 1.0), std::nullopt}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// What one pod's consumers take, learned from observations of them over time.
 struct CapacityCase {
   const char* name;
-  // Per observation: (pod, group, delivered ev/s, backlog served), in order.
-  std::vector<std::tuple<std::string, std::string, double, uint64_t>> seen;
+  // Per observation: (pod, group, what its consumers took), in order.
+  std::vector<std::tuple<std::string, std::string, ConsumerLoad>> seen;
   std::optional<double> expect;  // per pod
   const char* expect_group = "g";
+  uint32_t expect_saturated = 0;  // of the group's samples
 };
 
 void PrintTo(const CapacityCase& c, std::ostream* os) { *os << c.name; }
 
 class ConsumerCapacityTest : public ::testing::TestWithParam<CapacityCase> {};
 
-TEST_P(ConsumerCapacityTest, IsTheMedianOfSaturatedSamplesOfTheSlowestGroup) {
+TEST_P(ConsumerCapacityTest, IsTheMedianOfTheSamplesOfTheSlowestGroup) {
   const CapacityCase& c = GetParam();
   LoadHistory h(seconds(30));
   int64_t t = 0;
-  for (const auto& [pod, group, delivered, backlog] : c.seen) {
+  for (const auto& [pod, group, load] : c.seen) {
     Observation o;
     o.at = At(t);
     t += 100;  // far apart: samples outlive the horizon
-    o.consumers[pod][group] = {delivered, backlog};
+    o.consumers[pod][group] = load;
     h.Add(o);
   }
   const auto capacity = h.consumer_capacity();
@@ -1040,15 +1091,16 @@ TEST_P(ConsumerCapacityTest, IsTheMedianOfSaturatedSamplesOfTheSlowestGroup) {
   if (!c.expect) return;
   EXPECT_DOUBLE_EQ(capacity->per_pod, *c.expect);
   EXPECT_EQ(capacity->group, c.expect_group);
+  EXPECT_EQ(capacity->saturated, c.expect_saturated);
 }
 
-std::vector<std::tuple<std::string, std::string, double, uint64_t>> Repeated(size_t n,
-                                                                             double delivered) {
-  return std::vector<std::tuple<std::string, std::string, double, uint64_t>>(
-      n, {"orders-0", "g", delivered, 100000});
+std::vector<std::tuple<std::string, std::string, ConsumerLoad>> Repeated(size_t n,
+                                                                         double delivered) {
+  return std::vector<std::tuple<std::string, std::string, ConsumerLoad>>(
+      n, {"orders-0", "g", Took(delivered, 100000)});
 }
 
-std::vector<std::tuple<std::string, std::string, double, uint64_t>> SlowThenFast() {
+std::vector<std::tuple<std::string, std::string, ConsumerLoad>> SlowThenFast() {
   auto seen = Repeated(20, 500);
   for (const auto& s : Repeated(LoadHistory::kCapacityKept, 1000)) seen.push_back(s);
   return seen;
@@ -1059,23 +1111,43 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         CapacityCase{"unmeasured", {}, std::nullopt},
         // 50 events waiting at 500 ev/s are in flight, not a wait.
-        CapacityCase{"keeping_up_is_no_measurement", {{"orders-0", "g", 500, 50}}, std::nullopt},
-        CapacityCase{"saturated", {{"orders-0", "g", 1000, 4000}}, 1000},
+        CapacityCase{
+            "keeping_up_is_no_measurement", {{"orders-0", "g", Took(500, 50)}}, std::nullopt},
+        CapacityCase{"saturated", {{"orders-0", "g", Took(1000, 4000)}}, 1000, "g", 1},
         // Pods waiting for parents-first take nothing: no sample.
-        CapacityCase{"a_pod_that_takes_nothing", {{"orders-1", "g", 0, 50000}}, std::nullopt},
+        CapacityCase{"a_pod_that_takes_nothing", {{"orders-1", "g", Took(0, 50000)}}, std::nullopt},
         // 50 events are more than 2 s at 10 ev/s, but too few to tell a wait.
-        CapacityCase{"a_tiny_backlog", {{"orders-0", "g", 10, 50}}, std::nullopt},
+        CapacityCase{"a_tiny_backlog", {{"orders-0", "g", Took(10, 50)}}, std::nullopt},
         CapacityCase{"median_over_pods_and_time",
-                     {{"orders-0", "g", 900, 5000},
-                      {"orders-1", "g", 1100, 5000},
-                      {"orders-2", "g", 3000, 7000},
-                      {"orders-0", "g", 1000, 5000}},
-                     1050},
+                     {{"orders-0", "g", Took(900, 5000)},
+                      {"orders-1", "g", Took(1100, 5000)},
+                      {"orders-2", "g", Took(3000, 7000)},
+                      {"orders-0", "g", Took(1000, 5000)}},
+                     1050,
+                     "g",
+                     4},
         CapacityCase{"the_slowest_group",
-                     {{"orders-0", "g", 1000, 5000}, {"orders-0", "h", 400, 5000}},
+                     {{"orders-0", "g", Took(1000, 5000)}, {"orders-0", "h", Took(400, 5000)}},
                      400,
-                     "h"},
-        CapacityCase{"only_the_last_few", SlowThenFast(), 1000}),
+                     "h",
+                     1},
+        CapacityCase{"only_the_last_few", SlowThenFast(), 1000, "g", 16},
+        // Keeping up, busy half the time: measured before they ever fall behind.
+        CapacityCase{"from_busy_time_before_falling_behind",
+                     {{"orders-0", "g", Took(500, 50, 0.5)}, {"orders-0", "g", Took(520, 50, 0.5)}},
+                     1020},
+        // Both kinds count alike: 1,000 from busy time, 900 saturated, 1,200 from busy time.
+        CapacityCase{"saturated_and_busy_samples",
+                     {{"orders-0", "g", Took(500, 50, 0.5)},
+                      {"orders-1", "g", Took(900, 5000, 1.0)},
+                      {"orders-0", "g", Took(300, 0, 0.25)}},
+                     1000,
+                     "g",
+                     1},
+        CapacityCase{"the_slowest_group_from_busy_time",
+                     {{"orders-0", "g", Took(1000, 5000)}, {"orders-0", "h", Took(200, 0, 0.5)}},
+                     400,
+                     "h"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // The targets of `shoal up`'s flash sale (examples/flash-sale.yaml): 500 ev/s per partition, up
@@ -1105,7 +1177,7 @@ TEST(DecideTest, AStepSizesPodsOnTheFirstDecisionFromWhatAPodsConsumersTake) {
       Observation o = Observe(map, t, [&](uint32_t) { return rate / 2; });
       const double taken = std::min(rate, 1000.0);
       backlog += static_cast<uint64_t>(rate - taken);
-      if (measured) o.consumers["orders-0"]["g"] = {taken, backlog + 40};
+      if (measured) o.consumers["orders-0"]["g"] = Took(taken, backlog + 40);
       h.Add(o);
     }
     const Decision d = Decide(spec, h, map, 1, At(32));
@@ -1117,6 +1189,46 @@ TEST(DecideTest, AStepSizesPodsOnTheFirstDecisionFromWhatAPodsConsumersTake) {
                                       "measured (2 saturated samples of group g)"));
     } else {
       EXPECT_EQ(d.replicas, CeilDivForTest(d.partitions, 4)) << d.reason;
+    }
+  }
+}
+
+// `shoal up`'s unannounced ramp: 500 ev/s over 2 partitions, rising by 187.5 ev/s per s from
+// t=36 s, one pod whose consumers take up to 1,000 ev/s. Its first scale-up comes before they
+// fall behind: with the sidecar's busy counter (busy = what they took / 1,000) it sizes the pods
+// from what they take while working; without it, by partitions per replica.
+TEST(DecideTest, ARampSizesPodsOnTheFirstDecisionFromTheConsumersBusyTime) {
+  const TopicSpec spec = FlashSaleSpec();
+  const PartitionMap map = Initial(2);
+  for (const bool busy : {true, false}) {
+    SCOPED_TRACE(busy ? "busy time" : "no busy counter");
+    LoadHistory h(seconds(65));
+    double backlog = 0;
+    std::optional<Decision> first;
+    for (int64_t t = 0; t <= 60 && !first; ++t) {
+      const double rate = 500 + 187.5 * static_cast<double>(std::max<int64_t>(0, t - 36));
+      Observation o = Observe(map, t, [&](uint32_t) { return rate / 2; });
+      const double taken = std::min(rate + backlog, 1000.0);
+      backlog += rate - taken;
+      o.consumers["orders-0"]["g"] =
+          Took(taken, static_cast<uint64_t>(backlog),
+               busy ? std::optional<double>(taken / 1000) : std::nullopt);
+      h.Add(o);
+      if (Decision d = Decide(spec, h, map, 1, At(t)); !d.holds()) first = d;
+    }
+    ASSERT_TRUE(first.has_value());
+    ExpectWellFormed(*first, map);
+    // Before anything waited long enough to be a saturated sample.
+    EXPECT_FALSE(h.consumer_capacity() && h.consumer_capacity()->saturated > 0);
+    if (busy) {
+      // Sized for the 3,188 ev/s predicted at 1,000 ev/s per pod: 4 pods, where 8 partitions
+      // at 4 per replica give 2.
+      EXPECT_EQ(first->replicas, 4u) << first->reason;
+      EXPECT_THAT(first->reason, HasSubstr("3,188 ev/s to consume: 4 pods at 1,000 ev/s per pod "
+                                           "measured (16 samples of group g from busy time)"));
+    } else {
+      EXPECT_THAT(first->reason, Not(HasSubstr("measured")));
+      EXPECT_EQ(first->replicas, CeilDivForTest(first->partitions, 4)) << first->reason;
     }
   }
 }
@@ -1138,7 +1250,7 @@ TEST(DecideTest, ABacklogIsSizedForOnTheFirstDecisionAndHoldsScaleDownWhileItWai
     if (t >= 39) {
       o.partitions[PartitionId(0)].lag = 20000;
       o.partitions[PartitionId(1)].lag = 20000;
-      o.consumers["orders-0"]["g"] = {1010, 40000};
+      o.consumers["orders-0"]["g"] = Took(1010, 40000);
     }
     h.Add(o);
   }
@@ -1186,7 +1298,7 @@ TEST(DecideTest, PodsFollowTheWindowsRateAtTheMeasuredCapacity) {
   for (int64_t t = 0; t <= 60; ++t) {
     Observation o = Observe(map, t, [](uint32_t) { return 500.0; });  // 8,000 in all
     // Early on the consumers fell behind at 1,000 ev/s per pod.
-    if (t < 10) o.consumers["orders-" + std::to_string(t % 3)]["g"] = {1000, 20000};
+    if (t < 10) o.consumers["orders-" + std::to_string(t % 3)]["g"] = Took(1000, 20000);
     h.Add(o);
   }
   // 8,000 / (1,000 x 0.9): 9 pods.

@@ -302,7 +302,9 @@ TEST(SimulatorTest, AnUnannouncedStepIsSizedOnItsFirstDecisionAndDrainedByTheSuc
   // 5,000 ev/s and the backlog of the first seconds over 30 s, at 1,000 ev/s per pod.
   EXPECT_GE(first.pods_after, 6u);
   EXPECT_GE(first.partitions_after, first.pods_after);
+  // Measured while they kept up at 500 ev/s (busy half the time), before the surge.
   EXPECT_THAT(first.reason, HasSubstr("ev/s per pod measured"));
+  EXPECT_THAT(first.reason, HasSubstr("from busy time"));
   EXPECT_THAT(first.reason, HasSubstr("backlog"));
   EXPECT_EQ(divided->scale_ups, 1u);
   // The lag grows only until the pods are ready: under a quarter of the 97,900 that the
@@ -329,6 +331,38 @@ TEST(SimulatorTest, AnUnannouncedStepIsSizedOnItsFirstDecisionAndDrainedByTheSuc
   // Nothing is left unread at the end either way.
   EXPECT_EQ(divided->timeline.back().lag, 0);
   EXPECT_EQ(whole->timeline.back().lag, 0);
+}
+
+// (a'') `shoal up`'s unannounced ramp (examples/traces/unannounced-ramp.yaml): 500 ev/s rising
+// evenly to 5,000 from t=36 s to t=60 s, consumers that take 1,000 ev/s per pod. The first
+// scale-up comes before they fell behind (the issue's real run asked for 2 pods there, "4 per
+// replica"): it sizes the pods from what they take, measured from their busy time while they
+// kept up, and the ramp needs no more than two scale-ups.
+TEST(SimulatorTest, AnUnannouncedRampIsSizedOnItsFirstDecisionFromWhatAPodsConsumersTake) {
+  const SimResult r = RunTrace("examples/traces/unannounced-ramp.yaml");
+  SCOPED_TRACE(Describe(r));
+  ASSERT_FALSE(r.decisions.empty());
+  const SimDecision& first = r.decisions.front();
+  EXPECT_TRUE(Has(first, DecisionKind::kPodsUp));
+  EXPECT_GE(first.t, 36);
+  EXPECT_LE(first.t, 42);
+  // Predicted 3,188 ev/s at 1,000 ev/s per pod: 4 pods, where 8 partitions at 4 per replica
+  // would give 2.
+  EXPECT_EQ(first.pods_after, 4u);
+  EXPECT_GT(first.pods_after, (first.partitions_after + 3) / 4);
+  EXPECT_THAT(first.reason,
+              HasSubstr("4 pods at 1,000 ev/s per pod measured (16 samples of group sim from "
+                        "busy time)"));
+  EXPECT_LE(r.scale_ups, 2u);
+  // The issue's bound for the real run is 25,000; here the lag is only what one pod could not
+  // take while the four started (2,188 events, gone a second after they were ready).
+  EXPECT_LE(r.max_lag, 2500);
+  EXPECT_EQ(r.timeline.back().lag, 0);
+  for (const auto& d : r.decisions) {
+    if (Has(d, DecisionKind::kPodsUp)) {
+      EXPECT_THAT(d.reason, HasSubstr("ev/s per pod measured")) << "t=" << d.t;
+    }
+  }
 }
 
 // With parents whole, a successor's events wait for its parent, read only by the pod that held
