@@ -862,6 +862,15 @@ CapacityPods PodsForCapacity(const DecideInputs& in, double rate) {
   return out;
 }
 
+uint32_t BalancedPartitions(const DecideInputs& in, const CapacityPods& capacity, uint32_t want) {
+  // Only when the measured capacity adds pods (a surge): then the pods are new and empty, and
+  // the move that fills them can give each the same share.
+  const uint32_t pods = std::min(capacity.pods, in.rmax);
+  if (pods <= in.replicas || pods < 2 || want <= pods) return 0;
+  const uint32_t rounded = CeilDiv(want, pods) * pods;
+  return rounded <= in.pmax ? rounded : 0;
+}
+
 // 5. How many partitions: what the rates ask for, at least `floor` (one per wanted replica and
 //    what a schedule holds), within the cap and the per-step limit; extra pieces go to the
 //    hottest ranges first.
@@ -1146,8 +1155,12 @@ Decision Decide(const DecideInputs& in) {
   CurrentLoad load = ReadLoad(in);
   const Prediction predicted = Predict(in, load);
   const Demand demand = ConsumeDemand(in, load, predicted.factor);
-  // Partitions are sized for the backlog to drain too, spread as the arrivals are.
-  const double backlog_factor = demand.arrival > 0 ? demand.rate() / demand.arrival : 1;
+  // Partitions are sized for the backlog to drain too, spread as the arrivals are: only when
+  // every active partition's rate is known. Right after a change the new partitions have none
+  // yet, the arrivals read low, and the backlog spread over the few known ones would split them
+  // again for nothing (shoal up's unannounced sale: 11 -> 13 -> 16 on "arrival 393 ev/s").
+  const double backlog_factor =
+      demand.arrival > 0 && load.unknown.empty() ? demand.rate() / demand.arrival : 1;
   for (auto& c : load.known) c.load.rate *= predicted.factor * backlog_factor;
   SplitNeeds needs = WantSplits(in, load.known);
   d.hot_keys = std::move(needs.hot_keys);
@@ -1158,9 +1171,10 @@ Decision Decide(const DecideInputs& in) {
   // readySeconds before the start, less what a change and a pod start take here), at least its
   // partitions and pods, whatever the load.
   const Scheduled scheduled = in.wall ? ScheduledFloor(in.spec, in.history, *in.wall) : Scheduled{};
-  const uint32_t floor =
+  uint32_t floor =
       std::max(std::min(std::max({cpu_now, lag.pods, scheduled.replicas, capacity.pods}), in.rmax),
                std::min(scheduled.partitions, in.pmax));
+  floor = std::max(floor, BalancedPartitions(in, capacity, in.active + needs.extra));
   SplitPlan split = PlaceSplits(in, load, needs.extra, floor);
   d.splits = std::move(split.splits);
   if (!d.splits.empty()) d.kinds.push_back(DecisionKind::kSplit);

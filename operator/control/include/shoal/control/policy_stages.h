@@ -139,6 +139,15 @@ struct CapacityPods {
 // from busy time, or both.
 CapacityPods PodsForCapacity(const DecideInputs& in, double rate);
 
+// 4b. Partitions in whole multiples of the pods the measured capacity asks for, when it adds
+//     pods: each pod then gets as many partitions, so as much of the arrivals and of the
+//     parents' backlog (a split divides both by range). With one pod holding a partition more
+//     than the others, that pod runs at its capacity while they idle, and the drain waits for
+//     it (shoal up's unannounced sale: 11 partitions on 8 pods, three of them saturated by two).
+//     `want` is what the rates ask for; 0 when there is nothing to round (or it would pass the
+//     cap).
+uint32_t BalancedPartitions(const DecideInputs& in, const CapacityPods& capacity, uint32_t want);
+
 // 5. Where the pieces go.
 struct SplitPlan {
   std::vector<SplitDecision> splits;

@@ -384,6 +384,45 @@ INSTANTIATE_TEST_SUITE_P(
                       CapacityPodsCase{"fewer_than_now", 1000, 1500, 4, 2}),
     CaseName());
 
+// Partitions in whole multiples of the pods the capacity adds, so that each pod gets as many.
+struct BalancedCase {
+  const char* name;
+  uint32_t capacity_pods;  // 0: not measured
+  uint32_t replicas;
+  uint32_t want;
+  uint32_t expect;
+};
+
+using BalancedPartitionsTest = ::testing::TestWithParam<BalancedCase>;
+
+TEST_P(BalancedPartitionsTest, AreAMultipleOfThePodsAdded) {
+  const BalancedCase& c = GetParam();
+  TopicSpec spec = BaseSpec();  // partitions.max 64
+  spec.replicas.max = 10;
+  const PartitionMap map = Initial(2);
+  LoadHistory h(seconds(300));
+  h.Add(Observe(map, 0, [](uint32_t) { return 1000.0; }));
+  const DecideInputs in(spec, h, map, c.replicas, At(0));
+  CapacityPods capacity;
+  capacity.pods = c.capacity_pods;
+  EXPECT_EQ(BalancedPartitions(in, capacity, c.want), c.expect);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, BalancedPartitionsTest,
+    ::testing::Values(
+        // shoal up's unannounced sale: 11 partitions on 8 new pods would leave three with two.
+        BalancedCase{"eleven_on_eight_pods", 8, 1, 11, 16},
+        BalancedCase{"already_a_multiple", 6, 1, 12, 12},
+        BalancedCase{"not_measured", 0, 1, 11, 0},
+        BalancedCase{"no_pods_added", 3, 3, 11, 0},
+        BalancedCase{"fewer_partitions_than_pods", 8, 1, 6, 0},
+        // Pods beyond replicas.max count as replicas.max.
+        BalancedCase{"capped_pods", 12, 1, 11, 20},
+        // Past partitions.max (64): nothing rounded.
+        BalancedCase{"past_the_cap", 10, 1, 61, 0}),
+    CaseName());
+
 // The reason names how the capacity was measured.
 struct CapacityWhyCase {
   const char* name;

@@ -1185,6 +1185,8 @@ TEST(DecideTest, AStepSizesPodsOnTheFirstDecisionFromWhatAPodsConsumersTake) {
     EXPECT_GE(d.partitions, 10u) << d.reason;
     if (measured) {
       EXPECT_EQ(d.replicas, 5u) << d.reason;
+      EXPECT_EQ(d.partitions % d.replicas, 0u) << "as many partitions on each new pod: "
+                                               << d.reason;
       EXPECT_THAT(d.reason, HasSubstr("5,000 ev/s to consume: 5 pods at 1,000 ev/s per pod "
                                       "measured (2 saturated samples of group g)"));
     } else {
@@ -1286,6 +1288,31 @@ TEST(DecideTest, ABacklogIsSizedForOnTheFirstDecisionAndHoldsScaleDownWhileItWai
   const Decision later = Decide(spec, h, after, 7, At(80));
   EXPECT_TRUE(later.holds()) << later.reason;
   EXPECT_THAT(later.reason, HasSubstr("nothing shrinks while a backlog waits"));
+}
+
+// Right after a split the successors have no rate yet: the arrivals read low, and the backlog
+// spread over the few partitions whose rate is known would split them again for nothing (shoal
+// up's unannounced sale went 11 -> 13 -> 16 on "arrival 393 ev/s"). The backlog sizes pods, not
+// partitions, until every rate is known.
+TEST(DecideTest, ABacklogDoesNotSplitTheFewPartitionsWhoseRateIsKnownAfterAChange) {
+  TopicSpec spec = FlashSaleSpec();
+  spec.scaling.consumer_lag_events = 5000;
+  spec.scaling.drain_seconds = 30;
+  const PartitionMap map = Initial(8);
+  LoadHistory h(seconds(65));
+  for (int64_t t = 0; t <= 40; ++t) {
+    Observation o = Observe(map, t, [](uint32_t) { return 400.0; });
+    if (t >= 30) o.consumers["orders-0"]["g"] = Took(1000, 40000);  // capacity measured
+    if (t == 40) {
+      for (uint32_t id = 2; id < 8; ++id) o.partitions.erase(PartitionId(id));  // no rate yet
+      o.partitions[PartitionId(0)].lag = 12500;
+      o.partitions[PartitionId(1)].lag = 12500;
+    }
+    h.Add(o);
+  }
+  const Decision d = Decide(spec, h, map, 8, At(40));
+  EXPECT_THAT(d.splits, IsEmpty()) << d.reason;
+  EXPECT_THAT(d.reason, HasSubstr("without a current rate"));
 }
 
 // Pods come down only to what the window's peak rate needs at the measured capacity (less the
