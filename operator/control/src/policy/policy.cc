@@ -905,15 +905,16 @@ SplitPlan PlaceSplits(const DecideInputs& in, CurrentLoad& load, uint32_t extra,
       auto [per_piece, i] = pq.top();
       pq.pop();
       Candidate& c = known[i];
-      if (for_replicas && c.useful <= 1 && !c.halves_known) {
-        // Not hot by rate, but more consumers need more partitions: can it be halved usefully?
+      if (for_replicas && !c.halves_known) {
+        // More consumers need more partitions than the rates ask for (pods, a schedule, or as
+        // many per pod): beyond its rate's pieces, can it be halved usefully?
         c.halves_known = true;
         auto cuts = LoadQuantileCuts(c.info->range, c.load, 2);
         c.heaviest = cuts.empty() ? 1 : HeaviestShare(c.info->range, c.load, cuts);
       }
-      const uint32_t limit = c.useful > 1                                       ? c.useful
-                             : for_replicas && c.heaviest * (1 + in.up_tol) < 1 ? 64
-                                                                                : 1;
+      const uint32_t limit = for_replicas && c.heaviest * (1 + in.up_tol) < 1
+                                 ? std::max<uint32_t>(c.useful, 64)
+                                 : std::max<uint32_t>(c.useful, 1);
       if (pieces[i] >= limit || c.info->range.Width() <= pieces[i]) continue;
       if (auto it = room.find(c.info->owner.value()); it != room.end()) {
         const int64_t cost = pieces[i] == 1 ? 2 : 1;  // the first cut makes two pieces
