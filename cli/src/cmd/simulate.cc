@@ -54,13 +54,16 @@ Result<std::string> ReadAll(const std::string& path) {
 }
 
 // The consumers of `shoal up` (4 ms per event in 4 lanes, 50 us of CPU per event over half a
-// core by default), as the simulator models them.
+// core by default), as the simulator models them: `shoal consume`'s loop, batches of up to 500
+// events (its default max), a round trip of about 5 ms to fetch one and another to commit it.
 control::Trace::Consumer UpConsumer(const UpOptions& up) {
   control::Trace::Consumer c;
   c.service_us = static_cast<double>(up.consumer_service_us);
   c.concurrency = static_cast<uint32_t>(std::max(1, up.consumer_concurrency));
   c.cpu_us = static_cast<double>(up.consumer_cpu_us);
   c.cpu_request_cores = up.consumer_cpu_request;
+  c.batch_max = 500;
+  c.round_trip_ms = 5;
   return c;
 }
 

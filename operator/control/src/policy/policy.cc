@@ -190,13 +190,17 @@ std::optional<LoadHistory::CapacitySample> LoadHistory::CapacitySampleOf(const C
 std::optional<LoadHistory::ConsumerCapacity> LoadHistory::consumer_capacity() const {
   std::optional<ConsumerCapacity> out;
   for (const auto& [group, kept] : capacity_) {
-    std::vector<double> rates;
-    uint32_t saturated = 0;
+    // Saturated samples, once there are any, are what the consumers take: a consumer's batches
+    // grow with its backlog, and busy time at a light load (small batches, a round trip each)
+    // reads low, the lower the lighter (after a surge, 50 ev/s a pod read as under 100 ev/s of
+    // capacity, and the pods went up again for nothing).
+    std::vector<double> rates, saturated_rates;
     for (const auto& s : kept) {
       rates.push_back(s.per_pod);
-      saturated += s.saturated ? 1 : 0;
+      if (s.saturated) saturated_rates.push_back(s.per_pod);
     }
-    const double median = Median(std::move(rates));
+    const auto saturated = static_cast<uint32_t>(saturated_rates.size());
+    const double median = Median(std::move(saturated > 0 ? saturated_rates : rates));
     if (out && out->per_pod <= median) continue;
     out = ConsumerCapacity{median, static_cast<uint32_t>(kept.size()), saturated, group};
   }
@@ -867,7 +871,10 @@ uint32_t BalancedPartitions(const DecideInputs& in, const CapacityPods& capacity
   // the move that fills them can give each the same share.
   const uint32_t pods = std::min(capacity.pods, in.rmax);
   if (pods <= in.replicas || pods < 2 || want <= pods) return 0;
-  const uint32_t rounded = CeilDiv(want, pods) * pods;
+  // With many partitions a pod, one more is a small share of its load: not worth the pieces.
+  const uint32_t per_pod = (want + pods - 1) / pods;
+  if (per_pod > std::max<uint32_t>(1, in.per_replica)) return 0;
+  const uint32_t rounded = per_pod * pods;
   return rounded <= in.pmax ? rounded : 0;
 }
 
@@ -901,6 +908,7 @@ SplitPlan PlaceSplits(const DecideInputs& in, CurrentLoad& load, uint32_t extra,
     std::priority_queue<Entry> pq;
     for (size_t i = 0; i < known.size(); ++i) pq.push({known[i].load.rate, i});
     const bool for_replicas = want_total > active + extra;
+    const bool measured = in.history.consumer_capacity().has_value();
     while (budget > 0 && !pq.empty()) {
       auto [per_piece, i] = pq.top();
       pq.pop();
@@ -912,7 +920,13 @@ SplitPlan PlaceSplits(const DecideInputs& in, CurrentLoad& load, uint32_t extra,
         auto cuts = LoadQuantileCuts(c.info->range, c.load, 2);
         c.heaviest = cuts.empty() ? 1 : HeaviestShare(c.info->range, c.load, cuts);
       }
-      const uint32_t limit = for_replicas && c.heaviest * (1 + in.up_tol) < 1
+      // Beyond its rate's pieces only while its heaviest key is less than a piece's share: a
+      // hot key's partition is cut to isolate the key, and more pieces of it spread nothing.
+      // Only for pods measured to need them (BalancedPartitions): a floor of pods by CPU or
+      // partitions per replica keeps to the rate's pieces of hot partitions, as before.
+      const bool spreads =
+          c.useful <= 1 || (measured && c.load.top_share * c.useful < 1);
+      const uint32_t limit = for_replicas && spreads && c.heaviest * (1 + in.up_tol) < 1
                                  ? std::max<uint32_t>(c.useful, 64)
                                  : std::max<uint32_t>(c.useful, 1);
       if (pieces[i] >= limit || c.info->range.Width() <= pieces[i]) continue;
@@ -1011,6 +1025,20 @@ std::vector<std::string> ScaleDownBlocked(const DecideInputs& in, const CurrentL
                   " within the scale-down window; nothing shrinks while a backlog waits");
   }
   return out;
+}
+
+std::string MergesWaitForPods(const DecideInputs& in) {
+  const auto capacity = in.history.consumer_capacity();
+  if (!capacity || !(capacity->per_pod > 0) || in.replicas < 2) return "";
+  double peak = 0;
+  for (const auto& s : in.history.samples()) {
+    if (s.at >= in.since) peak = std::max(peak, s.total_rate);
+  }
+  const uint32_t need = CeilDiv(peak, capacity->per_pod * (1 - in.down_tol));
+  if (need < in.replicas) return "";
+  return "partitions merge only as the pods come down: the window's peak " + Num(peak) +
+         " ev/s still needs the " + std::to_string(in.replicas) + " pods in place at " +
+         Num(capacity->per_pod) + " ev/s per pod";
 }
 
 // 7. Scale-down: merges of cold neighbours, only on a complete history that covers the window.
@@ -1183,7 +1211,9 @@ Decision Decide(const DecideInputs& in) {
   const std::vector<std::string> blocked = ScaleDownBlocked(in, load);
   MergePlan merge;
   merge.after = split.after;
-  if (d.splits.empty() && blocked.empty() && load.unknown.empty() && in.active > in.pmin) {
+  const std::string keep = MergesWaitForPods(in);
+  if (d.splits.empty() && blocked.empty() && load.unknown.empty() && in.active > in.pmin &&
+      keep.empty()) {
     merge = PlaceMerges(in, load, scheduled);
     d.merges = std::move(merge.merges);
     if (!d.merges.empty()) d.kinds.push_back(DecisionKind::kMerge);

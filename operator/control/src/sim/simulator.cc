@@ -72,6 +72,16 @@ Status ValidateConsumer(const Trace::Consumer& c) {
   if (!(c.service_us >= 0)) return Status::InvalidArgument("consumer.service_us: must be >= 0");
   if (c.concurrency < 1) return Status::InvalidArgument("consumer.concurrency: must be >= 1");
   if (!(c.cpu_us >= 0)) return Status::InvalidArgument("consumer.cpu_us: must be >= 0");
+  if (c.batch_max > 100000) {
+    return Status::InvalidArgument("consumer.batch_max: must be at most 100000");
+  }
+  if (!(c.round_trip_ms >= 0) || c.round_trip_ms > 60000) {
+    return Status::InvalidArgument("consumer.round_trip_ms: must be in [0, 60000]");
+  }
+  if (c.batch_max > 0 && !(c.service_us > 0) && !(c.round_trip_ms > 0)) {
+    return Status::InvalidArgument(
+        "consumer.batch_max: a consumer loop needs service_us or round_trip_ms");
+  }
   if (!(c.cpu_request_cores > 0)) {
     return Status::InvalidArgument("consumer.cpu_request_cores: must be > 0");
   }
@@ -184,13 +194,16 @@ Result<Trace> ParseTrace(std::string_view text) {
   if (auto c = doc["consumer"]) {
     SHOAL_RETURN_IF_ERROR(Known(
         c, "consumer.",
-        {"events_per_second_per_pod", "service_us", "concurrency", "cpu_us", "cpu_request_cores"}));
+        {"events_per_second_per_pod", "service_us", "concurrency", "cpu_us", "cpu_request_cores",
+         "batch_max", "round_trip_ms"}));
     SHOAL_RETURN_IF_ERROR(
         Get(c, "consumer.", "events_per_second_per_pod", &t.consumer.events_per_second));
     SHOAL_RETURN_IF_ERROR(Get(c, "consumer.", "service_us", &t.consumer.service_us));
     SHOAL_RETURN_IF_ERROR(Get(c, "consumer.", "concurrency", &t.consumer.concurrency));
     SHOAL_RETURN_IF_ERROR(Get(c, "consumer.", "cpu_us", &t.consumer.cpu_us));
     SHOAL_RETURN_IF_ERROR(Get(c, "consumer.", "cpu_request_cores", &t.consumer.cpu_request_cores));
+    SHOAL_RETURN_IF_ERROR(Get(c, "consumer.", "batch_max", &t.consumer.batch_max));
+    SHOAL_RETURN_IF_ERROR(Get(c, "consumer.", "round_trip_ms", &t.consumer.round_trip_ms));
   }
   SHOAL_RETURN_IF_ERROR(ValidateConsumer(t.consumer));
   if (auto p = doc["pods"]) {
@@ -209,6 +222,46 @@ using Steady = std::chrono::steady_clock;
 
 double MsSince(Steady::time_point t0) {
   return std::chrono::duration<double, std::milli>(Steady::now() - t0).count();
+}
+
+// The events of a batch of `n` in the busiest of `lanes` lanes, keys spread at random: about
+// n/lanes plus the spread of the largest of them (the expected maximum of balls in bins).
+double BusiestLane(double n, uint32_t lanes) {
+  if (lanes <= 1 || n <= 1) return n;
+  const double mean = n / lanes;
+  return std::min(n, std::max(std::ceil(mean), mean + std::sqrt(2 * mean * std::log(lanes))));
+}
+
+// One pod's consumer loop over `dt` seconds (Trace::Consumer): `waiting` events to read at the
+// start, `arriving` more per second through it. Returns what it took and how long it was busy.
+struct LoopStep {
+  double took = 0;
+  double busy_s = 0;
+};
+LoopStep ConsumerLoop(const Trace::Consumer& c, double waiting, double arriving, double dt) {
+  LoopStep out;
+  const double rtt = c.round_trip_ms / 1e3;
+  double t = 0, avail = waiting;
+  while (t < dt) {
+    if (avail < 1) {
+      // Parked until the next event arrives.
+      if (!(arriving > 0)) break;
+      const double wait = (1 - avail) / arriving;
+      if (t + wait >= dt) break;
+      t += wait;
+      avail = 1;
+    }
+    const double n = std::min<double>(c.batch_max, std::floor(avail));
+    const double busy = rtt + c.service_us / 1e6 * BusiestLane(n, c.concurrency);
+    const double batch = rtt + busy;  // its fetch, then its work and its commit
+    // A batch that runs past the step counts the part of it inside.
+    const double inside = std::min(batch, dt - t) / batch;
+    out.took += n * inside;
+    out.busy_s += busy * inside;
+    avail += arriving * batch * inside - n * inside;
+    t += batch * inside;
+  }
+  return out;
 }
 
 class World {
@@ -267,6 +320,7 @@ class World {
       }
       const double noisy = total * (1 + trace_.noise * u(rng_));
       lag_[p.id] += total * dt;
+      arrived_[p.id] = total * dt;
       load.rate = noisy;
       if (total > 0) {
         for (double& b : load.buckets) b /= total;
@@ -286,15 +340,22 @@ class World {
     // Consumption: each ready pod's consumers take up to their capacity from the backlog they
     // can read (parents first), in proportion to it.
     const double cap = trace_.consumer.Capacity() * dt;
+    const bool loop = trace_.consumer.batch_max > 0;
     for (auto& [pod, ids] : held) {
       const int64_t ordinal = OrdinalOf(map.topic(), PodName(pod));
       const bool ready = ordinal >= 0 && ordinal < ready_pods;
-      double readable = 0, backlog = 0;
+      double readable = 0, backlog = 0, arrived = 0;
       for (PartitionId id : ids) {
         backlog += lag_[id];
-        if (!Waits(id)) readable += lag_[id];
+        if (!Waits(id)) {
+          readable += lag_[id];
+          if (auto a = arrived_.find(id); a != arrived_.end()) arrived += a->second;
+        }
       }
-      const double take = ready ? std::min(cap, readable) : 0;
+      arrived = std::min(arrived, readable);
+      LoopStep step;
+      if (loop && ready) step = ConsumerLoop(trace_.consumer, readable - arrived, arrived / dt, dt);
+      const double take = !ready ? 0 : loop ? std::min(step.took, readable) : std::min(cap, readable);
       for (PartitionId id : ids) {
         if (readable > 0 && !Waits(id)) lag_[id] -= take * lag_[id] / readable;
       }
@@ -310,7 +371,7 @@ class World {
       ConsumerLoad& c = o.consumers[pod][kGroup];
       c.delivered_rate = consumer_rate;
       c.backlog = static_cast<uint64_t>(std::max(0.0, backlog - take));
-      c.busy = cap > 0 ? take / cap : 0;
+      c.busy = loop ? step.busy_s / dt : cap > 0 ? take / cap : 0;
       c.interval_s = dt;
     }
     RetireDrained();
@@ -427,6 +488,7 @@ class World {
   std::mt19937_64 rng_;
   std::vector<std::pair<uint32_t, Trace::HotKey>> hot_;
   std::map<PartitionId, double> lag_;
+  std::map<PartitionId, double> arrived_;  // what the last step added to each partition
   // With parents whole: sealed partitions not yet read to the end, and the parents of active
   // partitions (the map forgets them once it drops the sealed ones).
   std::map<PartitionId, Sealed> sealed_;

@@ -144,8 +144,9 @@ CapacityPods PodsForCapacity(const DecideInputs& in, double rate);
 //     parents' backlog (a split divides both by range). With one pod holding a partition more
 //     than the others, that pod runs at its capacity while they idle, and the drain waits for
 //     it (shoal up's unannounced sale: 11 partitions on 8 pods, three of them saturated by two).
-//     `want` is what the rates ask for; 0 when there is nothing to round (or it would pass the
-//     cap).
+//     Only while a pod gets at most partitions.perReplica of them: with more, one partition
+//     more is a small share of a pod's load. `want` is what the rates ask for; 0 when there is
+//     nothing to round (or it would pass the cap).
 uint32_t BalancedPartitions(const DecideInputs& in, const CapacityPods& capacity, uint32_t want);
 
 // 5. Where the pieces go.
@@ -178,6 +179,11 @@ struct MergePlan {
 // pods the CPU asked for in it or what schedules hold, within the step limit. For a decision
 // that splits nothing, may shrink and knows every partition's rate.
 MergePlan PlaceMerges(const DecideInputs& in, const CurrentLoad& load, const Scheduled& scheduled);
+// Why partitions may not merge now, or empty: once the consumers' capacity is measured, merges
+// wait until the scale-down window's peak rate needs fewer pods than are in place. Partitions
+// split for the pods (as many on each) would otherwise merge back at the peak, each change one
+// more generation for the consumers to read through, while the pods they were split for stay.
+std::string MergesWaitForPods(const DecideInputs& in);
 
 // 8. Consumer pods.
 struct PodsAsked {  // what the load asks for now, on the scale-up side

@@ -65,6 +65,14 @@ struct Trace {
     // consumer is CPU-bound (utilization is what it took over its capacity).
     double cpu_us = 0;
     double cpu_request_cores = 0.5;
+    // The consumer's loop, as `shoal consume` runs it (0: a fluid consumer that takes its
+    // capacity every step): each batch is what has arrived, up to batch_max events; one round
+    // trip fetches it (not busy: it waits in the sidecar) and it takes round_trip_ms for its
+    // commit plus its busiest lane's events times service_us (keys spread over `concurrency`
+    // lanes: a small batch balances worse). So a consumer at a light load takes small batches and
+    // is busy most of the time, and one with a backlog takes full ones, faster per event.
+    uint32_t batch_max = 0;
+    double round_trip_ms = 0;
     double Capacity() const {
       return service_us > 0 ? concurrency * 1e6 / service_us : events_per_second;
     }
