@@ -1,6 +1,7 @@
 #include "shoal/control/policy.h"
 
 #include <algorithm>
+#include <set>
 #include <cmath>
 #include <cstdio>
 #include <queue>
@@ -93,7 +94,9 @@ void LoadHistory::Add(const Observation& o) {
     for (const auto& [group, c] : groups) {
       const auto sample = CapacitySampleOf(c);
       if (!sample) continue;
-      auto& kept = capacity_[group];
+      // Saturated samples are kept apart, so that light-load busy-time samples (after a surge,
+      // from every pod) do not push them out: consumer_capacity prefers them.
+      auto& kept = (sample->saturated ? saturated_ : capacity_)[group];
       kept.push_back(*sample);
       while (kept.size() > kCapacityKept) kept.pop_front();
     }
@@ -189,18 +192,21 @@ std::optional<LoadHistory::CapacitySample> LoadHistory::CapacitySampleOf(const C
 
 std::optional<LoadHistory::ConsumerCapacity> LoadHistory::consumer_capacity() const {
   std::optional<ConsumerCapacity> out;
-  for (const auto& [group, kept] : capacity_) {
+  std::set<std::string> groups;
+  for (const auto& [group, kept] : capacity_) groups.insert(group);
+  for (const auto& [group, kept] : saturated_) groups.insert(group);
+  for (const auto& group : groups) {
     // Saturated samples, once there are any, are what the consumers take: a consumer's batches
     // grow with its backlog, and busy time at a light load (small batches, a round trip each)
     // reads low, the lower the lighter (after a surge, 50 ev/s a pod read as under 100 ev/s of
     // capacity, and the pods went up again for nothing).
-    std::vector<double> rates, saturated_rates;
-    for (const auto& s : kept) {
-      rates.push_back(s.per_pod);
-      if (s.saturated) saturated_rates.push_back(s.per_pod);
-    }
-    const auto saturated = static_cast<uint32_t>(saturated_rates.size());
-    const double median = Median(std::move(saturated > 0 ? saturated_rates : rates));
+    const auto s_it = saturated_.find(group);
+    const bool any_saturated = s_it != saturated_.end() && !s_it->second.empty();
+    const auto& kept = any_saturated ? s_it->second : capacity_.at(group);
+    std::vector<double> rates;
+    for (const auto& s : kept) rates.push_back(s.per_pod);
+    const auto saturated = any_saturated ? static_cast<uint32_t>(kept.size()) : 0u;
+    const double median = Median(std::move(rates));
     if (out && out->per_pod <= median) continue;
     out = ConsumerCapacity{median, static_cast<uint32_t>(kept.size()), saturated, group};
   }

@@ -171,7 +171,8 @@ class LoadHistory {
   std::deque<double> change_s_, pod_start_s_;  // the last few, oldest first
   std::map<std::string, uint32_t> max_partitions_;
   // Per group, the last few capacity samples, oldest first.
-  std::map<std::string, std::deque<CapacitySample>> capacity_;
+  std::map<std::string, std::deque<CapacitySample>> capacity_;   // from busy time
+  std::map<std::string, std::deque<CapacitySample>> saturated_;  // saturated samples
 };
 
 // A trend of the topic's arrival rate over the last kTrendSeconds of complete observations:
