@@ -25,6 +25,9 @@ Status ErrnoError(const std::string& what) {
     return Status::Unavailable(what + ": " + std::strerror(err) + limit);
   }
   if (err == ENOMEM) return Status::Unavailable(what + ": " + std::strerror(err));
+  // A full volume (or quota): the sidecar's disk reserve releases its ballast and the write is
+  // tried again (storage/disk_reserve.h); produce is refused with it.
+  if (err == ENOSPC || err == EDQUOT) return Status::NoSpace(what + ": " + std::strerror(err));
   return Status::IoError(what + ": " + std::strerror(err));
 }
 

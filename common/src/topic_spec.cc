@@ -143,7 +143,8 @@ Status ParseSpec(const YAML::Node& spec, TopicSpec* t) {
     SHOAL_RETURN_IF_ERROR(Read(n, p + ".retention", "ms", &t->retention.ms));
   }
   if (auto n = spec["storage"]) {
-    SHOAL_RETURN_IF_ERROR(Unknown(p + ".storage", n, {"size", "storageClassName"}));
+    SHOAL_RETURN_IF_ERROR(Unknown(p + ".storage", n, {"size", "storageClassName", "reserve"}));
+    SHOAL_RETURN_IF_ERROR(Read(n, p + ".storage", "reserve", &t->storage.reserve));
     SHOAL_RETURN_IF_ERROR(Read(n, p + ".storage", "size", &t->storage.size));
     SHOAL_RETURN_IF_ERROR(Read(n, p + ".storage", "storageClassName", &t->storage.storage_class));
   }
@@ -293,6 +294,18 @@ Status ValidateTopic(const TopicSpec& t) {
   if (!t.storage.size.empty()) {
     SHOAL_RETURN_IF_ERROR(RetentionFits(t, t.storage.size, "spec.storage.size"));
   }
+  if (!t.storage.reserve.empty()) {
+    auto reserve = QuantityBytes(t.storage.reserve);
+    if (!reserve.ok()) return reserve.status().Annotate("spec.storage.reserve");
+    if (!t.storage.size.empty()) {
+      auto size = QuantityBytes(t.storage.size);
+      if (size.ok() && *reserve > *size / 2) {
+        return Status::InvalidArgument(
+            "spec.storage.reserve: " + t.storage.reserve + " is more than half of spec.storage.size " +
+            t.storage.size + "; the reserve is held back from produce, keep it a small part");
+      }
+    }
+  }
   return Status::Ok();
 }
 
@@ -402,6 +415,7 @@ YAML::Node Document(const TopicSpec& t) {
   }
   if (!t.storage.size.empty()) s["storage"]["size"] = t.storage.size;
   if (!t.storage.storage_class.empty()) s["storage"]["storageClassName"] = t.storage.storage_class;
+  if (!t.storage.reserve.empty()) s["storage"]["reserve"] = t.storage.reserve;
   if (!t.sidecar_image.empty()) s["sidecar"]["image"] = t.sidecar_image;
   for (const auto& [k, v] : t.sidecar_resources) {
     const auto dot = k.find('.');

@@ -466,6 +466,8 @@ Status ErrorFromAnswer(int http_code, std::string_view body, std::string_view co
       code = Status::Code::kFailedPrecondition;
     } else if (http_code == 413) {
       code = Status::Code::kTooLarge;
+    } else if (http_code == 507) {
+      code = Status::Code::kNoSpace;
     } else if (http_code >= 500) {
       code = Status::Code::kUnavailable;
     } else {

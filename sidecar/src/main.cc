@@ -104,6 +104,12 @@ int main(int argc, char** argv) {
                  "Per partition: remove old segments past this size (0: unlimited)");
   app.add_option("--retention-ms", topic_opts.partition.retention_ms,
                  "Per partition: remove segments older than this (0: unlimited)");
+  uint64_t disk_reserve_bytes = uint64_t{64} << 20;
+  app.add_option("--disk-reserve-bytes", disk_reserve_bytes,
+                 "Space kept on the data volume for commits, group registrations, seals and "
+                 "retirement: produce is refused (507) before it eats into it, so that a full "
+                 "volume can drain and free space (0: no reserve)")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 40));
   app.add_option("--range-reads", topic_opts.range_reads,
                  "Successors' consumers read their ranges of unconsumed ancestors at once, "
                  "wherever those are held (true); false: a successor waits for its whole "
@@ -161,6 +167,23 @@ int main(int argc, char** argv) {
     }
     log->info("msg=\"no admin token given; generated one\" path={}", path);
   }
+
+  // The disk reserve is held before the topic opens, so that a restart on a full volume
+  // writes what it must inside it.
+  {
+    std::error_code ec;
+    std::filesystem::create_directories(topic_opts.data_dir, ec);
+  }
+  storage::DiskReserve reserve(topic_opts.data_dir, disk_reserve_bytes);
+  if (auto st = reserve.Start(); !st.ok()) {
+    log->warn("msg=\"could not hold the disk reserve; produce is refused until it is held\" "
+              "reason=\"{}\"",
+              st.message());
+  }
+  const std::unique_ptr<storage::FileSystem> reserved_fs =
+      storage::WithReserve(storage::PosixFileSystem(), reserve);
+  topic_opts.fs = reserved_fs.get();
+  topic_opts.disk_reserve = &reserve;
 
   http::HttpPeerClient peers(admin_opts.token, std::chrono::milliseconds(forward_timeout_ms));
   auto topic = broker::Topic::Open(topic_opts, SystemClock::Instance(), probe, &peers);

@@ -100,6 +100,10 @@ value SidecarContainer(const TopicObject& t, const ManifestOptions& o, int64_t g
     args.push_back("--retention-bytes");
     args.push_back(std::to_string(s.retention.bytes));
   }
+  if (auto reserve = QuantityBytes(s.storage.reserve); !s.storage.reserve.empty() && reserve.ok()) {
+    args.push_back("--disk-reserve-bytes");
+    args.push_back(std::to_string(*reserve));
+  }
   value c = value::object();
   c["name"] = Str(kSidecarContainer);
   c["image"] = Str(s.sidecar_image.empty() ? o.sidecar_image : s.sidecar_image);

@@ -219,6 +219,17 @@ Status Topic::Produce(const std::vector<wire::ProduceEvent>& events,
     for (size_t i : idx) subset.push_back(&events[i]);
     forwards->push_back({*addr, wire::EncodeProduceRequest(subset), std::move(idx)});
   }
+  // A full volume refuses produce first, so that commits, group registrations, seals and
+  // retirement keep working inside the reserve and consumers can drain and free space.
+  if (opts_.disk_reserve && !groups.empty()) {
+    uint64_t bytes = 0;
+    for (const auto& g : groups) {
+      for (const auto* e : g.events) {
+        bytes += e->key.size() + e->value.size() + e->producer.size() + 64;
+      }
+    }
+    SHOAL_RETURN_IF_ERROR(opts_.disk_reserve->AdmitProduce(bytes));
+  }
   // A request is refused whole for what the producer state cannot decide, before anything of it
   // is appended (invariant 6: such events are never taken as stored).
   {
@@ -1071,6 +1082,7 @@ void Topic::TickOnce(bool sync_due) {
     ReaderLock map_lock(map_mu_);
     for (auto& [id, p] : partitions_) moved |= p->Tick(sync_due);
   }
+  if (opts_.disk_reserve) opts_.disk_reserve->Tick();
   const int64_t now = clock_.NowMs();
   if (now - last_registry_flush_ms_ >= 10000) {
     last_registry_flush_ms_ = now;

@@ -26,6 +26,7 @@
 #include "broker/partition.h"
 #include "broker/sidecar_probe.h"
 #include "broker/successor_gate.h"
+#include "storage/disk_reserve.h"
 #include "shoal/common/clock.h"
 #include "shoal/common/partition_map.h"
 #include "shoal/common/wire.h"
@@ -121,6 +122,9 @@ struct TopicOptions {
   // and a sealed partition is read only by the consumers of the pod that holds it (the rule of
   // Kinesis and Pravega; kept for comparison: shoal bench drain).
   bool range_reads = true;
+  // Space kept on the data volume for what lets a full disk recover (storage/disk_reserve.h):
+  // produce is refused first, with NoSpace, and the ticker takes the reserve back. Null: none.
+  storage::DiskReserve* disk_reserve = nullptr;
 };
 
 // What InstallMap did with a map that it did not refuse.

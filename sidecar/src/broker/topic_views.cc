@@ -280,8 +280,26 @@ std::shared_ptr<prometheus::Collectable> Topic::StateCollectable() {
     }
     metrics::AddGauge(parts, {{"topic", opts_.topic}, {"state", "active"}}, active);
     metrics::AddGauge(parts, {{"topic", opts_.topic}, {"state", "sealed"}}, sealed);
-    return std::vector<prometheus::MetricFamily>{size, end,       start, segments,
-                                                 lag,  committed, epoch, parts};
+    std::vector<prometheus::MetricFamily> out{size, end, start, segments, lag, committed, epoch,
+                                              parts};
+    if (const storage::DiskReserve* r = opts_.disk_reserve) {
+      auto free = metrics::GaugeFamily("shoal_disk_free_bytes",
+                                       "Free bytes of the data volume (beside the disk reserve)");
+      auto reserve = metrics::GaugeFamily(
+          "shoal_disk_reserve_bytes",
+          "Bytes kept on the data volume for commits, groups, seals and retirement");
+      auto in_use = metrics::GaugeFamily(
+          "shoal_disk_reserve_in_use",
+          "1 while the disk reserve is in use (the volume filled up): produce is refused");
+      const std::map<std::string, std::string> tl = {{"topic", opts_.topic}};
+      metrics::AddGauge(free, tl, static_cast<double>(r->free_bytes()));
+      metrics::AddGauge(reserve, tl, static_cast<double>(r->reserve_bytes()));
+      metrics::AddGauge(in_use, tl, r->ballast_bytes() < r->reserve_bytes() ? 1.0 : 0.0);
+      out.push_back(std::move(free));
+      out.push_back(std::move(reserve));
+      out.push_back(std::move(in_use));
+    }
+    return out;
   });
 }
 

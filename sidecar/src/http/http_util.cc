@@ -228,6 +228,8 @@ int HttpCode(const Status& s) {
       return 401;
     case Status::Code::kUnavailable:
       return 503;
+    case Status::Code::kNoSpace:
+      return 507;
     default:
       return 500;
   }

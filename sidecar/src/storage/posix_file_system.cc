@@ -75,6 +75,9 @@ class Posix final : public FileSystem {
   Status CreateDirs(const std::string& path) override {
     std::error_code ec;
     std::filesystem::create_directories(path, ec);
+    if (ec == std::errc::no_space_on_device) {
+      return Status::NoSpace("creating " + path + ": " + ec.message());
+    }
     if (ec) return Status::IoError("creating " + path + ": " + ec.message());
     return Status::Ok();
   }

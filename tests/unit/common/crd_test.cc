@@ -804,6 +804,7 @@ TopicSpec FullyPopulated() {
   s.retention.bytes = 1 << 30;
   s.storage.size = "64Gi";
   s.storage.storage_class = "fast-ssd";
+  s.storage.reserve = "256Mi";
   return s;
 }
 

@@ -94,14 +94,16 @@ class TopicSpecRejectTest : public ::testing::TestWithParam<Bad> {};
 TEST(TopicSpecTest, StorageFitsRetentionOfEveryPartitionAPodCanOwn) {
   auto t = ParseTopic(std::string(kMinimal) +
                       "  retention: {bytes: 1073741824}\n"
-                      "  storage: {size: 4Gi, storageClassName: fast-ssd}\n");
+                      "  storage: {size: 4Gi, storageClassName: fast-ssd, reserve: 128Mi}\n");
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(t->storage.size, "4Gi");
   EXPECT_EQ(t->storage.storage_class, "fast-ssd");
+  EXPECT_EQ(t->storage.reserve, "128Mi");
   auto back = ParseTopic(TopicToYaml(*t));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->storage.size, "4Gi");
   EXPECT_EQ(back->storage.storage_class, "fast-ssd");
+  EXPECT_EQ(back->storage.reserve, "128Mi");
   // partitions.max spread over replicas.max counts when it is more than the per-pod target:
   // 64 partitions over 2 pods is 32 a pod.
   TopicSpec wide = *t;
@@ -173,6 +175,9 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"unknown spec field", With("  partitons: {min: 1}\n"), "spec.partitons"},
         Bad{"storage size", With("  storage: {size: lots}\n"), "spec.storage.size"},
         Bad{"storage typo", With("  storage: {sise: 1Gi}\n"), "spec.storage.sise"},
+        Bad{"reserve", With("  storage: {reserve: plenty}\n"), "spec.storage.reserve"},
+        Bad{"reserve over half the volume", With("  storage: {size: 1Gi, reserve: 600Mi}\n"),
+            "spec.storage.reserve: 600Mi is more than half of spec.storage.size 1Gi"},
         // 4 partitions a pod (targetPartitionsPerReplica) x 1 GiB do not fit 2Gi.
         Bad{"retention over storage",
             With("  retention: {bytes: 1073741824}\n  storage: {size: 2Gi}\n"),

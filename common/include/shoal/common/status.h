@@ -31,6 +31,9 @@ class Status {
     kSequenceUnknown,
     kUnauthenticated,     // missing or wrong token; maps to 401
     kUnavailable,         // try again later (not ready, shutting down); maps to 503
+    // The data volume is full, or produce would eat into the space kept for what lets a full
+    // disk recover (commits, group registrations, seals, retirement); maps to 507.
+    kNoSpace,
     kCorruption,          // on-disk data failed a check
     kIoError,             // the OS refused a read, write or fsync
     kInternal,            // a bug
@@ -55,6 +58,7 @@ class Status {
     return {Code::kUnauthenticated, std::move(msg)};
   }
   static Status Unavailable(std::string msg) { return {Code::kUnavailable, std::move(msg)}; }
+  static Status NoSpace(std::string msg) { return {Code::kNoSpace, std::move(msg)}; }
   static Status Corruption(std::string msg) { return {Code::kCorruption, std::move(msg)}; }
   static Status IoError(std::string msg) { return {Code::kIoError, std::move(msg)}; }
   static Status Internal(std::string msg) { return {Code::kInternal, std::move(msg)}; }

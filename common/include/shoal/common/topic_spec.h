@@ -58,6 +58,9 @@ struct TopicSpec {
   struct {
     std::string size;           // a Kubernetes quantity, e.g. 20Gi
     std::string storage_class;  // storageClassName
+    // Space each sidecar keeps on its volume for commits, group registrations, seals and
+    // retirement (a quantity); empty: the sidecar's default, 64Mi.
+    std::string reserve;
   } storage;
   std::string consumer_template_yaml;  // the user's pod template, kept as written
   // Empty: the operator's own image (shoal-operator --sidecar-image).

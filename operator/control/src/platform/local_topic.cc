@@ -16,6 +16,10 @@ control::LocalPlatformOptions LocalPlatformOptionsFor(const TopicSpec& spec, std
   if (spec.retention.bytes) {
     po.sidecar_args.push_back("--retention-bytes=" + std::to_string(spec.retention.bytes));
   }
+  if (auto reserve = QuantityBytes(spec.storage.reserve);
+      !spec.storage.reserve.empty() && reserve.ok()) {
+    po.sidecar_args.push_back("--disk-reserve-bytes=" + std::to_string(*reserve));
+  }
   return po;
 }
 

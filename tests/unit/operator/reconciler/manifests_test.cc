@@ -158,12 +158,22 @@ TEST(ManifestsTest, TheTopicsStorageSizesItsClaimsElseTheOperatorsFlags) {
   EXPECT_EQ(claim.at("spec").at("resources").at("requests").at("storage").as_string(), "5Gi");
   EXPECT_EQ(claim.at("spec").at("storageClassName").as_string(), "standard");
   value sized = Topic();
-  sized["spec"]["storage"] = value::parse(R"({"size":"50Gi","storageClassName":"fast-ssd"})");
+  sized["spec"]["storage"] =
+      value::parse(R"({"size":"50Gi","storageClassName":"fast-ssd","reserve":"1Gi"})");
   auto t = ReadTopic(sized);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
-  const value own = BuildStatefulSet(*t, o, 1).at("spec").at("volumeClaimTemplates").at(0);
+  const value set = BuildStatefulSet(*t, o, 1);
+  const value own = set.at("spec").at("volumeClaimTemplates").at(0);
   EXPECT_EQ(own.at("spec").at("resources").at("requests").at("storage").as_string(), "50Gi");
   EXPECT_EQ(own.at("spec").at("storageClassName").as_string(), "fast-ssd");
+  // The disk reserve goes to the sidecar in bytes; without it the sidecar's default holds.
+  const std::string args =
+      set.at("spec").at("template").at("spec").at("containers").at(1).at("args").serialize();
+  EXPECT_NE(args.find("\"--disk-reserve-bytes\",\"1073741824\""), std::string::npos) << args;
+  const std::string plain_args = BuildStatefulSet(*plain, o, 1)
+                                     .at("spec").at("template").at("spec").at("containers").at(1)
+                                     .at("args").serialize();
+  EXPECT_EQ(plain_args.find("--disk-reserve-bytes"), std::string::npos) << plain_args;
 }
 
 // One pod at a time may go by a voluntary disruption (a node drain): the budget selects exactly
