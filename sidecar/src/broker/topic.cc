@@ -12,6 +12,7 @@
 #include "shoal/common/json.h"
 #include "shoal/common/logging.h"
 #include "shoal/common/metrics.h"
+#include "shoal/common/retirement_rule.h"
 #include "storage/file_util.h"
 
 namespace shoal::broker {
@@ -750,27 +751,9 @@ Status Topic::CheckAgainstHeld(const PartitionMap& held, const PartitionMap& nex
       }
     }
   }
-  // Retirement goes parents first: a partition leaves the map only after every partition of its
-  // lineage did (or with them), so a retired partition never hides a lineage some group still
-  // has to consume before its successors (SuccessorGate). And one pod's partitions at a time:
-  // the pod that holds them decides the retirement (below) before any other pod takes the map,
-  // and with two holders the first could take it while the second refuses it.
-  std::set<std::string> holders;
-  for (const auto& p : held.partitions()) {
-    if (!next.Find(p.id)) holders.insert(p.owner.value());
-  }
-  if (holders.size() > 1) {
-    return Status::Conflict("the map retires partitions of " + std::to_string(holders.size()) +
-                            " pods; one pod's at a time" + at);
-  }
-  for (const auto& p : held.partitions()) {
-    if (next.Find(p.id)) continue;
-    for (PartitionId parent : p.parents) {
-      if (next.Find(parent)) {
-        return Status::Conflict("the map retires partition " + std::to_string(p.id.value()) +
-                                " before its parent " + std::to_string(parent.value()) + at);
-      }
-    }
+  // Retirement's shape and its consumed rule are common/retirement_rule.h's, the planner's too.
+  if (Status shape = CheckRetirementShape(held, next); !shape.ok()) {
+    return Status::Conflict(shape.message() + at);
   }
   // Partitions of other pods that the map retires: this pod checks them too (with their
   // owner's commits), so that installing a retirement on other pods before its holder cannot
@@ -799,10 +782,11 @@ Status Topic::CheckAgainstHeld(const PartitionMap& held, const PartitionMap& nex
     }
     for (const auto& [g, info] : *theirs) groups.insert(g);
   }
-  auto not_consumed = [&](PartitionId id, const std::string& g, uint64_t stands, uint64_t end) {
-    return Status::Conflict("the map retires partition " + std::to_string(id.value()) +
-                            ", which group " + g + " has consumed to " + std::to_string(stands) +
-                            " of " + std::to_string(end) + at);
+  auto consumed = [&](PartitionId id, const HeldPartition& p) {
+    if (auto n = FirstNotConsumed(p, groups)) {
+      return Status::Conflict(NotConsumedMessage(id, *n) + at);
+    }
+    return Status::Ok();
   };
   for (const PartitionInfo* p : dropped_remote) {
     const PeerAddress* addr = held.Peer(p->owner);
@@ -814,23 +798,17 @@ Status Topic::CheckAgainstHeld(const PartitionMap& held, const PartitionMap& nex
     auto theirs = peers_->FetchCommits(*addr, p->id);
     if (theirs.status().code() == Status::Code::kNotFound) continue;  // retired by its holder
     if (!theirs.ok()) return theirs.status().Annotate("before retiring");
-    for (const auto& g : groups) {
-      auto c = theirs->commits.find(g);
-      const uint64_t stands = std::max(c == theirs->commits.end() ? 0 : c->second.value(),
-                                       theirs->start_offset);
-      if (!theirs->sealed || stands < theirs->end_offset) {
-        return not_consumed(p->id, g, stands, theirs->end_offset);
-      }
-    }
+    HeldPartition view{theirs->start_offset, theirs->end_offset, theirs->sealed, {}};
+    for (const auto& [g, c] : theirs->commits) view.standings.emplace(g, c.value());
+    SHOAL_RETURN_IF_ERROR(consumed(p->id, view));
   }
   ReaderLock lock(map_mu_);
   for (const auto& [id, end] : dropped) {
     auto it = partitions_.find(id);
     if (it == partitions_.end()) continue;
-    for (const auto& g : groups) {
-      const uint64_t stands = it->second->StandingOf(g);
-      if (stands < end) return not_consumed(id, g, stands, end);
-    }
+    HeldPartition view{it->second->start_offset(), end, true, {}};
+    for (const auto& [g, c] : it->second->Commits()) view.standings.emplace(g, c.value());
+    SHOAL_RETURN_IF_ERROR(consumed(id, view));
   }
   return Status::Ok();
 }

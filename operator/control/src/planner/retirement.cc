@@ -4,6 +4,8 @@
 #include <optional>
 #include <set>
 
+#include "shoal/common/retirement_rule.h"
+
 namespace shoal::control {
 
 std::vector<PartitionId> RetirablePartitions(
@@ -38,16 +40,9 @@ std::vector<PartitionId> RetirablePartitions(
     if (p.active()) continue;
     const AdminPartition* a = report(p);
     if (!a || a->state != PartitionState::kSealed) continue;
-    const bool empty = a->start_offset >= a->end_offset;
-    if (groups.empty() && !empty) continue;  // nobody read it yet; a group to come will
-    bool consumed = true;
-    for (const auto& g : groups) {
-      auto c = a->commits.find(g);
-      const uint64_t stands =
-          std::max(c == a->commits.end() ? uint64_t{0} : c->second, a->start_offset);
-      consumed &= stands >= a->end_offset;
-    }
-    if (!consumed) continue;
+    // The sidecars' rule (common/retirement_rule.h): every group consumed it to its end.
+    const HeldPartition held{a->start_offset, a->end_offset, true, a->commits};
+    if (FirstNotConsumed(held, groups)) continue;
     bool parents_first = true;
     for (PartitionId parent : p.parents) {
       if (map.Find(parent) && !retirable.count(parent.value())) parents_first = false;
