@@ -124,12 +124,6 @@ std::string Describe(const SuccessorRef& s) {
 }
 }  // namespace
 
-std::vector<SuccessorRef> SuccessorRefs(const PartitionMap& map, PartitionId parent) {
-  std::vector<SuccessorRef> out;
-  for (const PartitionInfo* s : map.SuccessorsOf(parent)) out.push_back({s->id, s->owner, s->range});
-  return out;
-}
-
 Result<FsyncPolicy> ParseFsyncPolicy(std::string_view s) {
   if (s == "always") return FsyncPolicy::kAlways;
   if (s == "interval") return FsyncPolicy::kInterval;
@@ -515,8 +509,7 @@ Status Partition::ConfirmSuccessor(const SuccessorRef& s) {
 
 bool Partition::SealVoidFor(const PartitionInfo& info, Epoch map_epoch) const {
   MutexLock lock(append_mu_);
-  return sealed_.load() && info.active() && seal_.intent && seal_.confirmed.empty() &&
-         seal_.intent->epoch <= map_epoch;
+  return sealed_.load() && SealVoid(seal_, info, map_epoch);
 }
 
 Status Partition::Unseal() {

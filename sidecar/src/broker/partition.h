@@ -21,6 +21,7 @@
 #include "broker/sidecar_probe.h"
 #include "shoal/common/clock.h"
 #include "shoal/common/ids.h"
+#include "shoal/common/map_transition.h"
 #include "shoal/common/partition_map.h"
 #include "shoal/common/range_standing.h"
 #include "shoal/common/wire.h"
@@ -59,37 +60,12 @@ struct RangeBatch {
   bool consumed = false;    // every range asked for is consumed to the partition's sealed end
 };
 
-// A successor of a partition as a change names it: id, owner pod and hash range, all fixed for
-// the successor's whole life.
-struct SuccessorRef {
-  PartitionId id;
-  PodName owner;
-  HashRange range;
-  bool operator==(const SuccessorRef&) const = default;
-};
-// The successors `map` gives partition `parent`, in id order.
-std::vector<SuccessorRef> SuccessorRefs(const PartitionMap& map, PartitionId parent);
-
-// The change a seal serves (invariants 2 and 5): the epoch and digest of the change's target
-// map, and the successors that map gives the sealed partition.
-struct SealIntent {
-  Epoch epoch{0};
-  std::string digest;
-  std::vector<SuccessorRef> successors;
-  // The sealed partition's range as the change's map has it (a map made by hand may give an id
-  // another partition's range); absent: not checked.
-  std::optional<HashRange> range;
-  bool operator==(const SealIntent&) const = default;
-};
-
-// A partition's seal, durable in its directory: the final end offset, the change it was made for
-// (absent for a seal written before seals named their change), and the successors whose owners
-// confirmed they took over from it.
-struct SealRecord {
-  uint64_t end = 0;
-  std::optional<SealIntent> intent;
-  std::vector<uint32_t> confirmed;  // successor ids, sorted
-};
+// The seal's value types (SuccessorRef, SealIntent, SealRecord) belong to the map transition
+// rule, which reads them: common/map_transition.h.
+using ::shoal::SealIntent;
+using ::shoal::SealRecord;
+using ::shoal::SuccessorRef;
+using ::shoal::SuccessorRefs;
 
 // Where a partition's appends fell in its hash range [lo, hi), counted since the sidecar started
 // (in memory only), for the operator's split decisions. A value.

@@ -685,71 +685,15 @@ void Topic::RemoveRetired(const PartitionMap& next, RetiredPartitions retired) {
 Status Topic::CheckAgainstHeld(const PartitionMap& held, const PartitionMap& next) {
   const std::string at = " (map " + next.Digest() + " of epoch " +
                          std::to_string(next.epoch().value()) + ")";
-  std::vector<std::pair<PartitionId, uint64_t>> dropped;  // held here, gone from next: end
+  // What this pod holds, against the next map (common/map_transition.h).
+  std::vector<HeldPartitionState> here;
   {
     ReaderLock lock(map_mu_);
-    for (const auto& [id, p] : partitions_) {
-      const std::string pid = "partition " + std::to_string(id.value());
-      const PartitionInfo* info = next.Find(id);
-      const auto seal = p->seal_record();
-      if (!info) {
-        // Retirement drops sealed partitions only: an active one still takes the appends of its
-        // range (invariant 2), and dropping it would lose them.
-        if (!seal) {
-          return Status::Conflict("the map drops " + pid +
-                                  ", which is active here; only sealed partitions retire" + at);
-        }
-        dropped.emplace_back(PartitionId(id), seal->end);
-        continue;
-      }
-      if (info->owner != opts_.pod) {
-        // A partition's owner is fixed for its id (a move makes a successor).
-        return Status::Conflict("the map gives " + pid + ", held here, to " +
-                                info->owner.value() + at);
-      }
-      if (info->range != p->range()) {
-        // So is its range: a map that gives the id another range speaks of another partition.
-        return Status::Conflict("the map gives " + pid + " the range [" +
-                                std::to_string(info->range.lo) + ", " +
-                                std::to_string(info->range.hi) + "), not the one held here" + at);
-      }
-      if (info->active()) {
-        // Sealed here for a later change is fine (the executor seals ahead of its map). Sealed
-        // for a change of this map's epoch or an earlier one that no successor confirmed: that
-        // change lost (this map, of its epoch or later, has the partition active), and the seal
-        // is undone when this map is installed (Partition::Unseal), so that no range is left
-        // without a writer by a coordinator that sealed and then lost. Confirmed, the map does
-        // not know what happened here.
-        if (seal && p->SealVoidFor(*info, next.epoch())) continue;
-        if (seal && (!seal->intent || seal->intent->epoch <= next.epoch())) {
-          return Status::Conflict("the map has " + pid + " active, but it is sealed here" +
-                                  (seal->intent ? " for the change of epoch " +
-                                                      std::to_string(seal->intent->epoch.value()) +
-                                                      " (map " + seal->intent->digest + ")"
-                                                : std::string()) +
-                                  at);
-        }
-        continue;
-      }
-      // Sealed by the map: the seal happened here first (the change's step 1) and the map
-      // records exactly it, end offset and successors.
-      if (!seal) {
-        return Status::Conflict("the map seals " + pid +
-                                ", which is not sealed here: seal it first (POST /v1/admin/seal)" +
-                                at);
-      }
-      if (seal->end != info->end_offset) {
-        return Status::Conflict("the map records end offset " + std::to_string(info->end_offset) +
-                                " for " + pid + ", sealed here at " + std::to_string(seal->end) +
-                                at);
-      }
-      if (seal->intent && seal->intent->successors != SuccessorRefs(next, info->id)) {
-        return Status::Conflict(pid + " is sealed here for the change of epoch " +
-                                std::to_string(seal->intent->epoch.value()) + " (map " +
-                                seal->intent->digest + "), whose successors differ from this map's" +
-                                at);
-      }
-    }
+    for (const auto& [id, p] : partitions_) here.push_back({id, p->range(), p->seal_record()});
+  }
+  std::vector<std::pair<PartitionId, uint64_t>> dropped;  // held here, gone from next: end
+  if (Status st = CheckMapTransition(opts_.pod, here, next, &dropped); !st.ok()) {
+    return Status::Conflict(st.message() + at);
   }
   // Retirement's shape and its consumed rule are common/retirement_rule.h's, the planner's too.
   if (Status shape = CheckRetirementShape(held, next); !shape.ok()) {

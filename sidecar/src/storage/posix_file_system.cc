@@ -13,6 +13,16 @@ namespace shoal::storage {
 
 namespace {
 
+// An error of std::filesystem as ErrnoError gives it: out of descriptors names RLIMIT_NOFILE and
+// is Unavailable, a full volume is NoSpace, the rest IoError.
+Status FromErrorCode(const std::string& what, const std::error_code& ec) {
+  if (ec.category() == std::generic_category() || ec.category() == std::system_category()) {
+    errno = ec.value();
+    return ErrnoError(what);
+  }
+  return Status::IoError(what + ": " + ec.message());
+}
+
 class PosixFile final : public File {
  public:
   PosixFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
@@ -69,16 +79,13 @@ class Posix final : public FileSystem {
   Status RemoveAll(const std::string& path) override {
     std::error_code ec;
     std::filesystem::remove_all(path, ec);
-    if (ec) return Status::IoError("removing " + path + ": " + ec.message());
+    if (ec) return FromErrorCode("removing " + path, ec);
     return Status::Ok();
   }
   Status CreateDirs(const std::string& path) override {
     std::error_code ec;
     std::filesystem::create_directories(path, ec);
-    if (ec == std::errc::no_space_on_device) {
-      return Status::NoSpace("creating " + path + ": " + ec.message());
-    }
-    if (ec) return Status::IoError("creating " + path + ": " + ec.message());
+    if (ec) return FromErrorCode("creating " + path, ec);
     return Status::Ok();
   }
   Result<std::vector<std::string>> List(const std::string& dir) override {
@@ -87,10 +94,10 @@ class Posix final : public FileSystem {
     std::filesystem::directory_iterator it(dir, ec);
     if (ec) {
       if (ec == std::errc::no_such_file_or_directory) return Status::NotFound(dir + " is absent");
-      return Status::IoError("listing " + dir + ": " + ec.message());
+      return FromErrorCode("listing " + dir, ec);
     }
     for (; it != std::filesystem::directory_iterator(); it.increment(ec)) {
-      if (ec) return Status::IoError("listing " + dir + ": " + ec.message());
+      if (ec) return FromErrorCode("listing " + dir, ec);
       out.push_back(it->path().filename().string());
     }
     return out;

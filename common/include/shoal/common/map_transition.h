@@ -1,0 +1,76 @@
+// The map transition rule (invariants 1, 2 and 5, docs/guarantees.md): whether a sidecar that
+// holds some partitions may move from the map it holds to the next one. A pure function over
+// what the sidecar holds (each partition's range and seal), called by Topic::CheckAgainstHeld
+// with the state gathered under its lock; the retirement rule beside it is
+// common/retirement_rule.h. Also the seal's value types that the rule reads, which the sidecar
+// stores (Partition) and sends (the admin plane).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "shoal/common/ids.h"
+#include "shoal/common/partition_map.h"
+#include "shoal/common/status.h"
+
+namespace shoal {
+
+// A successor of a partition as a change names it: id, owner pod and hash range, all fixed for
+// the successor's whole life.
+struct SuccessorRef {
+  PartitionId id;
+  PodName owner;
+  HashRange range;
+  bool operator==(const SuccessorRef&) const = default;
+};
+// The successors `map` gives partition `parent`, in id order.
+std::vector<SuccessorRef> SuccessorRefs(const PartitionMap& map, PartitionId parent);
+
+// The change a seal serves (invariants 2 and 5): the epoch and digest of the change's target
+// map, and the successors that map gives the sealed partition.
+struct SealIntent {
+  Epoch epoch{0};
+  std::string digest;
+  std::vector<SuccessorRef> successors;
+  // The sealed partition's range as the change's map has it (a map made by hand may give an id
+  // another partition's range); absent: not checked.
+  std::optional<HashRange> range;
+  bool operator==(const SealIntent&) const = default;
+};
+
+// A partition's seal, durable in its directory: the final end offset, the change it was made for
+// (absent for a seal written before seals named their change), and the successors whose owners
+// confirmed they took over from it.
+struct SealRecord {
+  uint64_t end = 0;
+  std::optional<SealIntent> intent;
+  std::vector<uint32_t> confirmed;  // successor ids, sorted
+};
+
+// Whether a seal lost its race: `info` (of a map of `map_epoch`) has the partition active, the
+// seal was made for a change of that epoch or an earlier one (which can then never be
+// installed), and no successor confirmed it (nothing but this partition took writes for its
+// range). Such a seal is undone when the map is installed.
+bool SealVoid(const SealRecord& seal, const PartitionInfo& info, Epoch map_epoch);
+
+// What a sidecar holds of one partition.
+struct HeldPartitionState {
+  PartitionId id;
+  HashRange range;
+  std::optional<SealRecord> seal;
+};
+
+// Whether the pod `pod`, holding `held`, may take `next`: every partition it holds keeps its
+// owner and range; one the map drops is sealed (only sealed partitions retire; each is added to
+// `dropped` with its end offset for the retirement rule); one the map has active is not sealed
+// here, unless that seal is void (SealVoid) or made for a later change (the executor seals ahead
+// of its map); one the map seals was sealed here first, at the end offset and for the
+// successors the map records. Conflict naming the first partition that breaks it, or Ok.
+Status CheckMapTransition(const PodName& pod, const std::vector<HeldPartitionState>& held,
+                          const PartitionMap& next,
+                          std::vector<std::pair<PartitionId, uint64_t>>* dropped);
+
+}  // namespace shoal

@@ -1,0 +1,79 @@
+#include "shoal/common/map_transition.h"
+
+namespace shoal {
+
+std::vector<SuccessorRef> SuccessorRefs(const PartitionMap& map, PartitionId parent) {
+  std::vector<SuccessorRef> out;
+  for (const PartitionInfo* s : map.SuccessorsOf(parent)) out.push_back({s->id, s->owner, s->range});
+  return out;
+}
+
+bool SealVoid(const SealRecord& seal, const PartitionInfo& info, Epoch map_epoch) {
+  return info.active() && seal.intent && seal.confirmed.empty() &&
+         seal.intent->epoch <= map_epoch;
+}
+
+Status CheckMapTransition(const PodName& pod, const std::vector<HeldPartitionState>& held,
+                          const PartitionMap& next,
+                          std::vector<std::pair<PartitionId, uint64_t>>* dropped) {
+  for (const auto& h : held) {
+    const std::string pid = "partition " + std::to_string(h.id.value());
+    const PartitionInfo* info = next.Find(h.id);
+    const auto& seal = h.seal;
+    if (!info) {
+      // Retirement drops sealed partitions only: an active one still takes the appends of its
+      // range (invariant 2), and dropping it would lose them.
+      if (!seal) {
+        return Status::Conflict("the map drops " + pid +
+                                ", which is active here; only sealed partitions retire");
+      }
+      if (dropped) dropped->emplace_back(h.id, seal->end);
+      continue;
+    }
+    if (info->owner != pod) {
+      // A partition's owner is fixed for its id (a move makes a successor).
+      return Status::Conflict("the map gives " + pid + ", held here, to " + info->owner.value());
+    }
+    if (info->range != h.range) {
+      // So is its range: a map that gives the id another range speaks of another partition.
+      return Status::Conflict("the map gives " + pid + " the range [" +
+                              std::to_string(info->range.lo) + ", " +
+                              std::to_string(info->range.hi) + "), not the one held here");
+    }
+    if (info->active()) {
+      // Sealed here for a later change is fine (the executor seals ahead of its map). Sealed
+      // for a change of this map's epoch or an earlier one that no successor confirmed: that
+      // change lost (this map, of its epoch or later, has the partition active), and the seal
+      // is undone when this map is installed, so that no range is left without a writer by a
+      // coordinator that sealed and then lost. Confirmed, the map does not know what happened
+      // here.
+      if (seal && SealVoid(*seal, *info, next.epoch())) continue;
+      if (seal && (!seal->intent || seal->intent->epoch <= next.epoch())) {
+        return Status::Conflict("the map has " + pid + " active, but it is sealed here" +
+                                (seal->intent ? " for the change of epoch " +
+                                                    std::to_string(seal->intent->epoch.value()) +
+                                                    " (map " + seal->intent->digest + ")"
+                                              : std::string()));
+      }
+      continue;
+    }
+    // Sealed by the map: the seal happened here first (the change's step 1) and the map records
+    // exactly it, end offset and successors.
+    if (!seal) {
+      return Status::Conflict("the map seals " + pid +
+                              ", which is not sealed here: seal it first (POST /v1/admin/seal)");
+    }
+    if (seal->end != info->end_offset) {
+      return Status::Conflict("the map records end offset " + std::to_string(info->end_offset) +
+                              " for " + pid + ", sealed here at " + std::to_string(seal->end));
+    }
+    if (seal->intent && seal->intent->successors != SuccessorRefs(next, info->id)) {
+      return Status::Conflict(pid + " is sealed here for the change of epoch " +
+                              std::to_string(seal->intent->epoch.value()) + " (map " +
+                              seal->intent->digest + "), whose successors differ from this map's");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace shoal

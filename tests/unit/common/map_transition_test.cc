@@ -1,0 +1,112 @@
+// Tests of the map transition rule (common/src/map_transition.cc): what a sidecar holding some
+// partitions may move to. The same rule runs in the sidecar (Topic::CheckAgainstHeld) and so in
+// the protocol simulation; these are its cases one by one.
+#include "shoal/common/map_transition.h"
+
+#include <gtest/gtest.h>
+
+namespace shoal {
+namespace {
+
+PartitionMap Must(Result<PartitionMap> r) {
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? std::move(r).value() : PartitionMap();
+}
+
+const PodName kA("a");
+
+class MapTransitionTest : public ::testing::Test {
+ protected:
+  // p0 and p1 on a; the next map splits p0 at the middle of its range into p2, p3.
+  void SetUp() override {
+    held_map_ = Must(PartitionMap::Initial("orders", 2, kA));
+    p0_ = *held_map_.Find(PartitionId(0));
+    next_ = Must(Must(held_map_.Split(PartitionId(0), p0_.range.lo + p0_.range.Width() / 2))
+                     .WithEndOffset(PartitionId(0), 40));
+    intent_.epoch = next_.epoch();
+    intent_.digest = next_.Digest();
+    intent_.successors = SuccessorRefs(next_, PartitionId(0));
+  }
+  HeldPartitionState Held(PartitionId id, std::optional<SealRecord> seal = std::nullopt) {
+    return {id, held_map_.Find(id)->range, std::move(seal)};
+  }
+  Status Check(const std::vector<HeldPartitionState>& held, const PartitionMap& next) {
+    dropped_.clear();
+    return CheckMapTransition(kA, held, next, &dropped_);
+  }
+
+  PartitionMap held_map_, next_;
+  PartitionInfo p0_;
+  SealIntent intent_;
+  std::vector<std::pair<PartitionId, uint64_t>> dropped_;
+};
+
+TEST_F(MapTransitionTest, ASplitSealedHereFirstAtTheRecordedEndIsTaken) {
+  EXPECT_TRUE(Check({Held(PartitionId(0), SealRecord{40, intent_, {}}), Held(PartitionId(1))},
+                    next_)
+                  .ok());
+  // Sealed elsewhere than the map records, or not at all: refused.
+  Status at = Check({Held(PartitionId(0), SealRecord{41, intent_, {}})}, next_);
+  EXPECT_EQ(at.code(), Status::Code::kConflict);
+  EXPECT_EQ(at.message(), "the map records end offset 40 for partition 0, sealed here at 41");
+  Status unsealed = Check({Held(PartitionId(0))}, next_);
+  EXPECT_EQ(unsealed.message(),
+            "the map seals partition 0, which is not sealed here: seal it first "
+            "(POST /v1/admin/seal)");
+}
+
+TEST_F(MapTransitionTest, ASealForOtherSuccessorsIsRefused) {
+  SealIntent other = intent_;
+  other.successors.pop_back();
+  Status st = Check({Held(PartitionId(0), SealRecord{40, other, {}})}, next_);
+  EXPECT_EQ(st.code(), Status::Code::kConflict);
+  EXPECT_NE(st.message().find("whose successors differ from this map's"), std::string::npos);
+}
+
+TEST_F(MapTransitionTest, OwnerAndRangeOfAnIdAreFixed) {
+  // A move makes a successor; a map that gives p1 itself to b speaks of another partition.
+  std::vector<PartitionInfo> parts = held_map_.partitions();
+  parts[1].owner = PodName("b");
+  const PartitionMap hand_made("orders", Epoch(5), parts);
+  Status st = Check({Held(PartitionId(1))}, hand_made);
+  EXPECT_EQ(st.message(), "the map gives partition 1, held here, to b");
+  HeldPartitionState wrong = Held(PartitionId(1));
+  wrong.range.lo += 1;
+  EXPECT_NE(Check({wrong}, held_map_).message().find("the range ["), std::string::npos);
+}
+
+TEST_F(MapTransitionTest, OnlySealedPartitionsAreDroppedAndTheirEndsGoToTheRetirementRule) {
+  const PartitionMap retired = Must(next_.WithoutRetired(PartitionId(0)));
+  EXPECT_TRUE(Check({Held(PartitionId(0), SealRecord{40, intent_, {2, 3}})}, retired).ok());
+  ASSERT_EQ(dropped_.size(), 1u);
+  EXPECT_EQ(dropped_[0], std::make_pair(PartitionId(0), uint64_t{40}));
+  std::vector<PartitionInfo> parts = held_map_.partitions();
+  parts.erase(parts.begin() + 1);
+  Status st = Check({Held(PartitionId(1))}, PartitionMap("orders", Epoch(9), parts));
+  EXPECT_EQ(st.message(),
+            "the map drops partition 1, which is active here; only sealed partitions retire");
+}
+
+TEST_F(MapTransitionTest, ASealThatLostItsRaceIsVoidAndALaterOneIsFine) {
+  // The map of the seal's epoch (or later) still has p0 active: that change lost; its seal is
+  // void unless a successor confirmed it.
+  std::vector<PartitionInfo> parts = held_map_.partitions();
+  const PartitionMap rival("orders", next_.epoch(), parts);
+  const SealRecord lost{40, intent_, {}};
+  EXPECT_TRUE(SealVoid(lost, *rival.Find(PartitionId(0)), rival.epoch()));
+  EXPECT_TRUE(Check({Held(PartitionId(0), lost)}, rival).ok());
+  const SealRecord confirmed{40, intent_, {2}};
+  EXPECT_FALSE(SealVoid(confirmed, *rival.Find(PartitionId(0)), rival.epoch()));
+  Status st = Check({Held(PartitionId(0), confirmed)}, rival);
+  EXPECT_NE(st.message().find("active, but it is sealed here for the change of epoch"),
+            std::string::npos)
+      << st.message();
+  // Sealed ahead of its own, later map: an older map with p0 active is still fine.
+  EXPECT_TRUE(Check({Held(PartitionId(0), confirmed)}, held_map_).ok());
+  // A seal that names no change cannot be judged: refused.
+  EXPECT_EQ(Check({Held(PartitionId(0), SealRecord{40, std::nullopt, {}})}, held_map_).message(),
+            "the map has partition 0 active, but it is sealed here");
+}
+
+}  // namespace
+}  // namespace shoal
