@@ -515,9 +515,34 @@ void Topic::RefreshRemoteCommits() {
 }
 
 Result<InstallOutcome> Topic::InstallMap(const PartitionMap& next) {
-  MutexLock install(install_mu_);
+  // A map that retires partitions is checked against every peer's groups and the holders'
+  // commits, asked before the install lock; their answers hold for the map held when they were
+  // asked, so a map that changed meanwhile asks again.
+  for (int attempt = 0;; ++attempt) {
+    const PartitionMap before = map();
+    RetirementFacts facts;
+    bool retires = false;
+    for (const auto& p : before.partitions()) retires |= next.Find(p.id) == nullptr;
+    if (retires && next.epoch() > before.epoch() && next.topic() == opts_.topic &&
+        next.Validate().ok()) {
+      auto asked = AskBeforeRetiring(before, next);
+      if (!asked.ok()) return asked.status();
+      facts = std::move(asked).value();
+    }
+    MutexLock install(install_mu_);
+    if (map().epoch() == before.epoch()) return InstallLocked(next, facts);
+    if (attempt == 2) {
+      return Status::Unavailable("the map held here changed three times while the peers were "
+                                 "asked about the partitions epoch " +
+                                 std::to_string(next.epoch().value()) + " retires; retry");
+    }
+  }
+}
+
+Result<InstallOutcome> Topic::InstallLocked(const PartitionMap& next,
+                                            const RetirementFacts& facts) {
   const PartitionMap held = map();
-  auto fenced = CheckInstall(held, next);
+  auto fenced = CheckInstall(held, next, facts);
   if (!fenced.ok()) return fenced.status();
   if (*fenced) return **fenced;
   const auto t0 = clock_.SteadyNow();
@@ -547,7 +572,8 @@ Result<InstallOutcome> Topic::InstallMap(const PartitionMap& next) {
 }
 
 Result<std::optional<InstallOutcome>> Topic::CheckInstall(const PartitionMap& held,
-                                                          const PartitionMap& next) {
+                                                          const PartitionMap& next,
+                                                          const RetirementFacts& facts) {
   SHOAL_RETURN_IF_ERROR(next.Validate());
   if (next.topic() != opts_.topic) {
     return Status::InvalidArgument("the map is for topic " + next.topic() + ", not " + opts_.topic);
@@ -566,7 +592,7 @@ Result<std::optional<InstallOutcome>> Topic::CheckInstall(const PartitionMap& he
                             " is held here (map " + held.Digest() + ", this one " +
                             next.Digest() + ")");
   }
-  SHOAL_RETURN_IF_ERROR(CheckAgainstHeld(held, next));
+  SHOAL_RETURN_IF_ERROR(CheckAgainstHeld(held, next, facts));
   return std::optional<InstallOutcome>();
 }
 
@@ -682,7 +708,49 @@ void Topic::RemoveRetired(const PartitionMap& next, RetiredPartitions retired) {
   }
 }
 
-Status Topic::CheckAgainstHeld(const PartitionMap& held, const PartitionMap& next) {
+Result<Topic::RetirementFacts> Topic::AskBeforeRetiring(const PartitionMap& held,
+                                                        const PartitionMap& next) {
+  // Retirement waits for every group the topic knows (invariant 4): the groups of every peer's
+  // registry too, including groups that never read here and so left no commit on the
+  // partition. A peer that cannot be asked blocks the retirement for now.
+  RetirementFacts facts;
+  std::map<std::string, PeerAddress> peers = held.peers();
+  for (const auto& [pod, addr] : next.peers()) peers.emplace(pod, addr);
+  for (const auto& [pod, addr] : peers) {
+    if (pod == opts_.pod.value()) continue;
+    if (!peers_) {
+      return Status::Unavailable("cannot ask " + pod + " for its consumer groups before retiring");
+    }
+    auto theirs = peers_->FetchGroups(addr);
+    if (!theirs.ok()) {
+      return theirs.status().Annotate("asking " + pod +
+                                      " for its consumer groups before retiring partitions");
+    }
+    for (const auto& [g, info] : *theirs) facts.peer_groups.insert(g);
+  }
+  // Partitions of other pods that the map retires: this pod checks them too (with their
+  // owner's commits), so that installing a retirement on other pods before its holder cannot
+  // skip the holder's check.
+  for (const auto& p : held.partitions()) {
+    if (next.Find(p.id) || p.owner == opts_.pod) continue;
+    const PeerAddress* addr = held.Peer(p.owner);
+    if (!addr) addr = next.Peer(p.owner);
+    if (!addr || !peers_) {
+      return Status::Unavailable("cannot ask " + p.owner.value() + " whether partition " +
+                                 std::to_string(p.id.value()) + " may retire");
+    }
+    auto theirs = peers_->FetchCommits(*addr, p.id);
+    if (theirs.status().code() == Status::Code::kNotFound) continue;  // retired by its holder
+    if (!theirs.ok()) return theirs.status().Annotate("before retiring");
+    HeldPartition view{theirs->start_offset, theirs->end_offset, theirs->sealed, {}};
+    for (const auto& [g, c] : theirs->commits) view.standings.emplace(g, c.value());
+    facts.remote.emplace(p.id, std::move(view));
+  }
+  return facts;
+}
+
+Status Topic::CheckAgainstHeld(const PartitionMap& held, const PartitionMap& next,
+                               const RetirementFacts& facts) {
   const std::string at = " (map " + next.Digest() + " of epoch " +
                          std::to_string(next.epoch().value()) + ")";
   // What this pod holds, against the next map (common/map_transition.h).
@@ -699,53 +767,16 @@ Status Topic::CheckAgainstHeld(const PartitionMap& held, const PartitionMap& nex
   if (Status shape = CheckRetirementShape(held, next); !shape.ok()) {
     return Status::Conflict(shape.message() + at);
   }
-  // Partitions of other pods that the map retires: this pod checks them too (with their
-  // owner's commits), so that installing a retirement on other pods before its holder cannot
-  // skip the holder's check.
-  std::vector<const PartitionInfo*> dropped_remote;
-  for (const auto& p : held.partitions()) {
-    if (!next.Find(p.id) && p.owner != opts_.pod) dropped_remote.push_back(&p);
-  }
-  if (dropped.empty() && dropped_remote.empty()) return Status::Ok();
-  // Retirement waits for every group the topic knows (invariant 4): the groups of this
-  // sidecar's registry and of every peer's, including groups that never read here and so left
-  // no commit on the partition. A peer that cannot be asked blocks the retirement for now.
-  std::set<std::string> groups;
+  if (dropped.empty() && facts.remote.empty()) return Status::Ok();
+  std::set<std::string> groups = facts.peer_groups;
   for (const auto& [g, info] : registry_->All()) groups.insert(g);
-  std::map<std::string, PeerAddress> peers = held.peers();
-  for (const auto& [pod, addr] : next.peers()) peers.emplace(pod, addr);
-  for (const auto& [pod, addr] : peers) {
-    if (pod == opts_.pod.value()) continue;
-    if (!peers_) {
-      return Status::Unavailable("cannot ask " + pod + " for its consumer groups before retiring");
-    }
-    auto theirs = peers_->FetchGroups(addr);
-    if (!theirs.ok()) {
-      return theirs.status().Annotate("asking " + pod +
-                                      " for its consumer groups before retiring partitions");
-    }
-    for (const auto& [g, info] : *theirs) groups.insert(g);
-  }
   auto consumed = [&](PartitionId id, const HeldPartition& p) {
     if (auto n = FirstNotConsumed(p, groups)) {
       return Status::Conflict(NotConsumedMessage(id, *n) + at);
     }
     return Status::Ok();
   };
-  for (const PartitionInfo* p : dropped_remote) {
-    const PeerAddress* addr = held.Peer(p->owner);
-    if (!addr) addr = next.Peer(p->owner);
-    if (!addr || !peers_) {
-      return Status::Unavailable("cannot ask " + p->owner.value() + " whether partition " +
-                                 std::to_string(p->id.value()) + " may retire");
-    }
-    auto theirs = peers_->FetchCommits(*addr, p->id);
-    if (theirs.status().code() == Status::Code::kNotFound) continue;  // retired by its holder
-    if (!theirs.ok()) return theirs.status().Annotate("before retiring");
-    HeldPartition view{theirs->start_offset, theirs->end_offset, theirs->sealed, {}};
-    for (const auto& [g, c] : theirs->commits) view.standings.emplace(g, c.value());
-    SHOAL_RETURN_IF_ERROR(consumed(p->id, view));
-  }
+  for (const auto& [id, view] : facts.remote) SHOAL_RETURN_IF_ERROR(consumed(id, view));
   ReaderLock lock(map_mu_);
   for (const auto& [id, end] : dropped) {
     auto it = partitions_.find(id);

@@ -26,6 +26,7 @@
 #include "broker/partition.h"
 #include "broker/sidecar_probe.h"
 #include "broker/successor_gate.h"
+#include "shoal/common/retirement_rule.h"
 #include "storage/disk_reserve.h"
 #include "shoal/common/clock.h"
 #include "shoal/common/partition_map.h"
@@ -264,17 +265,32 @@ class Topic {
   void RefreshRemoteCommits();
   // Deletes groups idle on every sidecar of the map for group_expiry_ms.
   void ExpireGroups();
+  // What the peers said before a map that retires partitions is installed (invariant 4): every
+  // peer's groups, and of each partition of another pod that the map retires, what its holder
+  // says (absent: its holder retired it already).
+  struct RetirementFacts {
+    std::set<std::string> peer_groups;
+    std::map<PartitionId, HeldPartition> remote;
+  };
+  // Asks them, with no lock held: a slow or paused peer then holds up this install only, never
+  // the seals and prepares of other changes on this sidecar. For the map `held`.
+  Result<RetirementFacts> AskBeforeRetiring(const PartitionMap& held, const PartitionMap& next);
+  // InstallMap under install_mu_, with the facts asked for the map it holds.
+  Result<InstallOutcome> InstallLocked(const PartitionMap& next, const RetirementFacts& facts)
+      REQUIRES(install_mu_);
   // Refuses `next` when it disagrees with what is held here (nothing changes): a held active
   // partition it drops or seals without the seal here, a seal here it records with another end
-  // or other successors, a retirement before a parent's or of a partition some group the topic
-  // knows (here or at any peer) has not consumed to its end. Requires install_mu_.
-  Status CheckAgainstHeld(const PartitionMap& held, const PartitionMap& next)
-      REQUIRES(install_mu_);
+  // or other successors (common/map_transition.h), a retirement before a parent's or of a
+  // partition some group the topic knows (here or at any peer) has not consumed to its end
+  // (common/retirement_rule.h). Requires install_mu_.
+  Status CheckAgainstHeld(const PartitionMap& held, const PartitionMap& next,
+                          const RetirementFacts& facts) REQUIRES(install_mu_);
   // InstallMap's steps, in order; each requires install_mu_.
   // Validation and fencing: a value when the install is already decided (kAlreadyHeld), none
   // when it goes ahead, an error when it is refused (nothing changed).
   Result<std::optional<InstallOutcome>> CheckInstall(const PartitionMap& held,
-                                                     const PartitionMap& next)
+                                                     const PartitionMap& next,
+                                                     const RetirementFacts& facts)
       REQUIRES(install_mu_);
   using OwnedPartitions = std::map<PartitionId, std::unique_ptr<Partition>>;
   using RetiredPartitions = std::vector<std::pair<PartitionId, std::unique_ptr<Partition>>>;

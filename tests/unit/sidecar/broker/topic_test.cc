@@ -10,9 +10,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -474,6 +477,87 @@ TEST_F(TopicTest, ConsumersAndCommitsRacingWithRetirementsAreSafe) {
   ASSERT_TRUE(t->Close().ok());
 }
 
+
+// A peer that answers GET .../groups only once the test releases it (a slow or paused pod).
+class HeldPeers final : public PeerClient {
+ public:
+  Result<std::string> FetchProducers(const PeerAddress&, PartitionId, const SuccessorRef&,
+                                     uint64_t) override {
+    return Status::Unavailable("no producers here");
+  }
+  Result<RemoteCommits> FetchCommits(const PeerAddress&, PartitionId) override {
+    return Status::NotFound("no such partition");
+  }
+  Result<std::map<std::string, GroupRegistry::Group>> FetchGroups(const PeerAddress&) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    asked_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return released_; });
+    return std::map<std::string, GroupRegistry::Group>{};
+  }
+  Result<RemoteBatch> ReadRange(const PeerAddress&, PartitionId, const std::string&,
+                                const PodName&, const std::vector<HashRange>&, size_t,
+                                size_t) override {
+    return Status::Unavailable("no reads here");
+  }
+  Result<RemoteCommits> CommitFor(const PeerAddress&, PartitionId, const std::string&,
+                                  const PodName&, Offset) override {
+    return Status::Unavailable("no commits here");
+  }
+  bool WaitAsked(std::chrono::milliseconds deadline) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, deadline, [&] { return asked_; });
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool asked_ = false;
+  bool released_ = false;
+};
+
+// A map that retires partitions asks every peer for its groups first (invariant 4). The peers
+// are asked before the install lock: while one does not answer, another change's prepare on
+// this sidecar goes ahead, and the retirement installs once it answers.
+TEST_F(TopicTest, ARetirementWaitingForAPeerHoldsUpNoOtherChange) {
+  HeldPeers peers;
+  auto opened = Topic::Open(Options(), clock_, probe_, &peers);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  auto t = std::move(opened).value();
+  Produce(*t, KeysOf(t->map(), PartitionId(0), 4, "a"));
+  const PartitionMap split = SplitP0(*t);
+  ASSERT_EQ(Drain(*t, "g").size(), 4u);
+  const PartitionMap m3 = split.WithoutRetired(PartitionId(0))
+                              .value()
+                              .WithEpoch(Epoch(3))
+                              .WithPeer(PodName("other"), {"127.0.0.1:1", "127.0.0.1:2"});
+  std::promise<Result<InstallOutcome>> installed;
+  std::thread installer([&] { installed.set_value(t->InstallMap(m3)); });
+  ASSERT_TRUE(peers.WaitAsked(10s)) << "the retirement did not ask the peer";
+
+  // The next change prepares its successors here (epoch 4, a split of p1) while the peer is
+  // still being asked: a prepare takes the install lock, as the ticker's seeding does.
+  const PartitionInfo p1 = *m3.Find(PartitionId(1));
+  const PartitionMap m4 =
+      m3.Split(p1.id, p1.range.lo + p1.range.Width() / 2).value().WithEpoch(Epoch(4));
+  auto prepared = std::async(std::launch::async, [&] { return t->Prepare(m4); });
+  const bool prepared_meanwhile = prepared.wait_for(10s) == std::future_status::ready;
+  peers.Release();
+  installer.join();
+  EXPECT_TRUE(prepared_meanwhile) << "a prepare waited for the peer that a retirement asked";
+  const Status prepare = prepared.get();
+  EXPECT_TRUE(prepare.ok()) << prepare.ToString();
+  auto result = installed.get_future().get();
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_EQ(t->map().epoch(), Epoch(3));
+  EXPECT_EQ(t->map().Find(PartitionId(0)), nullptr);
+  EXPECT_FALSE(fs::exists(PartitionDir(0)));
+}
 
 TEST(SidecarProbeTest, ExportsTheBuildItComesFrom) {
   SidecarProbe probe("orders");
