@@ -104,6 +104,11 @@ Result<std::string> FakeAdminPlane::Get(const std::string& host_port, const std:
   return it->second;
 }
 
+void FakeAdminPlane::Wipe(const std::string& admin) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pods_[admin].held.reset();
+}
+
 void FakeAdminPlane::Hold(const std::string& admin, const PartitionMap& map) {
   std::lock_guard<std::mutex> lock(mu_);
   pods_[admin].held = map;

@@ -44,6 +44,7 @@ class FakeAdminPlane final : public client::AdminPlane {
 
   // Scripting.
   void Hold(const std::string& admin, const PartitionMap& map);  // as if installed earlier
+  void Wipe(const std::string& admin);  // as if its volume were emptied: it holds no map
   void SetEnd(const std::string& admin, PartitionId partition, uint64_t end);
   void Fail(const std::string& admin, Kind kind, Status status, int times = 1);
   void SetReachable(const std::string& admin, bool reachable);

@@ -95,6 +95,7 @@ struct TopicOperator::Worker {
   // Reconcile's thread only.
   int64_t decision_reported_ms = 0;
   bool decision_noted = false;
+  std::set<std::string> data_loss_reported;  // pods whose lost data an Event said
 };
 
 TopicOperator::TopicOperator(kubeapi::KubeClient& client, TopicOperatorOptions options,
@@ -700,10 +701,27 @@ ReconcileResult TopicOperator::Apply(const Json& topic, const TopicObject& t, ui
     }
     o.ready_pods = static_cast<uint32_t>(ready_pods.size());
   }
+  if (w->started.load()) {
+    o.pods_without_data = w->loop->pods_without_data();
+    for (const auto& [pod, ids] : o.pods_without_data) {
+      if (!w->data_loss_reported.insert(pod).second) continue;
+      std::string list;
+      for (PartitionId id : ids) list += (list.empty() ? "" : ", ") + std::to_string(id.value());
+      Event(topic, "Warning", "PodLostData", "Observe",
+            "pod " + pod + " came back without its data: partitions " + list +
+                " take no writes; their events are gone with the volume");
+    }
+    std::erase_if(w->data_loss_reported,
+                  [&](const std::string& pod) { return !o.pods_without_data.count(pod); });
+  }
   const PartitionMap map = w->loop->map();
   for (const auto& p : map.partitions()) {
     (p.state == PartitionState::kActive ? o.active : o.sealed) += 1;
-    if (p.state == PartitionState::kActive && ready_pods.count(p.owner.value()) == 0) ++o.unserved;
+    // A pod that came back without its data is ready but serves nothing of what it held.
+    if (p.state == PartitionState::kActive && (ready_pods.count(p.owner.value()) == 0 ||
+                                               o.pods_without_data.count(p.owner.value()))) {
+      ++o.unserved;
+    }
   }
   o.epoch = map.epoch();
   o.plan_in_progress = w->loop->plan_in_progress();

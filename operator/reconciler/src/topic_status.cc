@@ -37,6 +37,19 @@ TopicStatus ComputeTopicStatus(const TopicObservation& o) {
 
   if (!o.start_error.empty()) {
     s.conditions.push_back({T::kDegraded, S::kTrue, "ControlStateUnreadable", o.start_error});
+  } else if (!o.pods_without_data.empty()) {
+    std::string msg;
+    for (const auto& [pod, ids] : o.pods_without_data) {
+      if (!msg.empty()) msg += "; ";
+      msg += "pod " + pod + " came back without its data (partitions ";
+      for (size_t i = 0; i < ids.size(); ++i) {
+        msg += (i ? ", " : "") + std::to_string(ids[i].value());
+      }
+      msg += ")";
+    }
+    msg += ": their events and the groups' positions in them are gone with the volume, and "
+           "their ranges take no writes (without replication there is no copy to recover from)";
+    s.conditions.push_back({T::kDegraded, S::kTrue, "PodLostData", msg});
   } else {
     s.conditions.push_back({T::kDegraded, S::kFalse, "AsExpected", "the spec is valid"});
   }

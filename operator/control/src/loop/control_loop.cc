@@ -566,15 +566,64 @@ Status ControlLoop::RunChange(PlanStep& step, const std::vector<PodInfo>& pods) 
 Status ControlLoop::InstallOnLaggingPods(const std::vector<PodInfo>& pods) {
   // A pod that restarted from an old disk, or missed an install while it was down, gets the
   // current map again (the change executor gave up on it only after its step timeout).
+  std::map<std::string, std::vector<PartitionId>> without_data;
   for (const auto& p : pods) {
     if (!p.ready || !map_.Peer(p.name)) continue;
     auto held = admin_.GetMap(p.address.admin);
+    // A sidecar that holds no map answers one of epoch 0 (or, through some planes, not found).
+    if (!held.ok() && held.status().code() != Status::Code::kNotFound) continue;
+    const uint64_t held_epoch = held.ok() ? held->epoch().value() : 0;
+    std::vector<PartitionId> owned;
+    for (const auto& part : map_.partitions()) {
+      if (part.owner == p.name) owned.push_back(part.id);
+    }
+    if (held_epoch > 0) seen_with_map_.insert(p.name.value());
+    if (held_epoch == 0 && !owned.empty() && seen_with_map_.count(p.name.value())) {
+      // This loop saw it hold a map, and it holds none now: its volume was emptied or replaced.
+      // (A pod never seen with one, after a bootstrap or a restart of this loop, gets the map
+      // as before.)
+      bool known;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        known = pods_without_data_.count(p.name.value()) > 0;
+      }
+      if (!known) {
+        std::string ids;
+        for (PartitionId id : owned) ids += (ids.empty() ? "" : ", ") + std::to_string(id.value());
+        Logger("control")->error(
+            "msg=\"a pod came back without its data; not installing the map on it, its "
+            "partitions take no writes\" pod={} partitions=\"{}\"",
+            p.name.value(), ids);
+      }
+      without_data.emplace(p.name.value(), std::move(owned));
+      continue;
+    }
     if (!held.ok() || held->epoch() >= map_.epoch()) continue;
     Logger("control")->info("msg=\"re-installing the current map\" pod={} held={} current={}",
                             p.name.value(), held->epoch().value(), map_.epoch().value());
     SHOAL_RETURN_IF_ERROR(executor_.InstallOn(p.name, map_));
   }
+  // A pod noticed before stays noticed while it is not ready or not asked (it cannot have its
+  // data back); one no longer in the map or owning nothing is forgotten.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [pod, ids] : pods_without_data_) {
+      if (without_data.count(pod) || !map_.Peer(PodName(pod))) continue;
+      bool asked = false;
+      for (const auto& p : pods) asked |= p.name.value() == pod && p.ready;
+      if (!asked) without_data.emplace(pod, ids);
+    }
+    pods_without_data_ = std::move(without_data);
+    size_t partitions = 0;
+    for (const auto& [pod, ids] : pods_without_data_) partitions += ids.size();
+    probe_->PodsWithoutData(pods_without_data_.size(), partitions);
+  }
   return Status::Ok();
+}
+
+std::map<std::string, std::vector<PartitionId>> ControlLoop::pods_without_data() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pods_without_data_;
 }
 
 std::vector<PartitionId> ControlLoop::Retirable(const std::vector<PodInfo>& pods) {
@@ -794,6 +843,20 @@ std::string ControlLoop::StatusJson() const {
   o += plan_ ? PlanToJson(*plan_) : "null";
   o += ",\"last_error\":";
   json::AppendString(o, last_error_);
+  o += ",\"pods_without_data\":{";
+  bool first_pod = true;
+  for (const auto& [pod, ids] : pods_without_data_) {
+    if (!first_pod) o += ',';
+    first_pod = false;
+    json::AppendString(o, pod);
+    o += ":[";
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (i) o += ',';
+      json::AppendUint(o, ids[i].value());
+    }
+    o += ']';
+  }
+  o += '}';
   o += ",\"last_decision\":";
   AppendDecision(o, last_decision_);
   o += ",\"schedules\":";

@@ -67,7 +67,15 @@ ControlProbe::ControlProbe(prometheus::Registry& r, const std::string& topic)
       hot_key_hash_(TopicGauge(r, "shoal_control_hot_key_hash",
                                "crc32 hash of the hottest such key, never the key itself (0 "
                                "without one)",
-                               topic)) {
+                               topic)),
+      pods_without_data_(TopicGauge(r, "shoal_control_pods_without_data",
+                                    "Pods of the map that came back without their data (an "
+                                    "emptied or new volume): their partitions take no writes",
+                                    topic)),
+      partitions_without_data_(TopicGauge(r, "shoal_control_partitions_without_data",
+                                          "Partitions of the map whose owner came back without "
+                                          "its data",
+                                          topic)) {
   for (const char* kind : kDecisionKinds) decisions_.Add({{"topic", topic_}, {"kind", kind}});
   for (const char* kind : kStepKinds) {
     for (const char* outcome : {"ok", "failed"}) {
@@ -105,6 +113,11 @@ void ControlProbe::State(size_t active_partitions, size_t sealed_partitions, uin
 }
 
 void ControlProbe::Limits(uint32_t max_partitions) { max_partitions_.Set(max_partitions); }
+
+void ControlProbe::PodsWithoutData(size_t pods, size_t partitions) {
+  pods_without_data_.Set(static_cast<double>(pods));
+  partitions_without_data_.Set(static_cast<double>(partitions));
+}
 
 void ControlProbe::HotKeys(const std::vector<HotKey>& hot) {
   hot_keys_.Set(static_cast<double>(hot.size()));

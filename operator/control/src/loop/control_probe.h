@@ -35,6 +35,8 @@ class ControlProbe {
   // The last decision's hot keys (hottest first; policy.h HotKey): how many partitions one key
   // holds back, and the hottest key's rate and hash.
   void HotKeys(const std::vector<HotKey>& hot);
+  // Pods of the map that came back without their data, and the partitions they held.
+  void PodsWithoutData(size_t pods, size_t partitions);
 
  private:
   const std::string topic_;
@@ -54,6 +56,8 @@ class ControlProbe {
   prometheus::Gauge& hot_keys_;
   prometheus::Gauge& hot_key_rate_;
   prometheus::Gauge& hot_key_hash_;
+  prometheus::Gauge& pods_without_data_;
+  prometheus::Gauge& partitions_without_data_;
 };
 
 }  // namespace shoal::control

@@ -98,6 +98,22 @@ INSTANTIATE_TEST_SUITE_P(
             S::kFalse, "Stable", S::kFalse, "PartitionsUnserved"}),
     [](const ::testing::TestParamInfo<Row>& info) { return std::string(info.param.name); });
 
+// A pod that came back without its data: Degraded names it and the partitions it held (the
+// operator counts them as unserved too).
+TEST(TopicStatusTest, APodWithoutItsDataIsDegradedNamingItsPartitions) {
+  TopicObservation o = Obs(2, 2, 3, 4, 2, false);
+  o.pods_without_data = {{"orders-1", {PartitionId(1), PartitionId(3)}}};
+  const TopicStatus s = ComputeTopicStatus(o);
+  ASSERT_EQ(s.conditions.size(), 4u);
+  EXPECT_EQ(s.conditions[0].status, S::kTrue);
+  EXPECT_EQ(s.conditions[0].reason, "PodLostData");
+  EXPECT_NE(s.conditions[0].message.find(
+                "pod orders-1 came back without its data (partitions 1, 3)"),
+            std::string::npos)
+      << s.conditions[0].message;
+  EXPECT_EQ(s.conditions[2].reason, "PartitionsUnserved");
+}
+
 TEST(TopicStatusTest, CountsAreShownOnceAMapIsInstalled) {
   const TopicStatus none = ComputeTopicStatus(Obs(2, 2, 0, 0, 0, false));
   EXPECT_FALSE(none.epoch || none.partitions || none.sealed_partitions);

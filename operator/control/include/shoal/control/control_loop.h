@@ -19,10 +19,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "shoal/client/admin_plane.h"
 #include "shoal/common/clock.h"
@@ -101,6 +104,12 @@ class ControlLoop {
   };
   Observed last_observed() const;
   DecisionRecord last_decision() const;
+  // Pods of the map that came back without their data (their sidecar holds no map while the
+  // map gives them partitions: an emptied or replaced volume), with the partitions they held.
+  // The map is not installed on them (their partitions would start again at offset 0, the
+  // events and the groups' positions gone unsaid); their ranges take no writes until the pod's
+  // data is back or the topic is recreated. Empty when none.
+  std::map<std::string, std::vector<PartitionId>> pods_without_data() const;
 
  private:
   Status Bootstrap(const std::vector<PodInfo>& pods);
@@ -161,6 +170,9 @@ class ControlLoop {
   DecisionRecord last_decision_;
   std::string last_error_;
   std::map<PartitionId, double> last_rates_;
+  std::map<std::string, std::vector<PartitionId>> pods_without_data_;
+  // Pods this loop saw holding a map (InstallOnLaggingPods; the loop's thread only).
+  std::set<std::string> seen_with_map_;
   std::optional<TopicSpec> pending_spec_;
   Observed observed_;
 

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,6 +48,9 @@ struct TopicObservation {
   bool plan_in_progress = false;
   bool paused = false;      // the shoal.dev/paused annotation
   std::string start_error;  // why the control loop could not start (its state unreadable)
+  // Pods that came back without their data, with the partitions they held (ControlLoop::
+  // pods_without_data).
+  std::map<std::string, std::vector<PartitionId>> pods_without_data;
 };
 
 struct TopicStatus {

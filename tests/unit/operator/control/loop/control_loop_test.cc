@@ -229,6 +229,37 @@ TEST_F(ControlLoopTest, ASurgeIsSplitSealedThenInstalled) {
   EXPECT_LT(at(seal), at(install));
 }
 
+// A pod that comes back without its data (its volume emptied) holds no map while the map gives
+// it partitions: the loop says so (status, metric) within a retirement check and does not
+// install the map on it, which would start its partitions again at offset 0 as if nothing had
+// been lost. A pod this loop never saw with a map (a bootstrap it missed) still gets it.
+TEST_F(ControlLoopTest, APodThatCameBackWithoutItsDataIsReportedAndNotGivenTheMap) {
+  Make();
+  ASSERT_TRUE(Bootstrap().ok());
+  observer_.rate = 500;
+  ASSERT_TRUE(TickUntil([] { return false; }, 6).ok());  // a retirement check saw it hold epoch 1
+  EXPECT_TRUE(loop_->pods_without_data().empty());
+  const int installs = admin_.Attempts(AdminOf(0), Kind::kInstall);
+  admin_.Wipe(AdminOf(0));
+  ASSERT_TRUE(TickUntil([&] { return !loop_->pods_without_data().empty(); }, 6).ok());
+  const auto lost = loop_->pods_without_data();
+  ASSERT_EQ(lost.size(), 1u) << loop_->StatusJson();
+  EXPECT_EQ(lost.begin()->second, std::vector<PartitionId>{PartitionId(0)});
+  EXPECT_NE(loop_->StatusJson().find("\"pods_without_data\":{\"" + lost.begin()->first +
+                                     "\":[0]}"),
+            std::string::npos)
+      << loop_->StatusJson();
+  ASSERT_TRUE(TickUntil([] { return false; }, 6).ok());
+  EXPECT_EQ(admin_.Attempts(AdminOf(0), Kind::kInstall), installs) << "the map went to a wiped pod";
+  EXPECT_FALSE(admin_.Held(AdminOf(0)).has_value());
+
+  // A new loop never saw it with a map: it installs the map as on a pod that missed it.
+  loop_.reset();
+  Make();
+  ASSERT_TRUE(TickUntil([&] { return admin_.Held(AdminOf(0)).has_value(); }, 8).ok());
+  EXPECT_TRUE(loop_->pods_without_data().empty());
+}
+
 // Paused (shoal.dev/paused): a surge changes nothing, whatever the ticks; resumed, the same
 // surge is split at once.
 TEST_F(ControlLoopTest, APausedLoopMakesNoDecisionUntilResumed) {
