@@ -48,6 +48,14 @@ Result<std::string> AdminClient::Call(const std::string& host_port, const std::s
 Result<PartitionMap> AdminClient::GetMap(const std::string& admin) {
   auto body = Call(admin, "GET", "/v1/admin/map", "", true);
   if (!body.ok()) return body.status();
+  // A sidecar that holds no map yet answers one of epoch 0 without partitions.
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  uint64_t epoch = 1;
+  if (!parser.parse(simdjson::padded_string(*body)).get(doc) && !doc["epoch"].get(epoch) &&
+      epoch == 0) {
+    return Status::NotFound(admin + " holds no partition map yet");
+  }
   return PartitionMap::FromJson(*body);
 }
 

@@ -338,5 +338,59 @@ TEST_F(ControlLoopTest, APodWithFewDescriptorsGetsNoMorePartitionsThanItCanOpenA
       static_cast<unsigned long long>(report.reordered));
 }
 
+
+// A pod whose volume is emptied under shoal control: its sidecar comes back (the platform
+// restarts it) holding no map while the map gives it a partition. The loop names it within a
+// few of its checks and does not install the map on it (which would start the partition again
+// at offset 0, the loss unsaid); the other pod keeps its map.
+TEST_F(ControlLoopTest, APodThatCameBackWithoutItsDataIsNamedAndNotGivenTheMap) {
+  std::ofstream(topic_file_) << R"(apiVersion: shoal.dev/v1alpha1
+kind: PartitionedTopic
+metadata: {name: orders}
+spec:
+  partitions: {min: 2, max: 2, initial: 2}
+  replicas: {min: 2, max: 2}
+  durability: {fsync: always}
+)";
+  StartLoop();
+  ASSERT_TRUE(WaitFor([](const Snapshot& s) { return s.owners.size() == 2; }, 60s))
+      << "the topic was not created on two pods; see control.log";
+  const std::string pod_dir = state_ + "/pods/orders-1";
+  const std::string pid_text = ReadAll(pod_dir + "/sidecar.pid");
+  ASSERT_FALSE(pid_text.empty());
+  const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
+  // The state is saved before the map goes out: wait until the pod holds it.
+  const auto installed = Clock::now() + 30s;
+  while (!std::filesystem::exists(pod_dir + "/data/orders/map.json") && Clock::now() < installed) {
+    std::this_thread::sleep_for(50ms);  // polling a file another process writes
+  }
+  ASSERT_TRUE(std::filesystem::exists(pod_dir + "/data/orders/map.json"));
+  // The volume emptied, then the process killed: it restarts on an empty data directory.
+  for (const auto& e : std::filesystem::directory_iterator(pod_dir + "/data")) {
+    std::filesystem::remove_all(e.path());
+  }
+  ASSERT_EQ(::kill(pid, SIGKILL), 0) << std::strerror(errno);
+
+  const std::string said = "a pod came back without its data";
+  const auto deadline = Clock::now() + 60s;
+  std::string log;
+  while (Clock::now() < deadline) {
+    log = ReadAll(dir_.path() + "/control.log");
+    if (log.find(said) != std::string::npos) break;
+    std::this_thread::sleep_for(100ms);  // polling a log another process writes
+  }
+  ASSERT_NE(log.find(said), std::string::npos) << log.substr(log.size() > 4000 ? log.size() - 4000 : 0);
+  const size_t at = log.find(said);
+  EXPECT_NE(log.find("pod=orders-1", at), std::string::npos) << log.substr(at, 300);
+  // A few more checks later, the map was still not installed on it.
+  const auto later = Clock::now() + 12s;
+  while (Clock::now() < later) std::this_thread::sleep_for(200ms);  // the loop checks every 5 s
+  log = ReadAll(dir_.path() + "/control.log");
+  EXPECT_EQ(log.find("re-installing the current map\" pod=orders-1"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(pod_dir + "/data/orders/map.json"))
+      << "the wiped pod was given the map";
+  EXPECT_TRUE(std::filesystem::exists(state_ + "/pods/orders-0/data/orders/map.json"));
+}
+
 }  // namespace
 }  // namespace shoal

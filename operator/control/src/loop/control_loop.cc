@@ -147,6 +147,11 @@ Status ControlLoop::Bootstrap(const std::vector<PodInfo>& pods) {
   // Saved before it is sent: a restarted loop re-installs this map rather than inventing one.
   SHOAL_RETURN_IF_ERROR(Save());
   SHOAL_RETURN_IF_ERROR(executor_.InstallEverywhere(map));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [pod, addr] : map.peers()) seen_with_map_.insert(pod);
+  }
+  SHOAL_RETURN_IF_ERROR(Save());
   Logger("control")->info("msg=\"topic created\" topic={} partitions={} pods={} epoch={}",
                           spec_.name, map.active_count(), owners.size(), map.epoch().value());
   return Status::Ok();
@@ -567,18 +572,24 @@ Status ControlLoop::InstallOnLaggingPods(const std::vector<PodInfo>& pods) {
   // A pod that restarted from an old disk, or missed an install while it was down, gets the
   // current map again (the change executor gave up on it only after its step timeout).
   std::map<std::string, std::vector<PartitionId>> without_data;
+  bool newly_seen = false;
   for (const auto& p : pods) {
     if (!p.ready || !map_.Peer(p.name)) continue;
     auto held = admin_.GetMap(p.address.admin);
-    // A sidecar that holds no map answers one of epoch 0 (or, through some planes, not found).
+    // NotFound: the sidecar holds no map at all.
     if (!held.ok() && held.status().code() != Status::Code::kNotFound) continue;
     const uint64_t held_epoch = held.ok() ? held->epoch().value() : 0;
     std::vector<PartitionId> owned;
     for (const auto& part : map_.partitions()) {
       if (part.owner == p.name) owned.push_back(part.id);
     }
-    if (held_epoch > 0) seen_with_map_.insert(p.name.value());
-    if (held_epoch == 0 && !owned.empty() && seen_with_map_.count(p.name.value())) {
+    bool seen;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (held_epoch > 0) newly_seen |= seen_with_map_.insert(p.name.value()).second;
+      seen = seen_with_map_.count(p.name.value()) > 0;
+    }
+    if (held_epoch == 0 && !owned.empty() && seen) {
       // This loop saw it hold a map, and it holds none now: its volume was emptied or replaced.
       // (A pod never seen with one, after a bootstrap or a restart of this loop, gets the map
       // as before.)
@@ -598,9 +609,9 @@ Status ControlLoop::InstallOnLaggingPods(const std::vector<PodInfo>& pods) {
       without_data.emplace(p.name.value(), std::move(owned));
       continue;
     }
-    if (!held.ok() || held->epoch() >= map_.epoch()) continue;
+    if (held_epoch >= map_.epoch().value()) continue;
     Logger("control")->info("msg=\"re-installing the current map\" pod={} held={} current={}",
-                            p.name.value(), held->epoch().value(), map_.epoch().value());
+                            p.name.value(), held_epoch, map_.epoch().value());
     SHOAL_RETURN_IF_ERROR(executor_.InstallOn(p.name, map_));
   }
   // A pod noticed before stays noticed while it is not ready or not asked (it cannot have its
@@ -618,6 +629,7 @@ Status ControlLoop::InstallOnLaggingPods(const std::vector<PodInfo>& pods) {
     for (const auto& [pod, ids] : pods_without_data_) partitions += ids.size();
     probe_->PodsWithoutData(pods_without_data_.size(), partitions);
   }
+  if (newly_seen) SHOAL_RETURN_IF_ERROR(Save());
   return Status::Ok();
 }
 
@@ -762,7 +774,14 @@ std::string ControlLoop::StateJsonLocked() const {
   AppendDecision(o, last_decision_);
   o += ",\"schedules\":";
   o += schedules_json_;
-  o += '}';
+  o += ",\"pods_seen_with_map\":[";
+  bool first = true;
+  for (const auto& pod : seen_with_map_) {
+    if (!first) o += ',';
+    first = false;
+    json::AppendString(o, pod);
+  }
+  o += "]}";
   return o;
 }
 
@@ -800,6 +819,17 @@ Status ControlLoop::LoadState(std::string_view text) {
     if (!p.ok()) return p.status().Annotate("control state plan");
     plan_ = std::move(p).value();
     if (plan_->done()) plan_.reset();
+  }
+  // Absent from states written before it was kept: nobody counts as seen.
+  seen_with_map_.clear();
+  simdjson::dom::array seen;
+  if (doc["pods_seen_with_map"].get(seen) == simdjson::SUCCESS) {
+    for (auto pod : seen) {
+      std::string_view name;
+      if (!pod.get(name) && seen_with_map_.size() < kMaxMapPeers) {
+        seen_with_map_.insert(std::string(name));
+      }
+    }
   }
   simdjson::dom::element last;
   if (doc["last_decision"].get(last) == simdjson::SUCCESS) {

@@ -171,7 +171,9 @@ class ControlLoop {
   std::string last_error_;
   std::map<PartitionId, double> last_rates_;
   std::map<std::string, std::vector<PartitionId>> pods_without_data_;
-  // Pods this loop saw holding a map (InstallOnLaggingPods; the loop's thread only).
+  // Pods seen holding a map (the bootstrap's installs, InstallOnLaggingPods), kept in the
+  // control state so that a restarted loop still tells an emptied volume from a pod that never
+  // had a map.
   std::set<std::string> seen_with_map_;
   std::optional<TopicSpec> pending_spec_;
   Observed observed_;

@@ -232,7 +232,7 @@ TEST_F(ControlLoopTest, ASurgeIsSplitSealedThenInstalled) {
 // A pod that comes back without its data (its volume emptied) holds no map while the map gives
 // it partitions: the loop says so (status, metric) within a retirement check and does not
 // install the map on it, which would start its partitions again at offset 0 as if nothing had
-// been lost. A pod this loop never saw with a map (a bootstrap it missed) still gets it.
+// been lost; a restarted loop still knows it (the control state keeps the pods seen with a map).
 TEST_F(ControlLoopTest, APodThatCameBackWithoutItsDataIsReportedAndNotGivenTheMap) {
   Make();
   ASSERT_TRUE(Bootstrap().ok());
@@ -253,11 +253,14 @@ TEST_F(ControlLoopTest, APodThatCameBackWithoutItsDataIsReportedAndNotGivenTheMa
   EXPECT_EQ(admin_.Attempts(AdminOf(0), Kind::kInstall), installs) << "the map went to a wiped pod";
   EXPECT_FALSE(admin_.Held(AdminOf(0)).has_value());
 
-  // A new loop never saw it with a map: it installs the map as on a pod that missed it.
+  // The pods seen with a map are in the control state: a restarted loop still knows.
+  EXPECT_NE(platform_.state_.find("\"pods_seen_with_map\":[\"" + lost.begin()->first + "\"]"),
+            std::string::npos)
+      << platform_.state_;
   loop_.reset();
   Make();
-  ASSERT_TRUE(TickUntil([&] { return admin_.Held(AdminOf(0)).has_value(); }, 8).ok());
-  EXPECT_TRUE(loop_->pods_without_data().empty());
+  ASSERT_TRUE(TickUntil([&] { return !loop_->pods_without_data().empty(); }, 8).ok());
+  EXPECT_EQ(admin_.Attempts(AdminOf(0), Kind::kInstall), installs) << "the map went to a wiped pod";
 }
 
 // Paused (shoal.dev/paused): a surge changes nothing, whatever the ticks; resumed, the same
