@@ -20,7 +20,7 @@
 // for those seeds only the invariants the sidecars keep by themselves are checked: 1, 2 (no two
 // writers, ever) and 3. Between any two requests of a change the other actions interleave,
 // including the other coordinator's steps. After every action and every admin request it checks
-// invariants 1, 2, 3, 5 and 6 of ../shared/reference/invariants.md (and 7 as events arrive),
+// invariants 1, 2, 3, 5 and 6 of docs/guarantees.md (and 7 as events arrive),
 // and at the end, after a quiet phase, 4, 7 and 8: every group saw every acknowledged event it
 // could (a late group may start after partitions retired before it appeared), once, in per-key
 // order, the change in progress completed and every pod holds the record's map.

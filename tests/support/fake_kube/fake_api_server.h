@@ -1,5 +1,5 @@
 // FakeApiServer: a Kubernetes API server for tests, over real HTTP on 127.0.0.1, that keeps the
-// rules of ../shared/reference/kubernetes-api.md for every resource type it is told about, so that
+// rules of the real API server for every resource type it is told about, so that
 // the operator's Kubernetes client cannot tell it from a real one:
 //   - resourceVersion from one global counter; 409 Conflict on a stale one; no-op writes are not
 //     persisted; PUT of a missing object is 404; custom resources need an RV on PUT (422);

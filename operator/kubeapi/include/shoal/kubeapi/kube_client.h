@@ -1,5 +1,5 @@
 // KubeClient: the operator's Kubernetes API client over cpprestsdk. It speaks the REST API as
-// ../shared/reference/kubernetes-api.md describes it: objects are JSON (web::json::value), every
+// Kubernetes' API concepts describe it: objects are JSON (web::json::value), every
 // error body is a `Status` decoded into an ApiError value, writes carry the resourceVersion they
 // read (409 Conflict settles races), and watches are chunked streams of one event per line.
 //
