@@ -703,6 +703,9 @@ ReconcileResult TopicOperator::Apply(const Json& topic, const TopicObject& t, ui
   }
   if (w->started.load()) {
     o.pods_without_data = w->loop->pods_without_data();
+    for (const auto& [pod, d] : w->loop->pods_under_disk_pressure()) {
+      o.disk_pressure[pod] = {d.free_bytes, d.reserve_bytes, d.reserve_in_use};
+    }
     for (const auto& [pod, ids] : o.pods_without_data) {
       if (!w->data_loss_reported.insert(pod).second) continue;
       std::string list;

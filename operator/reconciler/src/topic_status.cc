@@ -50,6 +50,19 @@ TopicStatus ComputeTopicStatus(const TopicObservation& o) {
     msg += ": their events and the groups' positions in them are gone with the volume, and "
            "their ranges take no writes (without replication there is no copy to recover from)";
     s.conditions.push_back({T::kDegraded, S::kTrue, "PodLostData", msg});
+  } else if (!o.disk_pressure.empty()) {
+    auto mib = [](double b) { return std::to_string(static_cast<uint64_t>(b / (1 << 20))) + " MiB"; };
+    std::string msg;
+    for (const auto& [pod, d] : o.disk_pressure) {
+      if (!msg.empty()) msg += "; ";
+      msg += "pod " + pod + "'s data volume " +
+             (d.reserve_in_use ? "filled up and its reserve of " + mib(d.reserve_bytes) + " is in use"
+                               : "has " + mib(d.free_bytes) + " free, under twice its reserve of " +
+                                     mib(d.reserve_bytes));
+    }
+    msg += ": produce to its partitions is refused once the space beside the reserve runs out; "
+           "retention frees only what every group consumed (docs/runbooks.md#shoaldiskpressure)";
+    s.conditions.push_back({T::kDegraded, S::kTrue, "DiskPressure", msg});
   } else {
     s.conditions.push_back({T::kDegraded, S::kFalse, "AsExpected", "the spec is valid"});
   }

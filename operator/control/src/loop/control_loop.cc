@@ -199,6 +199,10 @@ Status ControlLoop::Tick() {
       if (load.active) last_rates_[id] = load.rate;
     }
     history_.Add(o);
+    pods_disk_pressure_.clear();
+    for (const auto& [pod, disk] : o.disks) {
+      if (disk.pressure()) pods_disk_pressure_.emplace(pod, disk);
+    }
     observed_ = Observed{
         .arrival_rate = arrival, .lag = lag, .missing = o.missing.size(), .ready_pods = ready};
   }
@@ -633,6 +637,11 @@ Status ControlLoop::InstallOnLaggingPods(const std::vector<PodInfo>& pods) {
   return Status::Ok();
 }
 
+std::map<std::string, DiskState> ControlLoop::pods_under_disk_pressure() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pods_disk_pressure_;
+}
+
 std::map<std::string, std::vector<PartitionId>> ControlLoop::pods_without_data() const {
   std::lock_guard<std::mutex> lock(mu_);
   return pods_without_data_;
@@ -873,6 +882,21 @@ std::string ControlLoop::StatusJson() const {
   o += plan_ ? PlanToJson(*plan_) : "null";
   o += ",\"last_error\":";
   json::AppendString(o, last_error_);
+  o += ",\"pods_under_disk_pressure\":{";
+  bool first_disk = true;
+  for (const auto& [pod, disk] : pods_disk_pressure_) {
+    if (!first_disk) o += ',';
+    first_disk = false;
+    json::AppendString(o, pod);
+    o += ":{\"free_bytes\":";
+    json::AppendUint(o, static_cast<uint64_t>(std::max(0.0, disk.free_bytes)));
+    o += ",\"reserve_bytes\":";
+    json::AppendUint(o, static_cast<uint64_t>(std::max(0.0, disk.reserve_bytes)));
+    o += ",\"reserve_in_use\":";
+    o += disk.reserve_in_use ? "true" : "false";
+    o += '}';
+  }
+  o += '}';
   o += ",\"pods_without_data\":{";
   bool first_pod = true;
   for (const auto& [pod, ids] : pods_without_data_) {

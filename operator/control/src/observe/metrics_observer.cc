@@ -26,6 +26,9 @@ constexpr std::string_view kLag = "shoal_consumer_lag_events";
 constexpr std::string_view kEndOffset = "shoal_partition_end_offset";
 constexpr std::string_view kDelivered = "shoal_events_delivered_total";
 constexpr std::string_view kBusy = "shoal_consumer_busy_seconds_total";
+constexpr std::string_view kDiskFree = "shoal_disk_free_bytes";
+constexpr std::string_view kDiskReserve = "shoal_disk_reserve_bytes";
+constexpr std::string_view kDiskInUse = "shoal_disk_reserve_in_use";
 // How much of an error answer's body goes into a message.
 constexpr size_t kBodyInMessage = 200;
 
@@ -52,6 +55,8 @@ struct MetricsView {
   std::set<uint32_t> reported;                                    // partitions the sidecar holds
   std::map<std::string, double> delivered;  // per group: events handed to its consumers
   std::map<std::string, double> busy;       // per group: seconds its consumers held a batch
+  // The data volume (sidecars with a disk reserve; all three or none).
+  std::optional<double> disk_free, disk_reserve, disk_in_use;
 };
 
 MetricsView ReadMetrics(const std::vector<PromSample>& samples, const std::string& topic) {
@@ -61,9 +66,15 @@ MetricsView ReadMetrics(const std::vector<PromSample>& samples, const std::strin
     const bool lag = s.name == kLag;
     const bool delivered = s.name == kDelivered;
     const bool busy = s.name == kBusy;
-    if (!appended && !lag && !delivered && !busy && s.name != kEndOffset) continue;
+    const bool disk = s.name == kDiskFree || s.name == kDiskReserve || s.name == kDiskInUse;
+    if (!appended && !lag && !delivered && !busy && !disk && s.name != kEndOffset) continue;
     const std::string* t = s.Label("topic");
     if (t == nullptr || *t != topic) continue;
+    if (disk) {
+      (s.name == kDiskFree ? view.disk_free
+                           : s.name == kDiskReserve ? view.disk_reserve : view.disk_in_use) = s.value;
+      continue;
+    }
     const std::string* group = s.Label("group");
     if (delivered || busy) {
       // Summed over any other label (one series per topic and group is what sidecars export).
@@ -386,6 +397,13 @@ Observation MetricsObserver::Observe(const PartitionMap& map, const std::vector<
     auto lags = sit->second.view.group_lag.find(info.id.value());
     if (lags == sit->second.view.group_lag.end()) continue;
     for (const auto& [group, l] : lags->second) group_lag[group][info.id.value()] = l;
+  }
+  // Each pod's data volume, where its sidecar reports one.
+  for (const auto& [name, s] : scrapes) {
+    if (s.metrics_error || !s.view.disk_free || !s.view.disk_reserve || !s.view.disk_in_use) {
+      continue;
+    }
+    obs.disks[name] = {*s.view.disk_free, *s.view.disk_reserve, *s.view.disk_in_use >= 1};
   }
   std::map<std::pair<std::string, std::string>, Delivered> next_delivered;
   for (const auto& [name, s] : scrapes) {

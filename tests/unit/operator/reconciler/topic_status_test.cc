@@ -114,6 +114,23 @@ TEST(TopicStatusTest, APodWithoutItsDataIsDegradedNamingItsPartitions) {
   EXPECT_EQ(s.conditions[2].reason, "PartitionsUnserved");
 }
 
+// A data volume under pressure: Degraded says which pod and how much is free.
+TEST(TopicStatusTest, ADiskUnderPressureIsDegradedNamingThePod) {
+  TopicObservation o = Obs(2, 2, 3, 4, 0, false);
+  o.disk_pressure["orders-0"] = {100.0 * (1 << 20), 64.0 * (1 << 20), false};
+  o.disk_pressure["orders-1"] = {0, 64.0 * (1 << 20), true};
+  const TopicStatus s = ComputeTopicStatus(o);
+  ASSERT_EQ(s.conditions.size(), 4u);
+  EXPECT_EQ(s.conditions[0].status, S::kTrue);
+  EXPECT_EQ(s.conditions[0].reason, "DiskPressure");
+  EXPECT_NE(s.conditions[0].message.find(
+                "pod orders-0's data volume has 100 MiB free, under twice its reserve of 64 MiB; "
+                "pod orders-1's data volume filled up and its reserve of 64 MiB is in use"),
+            std::string::npos)
+      << s.conditions[0].message;
+  EXPECT_EQ(s.conditions[2].reason, "TopicReady") << "its partitions are still served";
+}
+
 TEST(TopicStatusTest, CountsAreShownOnceAMapIsInstalled) {
   const TopicStatus none = ComputeTopicStatus(Obs(2, 2, 0, 0, 0, false));
   EXPECT_FALSE(none.epoch || none.partitions || none.sealed_partitions);

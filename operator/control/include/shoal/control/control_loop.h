@@ -110,6 +110,9 @@ class ControlLoop {
   // events and the groups' positions gone unsaid); their ranges take no writes until the pod's
   // data is back or the topic is recreated. Empty when none.
   std::map<std::string, std::vector<PartitionId>> pods_without_data() const;
+  // Pods whose data volume is under pressure at the last observation (DiskState::pressure):
+  // produce to their partitions is or will soon be refused. Empty when none.
+  std::map<std::string, DiskState> pods_under_disk_pressure() const;
 
  private:
   Status Bootstrap(const std::vector<PodInfo>& pods);
@@ -171,6 +174,7 @@ class ControlLoop {
   std::string last_error_;
   std::map<PartitionId, double> last_rates_;
   std::map<std::string, std::vector<PartitionId>> pods_without_data_;
+  std::map<std::string, DiskState> pods_disk_pressure_;
   // Pods seen holding a map (the bootstrap's installs, InstallOnLaggingPods), kept in the
   // control state so that a restarted loop still tells an emptied volume from a pod that never
   // had a map.

@@ -60,6 +60,16 @@ struct ConsumerLoad {
   double interval_s = 0;
 };
 
+// A pod's data volume as its sidecar reports it (shoal_disk_*).
+struct DiskState {
+  double free_bytes = 0;     // beside the disk reserve
+  double reserve_bytes = 0;  // kept for commits, groups, seals and retirement
+  bool reserve_in_use = false;  // the volume filled up: produce is refused
+  // Under twice the reserve free, or the reserve in use (the ShoalDiskPressure alert's rule).
+  bool pressure() const { return reserve_in_use || free_bytes < 2 * reserve_bytes; }
+  bool operator==(const DiskState&) const = default;
+};
+
 struct Observation {
   std::chrono::steady_clock::time_point at;
   Epoch epoch{0};  // the map these numbers were taken under
@@ -74,6 +84,8 @@ struct Observation {
   // them. Only pods whose sidecar exports what it delivers, from their second observation on;
   // a pod absent here is not missing (the capacity of its consumers is unknown, nothing more).
   std::map<std::string, std::map<std::string, ConsumerLoad>> consumers;
+  // Per pod: its data volume, where the sidecar reports one.
+  std::map<std::string, DiskState> disks;
   // What could not be observed, in words ("orders-2: /metrics: connection refused"). A decision
   // never shrinks anything on an observation with something missing.
   std::vector<std::string> missing;

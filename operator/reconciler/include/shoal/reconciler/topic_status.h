@@ -51,6 +51,12 @@ struct TopicObservation {
   // Pods that came back without their data, with the partitions they held (ControlLoop::
   // pods_without_data).
   std::map<std::string, std::vector<PartitionId>> pods_without_data;
+  // Pods whose data volume is under pressure: (free bytes, reserve bytes, reserve in use).
+  struct Disk {
+    double free_bytes = 0, reserve_bytes = 0;
+    bool reserve_in_use = false;
+  };
+  std::map<std::string, Disk> disk_pressure;
 };
 
 struct TopicStatus {

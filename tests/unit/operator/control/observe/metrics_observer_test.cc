@@ -303,6 +303,26 @@ TEST_F(RealSidecarTest, ConsumersTookWhatWasDeliveredAndWereBusyUntilTheyAskedAg
   EXPECT_GT(*c.busy, 0);
 }
 
+// The sidecar's data volume (shoal_disk_*): its free space and its reserve, no pressure here.
+TEST_F(RealSidecarTest, TheDataVolumeAndItsReserveAreRead) {
+  MetricsObserver observer(clock_, kToken);
+  const Observation obs = observer.Observe(map_, {pod_});
+  ASSERT_TRUE(obs.disks.count(pod_.name.value())) << "shoal_disk_* not read";
+  const DiskState& d = obs.disks.at(pod_.name.value());
+  EXPECT_EQ(d.reserve_bytes, 64.0 * (1 << 20));
+  EXPECT_GT(d.free_bytes, 0);
+  EXPECT_FALSE(d.reserve_in_use);
+  EXPECT_EQ(d.pressure(), d.free_bytes < 2 * d.reserve_bytes);
+}
+
+// A volume under pressure, as a sidecar reports it: under twice its reserve free, or the reserve
+// in use; a sidecar without the metrics has no entry (nothing missing).
+TEST(DiskStateTest, PressureIsUnderTwiceTheReserveFreeOrTheReserveInUse) {
+  EXPECT_FALSE((DiskState{200, 100, false}).pressure());
+  EXPECT_TRUE((DiskState{199, 100, false}).pressure());
+  EXPECT_TRUE((DiskState{1000, 100, true}).pressure());
+}
+
 TEST_F(RealSidecarTest, NoGroupMeansLagZeroAndCpuComesFromThePod) {
   MetricsObserver observer(clock_, kToken);
   pod_.cpu_utilization = 0.7;
