@@ -48,7 +48,9 @@ Result<std::string> AdminClient::Call(const std::string& host_port, const std::s
 Result<PartitionMap> AdminClient::GetMap(const std::string& admin) {
   auto body = Call(admin, "GET", "/v1/admin/map", "", true);
   if (!body.ok()) return body.status();
-  // A sidecar that holds no map yet answers one of epoch 0 without partitions.
+  auto map = PartitionMap::FromJson(*body);
+  if (map.ok()) return map;
+  // A sidecar that holds no map yet answers one of epoch 0 without a topic, which is no map.
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
   uint64_t epoch = 1;
@@ -56,7 +58,7 @@ Result<PartitionMap> AdminClient::GetMap(const std::string& admin) {
       epoch == 0) {
     return Status::NotFound(admin + " holds no partition map yet");
   }
-  return PartitionMap::FromJson(*body);
+  return map;
 }
 
 Result<InstallOutcome> AdminClient::InstallMap(const std::string& admin, const PartitionMap& map) {

@@ -708,10 +708,8 @@ ReconcileResult TopicOperator::Apply(const Json& topic, const TopicObject& t, ui
     }
     for (const auto& [pod, ids] : o.pods_without_data) {
       if (!w->data_loss_reported.insert(pod).second) continue;
-      std::string list;
-      for (PartitionId id : ids) list += (list.empty() ? "" : ", ") + std::to_string(id.value());
       Event(topic, "Warning", "PodLostData", "Observe",
-            "pod " + pod + " came back without its data: partitions " + list +
+            "pod " + pod + " came back without its data: partitions " + JoinIds(ids) +
                 " take no writes; their events are gone with the volume");
     }
     std::erase_if(w->data_loss_reported,

@@ -41,11 +41,7 @@ TopicStatus ComputeTopicStatus(const TopicObservation& o) {
     std::string msg;
     for (const auto& [pod, ids] : o.pods_without_data) {
       if (!msg.empty()) msg += "; ";
-      msg += "pod " + pod + " came back without its data (partitions ";
-      for (size_t i = 0; i < ids.size(); ++i) {
-        msg += (i ? ", " : "") + std::to_string(ids[i].value());
-      }
-      msg += ")";
+      msg += "pod " + pod + " came back without its data (partitions " + JoinIds(ids) + ")";
     }
     msg += ": their events and the groups' positions in them are gone with the volume, and "
            "their ranges take no writes (without replication there is no copy to recover from)";

@@ -9,6 +9,7 @@
 #include <functional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 namespace shoal {
 
@@ -39,6 +40,13 @@ using Epoch = NamedType<uint64_t, struct EpochTag>;
 using Offset = NamedType<uint64_t, struct OffsetTag>;
 // The name of the pod (sidecar) that owns a partition.
 using PodName = NamedType<std::string, struct PodNameTag>;
+
+// "1, 3, 7": partition ids for messages and logs.
+inline std::string JoinIds(const std::vector<PartitionId>& ids) {
+  std::string out;
+  for (PartitionId id : ids) out += (out.empty() ? "" : ", ") + std::to_string(id.value());
+  return out;
+}
 
 }  // namespace shoal
 

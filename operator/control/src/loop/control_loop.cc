@@ -603,12 +603,10 @@ Status ControlLoop::InstallOnLaggingPods(const std::vector<PodInfo>& pods) {
         known = pods_without_data_.count(p.name.value()) > 0;
       }
       if (!known) {
-        std::string ids;
-        for (PartitionId id : owned) ids += (ids.empty() ? "" : ", ") + std::to_string(id.value());
         Logger("control")->error(
             "msg=\"a pod came back without its data; not installing the map on it, its "
             "partitions take no writes\" pod={} partitions=\"{}\"",
-            p.name.value(), ids);
+            p.name.value(), JoinIds(owned));
       }
       without_data.emplace(p.name.value(), std::move(owned));
       continue;
