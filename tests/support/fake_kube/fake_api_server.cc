@@ -659,7 +659,12 @@ class FakeApiServer::Impl : public std::enable_shared_from_this<FakeApiServer::I
   std::deque<HistoryEvent> history_;          // guarded by mu_
   std::map<uint64_t, Watcher> watchers_;      // guarded by mu_
   uint64_t next_watcher_ = 1;                 // guarded by mu_
-  std::map<std::string, std::pair<int, int>> failures_;  // guarded by mu_: path -> count, code
+  struct InjectedFailure {
+    int count = 0;
+    int code = 0;
+    std::string method;  // "" for every write method
+  };
+  std::map<std::string, InjectedFailure> failures_;  // guarded by mu_: path -> what fails
   std::vector<FakeApiRequest> requests_;                 // guarded by mu_
   // Replies handed to cpprestsdk and not yet sent (or failed). Shutdown waits for them: the
   // listener's close() closes every connection's socket from the closing thread, and a
@@ -1259,9 +1264,10 @@ void FakeApiServer::Impl::Handle(http_request req) {
 Reply FakeApiServer::Impl::Process(const Call& call, const std::string& body) {
   const ResourceType& t = type(call.route.type);
   auto fail = failures_.find(call.path);
-  if (fail != failures_.end()) {
-    const int code = fail->second.second;
-    if (--fail->second.first <= 0) failures_.erase(fail);
+  if (fail != failures_.end() && call.method != "GET" &&
+      (fail->second.method.empty() || fail->second.method == call.method)) {
+    const int code = fail->second.code;
+    if (--fail->second.count <= 0) failures_.erase(fail);
     return Injected(code, t, call.route.name);
   }
   const bool protobuf = Lower(call.content_type).rfind(kProtobufContentType, 0) == 0;
@@ -2251,12 +2257,13 @@ void FakeApiServer::CompactHistory(bool including_current) {
   impl_->compacted_rv_ = impl_->rv_ + (including_current ? 1 : 0);
 }
 
-void FakeApiServer::FailNextWrites(const std::string& path, int count, int code) {
+void FakeApiServer::FailNextWrites(const std::string& path, int count, int code,
+                                   const std::string& method) {
   std::lock_guard<std::mutex> lock(impl_->mu_);
   if (count <= 0) {
     impl_->failures_.erase(path);
   } else {
-    impl_->failures_[path] = {count, code};
+    impl_->failures_[path] = {count, code, method};
   }
 }
 

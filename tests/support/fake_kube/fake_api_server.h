@@ -186,10 +186,11 @@ class FakeApiServer {
   // away while the history moved past it: whatever RV a client holds now is too old, so its
   // next watch must relist (a deterministic 410 for tests).
   void CompactHistory(bool including_current = false);
-  // The next `count` writes (POST, PUT, PATCH, DELETE) to exactly `path` (no query) fail with
-  // `code` (409 Conflict, 500 InternalError, 429, 503, ...) after authentication and RBAC, and
-  // change nothing.
-  void FailNextWrites(const std::string& path, int count, int code);
+  // The next `count` writes (POST, PUT, PATCH, DELETE; only `method`'s when it is given) to
+  // exactly `path` (no query) fail with `code` (409 Conflict, 500 InternalError, 429, 503, ...)
+  // after authentication and RBAC, and change nothing. Reads are never failed.
+  void FailNextWrites(const std::string& path, int count, int code,
+                      const std::string& method = "");
   // Stores an object as given under `collection_path` (".../namespaces/NS/PLURAL"), bypassing
   // authentication, RBAC, read-only types and the create rules except that it sets name,
   // namespace, uid, creationTimestamp and a new RV: how tests fill metrics.k8s.io or act as

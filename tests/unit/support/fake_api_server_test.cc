@@ -880,6 +880,15 @@ TEST_F(FakeApiServerTest, InjectedFailuresHitTheNextWritesToAPath) {
   server_->FailNextWrites(path, 1, 429);
   ExpectStatus(Admin("DELETE", path), 429, "TooManyRequests");
   EXPECT_EQ(Admin("DELETE", path).status, 200);
+
+  // Failures for one method only: other writes to the path go through and do not use them up.
+  CreateTopic("t3");
+  const std::string t3 = std::string(kTopics) + "/t3";
+  server_->FailNextWrites(t3 + "/status", 1, 409, "PUT");
+  EXPECT_EQ(Admin("PATCH", t3 + "/status", status_patch, kMergePatch).status, 200);
+  value t3_now = J(Admin("GET", t3));
+  ExpectStatus(Admin("PUT", t3 + "/status", t3_now.serialize()), 409, "Conflict");
+  EXPECT_EQ(Admin("PUT", t3 + "/status", t3_now.serialize()).status, 200);
 }
 
 // ---- authentication and RBAC
