@@ -1,5 +1,7 @@
 #include "shoal/common/map_transition.h"
 
+#include <algorithm>
+
 namespace shoal {
 
 std::vector<SuccessorRef> SuccessorRefs(const PartitionMap& map, PartitionId parent) {
@@ -13,9 +15,33 @@ bool SealVoid(const SealRecord& seal, const PartitionInfo& info, Epoch map_epoch
          seal.intent->epoch <= map_epoch;
 }
 
+std::vector<PartitionId> PartitionsMadeBefore(const PartitionMap& map, const PodName& pod,
+                                              Epoch made_before) {
+  std::vector<PartitionId> out;
+  for (const auto& p : map.partitions()) {
+    if (p.owner == pod && !p.lost && p.born < made_before) out.push_back(p.id);
+  }
+  return out;
+}
+
+Status CheckNothingLost(const PodName& pod, const std::vector<PartitionId>& held,
+                        const PartitionMap& next) {
+  for (const auto& p : next.partitions()) {
+    if (p.owner != pod || p.lost || p.born.value() == 0 || p.born >= next.epoch()) continue;
+    if (std::find(held.begin(), held.end(), p.id) != held.end()) continue;
+    return Status::DataLost("the map of epoch " + std::to_string(next.epoch().value()) +
+                            " gives partition " + std::to_string(p.id.value()) +
+                            " (made at epoch " + std::to_string(p.born.value()) +
+                            ") to this pod, which holds nothing of it: its data is gone; the "
+                            "coordinator must declare it lost");
+  }
+  return Status::Ok();
+}
+
 Status CheckMapTransition(const PodName& pod, const std::vector<HeldPartitionState>& held,
                           const PartitionMap& next,
                           std::vector<std::pair<PartitionId, uint64_t>>* dropped) {
+
   for (const auto& h : held) {
     const std::string pid = "partition " + std::to_string(h.id.value());
     const PartitionInfo* info = next.Find(h.id);
@@ -29,6 +55,13 @@ Status CheckMapTransition(const PodName& pod, const std::vector<HeldPartitionSta
       }
       if (dropped) dropped->emplace_back(h.id, seal->end);
       continue;
+    }
+    if (info->lost) {
+      // The coordinator declares a partition lost only when its pod came back without it; one
+      // held here is not lost, and a map that says so must not take effect (its range already
+      // has another writer there).
+      return Status::Conflict("the map declares " + pid +
+                              " lost, but it is held here: this pod did not lose its data");
     }
     if (info->owner != pod) {
       // A partition's owner is fixed for its id (a move makes a successor).
@@ -73,7 +106,10 @@ Status CheckMapTransition(const PodName& pod, const std::vector<HeldPartitionSta
                               seal->intent->digest + "), whose successors differ from this map's");
     }
   }
-  return Status::Ok();
+  // What it holds is in order; what the map gives it and it does not hold must be new.
+  std::vector<PartitionId> ids;
+  for (const auto& h : held) ids.push_back(h.id);
+  return CheckNothingLost(pod, ids, next);
 }
 
 }  // namespace shoal

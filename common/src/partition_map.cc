@@ -21,6 +21,15 @@ PartitionMap::PartitionMap(std::string topic, Epoch epoch, std::vector<Partition
   BuildIndex();
 }
 
+namespace {
+// Sets `born` to `epoch` on the partitions with ids from `first_new` on: the ones a change made.
+void MarkBorn(std::vector<PartitionInfo>& parts, PartitionId first_new, Epoch epoch) {
+  for (auto& p : parts) {
+    if (p.id >= first_new) p.born = epoch;
+  }
+}
+}  // namespace
+
 Result<PartitionMap> PartitionMap::Initial(std::string topic, uint32_t count, PodName owner) {
   if (count == 0) return Status::InvalidArgument("a topic needs at least 1 partition");
   if (count > 65536) return Status::InvalidArgument("at most 65536 partitions");
@@ -31,6 +40,7 @@ Result<PartitionMap> PartitionMap::Initial(std::string topic, uint32_t count, Po
     p.id = PartitionId(i);
     p.range = {kHashSpace * i / count, kHashSpace * (i + 1) / count};
     p.owner = owner;
+    p.born = Epoch(1);
     parts.push_back(std::move(p));
   }
   return PartitionMap(std::move(topic), Epoch(1), std::move(parts));
@@ -118,6 +128,10 @@ Status PartitionMap::Validate() const {
     if (p.parents.size() > kMaxParents) {
       return Status::InvalidArgument("partition " + std::to_string(p.id.value()) +
                                      " has too many parents");
+    }
+    if (p.lost && p.active()) {
+      return Status::InvalidArgument("partition " + std::to_string(p.id.value()) +
+                                     " is lost and active; a lost partition is sealed");
     }
   }
   for (const auto& p : partitions_) {
@@ -260,7 +274,36 @@ Result<PartitionMap> PartitionMap::Move(PartitionId id, const PodName& to) const
   return Next(std::move(parts));
 }
 
+Result<PartitionMap> PartitionMap::DeclareLost(const PodName& pod, bool in_change) const {
+  std::vector<PartitionInfo> parts = partitions_;
+  std::vector<PartitionInfo> successors;
+  uint32_t next = NextId().value();
+  bool any = false;
+  for (auto& p : parts) {
+    if (p.owner != pod || p.lost) continue;
+    any = true;
+    if (p.active()) {
+      successors.push_back({.id = PartitionId(next++), .range = p.range, .owner = pod,
+                            .parents = {p.id}});
+    }
+    p.state = PartitionState::kSealed;
+    p.lost = true;
+  }
+  if (!any) {
+    return Status::InvalidArgument("pod " + pod.value() + " owns no partition that is not lost");
+  }
+  for (auto& s : successors) parts.push_back(std::move(s));
+  PartitionMap out = Next(std::move(parts));
+  if (in_change) {
+    for (auto& p : out.partitions_) {
+      if (p.born == epoch_) p.born = out.epoch_;
+    }
+  }
+  return out;
+}
+
 PartitionMap PartitionMap::Next(std::vector<PartitionInfo> partitions) const {
+  MarkBorn(partitions, NextId(), Epoch(epoch_.value() + 1));
   PartitionMap m(topic_, Epoch(epoch_.value() + 1), std::move(partitions));
   m.peers_ = peers_;
   return m;
@@ -278,8 +321,17 @@ PartitionMap PartitionMap::WithoutPeer(const PodName& pod) const {
   return m;
 }
 
+PartitionMap PartitionMap::Reissued(Epoch epoch) const {
+  PartitionMap m = *this;
+  m.epoch_ = epoch;
+  return m;
+}
+
 PartitionMap PartitionMap::WithEpoch(Epoch epoch) const {
   PartitionMap m = *this;
+  for (auto& p : m.partitions_) {
+    if (p.born == epoch_) p.born = epoch;  // made by the change this map is
+  }
   m.epoch_ = epoch;
   return m;
 }
@@ -330,6 +382,11 @@ void AppendPartitionFields(std::string& out, const PartitionInfo& p) {
     json::AppendUint(out, p.parents[i].value());
   }
   out += ']';
+  if (p.born.value() > 0) {
+    out += ",\"born\":";
+    json::AppendUint(out, p.born.value());
+  }
+  if (p.lost) out += ",\"lost\":true";
 }
 
 std::string PartitionMap::ToJson() const { return Serialize(/*with_ends=*/true); }
@@ -404,6 +461,10 @@ Result<PartitionMap> PartitionMap::FromJson(std::string_view text) {
       return Status::InvalidArgument("partition " + std::to_string(id) + " has too many parents");
     }
     if (el["end_offset"].get(end) == simdjson::SUCCESS) p.end_offset = end;
+    bool lost = false;
+    if (el["lost"].get(lost) == simdjson::SUCCESS) p.lost = lost;
+    uint64_t born = 0;
+    if (el["born"].get(born) == simdjson::SUCCESS) p.born = Epoch(born);
     p.id = PartitionId(static_cast<uint32_t>(id));
     if (state == "active") {
       p.state = PartitionState::kActive;
@@ -567,6 +628,7 @@ Result<PartitionMap> MapChange::Build() const {
   for (const auto& p : parts_) {
     if (!retired.count(p.id.value())) parts.push_back(p);
   }
+  MarkBorn(parts, base_.NextId(), Epoch(base_.epoch().value() + 1));
   PartitionMap next(base_.topic(), Epoch(base_.epoch().value() + 1), std::move(parts));
   next.peers_ = base_.peers();
   SHOAL_RETURN_IF_ERROR(next.Validate());

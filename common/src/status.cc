@@ -26,6 +26,8 @@ std::string_view Status::code_name() const {
       return "unavailable";
     case Code::kNoSpace:
       return "no_space";
+    case Code::kDataLost:
+      return "data_lost";
     case Code::kCorruption:
       return "corruption";
     case Code::kIoError:
@@ -40,7 +42,7 @@ Status::Code Status::CodeFromName(std::string_view name) {
   for (Code c : {Code::kOk, Code::kInvalidArgument, Code::kNotFound, Code::kTooLarge,
                  Code::kFailedPrecondition, Code::kConflict, Code::kStaleEpoch,
                  Code::kSequenceUnknown, Code::kUnauthenticated, Code::kUnavailable,
-                 Code::kNoSpace, Code::kCorruption, Code::kIoError, Code::kInternal}) {
+                 Code::kNoSpace, Code::kDataLost, Code::kCorruption, Code::kIoError, Code::kInternal}) {
     if (Status(c, "").code_name() == name) return c;
   }
   return Code::kInternal;

@@ -38,7 +38,7 @@ class SimPeers final : public broker::PeerClient {
  public:
   explicit SimPeers(World& w) : w_(w) {}
   Result<std::string> FetchProducers(const PeerAddress& peer, PartitionId partition,
-                                     const broker::SuccessorRef& successor,
+                                     const broker::SuccessorRef* successor,
                                      uint64_t end) override;
   Result<broker::RemoteCommits> FetchCommits(const PeerAddress& peer,
                                              PartitionId partition) override;
@@ -219,6 +219,13 @@ class World {
   void Setup();
   Status OpenPod(Pod& p);
   void Crash(Pod& p);
+  // The pod's volume is emptied and the process restarted on it: its partitions are gone (one
+  // copy of each event), to be declared lost by the coordinator.
+  void Wipe(Pod& p);
+  // With no change recorded: a pod of the map that holds no map while the map gives it
+  // partitions that are not lost. Its name, or "" when there is none.
+  // `change`: `map` is a change not carried out yet (its new partitions are not expected).
+  std::string PodWithoutData(Coordinator& c, const PartitionMap& map, bool change);
 
   // Actions.
   void Act(bool quiet);
@@ -266,6 +273,14 @@ class World {
   uint64_t delivered_ = 0;  // every event handed to a group, in order
   int step_ = 0;
   bool faults_ = true;
+  // Wiped volumes (a third of the seeds without a hand rogue; at most kMaxWipes each): the
+  // partitions whose only copy went with them, and the events stored again after such a loss
+  // (a retry of a batch stored in a lost partition is taken again: its producer state went too).
+  static constexpr int kMaxWipes = 2;
+  bool wipes_ = false;
+  int wiped_ = 0;
+  std::set<uint32_t> lost_partitions_;
+  std::set<std::pair<std::string, uint64_t>> stored_again_;
   bool in_legit_change_ = false;
   Coordinator* active_ = nullptr;  // the coordinator whose change is being carried out
   bool interleaving_ = false;
@@ -287,11 +302,11 @@ class World {
 // --- transports ------------------------------------------------------------------------------
 
 Result<std::string> SimPeers::FetchProducers(const PeerAddress& peer, PartitionId partition,
-                                             const broker::SuccessorRef& successor,
+                                             const broker::SuccessorRef* successor,
                                              uint64_t end) {
   broker::Topic* t = w_.Reach(peer.admin);
   if (!t) return Status::Unavailable(peer.admin + " does not answer");
-  return t->ExportProducers(partition, &successor, end);
+  return t->ExportProducers(partition, successor, end);
 }
 
 Result<broker::RemoteCommits> SimPeers::FetchCommits(const PeerAddress& peer,
@@ -338,6 +353,8 @@ Result<PartitionMap> SimAdmin::GetMap(const std::string& admin) {
   w_.BeforeRequest(who_);
   broker::Topic* t = w_.Reach(admin);
   if (!t) return Status::Unavailable(admin + " does not answer");
+  // As the admin client reads GET /v1/admin/map of a sidecar that holds no map.
+  if (t->map().epoch().value() == 0) return Status::NotFound(admin + " holds no map");
   return t->map();
 }
 
@@ -429,6 +446,53 @@ void World::Crash(Pod& p) {
   Trace("crash " + p.name);
 }
 
+void World::Wipe(Pod& p) {
+  const PartitionMap held = p.topic->map();
+  for (const auto& info : held.partitions()) {
+    if (info.owner.value() == p.name && !info.lost) lost_partitions_.insert(info.id.value());
+  }
+  // A group registered only here is forgotten with the volume (its positions too): to the topic
+  // it is a new group from its next request on, which may start after partitions that retire
+  // meanwhile, as a group that appears late does.
+  const auto here = p.topic->Groups();
+  for (auto& g : groups_) {
+    if (!here.count(g.name)) continue;
+    bool elsewhere = false;
+    for (const auto& other : pods_) {
+      if (other.get() == &p) continue;
+      elsewhere |= !other->topic || other->topic->Groups().count(g.name) > 0;
+    }
+    if (!elsewhere) {
+      g.first_request = UINT64_MAX;
+      Trace("  " + g.name + " was known only to " + p.name);
+    }
+  }
+  p.topic.reset();
+  if (Status st = fs_.RemoveAll("/" + p.name); !st.ok()) {
+    Violation("wiping " + p.name + ": " + st.ToString());
+  }
+  p.paused = false;
+  ++wiped_;
+  ++result_.wipes;
+  Trace("wipe " + p.name + " (held e" + std::to_string(held.epoch().value()) + ")");
+  if (Status st = OpenPod(p); !st.ok()) Violation("restarting " + p.name + ": " + st.ToString());
+}
+
+std::string World::PodWithoutData(Coordinator& c, const PartitionMap& map, bool change) {
+  const Epoch before(map.epoch().value() + (change ? 0 : 1));
+  for (const auto& [pod, addr] : map.peers()) {
+    if (PartitionsMadeBefore(map, PodName(pod), before).empty()) continue;
+    // A sidecar without a map answers one of epoch 0 here (over HTTP: 404, as the control
+    // loop reads it).
+    auto held = c.admin->GetMap(addr.admin);
+    if ((held.ok() && held->epoch().value() == 0) ||
+        (!held.ok() && held.status().code() == Status::Code::kNotFound)) {
+      return pod;
+    }
+  }
+  return "";
+}
+
 void World::Setup() {
   const size_t n_pods = 2 + Pick(2);
   for (size_t i = 0; i < n_pods; ++i) {
@@ -486,6 +550,7 @@ void World::Setup() {
     coordinators_.push_back(std::move(c));
   }
   hand_rogue_ = had_hand_rogue_ = result_.hand_rogue = Chance(0.2);
+  wipes_ = !hand_rogue_ && Chance(0.35);
   control::ChangeExecutor::Options eo;
   eo.step_timeout = std::chrono::milliseconds(0);
   control::ChangeExecutor executor(setup_admin_, eo);
@@ -606,7 +671,7 @@ void World::Reconcile(Coordinator& c, const Status& why) {
     Trace(c.name + " adopts e" + std::to_string(newest->epoch().value()) + " after: " +
           why.message());
   } else {
-    next.target = record_.map.WithEpoch(next.floor);
+    next.target = record_.map.Reissued(next.floor);
     Trace(c.name + " re-mints its map at e" + std::to_string(next.floor.value()) + " after: " +
           why.message());
   }
@@ -625,7 +690,14 @@ void World::CoordinatorStep(Coordinator& c, bool quiet) {
     c.target = record_.target;
   }
   if (!c.target) {
-    auto next = PickChange(*c.base, true);
+    // A pod that lost its data first: its partitions are declared lost (any other change would
+    // need them), as the control loop does.
+    std::optional<PartitionMap> next;
+    if (const std::string pod = PodWithoutData(c, *c.base, false); !pod.empty()) {
+      auto lost = c.base->DeclareLost(PodName(pod));
+      if (lost.ok()) next = std::move(lost).value();
+    }
+    if (!next) next = PickChange(*c.base, true);
     if (!next) return;
     if (next->epoch() < record_.floor) next = next->WithEpoch(record_.floor);
     Record r = record_;
@@ -673,6 +745,25 @@ void World::CoordinatorStep(Coordinator& c, bool quiet) {
     return;
   }
   if (st.code() == Status::Code::kUnavailable) return;  // a pod is down: resumed later
+  if (st.code() == Status::Code::kDataLost) {
+    // A pod the change needs lost its data: its partitions are declared lost on top of the
+    // change, which goes on as one (parts of it may have taken effect already).
+    if (const std::string pod = PodWithoutData(c, target, true); !pod.empty()) {
+      auto composed = target.DeclareLost(PodName(pod), /*in_change=*/true);
+      if (composed.ok()) {
+        Record r = record_;
+        r.target = *composed;
+        if (WriteRecord(c, r)) {
+          Trace(c.name + " declares " + pod + " lost on top of e" +
+                std::to_string(target.epoch().value()) + ": e" +
+                std::to_string(composed->epoch().value()) + " " + composed->Digest());
+        }
+        c.base.reset();
+        c.target.reset();
+        return;
+      }
+    }
+  }
   // Fencing (another coordinator acted), or the change no longer fits what the sidecars hold.
   Trace(c.name + " refused: " + st.ToString());
   Reconcile(c, st);
@@ -742,6 +833,12 @@ void World::RecordStored(const std::string& producer, uint64_t seq, const wire::
   }
   auto [it, fresh] = stored_.emplace(std::make_pair(producer, seq),
                                      std::make_pair(r.partition, r.offset));
+  if (!fresh && lost_partitions_.count(it->second.first)) {
+    // Its first copy went with a wiped volume, and its producer state too: taken again.
+    it->second = {r.partition, r.offset};
+    stored_again_.insert(it->first);
+    return;
+  }
   if (!fresh && !had_hand_rogue_) {
     Violation("invariant 6: (" + producer + ", " + std::to_string(seq) +
               ") appended twice: p" + std::to_string(it->second.first) + "@" +
@@ -893,6 +990,7 @@ void World::CheckParentsFirst(const Group& g, const wire::ConsumedEvent& e, uint
         continue;
       }
       todo.push_back(parent.value());
+      if (lost_partitions_.count(parent.value())) continue;  // its events are gone
       auto events = known_.find(parent.value());
       if (events == known_.end()) continue;
       auto [from, to] = events->second.equal_range(h);
@@ -947,12 +1045,12 @@ void World::ConsumeAction(Group& g, Pod& pod, bool quiet) {
     const auto id = std::make_pair(std::string(p), *e.seq);
     batch_ids.push_back(id);
     if (g.uncommitted.count(id)) continue;  // handed out again: its commit had failed
-    if (!g.seen_ids.insert(id).second && !had_hand_rogue_) {
+    if (!g.seen_ids.insert(id).second && !had_hand_rogue_ && !stored_again_.count(id)) {
       Violation(g.name + " got (" + id.first + ", " + std::to_string(id.second) +
                 ") twice (invariant 4: a committed event handed out again)");
     }
     auto& last = g.last_n[{std::string(p), std::string(k)}];
-    if (cnt < last && !had_hand_rogue_) {
+    if (cnt < last && !had_hand_rogue_ && !stored_again_.count(id)) {
       Violation("invariant 7: " + g.name + " got " + std::string(k) + "#" + std::to_string(cnt) +
                 " of " + std::string(p) + " after #" + std::to_string(last));
     }
@@ -1025,6 +1123,9 @@ void World::Act(bool quiet) {
     Pod& p = *pods_[Pick(pods_.size())];
     p.paused = !p.paused && p.topic != nullptr;
     Trace(std::string(p.paused ? "pause " : "resume ") + p.name);
+  } else if (!quiet && faults_ && wipes_ && wiped_ < kMaxWipes && roll < 92) {
+    Pod& p = *pods_[Pick(pods_.size())];
+    if (p.topic) Wipe(p);
   }
   CheckInvariants();
 }
@@ -1091,6 +1192,10 @@ void World::Settle() {
         if (st.code() == Status::Code::kConflict || st.code() == Status::Code::kStaleEpoch) {
           c.view = record_.version;
           Reconcile(c, st);
+          continue;
+        }
+        if (st.code() == Status::Code::kDataLost) {  // a wiped pod: declared lost next
+          CoordinatorStep(c, true);
           continue;
         }
         if (st.ok()) {
@@ -1176,9 +1281,20 @@ void World::FinalChecks() {
       }
       auto retired = retired_at_.find(at->second.first);
       if (retired != retired_at_.end() && retired->second < g.first_request) continue;
+      // Stored only in a partition whose volume was wiped: lost, and declared so.
+      if (lost_partitions_.count(at->second.first)) continue;
       expected.push_back(e);
     }
-    auto report = client::Verify(expected, g.seen);
+    // What a group read of a lost partition before the wipe, of events stored again after it,
+    // comes again from the new copy: only the last sighting counts.
+    std::vector<client::SeenEvent> seen;
+    for (const auto& s : g.seen) {
+      if (lost_partitions_.count(s.partition) && stored_again_.count({s.producer, s.seq})) {
+        continue;
+      }
+      seen.push_back(s);
+    }
+    auto report = client::Verify(expected, seen);
     if (had_hand_rogue_) report.lost = 0;  // stored, but maybe only in a map the record lost
     if (!report.ok()) {
       Violation("group " + g.name + ": " + std::to_string(report.lost) + " lost, " +

@@ -50,6 +50,7 @@ struct ScheduleResult {
   uint64_t changes = 0;            // changes the coordinator completed
   uint64_t retired = 0;            // partitions retired
   uint64_t crashes = 0;            // sidecar crashes (power cuts)
+  uint64_t wipes = 0;              // volumes emptied (their partitions declared lost)
   uint64_t coordinator_crashes = 0;
   uint64_t fenced = 0;             // stale_epoch / conflict answers to a coordinator
   uint64_t rogue_changes = 0;      // changes of the second coordinator that took effect

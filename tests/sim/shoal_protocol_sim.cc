@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
   std::mutex mu;
   std::vector<shoal::sim::ScheduleResult> failed;
   uint64_t acked = 0, changes = 0, crashes = 0, coordinator_crashes = 0, fenced = 0, rogue = 0,
-           retired = 0, seen = 0, abandoned = 0, done = 0, remote = 0;
+           retired = 0, seen = 0, abandoned = 0, done = 0, remote = 0, wipes = 0;
   std::vector<std::thread> threads;
   for (int j = 0; j < jobs; ++j) {
     threads.emplace_back([&] {
@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
         acked += r.acked;
         changes += r.changes;
         crashes += r.crashes;
+        wipes += r.wipes;
         coordinator_crashes += r.coordinator_crashes;
         fenced += r.fenced;
         rogue += r.rogue_changes;
@@ -103,14 +104,14 @@ int main(int argc, char** argv) {
     std::printf(
         "%llu schedules (seeds %llu..%llu) in %.1f s: %zu failed. %llu events acknowledged, "
         "%llu delivered (%llu of them read through a successor from a peer), %llu changes, %llu partitions retired, %llu sidecar crashes, %llu "
-        "coordinator crashes, %llu fencing refusals, %llu changes of the second coordinator, "
+        "volumes wiped, %llu coordinator crashes, %llu fencing refusals, %llu changes of the second coordinator, "
         "%llu events given up (sequence_unknown)\n",
         static_cast<unsigned long long>(seeds), static_cast<unsigned long long>(first),
         static_cast<unsigned long long>(first + seeds - 1), seconds, failed.size(),
         static_cast<unsigned long long>(acked), static_cast<unsigned long long>(seen),
         static_cast<unsigned long long>(remote),
         static_cast<unsigned long long>(changes), static_cast<unsigned long long>(retired),
-        static_cast<unsigned long long>(crashes),
+        static_cast<unsigned long long>(crashes), static_cast<unsigned long long>(wipes),
         static_cast<unsigned long long>(coordinator_crashes),
         static_cast<unsigned long long>(fenced), static_cast<unsigned long long>(rogue),
         static_cast<unsigned long long>(abandoned));

@@ -96,6 +96,7 @@ struct TopicOperator::Worker {
   int64_t decision_reported_ms = 0;
   bool decision_noted = false;
   std::set<std::string> data_loss_reported;  // pods whose lost data an Event said
+  std::set<std::string> losses_reported;      // "pod@epoch" of losses an Event said
 };
 
 TopicOperator::TopicOperator(kubeapi::KubeClient& client, TopicOperatorOptions options,
@@ -716,6 +717,21 @@ ReconcileResult TopicOperator::Apply(const Json& topic, const TopicObject& t, ui
                   [&](const std::string& pod) { return !o.pods_without_data.count(pod); });
   }
   const PartitionMap map = w->loop->map();
+  if (w->started.load()) {
+    for (const auto& loss : w->loop->losses()) {
+      bool in_map = false;
+      for (PartitionId id : loss.partitions) in_map |= map.Find(id) != nullptr;
+      if (in_map) o.losses.push_back({loss.pod, loss.partitions, loss.events});
+      const std::string key = loss.pod + "@" + std::to_string(loss.epoch.value());
+      if (!in_map || !w->losses_reported.insert(key).second) continue;
+      Event(topic, "Warning", "PartitionsLost", "Recover",
+            "partitions " + JoinIds(loss.partitions) + " were declared lost with pod " +
+                loss.pod + "'s volume at epoch " + std::to_string(loss.epoch.value()) + " (" +
+                std::to_string(loss.events) + " events, " + std::to_string(loss.unconsumed) +
+                " not yet read by some group); partitions " + JoinIds(loss.successors) +
+                " take their ranges' writes");
+    }
+  }
   for (const auto& p : map.partitions()) {
     (p.state == PartitionState::kActive ? o.active : o.sealed) += 1;
     // A pod that came back without its data is ready but serves nothing of what it held.

@@ -46,6 +46,16 @@ TopicStatus ComputeTopicStatus(const TopicObservation& o) {
     msg += ": their events and the groups' positions in them are gone with the volume, and "
            "their ranges take no writes (without replication there is no copy to recover from)";
     s.conditions.push_back({T::kDegraded, S::kTrue, "PodLostData", msg});
+  } else if (!o.losses.empty()) {
+    std::string msg;
+    for (const auto& l : o.losses) {
+      if (!msg.empty()) msg += "; ";
+      msg += "partitions " + JoinIds(l.partitions) + " were declared lost with pod " + l.pod +
+             "'s volume (" + std::to_string(l.events) + " events)";
+    }
+    msg += ": their ranges took new partitions and take writes again; the lost events and the "
+           "groups' positions in them are gone (docs/runbooks.md#shoalpartitionslost)";
+    s.conditions.push_back({T::kDegraded, S::kTrue, "PartitionsLost", msg});
   } else if (!o.disk_pressure.empty()) {
     auto mib = [](double b) { return std::to_string(static_cast<uint64_t>(b / (1 << 20))) + " MiB"; };
     std::string msg;

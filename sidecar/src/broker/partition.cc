@@ -453,6 +453,16 @@ Result<uint64_t> Partition::Seal(const SealIntent& intent, Epoch held) {
       return Status::StaleEpoch(sealed_for + "; this seal is for epoch " +
                                 std::to_string(intent.epoch.value()));
     }
+    if (intent.epoch > was.epoch && intent.successors == was.successors) {
+      // The same change carried on at a later epoch (a coordinator that declared a pod's
+      // partitions lost on top of a change in progress): the successors, the only writers this
+      // seal lets in, are the same ones.
+      SealRecord record = seal_;
+      record.intent = intent;
+      SHOAL_RETURN_IF_ERROR(WriteSealRecord(record));
+      seal_ = std::move(record);
+      return seal_end_;
+    }
     if (intent.epoch == was.epoch || !seal_.confirmed.empty() || held >= was.epoch) {
       return Status::Conflict(sealed_for + ", not for map " + intent.digest + " of epoch " +
                               std::to_string(intent.epoch.value()) +

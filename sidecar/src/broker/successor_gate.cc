@@ -33,6 +33,10 @@ bool SuccessorGate::LineageConsumed(const PartitionMap& map, const PartitionInfo
     if (!pi) continue;  // retired: consumed by every group known then (see the header)
     const HashRange r = Intersect(range, pi->range);
     if (Empty(r)) continue;
+    if (pi->lost) {  // nothing to consume there; what came before it may still be unread
+      if (!LineageConsumed(map, *pi, r, group, standing, end)) return false;
+      continue;
+    }
     const auto stands = standing(parent, group, r);
     if (!stands || *stands < end(*pi)) return false;
     if (IsReleased(parent, group)) continue;  // its lineage is done over its whole range
@@ -59,6 +63,10 @@ std::vector<SuccessorGate::Read> SuccessorGate::Frontier(const PartitionMap& map
           if (!pi) continue;
           const HashRange r = Intersect(range, pi->range);
           if (Empty(r)) continue;
+          if (pi->lost) {  // nothing to read there; its own lineage may have
+            walk(*pi, r);
+            continue;
+          }
           const auto stands = standing(parent, group, r);
           const uint64_t parent_end = end(*pi);
           const bool lineage_done = IsReleased(parent, group);

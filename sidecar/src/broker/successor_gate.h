@@ -25,6 +25,8 @@
 //     group the topic knew had consumed it, parents before children (Topic::InstallMap and the
 //     coordinator check both). A group that appeared after that starts after it, as a group that
 //     starts after retention removed events does.
+//   - A lost partition (PartitionMap::DeclareLost: its pod's volume came back empty) has nothing
+//     to consume, but is no shortcut either: the gate walks past it to its parents.
 // Gating is per group: a slow group holds back only itself. Once released, a group stays
 // released for that successor (the lineage's ends are final), until the group is deleted.
 //

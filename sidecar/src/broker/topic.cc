@@ -121,7 +121,7 @@ Status Topic::OpenPartitions() {
   // Only what the map lists: a retired partition is not in it, so a restart never resurrects one.
   RemoveRetiredLeftovers();
   for (const auto& info : map_.partitions()) {
-    if (info.owner != opts_.pod) continue;
+    if (!HeldHere(info)) continue;
     auto p = Partition::Open(info.id, OptionsFor(info), clock_, probe_);
     if (!p.ok()) return p.status().Annotate("partition " + std::to_string(info.id.value()));
     partitions_.emplace(info.id, std::move(p).value());
@@ -501,7 +501,7 @@ void Topic::RefreshRemoteCommits() {
       const PartitionInfo* info = map_.Find(PartitionId(id));
       if (!info || info->parents.empty() || gate_.AllReleased(info->id, groups)) continue;
       for (const PartitionInfo* pi : SuccessorGate::Lineage(map_, *info)) {
-        if (partitions_.count(pi->id) || !seen.insert(pi->id).second) continue;
+        if (pi->lost || partitions_.count(pi->id) || !seen.insert(pi->id).second) continue;
         if (const PeerAddress* addr = map_.Peer(pi->owner)) wanted.emplace_back(*addr, pi->id);
       }
     }
@@ -601,7 +601,7 @@ Result<Topic::OwnedPartitions> Topic::OpenOwned(const PartitionMap& next) {
   // unless Prepare opened it already.
   OwnedPartitions opened;
   for (const auto& info : next.partitions()) {
-    if (info.owner != opts_.pod) continue;
+    if (!HeldHere(info)) continue;
     {
       ReaderLock lock(map_mu_);
       if (partitions_.count(info.id)) continue;
@@ -732,7 +732,7 @@ Result<Topic::RetirementFacts> Topic::AskBeforeRetiring(const PartitionMap& held
   // owner's commits), so that installing a retirement on other pods before its holder cannot
   // skip the holder's check.
   for (const auto& p : held.partitions()) {
-    if (next.Find(p.id) || p.owner == opts_.pod) continue;
+    if (next.Find(p.id) || p.owner == opts_.pod || p.lost) continue;  // a lost one holds nothing
     const PeerAddress* addr = held.Peer(p.owner);
     if (!addr) addr = next.Peer(p.owner);
     if (!addr || !peers_) {
@@ -761,7 +761,7 @@ Status Topic::CheckAgainstHeld(const PartitionMap& held, const PartitionMap& nex
   }
   std::vector<std::pair<PartitionId, uint64_t>> dropped;  // held here, gone from next: end
   if (Status st = CheckMapTransition(opts_.pod, here, next, &dropped); !st.ok()) {
-    return Status::Conflict(st.message() + at);
+    return Status::FromCode(st.code(), st.message() + at);  // conflict, or data lost here
   }
   // Retirement's shape and its consumed rule are common/retirement_rule.h's, the planner's too.
   if (Status shape = CheckRetirementShape(held, next); !shape.ok()) {

@@ -70,9 +70,11 @@ class PeerClient {
   // The serialized ProducerTable of sealed `partition` from its owner's admin plane, for
   // `successor`, which the owner first confirms as a successor of the change the partition was
   // sealed for (Partition::ConfirmSuccessor), sealed at `end` as the successor's map records:
-  // Conflict when it is not, Unavailable while the partition is not sealed yet.
+  // Conflict when it is not, Unavailable while the partition is not sealed yet. Without a
+  // successor (nullptr), nothing is confirmed: for a successor of a lost partition taking over
+  // from the lost one's parents.
   virtual Result<std::string> FetchProducers(const PeerAddress& peer, PartitionId partition,
-                                             const SuccessorRef& successor, uint64_t end) = 0;
+                                             const SuccessorRef* successor, uint64_t end) = 0;
   // The commits of `partition` from its owner's admin plane.
   virtual Result<RemoteCommits> FetchCommits(const PeerAddress& peer, PartitionId partition) = 0;
   // The groups the peer's registry holds (GET /v1/admin/groups).
@@ -322,6 +324,12 @@ class Topic {
   std::string MapPath() const;
   std::string PartitionDir(PartitionId id) const;
   PartitionOptions OptionsFor(const PartitionInfo& info) const;
+  // Whether this pod holds `info`'s events: it owns it and the coordinator has not declared it
+  // lost (a lost partition's events went with this pod's volume; nothing is opened for it).
+  bool HeldHere(const PartitionInfo& info) const { return info.owner == opts_.pod && !info.lost; }
+  // DataLost when partition `id`, not held here, should be (`asked` says what was asked of it);
+  // Ok otherwise. Called with map_mu_ held.
+  Status NotLostHere(PartitionId id, const std::string& asked) const REQUIRES_SHARED(map_mu_);
   // Whether `id` is a partition the map's lineage had and retired (ids only grow, and a retired
   // partition's successors, with larger ids, stay in the map).  Requires map_mu_.
   bool RetiredInMap(PartitionId id) const REQUIRES_SHARED(map_mu_);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 
 #include "shoal/common/json.h"
 #include "shoal/common/logging.h"
@@ -21,12 +22,32 @@ Status Topic::SeedSuccessors(const PartitionMap& next,
     Partition* p = held(info.id);
     if (!p || p->seeded()) continue;
     const SuccessorRef me{info.id, info.owner, info.range};
-    for (PartitionId parent : info.parents) {
+    // The parents, and in place of a lost one (its producer state went with it: a retry of a
+    // batch stored there is taken again) its own parents, whose batches a retry must still
+    // find. Those are not sealed for this successor, so it confirms nothing there. A parent
+    // whose owner answers that it lost it counts as lost before the map says so: its owner
+    // held the only copy, and the coordinator declares it lost next.
+    std::vector<std::pair<PartitionId, bool>> todo;  // a stack of (partition, confirm)
+    for (auto it = info.parents.rbegin(); it != info.parents.rend(); ++it) todo.emplace_back(*it, true);
+    std::set<PartitionId> walked;
+    auto walk_past = [&](const PartitionInfo& lost) {
+      for (auto it = lost.parents.rbegin(); it != lost.parents.rend(); ++it) {
+        todo.emplace_back(*it, false);
+      }
+    };
+    while (!todo.empty()) {
+      const auto [parent, confirm] = todo.back();
+      todo.pop_back();
       const PartitionInfo* pi = next.Find(parent);
-      if (!pi) continue;  // retired
+      if (!pi || !walked.insert(parent).second) continue;  // retired, or reached twice
+      if (pi->lost) {
+        walk_past(*pi);
+        continue;
+      }
       Result<std::string> table = Status::Internal("unset");
-      if (Partition* local = held(parent)) {
-        Status confirmed = local->ConfirmSuccessor(me);
+      Partition* local = held(parent);
+      if (local) {
+        Status confirmed = confirm ? local->ConfirmSuccessor(me) : Status::Ok();
         const auto sealed_at = local->sealed_end();
         if (!confirmed.ok()) {
           table = confirmed;
@@ -42,9 +63,13 @@ Status Topic::SeedSuccessors(const PartitionMap& next,
           table = local->ExportProducers();
         }
       } else if (const PeerAddress* addr = next.Peer(pi->owner); addr && peers_) {
-        table = peers_->FetchProducers(*addr, parent, me, pi->end_offset);
+        table = peers_->FetchProducers(*addr, parent, confirm ? &me : nullptr, pi->end_offset);
       } else {
         table = Status::Unavailable("no address for " + pi->owner.value());
+      }
+      if (!local && table.status().code() == Status::Code::kDataLost) {
+        walk_past(*pi);
+        continue;
       }
       if (!table.ok()) {
         return table.status().Annotate("taking over from parent " +
@@ -90,8 +115,15 @@ Status Topic::Prepare(const PartitionMap& next) {
                               ": this sidecar holds epoch " +
                               std::to_string(map().epoch().value()));
   }
+  {
+    // Nothing is prepared on a pod that lost partitions the map still gives it.
+    std::vector<PartitionId> held;
+    ReaderLock lock(map_mu_);
+    for (const auto& [id, p] : partitions_) held.push_back(id);
+    SHOAL_RETURN_IF_ERROR(CheckNothingLost(opts_.pod, held, next));
+  }
   for (const auto& info : next.partitions()) {
-    if (info.owner != opts_.pod) continue;
+    if (!HeldHere(info)) continue;
     {
       ReaderLock lock(map_mu_);
       if (partitions_.count(info.id)) continue;
@@ -132,10 +164,23 @@ std::unique_ptr<Partition> Topic::TakePrepared(const PartitionInfo& info) {
   return nullptr;
 }
 
+Status Topic::NotLostHere(PartitionId id, const std::string& asked) const {
+  // Asked about a partition this pod should hold (its map gives it the partition, or it holds
+  // no map at all, as after its volume was emptied) and does not: its data is gone.
+  const PartitionInfo* info = map_.Find(id);
+  if (map_.epoch().value() == 0 || (info && HeldHere(*info))) {
+    return Status::DataLost(asked + " partition " + std::to_string(id.value()) +
+                            ", which this pod should hold and does not: its data is gone; the "
+                            "coordinator must declare it lost");
+  }
+  return Status::Ok();
+}
+
 Result<uint64_t> Topic::Seal(PartitionId id, const SealIntent& intent) {
   ReaderLock lock(map_mu_);
   auto it = partitions_.find(id);
   if (it == partitions_.end()) {
+    SHOAL_RETURN_IF_ERROR(NotLostHere(id, "asked to seal"));
     return Status::NotFound("partition " + std::to_string(id.value()) + " is not on this sidecar");
   }
   auto end = it->second->Seal(intent, map_.epoch());
@@ -157,6 +202,7 @@ Result<std::string> Topic::ExportProducers(PartitionId id, const SuccessorRef* s
   ReaderLock lock(map_mu_);
   auto it = partitions_.find(id);
   if (it == partitions_.end()) {
+    SHOAL_RETURN_IF_ERROR(NotLostHere(id, "asked for the producer state of"));
     return Status::NotFound("partition " + std::to_string(id.value()) + " is not on this sidecar");
   }
   if (successor) SHOAL_RETURN_IF_ERROR(it->second->ConfirmSuccessor(*successor));

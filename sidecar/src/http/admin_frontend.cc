@@ -21,6 +21,8 @@ std::string Outcome(const Status& st) {
       return "conflict";
     case Status::Code::kFailedPrecondition:
       return "refused";
+    case Status::Code::kDataLost:
+      return "data_lost";
     default:
       return "error";
   }

@@ -223,6 +223,7 @@ int HttpCode(const Status& s) {
     case Status::Code::kConflict:
     case Status::Code::kStaleEpoch:
     case Status::Code::kSequenceUnknown:
+    case Status::Code::kDataLost:
       return 409;
     case Status::Code::kUnauthenticated:
       return 401;

@@ -50,14 +50,17 @@ Result<std::string> HttpPeerClient::Call(const std::string& host_port, const std
 }
 
 Result<std::string> HttpPeerClient::FetchProducers(const PeerAddress& peer, PartitionId partition,
-                                                   const broker::SuccessorRef& successor,
+                                                   const broker::SuccessorRef* successor,
                                                    uint64_t end) {
+  std::string query = "end=" + std::to_string(end);
+  if (successor) {
+    query += "&successor=" + std::to_string(successor->id.value()) +
+             "&owner=" + web::uri::encode_data_string(successor->owner.value()) +
+             "&lo=" + std::to_string(successor->range.lo) +
+             "&hi=" + std::to_string(successor->range.hi);
+  }
   return Call(peer.admin, "GET",
-              "/v1/admin/partitions/" + std::to_string(partition.value()) +
-                  "/producers?successor=" + std::to_string(successor.id.value()) +
-                  "&owner=" + web::uri::encode_data_string(successor.owner.value()) +
-                  "&lo=" + std::to_string(successor.range.lo) +
-                  "&hi=" + std::to_string(successor.range.hi) + "&end=" + std::to_string(end),
+              "/v1/admin/partitions/" + std::to_string(partition.value()) + "/producers?" + query,
               "", true);
 }
 

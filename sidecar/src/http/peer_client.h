@@ -28,7 +28,7 @@ class HttpPeerClient final : public broker::PeerClient {
   ~HttpPeerClient() override;
 
   Result<std::string> FetchProducers(const PeerAddress& peer, PartitionId partition,
-                                     const broker::SuccessorRef& successor,
+                                     const broker::SuccessorRef* successor,
                                      uint64_t end) override;
   Result<broker::RemoteCommits> FetchCommits(const PeerAddress& peer,
                                              PartitionId partition) override;

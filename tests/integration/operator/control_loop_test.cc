@@ -343,7 +343,7 @@ TEST_F(ControlLoopTest, APodWithFewDescriptorsGetsNoMorePartitionsThanItCanOpenA
 // restarts it) holding no map while the map gives it a partition. The loop names it within a
 // few of its checks and does not install the map on it (which would start the partition again
 // at offset 0, the loss unsaid); the other pod keeps its map.
-TEST_F(ControlLoopTest, APodThatCameBackWithoutItsDataIsNamedAndNotGivenTheMap) {
+TEST_F(ControlLoopTest, APodThatCameBackWithoutItsDataIsNamedAndItsRangesTakeWritesAgain) {
   std::ofstream(topic_file_) << R"(apiVersion: shoal.dev/v1alpha1
 kind: PartitionedTopic
 metadata: {name: orders}
@@ -356,40 +356,89 @@ spec:
   ASSERT_TRUE(WaitFor([](const Snapshot& s) { return s.owners.size() == 2; }, 60s))
       << "the topic was not created on two pods; see control.log";
   const std::string pod_dir = state_ + "/pods/orders-1";
+  const std::string map_file = pod_dir + "/data/orders/map.json";
+  auto wait_file = [](const std::string& path, bool exists, std::chrono::seconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    while (std::filesystem::exists(path) != exists && Clock::now() < deadline) {
+      std::this_thread::sleep_for(50ms);  // polling a file another process writes
+    }
+    return std::filesystem::exists(path) == exists;
+  };
+  // The state is saved before the map goes out: wait until the pod holds it.
+  ASSERT_TRUE(wait_file(map_file, true, 30s));
+
+  // Keyed load through pod 0 (it forwards orders-1's ranges) before, during and after the wipe.
+  client::LoadOptions lo;
+  lo.targets = {"http://" + ip_prefix_ + ".2:8080"};
+  lo.rate = 300;
+  lo.keys = 500;
+  lo.producers = 2;
+  lo.batch = 10;
+  client::LoadGenerator load(lo);
+  load.Start();
+  const auto acked_some = Clock::now() + 30s;
+  while (load.acked() < 600 && Clock::now() < acked_some) std::this_thread::sleep_for(50ms);
+  ASSERT_GE(load.acked(), 600u) << load.last_error();
+
+  // The volume emptied, then the process killed: it restarts on an empty data directory.
   const std::string pid_text = ReadAll(pod_dir + "/sidecar.pid");
   ASSERT_FALSE(pid_text.empty());
   const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
-  // The state is saved before the map goes out: wait until the pod holds it.
-  const auto installed = Clock::now() + 30s;
-  while (!std::filesystem::exists(pod_dir + "/data/orders/map.json") && Clock::now() < installed) {
-    std::this_thread::sleep_for(50ms);  // polling a file another process writes
-  }
-  ASSERT_TRUE(std::filesystem::exists(pod_dir + "/data/orders/map.json"));
-  // The volume emptied, then the process killed: it restarts on an empty data directory.
   for (const auto& e : std::filesystem::directory_iterator(pod_dir + "/data")) {
     std::filesystem::remove_all(e.path());
   }
   ASSERT_EQ(::kill(pid, SIGKILL), 0) << std::strerror(errno);
+  const auto wiped_at = Clock::now();
 
+  // Named first, then its partitions declared lost and their ranges given new partitions there.
   const std::string said = "a pod came back without its data";
-  const auto deadline = Clock::now() + 60s;
+  const std::string declared = "partitions declared lost";
   std::string log;
+  const auto deadline = Clock::now() + 60s;
   while (Clock::now() < deadline) {
     log = ReadAll(dir_.path() + "/control.log");
-    if (log.find(said) != std::string::npos) break;
+    if (log.find(declared) != std::string::npos) break;
     std::this_thread::sleep_for(100ms);  // polling a log another process writes
   }
-  ASSERT_NE(log.find(said), std::string::npos) << log.substr(log.size() > 4000 ? log.size() - 4000 : 0);
-  const size_t at = log.find(said);
-  EXPECT_NE(log.find("pod=orders-1", at), std::string::npos) << log.substr(at, 300);
-  // A few more checks later, the map was still not installed on it.
-  const auto later = Clock::now() + 12s;
-  while (Clock::now() < later) std::this_thread::sleep_for(200ms);  // the loop checks every 5 s
-  log = ReadAll(dir_.path() + "/control.log");
-  EXPECT_EQ(log.find("re-installing the current map\" pod=orders-1"), std::string::npos);
-  EXPECT_FALSE(std::filesystem::exists(pod_dir + "/data/orders/map.json"))
-      << "the wiped pod was given the map";
-  EXPECT_TRUE(std::filesystem::exists(state_ + "/pods/orders-0/data/orders/map.json"));
+  const auto declared_at = Clock::now();
+  auto tail = [&] { return log.substr(log.size() > 4000 ? log.size() - 4000 : 0); };
+  ASSERT_NE(log.find(said), std::string::npos) << tail();
+  ASSERT_NE(log.find(declared), std::string::npos) << tail();
+  EXPECT_LT(declared_at - wiped_at, 30s) << "noticed within seconds";
+  const std::string line = log.substr(log.find(declared), 300);
+  EXPECT_NE(line.find("pod=orders-1"), std::string::npos) << line;
+  EXPECT_EQ(line.find("events=0 "), std::string::npos) << "the loss counts its events: " << line;
+  EXPECT_EQ(log.find("re-installing the current map\" pod=orders-1"), std::string::npos)
+      << "the wiped pod was given the old map";
+  // The pod holds the new map, which says what was lost.
+  ASSERT_TRUE(wait_file(map_file, true, 30s));
+  const std::string held = ReadAll(map_file);
+  EXPECT_NE(held.find("\"lost\":true"), std::string::npos) << held;
+
+  // Writes to every range resume: what is acknowledged from now on is all seen, in order.
+  load.TakeAcked();
+  const uint64_t acked_before = load.acked();
+  const auto resumed = Clock::now() + 30s;
+  while (load.acked() < acked_before + 1500 && Clock::now() < resumed) {
+    std::this_thread::sleep_for(50ms);
+  }
+  load.Stop();
+  ASSERT_GE(load.acked(), acked_before + 1500) << load.last_error();
+  const auto after = load.TakeAcked();
+  const auto seen_deadline = Clock::now() + 60s;
+  auto all_seen = [&] {
+    auto recorded = client::ReadSeenDir(state_ + "/seen");
+    if (!recorded.ok()) return false;
+    return client::Verify(after, std::move(recorded).value()).lost == 0;
+  };
+  while (!all_seen() && Clock::now() < seen_deadline) {
+    std::this_thread::sleep_for(200ms);  // polling files other processes append to
+  }
+  size_t seen = 0;
+  VerifySeen(after, &seen);
+  // And the control state (what /status shows) says it.
+  const std::string state = ReadAll(state_ + "/control-state.json");
+  EXPECT_NE(state.find("\"losses\":[{\"pod\":\"orders-1\""), std::string::npos) << state;
 }
 
 }  // namespace

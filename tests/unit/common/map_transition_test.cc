@@ -108,5 +108,38 @@ TEST_F(MapTransitionTest, ASealThatLostItsRaceIsVoidAndALaterOneIsFine) {
             "the map has partition 0 active, but it is sealed here");
 }
 
+TEST_F(MapTransitionTest, AMapThatDeclaresLostWhatIsHeldHereIsRefused) {
+  // The coordinator declares a pod's partitions lost when the pod came back holding no map; a
+  // pod that holds them did not lose them, and taking the map would give their ranges a second
+  // writer.
+  const PartitionMap lost = Must(held_map_.DeclareLost(kA));
+  Status st = Check({Held(PartitionId(0)), Held(PartitionId(1))}, lost);
+  EXPECT_EQ(st.code(), Status::Code::kConflict);
+  EXPECT_EQ(st.message(),
+            "the map declares partition 0 lost, but it is held here: this pod did not lose its "
+            "data");
+  // The emptied pod itself holds nothing, and takes it.
+  EXPECT_TRUE(Check({}, lost).ok());
+}
+
+TEST_F(MapTransitionTest, APodThatHoldsNothingOfWhatItHadIsToldItsDataIsLost) {
+  // p0 and p1 were made at epoch 1 and installed here then; an emptied pod asked to take the
+  // split of epoch 2 (which keeps p1 here) holds nothing of p1: its data is gone, and taking the
+  // map would start p1 again at offset 0.
+  Status st = Check({}, next_);
+  EXPECT_EQ(st.code(), Status::Code::kDataLost);
+  EXPECT_EQ(st.message(),
+            "the map of epoch 2 gives partition 1 (made at epoch 1) to this pod, which holds "
+            "nothing of it: its data is gone; the coordinator must declare it lost");
+  // The successors made by this very map are new here, not lost.
+  EXPECT_TRUE(CheckNothingLost(kA, {PartitionId(0), PartitionId(1)}, next_).ok());
+  // A map of unknown birth (written before maps said it) is not checked.
+  PartitionInfo hand = *next_.Find(PartitionId(1));
+  hand.born = Epoch(0);
+  EXPECT_TRUE(CheckNothingLost(kA, {}, PartitionMap("orders", Epoch(5), {hand})).ok());
+  // The epoch-1 map itself, on a fresh pod: everything in it is new.
+  EXPECT_TRUE(CheckNothingLost(kA, {}, held_map_).ok());
+}
+
 }  // namespace
 }  // namespace shoal

@@ -436,6 +436,48 @@ TEST(PartitionMapMoveTest, SealsAndCreatesASuccessorOnTheNewOwner) {
   EXPECT_EQ(after.Route(0).id, PartitionId(2));
 }
 
+TEST(PartitionMapDeclareLostTest, SealsThePodsPartitionsAsLostAndGivesActiveRangesSuccessors) {
+  // pod-a: p0 (active) and p2 (sealed, split into p3 and p4 on pod-b); pod-b: p1, p3, p4.
+  PartitionMap m = MustInitial(2);
+  m = Must(m.Move(PartitionId(1), PodName("pod-b")));  // p1 sealed on a, p2 active on b
+  m = Must(m.WithEndOffset(PartitionId(1), 7));
+  PartitionMap after = Must(m.DeclareLost(PodName("pod-a")));
+  ASSERT_TRUE(after.Validate().ok()) << after.Validate().ToString();
+  EXPECT_EQ(after.epoch(), Epoch(m.epoch().value() + 1));
+  const PartitionInfo* p0 = after.Find(PartitionId(0));
+  const PartitionInfo* p1 = after.Find(PartitionId(1));
+  EXPECT_TRUE(p0->lost && !p0->active());
+  EXPECT_TRUE(p1->lost && !p1->active());
+  EXPECT_EQ(p1->end_offset, 7u) << "a sealed partition keeps its recorded end";
+  EXPECT_FALSE(after.Find(PartitionId(2))->lost) << "pod-b's partition is untouched";
+  // Only the active one gets a successor: on the emptied pod, over the same range.
+  const PartitionInfo* s = after.Find(PartitionId(3));
+  ASSERT_NE(s, nullptr);
+  EXPECT_TRUE(s->active());
+  EXPECT_EQ(s->owner, PodName("pod-a"));
+  EXPECT_EQ(s->range, p0->range);
+  EXPECT_THAT(s->parents, ElementsAre(PartitionId(0)));
+  EXPECT_EQ(after.Find(PartitionId(4)), nullptr);
+  EXPECT_EQ(after.Route(0).id, PartitionId(3));
+  // The mark survives JSON and names another map (the digest covers it).
+  EXPECT_EQ(Must(PartitionMap::FromJson(after.ToJson())), after);
+  EXPECT_NE(after.ToJson().find("\"lost\":true"), std::string::npos);
+  // Declared again (the pod emptied once more): only what is not lost already.
+  const PartitionMap again = Must(after.DeclareLost(PodName("pod-a")));
+  EXPECT_TRUE(again.Find(PartitionId(3))->lost);
+  EXPECT_THAT(again.Find(PartitionId(5))->parents, ElementsAre(PartitionId(3)));
+  EXPECT_EQ(again.Find(PartitionId(6)), nullptr);
+  EXPECT_EQ(after.DeclareLost(PodName("pod-c")).status().code(),
+            Status::Code::kInvalidArgument);
+}
+
+TEST(PartitionMapDeclareLostTest, ALostActivePartitionIsInvalid) {
+  PartitionInfo p = Active(0, 0, kHashSpace);
+  p.lost = true;
+  PartitionMap m("orders", Epoch(1), {p});
+  EXPECT_THAT(m.Validate().message(), HasSubstr("is lost and active"));
+}
+
 TEST(PartitionMapChangeTest, ChainsKeepLineageAndNeverReuseIds) {
   PartitionMap m = MustInitial(2);
   m = Must(m.Split(PartitionId(0), 1000));             // 2, 3 <- 0

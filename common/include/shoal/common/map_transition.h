@@ -68,9 +68,26 @@ struct HeldPartitionState {
 // `dropped` with its end offset for the retirement rule); one the map has active is not sealed
 // here, unless that seal is void (SealVoid) or made for a later change (the executor seals ahead
 // of its map); one the map seals was sealed here first, at the end offset and for the
-// successors the map records. Conflict naming the first partition that breaks it, or Ok.
+// successors the map records; none is one the map declares lost (PartitionMap::DeclareLost: a
+// pod holding it did not lose its data). Conflict naming the first partition that breaks it,
+// or Ok.
 Status CheckMapTransition(const PodName& pod, const std::vector<HeldPartitionState>& held,
                           const PartitionMap& next,
                           std::vector<std::pair<PartitionId, uint64_t>>* dropped);
+
+// Whether `pod`, holding the partitions `held` (ids), holds everything `next` gives it from
+// earlier maps: a partition born before next's epoch (PartitionInfo::born), not lost, that it
+// owns and does not hold, was held here once (its change installed its map here before it
+// completed) and is gone: DataLost naming it, so that it is declared lost by the coordinator
+// instead of started again empty. Partitions of unknown birth (born 0) are not checked.
+Status CheckNothingLost(const PodName& pod, const std::vector<PartitionId>& held,
+                        const PartitionMap& next);
+
+// The partitions `map` gives `pod` that it must hold already (not lost, made by a map before
+// `made_before`, or of unknown birth): what a pod that holds no map has lost. For an installed
+// map made_before is its epoch + 1; for a change not carried out yet, its epoch (the
+// partitions it makes are new).
+std::vector<PartitionId> PartitionsMadeBefore(const PartitionMap& map, const PodName& pod,
+                                              Epoch made_before);
 
 }  // namespace shoal

@@ -54,6 +54,15 @@ struct PartitionInfo {
   std::vector<PartitionId> parents;
   // For a sealed partition: its final end offset, once the seal is acknowledged.
   uint64_t end_offset = 0;
+  // Declared lost by the coordinator (DeclareLost): its only copy went with its pod's volume.
+  // Always sealed; nothing of it can be read or committed, and a successor's gate walks past it
+  // to its parents, which may still hold a key's earlier events. Retired once its parents are.
+  bool lost = false;
+  // The epoch of the map that created it (0: not known, a map written before this was kept).
+  // Its owner has held it since that map was installed there (a change installs its map on the
+  // successors' owners before it completes), so a pod asked to take a map of a later epoch that
+  // gives it this partition and holds nothing of it has lost its data (Topic refuses it).
+  Epoch born{0};
 
   bool active() const { return state == PartitionState::kActive; }
   bool operator==(const PartitionInfo&) const = default;
@@ -67,7 +76,8 @@ struct PeerAddress {
 };
 
 // Appends one partition's fields as the map's JSON has them, without the braces:
-// "id":N,"lo":L,"hi":H,"state":"active"|"sealed","owner":"pod","parents":[...]. The one shape of
+// "id":N,"lo":L,"hi":H,"state":"active"|"sealed","owner":"pod","parents":[...] (then "born":E
+// when known, and "lost":true for a partition declared lost). The one shape of
 // a partition in every JSON Shoal writes (the map, the topic view); readers add their own fields.
 void AppendPartitionFields(std::string& out, const PartitionInfo& p);
 
@@ -134,6 +144,14 @@ class PartitionMap {
   Result<PartitionMap> Split(PartitionId p, uint64_t at) const;
   Result<PartitionMap> Merge(PartitionId a, PartitionId b) const;
   Result<PartitionMap> Move(PartitionId p, const PodName& to) const;
+  // The recovery of a pod whose volume came back empty (with one copy of each partition, its
+  // events are gone): every partition `pod` owns that is not lost already is declared lost
+  // (sealed, `lost`), and each one that was active gets a successor on `pod` over the same
+  // range, whose parents are the lost partition, so its range takes writes again. InvalidArgument
+  // when the pod owns nothing that is not lost already. `in_change`: this map is a change not
+  // carried out yet, on top of which the pod is declared lost: the partitions it makes are
+  // made by the new map instead (PartitionInfo::born).
+  Result<PartitionMap> DeclareLost(const PodName& pod, bool in_change = false) const;
 
   // Returns a copy with one partition's fields replaced (same epoch); for recording end offsets.
   Result<PartitionMap> WithEndOffset(PartitionId p, uint64_t end_offset) const;
@@ -152,8 +170,13 @@ class PartitionMap {
   PartitionMap WithPeer(const PodName& pod, PeerAddress address) const;
   // A copy without the pod's address (same epoch): the pod is leaving and owns nothing.
   PartitionMap WithoutPeer(const PodName& pod) const;
-  // A copy at another epoch (used when a planner composes several steps into one change).
+  // A copy at another epoch (used when a planner composes several steps into one change, or
+  // moves a change not yet carried out past a refused epoch): the partitions this map's change
+  // made are born at the new epoch.
   PartitionMap WithEpoch(Epoch epoch) const;
+  // The same map issued again at a later epoch (a coordinator that re-installs the map the
+  // sidecars hold over a change that lost): every partition keeps its birth.
+  PartitionMap Reissued(Epoch epoch) const;
 
   std::string ToJson() const;
   static Result<PartitionMap> FromJson(std::string_view json);

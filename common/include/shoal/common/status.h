@@ -34,6 +34,10 @@ class Status {
     // The data volume is full, or produce would eat into the space kept for what lets a full
     // disk recover (commits, group registrations, seals, retirement); maps to 507.
     kNoSpace,
+    // This pod was asked to take a map that gives it partitions it should hold from earlier maps
+    // and holds nothing of (its volume was emptied or replaced): the coordinator must declare
+    // them lost (PartitionMap::DeclareLost) rather than start them again empty. Maps to 409.
+    kDataLost,
     kCorruption,          // on-disk data failed a check
     kIoError,             // the OS refused a read, write or fsync
     kInternal,            // a bug
@@ -59,6 +63,7 @@ class Status {
   }
   static Status Unavailable(std::string msg) { return {Code::kUnavailable, std::move(msg)}; }
   static Status NoSpace(std::string msg) { return {Code::kNoSpace, std::move(msg)}; }
+  static Status DataLost(std::string msg) { return {Code::kDataLost, std::move(msg)}; }
   static Status Corruption(std::string msg) { return {Code::kCorruption, std::move(msg)}; }
   static Status IoError(std::string msg) { return {Code::kIoError, std::move(msg)}; }
   static Status Internal(std::string msg) { return {Code::kInternal, std::move(msg)}; }

@@ -51,6 +51,11 @@ Status ChangeExecutor::InstallAt(const PodName& pod, const PeerAddress& address,
       timing);
 }
 
+bool ChangeExecutor::HoldsNoMap(const PeerAddress& address) {
+  auto held = admin_.GetMap(address.admin);
+  return !held.ok() && held.status().code() == Status::Code::kNotFound;
+}
+
 Status ChangeExecutor::InstallEverywhere(const PartitionMap& map, ChangeTiming* timing) {
   for (const auto& [pod, addr] : map.peers()) {
     SHOAL_RETURN_IF_ERROR(InstallOn(PodName(pod), map, timing));
@@ -91,7 +96,8 @@ Result<PartitionMap> ChangeExecutor::Apply(const PartitionMap& current, const Pa
   // 1 and 2: seal the parents at their owners, record their final end offsets.
   for (const auto& p : target.partitions()) {
     const PartitionInfo* before = current.Find(p.id);
-    if (p.active() || !before || !before->active()) continue;
+    // A partition declared lost has no owner left to seal it (its pod came back empty).
+    if (p.active() || p.lost || !before || !before->active()) continue;
     const PeerAddress* addr = target.Peer(p.owner);
     if (!addr) return Status::InvalidArgument("no address for pod " + p.owner.value());
     uint64_t end = 0;
@@ -120,10 +126,20 @@ Result<PartitionMap> ChangeExecutor::Apply(const PartitionMap& current, const Pa
     if (!retiring.count(pod)) SHOAL_RETURN_IF_ERROR(InstallOn(PodName(pod), installed, timing));
   }
   const auto t_active = std::chrono::steady_clock::now();
-  // 4: everyone else.
+  // 4: everyone else. A pod that lost its data (it holds nothing of partitions it should) is
+  // left without the map: its ranges take no writes either way, and the coordinator declares
+  // its partitions lost next (PartitionMap::DeclareLost).
   for (const auto& [pod, addr] : installed.peers()) {
     if (!first.count(pod) && !retiring.count(pod)) {
-      SHOAL_RETURN_IF_ERROR(InstallOn(PodName(pod), installed, timing));
+      Status st = InstallOn(PodName(pod), installed, timing);
+      // Only its own loss: a pod may also refuse because a peer it takes over from lost its.
+      if (st.code() == Status::Code::kDataLost && HoldsNoMap(addr)) {
+        Logger("control")->warn("msg=\"a pod lost its data; the change goes on without it\" "
+                                "pod={} epoch={} reason=\"{}\"",
+                                pod, installed.epoch().value(), st.message());
+        continue;
+      }
+      SHOAL_RETURN_IF_ERROR(st);
     }
   }
   const auto t_done = std::chrono::steady_clock::now();

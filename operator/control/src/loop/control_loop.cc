@@ -10,12 +10,49 @@
 #include "shoal/control/retirement.h"
 #include "shoal/common/json.h"
 #include "shoal/common/logging.h"
+#include "shoal/common/map_transition.h"
 
 namespace shoal::control {
 
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
+
+void AppendLosses(std::string& o, const std::vector<ControlLoop::DataLoss>& losses) {
+  o += '[';
+  for (size_t i = 0; i < losses.size(); ++i) {
+    const ControlLoop::DataLoss& l = losses[i];
+    if (i) o += ',';
+    o += "{\"pod\":";
+    json::AppendString(o, l.pod);
+    o += ",\"epoch\":";
+    json::AppendUint(o, l.epoch.value());
+    o += ",\"partitions\":";
+    AppendIdArray(o, l.partitions);
+    o += ",\"successors\":";
+    AppendIdArray(o, l.successors);
+    o += ",\"events\":";
+    json::AppendUint(o, l.events);
+    o += ",\"unconsumed\":";
+    json::AppendUint(o, l.unconsumed);
+    o += '}';
+  }
+  o += ']';
+}
+
+// The ids of a JSON array of partition ids; out-of-range or non-numeric entries are left out.
+std::vector<PartitionId> IdsFrom(simdjson::dom::element e) {
+  std::vector<PartitionId> out;
+  simdjson::dom::array a;
+  if (e.get(a)) return out;
+  for (auto v : a) {
+    uint64_t id = 0;
+    if (!v.get(id) && id <= kMaxPartitionId && out.size() < kMaxParents) {
+      out.push_back(PartitionId(static_cast<uint32_t>(id)));
+    }
+  }
+  return out;
+}
 
 std::chrono::seconds Horizon(const TopicSpec& spec) {
   return std::chrono::seconds(std::max(spec.scale_down.stabilization_window_seconds,
@@ -197,6 +234,7 @@ Status ControlLoop::Tick() {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [id, load] : o.partitions) {
       if (load.active) last_rates_[id] = load.rate;
+      last_seen_[id] = {load.end, load.lag};
     }
     history_.Add(o);
     pods_disk_pressure_.clear();
@@ -224,6 +262,7 @@ Status ControlLoop::Tick() {
   Status result = Status::Ok();
   if (plan_) {
     if (now >= retry_at_) {
+      PutRecoveryFirst();
       // RunStep works on a copy; StatusJson readers see the plan only under mu_.
       PlanStep step = plan_->steps[plan_->next];
       if (step_started_ == SteadyClock::time_point{}) step_started_ = now;
@@ -289,7 +328,10 @@ Status ControlLoop::Tick() {
       }
     }
   } else {
-    if (!paused_.load()) Decide(pods);
+    // A pod that came back without its data first: any other change would be installed on it
+    // too, and it would open its old partitions empty.
+    if (!paused_.load()) PlanRecovery(pods);
+    if (!plan_ && !paused_.load()) Decide(pods);
     if (!plan_ && !paused_.load()) PlanRoll(pods);
     if (!plan_ && now - last_retire_check_ >= opts_.retire_every) {
       last_retire_check_ = now;
@@ -557,14 +599,47 @@ Status ControlLoop::RunChange(PlanStep& step, const std::vector<PodInfo>& pods) 
     if (IsFencing(applied.status())) {
       return Reconcile(step, applied.status(), pods, target->epoch());
     }
+    if (applied.status().code() == Status::Code::kDataLost) {
+      // A pod the change needs lost its data. Parts of the change may have taken effect (seals
+      // confirmed by successors), so it is not dropped: the pod's partitions are declared lost
+      // on top of it, and the change goes on as one at the next epoch.
+      NoticePodsWithoutData(pods);
+      std::string pod;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (const auto& [name, ids] : pods_without_data_) {
+          if (pod.empty() && !PartitionsMadeBefore(*target, PodName(name), target->epoch()).empty()) {
+            pod = name;
+          }
+        }
+      }
+      auto composed = pod.empty() ? Result<PartitionMap>(applied.status())
+                                  : target->DeclareLost(PodName(pod), /*in_change=*/true);
+      if (!composed.ok()) return Reconcile(step, applied.status(), pods, target->epoch());
+      Logger("control")->warn(
+          "msg=\"declaring a pod's partitions lost on top of the change in progress\" pod={} "
+          "epoch={}",
+          pod, composed->epoch().value());
+      step.target = composed->ToJson();
+      step.lost_pod = pod;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        plan_->steps[plan_->next].target = step.target;
+        plan_->steps[plan_->next].lost_pod = pod;
+      }
+      SHOAL_RETURN_IF_ERROR(Save());
+      return applied.status();  // retried with the composed target
+    }
     return applied.status();
   }
   change_probe_.Applied(kind, timing.pause_ms / 1000, timing.total_ms / 1000,
                         applied->epoch().value());
+  const PartitionMap before = map_;
   {
     std::lock_guard<std::mutex> lock(mu_);
     map_ = std::move(applied).value();
   }
+  if (!step.lost_pod.empty()) RecordLoss(before, step.lost_pod);
   step.target.clear();  // the map now holds it, with the parents' end offsets
   // A retirement step goes on with the next pod's partitions at the next tick; it is done when
   // resolving it changes nothing.
@@ -583,10 +658,8 @@ Status ControlLoop::InstallOnLaggingPods(const std::vector<PodInfo>& pods) {
     // NotFound: the sidecar holds no map at all.
     if (!held.ok() && held.status().code() != Status::Code::kNotFound) continue;
     const uint64_t held_epoch = held.ok() ? held->epoch().value() : 0;
-    std::vector<PartitionId> owned;
-    for (const auto& part : map_.partitions()) {
-      if (part.owner == p.name) owned.push_back(part.id);
-    }
+    std::vector<PartitionId> owned =
+        PartitionsMadeBefore(map_, p.name, Epoch(map_.epoch().value() + 1));
     bool seen;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -605,7 +678,7 @@ Status ControlLoop::InstallOnLaggingPods(const std::vector<PodInfo>& pods) {
       if (!known) {
         Logger("control")->error(
             "msg=\"a pod came back without its data; not installing the map on it, its "
-            "partitions take no writes\" pod={} partitions=\"{}\"",
+            "partitions are declared lost next\" pod={} partitions=\"{}\"",
             p.name.value(), JoinIds(owned));
       }
       without_data.emplace(p.name.value(), std::move(owned));
@@ -614,7 +687,18 @@ Status ControlLoop::InstallOnLaggingPods(const std::vector<PodInfo>& pods) {
     if (held_epoch >= map_.epoch().value()) continue;
     Logger("control")->info("msg=\"re-installing the current map\" pod={} held={} current={}",
                             p.name.value(), held_epoch, map_.epoch().value());
-    SHOAL_RETURN_IF_ERROR(executor_.InstallOn(p.name, map_));
+    Status installed = executor_.InstallOn(p.name, map_);
+    if (installed.code() == Status::Code::kDataLost && held_epoch == 0) {
+      // It says so itself: partitions it held once are gone (a volume emptied while this loop
+      // did not see the pod, or a state from before pods_seen_with_map).
+      Logger("control")->error(
+          "msg=\"a pod came back without its data; its partitions are declared lost next\" "
+          "pod={} partitions=\"{}\" reason=\"{}\"",
+          p.name.value(), JoinIds(owned), installed.message());
+      without_data.emplace(p.name.value(), std::move(owned));
+      continue;
+    }
+    SHOAL_RETURN_IF_ERROR(installed);
   }
   // A pod noticed before stays noticed while it is not ready or not asked (it cannot have its
   // data back); one no longer in the map or owning nothing is forgotten.
@@ -633,6 +717,113 @@ Status ControlLoop::InstallOnLaggingPods(const std::vector<PodInfo>& pods) {
   }
   if (newly_seen) SHOAL_RETURN_IF_ERROR(Save());
   return Status::Ok();
+}
+
+void ControlLoop::NoticePodsWithoutData(const std::vector<PodInfo>& pods) {
+  for (const auto& p : pods) {
+    if (!p.ready || !map_.Peer(p.name)) continue;
+    auto held = admin_.GetMap(p.address.admin);
+    if (held.ok() || held.status().code() != Status::Code::kNotFound) continue;
+    std::vector<PartitionId> owned =
+        PartitionsMadeBefore(map_, p.name, Epoch(map_.epoch().value() + 1));
+    if (owned.empty()) continue;
+    Logger("control")->error(
+        "msg=\"a pod came back without its data; its partitions are declared lost next\" "
+        "pod={} partitions=\"{}\"",
+        p.name.value(), JoinIds(owned));
+    std::lock_guard<std::mutex> lock(mu_);
+    pods_without_data_[p.name.value()] = std::move(owned);
+  }
+}
+
+void ControlLoop::PutRecoveryFirst() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!plan_ || pods_without_data_.empty()) return;
+  const PlanStep& next = plan_->steps[plan_->next];
+  // Only before a change not resolved yet (a resolved one is carried out, or re-resolved after
+  // a refusal), and once per pod.
+  if (next.kind != PlanStep::Kind::kChange || !next.target.empty() || !next.lost_pod.empty()) {
+    return;
+  }
+  const std::string& pod = pods_without_data_.begin()->first;
+  PlanStep s;
+  s.kind = PlanStep::Kind::kChange;
+  s.what = "declare " + pod + "'s partitions lost";
+  s.lost_pod = pod;
+  s.pods = next.pods;
+  plan_->steps.insert(plan_->steps.begin() + static_cast<long>(plan_->next), std::move(s));
+  Logger("control")->warn("msg=\"recovery first\" plan={} pod={}", plan_->id, pod);
+}
+
+bool ControlLoop::PlanRecovery(const std::vector<PodInfo>& pods) {
+  std::string pod;
+  size_t count = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [name, ids] : pods_without_data_) {
+      if (!ids.empty()) {
+        pod = name;
+        count = ids.size();
+        break;
+      }
+    }
+  }
+  if (pod.empty()) return false;
+  bool ready = false;
+  for (const auto& p : pods) ready |= p.name.value() == pod && p.ready;
+  if (!ready) return false;
+  // With one copy of each partition their events are gone; waiting brings nothing back and
+  // leaves their ranges without a writer. Kafka's unclean leader election makes the same
+  // choice explicitly; here there is no other replica to prefer.
+  Plan p;
+  p.reason = "pod " + pod + " came back without its data: declare its " + std::to_string(count) +
+             " partition(s) lost and give their ranges new partitions";
+  PlanStep s;
+  s.kind = PlanStep::Kind::kChange;
+  s.what = "declare " + pod + "'s partitions lost";
+  s.lost_pod = pod;
+  s.pods = std::max<uint32_t>(platform_.DesiredPods(), 1);
+  p.steps.push_back(std::move(s));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    p.id = next_plan_id_++;
+  }
+  Logger("control")->warn("msg=\"planning recovery\" plan={} reason=\"{}\"", p.id, p.reason);
+  Adopt(std::move(p));
+  return plan_.has_value();
+}
+
+void ControlLoop::RecordLoss(const PartitionMap& before, const std::string& pod) {
+  DataLoss loss;
+  loss.pod = pod;
+  std::lock_guard<std::mutex> lock(mu_);
+  loss.epoch = map_.epoch();
+  for (const auto& p : map_.partitions()) {
+    const PartitionInfo* was = before.Find(p.id);
+    if (!was) {
+      loss.successors.push_back(p.id);
+    } else if (p.lost && !was->lost) {
+      loss.partitions.push_back(p.id);
+      if (auto seen = last_seen_.find(p.id); seen != last_seen_.end()) {
+        loss.events += seen->second.first;
+        loss.unconsumed += seen->second.second;
+      }
+    }
+  }
+  Logger("control")->error(
+      "msg=\"partitions declared lost\" pod={} epoch={} partitions=\"{}\" events={} "
+      "unconsumed={} successors=\"{}\"",
+      pod, loss.epoch.value(), JoinIds(loss.partitions), loss.events, loss.unconsumed,
+      JoinIds(loss.successors));
+  probe_->PartitionsLost(loss.partitions.size(), loss.events);
+  pods_without_data_.erase(pod);
+  losses_.push_back(std::move(loss));
+  if (losses_.size() > kMaxLosses) losses_.erase(losses_.begin());
+}
+
+std::vector<ControlLoop::DataLoss> ControlLoop::losses() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return losses_;
 }
 
 std::map<std::string, DiskState> ControlLoop::pods_under_disk_pressure() const {
@@ -777,6 +968,8 @@ std::string ControlLoop::StateJsonLocked() const {
   o += plan_ ? PlanToJson(*plan_) : "null";
   o += ",\"next_plan_id\":";
   json::AppendUint(o, next_plan_id_);
+  o += ",\"losses\":";
+  AppendLosses(o, losses_);
   o += ",\"last_decision\":";
   AppendDecision(o, last_decision_);
   o += ",\"schedules\":";
@@ -836,6 +1029,26 @@ Status ControlLoop::LoadState(std::string_view text) {
       if (!pod.get(name) && seen_with_map_.size() < kMaxMapPeers) {
         seen_with_map_.insert(std::string(name));
       }
+    }
+  }
+  // Absent from states written before losses were kept.
+  losses_.clear();
+  simdjson::dom::array losses;
+  if (doc["losses"].get(losses) == simdjson::SUCCESS) {
+    for (auto l : losses) {
+      DataLoss loss;
+      std::string_view pod;
+      uint64_t epoch = 0;
+      if (l["pod"].get(pod) || l["epoch"].get(epoch) || l["events"].get(loss.events) ||
+          l["unconsumed"].get(loss.unconsumed)) {
+        continue;
+      }
+      loss.pod = std::string(pod);
+      loss.epoch = Epoch(epoch);
+      loss.partitions = IdsFrom(l["partitions"]);
+      loss.successors = IdsFrom(l["successors"]);
+      losses_.push_back(std::move(loss));
+      if (losses_.size() > kMaxLosses) losses_.erase(losses_.begin());
     }
   }
   simdjson::dom::element last;
@@ -901,14 +1114,12 @@ std::string ControlLoop::StatusJson() const {
     if (!first_pod) o += ',';
     first_pod = false;
     json::AppendString(o, pod);
-    o += ":[";
-    for (size_t i = 0; i < ids.size(); ++i) {
-      if (i) o += ',';
-      json::AppendUint(o, ids[i].value());
-    }
-    o += ']';
+    o += ':';
+    AppendIdArray(o, ids);
   }
   o += '}';
+  o += ",\"losses\":";
+  AppendLosses(o, losses_);
   o += ",\"last_decision\":";
   AppendDecision(o, last_decision_);
   o += ",\"schedules\":";

@@ -13,6 +13,11 @@ prometheus::Gauge& TopicGauge(prometheus::Registry& r, const std::string& name,
   return prometheus::BuildGauge().Name(name).Help(help).Register(r).Add(labels);
 }
 
+prometheus::Counter& TopicCounter(prometheus::Registry& r, const std::string& name,
+                                  const std::string& help, const std::string& topic) {
+  return prometheus::BuildCounter().Name(name).Help(help).Register(r).Add({{"topic", topic}});
+}
+
 // Every kind a decision or a plan step can have (policy.cc's Decide; StepKind in
 // control_loop.cc). Their counters exist from the start at 0, so that rate() and increase() see
 // a topic's first split or first failed step: a series that appears at 1 looks like no change.
@@ -75,7 +80,14 @@ ControlProbe::ControlProbe(prometheus::Registry& r, const std::string& topic)
       partitions_without_data_(TopicGauge(r, "shoal_control_partitions_without_data",
                                           "Partitions of the map whose owner came back without "
                                           "its data",
-                                          topic)) {
+                                          topic)),
+      partitions_lost_(TopicCounter(r, "shoal_control_partitions_lost_total",
+                                    "Partitions declared lost because their pod came back "
+                                    "without its data (their ranges took new partitions)",
+                                    topic)),
+      events_lost_(TopicCounter(r, "shoal_control_events_lost_total",
+                                "Events those partitions had taken, as last observed",
+                                topic)) {
   for (const char* kind : kDecisionKinds) decisions_.Add({{"topic", topic_}, {"kind", kind}});
   for (const char* kind : kStepKinds) {
     for (const char* outcome : {"ok", "failed"}) {
@@ -117,6 +129,11 @@ void ControlProbe::Limits(uint32_t max_partitions) { max_partitions_.Set(max_par
 void ControlProbe::PodsWithoutData(size_t pods, size_t partitions) {
   pods_without_data_.Set(static_cast<double>(pods));
   partitions_without_data_.Set(static_cast<double>(partitions));
+}
+
+void ControlProbe::PartitionsLost(size_t partitions, uint64_t events) {
+  partitions_lost_.Increment(static_cast<double>(partitions));
+  events_lost_.Increment(static_cast<double>(events));
 }
 
 void ControlProbe::HotKeys(const std::vector<HotKey>& hot) {

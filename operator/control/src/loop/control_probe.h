@@ -37,6 +37,8 @@ class ControlProbe {
   void HotKeys(const std::vector<HotKey>& hot);
   // Pods of the map that came back without their data, and the partitions they held.
   void PodsWithoutData(size_t pods, size_t partitions);
+  // Partitions declared lost by a change, and the events they had taken.
+  void PartitionsLost(size_t partitions, uint64_t events);
 
  private:
   const std::string topic_;
@@ -58,6 +60,8 @@ class ControlProbe {
   prometheus::Gauge& hot_key_hash_;
   prometheus::Gauge& pods_without_data_;
   prometheus::Gauge& partitions_without_data_;
+  prometheus::Counter& partitions_lost_;
+  prometheus::Counter& events_lost_;
 };
 
 }  // namespace shoal::control

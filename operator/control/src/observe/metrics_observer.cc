@@ -51,6 +51,7 @@ uint64_t ToCount(double v) {
 struct MetricsView {
   std::map<uint32_t, double> appended;
   std::map<uint32_t, uint64_t> lag;  // max over groups; absent with no group
+  std::map<uint32_t, uint64_t> end;  // end offsets
   std::map<uint32_t, std::map<std::string, uint64_t>> group_lag;  // per partition and group
   std::set<uint32_t> reported;                                    // partitions the sidecar holds
   std::map<std::string, double> delivered;  // per group: events handed to its consumers
@@ -93,6 +94,7 @@ MetricsView ReadMetrics(const std::vector<PromSample>& samples, const std::strin
       if (group != nullptr) view.group_lag[*id][*group] = ToCount(s.value);
     } else {
       view.reported.insert(*id);
+      view.end[*id] = ToCount(s.value);
     }
   }
   return view;
@@ -331,6 +333,7 @@ Observation MetricsObserver::Observe(const PartitionMap& map, const std::vector<
     for (const auto& parent : info.parents) load.parents.push_back(parent);
     auto lag = s.view.lag.find(id);
     if (lag != s.view.lag.end()) load.lag = lag->second;
+    if (auto end = s.view.end.find(id); end != s.view.end.end()) load.end = end->second;
 
     // The shape first: its counters are kept for the next diff even when this time's rate is
     // unknown.

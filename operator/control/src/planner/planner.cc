@@ -278,6 +278,7 @@ Result<PartitionMap> ResolveChange(const PlanStep& step, const PartitionMap& cur
     const PeerAddress* held = base.Peer(PodName(pod));
     if (!held || !(*held == addr)) base = base.WithPeer(PodName(pod), addr);
   }
+  if (!step.lost_pod.empty()) return base.DeclareLost(PodName(step.lost_pod));
   MapChange change(base);
   for (const auto& s : step.splits) {
     // A split decided on an older map whose partition is gone (changed meanwhile) is dropped.
@@ -323,9 +324,7 @@ Result<PartitionMap> ResolveChange(const PlanStep& step, const PartitionMap& cur
 // ---------------------------------------------------------------------------------------------
 // JSON
 
-namespace {
-
-void AppendIds(std::string& out, const std::vector<PartitionId>& ids) {
+void AppendIdArray(std::string& out, const std::vector<PartitionId>& ids) {
   out += '[';
   for (size_t i = 0; i < ids.size(); ++i) {
     if (i) out += ',';
@@ -333,8 +332,6 @@ void AppendIds(std::string& out, const std::vector<PartitionId>& ids) {
   }
   out += ']';
 }
-
-}  // namespace
 
 std::string PlanToJson(const Plan& plan) {
   std::string out = "{\"id\":";
@@ -367,6 +364,10 @@ std::string PlanToJson(const Plan& plan) {
       out += ",\"vacate\":";
       json::AppendUint(out, *s.vacate);
     }
+    if (!s.lost_pod.empty()) {
+      out += ",\"lost_pod\":";
+      json::AppendString(out, s.lost_pod);
+    }
     out += ",\"splits\":[";
     for (size_t j = 0; j < s.splits.size(); ++j) {
       if (j) out += ',';
@@ -385,7 +386,7 @@ std::string PlanToJson(const Plan& plan) {
     for (size_t j = 0; j < s.merges.size(); ++j) {
       if (j) out += ',';
       out += "{\"run\":";
-      AppendIds(out, s.merges[j].run);
+      AppendIdArray(out, s.merges[j].run);
       out += ",\"peak_rate\":";
       json::AppendDouble(out, s.merges[j].peak_rate);
       out += '}';
@@ -466,6 +467,12 @@ Result<Plan> PlanFromJson(std::string_view text) {
       s.vacate = static_cast<uint32_t>(vacate);
     } else if (err != simdjson::NO_SUCH_FIELD) {
       return Status::InvalidArgument("plan step vacate must be a pod ordinal");
+    }
+    std::string_view lost_pod;  // optional, as vacate
+    if (auto err = el["lost_pod"].get(lost_pod); err == simdjson::SUCCESS) {
+      s.lost_pod = std::string(lost_pod);
+    } else if (err != simdjson::NO_SUCH_FIELD) {
+      return Status::InvalidArgument("plan step lost_pod must be a pod name");
     }
     if (s.kind == PlanStep::Kind::kRestart && !s.vacate) {
       return Status::InvalidArgument("a restart step needs vacate (the pod to restart)");

@@ -38,11 +38,15 @@ std::vector<PartitionId> RetirablePartitions(
   // order decides every parent before its children.
   for (const auto& p : map.partitions()) {
     if (p.active()) continue;
-    const AdminPartition* a = report(p);
-    if (!a || a->state != PartitionState::kSealed) continue;
-    // The sidecars' rule (common/retirement_rule.h): every group consumed it to its end.
-    const HeldPartition held{a->start_offset, a->end_offset, true, a->commits};
-    if (FirstNotConsumed(held, groups)) continue;
+    // A lost partition has nothing left to consume (PartitionMap::DeclareLost); it still waits
+    // for its parents, which its successors' groups read before its range's new events.
+    if (!p.lost) {
+      const AdminPartition* a = report(p);
+      if (!a || a->state != PartitionState::kSealed) continue;
+      // The sidecars' rule (common/retirement_rule.h): every group consumed it to its end.
+      const HeldPartition held{a->start_offset, a->end_offset, true, a->commits};
+      if (FirstNotConsumed(held, groups)) continue;
+    }
     bool parents_first = true;
     for (PartitionId parent : p.parents) {
       if (map.Find(parent) && !retirable.count(parent.value())) parents_first = false;
@@ -50,6 +54,7 @@ std::vector<PartitionId> RetirablePartitions(
     if (!parents_first) continue;
     bool durable = true;
     for (const PartitionInfo* s : map.SuccessorsOf(p.id)) {
+      if (s->lost) continue;  // nothing of it to keep
       const AdminPartition* sa = report(*s);
       durable &= sa && sa->producers_durable;
     }

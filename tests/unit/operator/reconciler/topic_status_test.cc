@@ -114,6 +114,22 @@ TEST(TopicStatusTest, APodWithoutItsDataIsDegradedNamingItsPartitions) {
   EXPECT_EQ(s.conditions[2].reason, "PartitionsUnserved");
 }
 
+// Partitions declared lost, still in the map: Degraded says which, with whose volume and how
+// many events, and that their ranges take writes again.
+TEST(TopicStatusTest, PartitionsDeclaredLostAreDegradedNamingThemAndTheirEvents) {
+  TopicObservation o = Obs(2, 2, 3, 4, 0, false);
+  o.losses.push_back({"orders-1", {PartitionId(1), PartitionId(3)}, 1234});
+  const TopicStatus s = ComputeTopicStatus(o);
+  ASSERT_EQ(s.conditions.size(), 4u);
+  EXPECT_EQ(s.conditions[0].status, S::kTrue);
+  EXPECT_EQ(s.conditions[0].reason, "PartitionsLost");
+  EXPECT_NE(s.conditions[0].message.find(
+                "partitions 1, 3 were declared lost with pod orders-1's volume (1234 events): "
+                "their ranges took new partitions and take writes again"),
+            std::string::npos)
+      << s.conditions[0].message;
+}
+
 // A data volume under pressure: Degraded says which pod and how much is free.
 TEST(TopicStatusTest, ADiskUnderPressureIsDegradedNamingThePod) {
   TopicObservation o = Obs(2, 2, 3, 4, 0, false);

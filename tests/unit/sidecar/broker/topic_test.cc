@@ -481,7 +481,7 @@ TEST_F(TopicTest, ConsumersAndCommitsRacingWithRetirementsAreSafe) {
 // A peer that answers GET .../groups only once the test releases it (a slow or paused pod).
 class HeldPeers final : public PeerClient {
  public:
-  Result<std::string> FetchProducers(const PeerAddress&, PartitionId, const SuccessorRef&,
+  Result<std::string> FetchProducers(const PeerAddress&, PartitionId, const SuccessorRef*,
                                      uint64_t) override {
     return Status::Unavailable("no producers here");
   }

@@ -73,6 +73,8 @@ class ChangeExecutor {
  private:
   template <typename Fn>
   Status Retry(const std::string& what, Fn&& fn, ChangeTiming* timing);
+  // Whether the sidecar at `address` holds no map at all (its admin plane answers 404).
+  bool HoldsNoMap(const PeerAddress& address);
 
   client::AdminPlane& admin_;
   const Options opts_;

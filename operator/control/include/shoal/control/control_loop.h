@@ -106,10 +106,25 @@ class ControlLoop {
   DecisionRecord last_decision() const;
   // Pods of the map that came back without their data (their sidecar holds no map while the
   // map gives them partitions: an emptied or replaced volume), with the partitions they held.
-  // The map is not installed on them (their partitions would start again at offset 0, the
-  // events and the groups' positions gone unsaid); their ranges take no writes until the pod's
-  // data is back or the topic is recreated. Empty when none.
+  // The current map is never installed on them (their partitions would start again at offset
+  // 0, the events and the groups' positions gone unsaid): the next change declares those
+  // partitions lost (PartitionMap::DeclareLost) and their ranges take writes again in new
+  // partitions on the pod, the loss said in losses(). Empty when none.
   std::map<std::string, std::vector<PartitionId>> pods_without_data() const;
+  // What a pod's emptied volume cost, as the change that declared its partitions lost found it.
+  struct DataLoss {
+    std::string pod;
+    Epoch epoch{0};                       // the map that declared them lost
+    std::vector<PartitionId> partitions;  // declared lost
+    std::vector<PartitionId> successors;  // their ranges' new partitions
+    // From the last observation of the lost partitions: the events they had taken (their end
+    // offsets; retention may have removed some before), and the most any group had not read.
+    uint64_t events = 0;
+    uint64_t unconsumed = 0;
+  };
+  // The losses this loop declared, oldest first (the last kMaxLosses).
+  static constexpr size_t kMaxLosses = 16;
+  std::vector<DataLoss> losses() const;
   // Pods whose data volume is under pressure at the last observation (DiskState::pressure):
   // produce to their partitions is or will soon be refused. Empty when none.
   std::map<std::string, DiskState> pods_under_disk_pressure() const;
@@ -119,6 +134,17 @@ class ControlLoop {
   Status RunStep(PlanStep& step, const std::vector<PodInfo>& pods);
   Status RunChange(PlanStep& step, const std::vector<PodInfo>& pods);
   Status InstallOnLaggingPods(const std::vector<PodInfo>& pods);
+  // With no plan and a pod without its data: plans the change that declares its partitions
+  // lost. True when it made one.
+  bool PlanRecovery(const std::vector<PodInfo>& pods);
+  // Asks every ready pod of the map for its map: one that holds none while the map gives it
+  // partitions (not lost) goes to pods_without_data_.
+  void NoticePodsWithoutData(const std::vector<PodInfo>& pods);
+  // With a plan whose next step is a change not resolved yet and a pod without data: the
+  // recovery is put before it (any change would need that pod's partitions).
+  void PutRecoveryFirst();
+  // After that change: what was lost, logged, counted and kept for losses().
+  void RecordLoss(const PartitionMap& before, const std::string& pod);
   // Sealed partitions that may leave the map (retirement.h), from every pod's admin plane;
   // empty when anything needed cannot be read.
   std::vector<PartitionId> Retirable(const std::vector<PodInfo>& pods);
@@ -174,6 +200,9 @@ class ControlLoop {
   std::string last_error_;
   std::map<PartitionId, double> last_rates_;
   std::map<std::string, std::vector<PartitionId>> pods_without_data_;
+  std::vector<DataLoss> losses_;
+  // Per partition, from the last observation that saw it: end offset and largest lag.
+  std::map<PartitionId, std::pair<uint64_t, uint64_t>> last_seen_;
   std::map<std::string, DiskState> pods_disk_pressure_;
   // Pods seen holding a map (the bootstrap's installs, InstallOnLaggingPods), kept in the
   // control state so that a restarted loop still tells an emptied volume from a pod that never

@@ -28,6 +28,7 @@ struct PartitionLoad {
   bool active = true;
   double rate = 0;   // events appended per second
   uint64_t lag = 0;  // the largest lag (end offset - commit) over the consumer groups
+  uint64_t end = 0;  // its end offset: how many events it took since it was created
   // Share of `rate` that fell in each sixteenth of the partition's hash range (sums to 1 when
   // rate > 0; all zero when unknown).
   std::array<double, kLoadBuckets> buckets{};

@@ -45,6 +45,9 @@ struct PlanStep {
   std::vector<MergeDecision> merges;  // likewise
   bool rebalance = false;             // move partitions to balance load over `pods` pods
   bool retire = false;                // retire consumed sealed partitions; drop pods >= `pods`
+  // Declare this pod's partitions lost (its volume came back empty; PartitionMap::DeclareLost),
+  // alone in its change: their ranges take writes again in successors on it.
+  std::string lost_pod;
   // kSetPods, kWaitReady: the pod count; kChange with rebalance: pods to balance over (those
   // with higher ordinals are emptied); kWaitConsumed, kDrain: pods >= this are the ones leaving.
   uint32_t pods = 0;
@@ -101,6 +104,8 @@ Result<PartitionMap> ResolveChange(const PlanStep& step, const PartitionMap& cur
 
 // Plan and steps as JSON for the control state (and back).
 std::string PlanToJson(const Plan& plan);
+// [1,3,7]: partition ids as a JSON array.
+void AppendIdArray(std::string& out, const std::vector<PartitionId>& ids);
 Result<Plan> PlanFromJson(std::string_view json);
 
 }  // namespace shoal::control

@@ -51,6 +51,14 @@ struct TopicObservation {
   // Pods that came back without their data, with the partitions they held (ControlLoop::
   // pods_without_data).
   std::map<std::string, std::vector<PartitionId>> pods_without_data;
+  // Losses declared by the loop whose lost partitions are still in the map (ControlLoop::
+  // losses): said as a condition until those partitions retire.
+  struct Loss {
+    std::string pod;
+    std::vector<PartitionId> partitions;
+    uint64_t events = 0;
+  };
+  std::vector<Loss> losses;
   // Pods whose data volume is under pressure: (free bytes, reserve bytes, reserve in use).
   struct Disk {
     double free_bytes = 0, reserve_bytes = 0;

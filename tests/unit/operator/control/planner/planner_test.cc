@@ -1,6 +1,8 @@
 // Tests of the change planner (control/src/planner/planner.cc): MakePlan's step order,
 // Rebalance, ResolveChange, the plan's JSON and the pod naming helpers.
 #include "shoal/control/planner.h"
+#include "shoal/control/retirement.h"
+#include "shoal/control/admin_partitions.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -458,6 +460,50 @@ TEST(ResolveChangeTest, AppliesASplitStep) {
   EXPECT_THAT(next.Find(PartitionId(4))->parents, ElementsAre(PartitionId(1)));
 }
 
+TEST(ResolveChangeTest, ALostPodStepDeclaresItsPartitionsLostAndNothingElse) {
+  const PartitionMap map = Spread(4, 2);  // orders-0 and orders-1, two partitions each
+  PlanStep s = ChangeStep(2);
+  s.lost_pod = "orders-1";
+  s.rebalance = true;  // ignored: a recovery is a change of its own
+  const PartitionMap next = Must(ResolveChange(s, map, {}, {}, {}));
+  EXPECT_EQ(next, Must(map.DeclareLost(PodName("orders-1"))));
+  size_t lost = 0;
+  for (const auto& p : next.partitions()) lost += p.lost ? 1 : 0;
+  EXPECT_EQ(lost, 2u);
+}
+
+TEST(RetirablePartitionsTest, ALostPartitionRetiresAfterItsParentsWithoutAReport) {
+  // p0 on orders-0 moves to orders-1 (p2), p1 stays; orders-1 is then emptied: p2 is lost, p3
+  // takes its range. p2 waits for p0 (sealed, unconsumed); once p0 is consumed both retire, p0
+  // first, and p2 needs no report (nobody holds it).
+  PartitionMap m = Spread(2, 1);
+  m = Must(Must(m.Move(PartitionId(0), PodName("orders-1"))).WithEndOffset(PartitionId(0), 5));
+  m = Must(m.DeclareLost(PodName("orders-1")));
+  ASSERT_TRUE(m.Find(PartitionId(2))->lost);
+  auto report = [&](uint64_t committed) {
+    std::map<std::string, AdminPartitionsReport> reports;
+    for (const std::string pod : {"orders-0", "orders-1"}) {
+      AdminPartitionsReport r;
+      r.pod = pod;
+      r.groups = {"g"};
+      for (const auto& p : m.partitions()) {
+        if (p.owner.value() != pod || p.lost) continue;
+        AdminPartition a;
+        a.id = p.id;
+        a.state = p.state;
+        a.end_offset = p.active() ? 0 : p.end_offset;
+        a.producers_durable = true;
+        a.commits["g"] = committed;
+        r.partitions.push_back(a);
+      }
+      reports.emplace(pod, r);
+    }
+    return reports;
+  };
+  EXPECT_TRUE(RetirablePartitions(m, report(0)).empty()) << "p0 unconsumed holds p2 back";
+  EXPECT_THAT(RetirablePartitions(m, report(5)), ElementsAre(PartitionId(0), PartitionId(2)));
+}
+
 TEST(ResolveChangeTest, DropsASplitOrMergeWhosePartitionIsNoLongerActive) {
   // The step was planned on the 2-partition map; meanwhile partition 1 was split.
   const PartitionMap planned_on = Spread(2, 1);
@@ -685,6 +731,10 @@ Plan FullPlan() {
     if (k == Kind::kRestart || k == Kind::kWaitConsumed) s.vacate = 4294967295u;
     plan.steps.push_back(s);
   }
+  PlanStep lost = ChangeStep(7);
+  lost.what = "declare orders-1's partitions lost";
+  lost.lost_pod = "orders-1";
+  plan.steps.push_back(lost);
   plan.steps[1].state = PlanStep::State::kDone;
   plan.steps[2].attempts = 1000000;
   return plan;
@@ -708,6 +758,7 @@ void ExpectPlanEq(const Plan& a, const Plan& b) {
     EXPECT_EQ(x.rebalance, y.rebalance);
     EXPECT_EQ(x.retire, y.retire);
     EXPECT_EQ(x.vacate, y.vacate);
+    EXPECT_EQ(x.lost_pod, y.lost_pod);
     EXPECT_EQ(x.target, y.target);
     ASSERT_EQ(x.splits.size(), y.splits.size());
     for (size_t j = 0; j < x.splits.size(); ++j) {
