@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Clang's thread-safety analysis over the sidecar (the broker, storage and HTTP frontends) and
-# the common library: every translation unit in build/compile_commands.json under those folders
-# is compiled with clang++ -fsyntax-only -Wthread-safety -Werror=thread-safety, so a member
-# marked GUARDED_BY touched without its lock, or a REQUIRES function called without it, fails
-# the suite (shoal/common/thread_annotations.h). Uses the flags the main (GCC) build uses.
+# Clang's thread-safety analysis over the sidecar (the broker, storage and HTTP frontends), the
+# common library and the operator's reconciler (TopicOperator, its work queue and Event
+# recorder, the Kubernetes platform): every translation unit in build/compile_commands.json
+# under those folders is compiled with clang++ -fsyntax-only -Wthread-safety
+# -Werror=thread-safety, so a member marked GUARDED_BY touched without its lock, or a REQUIRES
+# function called without it, fails the suite (shoal/common/thread_annotations.h). Uses the
+# flags the main (GCC) build uses.
 #
 #   scripts/thread-safety.sh [build-dir]
 set -euo pipefail
@@ -17,7 +19,7 @@ import json, shlex, sys
 db, root = sys.argv[1], sys.argv[2]
 for e in json.load(open(db)):
     f = e["file"]
-    if not any(f.startswith(f"{root}/{d}/") for d in ("sidecar/src", "common/src")):
+    if not any(f.startswith(f"{root}/{d}/") for d in ("sidecar/src", "common/src", "operator/reconciler/src")):
         continue
     args = shlex.split(e["command"])[1:]
     out = []

@@ -120,7 +120,7 @@ Result<ScaleNow> ReadScale(kubeapi::KubeClient& client, const std::string& ns,
 }  // namespace
 
 Status KubePlatform::SetDesiredPods(uint32_t n) {
-  std::lock_guard<std::mutex> lock(scale_mu_);
+  MutexLock lock(scale_mu_);
   if (!opts_.may_act()) return Status::Unavailable("not the leader: not scaling");
   value patch = value::object();
   patch["spec"]["replicas"] = value::number(n);
@@ -140,7 +140,7 @@ Status KubePlatform::SetDesiredPods(uint32_t n) {
 }
 
 Result<std::optional<uint32_t>> KubePlatform::HoldReplicas(uint32_t cached, uint32_t floor) {
-  std::lock_guard<std::mutex> lock(scale_mu_);
+  MutexLock lock(scale_mu_);
   if (floor > desired_.load()) {
     // Pods own partitions beyond the count this loop started with (the StatefulSet was scaled
     // down while no operator ran): those pods are needed, whatever the count said.
@@ -169,7 +169,7 @@ uint32_t KubePlatform::DesiredPods() const { return desired_.load(); }
 void KubePlatform::RefreshMetrics() {
   const auto now = std::chrono::steady_clock::now();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (metrics_known_ && now - metrics_at_ < opts_.metrics_every) return;
     metrics_at_ = now;
   }
@@ -192,7 +192,7 @@ void KubePlatform::RefreshMetrics() {
   } else if (!list.ok() && !list.error().IsNotFound()) {
     Logger("platform")->debug("metrics.k8s.io: {}", list.error().ToString());
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   metrics_known_ = true;
   cpu_ = std::move(usage);
 }
@@ -213,7 +213,7 @@ Result<std::vector<control::PodInfo>> KubePlatform::ListPods() {
       update_revision = revision.as_string();
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (const Json& pod : pods_.List()) {
     if (kubeapi::Namespace(pod) != opts_.ns) continue;
     const Json label = kubeapi::At(pod, "metadata.labels");
@@ -272,7 +272,7 @@ Result<std::vector<control::PodInfo>> KubePlatform::ListPods() {
 
 Status KubePlatform::DrainPod(const PodName& pod) {
   if (!opts_.may_act()) return Status::Unavailable("not the leader: not draining");
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   draining_.insert(pod.value());
   return Status::Ok();
 }
@@ -420,7 +420,7 @@ Status KubePlatform::SaveState(const std::string& json) {
     }
     const int64_t revision = ControlRevision(topic.value());
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (control_revision_ && revision != *control_revision_) {
         return Status::Conflict("the control state of " + opts_.ns + "/" + opts_.topic +
                                 " was written by another coordinator (revision " +
@@ -434,7 +434,7 @@ Status KubePlatform::SaveState(const std::string& json) {
     patch["status"]["controlRevision"] = value::number(revision + 1);
     auto r = client_.MergePatch(kubeapi::PartitionedTopics(), opts_.ns, opts_.topic, patch, "status");
     if (r.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       control_revision_ = revision + 1;
       return Status::Ok();
     }
@@ -448,7 +448,7 @@ Result<std::string> KubePlatform::LoadState() {
   auto topic = client_.Get(kubeapi::PartitionedTopics(), opts_.ns, opts_.topic, "status");
   if (!topic.ok()) return topic.error().ToStatus();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     control_revision_ = ControlRevision(topic.value());
   }
   return StatusToState(kubeapi::At(topic.value(), "status"), opts_.topic);

@@ -7,9 +7,8 @@
 
 #include <cpprest/asyncrt_utils.h>
 
-#include <cstdio>
-#include <fstream>
 #include <set>
+#include <thread>
 
 #include "shoal/client/admin_client.h"
 #include "shoal/common/files.h"
@@ -88,10 +87,10 @@ struct TopicOperator::Worker {
   std::unique_ptr<control::ControlLoop> loop;
   std::atomic<bool> stop{false};
   std::atomic<bool> started{false};
-  std::mutex mu;
-  std::condition_variable cv;
+  Mutex mu;
+  CondVar cv;
   std::thread thread;
-  std::string start_error;  // guarded by mu
+  std::string start_error GUARDED_BY(mu);
   // Reconcile's thread only.
   int64_t decision_reported_ms = 0;
   bool decision_noted = false;
@@ -104,6 +103,12 @@ TopicOperator::TopicOperator(kubeapi::KubeClient& client, TopicOperatorOptions o
     : client_(client),
       opts_(std::move(options)),
       clock_(clock),
+      queue_(clock, opts_.backoff_start, opts_.backoff_max),
+      events_(client, clock,
+              {.controller = "shoal.dev/operator",
+               .instance = opts_.identity,
+               .regarding_api_version = kubeapi::PartitionedTopics().api_version(),
+               .regarding_kind = kubeapi::PartitionedTopics().kind}),
       registry_(std::make_shared<prometheus::Registry>()) {
   metrics::RegisterBuildInfo(*registry_, "operator");
   reconcile_duration_ = &prometheus::BuildHistogram()
@@ -113,7 +118,8 @@ TopicOperator::TopicOperator(kubeapi::KubeClient& client, TopicOperatorOptions o
                              .Add({}, metrics::LatencyBuckets());
   reconciles_ = &prometheus::BuildCounter()
                      .Name("shoal_operator_reconciles_total")
-                     .Help("Reconciles of PartitionedTopics by result (ok, error)")
+                     .Help("Reconciles of PartitionedTopics by result (ok, error, requeue) and, "
+                           "for errors, the step that failed (reason)")
                      .Register(*registry_);
   leader_ = &prometheus::BuildGauge()
                  .Name("shoal_operator_leader")
@@ -176,13 +182,7 @@ bool TopicOperator::synced() const {
   return true;
 }
 
-void TopicOperator::Enqueue(const std::string& key) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    queue_.insert(key);
-  }
-  cv_.notify_all();
-}
+void TopicOperator::Enqueue(const std::string& key) { queue_.Add(key); }
 
 void TopicOperator::EnqueueOwner(const Json& obj) {
   const Json labels = kubeapi::At(obj, "metadata.labels");
@@ -193,22 +193,22 @@ void TopicOperator::EnqueueOwner(const Json& obj) {
 
 void TopicOperator::StartLeading(std::function<bool()> is_leader) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     is_leader_ = std::move(is_leader);
     term_.fetch_add(1);
     leading_.store(true);
     for (const auto& inf : topics_) {
-      for (const auto& t : inf->List()) queue_.insert(Key(kubeapi::Namespace(t), kubeapi::Name(t)));
+      for (const auto& t : inf->List()) queue_.Add(Key(kubeapi::Namespace(t), kubeapi::Name(t)));
     }
   }
   leader_->Set(1);
   Logger("operator")->info("leading: reconciling every topic");
-  cv_.notify_all();
+  leading_cv_.notify_all();
 }
 
 void TopicOperator::StopLeading() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     term_.fetch_add(1);
     leading_.store(false);
   }
@@ -218,81 +218,77 @@ void TopicOperator::StopLeading() {
 }
 
 void TopicOperator::Run(const std::atomic<bool>& stop) {
+  // How long Run waits at most before it looks at `stop`, the resync and leadership again.
+  constexpr std::chrono::milliseconds kPoll{200};
   std::vector<std::thread> threads;
   for (const auto* list : {&topics_, &statefulsets_, &pods_}) {
     for (const auto& inf : *list) {
       threads.emplace_back([&inf, &stop] { inf->Run(stop); });
     }
   }
-  auto next_resync = std::chrono::steady_clock::now() + opts_.resync;
+  auto next_resync = clock_.SteadyNow() + opts_.resync;
   while (!stop.load()) {
-    std::string key;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      const auto now = std::chrono::steady_clock::now();
-      if (now >= next_resync) {
-        next_resync = now + opts_.resync;
-        if (leading_.load()) {
-          for (const auto& inf : topics_) {
-            for (const auto& t : inf->List()) {
-              queue_.insert(Key(kubeapi::Namespace(t), kubeapi::Name(t)));
-            }
-          }
-          for (const auto& [k, w] : workers_) queue_.insert(k);
-        }
-      }
-      auto wake = next_resync;
-      // Nothing is reconciled before every informer listed once: a decision on a partial
-      // cache (no StatefulSet yet, no pods) would be a wrong one.
-      if (leading_.load() && synced()) {
-        for (const auto& k : queue_) {
-          auto nb = not_before_.find(k);
-          if (nb == not_before_.end() || nb->second <= now) {
-            key = k;
-            break;
-          }
-          wake = std::min(wake, nb->second);
-        }
-      }
-      if (key.empty()) {
-        cv_.wait_until(lock, std::min(wake, now + std::chrono::milliseconds(200)));
-        continue;
-      }
-      queue_.erase(key);
+    const auto now = clock_.SteadyNow();
+    if (now >= next_resync) {
+      next_resync = now + opts_.resync;
+      Resync();
     }
-    ReconcileResult result = ReconcileResult::Retry();
-    const auto began = std::chrono::steady_clock::now();
-    try {
-      result = Reconcile(key);
-    } catch (const std::exception& e) {
-      Logger("operator")->error("reconcile {}: {}", key, e.what());
+    // Nothing is reconciled before every informer listed once: a decision on a partial
+    // cache (no StatefulSet yet, no pods) would be a wrong one. Keys wait in the queue.
+    if (!leading_.load() || !synced()) {
+      MutexLock lock(mu_);
+      leading_cv_.wait_for(lock, kPoll);
+      continue;
     }
-    reconcile_duration_->Observe(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
-    using Kind = ReconcileResult::Kind;
-    reconciles_
-        ->Add({{"result", result.kind == Kind::kDone    ? "ok"
-                          : result.kind == Kind::kRetry ? "error"
-                                                        : "requeue"}})
-        .Increment();
-    std::lock_guard<std::mutex> lock(mu_);
-    if (result.kind == Kind::kDone) {
-      failures_.erase(key);
-      not_before_.erase(key);
-    } else if (result.kind == Kind::kRequeueAfter) {
-      failures_.erase(key);
-      not_before_[key] = std::chrono::steady_clock::now() + result.after;
-      queue_.insert(key);
-    } else {
-      const int n = ++failures_[key];
-      auto delay = opts_.backoff_start * (1LL << std::min(n - 1, 16));
-      if (delay > opts_.backoff_max) delay = opts_.backoff_max;
-      not_before_[key] = std::chrono::steady_clock::now() + delay;
-      queue_.insert(key);
-    }
+    const auto wait = std::min<std::chrono::milliseconds>(
+        kPoll, std::chrono::ceil<std::chrono::milliseconds>(next_resync - now));
+    if (auto key = queue_.Get(wait)) ProcessKey(*key);
   }
+  queue_.ShutDown();
   StopAllWorkers();
   for (auto& t : threads) t.join();
+}
+
+void TopicOperator::Resync() {
+  if (!leading_.load()) return;
+  for (const auto& inf : topics_) {
+    for (const auto& t : inf->List()) queue_.Add(Key(kubeapi::Namespace(t), kubeapi::Name(t)));
+  }
+  MutexLock lock(mu_);
+  for (const auto& [k, w] : workers_) queue_.Add(k);
+}
+
+void TopicOperator::ProcessKey(const std::string& key) {
+  ReconcileResult result;
+  const auto began = clock_.SteadyNow();
+  try {
+    result = Reconcile(key);
+  } catch (const std::exception& e) {
+    result = ReconcileResult::Retry(RetryReason::kException, e.what());
+  }
+  reconcile_duration_->Observe(std::chrono::duration<double>(clock_.SteadyNow() - began).count());
+  using Kind = ReconcileResult::Kind;
+  switch (result.kind) {
+    case Kind::kDone:
+      reconciles_->Add({{"result", "ok"}}).Increment();
+      queue_.Forget(key);
+      break;
+    case Kind::kRequeueAfter:
+      reconciles_->Add({{"result", "requeue"}}).Increment();
+      queue_.Forget(key);
+      queue_.AddAfter(key, result.after);
+      break;
+    case Kind::kRetry: {
+      reconciles_->Add({{"result", "error"}, {"reason", std::string(ToString(result.reason))}})
+          .Increment();
+      const auto delay = queue_.AddRateLimited(key);
+      const auto level =
+          result.reason == RetryReason::kException ? spdlog::level::err : spdlog::level::warn;
+      Logger("operator")->log(level, "{}: {}; retrying in {} ms", key, result.cause, delay.count());
+      break;
+    }
+  }
+  queue_.Done(key);
 }
 
 std::optional<Json> TopicOperator::CachedTopic(const std::string& key) const {
@@ -307,7 +303,7 @@ ReconcileResult TopicOperator::Reconcile(const std::string& key) {
   std::function<bool()> is_leader;
   uint64_t term = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     is_leader = is_leader_;
     term = term_.load();
   }
@@ -329,8 +325,8 @@ ReconcileResult TopicOperator::Reconcile(const std::string& key) {
     auto r = client_.MergePatch(kubeapi::PartitionedTopics(), kubeapi::Namespace(topic),
                                 kubeapi::Name(topic), patch);
     if (!r.ok()) {
-      Logger("operator")->warn("{}: adding the finalizer: {}", key, r.error().ToString());
-      return ReconcileResult::Retry();
+      return ReconcileResult::Retry(RetryReason::kFinalizer,
+                                    "adding the finalizer: " + r.error().ToString());
     }
     topic = std::move(r).value();
   }
@@ -363,17 +359,19 @@ void TopicOperator::ReportInvalid(const Json& topic, const std::string& message)
   Logger("operator")->warn("{}: invalid spec (generation {}): {}", key, gen, message);
   bool warn = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto [it, fresh] = reported_invalid_.emplace(key, gen);
     warn = fresh || it->second != gen;
     it->second = gen;
   }
-  if (warn) Event(topic, "Warning", "InvalidSpec", "Validate", message);
+  if (warn) events_.Event(topic, "Warning", "InvalidSpec", "Validate", message);
   const int64_t now = clock_.NowMs();
-  WriteStatus(topic, [&](value& status) {
+  const Status written = WriteStatus(topic, [&](value& status) {
     status["observedGeneration"] = value::number(gen);
     for (const auto& c : InvalidConditions(message)) SetCondition(status, c, gen, now);
   });
+  // Not retried: the next resync writes it again.
+  if (!written.ok()) Logger("operator")->warn("{}: {}", key, written.message());
 }
 
 Result<std::string> TopicOperator::EnsureSecret(const Json& topic, const TopicObject& t) {
@@ -396,34 +394,32 @@ Result<std::string> TopicOperator::EnsureSecret(const Json& topic, const TopicOb
   auto made = client_.Create(kubeapi::Secrets(), t.ns, BuildSecret(t, *token));
   if (!made.ok() && !made.error().IsAlreadyExists()) return made.error().ToStatus();
   if (made.ok()) {
-    Event(topic, "Normal", "Created", "Create",
-          "created Secret " + name + " (sidecars' admin token)");
+    events_.Event(topic, "Normal", "Created", "Create",
+                  "created Secret " + name + " (sidecars' admin token)");
   }
   return EnsureSecret(topic, t);
 }
 
-std::optional<Json> TopicOperator::LiveOrCreate(const kubeapi::ResourceKind& kind,
-                                                const TopicObject& t, const Json& want,
-                                                const char* what, bool* ok) {
+Result<std::optional<Json>> TopicOperator::LiveOrCreate(const kubeapi::ResourceKind& kind,
+                                                        const TopicObject& t, const Json& want,
+                                                        const char* what) {
   auto got = client_.Get(kind, t.ns, t.name);
-  if (got.ok()) return std::move(got).value();
+  if (got.ok()) return std::optional<Json>(std::move(got).value());
   if (!got.error().IsNotFound()) {
-    Logger("operator")->warn("{}/{}: reading its {}: {}", t.ns, t.name, what,
-                             got.error().ToString());
-    *ok = false;
-    return std::nullopt;
+    return got.error().ToStatus().Annotate(std::string("reading its ") + what);
   }
   auto made = client_.Create(kind, t.ns, want);
-  *ok = made.ok() || made.error().IsAlreadyExists();
-  return std::nullopt;
+  if (!made.ok() && !made.error().IsAlreadyExists()) {
+    return made.error().ToStatus().Annotate(std::string("creating its ") + what);
+  }
+  return std::optional<Json>();
 }
 
-bool TopicOperator::EnsureService(const TopicObject& t) {
+Status TopicOperator::EnsureService(const TopicObject& t) {
   const Json want = BuildService(t);
-  bool ok = true;
-  std::optional<Json> got = LiveOrCreate(kubeapi::Services(), t, want, "Service", &ok);
-  if (!got) return ok;
-  Json live = std::move(*got);
+  auto got = LiveOrCreate(kubeapi::Services(), t, want, "Service");
+  if (!got.ok() || !got->has_value()) return got.status();
+  Json live = std::move(**got);
   bool same = true;
   for (const char* field : {"selector", "ports", "clusterIP", "publishNotReadyAddresses"}) {
     if (kubeapi::At(live, std::string("spec.") + field).serialize() !=
@@ -431,29 +427,27 @@ bool TopicOperator::EnsureService(const TopicObject& t) {
       same = false;
     }
   }
-  if (same) return true;
+  if (same) return Status::Ok();
   for (const char* field : {"selector", "ports", "publishNotReadyAddresses"}) {
     live["spec"][field] = want.at("spec").at(field);
   }
   auto r = client_.Update(kubeapi::Services(), t.ns, t.name, live);
-  return r.ok();
+  return r.ok() ? Status::Ok() : r.error().ToStatus().Annotate("updating its Service");
 }
 
-bool TopicOperator::EnsurePodDisruptionBudget(const TopicObject& t) {
+Status TopicOperator::EnsurePodDisruptionBudget(const TopicObject& t) {
   const Json want = BuildPodDisruptionBudget(t);
-  bool ok = true;
-  std::optional<Json> got =
-      LiveOrCreate(kubeapi::PodDisruptionBudgets(), t, want, "PodDisruptionBudget", &ok);
-  if (!got) return ok;
-  Json live = std::move(*got);
-  if (kubeapi::At(live, "spec").serialize() == want.at("spec").serialize()) return true;
+  auto got = LiveOrCreate(kubeapi::PodDisruptionBudgets(), t, want, "PodDisruptionBudget");
+  if (!got.ok() || !got->has_value()) return got.status();
+  Json live = std::move(**got);
+  if (kubeapi::At(live, "spec").serialize() == want.at("spec").serialize()) return Status::Ok();
   live["spec"] = want.at("spec");  // set back when changed by hand
-  return client_.Update(kubeapi::PodDisruptionBudgets(), t.ns, t.name, live).ok();
+  auto r = client_.Update(kubeapi::PodDisruptionBudgets(), t.ns, t.name, live);
+  return r.ok() ? Status::Ok() : r.error().ToStatus().Annotate("updating its PodDisruptionBudget");
 }
 
-bool TopicOperator::EnsureStatefulSet(const Json& topic, const TopicObject& t, bool* created,
-                                      std::string* refused) {
-  *created = false;
+Status TopicOperator::EnsureStatefulSet(const Json& topic, const TopicObject& t,
+                                        std::string* refused) {
   std::optional<Json> live;
   for (const auto& inf : statefulsets_) {
     if ((live = inf->Get(t.ns, t.name))) break;
@@ -463,16 +457,13 @@ bool TopicOperator::EnsureStatefulSet(const Json& topic, const TopicObject& t, b
     // subresource once it has read (or found no) control state.
     auto made = client_.Create(kubeapi::StatefulSets(), t.ns, BuildStatefulSet(t, opts_.manifests, 0));
     if (!made.ok() && !made.error().IsAlreadyExists()) {
-      Logger("operator")->warn("{}/{}: creating its StatefulSet: {}", t.ns, t.name,
-                               made.error().ToString());
       if (made.error().IsInvalid()) *refused = made.error().message;
-      return false;
+      return made.error().ToStatus().Annotate("creating its StatefulSet");
     }
     if (made.ok()) {
-      *created = true;
-      Event(topic, "Normal", "Created", "Create", "created StatefulSet " + t.name);
+      events_.Event(topic, "Normal", "Created", "Create", "created StatefulSet " + t.name);
     }
-    return true;
+    return Status::Ok();
   }
   const Json replicas = kubeapi::At(*live, "spec.replicas");
   Json want = BuildStatefulSet(t, opts_.manifests, replicas.is_number() ? replicas.as_number().to_int64() : 0);
@@ -482,10 +473,10 @@ bool TopicOperator::EnsureStatefulSet(const Json& topic, const TopicObject& t, b
                              : Json::null();
   if (have_hash.is_string() &&
       have_hash.as_string() == want.at("metadata").at("annotations").at(kTemplateHashAnnotation).as_string()) {
-    return true;
+    return Status::Ok();
   }
   // Paused: the pods keep the template they have until the annotation goes.
-  if (t.paused) return true;
+  if (t.paused) return Status::Ok();
   want["metadata"]["resourceVersion"] = value::string(kubeapi::ResourceVersion(*live));
   // volumeClaimTemplates (and the selector) are immutable: the pods' volumes stay as created
   // (a new --data-volume-size applies to new topics).
@@ -495,13 +486,12 @@ bool TopicOperator::EnsureStatefulSet(const Json& topic, const TopicObject& t, b
   if (selector.is_object()) want["spec"]["selector"] = selector;
   auto r = client_.Update(kubeapi::StatefulSets(), t.ns, t.name, want);
   if (!r.ok()) {
-    Logger("operator")->warn("{}/{}: updating its StatefulSet: {}", t.ns, t.name,
-                             r.error().ToString());
     if (r.error().IsInvalid()) *refused = r.error().message;
-    return false;
+    return r.error().ToStatus().Annotate("updating its StatefulSet");
   }
-  Event(topic, "Normal", "Updated", "Update", "updated StatefulSet " + t.name + " to the new spec");
-  return true;
+  events_.Event(topic, "Normal", "Updated", "Update",
+                "updated StatefulSet " + t.name + " to the new spec");
+  return Status::Ok();
 }
 
 std::shared_ptr<TopicOperator::Worker> TopicOperator::EnsureWorker(const TopicObject& t,
@@ -510,7 +500,7 @@ std::shared_ptr<TopicOperator::Worker> TopicOperator::EnsureWorker(const TopicOb
   const std::string key = Key(t.ns, t.name);
   std::shared_ptr<Worker> w;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = workers_.find(key);
     if (it != workers_.end()) w = it->second;
   }
@@ -537,7 +527,7 @@ std::shared_ptr<TopicOperator::Worker> TopicOperator::EnsureWorker(const TopicOb
     worker->generation = t.generation;
     std::function<bool()> is_leader;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       is_leader = is_leader_;
     }
     auto may_act = [this, is_leader, term] {
@@ -561,7 +551,7 @@ std::shared_ptr<TopicOperator::Worker> TopicOperator::EnsureWorker(const TopicOb
     {
       // Registered and started under the lock, and only in the term that decided to: a
       // StopLeading meanwhile (which stops the workers it finds) leaves no loop behind.
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (!leading_.load() || term_.load() != term) return nullptr;
       workers_[key] = worker;
       topics_gauge_->Set(static_cast<double>(workers_.size()));
@@ -576,7 +566,7 @@ std::shared_ptr<TopicOperator::Worker> TopicOperator::EnsureWorker(const TopicOb
 void TopicOperator::ResumeLastApplied(const Json& topic, uint64_t term) {
   const std::string ns = kubeapi::Namespace(topic), name = kubeapi::Name(topic);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (workers_.count(Key(ns, name))) return;  // runs already, on its last valid spec
   }
   std::optional<Json> sts;
@@ -610,14 +600,16 @@ ReconcileResult TopicOperator::Apply(const Json& topic, const TopicObject& t, ui
   const std::string key = Key(t.ns, t.name);
   auto token = EnsureSecret(topic, t);
   if (!token.ok()) {
-    Logger("operator")->warn("{}: its Secret: {}", key, token.status().message());
-    return ReconcileResult::Retry();
+    return ReconcileResult::Retry(RetryReason::kSecret, "its Secret: " + token.status().message());
   }
-  if (!EnsureService(t)) return ReconcileResult::Retry();
-  if (!EnsurePodDisruptionBudget(t)) return ReconcileResult::Retry();
-  bool created = false;
+  if (Status st = EnsureService(t); !st.ok()) {
+    return ReconcileResult::Retry(RetryReason::kService, st.message());
+  }
+  if (Status st = EnsurePodDisruptionBudget(t); !st.ok()) {
+    return ReconcileResult::Retry(RetryReason::kPodDisruptionBudget, st.message());
+  }
   std::string refused;
-  if (!EnsureStatefulSet(topic, t, &created, &refused)) {
+  if (Status st = EnsureStatefulSet(topic, t, &refused); !st.ok()) {
     // The API server refused the pod template (what Kubernetes checks on a Pod): the user's
     // to fix, reported like an invalid spec.
     if (!refused.empty()) {
@@ -625,10 +617,10 @@ ReconcileResult TopicOperator::Apply(const Json& topic, const TopicObject& t, ui
       ResumeLastApplied(topic, term);
       return ReconcileResult::Done();
     }
-    return ReconcileResult::Retry();
+    return ReconcileResult::Retry(RetryReason::kStatefulSet, st.message());
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     reported_invalid_.erase(key);
   }
 
@@ -668,11 +660,12 @@ ReconcileResult TopicOperator::Apply(const Json& topic, const TopicObject& t, ui
         const std::string want = std::to_string(w->platform->DesiredPods());
         Logger("operator")->warn("{}: StatefulSet scaled to {} by someone else; set back to {}",
                                  key, **held, want);
-        Event(topic, "Warning", "ReplicasReverted", "Scale",
-              "StatefulSet " + t.name + " was scaled to " + std::to_string(**held) +
-                  " outside the operator; set back to " + want +
-                  " (the control loop owns the pod count: set spec.replicas.min/max or use kubectl "
-                  "scale ptopic)");
+        events_.Event(
+            topic, "Warning", "ReplicasReverted", "Scale",
+            "StatefulSet " + t.name + " was scaled to " + std::to_string(**held) +
+                " outside the operator; set back to " + want +
+                " (the control loop owns the pod count: set spec.replicas.min/max or use kubectl "
+                "scale ptopic)");
       }
     }
   }
@@ -684,9 +677,9 @@ ReconcileResult TopicOperator::Apply(const Json& topic, const TopicObject& t, ui
     const bool changes = std::any_of(d.kinds.begin(), d.kinds.end(),
                                      [](control::DecisionKind k) { return k != control::DecisionKind::kHold; });
     if (w->decision_noted && changes && d.at_ms > w->decision_reported_ms) {
-      Event(topic, "Normal", "Scaled", "Scale",
-            "partitions " + std::to_string(d.partitions) + ", pods " +
-                std::to_string(d.replicas) + ": " + d.reason);
+      events_.Event(topic, "Normal", "Scaled", "Scale",
+                    "partitions " + std::to_string(d.partitions) + ", pods " +
+                        std::to_string(d.replicas) + ": " + d.reason);
     }
     w->decision_reported_ms = std::max(w->decision_reported_ms, d.at_ms);
     w->decision_noted = true;
@@ -709,9 +702,9 @@ ReconcileResult TopicOperator::Apply(const Json& topic, const TopicObject& t, ui
     }
     for (const auto& [pod, ids] : o.pods_without_data) {
       if (!w->data_loss_reported.insert(pod).second) continue;
-      Event(topic, "Warning", "PodLostData", "Observe",
-            "pod " + pod + " came back without its data: partitions " + JoinIds(ids) +
-                " take no writes; their events are gone with the volume");
+      events_.Event(topic, "Warning", "PodLostData", "Observe",
+                    "pod " + pod + " came back without its data: partitions " + JoinIds(ids) +
+                        " take no writes; their events are gone with the volume");
     }
     std::erase_if(w->data_loss_reported,
                   [&](const std::string& pod) { return !o.pods_without_data.count(pod); });
@@ -744,7 +737,7 @@ ReconcileResult TopicOperator::Apply(const Json& topic, const TopicObject& t, ui
   o.plan_in_progress = w->loop->plan_in_progress();
   o.paused = w->loop->paused();
   {
-    std::lock_guard<std::mutex> lock(w->mu);
+    MutexLock lock(w->mu);
     o.start_error = w->start_error;
   }
   const TopicStatus computed = ComputeTopicStatus(o);
@@ -752,7 +745,7 @@ ReconcileResult TopicOperator::Apply(const Json& topic, const TopicObject& t, ui
   const int64_t now = clock_.NowMs();
   // The next leader writes it.
   if (!leading_.load() || term_.load() != term) return ReconcileResult::Done();
-  const bool written = WriteStatus(topic, [&](value& status) {
+  const Status written = WriteStatus(topic, [&](value& status) {
     status["observedGeneration"] = value::number(gen);
     status["replicas"] = value::number(computed.replicas);
     status["readyReplicas"] = value::number(computed.ready_replicas);
@@ -764,7 +757,8 @@ ReconcileResult TopicOperator::Apply(const Json& topic, const TopicObject& t, ui
     }
     for (const auto& c : computed.conditions) SetCondition(status, c, gen, now);
   });
-  return written ? ReconcileResult::Done() : ReconcileResult::Retry();
+  if (!written.ok()) return ReconcileResult::Retry(RetryReason::kStatus, written.message());
+  return ReconcileResult::Done();
 }
 
 void TopicOperator::RunWorker(Worker& w, const std::function<bool()>& may_act) {
@@ -776,7 +770,7 @@ void TopicOperator::RunWorker(Worker& w, const std::function<bool()>& may_act) {
       if (!w.started.load()) {
         if (may_act()) {
           Status st = w.loop->Start();
-          std::lock_guard<std::mutex> lock(w.mu);
+          MutexLock lock(w.mu);
           if (st.ok()) {
             w.started.store(true);
             w.start_error.clear();
@@ -804,15 +798,15 @@ void TopicOperator::RunWorker(Worker& w, const std::function<bool()>& may_act) {
     } catch (const std::exception& e) {
       // Never the whole operator for one topic: reported, retried at the next turn.
       Logger("operator")->error("{}: control loop: {}", w.key, e.what());
-      std::lock_guard<std::mutex> lock(w.mu);
+      MutexLock lock(w.mu);
       w.start_error = std::string("control loop: ") + e.what();
     }
-    std::unique_lock<std::mutex> lock(w.mu);
+    MutexLock lock(w.mu);
     w.cv.wait_for(lock, wait, [&w] { return w.stop.load(); });
   }
 }
 
-bool TopicOperator::WriteStatus(const Json& topic, const std::function<void(value&)>& fill) {
+Status TopicOperator::WriteStatus(const Json& topic, const std::function<void(value&)>& fill) {
   auto r = client_.UpdateWithRetry(
       kubeapi::PartitionedTopics(), kubeapi::Namespace(topic), kubeapi::Name(topic),
       [&](Json& obj) {
@@ -822,12 +816,8 @@ bool TopicOperator::WriteStatus(const Json& topic, const std::function<void(valu
         return obj.at("status").serialize() != before;
       },
       "status");
-  if (!r.ok()) {
-    Logger("operator")->warn("{}/{}: writing status: {}", kubeapi::Namespace(topic),
-                             kubeapi::Name(topic), r.error().ToString());
-    return r.error().IsNotFound();
-  }
-  return true;
+  if (!r.ok() && !r.error().IsNotFound()) return r.error().ToStatus().Annotate("writing status");
+  return Status::Ok();
 }
 
 ReconcileResult TopicOperator::Cleanup(const Json& topic) {
@@ -844,13 +834,12 @@ ReconcileResult TopicOperator::Cleanup(const Json& topic) {
   for (const auto& [kind, object] : owned) {
     auto r = client_.Delete(*kind, ns, object);
     if (!r.ok() && !r.error().IsNotFound()) {
-      Logger("operator")->warn("{}/{}: deleting {} {}: {}", ns, name, kind->kind, object,
-                               r.error().ToString());
-      return ReconcileResult::Retry();
+      return ReconcileResult::Retry(RetryReason::kCleanup, "deleting " + kind->kind + " " + object +
+                                                               ": " + r.error().ToString());
     }
   }
-  Event(topic, "Normal", "Deleted", "Delete",
-        "deleted StatefulSet, Service, PodDisruptionBudget and Secret of the topic");
+  events_.Event(topic, "Normal", "Deleted", "Delete",
+                "deleted StatefulSet, Service, PodDisruptionBudget and Secret of the topic");
   value rest = value::array();
   const Json f = kubeapi::At(topic, "metadata.finalizers");
   for (const auto& v : f.as_array()) {
@@ -861,86 +850,17 @@ ReconcileResult TopicOperator::Cleanup(const Json& topic) {
   patch["metadata"]["resourceVersion"] = value::string(kubeapi::ResourceVersion(topic));
   auto r = client_.MergePatch(kubeapi::PartitionedTopics(), ns, name, patch);
   if (!r.ok() && !r.error().IsNotFound()) {
-    Logger("operator")->warn("{}/{}: removing the finalizer: {}", ns, name, r.error().ToString());
-    return ReconcileResult::Retry();
+    return ReconcileResult::Retry(RetryReason::kFinalizer,
+                                  "removing the finalizer: " + r.error().ToString());
   }
   Logger("operator")->info("{}/{}: cleaned up", ns, name);
   return ReconcileResult::Done();
 }
 
-void TopicOperator::Event(const Json& regarding, const std::string& type,
-                          const std::string& reason, const std::string& action,
-                          const std::string& note) {
-  // client-go tools/events: isomorphic events observed within 6 minutes form one series.
-  constexpr int64_t kEventSeriesWindowMs = 6 * 60 * 1000;
-  static std::atomic<uint64_t> seq{0};
-  const int64_t now = clock_.NowMs();
-  const std::string ns = kubeapi::Namespace(regarding);
-  const std::string key = ns + "/" + kubeapi::Uid(regarding) + "|" + type + "|" + reason + "|" + action;
-  {
-    std::unique_lock<std::mutex> lock(events_mu_);
-    // Series that ended are forgotten (bounded by the topics and their kinds of events).
-    for (auto it = event_series_.begin(); it != event_series_.end();) {
-      it = now - it->second.last_ms > kEventSeriesWindowMs ? event_series_.erase(it) : std::next(it);
-    }
-    auto found = event_series_.find(key);
-    if (found != event_series_.end()) {
-      EventSeries& series = found->second;
-      ++series.count;
-      series.last_ms = now;
-      const std::string name = series.name;
-      const int64_t count = series.count;
-      lock.unlock();
-      value patch = value::object();
-      patch["series"]["count"] = value::number(count);
-      patch["series"]["lastObservedTime"] = value::string(kubeapi::FormatTime(now, 6));
-      patch["note"] = value::string(note.substr(0, 1024));
-      auto r = client_.MergePatch(kubeapi::Events(), ns, name, patch);
-      if (r.ok()) return;
-      if (!r.error().IsNotFound()) {
-        Logger("operator")->warn("event {} on {} (series of {}): {}", reason,
-                                 kubeapi::Name(regarding), count, r.error().ToString());
-        return;
-      }
-      // Gone (expired or deleted): a new Event starts a new series.
-      std::lock_guard<std::mutex> relock(events_mu_);
-      event_series_.erase(key);
-    }
-  }
-  char suffix[32];
-  std::snprintf(suffix, sizeof suffix, ".%llx",
-                static_cast<unsigned long long>(now * 1'000'000 + (seq.fetch_add(1) % 1'000'000)));
-  value e = value::object();
-  e["apiVersion"] = value::string("events.k8s.io/v1");
-  e["kind"] = value::string("Event");
-  e["metadata"]["name"] = value::string(kubeapi::Name(regarding) + suffix);
-  e["metadata"]["namespace"] = value::string(kubeapi::Namespace(regarding));
-  e["eventTime"] = value::string(kubeapi::FormatTime(now, 6));
-  e["reportingController"] = value::string("shoal.dev/operator");
-  e["reportingInstance"] = value::string(opts_.identity.substr(0, 128));
-  e["action"] = value::string(action);
-  e["reason"] = value::string(reason);
-  e["type"] = value::string(type);
-  e["note"] = value::string(note.substr(0, 1024));
-  e["regarding"]["apiVersion"] = value::string("shoal.dev/v1alpha1");
-  e["regarding"]["kind"] = value::string("PartitionedTopic");
-  e["regarding"]["name"] = value::string(kubeapi::Name(regarding));
-  e["regarding"]["namespace"] = value::string(kubeapi::Namespace(regarding));
-  e["regarding"]["uid"] = value::string(kubeapi::Uid(regarding));
-  auto r = client_.Create(kubeapi::Events(), kubeapi::Namespace(regarding), e);
-  if (!r.ok()) {
-    Logger("operator")->warn("event {} on {}: {}", reason, kubeapi::Name(regarding),
-                             r.error().ToString());
-    return;
-  }
-  std::lock_guard<std::mutex> lock(events_mu_);
-  event_series_[key] = EventSeries{.name = kubeapi::Name(regarding) + suffix, .count = 1, .last_ms = now};
-}
-
 void TopicOperator::StopWorker(const std::string& key) {
   std::shared_ptr<Worker> w;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = workers_.find(key);
     if (it == workers_.end()) return;
     w = std::move(it->second);
@@ -955,7 +875,7 @@ void TopicOperator::StopWorker(const std::string& key) {
 void TopicOperator::StopAllWorkers() {
   std::vector<std::string> keys;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& [k, w] : workers_) keys.push_back(k);
   }
   for (const auto& k : keys) StopWorker(k);
@@ -963,7 +883,7 @@ void TopicOperator::StopAllWorkers() {
 
 std::string TopicOperator::MetricsText() const {
   std::vector<std::shared_ptr<prometheus::Collectable>> all = {registry_};
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& [k, w] : workers_) {
     // Topics of one name in two namespaces would give identical series: each loop's series
     // also carry the topic's namespace, under the label name the sidecars' series have it

@@ -13,7 +13,7 @@
 #include "shoal/common/partition_map.h"
 #include "shoal/kubeapi/informer.h"
 #include "shoal/kubeapi/kube_client.h"
-#include "support/fake_kube/fake_api_server.h"
+#include "support/fake_kube/fake_api_client.h"
 
 namespace shoal::reconciler {
 namespace {
@@ -82,17 +82,10 @@ TEST(KubePlatformStateTest, NoPlanRemovesItAndAnEmptyStatusIsNotFound) {
 class KubePlatformScaleTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    shoal::testing::FakeApiServerOptions o;
-    o.admin_token = "admin";
-    auto server = shoal::testing::FakeApiServer::Start(o);
-    ASSERT_TRUE(server.ok()) << server.status().ToString();
-    server_ = std::move(server.value());
-    kubeapi::KubeConfig config;
-    config.server = server_->base_url();
-    config.token = "admin";
-    auto client = kubeapi::KubeClient::Create(config);
-    ASSERT_TRUE(client.ok()) << client.status().ToString();
-    client_ = std::move(client.value());
+    auto api = shoal::testing::StartFakeApiWithClient();
+    ASSERT_TRUE(api.ok()) << api.status().ToString();
+    server_ = std::move(api->server);
+    client_ = std::move(api->client);
     pods_ = std::make_unique<kubeapi::Informer>(*client_, kubeapi::Pods(), kubeapi::InformerOptions{},
                                              [](const std::string&, const kubeapi::Json&) {});
     sets_ = std::make_unique<kubeapi::Informer>(*client_, kubeapi::StatefulSets(),

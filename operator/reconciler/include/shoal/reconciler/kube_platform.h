@@ -28,6 +28,7 @@
 #include <set>
 #include <string>
 
+#include "shoal/common/thread_annotations.h"
 #include "shoal/kubeapi/informer.h"
 #include "shoal/kubeapi/kube_client.h"
 #include "shoal/control/platform.h"
@@ -82,15 +83,15 @@ class KubePlatform final : public control::Platform {
   kubeapi::Informer& sets_;
   const KubePlatformOptions opts_;
   std::atomic<uint32_t> desired_;
-  std::mutex scale_mu_;  // one scale write at a time: SetDesiredPods against HoldReplicas
+  Mutex scale_mu_;  // one scale write at a time: SetDesiredPods against HoldReplicas
 
-  std::mutex mu_;
-  std::set<std::string> draining_;
-  std::map<std::string, double> cpu_;  // pod -> utilisation of its app containers
-  std::chrono::steady_clock::time_point metrics_at_{};
-  bool metrics_known_ = false;
+  Mutex mu_;
+  std::set<std::string> draining_ GUARDED_BY(mu_);
+  std::map<std::string, double> cpu_ GUARDED_BY(mu_);  // pod -> utilisation of its app containers
+  std::chrono::steady_clock::time_point metrics_at_ GUARDED_BY(mu_){};
+  bool metrics_known_ GUARDED_BY(mu_) = false;
   // status.controlRevision as this platform last wrote or loaded it (SaveState's precondition).
-  std::optional<int64_t> control_revision_;
+  std::optional<int64_t> control_revision_ GUARDED_BY(mu_);
 };
 
 // gzip + base64 of text, and back (status.partitionMap.data).

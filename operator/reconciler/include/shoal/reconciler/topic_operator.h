@@ -14,8 +14,9 @@
 //     sets them through the scale subresource); start the topic's control loop or hand it the
 //     new spec; write status (observedGeneration, counts, selector, conditions Ready,
 //     Progressing, Degraded) with a conflict retry.
-// A failing reconcile is retried with per-key exponential backoff. Only the leader reconciles
-// and runs loops; the others keep their informers warm to take over at once.
+// A failing reconcile is retried with per-key exponential backoff (WorkQueue) and says why
+// (ReconcileResult). Only the leader reconciles and runs loops; the others keep their informers
+// warm to take over at once. Events go through an EventRecorder (series, as client-go's).
 //
 // Thread-safe. Run() owns the threads until stop; StartLeading/StopLeading come from the
 // elector's thread. Owned by main (or the test); the client and clock outlive it.
@@ -23,19 +24,19 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
-#include <set>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "shoal/common/clock.h"
+#include "shoal/common/thread_annotations.h"
+#include "shoal/reconciler/event_recorder.h"
 #include "shoal/reconciler/manifests.h"
+#include "shoal/reconciler/reconcile_result.h"
+#include "shoal/reconciler/work_queue.h"
 #include "shoal/kubeapi/informer.h"
 #include "shoal/kubeapi/kube_client.h"
 #include "shoal/control/control_loop.h"
@@ -65,21 +66,6 @@ struct TopicOperatorOptions {
   std::chrono::seconds watch_timeout{300};  // informers' watch requests
 };
 
-// What reconciling one key asks of the work queue: nothing more until something changes
-// (done), another try with exponential backoff (retry: something failed), or another look after
-// a set time without counting a failure (requeue after: waiting for a cache to catch up).
-struct ReconcileResult {
-  enum class Kind { kDone, kRetry, kRequeueAfter };
-  Kind kind = Kind::kDone;
-  std::chrono::milliseconds after{0};  // kRequeueAfter only
-
-  static ReconcileResult Done() { return {Kind::kDone, {}}; }
-  static ReconcileResult Retry() { return {Kind::kRetry, {}}; }
-  static ReconcileResult RequeueAfter(std::chrono::milliseconds after) {
-    return {Kind::kRequeueAfter, after};
-  }
-};
-
 class TopicOperator {
  public:
   TopicOperator(kubeapi::KubeClient& client, TopicOperatorOptions options, Clock& clock);
@@ -103,6 +89,10 @@ class TopicOperator {
   struct Worker;
   void Enqueue(const std::string& key);
   void EnqueueOwner(const kubeapi::Json& object);
+  // While leading: every topic, and every topic whose loop runs, on the queue.
+  void Resync();
+  // Reconciles one key from the queue, counts it, and tells the queue what next.
+  void ProcessKey(const std::string& key);
   // Reconciles one key: what the work queue does with it next.
   ReconcileResult Reconcile(const std::string& key);
   ReconcileResult Cleanup(const kubeapi::Json& topic);
@@ -118,28 +108,23 @@ class TopicOperator {
   // The body of a topic's loop thread: Start, then Tick every interval while may_act.
   void RunWorker(Worker& worker, const std::function<bool()>& may_act);
   void ReportInvalid(const kubeapi::Json& topic, const std::string& message);
-  bool WriteStatus(const kubeapi::Json& topic, const std::function<void(kubeapi::Json&)>& fill);
-  // An Event about a topic. Isomorphic ones (same topic, type, reason and action) within
-  // kEventSeriesWindow form a series, as client-go's events recorder makes them: the first is
-  // created, the next ones patch its series.count and lastObservedTime (and its note to the
-  // latest), so a busy topic has one Event per kind of thing that happens, not one per decision.
-  void Event(const kubeapi::Json& regarding, const std::string& type, const std::string& reason,
-             const std::string& action, const std::string& note);
+  // Ok also when the topic is gone (nothing left to write to).
+  Status WriteStatus(const kubeapi::Json& topic, const std::function<void(kubeapi::Json&)>& fill);
   void StopWorker(const std::string& key);
   void StopAllWorkers();
   std::optional<kubeapi::Json> CachedTopic(const std::string& key) const;
   Result<std::string> EnsureSecret(const kubeapi::Json& topic, const TopicObject& t);
   // The topic's object of `kind` (named like the topic) as it is now; nullopt when it was
-  // missing and has been created from `want` (*ok: the create succeeded or raced another) or
-  // could not be read (*ok false). `what` names the kind in the log.
-  std::optional<kubeapi::Json> LiveOrCreate(const kubeapi::ResourceKind& kind, const TopicObject& t,
-                                            const kubeapi::Json& want, const char* what, bool* ok);
-  bool EnsureService(const TopicObject& t);
+  // missing and has been created from `want` (or raced another's create); an error when it
+  // could not be read or created. `what` names the kind in the error.
+  Result<std::optional<kubeapi::Json>> LiveOrCreate(const kubeapi::ResourceKind& kind,
+                                                    const TopicObject& t, const kubeapi::Json& want,
+                                                    const char* what);
+  Status EnsureService(const TopicObject& t);
   // The topic's PodDisruptionBudget (maxUnavailable 1), made or set back.
-  bool EnsurePodDisruptionBudget(const TopicObject& t);
+  Status EnsurePodDisruptionBudget(const TopicObject& t);
   // `refused`: the API server's message when it refused the object as invalid (422).
-  bool EnsureStatefulSet(const kubeapi::Json& topic, const TopicObject& t, bool* created,
-                         std::string* refused);
+  Status EnsureStatefulSet(const kubeapi::Json& topic, const TopicObject& t, std::string* refused);
 
   kubeapi::KubeClient& client_;
   const TopicOperatorOptions opts_;
@@ -151,24 +136,16 @@ class TopicOperator {
   kubeapi::Informer& PodsOf(const std::string& ns);
   kubeapi::Informer& SetsOf(const std::string& ns);
 
-  // The Events that can grow a series: key (topic uid, type, reason, action) -> its Event.
-  struct EventSeries {
-    std::string name;
-    int64_t count = 1;
-    int64_t last_ms = 0;
-  };
-  std::mutex events_mu_;
-  std::map<std::string, EventSeries> event_series_;  // guarded by events_mu_
+  WorkQueue queue_;
+  EventRecorder events_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::set<std::string> queue_;
-  std::map<std::string, std::chrono::steady_clock::time_point> not_before_;
-  std::map<std::string, int> failures_;
+  mutable Mutex mu_;
+  CondVar leading_cv_;  // StartLeading: Run looks at the queue again
   // Shared: a reconcile keeps using a worker that StopWorker took out meanwhile.
-  std::map<std::string, std::shared_ptr<Worker>> workers_;
-  std::map<std::string, int64_t> reported_invalid_;  // key -> generation warned about
-  std::function<bool()> is_leader_;
+  std::map<std::string, std::shared_ptr<Worker>> workers_ GUARDED_BY(mu_);
+  std::map<std::string, int64_t> reported_invalid_ GUARDED_BY(mu_);  // key -> generation warned
+  std::function<bool()> is_leader_ GUARDED_BY(mu_);
+  // Written under mu_, read without it.
   std::atomic<bool> leading_{false};
   // Counts StartLeading and StopLeading calls: a worker belongs to the term that made it.
   std::atomic<uint64_t> term_{0};
