@@ -717,12 +717,12 @@ ReconcileResult TopicOperator::Apply(const Json& topic, const TopicObject& t, ui
       if (in_map) o.losses.push_back({loss.pod, loss.partitions, loss.events});
       const std::string key = loss.pod + "@" + std::to_string(loss.epoch.value());
       if (!in_map || !w->losses_reported.insert(key).second) continue;
-      Event(topic, "Warning", "PartitionsLost", "Recover",
-            "partitions " + JoinIds(loss.partitions) + " were declared lost with pod " +
-                loss.pod + "'s volume at epoch " + std::to_string(loss.epoch.value()) + " (" +
-                std::to_string(loss.events) + " events, " + std::to_string(loss.unconsumed) +
-                " not yet read by some group); partitions " + JoinIds(loss.successors) +
-                " take their ranges' writes");
+      events_.Event(topic, "Warning", "PartitionsLost", "Recover",
+                    "partitions " + JoinIds(loss.partitions) + " were declared lost with pod " +
+                        loss.pod + "'s volume at epoch " + std::to_string(loss.epoch.value()) +
+                        " (" + std::to_string(loss.events) + " events, " +
+                        std::to_string(loss.unconsumed) + " not yet read by some group); " +
+                        "partitions " + JoinIds(loss.successors) + " take their ranges' writes");
     }
   }
   for (const auto& p : map.partitions()) {
