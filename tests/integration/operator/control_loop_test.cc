@@ -11,6 +11,7 @@
 #include <sys/resource.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -405,6 +406,8 @@ spec:
   ASSERT_NE(log.find(said), std::string::npos) << tail();
   ASSERT_NE(log.find(declared), std::string::npos) << tail();
   EXPECT_LT(declared_at - wiped_at, 30s) << "noticed within seconds";
+  std::printf("partitions declared lost %.1f s after the wipe\n",
+              std::chrono::duration<double>(declared_at - wiped_at).count());
   const std::string line = log.substr(log.find(declared), 300);
   EXPECT_NE(line.find("pod=orders-1"), std::string::npos) << line;
   EXPECT_EQ(line.find("events=0 "), std::string::npos) << "the loss counts its events: " << line;
