@@ -77,7 +77,9 @@ TEST_F(MapTransitionTest, OwnerAndRangeOfAnIdAreFixed) {
 
 TEST_F(MapTransitionTest, OnlySealedPartitionsAreDroppedAndTheirEndsGoToTheRetirementRule) {
   const PartitionMap retired = Must(next_.WithoutRetired(PartitionId(0)));
-  EXPECT_TRUE(Check({Held(PartitionId(0), SealRecord{40, intent_, {2, 3}})}, retired).ok());
+  EXPECT_TRUE(
+      Check({Held(PartitionId(0), SealRecord{40, intent_, {2, 3}}), Held(PartitionId(1))}, retired)
+          .ok());
   ASSERT_EQ(dropped_.size(), 1u);
   EXPECT_EQ(dropped_[0], std::make_pair(PartitionId(0), uint64_t{40}));
   std::vector<PartitionInfo> parts = held_map_.partitions();
@@ -94,7 +96,7 @@ TEST_F(MapTransitionTest, ASealThatLostItsRaceIsVoidAndALaterOneIsFine) {
   const PartitionMap rival("orders", next_.epoch(), parts);
   const SealRecord lost{40, intent_, {}};
   EXPECT_TRUE(SealVoid(lost, *rival.Find(PartitionId(0)), rival.epoch()));
-  EXPECT_TRUE(Check({Held(PartitionId(0), lost)}, rival).ok());
+  EXPECT_TRUE(Check({Held(PartitionId(0), lost), Held(PartitionId(1))}, rival).ok());
   const SealRecord confirmed{40, intent_, {2}};
   EXPECT_FALSE(SealVoid(confirmed, *rival.Find(PartitionId(0)), rival.epoch()));
   Status st = Check({Held(PartitionId(0), confirmed)}, rival);
@@ -124,12 +126,12 @@ TEST_F(MapTransitionTest, AMapThatDeclaresLostWhatIsHeldHereIsRefused) {
 
 TEST_F(MapTransitionTest, APodThatHoldsNothingOfWhatItHadIsToldItsDataIsLost) {
   // p0 and p1 were made at epoch 1 and installed here then; an emptied pod asked to take the
-  // split of epoch 2 (which keeps p1 here) holds nothing of p1: its data is gone, and taking the
-  // map would start p1 again at offset 0.
+  // split of epoch 2 (which seals p0 and keeps p1 here) holds nothing of them: their data is
+  // gone, and taking the map would start p1 again at offset 0.
   Status st = Check({}, next_);
   EXPECT_EQ(st.code(), Status::Code::kDataLost);
   EXPECT_EQ(st.message(),
-            "the map of epoch 2 gives partition 1 (made at epoch 1) to this pod, which holds "
+            "the map of epoch 2 gives partition 0 (made at epoch 1) to this pod, which holds "
             "nothing of it: its data is gone; the coordinator must declare it lost");
   // The successors made by this very map are new here, not lost.
   EXPECT_TRUE(CheckNothingLost(kA, {PartitionId(0), PartitionId(1)}, next_).ok());

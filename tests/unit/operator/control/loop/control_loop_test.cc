@@ -233,34 +233,41 @@ TEST_F(ControlLoopTest, ASurgeIsSplitSealedThenInstalled) {
 // it partitions: the loop says so (status, metric) within a retirement check and does not
 // install the map on it, which would start its partitions again at offset 0 as if nothing had
 // been lost; a restarted loop still knows it (the control state keeps the pods seen with a map).
-TEST_F(ControlLoopTest, APodThatCameBackWithoutItsDataIsReportedAndNotGivenTheMap) {
+TEST_F(ControlLoopTest, APodThatCameBackWithoutItsDataHasItsPartitionsDeclaredLost) {
   Make();
   ASSERT_TRUE(Bootstrap().ok());
   observer_.rate = 500;
   ASSERT_TRUE(TickUntil([] { return false; }, 6).ok());  // a retirement check saw it hold epoch 1
   EXPECT_TRUE(loop_->pods_without_data().empty());
-  const int installs = admin_.Attempts(AdminOf(0), Kind::kInstall);
+  const PartitionMap before = loop_->map();
   admin_.Wipe(AdminOf(0));
-  ASSERT_TRUE(TickUntil([&] { return !loop_->pods_without_data().empty(); }, 6).ok());
-  const auto lost = loop_->pods_without_data();
-  ASSERT_EQ(lost.size(), 1u) << loop_->StatusJson();
-  EXPECT_EQ(lost.begin()->second, std::vector<PartitionId>{PartitionId(0)});
-  EXPECT_NE(loop_->StatusJson().find("\"pods_without_data\":{\"" + lost.begin()->first +
-                                     "\":[0]}"),
+  // Named, then its partitions declared lost in a new map that gives their ranges successors:
+  // the map it held before is never installed on it again.
+  ASSERT_TRUE(TickUntil([&] { return !loop_->losses().empty(); }, 12).ok()) << loop_->StatusJson();
+  const auto losses = loop_->losses();
+  ASSERT_EQ(losses.size(), 1u);
+  EXPECT_EQ(losses[0].partitions, std::vector<PartitionId>{PartitionId(0)});
+  ASSERT_EQ(losses[0].successors.size(), 1u);
+  const auto held = admin_.Held(AdminOf(0));
+  ASSERT_TRUE(held.has_value()) << "the recovery map was not installed on the emptied pod";
+  EXPECT_EQ(*held, loop_->map());
+  EXPECT_GT(held->epoch(), before.epoch());
+  EXPECT_TRUE(held->Find(PartitionId(0))->lost);
+  EXPECT_TRUE(held->Find(losses[0].successors[0])->active());
+  EXPECT_TRUE(loop_->pods_without_data().empty());
+  EXPECT_NE(loop_->StatusJson().find("\"losses\":[{\"pod\":\"" + losses[0].pod + "\""),
             std::string::npos)
       << loop_->StatusJson();
-  ASSERT_TRUE(TickUntil([] { return false; }, 6).ok());
-  EXPECT_EQ(admin_.Attempts(AdminOf(0), Kind::kInstall), installs) << "the map went to a wiped pod";
-  EXPECT_FALSE(admin_.Held(AdminOf(0)).has_value());
 
-  // The pods seen with a map are in the control state: a restarted loop still knows.
-  EXPECT_NE(platform_.state_.find("\"pods_seen_with_map\":[\"" + lost.begin()->first + "\"]"),
+  // The pods seen with a map and the losses are in the control state: a restarted loop still
+  // knows both.
+  EXPECT_NE(platform_.state_.find("\"pods_seen_with_map\":[\"" + losses[0].pod + "\"]"),
             std::string::npos)
       << platform_.state_;
   loop_.reset();
   Make();
-  ASSERT_TRUE(TickUntil([&] { return !loop_->pods_without_data().empty(); }, 8).ok());
-  EXPECT_EQ(admin_.Attempts(AdminOf(0), Kind::kInstall), installs) << "the map went to a wiped pod";
+  ASSERT_TRUE(TickUntil([] { return false; }, 2).ok());
+  EXPECT_EQ(loop_->losses().size(), 1u);
 }
 
 // Paused (shoal.dev/paused): a surge changes nothing, whatever the ticks; resumed, the same

@@ -514,7 +514,7 @@ TEST(ResolveChangeTest, DropsASplitOrMergeWhosePartitionIsNoLongerActive) {
   s.merges.push_back({{PartitionId(0), PartitionId(1)}, 10});
   const PartitionMap next = Must(ResolveChange(s, current, {}, {}, {}));
   // The intent is already met: the map is the current one at the next epoch.
-  EXPECT_EQ(next, current.WithEpoch(Epoch(current.epoch().value() + 1)));
+  EXPECT_EQ(next, current.Reissued(Epoch(current.epoch().value() + 1)));
 }
 
 TEST(ResolveChangeTest, AppliesMergeRunsThatAreStillActive) {
@@ -556,7 +556,7 @@ TEST(ResolveChangeTest, RebalanceMovesOntoNewPodsAndAddsTheirPeers) {
   std::map<PartitionId, double> next_rates;
   for (uint32_t i : next.active_in_order()) next_rates[next.partitions()[i].id] = 100;
   const PartitionMap again = Must(ResolveChange(s, next, next_rates, {}, peers));
-  EXPECT_EQ(again, next.WithEpoch(Epoch(3)));
+  EXPECT_EQ(again, next.Reissued(Epoch(3)));
 }
 
 // The map of the retire cases: 3 partitions on orders-0..orders-2 with their peers, then
