@@ -675,12 +675,7 @@ Status ControlLoop::InstallOnLaggingPods(const std::vector<PodInfo>& pods) {
         std::lock_guard<std::mutex> lock(mu_);
         known = pods_without_data_.count(p.name.value()) > 0;
       }
-      if (!known) {
-        Logger("control")->error(
-            "msg=\"a pod came back without its data; not installing the map on it, its "
-            "partitions are declared lost next\" pod={} partitions=\"{}\"",
-            p.name.value(), JoinIds(owned));
-      }
+      if (!known) LogPodWithoutData(p.name, owned, "it holds no map");
       without_data.emplace(p.name.value(), std::move(owned));
       continue;
     }
@@ -691,10 +686,7 @@ Status ControlLoop::InstallOnLaggingPods(const std::vector<PodInfo>& pods) {
     if (installed.code() == Status::Code::kDataLost && held_epoch == 0) {
       // It says so itself: partitions it held once are gone (a volume emptied while this loop
       // did not see the pod, or a state from before pods_seen_with_map).
-      Logger("control")->error(
-          "msg=\"a pod came back without its data; its partitions are declared lost next\" "
-          "pod={} partitions=\"{}\" reason=\"{}\"",
-          p.name.value(), JoinIds(owned), installed.message());
+      LogPodWithoutData(p.name, owned, installed.message());
       without_data.emplace(p.name.value(), std::move(owned));
       continue;
     }
@@ -719,18 +711,21 @@ Status ControlLoop::InstallOnLaggingPods(const std::vector<PodInfo>& pods) {
   return Status::Ok();
 }
 
+void ControlLoop::LogPodWithoutData(const PodName& pod, const std::vector<PartitionId>& owned,
+                                    const std::string& reason) {
+  Logger("control")->error(
+      "msg=\"a pod came back without its data; not installing the map on it, its partitions "
+      "are declared lost next\" pod={} partitions=\"{}\" reason=\"{}\"",
+      pod.value(), JoinIds(owned), reason);
+}
+
 void ControlLoop::NoticePodsWithoutData(const std::vector<PodInfo>& pods) {
   for (const auto& p : pods) {
-    if (!p.ready || !map_.Peer(p.name)) continue;
-    auto held = admin_.GetMap(p.address.admin);
-    if (held.ok() || held.status().code() != Status::Code::kNotFound) continue;
+    if (!p.ready || !map_.Peer(p.name) || !executor_.HoldsNoMap(p.address)) continue;
     std::vector<PartitionId> owned =
         PartitionsMadeBefore(map_, p.name, Epoch(map_.epoch().value() + 1));
     if (owned.empty()) continue;
-    Logger("control")->error(
-        "msg=\"a pod came back without its data; its partitions are declared lost next\" "
-        "pod={} partitions=\"{}\"",
-        p.name.value(), JoinIds(owned));
+    LogPodWithoutData(p.name, owned, "");
     std::lock_guard<std::mutex> lock(mu_);
     pods_without_data_[p.name.value()] = std::move(owned);
   }

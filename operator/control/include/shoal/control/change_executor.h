@@ -70,11 +70,13 @@ class ChangeExecutor {
   Result<PartitionMap> Apply(const PartitionMap& current, const PartitionMap& target,
                              ChangeTiming* timing);
 
+  // Whether the sidecar at `address` holds no map at all (its admin plane answers 404): after
+  // its volume was emptied, or before its first map.
+  bool HoldsNoMap(const PeerAddress& address);
+
  private:
   template <typename Fn>
   Status Retry(const std::string& what, Fn&& fn, ChangeTiming* timing);
-  // Whether the sidecar at `address` holds no map at all (its admin plane answers 404).
-  bool HoldsNoMap(const PeerAddress& address);
 
   client::AdminPlane& admin_;
   const Options opts_;

@@ -140,6 +140,9 @@ class ControlLoop {
   // Asks every ready pod of the map for its map: one that holds none while the map gives it
   // partitions (not lost) goes to pods_without_data_.
   void NoticePodsWithoutData(const std::vector<PodInfo>& pods);
+  // The one log line that names a pod without its data (`reason`: what it answered, if any).
+  static void LogPodWithoutData(const PodName& pod, const std::vector<PartitionId>& owned,
+                                const std::string& reason);
   // With a plan whose next step is a change not resolved yet and a pod without data: the
   // recovery is put before it (any change would need that pod's partitions).
   void PutRecoveryFirst();
