@@ -129,6 +129,25 @@ Status PartitionMap::Validate() const {
       return Status::InvalidArgument("partition " + std::to_string(p.id.value()) +
                                      " has too many parents");
     }
+    if (p.replicas.size() > kMaxFollowers) {
+      return Status::InvalidArgument("partition " + std::to_string(p.id.value()) +
+                                     " has more than " + std::to_string(kMaxFollowers) +
+                                     " followers");
+    }
+    for (size_t r = 0; r < p.replicas.size(); ++r) {
+      const auto& name = p.replicas[r].value();
+      if (name.empty() || name.size() > kMaxNameBytes) {
+        return Status::InvalidArgument("partition " + std::to_string(p.id.value()) +
+                                       " has a follower with an empty or too long name");
+      }
+      if (p.replicas[r] == p.owner ||
+          std::find(p.replicas.begin(), p.replicas.begin() + r, p.replicas[r]) !=
+              p.replicas.begin() + r) {
+        return Status::InvalidArgument("partition " + std::to_string(p.id.value()) +
+                                       " names pod " + name +
+                                       " twice among its replicas; each copy is on its own pod");
+      }
+    }
     if (p.lost && p.active()) {
       return Status::InvalidArgument("partition " + std::to_string(p.id.value()) +
                                      " is lost and active; a lost partition is sealed");
@@ -309,6 +328,18 @@ PartitionMap PartitionMap::Next(std::vector<PartitionInfo> partitions) const {
   return m;
 }
 
+Result<PartitionMap> PartitionMap::WithReplicas(PartitionId p, std::vector<PodName> replicas) const {
+  auto it = std::lower_bound(partitions_.begin(), partitions_.end(), p,
+                             [](const PartitionInfo& a, PartitionId id) { return a.id < id; });
+  if (it == partitions_.end() || it->id != p) {
+    return Status::NotFound("no partition " + std::to_string(p.value()));
+  }
+  PartitionMap out = *this;
+  out.partitions_[static_cast<size_t>(it - partitions_.begin())].replicas = std::move(replicas);
+  SHOAL_RETURN_IF_ERROR(out.Validate());
+  return out;
+}
+
 PartitionMap PartitionMap::WithPeer(const PodName& pod, PeerAddress address) const {
   PartitionMap m = *this;
   m.peers_[pod.value()] = std::move(address);
@@ -387,6 +418,18 @@ void AppendPartitionFields(std::string& out, const PartitionInfo& p) {
     json::AppendUint(out, p.born.value());
   }
   if (p.lost) out += ",\"lost\":true";
+  if (!p.replicas.empty()) {
+    out += ",\"replicas\":[";
+    for (size_t i = 0; i < p.replicas.size(); ++i) {
+      if (i) out += ',';
+      json::AppendString(out, p.replicas[i].value());
+    }
+    out += ']';
+  }
+  if (p.leader_epoch.value() > 0) {
+    out += ",\"leader_epoch\":";
+    json::AppendUint(out, p.leader_epoch.value());
+  }
 }
 
 std::string PartitionMap::ToJson() const { return Serialize(/*with_ends=*/true); }
@@ -465,6 +508,23 @@ Result<PartitionMap> PartitionMap::FromJson(std::string_view text) {
     if (el["lost"].get(lost) == simdjson::SUCCESS) p.lost = lost;
     uint64_t born = 0;
     if (el["born"].get(born) == simdjson::SUCCESS) p.born = Epoch(born);
+    uint64_t leader_epoch = 0;
+    if (el["leader_epoch"].get(leader_epoch) == simdjson::SUCCESS) {
+      p.leader_epoch = Epoch(leader_epoch);
+    }
+    simdjson::dom::array replicas;
+    if (el["replicas"].get(replicas) == simdjson::SUCCESS) {
+      if (replicas.size() > kMaxFollowers) {
+        return Status::InvalidArgument("partition " + std::to_string(id) + " lists " +
+                                       std::to_string(replicas.size()) +
+                                       " followers; at most " + std::to_string(kMaxFollowers));
+      }
+      for (auto r : replicas) {
+        std::string_view name;
+        if (r.get(name)) return Status::InvalidArgument("a follower's name must be a string");
+        p.replicas.push_back(PodName(std::string(name)));
+      }
+    }
     p.id = PartitionId(static_cast<uint32_t>(id));
     if (state == "active") {
       p.state = PartitionState::kActive;

@@ -74,7 +74,7 @@ Status ParseSpec(const YAML::Node& spec, TopicSpec* t) {
   if (!spec.IsMap()) return Status::InvalidArgument("spec: expected a mapping");
   SHOAL_RETURN_IF_ERROR(Unknown(p, spec,
                                 {"partitions", "replicas", "scaling", "behavior", "durability",
-                                 "retention", "storage", "consumer", "sidecar"}));
+                                 "retention", "storage", "consumer", "sidecar", "replication"}));
   if (auto n = spec["partitions"]) {
     SHOAL_RETURN_IF_ERROR(Unknown(p + ".partitions", n, {"min", "max", "initial"}));
     SHOAL_RETURN_IF_ERROR(Read(n, p + ".partitions", "min", &t->partitions.min));
@@ -136,6 +136,11 @@ Status ParseSpec(const YAML::Node& spec, TopicSpec* t) {
   if (auto n = spec["durability"]) {
     SHOAL_RETURN_IF_ERROR(Unknown(p + ".durability", n, {"fsync"}));
     SHOAL_RETURN_IF_ERROR(Read(n, p + ".durability", "fsync", &t->fsync));
+  }
+  if (auto n = spec["replication"]) {
+    SHOAL_RETURN_IF_ERROR(Unknown(p + ".replication", n, {"factor", "acks"}));
+    SHOAL_RETURN_IF_ERROR(Read(n, p + ".replication", "factor", &t->replication.factor));
+    SHOAL_RETURN_IF_ERROR(Read(n, p + ".replication", "acks", &t->replication.acks));
   }
   if (auto n = spec["retention"]) {
     SHOAL_RETURN_IF_ERROR(Unknown(p + ".retention", n, {"bytes", "ms"}));
@@ -290,6 +295,23 @@ Status ValidateTopic(const TopicSpec& t) {
         "not \"" +
         t.fsync + "\"");
   }
+  if (t.replication.factor < 1 || t.replication.factor > 5) {
+    return Status::InvalidArgument("spec.replication.factor: must be 1 to 5, got " +
+                                   std::to_string(t.replication.factor) +
+                                   " (3 survives the loss of any one pod)");
+  }
+  if (t.replication.factor > t.replicas.max) {
+    return Status::InvalidArgument(
+        "spec.replication.factor: " + std::to_string(t.replication.factor) +
+        " copies need as many pods, and spec.replicas.max is " + std::to_string(t.replicas.max) +
+        "; raise replicas.max or lower the factor");
+  }
+  if (t.replication.acks != "quorum" && t.replication.acks != "leader") {
+    return Status::InvalidArgument(
+        "spec.replication.acks: must be quorum (a majority of the copies holds an event before "
+        "it is acknowledged) or leader (faster; a failover can lose acknowledged events), got \"" +
+        t.replication.acks + "\"");
+  }
   if (t.retention.ms < 0) return Status::InvalidArgument("spec.retention.ms: must be >= 0");
   if (!t.storage.size.empty()) {
     SHOAL_RETURN_IF_ERROR(RetentionFits(t, t.storage.size, "spec.storage.size"));
@@ -408,6 +430,8 @@ YAML::Node Document(const TopicSpec& t) {
   s["behavior"]["scaleUp"] = BehaviorNode(t.scale_up, true);
   s["behavior"]["scaleDown"] = BehaviorNode(t.scale_down, false);
   s["durability"]["fsync"] = t.fsync;
+  s["replication"]["factor"] = t.replication.factor;
+  s["replication"]["acks"] = t.replication.acks;
   s["retention"]["bytes"] = t.retention.bytes;
   s["retention"]["ms"] = t.retention.ms;
   if (!t.consumer_template_yaml.empty()) {

@@ -506,6 +506,7 @@ spec:
               predictive: false}
     scaleDown: {stabilizationWindowSeconds: 300, tolerance: 0.1, maxPartitionsPerStep: 8}
   durability: {fsync: always}
+  replication: {factor: 3, acks: quorum}
   retention: {bytes: 0, ms: 86400000}
   consumer:
     template:
@@ -545,7 +546,9 @@ TEST_F(CrdTest, TheValidSampleValidatesAndParses) {
       {"spec.durability.fsync", "never"},
       {"spec.partitions", "{min: 1, max: 65536, initial: 65536}"},
       {"spec.partitions", "{min: 7, max: 7}"},
-      {"spec.replicas", "{min: 1, max: 1}"},
+      {"spec.replicas", "{min: 1, max: 3}"},
+      {"spec.replication", "{factor: 1}"},
+      {"spec.replication", "{factor: 5, acks: leader}"},
       {"spec.scaling.targetEventsPerSecondPerPartition", "0.5"},
       {"spec.scaling.targetCPUUtilizationPercent", "1"},
       {"spec.scaling.targetCPUUtilizationPercent", "100"},
@@ -611,6 +614,10 @@ TEST_F(CrdTest, TheSchemaRefusesInvalidSpecs) {
        "stabilizationWindowSeconds: should be less than or equal to 3600", "at most 3600"},
       {"unknown fsync mode", "spec.durability.fsync", "sometimes",
        "spec.durability.fsync: unsupported value", "must be always, interval or never"},
+      {"six copies", "spec.replication.factor", "6",
+       "spec.replication.factor: should be less than or equal to 5", "must be 1 to 5"},
+      {"unknown acks", "spec.replication.acks", "all",
+       "spec.replication.acks: unsupported value", "must be quorum"},
       {"negative retention", "spec.retention.ms", "-1",
        "spec.retention.ms: should be greater than or equal to 0", "must be >= 0"},
       {"not a number", "spec.partitions.max", "lots",
@@ -695,6 +702,9 @@ TEST_F(CrdTest, CelRulesRefuseWhatTheSchemaCannotSay) {
        "metadata.name must be a DNS-1123 label", "must be 1-63 lowercase letters"},
       {"a topic name over 63 characters", "metadata.name", std::string(64, 'a'), "",
        "metadata.name must be a DNS-1123 label", "must be 1-63 lowercase letters"},
+      {"more copies than pods", "spec.replicas", "{min: 1, max: 2}", "",
+       "spec.replication.factor must not exceed spec.replicas.max",
+       "copies need as many pods"},
       {"a schedule with both cron and start", "spec.scaling.schedules",
        "[{name: a, cron: '0 12 * * *', start: '2026-12-24T12:00:00Z', durationSeconds: 60, "
        "minReplicas: 1}]",

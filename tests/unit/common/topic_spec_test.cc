@@ -42,6 +42,8 @@ TEST(TopicSpecTest, DefaultsFillWhatIsMissing) {
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(t->namespace_name, "default");
   EXPECT_EQ(t->fsync, "interval");
+  EXPECT_EQ(t->replication.factor, 1u);
+  EXPECT_EQ(t->replication.acks, "quorum");
   EXPECT_EQ(t->replicas.min, 1u);
   EXPECT_EQ(t->scale_down.stabilization_window_seconds, 300u);
   EXPECT_TRUE(t->scale_up.predictive);
@@ -172,6 +174,12 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"predictive scale-down", With("  behavior: {scaleDown: {predictive: true}}\n"),
             "spec.behavior.scaleDown.predictive"},
         Bad{"fsync", With("  durability: {fsync: sometimes}\n"), "spec.durability.fsync"},
+        Bad{"replication factor", With("  replication: {factor: 0}\n"), "spec.replication.factor"},
+        Bad{"replication factor 6", With("  replication: {factor: 6}\n"),
+            "spec.replication.factor"},
+        Bad{"replication acks", With("  replication: {factor: 3, acks: all}\n"),
+            "spec.replication.acks"},
+        Bad{"replication field", With("  replication: {copies: 3}\n"), "spec.replication.copies"},
         Bad{"unknown spec field", With("  partitons: {min: 1}\n"), "spec.partitons"},
         Bad{"storage size", With("  storage: {size: lots}\n"), "spec.storage.size"},
         Bad{"storage typo", With("  storage: {sise: 1Gi}\n"), "spec.storage.sise"},

@@ -31,6 +31,8 @@ inline constexpr size_t kMaxMapPartitions = size_t{1} << 20;
 inline constexpr size_t kMaxMapPeers = 65536;
 inline constexpr size_t kMaxParents = 65536;
 inline constexpr size_t kMaxNameBytes = 253;
+// A partition has at most this many followers (replication factor 5).
+inline constexpr size_t kMaxFollowers = 4;
 
 // A contiguous range [lo, hi) of the 32-bit hash space; hi may equal 2^32.
 struct HashRange {
@@ -63,7 +65,24 @@ struct PartitionInfo {
   // successors' owners before it completes), so a pod asked to take a map of a later epoch that
   // gives it this partition and holds nothing of it has lost its data (Topic refuses it).
   Epoch born{0};
+  // Replication: the pods that keep copies of this partition beside its owner, which leads it
+  // (accepts its appends and serves its reads); followers fetch from the leader and count toward
+  // its high watermark. Distinct pods, none the owner, in the order failover prefers them. Empty
+  // with a replication factor of 1.
+  std::vector<PodName> replicas = {};
+  // The epoch of the map that made `owner` this partition's leader (Kafka's leader epoch): a
+  // follower fetches naming it, and a leader refuses a fetch that names another (a newer one
+  // fences it). 0: since the partition was made (`born`).
+  Epoch leader_epoch{0};
 
+  Epoch LeaderEpoch() const { return leader_epoch.value() ? leader_epoch : born; }
+  // Whether `pod` holds a copy of this partition as a follower.
+  bool FollowedBy(const PodName& pod) const {
+    for (const auto& r : replicas) {
+      if (r == pod) return true;
+    }
+    return false;
+  }
   bool active() const { return state == PartitionState::kActive; }
   bool operator==(const PartitionInfo&) const = default;
 };
@@ -155,6 +174,9 @@ class PartitionMap {
 
   // Returns a copy with one partition's fields replaced (same epoch); for recording end offsets.
   Result<PartitionMap> WithEndOffset(PartitionId p, uint64_t end_offset) const;
+  // Returns a copy with partition p's followers replaced (same epoch; validated): for a
+  // coordinator that places replicas on a change's target map before it is carried out.
+  Result<PartitionMap> WithReplicas(PartitionId p, std::vector<PodName> replicas) const;
   // Returns a copy without the named sealed partition (retired once every group consumed it).
   Result<PartitionMap> WithoutRetired(PartitionId p) const;
 

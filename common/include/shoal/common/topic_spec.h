@@ -50,6 +50,14 @@ struct TopicSpec {
   ScaleBehavior scale_up{0, 0.1, 0};
   ScaleBehavior scale_down{300, 0.1, 0};
   std::string fsync = "interval";
+  // Copies of every partition on distinct pods (on distinct nodes and zones where known), the
+  // leader's included; fewer while the topic has fewer pods. `acks`: quorum acknowledges an
+  // event once a majority of the copies holds it; leader once the leader does (faster, and a
+  // failover can lose what was acknowledged and not yet copied).
+  struct {
+    uint32_t factor = 1;
+    std::string acks = "quorum";
+  } replication;
   struct {
     uint64_t bytes = 0;  // per partition; 0: unlimited
     int64_t ms = 7LL * 24 * 3600 * 1000;

@@ -1,0 +1,85 @@
+// The rules of replication as pure functions over values (no I/O, no clock): where a partition's
+// copies go, what a quorum holds, which replica leads after a failover and where a returning
+// replica's log must be cut. The coordinator's planner, the sidecar and the protocol simulation
+// call these and nothing else for them (docs/guarantees.md, invariants 9-11).
+//
+// The shape is Kafka's, with the coordinator as its controller: each partition has an owner (its
+// leader) and followers (PartitionInfo::replicas) on other pods; followers fetch the leader's
+// log and append at the same offsets; the leader acknowledges an event once a quorum of the
+// replicas holds it (the high watermark) and consumers read only below that.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "shoal/common/ids.h"
+#include "shoal/common/partition_map.h"
+#include "shoal/common/status.h"
+
+namespace shoal::replication {
+
+inline constexpr uint32_t kMaxFactor = 1 + kMaxFollowers;
+
+// How many of `replicas` copies (the leader's included) make a quorum: a majority.
+inline size_t QuorumOf(size_t replicas) { return replicas / 2 + 1; }
+
+// The high watermark of a partition: the largest offset below which a quorum of its replicas
+// holds every event. `leader_end` is what the leader holds under its fsync policy, `follower_ends`
+// what each follower last reported holding (0 for one that has not reported); the quorum is over
+// 1 + follower_ends.size() copies (invariant 9).
+uint64_t HighWatermark(uint64_t leader_end, std::span<const uint64_t> follower_ends);
+
+// Where a pod is, when the platform says (Kubernetes: the pod's node and that node's
+// topology.kubernetes.io/zone); empty fields are unknown.
+struct PodPlace {
+  std::string node;
+  std::string zone;
+};
+
+// A copy of `map` (same epoch, validated) in which every active partition has
+// min(factor, pods.size()) - 1 followers chosen from `pods`, never its owner: followers it has
+// that are still among `pods` are kept, missing ones are added, extra ones dropped. A new
+// follower goes where it adds a zone, then a node, the partition's copies do not have yet, then
+// to the pod that follows the fewest partitions, then by name (so the result is deterministic).
+// Sealed partitions keep their followers that are still among `pods` (a parent drains from any
+// of them). Factor 1 clears every list.
+Result<PartitionMap> PlaceReplicas(const PartitionMap& map, std::span<const PodName> pods,
+                                   uint32_t factor,
+                                   const std::map<std::string, PodPlace>& places = {});
+
+// What a replica says of its copy of a partition when a coordinator asks it in a failover, after
+// it fenced the replica at the new epoch (it then refuses the old leader).
+struct ReplicaState {
+  PodName pod;
+  Epoch last_epoch{0};  // the leader epoch of the last entry it holds (0: none)
+  uint64_t end = 0;     // one past the last entry it holds under its fsync policy
+};
+
+// The new leader of a partition whose leader is gone (invariant 10): once a quorum of its
+// `replica_count` copies answered, the most complete of them: the highest last epoch, then the
+// longest log, then the order of `answered` (the map's preference). It holds every acknowledged
+// event, since each was held by a quorum and any two quorums meet. Unavailable while fewer than a
+// quorum answered.
+Result<PodName> ChooseLeader(std::span<const ReplicaState> answered, size_t replica_count);
+
+// One leader epoch's first offset in a replica's log (Kafka's leader-epoch checkpoint).
+struct EpochStart {
+  uint64_t epoch = 0;
+  uint64_t start = 0;
+  bool operator==(const EpochStart&) const = default;
+};
+
+// Where a follower whose last entry was appended in `follower_last_epoch` and whose log ends at
+// `follower_end` must cut its log to follow a leader with this epoch history and end (invariant
+// 11): the end of the follower's last epoch in the leader's log (the start of the next epoch the
+// leader knows, or the leader's end for its own current epoch), never past the follower's end.
+// Everything after that point was never acknowledged: it was not on the leader, which holds
+// every acknowledged event. A follower with an epoch the leader never had is cut to the end of
+// the latest epoch before it that the leader had.
+uint64_t TruncationPoint(std::span<const EpochStart> leader_history, uint64_t leader_end,
+                         uint64_t follower_last_epoch, uint64_t follower_end);
+
+}  // namespace shoal::replication

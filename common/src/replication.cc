@@ -1,0 +1,121 @@
+#include "shoal/common/replication.h"
+
+#include <algorithm>
+#include <set>
+
+namespace shoal::replication {
+
+uint64_t HighWatermark(uint64_t leader_end, std::span<const uint64_t> follower_ends) {
+  std::vector<uint64_t> ends(follower_ends.begin(), follower_ends.end());
+  ends.push_back(leader_end);
+  // The quorum-th largest end: that many copies hold everything below it.
+  const size_t q = QuorumOf(ends.size());
+  std::nth_element(ends.begin(), ends.begin() + static_cast<std::ptrdiff_t>(q - 1), ends.end(),
+                   std::greater<uint64_t>());
+  return ends[q - 1];
+}
+
+namespace {
+
+const PodPlace& PlaceOf(const std::map<std::string, PodPlace>& places, const PodName& pod) {
+  static const PodPlace kUnknown;
+  auto it = places.find(pod.value());
+  return it == places.end() ? kUnknown : it->second;
+}
+
+}  // namespace
+
+Result<PartitionMap> PlaceReplicas(const PartitionMap& map, std::span<const PodName> pods,
+                                   uint32_t factor, const std::map<std::string, PodPlace>& places) {
+  if (factor < 1 || factor > kMaxFactor) {
+    return Status::InvalidArgument("replication factor " + std::to_string(factor) +
+                                   " is out of range; it is 1 to " + std::to_string(kMaxFactor));
+  }
+  const std::set<PodName> live(pods.begin(), pods.end());
+  const size_t want = std::min<size_t>(factor, live.size());
+  const size_t followers = want > 0 ? want - 1 : 0;
+  // How many partitions each pod follows, as placed so far (kept followers first, so that new
+  // ones go where there are fewest).
+  std::map<PodName, size_t> load;
+  for (const auto& pod : live) load[pod] = 0;
+  std::vector<std::vector<PodName>> kept(map.partitions().size());
+  for (const auto& p : map.partitions()) {
+    auto& k = kept[map.IndexOf(p)];
+    for (const auto& r : p.replicas) {
+      if (live.count(r) && r != p.owner && k.size() < (p.active() ? followers : kMaxFollowers)) {
+        k.push_back(r);
+        ++load[r];
+      }
+    }
+  }
+  PartitionMap out = map;
+  for (const auto& p : map.partitions()) {
+    auto chosen = kept[map.IndexOf(p)];
+    if (p.active()) {
+      while (chosen.size() < followers) {
+        std::set<std::string> zones{PlaceOf(places, p.owner).zone};
+        std::set<std::string> nodes{PlaceOf(places, p.owner).node};
+        for (const auto& r : chosen) {
+          zones.insert(PlaceOf(places, r).zone);
+          nodes.insert(PlaceOf(places, r).node);
+        }
+        const PodName* best = nullptr;
+        auto score = [&](const PodName& pod) {
+          const auto& at = PlaceOf(places, pod);
+          const bool new_zone = !at.zone.empty() && !zones.count(at.zone);
+          const bool new_node = !at.node.empty() && !nodes.count(at.node);
+          // Lower is better: a new zone, a new node, then the fewest followed partitions.
+          return std::make_tuple(!new_zone, !new_node, load[pod]);
+        };
+        for (const auto& pod : live) {  // in name order: ties go to the first name
+          if (pod == p.owner || std::find(chosen.begin(), chosen.end(), pod) != chosen.end()) {
+            continue;
+          }
+          if (!best || score(pod) < score(*best)) best = &pod;
+        }
+        if (!best) break;
+        chosen.push_back(*best);
+        ++load[*best];
+      }
+    }
+    if (chosen != p.replicas) {
+      auto next = out.WithReplicas(p.id, std::move(chosen));
+      if (!next.ok()) return next.status();
+      out = std::move(next).value();
+    }
+  }
+  return out;
+}
+
+Result<PodName> ChooseLeader(std::span<const ReplicaState> answered, size_t replica_count) {
+  if (answered.size() < QuorumOf(replica_count)) {
+    return Status::Unavailable(std::to_string(answered.size()) + " of " +
+                               std::to_string(replica_count) +
+                               " replicas answered; a new leader needs a quorum of " +
+                               std::to_string(QuorumOf(replica_count)));
+  }
+  const ReplicaState* best = &answered[0];
+  for (const auto& r : answered) {
+    if (r.last_epoch > best->last_epoch ||
+        (r.last_epoch == best->last_epoch && r.end > best->end)) {
+      best = &r;
+    }
+  }
+  return best->pod;
+}
+
+uint64_t TruncationPoint(std::span<const EpochStart> leader_history, uint64_t leader_end,
+                         uint64_t follower_last_epoch, uint64_t follower_end) {
+  if (leader_history.empty()) return 0;
+  // The last epoch the leader knows that is not after the follower's last one.
+  auto after = std::upper_bound(
+      leader_history.begin(), leader_history.end(), follower_last_epoch,
+      [](uint64_t e, const EpochStart& s) { return e < s.epoch; });
+  if (after == leader_history.begin()) {
+    return std::min(leader_history.front().start, follower_end);
+  }
+  const uint64_t epoch_end = after == leader_history.end() ? leader_end : after->start;
+  return std::min(epoch_end, follower_end);
+}
+
+}  // namespace shoal::replication

@@ -1,0 +1,141 @@
+// The rules of replication (common/replication.h): quorum, high watermark, placement, leader
+// choice and truncation point.
+#include "shoal/common/replication.h"
+
+#include <gtest/gtest.h>
+
+namespace shoal::replication {
+namespace {
+
+std::vector<PodName> Pods(std::initializer_list<const char*> names) {
+  std::vector<PodName> out;
+  for (const char* n : names) out.push_back(PodName(n));
+  return out;
+}
+
+TEST(ReplicationTest, AQuorumIsAMajorityOfTheCopies) {
+  EXPECT_EQ(QuorumOf(1), 1u);
+  EXPECT_EQ(QuorumOf(2), 2u);
+  EXPECT_EQ(QuorumOf(3), 2u);
+  EXPECT_EQ(QuorumOf(4), 3u);
+  EXPECT_EQ(QuorumOf(5), 3u);
+}
+
+TEST(ReplicationTest, TheHighWatermarkIsWhatAQuorumHolds) {
+  EXPECT_EQ(HighWatermark(10, {}), 10u);                  // factor 1: the leader's end
+  const uint64_t two[] = {4, 7};
+  EXPECT_EQ(HighWatermark(10, two), 7u);                  // leader and the faster follower
+  const uint64_t lagging[] = {0, 0};
+  EXPECT_EQ(HighWatermark(10, lagging), 0u);              // no follower reported: nothing
+  const uint64_t ahead[] = {12, 11};                      // followers ahead of the leader's
+  EXPECT_EQ(HighWatermark(10, ahead), 11u);               // durable end (fsync in flight)
+  const uint64_t four[] = {9, 3, 5, 8};
+  EXPECT_EQ(HighWatermark(10, four), 8u);                 // 3 of 5 hold below 8
+  const uint64_t one[] = {3};
+  EXPECT_EQ(HighWatermark(10, one), 3u);                  // factor 2: both copies
+}
+
+TEST(ReplicationTest, FollowersGoOnOtherPodsSpreadEvenlyAndStay) {
+  auto map = PartitionMap::Initial("t", 6, Pods({"a", "b", "c"})).value();
+  auto placed = PlaceReplicas(map, Pods({"a", "b", "c"}), 3).value();
+  std::map<std::string, size_t> follows;
+  for (const auto& p : placed.partitions()) {
+    ASSERT_EQ(p.replicas.size(), 2u) << p.id;
+    for (const auto& r : p.replicas) {
+      EXPECT_NE(r, p.owner);
+      ++follows[r.value()];
+    }
+  }
+  EXPECT_EQ(follows["a"], 4u);
+  EXPECT_EQ(follows["b"], 4u);
+  EXPECT_EQ(follows["c"], 4u);
+  EXPECT_EQ(placed.epoch(), map.epoch());
+  // Placing again changes nothing; a split's successors get followers, the others keep theirs.
+  EXPECT_EQ(PlaceReplicas(placed, Pods({"a", "b", "c"}), 3).value(), placed);
+  auto split = placed.Split(PartitionId(0), kHashSpace / 12).value();
+  auto again = PlaceReplicas(split, Pods({"a", "b", "c"}), 3).value();
+  for (const auto& p : again.partitions()) {
+    if (p.active()) {
+      EXPECT_EQ(p.replicas.size(), 2u) << p.id;
+    }
+    if (const auto* before = placed.Find(p.id)) {
+      EXPECT_EQ(p.replicas, before->replicas) << p.id;
+    }
+  }
+}
+
+TEST(ReplicationTest, AGonePodIsReplacedAndFewerPodsMeanFewerCopies) {
+  auto map = PartitionMap::Initial("t", 4, Pods({"a", "b", "c"})).value();
+  auto placed = PlaceReplicas(map, Pods({"a", "b", "c", "d"}), 3).value();
+  auto without_d = PlaceReplicas(placed, Pods({"a", "b", "c"}), 3).value();
+  for (const auto& p : without_d.partitions()) {
+    ASSERT_EQ(p.replicas.size(), 2u);
+    for (const auto& r : p.replicas) EXPECT_NE(r.value(), "d");
+    // Followers that stayed are kept in their place.
+    const auto& before = placed.Find(p.id)->replicas;
+    if (before[0].value() != "d") {
+      EXPECT_EQ(p.replicas[0], before[0]);
+    }
+  }
+  auto two_pods = PlaceReplicas(map, Pods({"a", "b"}), 3).value();
+  for (const auto& p : two_pods.partitions()) {
+    EXPECT_EQ(p.replicas.size(), 1u) << p.id;  // two pods: two copies
+  }
+  auto factor_one = PlaceReplicas(placed, Pods({"a", "b", "c"}), 1).value();
+  for (const auto& p : factor_one.partitions()) EXPECT_TRUE(p.replicas.empty());
+  EXPECT_FALSE(PlaceReplicas(map, Pods({"a"}), 0).ok());
+  EXPECT_FALSE(PlaceReplicas(map, Pods({"a"}), 6).ok());
+}
+
+TEST(ReplicationTest, CopiesGoToOtherZonesThenOtherNodesFirst) {
+  auto map = PartitionMap::Initial("t", 1, PodName("a")).value();
+  std::map<std::string, PodPlace> places{{"a", {"n1", "z1"}}, {"b", {"n1", "z1"}},
+                                         {"c", {"n2", "z1"}}, {"d", {"n3", "z2"}}};
+  auto placed = PlaceReplicas(map, Pods({"a", "b", "c", "d"}), 3, places).value();
+  EXPECT_EQ(placed.partitions()[0].replicas, Pods({"d", "c"}));
+}
+
+TEST(ReplicationTest, ReplicasTravelInTheMapsJsonAndAreValidated) {
+  auto map = PartitionMap::Initial("t", 2, Pods({"a", "b"})).value();
+  auto placed = PlaceReplicas(map, Pods({"a", "b"}), 2).value();
+  auto back = PartitionMap::FromJson(placed.ToJson()).value();
+  EXPECT_EQ(back, placed);
+  EXPECT_NE(placed.Digest(), map.Digest());
+  // Factor 1 writes no field: its maps are what they were before replication.
+  EXPECT_EQ(map.ToJson().find("replicas"), std::string::npos);
+  EXPECT_FALSE(map.WithReplicas(PartitionId(0), Pods({"a"})).ok());       // its owner
+  EXPECT_FALSE(map.WithReplicas(PartitionId(0), Pods({"b", "b"})).ok());  // twice
+  EXPECT_FALSE(map.WithReplicas(PartitionId(0), Pods({"b", "c", "d", "e", "f"})).ok());
+  EXPECT_FALSE(map.WithReplicas(PartitionId(7), Pods({"b"})).ok());
+  std::string json = placed.ToJson();
+  json.replace(json.find("\"replicas\":["), 12, "\"replicas\":[\"a\",");
+  EXPECT_FALSE(PartitionMap::FromJson(json).ok());
+}
+
+TEST(ReplicationTest, TheNewLeaderIsTheMostCompleteOfAQuorum) {
+  std::vector<ReplicaState> one{{PodName("b"), Epoch(3), 100}};
+  EXPECT_EQ(ChooseLeader(one, 3).status().code(), Status::Code::kUnavailable);
+  std::vector<ReplicaState> two{{PodName("b"), Epoch(3), 100}, {PodName("c"), Epoch(3), 120}};
+  EXPECT_EQ(ChooseLeader(two, 3).value(), PodName("c"));
+  // A later epoch wins over a longer log: the longer one holds a tail no quorum acknowledged.
+  std::vector<ReplicaState> epochs{{PodName("b"), Epoch(4), 90}, {PodName("c"), Epoch(3), 120}};
+  EXPECT_EQ(ChooseLeader(epochs, 3).value(), PodName("b"));
+  // Ties keep the map's order.
+  std::vector<ReplicaState> tie{{PodName("c"), Epoch(3), 100}, {PodName("b"), Epoch(3), 100}};
+  EXPECT_EQ(ChooseLeader(tie, 3).value(), PodName("c"));
+}
+
+TEST(ReplicationTest, AReturningReplicaIsCutWhereItsLogLeftTheLeaders) {
+  // The leader led epoch 2 from 0, epoch 5 from 40, epoch 7 from 90; it holds 130.
+  std::vector<EpochStart> history{{2, 0}, {5, 40}, {7, 90}};
+  EXPECT_EQ(TruncationPoint(history, 130, 7, 120), 120u);  // same epoch, behind: nothing cut
+  EXPECT_EQ(TruncationPoint(history, 130, 5, 100), 90u);   // its epoch-5 tail past 90 diverged
+  EXPECT_EQ(TruncationPoint(history, 130, 5, 60), 60u);
+  EXPECT_EQ(TruncationPoint(history, 130, 6, 100), 90u);   // epoch 6 the leader never had
+  EXPECT_EQ(TruncationPoint(history, 130, 2, 45), 40u);
+  EXPECT_EQ(TruncationPoint(history, 130, 1, 45), 0u);     // before anything the leader had
+  EXPECT_EQ(TruncationPoint({}, 0, 3, 45), 0u);
+}
+
+}  // namespace
+}  // namespace shoal::replication
