@@ -117,6 +117,19 @@ int main(int argc, char** argv) {
   app.add_option("--redelivery-ms", topic_opts.partition.redelivery_ms,
                  "Hand events out again when their group has not committed them for this long")
       ->check(CLI::Range(int64_t{100}, int64_t{86400000}));
+  std::string acks = "quorum";
+  app.add_option("--acks", acks,
+                 "For partitions the map replicates: acknowledge a produce once a quorum of the "
+                 "copies holds it (quorum), or once the leader does (leader: faster, and a "
+                 "failover can lose acknowledged events)")
+      ->check(CLI::IsMember({"quorum", "leader"}));
+  app.add_option("--replication-timeout-ms", topic_opts.replication_timeout_ms,
+                 "With --acks quorum: how long a produce waits for a quorum of copies before "
+                 "the producer gets a retryable 503")
+      ->check(CLI::Range(int64_t{10}, int64_t{600000}));
+  app.add_option("--fetch-wait-ms", topic_opts.fetch_wait_ms,
+                 "How long a follower's fetch waits at its leader for new events")
+      ->check(CLI::Range(int64_t{0}, int64_t{10000}));
   app.add_option("--http-threads", http_threads, "Threads of the HTTP server pool")
       ->check(CLI::Range(1, 256));
   app.add_option("--log-level", log_level, "trace | debug | info | warn | error | off")
@@ -128,6 +141,7 @@ int main(int argc, char** argv) {
   auto policy = broker::ParseFsyncPolicy(fsync);
   if (!policy.ok()) return Fail(policy.status().message());
   topic_opts.partition.fsync = *policy;
+  topic_opts.acks_quorum = acks == "quorum";
   topic_opts.pod = PodName(pod.empty() ? "local" : pod);
   data_opts.host = admin_opts.host = bind;
   if (admin_opts.token.empty() && !token_file.empty()) {
@@ -196,6 +210,7 @@ int main(int argc, char** argv) {
   http::MetricsFrontend metrics(bind, metrics_port, {probe.registry(), t.StateCollectable()},
                                 ready);
   t.SetDataListener([&data] { data.NotifyData(); });
+  t.SetAppendListener([&admin] { admin.NotifyAppend(); });
   t.Start();
   for (Status st : {data.Open(), admin.Open(), metrics.Open()}) {
     if (!st.ok()) return Fail(st.message());

@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+#include "shoal/common/replication.h"
+
 namespace shoal::testing {
 
 namespace {
@@ -49,6 +51,13 @@ Status SidecarCluster::Start() {
   PartitionMap map(opts_.topic, Epoch(1), parts);
   for (size_t i = 0; i < pods_.size(); ++i) {
     map = map.WithPeer(Pod(i), {Address(pods_[i]->port()), Address(pods_[i]->admin_port())});
+  }
+  if (opts_.replication > 1) {
+    std::vector<PodName> pods;
+    for (size_t i = 0; i < pods_.size(); ++i) pods.push_back(Pod(i));
+    auto placed = replication::PlaceReplicas(map, pods, opts_.replication);
+    if (!placed.ok()) return placed.status();
+    map = std::move(placed).value();
   }
   SHOAL_RETURN_IF_ERROR(map.Validate());
   SHOAL_RETURN_IF_ERROR(executor_.InstallEverywhere(map));

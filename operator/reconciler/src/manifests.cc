@@ -96,6 +96,10 @@ value SidecarContainer(const TopicObject& t, const ManifestOptions& o, int64_t g
                                    "--fsync",        s.fsync,
                                    "--retention-ms", std::to_string(s.retention.ms),
                                    "--log-level",    o.log_level};
+  if (s.replication.factor > 1) {
+    args.push_back("--acks");
+    args.push_back(s.replication.acks);
+  }
   if (s.retention.bytes) {
     args.push_back("--retention-bytes");
     args.push_back(std::to_string(s.retention.bytes));

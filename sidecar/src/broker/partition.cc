@@ -591,8 +591,35 @@ Status Partition::SyncLog() {
   return r.ok() ? Status::Ok() : r.status();
 }
 
-uint64_t Partition::visible_end() const {
+uint64_t Partition::held_end() const {
   return opts_.fsync == FsyncPolicy::kAlways ? log_->durable_offset() : log_->end_offset();
+}
+
+uint64_t Partition::visible_end() const {
+  const uint64_t held = held_end();
+  return quorum_->replicated() ? std::min(held, quorum_->followers_mark()) : held;
+}
+
+Result<size_t> Partition::ReadCopy(uint64_t from, size_t max_bytes, std::string* out) const {
+  storage::ReadBatch batch;
+  SHOAL_RETURN_IF_ERROR(log_->Read(from, log_->end_offset(), SIZE_MAX, max_bytes, &batch));
+  // The encoding is a function of the record, so encoding what was read gives back the bytes
+  // as stored.
+  for (const auto& r : batch.records) {
+    storage::record::Encode({r.key, r.value, r.producer, r.seq, r.timestamp_ms}, r.offset, *out);
+  }
+  return batch.records.size();
+}
+
+Result<uint64_t> Partition::AppendCopied(uint64_t first, std::string_view records,
+                                         uint64_t leader_start) {
+  leader_start_.store(leader_start);
+  if (!records.empty()) {
+    auto r = log_->AppendCopied(first, records);
+    if (!r.ok()) return r.status();
+    if (opts_.fsync == FsyncPolicy::kAlways) SHOAL_RETURN_IF_ERROR(SyncLog());
+  }
+  return held_end();
 }
 
 uint64_t Partition::Standing(std::optional<Offset> committed) const {
@@ -979,6 +1006,17 @@ bool Partition::Tick(bool sync_due) {
       }
     }
   }
+  if (follower_.load()) {
+    // A copy keeps what its leader keeps: whole segments below the leader's oldest record go.
+    if (now - last_retention_ms_ >= kRetentionEveryMs) {
+      last_retention_ms_ = now;
+      storage::RetentionPolicy policy;
+      policy.max_bytes = 1;  // every segment is "too big"; the floor decides
+      policy.floor_offset = std::min(leader_start_.load(), log_->end_offset());
+      if (policy.floor_offset > log_->start_offset()) (void)log_->ApplyRetention(policy, now);
+    }
+    return visible_end() != visible_before || redelivered;
+  }
   if (now - last_retention_ms_ >= kRetentionEveryMs) {
     last_retention_ms_ = now;
     storage::RetentionPolicy policy;
@@ -1007,8 +1045,10 @@ bool Partition::Tick(bool sync_due) {
 }
 
 Status Partition::Close() {
+  quorum_->Close();
   SHOAL_RETURN_IF_ERROR(SyncLog());
   SHOAL_RETURN_IF_ERROR(commits_->Sync());
+  if (follower_.load()) return Status::Ok();
   return WriteProducerSnapshot();
 }
 

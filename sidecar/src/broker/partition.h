@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "broker/quorum_tracker.h"
 #include "broker/sidecar_probe.h"
 #include "shoal/common/clock.h"
 #include "shoal/common/ids.h"
@@ -163,9 +164,30 @@ class Partition {
   // Under fsync=always: makes everything appended so far durable before the caller acks.
   Status SyncForAck();
 
-  // The end of what consumers may see: the durable end under fsync=always (an event is never
-  // handed out before it could be acknowledged), else the written end.
+  // The end of what consumers may see: what this replica holds under its fsync policy
+  // (held_end), and when the map names followers, only below the high watermark as well: an
+  // event is never handed out before it could be acknowledged (invariant 9).
   uint64_t visible_end() const;
+  // What this replica holds under its fsync policy: the durable end under fsync=always, else the
+  // written end.
+  uint64_t held_end() const;
+
+  // Replication (common/replication.h). As the leader: what its followers hold, and the high
+  // watermark, the lesser of what it holds and what enough followers hold to make a quorum.
+  const std::shared_ptr<QuorumTracker>& quorum() const { return quorum_; }
+  uint64_t high_watermark() const { return std::min(held_end(), quorum_->followers_mark()); }
+  // The records [from, ...) as they are stored, about max_bytes of them (at least one if any),
+  // appended to `out`; returns how many. For a follower's fetch.
+  Result<size_t> ReadCopy(uint64_t from, size_t max_bytes, std::string* out) const;
+  // As a follower: a copy of a partition another pod leads. It takes records only as copied from
+  // the leader's log (AppendCopied), writes no producer snapshot (a copy that becomes the leader
+  // rebuilds its producer state from the log it holds, which records every (producer, seq)),
+  // and removes old segments only below the leader's oldest record.
+  void SetFollower(bool follower) { follower_.store(follower); }
+  bool follower() const { return follower_.load(); }
+  // Appends records copied from the leader, whose log starts at `leader_start`; syncs them under
+  // fsync=always. Returns held_end().
+  Result<uint64_t> AppendCopied(uint64_t first, std::string_view records, uint64_t leader_start);
   uint64_t start_offset() const { return log_->start_offset(); }
   uint64_t end_offset() const { return log_->end_offset(); }
   uint64_t size_bytes() const { return log_->size_bytes(); }
@@ -289,6 +311,9 @@ class Partition {
   std::unique_ptr<storage::Log> log_;
   std::unique_ptr<storage::CommitStore> commits_;
 
+  const std::shared_ptr<QuorumTracker> quorum_ = std::make_shared<QuorumTracker>();
+  std::atomic<bool> follower_{false};
+  std::atomic<uint64_t> leader_start_{0};  // as a follower: the leader's oldest record
   std::atomic<bool> sealed_{false};
   uint64_t seal_end_ = 0;  // written under append_mu_ before sealed_ is set
   SealRecord seal_ GUARDED_BY(append_mu_);  // valid once sealed_

@@ -45,6 +45,10 @@ Result<std::unique_ptr<Topic>> Topic::Open(const TopicOptions& options, Clock& c
   t->registry_ = std::move(registry).value();
   SHOAL_RETURN_IF_ERROR(t->OpenPartitions());
   lock.unlock();
+  {
+    MutexLock install(t->install_mu_);
+    t->ReconcileReplicas();
+  }
   // Successors whose seeding a crash took back inherit again before the sidecar is ready, when
   // their parents' owners answer; otherwise the ticker keeps trying.
   t->SeedPending();
@@ -263,7 +267,21 @@ Status Topic::Produce(const std::vector<wire::ProduceEvent>& events,
   // Acknowledge only what the fsync policy made durable; under fsync=always the concurrent
   // requests of a partition share one fdatasync (group commit in DiskLog::Sync).
   for (auto& g : groups) SHOAL_RETURN_IF_ERROR(g.partition->SyncForAck());
+  // Replicated partitions: with acks quorum, what a quorum of copies must hold before the ack,
+  // waited for without the map lock (followers' fetches and installs go on meanwhile).
+  std::vector<std::pair<std::shared_ptr<QuorumTracker>, uint64_t>> awaited;
+  for (auto& g : groups) {
+    if (!g.partition->quorum()->replicated()) continue;
+    uint64_t end = 0;
+    for (const auto* r : g.results) end = std::max(end, r->offset + 1);
+    if (opts_.acks_quorum) awaited.emplace_back(g.partition->quorum(), end);
+  }
   lock.unlock();
+  if (!groups.empty() && on_append_) on_append_();
+  for (const auto& [tracker, end] : awaited) {
+    SHOAL_RETURN_IF_ERROR(
+        tracker->Await(end, std::chrono::milliseconds(opts_.replication_timeout_ms)));
+  }
   if (!groups.empty() && on_data_) on_data_();
   return Status::Ok();
 }
@@ -563,6 +581,7 @@ Result<InstallOutcome> Topic::InstallLocked(const PartitionMap& next,
   DropPreparedFor(next, &retired);
   const size_t retired_count = retired.size();
   RemoveRetired(next, std::move(retired));
+  ReconcileReplicas();
   Logger("broker")->info(
       "msg=\"installed map\" epoch={} digest={} active_partitions={} held={} retired={} "
       "opened_ms={:.2f} seeded_ms={:.2f} persisted_ms={:.2f} total_ms={:.2f}",
@@ -609,6 +628,16 @@ Result<Topic::OwnedPartitions> Topic::OpenOwned(const PartitionMap& next) {
     if (auto prepared = TakePrepared(info)) {
       opened.emplace(info.id, std::move(prepared));
       continue;
+    }
+    {
+      // A copy this pod followed and now leads: its log is the partition's (no copying).
+      WriterLock lock(map_mu_);
+      if (auto it = followed_.find(info.id); it != followed_.end()) {
+        it->second->SetFollower(false);
+        opened.emplace(info.id, std::move(it->second));
+        followed_.erase(it);
+        continue;
+      }
     }
     auto p = Partition::Open(info.id, OptionsFor(info), clock_, probe_);
     if (!p.ok()) return p.status().Annotate("partition " + std::to_string(info.id.value()));
@@ -956,6 +985,9 @@ PartitionMap Topic::map() const {
 void Topic::Start() {
   ticker_ = std::thread([this] { TickLoop(); });
   peer_ticker_ = std::thread([this] { PeerTickLoop(); });
+  started_.store(true);
+  MutexLock install(install_mu_);
+  ReconcileReplicas();
 }
 
 // Work that talks to other sidecars runs on its own thread: a slow or hung peer must not delay
@@ -1034,6 +1066,7 @@ void Topic::TickOnce(bool sync_due) {
   {
     ReaderLock map_lock(map_mu_);
     for (auto& [id, p] : partitions_) moved |= p->Tick(sync_due);
+    for (auto& [id, p] : followed_) (void)p->Tick(sync_due);
   }
   if (opts_.disk_reserve) opts_.disk_reserve->Tick();
   const int64_t now = clock_.NowMs();
@@ -1054,9 +1087,18 @@ Status Topic::Close() {
   tick_cv_.notify_all();
   if (ticker_.joinable()) ticker_.join();
   if (peer_ticker_.joinable()) peer_ticker_.join();
+  {
+    MutexLock lock(fetch_mu_);
+    for (auto& [leader, f] : fetchers_) f.thread.join();
+    fetchers_.clear();
+  }
   WriterLock lock(map_mu_);
   Status first = registry_->Flush();
   for (auto& [id, p] : partitions_) {
+    Status st = p->Close();
+    if (!st.ok() && first.ok()) first = st;
+  }
+  for (auto& [id, p] : followed_) {
     Status st = p->Close();
     if (!st.ok() && first.ok()) first = st;
   }

@@ -24,6 +24,7 @@
 
 #include "broker/group_registry.h"
 #include "broker/partition.h"
+#include "broker/replica_fetch.h"
 #include "broker/sidecar_probe.h"
 #include "broker/successor_gate.h"
 #include "shoal/common/retirement_rule.h"
@@ -91,6 +92,13 @@ class PeerClient {
   virtual Result<RemoteCommits> CommitFor(const PeerAddress& peer, PartitionId partition,
                                           const std::string& group, const PodName& reader,
                                           Offset offset) = 0;
+  // A follower's fetch from the partitions' leader (POST /v1/admin/replica/fetch; the body is
+  // EncodeFetchRequest's): the leader's answer, to be read with ParseFetchAnswer.
+  virtual Result<std::string> FetchReplica(const PeerAddress& leader, const std::string& body) {
+    (void)leader;
+    (void)body;
+    return Status::Unavailable("this peer client does not replicate");
+  }
 };
 
 // Events of one produce request that another sidecar owns: the frontend sends `body` to `peer`
@@ -125,6 +133,14 @@ struct TopicOptions {
   // and a sealed partition is read only by the consumers of the pod that holds it (the rule of
   // Kinesis and Pravega; kept for comparison: shoal bench drain).
   bool range_reads = true;
+  // Replication (when the map names followers): with acks_quorum, a produce is acknowledged only
+  // once a quorum of each partition's copies holds its events, waiting at most
+  // replication_timeout_ms (then Unavailable: retry); otherwise once the leader holds them.
+  // Consumers read below the high watermark either way. A follower's fetch waits up to
+  // fetch_wait_ms at its leader for something new.
+  bool acks_quorum = true;
+  int64_t replication_timeout_ms = 5000;
+  int64_t fetch_wait_ms = 500;
   // Space kept on the data volume for what lets a full disk recover (storage/disk_reserve.h):
   // produce is refused first, with NoSpace, and the ticker takes the reserve back. Null: none.
   storage::DiskReserve* disk_reserve = nullptr;
@@ -221,6 +237,19 @@ class Topic {
 
   // Called (from producing threads or the ticker) whenever events became visible to consumers.
   void SetDataListener(std::function<void()> fn) { on_data_ = std::move(fn); }
+  // Called after events were appended to a partition this pod leads (a follower's fetch parked
+  // at the admin plane may now have something to copy).
+  void SetAppendListener(std::function<void()> fn) { on_append_ = std::move(fn); }
+
+  // Replication, the leader's side of a follower's fetch (POST /v1/admin/replica/fetch): appends
+  // the answer to `body` (StartFetchAnswer's header first) and records what the follower says
+  // it holds, which may move the high watermark. Returns whether the answer should go now: it
+  // holds records or a refusal; otherwise the caller may hold the request up to its wait_ms and
+  // ask again.
+  bool ServeFetch(const FetchRequest& request, std::string* body);
+  // The partitions this pod follows, with what each holds (for the admin plane and tests):
+  // {"followed":[{"id":N,"leader":"pod","end":N,"start":N}, ...]}.
+  std::string FollowedJson() const;
 
   // Scrape-time metrics: partition sizes and offsets, consumer lag per group, epoch.
   std::shared_ptr<prometheus::Collectable> StateCollectable();
@@ -335,12 +364,24 @@ class Topic {
   bool RetiredInMap(PartitionId id) const REQUIRES_SHARED(map_mu_);
   void TickLoop();
   void PeerTickLoop();
+  // Replication (topic_replication.cc). Brings the copies this pod follows in line with the map
+  // held (opening new ones, closing and removing those it no longer names), tells the
+  // partitions it leads who follows them, and starts a fetcher per leader. Requires install_mu_
+  // or the sidecar not started.
+  void ReconcileReplicas();
+  // One follower's fetch loop from `leader`, until this pod follows nothing of it.
+  void FetchLoop(const std::string& leader);
+  // One fetch round from `leader`; false when there is nothing to follow there.
+  bool FetchOnce(const std::string& leader);
+  // Waits up to `ms` on the ticker's condition; false once the topic stops.
+  bool PauseMs(int64_t ms);
 
   const TopicOptions opts_;
   storage::FileSystem& fs_;
   Clock& clock_;
   SidecarProbe& probe_;
   std::function<void()> on_data_;
+  std::function<void()> on_append_;
 
   mutable SharedMutex map_mu_;
   PartitionMap map_ GUARDED_BY(map_mu_);
@@ -362,6 +403,20 @@ class Topic {
   // The partition prepared for `info`, if one matches it; a prepared one for another meaning of
   // the id is closed and its directory removed. Requires install_mu_.
   std::unique_ptr<Partition> TakePrepared(const PartitionInfo& info) REQUIRES(install_mu_);
+
+  // Replication, follower side: the copies of partitions other pods lead that this pod follows
+  // (PartitionInfo::replicas), by id. As for partitions_, a Partition* taken from it is valid
+  // only while map_mu_ is held.
+  std::map<PartitionId, std::unique_ptr<Partition>> followed_ GUARDED_BY(map_mu_);
+  // One fetcher thread per leader this pod follows partitions of; `done` once it found nothing
+  // more to follow there.
+  struct Fetcher {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  Mutex fetch_mu_ ACQUIRED_AFTER(install_mu_);
+  std::atomic<bool> started_{false};  // Start ran: fetchers may run
+  std::map<std::string, Fetcher> fetchers_ GUARDED_BY(fetch_mu_);
 
   std::unique_ptr<GroupRegistry> registry_;
   // Parents-first gating (invariant 3).

@@ -105,6 +105,7 @@ AdminFrontend::AdminFrontend(AdminFrontendOptions options, broker::Topic& topic,
 AdminFrontend::~AdminFrontend() { Close(); }
 
 Status AdminFrontend::Open() {
+  fetch_poller_ = std::thread([this] { FetchPollLoop(); });
   const std::string uri = "http://" + opts_.host + ":" + std::to_string(opts_.port);
   listener_ = std::make_unique<web::http::experimental::listener::http_listener>(uri);
   listener_->support([this](http_request req) { Handle(std::move(req)); });
@@ -112,12 +113,97 @@ Status AdminFrontend::Open() {
 }
 
 void AdminFrontend::Close() {
+  {
+    std::lock_guard<std::mutex> lock(fetch_mu_);
+    stopping_ = true;
+  }
+  fetch_cv_.notify_all();
+  if (fetch_poller_.joinable()) fetch_poller_.join();
   if (!listener_) return;
   try {
     listener_->close().wait();
   } catch (...) {
   }
   listener_.reset();
+}
+
+void AdminFrontend::NotifyAppend() {
+  {
+    std::lock_guard<std::mutex> lock(fetch_mu_);
+    if (parked_.empty()) return;
+    appended_ = true;
+  }
+  fetch_cv_.notify_one();
+}
+
+void AdminFrontend::ReplyOk(const http_request& req, std::string body,
+                            const char* content_type) {
+  try {
+    web::http::http_response resp(web::http::status_codes::OK);
+    resp.set_body(std::move(body), content_type);
+    req.reply(resp).then([](pplx::task<void> t) {
+      try {
+        t.get();
+      } catch (...) {
+      }
+    });
+  } catch (...) {
+  }
+  probe_.Request("admin", 200);
+}
+
+void AdminFrontend::ReplyFetch(const http_request& req, std::string body) {
+  ReplyOk(req, std::move(body), "application/x-shoal-replica-batch");
+}
+
+void AdminFrontend::HandleFetch(const http_request& req, const std::string& text) {
+  auto fetch = broker::ParseFetchRequest(text);
+  if (!fetch.ok()) {
+    probe_.Request("admin", ReplyError(req, fetch.status()));
+    return;
+  }
+  std::string body = broker::StartFetchAnswer();
+  if (topic_.ServeFetch(*fetch, &body) || fetch->wait_ms == 0) {
+    ReplyFetch(req, std::move(body));
+    return;
+  }
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(fetch->wait_ms);
+  {
+    std::lock_guard<std::mutex> lock(fetch_mu_);
+    if (!stopping_) {
+      parked_.push_back({req, std::move(fetch).value(), deadline});
+      return;
+    }
+  }
+  ReplyFetch(req, std::move(body));
+}
+
+void AdminFrontend::FetchPollLoop() {
+  std::unique_lock<std::mutex> lock(fetch_mu_);
+  while (true) {
+    auto wake = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+    for (const auto& p : parked_) wake = std::min(wake, p.deadline);
+    fetch_cv_.wait_until(lock, wake, [&] { return stopping_ || appended_; });
+    appended_ = false;
+    std::list<ParkedFetch> due;
+    due.splice(due.end(), parked_);
+    const bool stopping = stopping_;
+    lock.unlock();
+    const auto now = std::chrono::steady_clock::now();
+    std::list<ParkedFetch> again;
+    for (auto& p : due) {
+      std::string body = broker::StartFetchAnswer();
+      if (topic_.ServeFetch(p.fetch, &body) || now >= p.deadline || stopping) {
+        ReplyFetch(p.request, std::move(body));
+      } else {
+        again.push_back(std::move(p));
+      }
+    }
+    lock.lock();
+    parked_.splice(parked_.end(), again);
+    if (stopping) return;
+  }
 }
 
 bool AdminFrontend::Authorized(const http_request& req) const {
@@ -152,18 +238,7 @@ void AdminFrontend::Handle(http_request req) {
       probe_.Rejected(std::string(r.status().code_name()));
       return;
     }
-    try {
-      web::http::http_response resp(web::http::status_codes::OK);
-      resp.set_body(*r, content_type);
-      req.reply(resp).then([](pplx::task<void> t) {
-        try {
-          t.get();
-        } catch (...) {
-        }
-      });
-    } catch (...) {
-    }
-    probe_.Request("admin", 200);
+    ReplyOk(req, *r, content_type);
   };
   auto with_body = [&](std::function<Result<std::string>(const std::string&)> fn,
                        const char* content_type = "application/json") {
@@ -272,6 +347,16 @@ void AdminFrontend::Handle(http_request req) {
         return topic_.CommitsJson(pid);
       });
     }
+  } else if (path.size() == 4 && path[2] == "replica" && path[3] == "fetch") {
+    if (m == methods::POST) {
+      ReadBody(
+          req, 1 << 20, std::chrono::seconds(30),
+          [this, req](std::string body) { HandleFetch(req, body); },
+          [answer](const Status& st) { answer(st); });
+      return;
+    }
+  } else if (path.size() == 3 && path[2] == "replica") {
+    if (m == methods::GET) return answer(topic_.FollowedJson());
   } else if (path.size() == 3 && path[2] == "groups") {
     if (m == methods::GET) return answer(topic_.GroupsJson());
   } else if (path.size() == 4 && path[2] == "groups") {

@@ -9,8 +9,13 @@
 
 #include <cpprest/http_listener.h>
 
+#include <chrono>
+#include <condition_variable>
+#include <list>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "broker/sidecar_probe.h"
 #include "broker/topic.h"
@@ -32,8 +37,23 @@ class AdminFrontend {
 
   Status Open();
   void Close();
+  // Wakes fetches of followers parked here: events were appended to a partition led here.
+  void NotifyAppend();
 
  private:
+  // A follower's fetch that found nothing new, held until something is appended or its wait
+  // runs out (so that a follower's long-poll holds no thread).
+  struct ParkedFetch {
+    web::http::http_request request;
+    broker::FetchRequest fetch;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  void HandleFetch(const web::http::http_request& req, const std::string& body);
+  // Answers 200 with `body` (and counts it).
+  void ReplyOk(const web::http::http_request& req, std::string body, const char* content_type);
+  void ReplyFetch(const web::http::http_request& req, std::string body);
+  void FetchPollLoop();
+
   void Handle(web::http::http_request req);
   bool Authorized(const web::http::http_request& req) const;
 
@@ -41,6 +61,13 @@ class AdminFrontend {
   broker::Topic& topic_;
   broker::SidecarProbe& probe_;
   std::unique_ptr<web::http::experimental::listener::http_listener> listener_;
+
+  std::mutex fetch_mu_;
+  std::condition_variable fetch_cv_;
+  std::list<ParkedFetch> parked_;  // guarded by fetch_mu_
+  bool appended_ = false;          // guarded by fetch_mu_
+  bool stopping_ = false;          // guarded by fetch_mu_
+  std::thread fetch_poller_;
 };
 
 }  // namespace shoal::http

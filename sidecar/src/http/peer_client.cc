@@ -149,6 +149,11 @@ Result<broker::RemoteCommits> HttpPeerClient::CommitFor(const PeerAddress& peer,
   return ParseCommits(*body, peer.admin);
 }
 
+Result<std::string> HttpPeerClient::FetchReplica(const PeerAddress& leader,
+                                                 const std::string& body) {
+  return Call(leader.admin, "POST", "/v1/admin/replica/fetch", body, true);
+}
+
 Result<std::map<std::string, broker::GroupRegistry::Group>> HttpPeerClient::FetchGroups(
     const PeerAddress& peer) {
   auto body = Call(peer.admin, "GET", "/v1/admin/groups", "", true);

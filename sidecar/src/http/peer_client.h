@@ -38,6 +38,7 @@ class HttpPeerClient final : public broker::PeerClient {
                                         const std::string& group, const PodName& reader,
                                         const std::vector<HashRange>& ranges, size_t max,
                                         size_t max_bytes) override;
+  Result<std::string> FetchReplica(const PeerAddress& leader, const std::string& body) override;
   Result<broker::RemoteCommits> CommitFor(const PeerAddress& peer, PartitionId partition,
                                           const std::string& group, const PodName& reader,
                                           Offset offset) override;

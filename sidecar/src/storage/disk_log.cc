@@ -67,6 +67,7 @@ class DiskLog final : public Log {
   Status Open();
 
   Result<uint64_t> Append(std::span<const AppendEntry> entries) override;
+  Result<uint64_t> AppendCopied(uint64_t first, std::string_view bytes) override;
   Result<uint64_t> Sync() override;
   Status Read(uint64_t from, uint64_t limit, size_t max_records, size_t max_bytes,
               ReadBatch* out) const override;
@@ -85,6 +86,10 @@ class DiskLog final : public Log {
   Status OpenSegment(uint64_t base, bool is_last, std::shared_ptr<Segment>* out);
   Status ScanSegment(Segment* seg, bool truncate_tail);
   Status Roll() REQUIRES(mu_);
+  // Writes encoded records (the first at `first`, each starting at starts[i] in `encoded`) at
+  // the end of the active segment, rolling first when it is full; on error nothing is visible.
+  Result<uint64_t> WriteLocked(std::string_view encoded, uint64_t first,
+                               std::span<const size_t> starts) REQUIRES(mu_);
   void MaybeIndex(Segment* seg, uint64_t offset, uint64_t position);
   // A failed fdatasync is final for this log (PostgreSQL's lesson: after an EIO the kernel may
   // have dropped the dirty pages, and a later fdatasync that succeeds says nothing about them).
@@ -101,6 +106,7 @@ class DiskLog final : public Log {
   mutable Mutex mu_ ACQUIRED_AFTER(sync_mu_);
   std::vector<std::shared_ptr<Segment>> segments_ GUARDED_BY(mu_);
   std::string scratch_ GUARDED_BY(mu_);
+  std::vector<size_t> starts_ GUARDED_BY(mu_);
   Mutex sync_mu_;  // one fdatasync at a time; later callers find their records already synced
 
   std::atomic<uint64_t> start_{0};
@@ -286,23 +292,58 @@ Result<uint64_t> DiskLog::Append(std::span<const AppendEntry> entries) {
   MutexLock lock(mu_);
   if (failed_.load()) return failure();
   if (entries.empty()) return end_.load();
+  const uint64_t first = end_.load();
+  scratch_.clear();
+  starts_.clear();
+  uint64_t offset = first;
+  for (const auto& e : entries) {
+    starts_.push_back(scratch_.size());
+    record::Encode(e, offset, scratch_);
+    ++offset;
+  }
+  return WriteLocked(scratch_, first, starts_);
+}
+
+Result<uint64_t> DiskLog::AppendCopied(uint64_t first, std::string_view bytes) {
+  std::vector<size_t> starts;
+  for (size_t pos = 0; pos < bytes.size();) {
+    RecordView rec;
+    size_t size = 0;
+    if (record::Decode(bytes.data() + pos, bytes.size() - pos, &rec, &size) !=
+        record::DecodeResult::kOk) {
+      return Status::Corruption("copied records: a bad or cut record at byte " +
+                                std::to_string(pos));
+    }
+    if (rec.offset != first + starts.size()) {
+      return Status::InvalidArgument("copied records: offset " + std::to_string(rec.offset) +
+                                     " where " + std::to_string(first + starts.size()) +
+                                     " was due");
+    }
+    starts.push_back(pos);
+    pos += size;
+  }
+  MutexLock lock(mu_);
+  if (failed_.load()) return failure();
+  if (first != end_.load()) {
+    return Status::FailedPrecondition("copied records start at " + std::to_string(first) +
+                                      "; this log ends at " + std::to_string(end_.load()));
+  }
+  if (starts.empty()) return first;
+  return WriteLocked(bytes, first, starts);
+}
+
+Result<uint64_t> DiskLog::WriteLocked(std::string_view encoded, uint64_t first,
+                                      std::span<const size_t> starts) {
   Segment* seg = segments_.back().get();
   if (seg->size >= opts_.segment_bytes && seg->records > 0) {
     SHOAL_RETURN_IF_ERROR(Roll());
     seg = segments_.back().get();
   }
-  const uint64_t first = end_.load();
   const uint64_t start_pos = seg->size;
   const size_t index_before = seg->index.size();
   const uint64_t last_indexed_before = seg->last_indexed;
-  scratch_.clear();
-  uint64_t offset = first;
-  for (const auto& e : entries) {
-    MaybeIndex(seg, offset, start_pos + scratch_.size());
-    record::Encode(e, offset, scratch_);
-    ++offset;
-  }
-  Status st = seg->file->WriteAt(start_pos, scratch_.data(), scratch_.size());
+  for (size_t i = 0; i < starts.size(); ++i) MaybeIndex(seg, first + i, start_pos + starts[i]);
+  Status st = seg->file->WriteAt(start_pos, encoded.data(), encoded.size());
   if (!st.ok()) {
     // Nothing of this call may become visible: cut the file back and forget its index entries.
     if (!seg->file->Truncate(start_pos).ok()) {
@@ -312,10 +353,10 @@ Result<uint64_t> DiskLog::Append(std::span<const AppendEntry> entries) {
     seg->last_indexed = last_indexed_before;
     return st.Annotate("appending to " + seg->path);
   }
-  seg->size += scratch_.size();
-  seg->records += entries.size();
-  size_.fetch_add(scratch_.size(), std::memory_order_relaxed);
-  end_.store(offset, std::memory_order_release);
+  seg->size += encoded.size();
+  seg->records += starts.size();
+  size_.fetch_add(encoded.size(), std::memory_order_relaxed);
+  end_.store(first + starts.size(), std::memory_order_release);
   return first;
 }
 

@@ -69,6 +69,12 @@ class Log {
   // nothing of the call is visible (the file is truncated back).
   virtual Result<uint64_t> Append(std::span<const AppendEntry> entries) = 0;
 
+  // Appends records copied as stored from another replica's log (a follower's fetch): `bytes`
+  // holds whole encoded records with consecutive offsets from `first`, which must be this log's
+  // end (FailedPrecondition otherwise). Each record's length, CRC and offset are checked before
+  // anything is written (Corruption, InvalidArgument); the bytes are written as they came.
+  virtual Result<uint64_t> AppendCopied(uint64_t first, std::string_view bytes) = 0;
+
   // Makes every record appended before the call durable (fdatasync). Thread-safe; concurrent
   // callers share one fdatasync where they can (group commit). Returns the durable end offset.
   // A failed fdatasync is final: that call and every later Append and Sync fail.

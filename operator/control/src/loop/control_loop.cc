@@ -9,6 +9,7 @@
 #include "loop/control_probe.h"
 #include "shoal/control/retirement.h"
 #include "shoal/common/json.h"
+#include "shoal/common/replication.h"
 #include "shoal/common/logging.h"
 #include "shoal/common/map_transition.h"
 
@@ -159,6 +160,20 @@ std::map<std::string, PeerAddress> ControlLoop::ReadyPeers(const std::vector<Pod
   return peers;
 }
 
+Result<PartitionMap> ControlLoop::WithReplicas(const PartitionMap& map,
+                                              const std::vector<PodInfo>& pods) const {
+  // Copies go to the pods the map has addresses for and that are not leaving; a pod that is
+  // down for a moment keeps its copies (it catches up when it is back).
+  std::vector<PodName> names;
+  std::map<std::string, replication::PodPlace> places;
+  for (const auto& p : pods) {
+    if (p.draining || !map.Peer(p.name)) continue;
+    names.push_back(p.name);
+    places[p.name.value()] = {p.node, p.zone};
+  }
+  return replication::PlaceReplicas(map, names, spec_.replication.factor, places);
+}
+
 Status ControlLoop::Bootstrap(const std::vector<PodInfo>& pods) {
   const uint32_t want = std::max<uint32_t>(1, platform_.DesiredPods());
   std::vector<PodName> owners;
@@ -176,6 +191,9 @@ Status ControlLoop::Bootstrap(const std::vector<PodInfo>& pods) {
   for (const auto& p : pods) {
     if (p.ordinal < want) map = map.WithPeer(p.name, p.address);
   }
+  auto placed = WithReplicas(map, pods);
+  if (!placed.ok()) return placed.status();
+  map = std::move(placed).value();
   {
     std::lock_guard<std::mutex> lock(mu_);
     map_ = map;
@@ -570,6 +588,7 @@ Status ControlLoop::RunChange(PlanStep& step, const std::vector<PodInfo>& pods) 
       rates = last_rates_;
     }
     auto target = ResolveChange(step, map_, rates, retirable, ReadyPeers(pods));
+    if (target.ok()) target = WithReplicas(*target, pods);
     if (!target.ok()) return target.status().Annotate("resolving \"" + step.what + "\"");
     if (SamePartitions(*target, map_)) {  // nothing left to do (say, already balanced)
       step.state = PlanStep::State::kDone;

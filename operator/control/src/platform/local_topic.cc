@@ -20,6 +20,7 @@ control::LocalPlatformOptions LocalPlatformOptionsFor(const TopicSpec& spec, std
       !spec.storage.reserve.empty() && reserve.ok()) {
     po.sidecar_args.push_back("--disk-reserve-bytes=" + std::to_string(*reserve));
   }
+  if (spec.replication.factor > 1) po.sidecar_args.push_back("--acks=" + spec.replication.acks);
   return po;
 }
 

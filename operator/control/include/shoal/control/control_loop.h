@@ -130,6 +130,10 @@ class ControlLoop {
   std::map<std::string, DiskState> pods_under_disk_pressure() const;
 
  private:
+  // `map` with every partition's followers placed per spec.replication.factor on `pods` (those
+  // the map has addresses for, not draining; common/replication.h).
+  Result<PartitionMap> WithReplicas(const PartitionMap& map,
+                                    const std::vector<PodInfo>& pods) const;
   Status Bootstrap(const std::vector<PodInfo>& pods);
   Status RunStep(PlanStep& step, const std::vector<PodInfo>& pods);
   Status RunChange(PlanStep& step, const std::vector<PodInfo>& pods);

@@ -35,6 +35,10 @@ struct PodInfo {
   // control loop rolls such pods one at a time, each emptied first (planner.h).
   bool outdated = false;
   std::string uid;  // this incarnation of the pod (a restarted pod has another); may be empty
+  // Where the pod runs, when the platform knows (Kubernetes: spec.nodeName and that node's
+  // topology.kubernetes.io/zone): copies of a partition go to distinct nodes and zones first.
+  std::string node;
+  std::string zone;
   // The consumer's CPU use over its request (0.7 = 70%), averaged since the previous ListPods;
   // nullopt where the platform cannot measure it.
   std::optional<double> cpu_utilization;

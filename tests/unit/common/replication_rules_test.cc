@@ -13,7 +13,7 @@ std::vector<PodName> Pods(std::initializer_list<const char*> names) {
   return out;
 }
 
-TEST(ReplicationTest, AQuorumIsAMajorityOfTheCopies) {
+TEST(ReplicationRulesTest, AQuorumIsAMajorityOfTheCopies) {
   EXPECT_EQ(QuorumOf(1), 1u);
   EXPECT_EQ(QuorumOf(2), 2u);
   EXPECT_EQ(QuorumOf(3), 2u);
@@ -21,7 +21,7 @@ TEST(ReplicationTest, AQuorumIsAMajorityOfTheCopies) {
   EXPECT_EQ(QuorumOf(5), 3u);
 }
 
-TEST(ReplicationTest, TheHighWatermarkIsWhatAQuorumHolds) {
+TEST(ReplicationRulesTest, TheHighWatermarkIsWhatAQuorumHolds) {
   EXPECT_EQ(HighWatermark(10, {}), 10u);                  // factor 1: the leader's end
   const uint64_t two[] = {4, 7};
   EXPECT_EQ(HighWatermark(10, two), 7u);                  // leader and the faster follower
@@ -35,7 +35,7 @@ TEST(ReplicationTest, TheHighWatermarkIsWhatAQuorumHolds) {
   EXPECT_EQ(HighWatermark(10, one), 3u);                  // factor 2: both copies
 }
 
-TEST(ReplicationTest, FollowersGoOnOtherPodsSpreadEvenlyAndStay) {
+TEST(ReplicationRulesTest, FollowersGoOnOtherPodsSpreadEvenlyAndStay) {
   auto map = PartitionMap::Initial("t", 6, Pods({"a", "b", "c"})).value();
   auto placed = PlaceReplicas(map, Pods({"a", "b", "c"}), 3).value();
   std::map<std::string, size_t> follows;
@@ -64,7 +64,7 @@ TEST(ReplicationTest, FollowersGoOnOtherPodsSpreadEvenlyAndStay) {
   }
 }
 
-TEST(ReplicationTest, AGonePodIsReplacedAndFewerPodsMeanFewerCopies) {
+TEST(ReplicationRulesTest, AGonePodIsReplacedAndFewerPodsMeanFewerCopies) {
   auto map = PartitionMap::Initial("t", 4, Pods({"a", "b", "c"})).value();
   auto placed = PlaceReplicas(map, Pods({"a", "b", "c", "d"}), 3).value();
   auto without_d = PlaceReplicas(placed, Pods({"a", "b", "c"}), 3).value();
@@ -87,7 +87,7 @@ TEST(ReplicationTest, AGonePodIsReplacedAndFewerPodsMeanFewerCopies) {
   EXPECT_FALSE(PlaceReplicas(map, Pods({"a"}), 6).ok());
 }
 
-TEST(ReplicationTest, CopiesGoToOtherZonesThenOtherNodesFirst) {
+TEST(ReplicationRulesTest, CopiesGoToOtherZonesThenOtherNodesFirst) {
   auto map = PartitionMap::Initial("t", 1, PodName("a")).value();
   std::map<std::string, PodPlace> places{{"a", {"n1", "z1"}}, {"b", {"n1", "z1"}},
                                          {"c", {"n2", "z1"}}, {"d", {"n3", "z2"}}};
@@ -95,7 +95,7 @@ TEST(ReplicationTest, CopiesGoToOtherZonesThenOtherNodesFirst) {
   EXPECT_EQ(placed.partitions()[0].replicas, Pods({"d", "c"}));
 }
 
-TEST(ReplicationTest, ReplicasTravelInTheMapsJsonAndAreValidated) {
+TEST(ReplicationRulesTest, ReplicasTravelInTheMapsJsonAndAreValidated) {
   auto map = PartitionMap::Initial("t", 2, Pods({"a", "b"})).value();
   auto placed = PlaceReplicas(map, Pods({"a", "b"}), 2).value();
   auto back = PartitionMap::FromJson(placed.ToJson()).value();
@@ -112,7 +112,7 @@ TEST(ReplicationTest, ReplicasTravelInTheMapsJsonAndAreValidated) {
   EXPECT_FALSE(PartitionMap::FromJson(json).ok());
 }
 
-TEST(ReplicationTest, TheNewLeaderIsTheMostCompleteOfAQuorum) {
+TEST(ReplicationRulesTest, TheNewLeaderIsTheMostCompleteOfAQuorum) {
   std::vector<ReplicaState> one{{PodName("b"), Epoch(3), 100}};
   EXPECT_EQ(ChooseLeader(one, 3).status().code(), Status::Code::kUnavailable);
   std::vector<ReplicaState> two{{PodName("b"), Epoch(3), 100}, {PodName("c"), Epoch(3), 120}};
@@ -125,7 +125,7 @@ TEST(ReplicationTest, TheNewLeaderIsTheMostCompleteOfAQuorum) {
   EXPECT_EQ(ChooseLeader(tie, 3).value(), PodName("c"));
 }
 
-TEST(ReplicationTest, AReturningReplicaIsCutWhereItsLogLeftTheLeaders) {
+TEST(ReplicationRulesTest, AReturningReplicaIsCutWhereItsLogLeftTheLeaders) {
   // The leader led epoch 2 from 0, epoch 5 from 40, epoch 7 from 90; it holds 130.
   std::vector<EpochStart> history{{2, 0}, {5, 40}, {7, 90}};
   EXPECT_EQ(TruncationPoint(history, 130, 7, 120), 120u);  // same epoch, behind: nothing cut

@@ -1,0 +1,156 @@
+#include "broker/replica_fetch.h"
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "shoal/common/json.h"
+#include "shoal/common/partition_map.h"
+
+namespace shoal::broker {
+
+std::string EncodeFetchRequest(const FetchRequest& r) {
+  std::string out = "{\"follower\":";
+  json::AppendString(out, r.follower);
+  out += ",\"wait_ms\":" + std::to_string(r.wait_ms);
+  out += ",\"max_bytes\":" + std::to_string(r.max_bytes);
+  out += ",\"partitions\":[";
+  for (size_t i = 0; i < r.partitions.size(); ++i) {
+    const auto& p = r.partitions[i];
+    if (i) out += ',';
+    out += "{\"id\":" + std::to_string(p.id.value()) +
+           ",\"leader_epoch\":" + std::to_string(p.leader_epoch.value()) +
+           ",\"from\":" + std::to_string(p.from) + "}";
+  }
+  out += "]}";
+  return out;
+}
+
+Result<FetchRequest> ParseFetchRequest(std::string_view body) {
+  simdjson::dom::parser parser;
+  simdjson::padded_string padded(body);
+  simdjson::dom::element doc;
+  if (auto err = parser.parse(padded).get(doc); err) {
+    return Status::InvalidArgument(std::string("a fetch is JSON: ") +
+                                   simdjson::error_message(err));
+  }
+  FetchRequest r;
+  std::string_view follower;
+  simdjson::dom::array parts;
+  if (doc["follower"].get(follower) || doc["partitions"].get(parts)) {
+    return Status::InvalidArgument("a fetch needs follower and partitions");
+  }
+  if (follower.empty() || follower.size() > kMaxNameBytes) {
+    return Status::InvalidArgument("follower must be a pod name");
+  }
+  r.follower = std::string(follower);
+  int64_t wait = 0;
+  if (doc["wait_ms"].get(wait) == simdjson::SUCCESS) {
+    r.wait_ms = std::clamp<int64_t>(wait, 0, kMaxFetchWaitMs);
+  }
+  uint64_t max_bytes = 0;
+  if (doc["max_bytes"].get(max_bytes) == simdjson::SUCCESS) {
+    r.max_bytes = static_cast<size_t>(std::clamp<uint64_t>(max_bytes, 1, kMaxFetchBytes));
+  }
+  if (parts.size() > kMaxMapPartitions) {
+    return Status::InvalidArgument("a fetch names at most " + std::to_string(kMaxMapPartitions) +
+                                   " partitions");
+  }
+  for (auto el : parts) {
+    uint64_t id = 0, epoch = 0, from = 0;
+    if (el["id"].get(id) || el["leader_epoch"].get(epoch) || el["from"].get(from)) {
+      return Status::InvalidArgument("each fetched partition needs id, leader_epoch and from");
+    }
+    if (id > kMaxPartitionId) return Status::InvalidArgument("partition id out of range");
+    r.partitions.push_back(
+        {PartitionId(static_cast<uint32_t>(id)), Epoch(epoch), from});
+  }
+  return r;
+}
+
+std::string_view ToString(FetchCode c) {
+  switch (c) {
+    case FetchCode::kOk: return "ok";
+    case FetchCode::kNotLeader: return "not_leader";
+    case FetchCode::kFenced: return "fenced";
+    case FetchCode::kNotFollower: return "not_follower";
+    case FetchCode::kAhead: return "ahead";
+    case FetchCode::kBehindStart: return "behind_start";
+  }
+  return "unknown";
+}
+
+namespace {
+
+constexpr size_t kBlockHeader = 4 + 4 + 8 * 5 + 4 + 4;
+
+template <typename T>
+void Put(std::string& out, T v) {
+  char b[sizeof(T)];
+  std::memcpy(b, &v, sizeof(T));
+  out.append(b, sizeof(T));
+}
+
+template <typename T>
+T Get(const char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+}  // namespace
+
+void AppendFetchBlock(const FetchBlock& b, std::string& out) {
+  Put<uint32_t>(out, b.id.value());
+  Put<uint32_t>(out, static_cast<uint32_t>(b.code));
+  Put<uint64_t>(out, b.high_watermark);
+  Put<uint64_t>(out, b.log_start);
+  Put<uint64_t>(out, b.log_end);
+  Put<uint64_t>(out, b.leader_epoch.value());
+  Put<uint64_t>(out, b.first);
+  Put<uint32_t>(out, b.count);
+  Put<uint32_t>(out, static_cast<uint32_t>(b.records.size()));
+  out += b.records;
+}
+
+void FinishFetchAnswer(std::string& body, uint32_t blocks) {
+  std::memcpy(body.data(), "SRF1", 4);
+  std::memcpy(body.data() + 4, &blocks, 4);
+}
+
+Result<std::vector<FetchBlock>> ParseFetchAnswer(std::string_view body) {
+  if (body.size() < 8 || body.substr(0, 4) != "SRF1") {
+    return Status::Corruption("a fetch answer starts with SRF1 and a block count");
+  }
+  const uint32_t n = Get<uint32_t>(body.data() + 4);
+  std::vector<FetchBlock> out;
+  size_t pos = 8;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (body.size() - pos < kBlockHeader) return Status::Corruption("a fetch answer cut short");
+    const char* p = body.data() + pos;
+    FetchBlock b;
+    b.id = PartitionId(Get<uint32_t>(p));
+    const uint32_t code = Get<uint32_t>(p + 4);
+    if (code > static_cast<uint32_t>(FetchCode::kBehindStart)) {
+      return Status::Corruption("a fetch block with unknown code " + std::to_string(code));
+    }
+    b.code = static_cast<FetchCode>(code);
+    b.high_watermark = Get<uint64_t>(p + 8);
+    b.log_start = Get<uint64_t>(p + 16);
+    b.log_end = Get<uint64_t>(p + 24);
+    b.leader_epoch = Epoch(Get<uint64_t>(p + 32));
+    b.first = Get<uint64_t>(p + 40);
+    b.count = Get<uint32_t>(p + 48);
+    const uint32_t bytes = Get<uint32_t>(p + 52);
+    pos += kBlockHeader;
+    if (body.size() - pos < bytes) return Status::Corruption("a fetch block cut short");
+    b.records.assign(body.data() + pos, bytes);
+    pos += bytes;
+    out.push_back(std::move(b));
+  }
+  if (pos != body.size()) return Status::Corruption("bytes after the last fetch block");
+  return out;
+}
+
+}  // namespace shoal::broker

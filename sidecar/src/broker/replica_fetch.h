@@ -1,0 +1,76 @@
+// The replication fetch between a follower and a leader (POST /v1/admin/replica/fetch; see
+// docs/admin-api.md, "Replication"): the request a follower sends and the answer a leader gives,
+// with their codecs. Values and functions only; thread-safe.
+//
+// A follower asks, for every partition it follows on one leader, for the records from its own
+// end (which tells the leader what it holds: Kafka's fetch offset). The leader answers each
+// partition with a block: its records from there as they are stored (storage/record.h), or a
+// code that says why not. The answer is binary, little-endian:
+//
+//   "SRF1"  u32 block count
+//   block:  u32 partition  u32 code  u64 high_watermark  u64 log_start  u64 log_end
+//           u64 leader_epoch  u64 first  u32 records  u32 bytes  then `bytes` bytes of records
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "shoal/common/ids.h"
+#include "shoal/common/status.h"
+
+namespace shoal::broker {
+
+struct FetchPartition {
+  PartitionId id;
+  Epoch leader_epoch{0};  // the leader epoch the follower's map names
+  uint64_t from = 0;      // the follower's end: it holds everything below
+};
+
+struct FetchRequest {
+  std::string follower;  // the follower's pod
+  int64_t wait_ms = 0;   // how long the leader may hold the answer while nothing is new
+  size_t max_bytes = 1 << 20;
+  std::vector<FetchPartition> partitions;
+};
+
+inline constexpr size_t kMaxFetchBytes = 16u << 20;
+inline constexpr int64_t kMaxFetchWaitMs = 10000;
+
+std::string EncodeFetchRequest(const FetchRequest& r);
+// Bad input is InvalidArgument naming the field; max_bytes and wait_ms are capped at the limits
+// above and partitions at kMaxMapPartitions.
+Result<FetchRequest> ParseFetchRequest(std::string_view body);
+
+enum class FetchCode : uint32_t {
+  kOk = 0,
+  kNotLeader = 1,    // this sidecar does not lead the partition in its map
+  kFenced = 2,       // the leader epochs differ: leader_epoch says the leader's
+  kNotFollower = 3,  // the leader's map does not name the asker among the partition's replicas
+  kAhead = 4,        // the follower's end is past the leader's (log_end): its tail diverged
+  kBehindStart = 5,  // the follower's end is below the leader's oldest record (log_start)
+};
+std::string_view ToString(FetchCode c);
+
+struct FetchBlock {
+  PartitionId id;
+  FetchCode code = FetchCode::kOk;
+  uint64_t high_watermark = 0;
+  uint64_t log_start = 0;
+  uint64_t log_end = 0;
+  Epoch leader_epoch{0};
+  uint64_t first = 0;   // offset of the first record in `records`
+  uint32_t count = 0;   // records in `records`
+  std::string records;  // encoded as stored
+};
+
+void AppendFetchBlock(const FetchBlock& b, std::string& out);
+// The answer holding `blocks` already appended with AppendFetchBlock to `body` (after an empty
+// 8-byte header that this fills in).
+void FinishFetchAnswer(std::string& body, uint32_t blocks);
+inline std::string StartFetchAnswer() { return std::string(8, '\0'); }
+// Corruption for an answer cut short or with a block that does not fit.
+Result<std::vector<FetchBlock>> ParseFetchAnswer(std::string_view body);
+
+}  // namespace shoal::broker

@@ -1,0 +1,245 @@
+// Topic's replication (see topic.h and common/replication.h): the copies this pod follows, the
+// fetchers that keep them up with their leaders, and the leader's side of a fetch.
+#include <set>
+
+#include "broker/topic.h"
+#include "shoal/common/json.h"
+#include "shoal/common/logging.h"
+
+namespace shoal::broker {
+
+void Topic::ReconcileReplicas() {
+  // Which copies the map names here, and which partitions led here have followers.
+  std::vector<PartitionInfo> wanted;
+  std::vector<PartitionId> gone;
+  bool moved = false;
+  {
+    ReaderLock lock(map_mu_);
+    for (const auto& info : map_.partitions()) {
+      if (info.FollowedBy(opts_.pod) && !info.lost && !partitions_.count(info.id) &&
+          !followed_.count(info.id)) {
+        wanted.push_back(info);
+      }
+    }
+    for (const auto& [id, p] : followed_) {
+      const PartitionInfo* info = map_.Find(id);
+      if (!info || !info->FollowedBy(opts_.pod) || info->lost) gone.push_back(id);
+    }
+    for (const auto& [id, p] : partitions_) {
+      const PartitionInfo* info = map_.Find(id);
+      if (info && info->owner == opts_.pod) moved |= p->quorum()->SetFollowers(info->replicas);
+    }
+  }
+  // New copies are opened without the map lock (creating files is slow), then take effect.
+  std::vector<std::pair<PartitionId, std::unique_ptr<Partition>>> opened;
+  for (const auto& info : wanted) {
+    auto p = Partition::Open(info.id, OptionsFor(info), clock_, probe_);
+    if (!p.ok()) {
+      Logger("broker")->error(
+          "msg=\"cannot open the copy of a followed partition; it is retried with the next "
+          "map\" partition={} reason=\"{}\"",
+          info.id.value(), p.status().message());
+      continue;
+    }
+    (*p)->SetFollower(true);
+    opened.emplace_back(info.id, std::move(p).value());
+  }
+  std::vector<std::pair<PartitionId, std::unique_ptr<Partition>>> closed;
+  {
+    WriterLock lock(map_mu_);
+    for (auto& [id, p] : opened) followed_.emplace(id, std::move(p));
+    for (PartitionId id : gone) {
+      auto it = followed_.find(id);
+      if (it == followed_.end()) continue;
+      closed.emplace_back(id, std::move(it->second));
+      followed_.erase(it);
+    }
+  }
+  for (auto& [id, p] : closed) {
+    p.reset();
+    // A copy this pod now leads went to partitions_ when the map was installed (OpenOwned), so
+    // it is not among these; nothing else uses the directory.
+    (void)fs_.RemoveAll(PartitionDir(id));
+    Logger("broker")->info("msg=\"stopped following a partition\" partition={}", id.value());
+  }
+  if (moved && on_data_) on_data_();
+  // A fetcher per leader followed here; finished ones are joined.
+  std::set<std::string> leaders;
+  {
+    ReaderLock lock(map_mu_);
+    for (const auto& [id, p] : followed_) {
+      if (const PartitionInfo* info = map_.Find(id)) leaders.insert(info->owner.value());
+    }
+  }
+  MutexLock lock(fetch_mu_);
+  for (auto it = fetchers_.begin(); it != fetchers_.end();) {
+    if (it->second.done->load()) {
+      it->second.thread.join();
+      it = fetchers_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (!started_.load()) return;
+  for (const auto& leader : leaders) {
+    if (fetchers_.count(leader)) continue;
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    fetchers_[leader] = {std::thread([this, leader, done] {
+                           FetchLoop(leader);
+                           done->store(true);
+                         }),
+                         done};
+  }
+}
+
+bool Topic::PauseMs(int64_t ms) {
+  MutexLock lock(tick_mu_);
+  if (stopping_) return false;
+  tick_cv_.wait_for(lock, std::chrono::milliseconds(ms));
+  return !stopping_;
+}
+
+void Topic::FetchLoop(const std::string& leader) {
+  Logger("broker")->info("msg=\"following partitions of a leader\" leader={}", leader);
+  while (PauseMs(0)) {
+    if (!FetchOnce(leader)) break;
+  }
+}
+
+bool Topic::FetchOnce(const std::string& leader) {
+  FetchRequest req;
+  req.follower = opts_.pod.value();
+  req.wait_ms = opts_.fetch_wait_ms;
+  PeerAddress addr;
+  {
+    ReaderLock lock(map_mu_);
+    for (const auto& [id, p] : followed_) {
+      const PartitionInfo* info = map_.Find(id);
+      if (!info || info->owner.value() != leader) continue;
+      // A sealed partition whose end this copy holds has nothing more to fetch.
+      if (!info->active() && info->end_offset > 0 && p->end_offset() >= info->end_offset) {
+        continue;
+      }
+      req.partitions.push_back({id, info->LeaderEpoch(), p->end_offset()});
+    }
+    if (const PeerAddress* a = map_.Peer(PodName(leader))) addr = *a;
+    if (req.partitions.empty()) {
+      // Still following something of it (sealed and copied whole): stay, idle.
+      for (const auto& [id, p] : followed_) {
+        const PartitionInfo* info = map_.Find(id);
+        if (info && info->owner.value() == leader) {
+          lock.unlock();
+          return PauseMs(200);
+        }
+      }
+      return false;
+    }
+  }
+  if (addr.admin.empty() || !peers_) return PauseMs(200);
+  auto answer = peers_->FetchReplica(addr, EncodeFetchRequest(req));
+  auto blocks =
+      answer.ok() ? ParseFetchAnswer(*answer) : Result<std::vector<FetchBlock>>(answer.status());
+  if (!blocks.ok()) {
+    Logger("broker")->warn("msg=\"fetch from the leader failed; retrying\" leader={} reason=\"{}\"",
+                           leader, blocks.status().message());
+    return PauseMs(200);
+  }
+  bool refused = false;
+  {
+    ReaderLock lock(map_mu_);
+    for (const auto& b : *blocks) {
+      auto it = followed_.find(b.id);
+      if (it == followed_.end()) continue;
+      Partition& p = *it->second;
+      if (b.code != FetchCode::kOk) {
+        refused = true;
+        Logger("broker")->warn(
+            "msg=\"the leader refused a fetch\" leader={} partition={} code={} held={} "
+            "leader_start={} leader_end={}",
+            leader, b.id.value(), ToString(b.code), p.end_offset(), b.log_start, b.log_end);
+        continue;
+      }
+      if (b.first != p.end_offset()) continue;  // an answer to an older ask
+      auto held = p.AppendCopied(b.first, b.records, b.log_start);
+      if (!held.ok()) {
+        refused = true;
+        Logger("broker")->error(
+            "msg=\"cannot append copied records\" leader={} partition={} reason=\"{}\"", leader,
+            b.id.value(), held.status().message());
+      }
+    }
+  }
+  // A refusal waits for the map that settles it (the coordinator's next install).
+  return refused ? PauseMs(200) : true;
+}
+
+bool Topic::ServeFetch(const FetchRequest& request, std::string* body) {
+  bool now = false, moved = false;
+  uint32_t n = 0;
+  size_t budget = request.max_bytes;
+  {
+    ReaderLock lock(map_mu_);
+    for (const auto& fp : request.partitions) {
+      FetchBlock b;
+      b.id = fp.id;
+      const PartitionInfo* info = map_.Find(fp.id);
+      auto it = partitions_.find(fp.id);
+      if (!info || !HeldHere(*info) || it == partitions_.end()) {
+        b.code = FetchCode::kNotLeader;
+      } else if (info->LeaderEpoch() != fp.leader_epoch) {
+        b.code = FetchCode::kFenced;
+        b.leader_epoch = info->LeaderEpoch();
+      } else if (!info->FollowedBy(PodName(request.follower))) {
+        b.code = FetchCode::kNotFollower;
+      } else {
+        Partition& p = *it->second;
+        b.leader_epoch = info->LeaderEpoch();
+        b.log_start = p.start_offset();
+        b.log_end = p.end_offset();
+        if (fp.from > b.log_end) {
+          b.code = FetchCode::kAhead;
+        } else if (fp.from < b.log_start) {
+          b.code = FetchCode::kBehindStart;
+        } else {
+          moved |= p.quorum()->Holds(request.follower, fp.from);
+          b.high_watermark = p.high_watermark();
+          b.first = fp.from;
+          if (fp.from < b.log_end && budget > 0) {
+            auto count = p.ReadCopy(fp.from, budget, &b.records);
+            if (count.ok()) {
+              b.count = static_cast<uint32_t>(*count);
+              budget -= std::min(budget, b.records.size());
+            } else {
+              b.records.clear();
+            }
+          }
+        }
+      }
+      now |= b.code != FetchCode::kOk || b.count > 0;
+      AppendFetchBlock(b, *body);
+      ++n;
+    }
+  }
+  FinishFetchAnswer(*body, n);
+  if (moved && on_data_) on_data_();
+  return now;
+}
+
+std::string Topic::FollowedJson() const {
+  ReaderLock lock(map_mu_);
+  std::string out = "{\"followed\":[";
+  bool first = true;
+  for (const auto& [id, p] : followed_) {
+    const PartitionInfo* info = map_.Find(id);
+    if (!first) out += ',';
+    first = false;
+    out += "{\"id\":" + std::to_string(id.value()) + ",\"leader\":";
+    json::AppendString(out, info ? info->owner.value() : "");
+    out += ",\"start\":" + std::to_string(p->start_offset()) +
+           ",\"end\":" + std::to_string(p->end_offset()) + "}";
+  }
+  out += "]}";
+  return out;
+}
+
+}  // namespace shoal::broker

@@ -1,0 +1,194 @@
+// Replication against real sidecar processes on loopback (docs/guarantees.md, invariant 9):
+//
+//  - with factor 3 every acknowledged event is on all three copies, at the same offsets and byte
+//    for byte as the leader stored it (the followers' segment files equal the leader's);
+//  - with acks quorum, a produce is acknowledged once two of the three copies hold it: with one
+//    follower paused (SIGSTOP) produce goes on; with both paused nothing is acknowledged (a
+//    retryable 503) and consumers see none of it, and once one follower runs again the retry is
+//    acknowledged from the producer state and consumers see every event once.
+//
+// The test plays the coordinator (support/sidecar_cluster.h). Every wait is on a condition with
+// a deadline.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <simdjson.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "shoal/client/shoal_client.h"
+#include "shoal/common/hash.h"
+#include "shoal/common/partition_map.h"
+#include "support/sidecar_cluster.h"
+
+namespace shoal::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using SteadyClock = std::chrono::steady_clock;
+
+template <typename Pred>
+bool WaitFor(Pred&& pred, std::chrono::milliseconds timeout) {
+  const auto deadline = SteadyClock::now() + timeout;
+  while (!pred()) {
+    if (SteadyClock::now() >= deadline) return false;
+    std::this_thread::sleep_for(20ms);  // polling period of a condition with a deadline
+  }
+  return true;
+}
+
+SidecarClusterOptions Options(std::vector<std::string> extra = {}) {
+  SidecarClusterOptions o;
+  o.binary = SidecarBinaryUnderTest(SHOAL_SIDECAR_BIN);
+  o.pods = 3;
+  o.partitions_per_pod = 1;
+  o.replication = 3;
+  o.fsync = "always";
+  o.extra_args = std::move(extra);
+  return o;
+}
+
+// What pod i says of the copies it follows: partition -> end.
+std::map<uint32_t, uint64_t> FollowedEnds(SidecarCluster& c, size_t i) {
+  std::map<uint32_t, uint64_t> out;
+  auto r = c.pod(i).AdminClient()->Get("/v1/admin/replica");
+  if (r.status != 200) return out;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (parser.parse(r.body).get(doc)) return out;
+  for (auto f : doc["followed"].get_array()) {
+    out[static_cast<uint32_t>(f["id"].get_uint64().value())] = f["end"].get_uint64().value();
+  }
+  return out;
+}
+
+// The bytes of a partition's log segments in pod i's data directory, in file order.
+std::string SegmentBytes(SidecarCluster& c, size_t i, uint32_t partition) {
+  const std::filesystem::path dir = std::filesystem::path(c.pod(i).data_dir()) / "orders" /
+                                    "partitions" / std::to_string(partition);
+  std::set<std::filesystem::path> logs;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() == ".log") logs.insert(e.path());
+  }
+  std::string out;
+  for (const auto& p : logs) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    out += ss.str();
+  }
+  return out;
+}
+
+// Keys that partition `id` of `map` owns.
+std::vector<std::string> KeysOf(const PartitionMap& map, uint32_t id, size_t n) {
+  std::vector<std::string> keys;
+  for (int k = 0; keys.size() < n; ++k) {
+    std::string key = "key-" + std::to_string(k);
+    if (map.Route(KeyHash(key)).id.value() == id) keys.push_back(key);
+  }
+  return keys;
+}
+
+std::vector<client::OutgoingEvent> Batch(const std::vector<std::string>& keys,
+                                         const std::string& producer, uint64_t first_seq,
+                                         size_t n) {
+  std::vector<client::OutgoingEvent> out;
+  for (size_t i = 0; i < n; ++i) {
+    out.push_back({keys[i % keys.size()], "{\"n\":" + std::to_string(first_seq + i) + "}",
+                   producer, first_seq + i});
+  }
+  return out;
+}
+
+TEST(ReplicationTest, EveryAcknowledgedEventIsOnEveryCopyAsTheLeaderStoredIt) {
+  SidecarCluster c(Options());
+  ASSERT_TRUE(c.Start().ok()) << c.Describe();
+  for (const auto& p : c.current().partitions()) ASSERT_EQ(p.replicas.size(), 2u);
+  // Produce through every pod (keys of other owners are forwarded).
+  std::vector<std::string> keys;
+  for (int k = 0; k < 300; ++k) keys.push_back("k" + std::to_string(k));
+  uint64_t acked = 0;
+  for (size_t round = 0; round < 6; ++round) {
+    client::ShoalClient sidecar(c.pod(round % 3).data_url(), "orders");
+    auto r = sidecar.Produce(Batch(keys, "p" + std::to_string(round), 1, 500));
+    ASSERT_TRUE(r.ok()) << r.status().ToString() << c.Describe();
+    acked += r->size();
+  }
+  EXPECT_EQ(acked, 3000u);
+  // Each pod leads one partition and follows the other two; every copy reaches the leader's end
+  // and holds the same bytes.
+  for (const auto& p : c.current().partitions()) {
+    const size_t leader = std::stoul(p.owner.value().substr(4));
+    const std::string leader_bytes = SegmentBytes(c, leader, p.id.value());
+    ASSERT_FALSE(leader_bytes.empty());
+    for (const auto& f : p.replicas) {
+      const size_t follower = std::stoul(f.value().substr(4));
+      EXPECT_TRUE(WaitFor(
+          [&] { return SegmentBytes(c, follower, p.id.value()) == leader_bytes; }, 10s))
+          << "partition " << p.id << " at " << f << ": " << FollowedEnds(c, follower)[p.id.value()]
+          << "\n" << c.Describe();
+    }
+  }
+}
+
+TEST(ReplicationTest, AQuorumAcknowledgesAndWithoutOneNothingIsAcknowledgedOrRead) {
+  SidecarCluster c(Options({"--replication-timeout-ms", "1500"}));
+  ASSERT_TRUE(c.Start().ok()) << c.Describe();
+  const PartitionInfo& p0 = *c.current().Find(PartitionId(0));
+  ASSERT_EQ(p0.owner, SidecarCluster::Pod(0));
+  const auto keys = KeysOf(c.current(), 0, 20);
+  client::ShoalClient leader(c.pod(0).data_url(), "orders", 10s);
+  // One follower paused: two of three copies still make the quorum.
+  ASSERT_EQ(kill(c.pod(2).pid(), SIGSTOP), 0);
+  auto one = leader.Produce(Batch(keys, "app", 1, 100));
+  ASSERT_TRUE(one.ok()) << one.status().ToString() << c.Describe();
+  // Both paused: the events are written on the leader but never acknowledged, and no consumer
+  // sees them.
+  ASSERT_EQ(kill(c.pod(1).pid(), SIGSTOP), 0);
+  auto none = leader.Produce(Batch(keys, "app", 101, 100));
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("quorum"), std::string::npos) << none.status().ToString();
+  std::set<uint64_t> seen;
+  auto got = leader.Consume("billing", 10000, 300);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  for (const auto& e : *got) EXPECT_LT(e.offset, 100u) << "an unacknowledged event was read";
+  for (const auto& e : *got) seen.insert(e.offset);
+  ASSERT_TRUE(leader.Commit("billing", {{PartitionId(0), Offset(100)}}).ok());
+  // One follower back: the retry is acknowledged from the producer state (the first attempt's
+  // offsets) and every event is read once.
+  ASSERT_EQ(kill(c.pod(1).pid(), SIGCONT), 0);
+  auto retry = leader.Produce(Batch(keys, "app", 101, 100));
+  ASSERT_TRUE(retry.ok()) << retry.status().ToString() << c.Describe();
+  for (size_t i = 0; i < retry->size(); ++i) {
+    EXPECT_TRUE((*retry)[i].duplicate);
+    EXPECT_EQ((*retry)[i].offset, 100 + i);
+  }
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto more = leader.Consume("billing", 10000, 200);
+        if (!more.ok()) return false;
+        uint64_t next = 0;
+        for (const auto& e : *more) {
+          EXPECT_TRUE(seen.insert(e.offset).second) << "read twice: " << e.offset;
+          next = std::max(next, e.offset + 1);
+        }
+        if (next) {
+          EXPECT_TRUE(leader.Commit("billing", {{PartitionId(0), Offset(next)}}).ok());
+        }
+        return seen.size() == 200;
+      },
+      10s))
+      << seen.size() << " of 200 read\n" << c.Describe();
+  ASSERT_EQ(kill(c.pod(2).pid(), SIGCONT), 0);
+}
+
+}  // namespace
+}  // namespace shoal::testing
