@@ -165,7 +165,8 @@ bool Topic::Accepting(const PartitionInfo& info, const Partition& p) const {
 
 Status Topic::Produce(const std::vector<wire::ProduceEvent>& events,
                       std::vector<wire::ProduceResult>* results, bool forwarded,
-                      std::vector<ForwardPlan>* forwards, std::vector<size_t>* unknown) {
+                      std::vector<ForwardPlan>* forwards, std::vector<size_t>* unknown,
+                      std::vector<QuorumWait>* quorum) {
   results->assign(events.size(), {});
   ReaderLock lock(map_mu_);
   if (map_.active_count() == 0) {
@@ -269,18 +270,22 @@ Status Topic::Produce(const std::vector<wire::ProduceEvent>& events,
   for (auto& g : groups) SHOAL_RETURN_IF_ERROR(g.partition->SyncForAck());
   // Replicated partitions: with acks quorum, what a quorum of copies must hold before the ack,
   // waited for without the map lock (followers' fetches and installs go on meanwhile).
-  std::vector<std::pair<std::shared_ptr<QuorumTracker>, uint64_t>> awaited;
+  std::vector<QuorumWait> awaited;
   for (auto& g : groups) {
-    if (!g.partition->quorum()->replicated()) continue;
+    if (!opts_.acks_quorum || !g.partition->quorum()->replicated()) continue;
     uint64_t end = 0;
     for (const auto* r : g.results) end = std::max(end, r->offset + 1);
-    if (opts_.acks_quorum) awaited.emplace_back(g.partition->quorum(), end);
+    awaited.push_back({g.partition->quorum(), end});
   }
   lock.unlock();
   if (!groups.empty() && on_append_) on_append_();
-  for (const auto& [tracker, end] : awaited) {
-    SHOAL_RETURN_IF_ERROR(
-        tracker->Await(end, std::chrono::milliseconds(opts_.replication_timeout_ms)));
+  if (quorum) {
+    for (auto& w : awaited) quorum->push_back(std::move(w));
+  } else {
+    for (const auto& w : awaited) {
+      SHOAL_RETURN_IF_ERROR(
+          w.tracker->Await(w.end, std::chrono::milliseconds(opts_.replication_timeout_ms)));
+    }
   }
   if (!groups.empty() && on_data_) on_data_();
   return Status::Ok();
@@ -1065,7 +1070,11 @@ void Topic::TickOnce(bool sync_due) {
   bool moved = false;
   {
     ReaderLock map_lock(map_mu_);
-    for (auto& [id, p] : partitions_) moved |= p->Tick(sync_due);
+    const auto steady = clock_.SteadyNow();
+    for (auto& [id, p] : partitions_) {
+      moved |= p->Tick(sync_due);
+      p->quorum()->Expire(steady);
+    }
     for (auto& [id, p] : followed_) (void)p->Tick(sync_due);
   }
   if (opts_.disk_reserve) opts_.disk_reserve->Tick();

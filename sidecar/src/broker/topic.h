@@ -146,6 +146,13 @@ struct TopicOptions {
   storage::DiskReserve* disk_reserve = nullptr;
 };
 
+// Events of one produce request that a quorum of their partition's copies must hold before the
+// request is acknowledged (acks quorum): the caller waits with tracker->OnReached(end, ...).
+struct QuorumWait {
+  std::shared_ptr<QuorumTracker> tracker;
+  uint64_t end = 0;
+};
+
 // What InstallMap did with a map that it did not refuse.
 enum class InstallOutcome { kInstalled, kAlreadyHeld };
 
@@ -158,6 +165,7 @@ class Topic {
   ~Topic();
 
   const std::string& name() const { return opts_.topic; }
+  const TopicOptions& options() const { return opts_; }
 
   // Routes each event by KeyHash to its active partition and appends it; results come back in
   // request order. Events of one request for the same key keep their order (same partition,
@@ -166,11 +174,15 @@ class Topic {
   // on, unless this request was itself forwarded or `forwards` is null (then they are refused
   // as Unavailable naming the owner: the sender's map is behind, a change is in flight). When
   // the producer state cannot decide some (producer, seq), SequenceUnknown, with their indices
-  // in `unknown` (when given).
+  // in `unknown` (when given). On replicated partitions with acks quorum, the events must be
+  // held by a quorum of copies before the ack: with `quorum` given, what to wait for is put
+  // there and the caller waits (without holding a thread: QuorumTracker::OnReached); without
+  // it, Produce waits, up to replication_timeout_ms (then Unavailable).
   Status Produce(const std::vector<wire::ProduceEvent>& events,
                  std::vector<wire::ProduceResult>* results, bool forwarded = false,
                  std::vector<ForwardPlan>* forwards = nullptr,
-                 std::vector<size_t>* unknown = nullptr);
+                 std::vector<size_t>* unknown = nullptr,
+                 std::vector<QuorumWait>* quorum = nullptr);
 
   // Writes up to `max` events for `group` into `out` as {"events":[...]}; returns how many.
   Result<size_t> Consume(const std::string& group, size_t max, std::string* out);

@@ -27,7 +27,9 @@ void Topic::ReconcileReplicas() {
     }
     for (const auto& [id, p] : partitions_) {
       const PartitionInfo* info = map_.Find(id);
-      if (info && info->owner == opts_.pod) moved |= p->quorum()->SetFollowers(info->replicas);
+      if (info && info->owner == opts_.pod) {
+        moved |= p->quorum()->SetFollowers(info->replicas, clock_.NowMs());
+      }
     }
   }
   // New copies are opened without the map lock (creating files is slow), then take effect.
@@ -201,7 +203,7 @@ bool Topic::ServeFetch(const FetchRequest& request, std::string* body) {
         } else if (fp.from < b.log_start) {
           b.code = FetchCode::kBehindStart;
         } else {
-          moved |= p.quorum()->Holds(request.follower, fp.from);
+          moved |= p.quorum()->Holds(request.follower, fp.from, b.log_end, clock_.NowMs());
           b.high_watermark = p.high_watermark();
           b.first = fp.from;
           if (fp.from < b.log_end && budget > 0) {

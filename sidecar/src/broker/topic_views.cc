@@ -244,6 +244,21 @@ std::shared_ptr<prometheus::Collectable> Topic::StateCollectable() {
     auto epoch =
         metrics::GaugeFamily("shoal_epoch", "Epoch of the partition map this sidecar holds");
     auto parts = metrics::GaugeFamily("shoal_partitions", "Partitions of this sidecar by state");
+    auto hw = metrics::GaugeFamily(
+        "shoal_partition_high_watermark",
+        "Offset below which a quorum of a replicated partition's copies holds every event (what "
+        "consumers may read), on its leader");
+    auto lag_events = metrics::GaugeFamily(
+        "shoal_replica_lag_events", "Events a follower's copy of a partition lacks, on its leader");
+    auto lag_seconds = metrics::GaugeFamily(
+        "shoal_replica_lag_seconds",
+        "Seconds since a follower's copy of a partition last held everything its leader did");
+    auto under = metrics::GaugeFamily(
+        "shoal_partition_under_replicated",
+        "1 when some copy of a partition led here has not caught up with it for over 10 s");
+    auto followed = metrics::GaugeFamily(
+        "shoal_followed_partition_end_offset",
+        "The end of this sidecar's copy of a partition another pod leads");
     std::vector<std::string> known;
     for (const auto& [g, info] : registry_->All()) known.push_back(g);
     ReaderLock lock(map_mu_);
@@ -261,6 +276,19 @@ std::shared_ptr<prometheus::Collectable> Topic::StateCollectable() {
       metrics::AddGauge(end, labels, static_cast<double>(p.end_offset()));
       metrics::AddGauge(start, labels, static_cast<double>(p.start_offset()));
       metrics::AddGauge(segments, labels, static_cast<double>(p.segment_count()));
+      if (p.quorum()->replicated()) {
+        metrics::AddGauge(hw, labels, static_cast<double>(p.high_watermark()));
+        bool behind = false;
+        for (const auto& [pod, l] : p.quorum()->Lags(clock_.NowMs())) {
+          const std::map<std::string, std::string> fl = {
+              {"topic", opts_.topic}, {"partition", pid}, {"follower", pod}};
+          metrics::AddGauge(lag_events, fl,
+                            static_cast<double>(p.end_offset() - std::min(p.end_offset(), l.end)));
+          metrics::AddGauge(lag_seconds, fl, l.seconds);
+          behind |= l.seconds > 10;
+        }
+        metrics::AddGauge(under, labels, behind ? 1.0 : 0.0);
+      }
       const auto commits = p.Commits();
       for (const auto& [g, commit] : commits) {
         const std::map<std::string, std::string> gl = {
@@ -278,10 +306,16 @@ std::shared_ptr<prometheus::Collectable> Topic::StateCollectable() {
                           static_cast<double>(p.LagOf(g)));
       }
     }
+    for (const auto& [id, p] : followed_) {
+      metrics::AddGauge(followed, {{"topic", opts_.topic}, {"partition", std::to_string(id.value())}},
+                        static_cast<double>(p->end_offset()));
+    }
     metrics::AddGauge(parts, {{"topic", opts_.topic}, {"state", "active"}}, active);
     metrics::AddGauge(parts, {{"topic", opts_.topic}, {"state", "sealed"}}, sealed);
-    std::vector<prometheus::MetricFamily> out{size, end, start, segments, lag, committed, epoch,
-                                              parts};
+    std::vector<prometheus::MetricFamily> out{size,  end,       start,      segments,
+                                              lag,   committed, epoch,      parts,
+                                              hw,    lag_events, lag_seconds, under,
+                                              followed};
     if (const storage::DiskReserve* r = opts_.disk_reserve) {
       auto free = metrics::GaugeFamily("shoal_disk_free_bytes",
                                        "Free bytes of the data volume (beside the disk reserve)");

@@ -179,9 +179,11 @@ void DataFrontend::HandleProduce(const http_request& req,
         auto results = std::make_shared<std::vector<wire::ProduceResult>>();
         std::vector<broker::ForwardPlan> plans;
         std::vector<size_t> unknown;
+        std::vector<broker::QuorumWait> quorum;
         Status st = parser.Parse(body, opts_.limits);
         if (st.ok()) {
-          st = topic_.Produce(parser.events(), results.get(), forwarded, &plans, &unknown);
+          st = topic_.Produce(parser.events(), results.get(), forwarded, &plans, &unknown,
+                              &quorum);
         }
         if (st.code() == Status::Code::kSequenceUnknown) return fail_unknown(req, st, unknown);
         if (!st.ok()) {
@@ -203,9 +205,12 @@ void DataFrontend::HandleProduce(const http_request& req,
           probe_.ObserveProduce(
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         };
-        if (plans.empty()) return finish(Status::Ok(), {});
-        if (!peers_) return finish(Status::Unavailable("this sidecar cannot forward"), {});
-        // Events of other owners go on asynchronously; the answer leaves when the last is back.
+        if (plans.empty() && quorum.empty()) return finish(Status::Ok(), {});
+        if (!plans.empty() && !peers_) {
+          return finish(Status::Unavailable("this sidecar cannot forward"), {});
+        }
+        // Events of other owners go on asynchronously, and events held here wait for a quorum
+        // of their copies without holding a thread; the answer leaves when the last is back.
         struct Pending {
           std::mutex mu;
           size_t left;
@@ -213,43 +218,56 @@ void DataFrontend::HandleProduce(const http_request& req,
           std::vector<size_t> unknown;  // request indices, for a sequence_unknown
         };
         auto pending = std::make_shared<Pending>();
-        pending->left = plans.size();
+        pending->left = plans.size() + quorum.size();
+        // One part is done: records its outcome, and answers once every part is.
+        auto part_done = [pending, finish](const Status& st, const std::vector<size_t>& unknown) {
+          Status outcome;
+          std::vector<size_t> all_unknown;
+          {
+            std::lock_guard<std::mutex> lock(pending->mu);
+            if (!st.ok()) {
+              for (size_t k : unknown) pending->unknown.push_back(k);
+              if (pending->first_error.ok() || st.code() == Status::Code::kSequenceUnknown) {
+                pending->first_error = st;
+              }
+            }
+            if (--pending->left > 0) return;
+            outcome = pending->first_error;
+            all_unknown = pending->unknown;
+          }
+          finish(outcome, all_unknown);
+        };
+        const auto deadline = std::chrono::steady_clock::now() +
+                              std::chrono::milliseconds(topic_.options().replication_timeout_ms);
+        for (auto& w : quorum) {
+          w.tracker->OnReached(w.end, deadline,
+                               [part_done](Status st) { part_done(st, {}); });
+        }
         for (auto& plan : plans) {
           peers_->ForwardAsync(
               plan.peer, topic_.name(), std::move(plan.body),
-              [pending, results, finish, idx = plan.indices](HttpPeerClient::ForwardAnswer a) {
-                Status outcome;
+              [results, part_done, idx = plan.indices](HttpPeerClient::ForwardAnswer a) {
+                Status st = a.status;
                 std::vector<size_t> unknown;
-                {
-                  std::lock_guard<std::mutex> lock(pending->mu);
-                  if (!a.status.ok()) {
-                    // An owner that no longer owns a key (its map is newer: the range is changing
-                    // hands) or any refusal a retry can fix is a change in progress for the
-                    // client: 503, as the data plane promises, never a 409 it would not retry.
-                    Status st = a.status;
-                    if (st.code() == Status::Code::kFailedPrecondition) {
-                      st = Status::Unavailable(st.message());
-                    }
-                    if (st.code() == Status::Code::kSequenceUnknown) {
-                      for (size_t k : a.unknown) {
-                        if (k < idx.size()) pending->unknown.push_back(idx[k]);
-                      }
-                    }
-                    if (pending->first_error.ok() ||
-                        st.code() == Status::Code::kSequenceUnknown) {
-                      pending->first_error = st;
-                    }
-                  } else if (a.results.size() != idx.size()) {
-                    pending->first_error =
-                        Status::Internal("a forwarded answer has the wrong size");
-                  } else {
-                    for (size_t k = 0; k < idx.size(); ++k) (*results)[idx[k]] = a.results[k];
+                if (!st.ok()) {
+                  // An owner that no longer owns a key (its map is newer: the range is changing
+                  // hands) or any refusal a retry can fix is a change in progress for the
+                  // client: 503, as the data plane promises, never a 409 it would not retry.
+                  if (st.code() == Status::Code::kFailedPrecondition) {
+                    st = Status::Unavailable(st.message());
                   }
-                  if (--pending->left > 0) return;
-                  outcome = pending->first_error;
-                  unknown = pending->unknown;
+                  if (st.code() == Status::Code::kSequenceUnknown) {
+                    for (size_t k : a.unknown) {
+                      if (k < idx.size()) unknown.push_back(idx[k]);
+                    }
+                  }
+                } else if (a.results.size() != idx.size()) {
+                  st = Status::Internal("a forwarded answer has the wrong size");
+                } else {
+                  // Each forward writes its own indices; no two parts share one.
+                  for (size_t k = 0; k < idx.size(); ++k) (*results)[idx[k]] = a.results[k];
                 }
-                finish(outcome, unknown);
+                part_done(st, unknown);
               });
         }
       },
