@@ -69,6 +69,7 @@ class DiskLog final : public Log {
   Result<uint64_t> Append(std::span<const AppendEntry> entries) override;
   Result<uint64_t> AppendCopied(uint64_t first, std::string_view bytes) override;
   Result<uint64_t> Sync() override;
+  Status TruncateTo(uint64_t offset) override;
   Status Read(uint64_t from, uint64_t limit, size_t max_records, size_t max_bytes,
               ReadBatch* out) const override;
   uint64_t start_offset() const override { return start_.load(std::memory_order_acquire); }
@@ -358,6 +359,63 @@ Result<uint64_t> DiskLog::WriteLocked(std::string_view encoded, uint64_t first,
   size_.fetch_add(encoded.size(), std::memory_order_relaxed);
   end_.store(first + starts.size(), std::memory_order_release);
   return first;
+}
+
+Status DiskLog::TruncateTo(uint64_t offset) {
+  MutexLock sync_lock(sync_mu_);
+  MutexLock lock(mu_);
+  if (failed_.load()) return failure();
+  if (offset >= end_.load()) return Status::Ok();
+  if (offset < start_.load()) {
+    return Status::InvalidArgument("cannot cut the log at " + std::to_string(offset) +
+                                   ", below its start " + std::to_string(start_.load()));
+  }
+  // Whole segments from the offset on go; the one holding it becomes the active segment.
+  while (segments_.size() > 1 && segments_.back()->base >= offset) {
+    const auto& seg = segments_.back();
+    SHOAL_RETURN_IF_ERROR(fs_.Remove(seg->path));
+    (void)fs_.Remove(SegmentPath(opts_.dir, seg->base, ".index"));
+    size_.fetch_sub(seg->size);
+    segments_.pop_back();
+  }
+  Segment* seg = segments_.back().get();
+  (void)fs_.Remove(SegmentPath(opts_.dir, seg->base, ".index"));  // active again: no index file
+  // The position of record `offset`: from the index entry before it, record by record.
+  uint64_t pos = 0, at = seg->base;
+  for (const auto& e : seg->index) {
+    if (seg->base + e.rel_offset > offset) break;
+    pos = e.position;
+    at = seg->base + e.rel_offset;
+  }
+  std::string buf(static_cast<size_t>(seg->size - pos), '\0');
+  if (!buf.empty()) SHOAL_RETURN_IF_ERROR(seg->file->ReadAt(pos, buf.data(), buf.size()));
+  size_t used = 0;
+  while (at < offset) {
+    RecordView rec;
+    size_t size = 0;
+    if (record::Decode(buf.data() + used, buf.size() - used, &rec, &size) !=
+            record::DecodeResult::kOk ||
+        rec.offset != at) {
+      return Status::Corruption("cannot find offset " + std::to_string(offset) + " in " +
+                                seg->path);
+    }
+    used += size;
+    ++at;
+  }
+  const uint64_t cut = pos + used;
+  SHOAL_RETURN_IF_ERROR(seg->file->Truncate(cut));
+  if (Status st = seg->file->Sync(); !st.ok()) return Fail(st);
+  size_.fetch_sub(seg->size - cut);
+  seg->size = cut;
+  seg->records = offset - seg->base;
+  std::erase_if(seg->index, [&](const IndexEntry& e) { return seg->base + e.rel_offset >= offset; });
+  seg->last_indexed = seg->index.empty() ? 0 : seg->index.back().position;
+  end_.store(offset, std::memory_order_release);
+  uint64_t d = durable_.load();
+  while (d > offset && !durable_.compare_exchange_weak(d, offset)) {
+  }
+  log_->warn("msg=\"log cut back\" dir={} to={}", opts_.dir, offset);
+  return fs_.SyncDir(opts_.dir);
 }
 
 Result<uint64_t> DiskLog::Sync() {

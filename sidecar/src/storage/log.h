@@ -80,6 +80,11 @@ class Log {
   // A failed fdatasync is final: that call and every later Append and Sync fail.
   virtual Result<uint64_t> Sync() = 0;
 
+  // Removes every record at `offset` and after, durably before it returns (a follower's tail
+  // that left its leader's log; invariant 11). At or past the end: nothing to do. Below
+  // start_offset(): InvalidArgument.
+  virtual Status TruncateTo(uint64_t offset) = 0;
+
   // Reads records with offsets in [from, limit), at most max_records and about max_bytes (at
   // least one record is returned if any is in range). `from` below start_offset() is NotFound.
   virtual Status Read(uint64_t from, uint64_t limit, size_t max_records, size_t max_bytes,

@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <random>
 #include <string>
@@ -850,6 +852,89 @@ TEST_F(DiskLogTest, ConcurrentAppendSyncAndReadStayDense) {
   log = MustOpen(o);
   ASSERT_NE(log, nullptr);
   EXPECT_EQ(log->end_offset(), total);
+}
+
+}  // namespace
+}  // namespace shoal::storage
+
+namespace shoal::storage {
+namespace {
+
+// The encoded bytes of Expected(first..first+n), as a leader's log stores them.
+std::string EncodedRange(uint64_t first, uint64_t n) {
+  std::string out;
+  for (uint64_t i = first; i < first + n; ++i) record::Encode(EntryOf(Expected(i)), i, out);
+  return out;
+}
+
+TEST_F(DiskLogTest, CopiedRecordsAreCheckedAndWrittenAsTheyCame) {
+  auto log = MustOpen(Options());
+  ASSERT_NE(log, nullptr);
+  for (uint64_t first = 0; first < 300; first += 25) {
+    auto r = log->AppendCopied(first, EncodedRange(first, 25));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
+  EXPECT_EQ(log->end_offset(), 300u);
+  ExpectEveryOffsetReads(*log);
+  // Not at the end, a gap in offsets, a flipped bit: refused, nothing written.
+  EXPECT_EQ(log->AppendCopied(299, EncodedRange(299, 2)).status().code(),
+            Status::Code::kFailedPrecondition);
+  std::string gap = EncodedRange(300, 1) + EncodedRange(302, 1);
+  EXPECT_EQ(log->AppendCopied(300, gap).status().code(), Status::Code::kInvalidArgument);
+  std::string bad = EncodedRange(300, 3);
+  bad[bad.size() - 1] ^= 1;
+  EXPECT_EQ(log->AppendCopied(300, bad).status().code(), Status::Code::kCorruption);
+  EXPECT_EQ(log->AppendCopied(300, bad.substr(0, bad.size() - 5)).status().code(),
+            Status::Code::kCorruption);
+  EXPECT_EQ(log->end_offset(), 300u);
+  // The same files as Append writes for the same batches.
+  auto other = MustOpen([&] {
+    LogOptions o = Options();
+    o.dir = dir_.path() + "/p1";
+    return o;
+  }());
+  for (uint64_t first = 0; first < 300; first += 25) AppendRange(*other, first, 25);
+  auto slurp = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const auto mine = Files(Options().dir, ".log");
+  const auto theirs = Files(dir_.path() + "/p1", ".log");
+  ASSERT_EQ(mine.size(), theirs.size());
+  for (size_t i = 0; i < mine.size(); ++i) EXPECT_EQ(slurp(mine[i]), slurp(theirs[i])) << mine[i];
+}
+
+TEST_F(DiskLogTest, ALogCutBackKeepsWhatCameBeforeAndTakesNewRecordsAfter) {
+  {
+    auto log = MustOpen(Options());
+    ASSERT_NE(log, nullptr);
+    AppendMany(*log, 600);
+    const size_t segments = log->segment_count();
+    // Inside a segment, at a segment's base, then nothing to cut.
+    ASSERT_TRUE(log->TruncateTo(537).ok());
+    EXPECT_EQ(log->end_offset(), 537u);
+    EXPECT_LE(log->durable_offset(), 537u);
+    EXPECT_LT(log->segment_count(), segments);
+    ExpectReads(*log, 0, 537);
+    ASSERT_TRUE(log->TruncateTo(600).ok());
+    EXPECT_EQ(log->end_offset(), 537u);
+    uint64_t total = 0;
+    for (uint64_t i = 0; i < 537; ++i) total += record::EncodedSize(EntryOf(Expected(i)));
+    EXPECT_EQ(log->size_bytes(), total);
+    // Records after the cut take its offsets again.
+    AppendRange(*log, 537, 13);
+    ExpectReads(*log, 0, 550);
+    ASSERT_TRUE(log->Sync().ok());
+  }
+  auto log = MustOpen(Options());  // and a restart reads the same
+  ASSERT_NE(log, nullptr);
+  EXPECT_EQ(log->end_offset(), 550u);
+  ExpectEveryOffsetReads(*log);
+  ASSERT_TRUE(log->TruncateTo(0).ok());
+  EXPECT_EQ(log->end_offset(), 0u);
+  EXPECT_EQ(log->segment_count(), 1u);
+  AppendRange(*log, 0, 5);
+  ExpectReads(*log, 0, 5);
 }
 
 }  // namespace
