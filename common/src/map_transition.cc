@@ -43,6 +43,7 @@ Status CheckMapTransition(const PodName& pod, const std::vector<HeldPartitionSta
                           std::vector<std::pair<PartitionId, uint64_t>>* dropped) {
 
   for (const auto& h : held) {
+    if (h.follower) continue;  // a copy: whatever the map makes of it, it follows or leads
     const std::string pid = "partition " + std::to_string(h.id.value());
     const PartitionInfo* info = next.Find(h.id);
     const auto& seal = h.seal;
@@ -64,7 +65,10 @@ Status CheckMapTransition(const PodName& pod, const std::vector<HeldPartitionSta
                               " lost, but it is held here: this pod did not lose its data");
     }
     if (info->owner != pod) {
-      // A partition's owner is fixed for its id (a move makes a successor).
+      // A failover: the leadership went to a follower at a newer leader epoch and this copy
+      // follows it (invariant 10).
+      if (info->FollowedBy(pod) && info->LeaderEpoch() > h.leader_epoch) continue;
+      // Otherwise a partition's owner is fixed for its id (a move makes a successor).
       return Status::Conflict("the map gives " + pid + ", held here, to " + info->owner.value());
     }
     if (info->range != h.range) {

@@ -328,6 +328,29 @@ PartitionMap PartitionMap::Next(std::vector<PartitionInfo> partitions) const {
   return m;
 }
 
+Result<PartitionMap> PartitionMap::FailOver(PartitionId id, const PodName& leader) const {
+  const PartitionInfo* p = Find(id);
+  if (!p) return Status::NotFound("no partition " + std::to_string(id.value()));
+  if (!p->FollowedBy(leader)) {
+    return Status::InvalidArgument(leader.value() + " does not follow partition " +
+                                   std::to_string(id.value()) + "; only a copy can lead it");
+  }
+  std::vector<PartitionInfo> parts = partitions_;
+  PartitionInfo& q = parts[IndexOf(*p)];
+  std::vector<PodName> followers;
+  for (const auto& r : q.replicas) {
+    if (r != leader) followers.push_back(r);
+  }
+  followers.push_back(q.owner);
+  q.owner = leader;
+  q.replicas = std::move(followers);
+  PartitionMap next = Next(std::move(parts));
+  auto& changed = next.partitions_[next.IndexOf(*next.Find(id))];
+  changed.leader_epoch = next.epoch();
+  SHOAL_RETURN_IF_ERROR(next.Validate());
+  return next;
+}
+
 Result<PartitionMap> PartitionMap::WithReplicas(PartitionId p, std::vector<PodName> replicas) const {
   auto it = std::lower_bound(partitions_.begin(), partitions_.end(), p,
                              [](const PartitionInfo& a, PartitionId id) { return a.id < id; });
@@ -362,6 +385,7 @@ PartitionMap PartitionMap::WithEpoch(Epoch epoch) const {
   PartitionMap m = *this;
   for (auto& p : m.partitions_) {
     if (p.born == epoch_) p.born = epoch;  // made by the change this map is
+    if (p.leader_epoch == epoch_) p.leader_epoch = epoch;  // led from the change this map is
   }
   m.epoch_ = epoch;
   return m;

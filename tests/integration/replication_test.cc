@@ -26,6 +26,8 @@
 #include "shoal/client/shoal_client.h"
 #include "shoal/common/hash.h"
 #include "shoal/common/partition_map.h"
+#include "shoal/common/replication.h"
+#include "support/http_test_client.h"
 #include "support/sidecar_cluster.h"
 
 namespace shoal::testing {
@@ -44,6 +46,13 @@ bool WaitFor(Pred&& pred, std::chrono::milliseconds timeout) {
   return true;
 }
 
+// GET of the admin plane of pod i, with the cluster's token.
+HttpResponse AdminGet(SidecarCluster& c, size_t i, const std::string& path) {
+  HttpRequestOptions o;
+  o.headers["Authorization"] = "Bearer " + c.options().token;
+  return c.pod(i).AdminClient()->Get(path, o);
+}
+
 SidecarClusterOptions Options(std::vector<std::string> extra = {}) {
   SidecarClusterOptions o;
   o.binary = SidecarBinaryUnderTest(SHOAL_SIDECAR_BIN);
@@ -55,10 +64,27 @@ SidecarClusterOptions Options(std::vector<std::string> extra = {}) {
   return o;
 }
 
+// What pod i says of the copies it follows: partition -> its state.
+std::map<uint32_t, replication::ReplicaState> Followed(SidecarCluster& c, size_t i) {
+  std::map<uint32_t, replication::ReplicaState> out;
+  auto r = AdminGet(c, i, "/v1/admin/replica");
+  EXPECT_EQ(r.status, 200) << r.body;
+  if (r.status != 200) return out;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (parser.parse(r.body).get(doc)) return out;
+  for (auto f : doc["followed"].get_array()) {
+    out[static_cast<uint32_t>(f["id"].get_uint64().value())] = {
+        SidecarCluster::Pod(i), Epoch(f["last_epoch"].get_uint64().value()),
+        f["end"].get_uint64().value()};
+  }
+  return out;
+}
+
 // What pod i says of the copies it follows: partition -> end.
 std::map<uint32_t, uint64_t> FollowedEnds(SidecarCluster& c, size_t i) {
   std::map<uint32_t, uint64_t> out;
-  auto r = c.pod(i).AdminClient()->Get("/v1/admin/replica");
+  auto r = AdminGet(c, i, "/v1/admin/replica");
   if (r.status != 200) return out;
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
@@ -75,7 +101,10 @@ std::string SegmentBytes(SidecarCluster& c, size_t i, uint32_t partition) {
                                     "partitions" / std::to_string(partition);
   std::set<std::filesystem::path> logs;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    if (e.path().extension() == ".log") logs.insert(e.path());
+    // Segments are named by their first offset (20 digits); commits.log is not one.
+    if (e.path().extension() == ".log" && e.path().filename().string().size() == 24) {
+      logs.insert(e.path());
+    }
   }
   std::string out;
   for (const auto& p : logs) {
@@ -188,6 +217,134 @@ TEST(ReplicationTest, AQuorumAcknowledgesAndWithoutOneNothingIsAcknowledgedOrRea
       10s))
       << seen.size() << " of 200 read\n" << c.Describe();
   ASSERT_EQ(kill(c.pod(2).pid(), SIGCONT), 0);
+}
+
+// Seconds since `follower` last fetched partition 0 from pod `leader` caught up
+// (shoal_replica_lag_seconds on the leader); -1 when not reported.
+double LagSeconds(SidecarCluster& c, size_t leader, const std::string& follower) {
+  HttpTestClient metrics(c.pod(leader).metrics_url());
+  auto r = metrics.Get("/metrics");
+  std::istringstream in(r.body);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("shoal_replica_lag_seconds{", 0) == 0 &&
+        line.find("follower=\"" + follower + "\"") != std::string::npos &&
+        line.find("partition=\"0\"") != std::string::npos) {
+      return std::stod(line.substr(line.rfind(' ') + 1));
+    }
+  }
+  return -1;
+}
+
+// Installs the cluster's current map on pod i, retrying while it comes up (a connection kept
+// from before a restart fails once).
+Status InstallCurrent(SidecarCluster& c, size_t i) {
+  Status last = Status::Unavailable("not tried");
+  WaitFor(
+      [&] {
+        auto r = c.admin().InstallMap(c.admin_address(i), c.current());
+        last = r.status();
+        return r.ok();
+      },
+      10s);
+  return last;
+}
+
+// The coordinator's part of a failover of partition `id`, whose leader's pod is gone: every
+// surviving copy says what it holds, the most complete of a quorum leads (ChooseLeader), and the
+// new map goes to the survivors. Returns the new leader's index.
+size_t FailOver(SidecarCluster& c, uint32_t id, const std::set<size_t>& survivors) {
+  std::vector<replication::ReplicaState> answered;
+  for (size_t i : survivors) {
+    auto f = Followed(c, i);
+    if (f.count(id)) answered.push_back(f[id]);
+  }
+  const PartitionInfo& p = *c.current().Find(PartitionId(id));
+  auto leader = replication::ChooseLeader(answered, 1 + p.replicas.size());
+  EXPECT_TRUE(leader.ok()) << leader.status().ToString();
+  if (!leader.ok()) return 0;
+  auto next = c.current().FailOver(PartitionId(id), *leader);
+  EXPECT_TRUE(next.ok()) << next.status().ToString();
+  if (!next.ok()) return 0;
+  for (size_t i : survivors) {
+    auto installed = c.admin().InstallMap(c.admin_address(i), *next);
+    EXPECT_TRUE(installed.ok()) << installed.status().ToString() << c.Describe();
+  }
+  c.set_current(*next);
+  return std::stoul(leader->value().substr(4));
+}
+
+// Every event of `producer` the group reads from the leader of partition 0, in order, once.
+std::vector<uint64_t> ReadAllSeqs(client::ShoalClient& leader, const std::string& group,
+                                  size_t want) {
+  std::vector<uint64_t> seqs;
+  WaitFor(
+      [&] {
+        auto got = leader.Consume(group, 10000, 200);
+        if (!got.ok()) return false;
+        uint64_t next = 0;
+        for (const auto& e : *got) {
+          simdjson::dom::parser parser;
+          auto n = parser.parse(e.value)["n"].get_uint64();
+          if (!n.error()) seqs.push_back(n.value());
+          next = std::max(next, e.offset + 1);
+        }
+        if (next) (void)leader.Commit(group, {{PartitionId(0), Offset(next)}});
+        return seqs.size() >= want;
+      },
+      15s);
+  return seqs;
+}
+
+TEST(ReplicationTest, AFollowerTakesOverWithEveryAcknowledgedEventAndTheOldLeaderCutsItsTail) {
+  SidecarCluster c(Options({"--replication-timeout-ms", "1000"}));
+  ASSERT_TRUE(c.Start().ok()) << c.Describe();
+  const auto keys = KeysOf(c.current(), 0, 20);
+  {
+    client::ShoalClient leader(c.pod(0).data_url(), "orders", 10s);
+    auto acked = leader.Produce(Batch(keys, "app", 1, 300));
+    ASSERT_TRUE(acked.ok()) << acked.status().ToString();
+    // Both followers paused: 50 more events are written on the leader, never acknowledged. (Once
+    // neither has fetched for a second, no fetch of theirs is held at the leader any more, so
+    // none of the 50 reaches them.)
+    ASSERT_EQ(kill(c.pod(1).pid(), SIGSTOP), 0);
+    ASSERT_EQ(kill(c.pod(2).pid(), SIGSTOP), 0);
+    ASSERT_TRUE(WaitFor(
+        [&] { return LagSeconds(c, 0, "pod-1") > 1 && LagSeconds(c, 0, "pod-2") > 1; }, 10s));
+    auto unacked = leader.Produce(Batch(keys, "app", 301, 50));
+    ASSERT_FALSE(unacked.ok());
+  }
+  // The leader's pod dies with its unacknowledged tail; the followers run again.
+  c.pod(0).Kill9();
+  ASSERT_EQ(kill(c.pod(1).pid(), SIGCONT), 0);
+  ASSERT_EQ(kill(c.pod(2).pid(), SIGCONT), 0);
+  const size_t now_leads = FailOver(c, 0, {1, 2});
+  ASSERT_NE(now_leads, 0u);
+  client::ShoalClient leader(c.pod(now_leads).data_url(), "orders", 10s);
+  // A retry of acknowledged events is answered from the producer state the copy kept.
+  auto retry = leader.Produce(Batch(keys, "app", 291, 10));
+  ASSERT_TRUE(retry.ok()) << retry.status().ToString() << c.Describe();
+  for (size_t i = 0; i < retry->size(); ++i) {
+    EXPECT_TRUE((*retry)[i].duplicate) << i;
+    EXPECT_EQ((*retry)[i].offset, 290 + i);
+  }
+  // New events at the offsets the old leader's tail had; the retries of the unacknowledged ones
+  // are new here.
+  auto more = leader.Produce(Batch(keys, "app", 301, 100));
+  ASSERT_TRUE(more.ok()) << more.status().ToString() << c.Describe();
+  EXPECT_EQ(more->front().offset, 300u);
+  EXPECT_FALSE(more->front().duplicate);
+  const auto seqs = ReadAllSeqs(leader, "billing", 400);
+  ASSERT_EQ(seqs.size(), 400u) << c.Describe();
+  for (size_t i = 0; i < seqs.size(); ++i) ASSERT_EQ(seqs[i], i + 1) << "at " << i;
+  // The old leader comes back with its map of the epoch before, takes the new one, cuts its
+  // unacknowledged tail and follows: its copy ends up the new leader's, byte for byte.
+  ASSERT_TRUE(c.pod(0).Restart().ok()) << c.Describe();
+  Status installed = InstallCurrent(c, 0);
+  ASSERT_TRUE(installed.ok()) << installed.ToString() << c.Describe();
+  const std::string leader_bytes = SegmentBytes(c, now_leads, 0);
+  EXPECT_TRUE(WaitFor([&] { return SegmentBytes(c, 0, 0) == leader_bytes; }, 10s))
+      << FollowedEnds(c, 0)[0] << "\n" << c.Describe();
+  EXPECT_EQ(Followed(c, 0)[0].last_epoch, c.current().epoch());
 }
 
 }  // namespace

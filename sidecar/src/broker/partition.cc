@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <sstream>
 #include <unordered_set>
 
 #include "shoal/common/hash.h"
@@ -32,6 +33,7 @@ struct SeqKeyHash {
 // u64 covered end offset, then the table's own serialized bytes.
 std::string SnapshotPath(const std::string& dir) { return dir + "/producers.snapshot"; }
 std::string SealPath(const std::string& dir) { return dir + "/sealed"; }
+std::string EpochsPath(const std::string& dir) { return dir + "/epochs"; }
 
 void AppendSuccessors(std::string& out, const std::vector<SuccessorRef>& successors) {
   out += '[';
@@ -168,6 +170,18 @@ Result<std::unique_ptr<Partition>> Partition::Open(PartitionId id, const Partiti
   }
   SHOAL_RETURN_IF_ERROR(p->RecoverProducers());
   SHOAL_RETURN_IF_ERROR(p->ClampCommits());
+  if (std::string text; p->fs_.ReadWholeFile(EpochsPath(options.dir), &text).ok()) {
+    MutexLock lock(p->append_mu_);  // not shared yet; the lock is what the analysis checks
+    std::istringstream in(text);
+    uint64_t epoch = 0, start = 0;
+    while (in >> epoch >> start) {
+      if (!p->epochs_.empty() && (epoch <= p->epochs_.back().epoch ||
+                                  start < p->epochs_.back().start)) {
+        return Status::Corruption(EpochsPath(options.dir) + ": epochs out of order");
+      }
+      p->epochs_.push_back({epoch, start});
+    }
+  }
   std::string marker;
   if (p->fs_.ReadWholeFile(SealPath(options.dir), &marker).ok()) {
     auto record = DecodeSealRecord(marker);
@@ -615,11 +629,72 @@ Result<uint64_t> Partition::AppendCopied(uint64_t first, std::string_view record
                                          uint64_t leader_start) {
   leader_start_.store(leader_start);
   if (!records.empty()) {
+    MutexLock lock(append_mu_);
     auto r = log_->AppendCopied(first, records);
     if (!r.ok()) return r.status();
-    if (opts_.fsync == FsyncPolicy::kAlways) SHOAL_RETURN_IF_ERROR(SyncLog());
+    for (size_t pos = 0; pos < records.size();) {
+      storage::RecordView rec;
+      size_t size = 0;
+      if (storage::record::Decode(records.data() + pos, records.size() - pos, &rec, &size) !=
+          storage::record::DecodeResult::kOk) {
+        break;  // checked whole by the log already
+      }
+      if (rec.seq) producers_.Record(rec.producer, *rec.seq, {id_.value(), rec.offset}, rec.timestamp_ms);
+      pos += size;
+    }
   }
+  if (!records.empty() && opts_.fsync == FsyncPolicy::kAlways) SHOAL_RETURN_IF_ERROR(SyncLog());
   return held_end();
+}
+
+std::vector<replication::EpochStart> Partition::epochs() const {
+  MutexLock lock(append_mu_);
+  return epochs_;
+}
+
+uint64_t Partition::last_epoch() const {
+  MutexLock lock(append_mu_);
+  const uint64_t end = log_->end_offset();
+  for (auto it = epochs_.rbegin(); it != epochs_.rend(); ++it) {
+    if (it->start < end) return it->epoch;
+  }
+  return 0;
+}
+
+Status Partition::WriteEpochs() {
+  std::string text;
+  for (const auto& e : epochs_) text += std::to_string(e.epoch) + " " + std::to_string(e.start) + "\n";
+  return fs_.WriteFileAtomic(EpochsPath(opts_.dir), text);
+}
+
+Status Partition::StartLeading(Epoch e) {
+  MutexLock lock(append_mu_);
+  if (!epochs_.empty() && epochs_.back().epoch >= e.value()) return Status::Ok();
+  const uint64_t end = log_->end_offset();
+  // An epoch that appended nothing is overtaken by this one.
+  while (!epochs_.empty() && epochs_.back().start >= end) epochs_.pop_back();
+  epochs_.push_back({e.value(), epochs_.empty() ? log_->start_offset() : end});
+  return WriteEpochs();
+}
+
+Status Partition::TakeLeaderEpochs(const std::vector<replication::EpochStart>& leader) {
+  MutexLock lock(append_mu_);
+  const uint64_t end = log_->end_offset();
+  std::vector<replication::EpochStart> next;
+  for (const auto& e : leader) {
+    if (e.start < end) next.push_back(e);
+  }
+  if (next == epochs_) return Status::Ok();
+  epochs_ = std::move(next);
+  return WriteEpochs();
+}
+
+Status Partition::CutTo(uint64_t offset) {
+  MutexLock lock(append_mu_);
+  SHOAL_RETURN_IF_ERROR(log_->TruncateTo(offset));
+  producers_.TruncateFrom(id_.value(), offset);
+  while (!epochs_.empty() && epochs_.back().start >= offset) epochs_.pop_back();
+  return WriteEpochs();
 }
 
 uint64_t Partition::Standing(std::optional<Offset> committed) const {

@@ -186,8 +186,23 @@ class Partition {
   void SetFollower(bool follower) { follower_.store(follower); }
   bool follower() const { return follower_.load(); }
   // Appends records copied from the leader, whose log starts at `leader_start`; syncs them under
-  // fsync=always. Returns held_end().
+  // fsync=always; records their (producer, seq) in the producer state, so that a copy made the
+  // leader answers retries as its leader did. Returns held_end().
   Result<uint64_t> AppendCopied(uint64_t first, std::string_view records, uint64_t leader_start);
+
+  // The leader epochs of this copy's log (Kafka's leader-epoch checkpoint): each entry is an
+  // epoch and the offset of its first record, in order; durable in the partition's directory.
+  std::vector<replication::EpochStart> epochs() const;
+  // The leader epoch of the last record held (0: none, or a log from before epochs were kept).
+  uint64_t last_epoch() const;
+  // This copy leads the partition from leader epoch `e`: records appended from its end on belong
+  // to `e` (nothing changes when its last entry is `e` already). Durable before it returns.
+  Status StartLeading(Epoch e);
+  // As a follower: takes the leader's epochs for the records this copy holds.
+  Status TakeLeaderEpochs(const std::vector<replication::EpochStart>& leader);
+  // As a follower: cuts the log back to `offset` (its tail left the leader's log; invariant 11),
+  // with the producer state and epochs that came with it.
+  Status CutTo(uint64_t offset);
   uint64_t start_offset() const { return log_->start_offset(); }
   uint64_t end_offset() const { return log_->end_offset(); }
   uint64_t size_bytes() const { return log_->size_bytes(); }
@@ -314,6 +329,9 @@ class Partition {
   const std::shared_ptr<QuorumTracker> quorum_ = std::make_shared<QuorumTracker>();
   std::atomic<bool> follower_{false};
   std::atomic<uint64_t> leader_start_{0};  // as a follower: the leader's oldest record
+  std::vector<replication::EpochStart> epochs_ GUARDED_BY(append_mu_);
+  // Writes epochs_ (atomically replaced, fsync'd).
+  Status WriteEpochs() REQUIRES(append_mu_);
   std::atomic<bool> sealed_{false};
   uint64_t seal_end_ = 0;  // written under append_mu_ before sealed_ is set
   SealRecord seal_ GUARDED_BY(append_mu_);  // valid once sealed_

@@ -139,6 +139,24 @@ class QuorumTracker {
     if (mark_.load() >= end) return Status::Ok();
     return Refusal(end);
   }
+  // The leadership moved away (a failover): waiters are answered with a refusal and the
+  // followers are forgotten; the tracker serves again if this copy leads again.
+  void Abandon() {
+    std::vector<Done> due;
+    {
+      MutexLock lock(mu_);
+      for (auto& w : waiters_) due.push_back(std::move(w.done));
+      waiters_.clear();
+      ends_.clear();
+      caught_up_ms_.clear();
+      std::vector<Done> none;
+      Recompute(&none);
+    }
+    for (auto& done : due) {
+      done(Status::Unavailable("the partition's leadership moved to another pod by a failover "
+                               "before a quorum held these events; retry"));
+    }
+  }
   // The partition left: waiters are answered with a refusal.
   void Close() {
     std::vector<std::pair<Done, Status>> due;

@@ -21,7 +21,8 @@ std::string EncodeFetchRequest(const FetchRequest& r) {
     if (i) out += ',';
     out += "{\"id\":" + std::to_string(p.id.value()) +
            ",\"leader_epoch\":" + std::to_string(p.leader_epoch.value()) +
-           ",\"from\":" + std::to_string(p.from) + "}";
+           ",\"from\":" + std::to_string(p.from) +
+           ",\"last_epoch\":" + std::to_string(p.last_epoch) + "}";
   }
   out += "]}";
   return out;
@@ -63,8 +64,9 @@ Result<FetchRequest> ParseFetchRequest(std::string_view body) {
       return Status::InvalidArgument("each fetched partition needs id, leader_epoch and from");
     }
     if (id > kMaxPartitionId) return Status::InvalidArgument("partition id out of range");
-    r.partitions.push_back(
-        {PartitionId(static_cast<uint32_t>(id)), Epoch(epoch), from});
+    uint64_t last_epoch = 0;
+    if (el["last_epoch"].get(last_epoch) != simdjson::SUCCESS) last_epoch = 0;  // none held
+    r.partitions.push_back({PartitionId(static_cast<uint32_t>(id)), Epoch(epoch), from, last_epoch});
   }
   return r;
 }
@@ -75,7 +77,7 @@ std::string_view ToString(FetchCode c) {
     case FetchCode::kNotLeader: return "not_leader";
     case FetchCode::kFenced: return "fenced";
     case FetchCode::kNotFollower: return "not_follower";
-    case FetchCode::kAhead: return "ahead";
+    case FetchCode::kDiverged: return "diverged";
     case FetchCode::kBehindStart: return "behind_start";
   }
   return "unknown";
@@ -83,7 +85,7 @@ std::string_view ToString(FetchCode c) {
 
 namespace {
 
-constexpr size_t kBlockHeader = 4 + 4 + 8 * 5 + 4 + 4;
+constexpr size_t kBlockHeader = 4 + 4 + 8 * 5 + 4 + 4 + 4;
 
 template <typename T>
 void Put(std::string& out, T v) {
@@ -111,6 +113,11 @@ void AppendFetchBlock(const FetchBlock& b, std::string& out) {
   Put<uint64_t>(out, b.first);
   Put<uint32_t>(out, b.count);
   Put<uint32_t>(out, static_cast<uint32_t>(b.records.size()));
+  Put<uint32_t>(out, static_cast<uint32_t>(b.epochs.size()));
+  for (const auto& e : b.epochs) {
+    Put<uint64_t>(out, e.epoch);
+    Put<uint64_t>(out, e.start);
+  }
   out += b.records;
 }
 
@@ -143,7 +150,15 @@ Result<std::vector<FetchBlock>> ParseFetchAnswer(std::string_view body) {
     b.first = Get<uint64_t>(p + 40);
     b.count = Get<uint32_t>(p + 48);
     const uint32_t bytes = Get<uint32_t>(p + 52);
+    const uint32_t epochs = Get<uint32_t>(p + 56);
     pos += kBlockHeader;
+    if (epochs > kMaxFetchEpochs || (body.size() - pos) / 16 < epochs) {
+      return Status::Corruption("a fetch block's epochs cut short");
+    }
+    for (uint32_t e = 0; e < epochs; ++e) {
+      b.epochs.push_back({Get<uint64_t>(body.data() + pos), Get<uint64_t>(body.data() + pos + 8)});
+      pos += 16;
+    }
     if (body.size() - pos < bytes) return Status::Corruption("a fetch block cut short");
     b.records.assign(body.data() + pos, bytes);
     pos += bytes;

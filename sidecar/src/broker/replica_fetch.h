@@ -9,7 +9,8 @@
 //
 //   "SRF1"  u32 block count
 //   block:  u32 partition  u32 code  u64 high_watermark  u64 log_start  u64 log_end
-//           u64 leader_epoch  u64 first  u32 records  u32 bytes  then `bytes` bytes of records
+//           u64 leader_epoch  u64 first  u32 records  u32 bytes  u32 epochs
+//           then `epochs` pairs (u64 epoch, u64 start), then `bytes` bytes of records
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "shoal/common/ids.h"
+#include "shoal/common/replication.h"
 #include "shoal/common/status.h"
 
 namespace shoal::broker {
@@ -26,6 +28,7 @@ struct FetchPartition {
   PartitionId id;
   Epoch leader_epoch{0};  // the leader epoch the follower's map names
   uint64_t from = 0;      // the follower's end: it holds everything below
+  uint64_t last_epoch = 0;  // the leader epoch of the follower's last record (0: none)
 };
 
 struct FetchRequest {
@@ -37,6 +40,7 @@ struct FetchRequest {
 
 inline constexpr size_t kMaxFetchBytes = 16u << 20;
 inline constexpr int64_t kMaxFetchWaitMs = 10000;
+inline constexpr size_t kMaxFetchEpochs = 65536;
 
 std::string EncodeFetchRequest(const FetchRequest& r);
 // Bad input is InvalidArgument naming the field; max_bytes and wait_ms are capped at the limits
@@ -48,7 +52,7 @@ enum class FetchCode : uint32_t {
   kNotLeader = 1,    // this sidecar does not lead the partition in its map
   kFenced = 2,       // the leader epochs differ: leader_epoch says the leader's
   kNotFollower = 3,  // the leader's map does not name the asker among the partition's replicas
-  kAhead = 4,        // the follower's end is past the leader's (log_end): its tail diverged
+  kDiverged = 4,     // the follower's log left the leader's at log_end: cut it there
   kBehindStart = 5,  // the follower's end is below the leader's oldest record (log_start)
 };
 std::string_view ToString(FetchCode c);
@@ -63,6 +67,8 @@ struct FetchBlock {
   uint64_t first = 0;   // offset of the first record in `records`
   uint32_t count = 0;   // records in `records`
   std::string records;  // encoded as stored
+  // The leader's epochs (Partition::epochs), for the follower's own record of them.
+  std::vector<replication::EpochStart> epochs;
 };
 
 void AppendFetchBlock(const FetchBlock& b, std::string& out);

@@ -128,6 +128,7 @@ Status Topic::OpenPartitions() {
     if (!HeldHere(info)) continue;
     auto p = Partition::Open(info.id, OptionsFor(info), clock_, probe_);
     if (!p.ok()) return p.status().Annotate("partition " + std::to_string(info.id.value()));
+    SHOAL_RETURN_IF_ERROR((*p)->StartLeading(info.LeaderEpoch()));
     partitions_.emplace(info.id, std::move(p).value());
   }
   Logger("broker")->info("msg=\"topic open\" topic={} epoch={} partitions={}", opts_.topic,
@@ -698,7 +699,25 @@ size_t Topic::TakeEffect(const PartitionMap& next, OwnedPartitions opened,
   map_ = next;
   for (auto& [id, p] : opened) partitions_.emplace(id, std::move(p));
   for (auto it = partitions_.begin(); it != partitions_.end();) {
-    if (next.Find(it->first)) {
+    const PartitionInfo* info = next.Find(it->first);
+    if (info && info->owner != opts_.pod && info->FollowedBy(opts_.pod)) {
+      // A failover gave the leadership to a follower: this copy follows it from now on, and its
+      // tail past the new leader's is cut at its first fetch (invariant 11). Produces waiting
+      // for a quorum here are refused, retryable.
+      it->second->quorum()->Abandon();
+      it->second->SetFollower(true);
+      followed_.emplace(it->first, std::move(it->second));
+      it = partitions_.erase(it);
+      continue;
+    }
+    if (info) {
+      // Records appended from here on belong to the partition's leader epoch (invariant 11).
+      if (HeldHere(*info)) {
+        if (Status st = it->second->StartLeading(info->LeaderEpoch()); !st.ok()) {
+          Logger("broker")->error("msg=\"cannot record the leader epoch\" partition={} reason=\"{}\"",
+                                  it->first.value(), st.message());
+        }
+      }
       ++it;
       continue;
     }
@@ -791,7 +810,12 @@ Status Topic::CheckAgainstHeld(const PartitionMap& held, const PartitionMap& nex
   std::vector<HeldPartitionState> here;
   {
     ReaderLock lock(map_mu_);
-    for (const auto& [id, p] : partitions_) here.push_back({id, p->range(), p->seal_record()});
+    for (const auto& [id, p] : partitions_) {
+      const PartitionInfo* info = held.Find(id);
+      here.push_back(
+          {id, p->range(), p->seal_record(), info ? info->LeaderEpoch() : Epoch(0), false});
+    }
+    for (const auto& [id, p] : followed_) here.push_back({id, p->range(), {}, Epoch(0), true});
   }
   std::vector<std::pair<PartitionId, uint64_t>> dropped;  // held here, gone from next: end
   if (Status st = CheckMapTransition(opts_.pod, here, next, &dropped); !st.ok()) {

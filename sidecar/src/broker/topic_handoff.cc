@@ -27,8 +27,14 @@ Status Topic::SeedSuccessors(const PartitionMap& next,
     // find. Those are not sealed for this successor, so it confirms nothing there. A parent
     // whose owner answers that it lost it counts as lost before the map says so: its owner
     // held the only copy, and the coordinator declares it lost next.
+    // A copy made the leader by a failover took over a successor its first leader had seeded:
+    // the parents confirmed that one already and are not asked to again (the seal names the
+    // successor with its first owner).
+    const bool failed_over = info.leader_epoch.value() > 0 && info.leader_epoch > info.born;
     std::vector<std::pair<PartitionId, bool>> todo;  // a stack of (partition, confirm)
-    for (auto it = info.parents.rbegin(); it != info.parents.rend(); ++it) todo.emplace_back(*it, true);
+    for (auto it = info.parents.rbegin(); it != info.parents.rend(); ++it) {
+      todo.emplace_back(*it, !failed_over);
+    }
     std::set<PartitionId> walked;
     auto walk_past = [&](const PartitionInfo& lost) {
       for (auto it = lost.parents.rbegin(); it != lost.parents.rend(); ++it) {

@@ -1,5 +1,6 @@
 // Topic's replication (see topic.h and common/replication.h): the copies this pod follows, the
 // fetchers that keep them up with their leaders, and the leader's side of a fetch.
+#include <algorithm>
 #include <set>
 
 #include "broker/topic.h"
@@ -122,7 +123,7 @@ bool Topic::FetchOnce(const std::string& leader) {
       if (!info->active() && info->end_offset > 0 && p->end_offset() >= info->end_offset) {
         continue;
       }
-      req.partitions.push_back({id, info->LeaderEpoch(), p->end_offset()});
+      req.partitions.push_back({id, info->LeaderEpoch(), p->end_offset(), p->last_epoch()});
     }
     if (const PeerAddress* a = map_.Peer(PodName(leader))) addr = *a;
     if (req.partitions.empty()) {
@@ -152,7 +153,29 @@ bool Topic::FetchOnce(const std::string& leader) {
     for (const auto& b : *blocks) {
       auto it = followed_.find(b.id);
       if (it == followed_.end()) continue;
+      // Only for the leader asked, at the leader epoch asked: an answer that comes back after a
+      // newer map moved the leadership must not be appended (invariant 10).
+      const PartitionInfo* info = map_.Find(b.id);
+      auto asked = std::find_if(req.partitions.begin(), req.partitions.end(),
+                                [&](const FetchPartition& f) { return f.id == b.id; });
+      if (!info || info->owner.value() != leader || asked == req.partitions.end() ||
+          info->LeaderEpoch() != asked->leader_epoch) {
+        continue;
+      }
       Partition& p = *it->second;
+      if (b.code == FetchCode::kDiverged && b.log_end < p.end_offset()) {
+        // Its tail left the leader's log: never acknowledged (invariant 11). Cut and go on.
+        Logger("broker")->warn(
+            "msg=\"cutting a copy's tail that left its leader's log\" leader={} partition={} "
+            "from={} to={}",
+            leader, b.id.value(), p.end_offset(), b.log_end);
+        if (Status st = p.CutTo(b.log_end); !st.ok()) {
+          refused = true;
+          Logger("broker")->error("msg=\"cannot cut a copy's tail\" partition={} reason=\"{}\"",
+                                  b.id.value(), st.message());
+        }
+        continue;
+      }
       if (b.code != FetchCode::kOk) {
         refused = true;
         Logger("broker")->warn(
@@ -163,6 +186,9 @@ bool Topic::FetchOnce(const std::string& leader) {
       }
       if (b.first != p.end_offset()) continue;  // an answer to an older ask
       auto held = p.AppendCopied(b.first, b.records, b.log_start);
+      if (held.ok()) {
+        if (Status st = p.TakeLeaderEpochs(b.epochs); !st.ok()) held = st;
+      }
       if (!held.ok()) {
         refused = true;
         Logger("broker")->error(
@@ -198,8 +224,13 @@ bool Topic::ServeFetch(const FetchRequest& request, std::string* body) {
         b.leader_epoch = info->LeaderEpoch();
         b.log_start = p.start_offset();
         b.log_end = p.end_offset();
-        if (fp.from > b.log_end) {
-          b.code = FetchCode::kAhead;
+        b.epochs = p.epochs();
+        // Where the follower's log leaves this one's, by their epochs (invariant 11).
+        const uint64_t cut =
+            replication::TruncationPoint(b.epochs, b.log_end, fp.last_epoch, fp.from);
+        if (cut < fp.from) {
+          b.code = FetchCode::kDiverged;
+          b.log_end = cut;
         } else if (fp.from < b.log_start) {
           b.code = FetchCode::kBehindStart;
         } else {
@@ -238,7 +269,8 @@ std::string Topic::FollowedJson() const {
     out += "{\"id\":" + std::to_string(id.value()) + ",\"leader\":";
     json::AppendString(out, info ? info->owner.value() : "");
     out += ",\"start\":" + std::to_string(p->start_offset()) +
-           ",\"end\":" + std::to_string(p->end_offset()) + "}";
+           ",\"end\":" + std::to_string(p->end_offset()) +
+           ",\"last_epoch\":" + std::to_string(p->last_epoch()) + "}";
   }
   out += "]}";
   return out;

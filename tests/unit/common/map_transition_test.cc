@@ -145,3 +145,55 @@ TEST_F(MapTransitionTest, APodThatHoldsNothingOfWhatItHadIsToldItsDataIsLost) {
 
 }  // namespace
 }  // namespace shoal
+
+namespace shoal {
+namespace {
+
+// Three pods, partition 0 led by a and followed by b and c.
+PartitionMap Replicated() {
+  auto m = PartitionMap::Initial("orders", 1, PodName("a")).value();
+  return m.WithReplicas(PartitionId(0), {PodName("b"), PodName("c")}).value();
+}
+
+TEST(FailOverTest, AFollowerLeadsFromANewLeaderEpochAndTheOldLeaderFollowsLast) {
+  const PartitionMap held = Replicated();
+  auto next = held.FailOver(PartitionId(0), PodName("c"));
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  const PartitionInfo& p = *next->Find(PartitionId(0));
+  EXPECT_EQ(next->epoch(), Epoch(2));
+  EXPECT_EQ(p.owner, PodName("c"));
+  EXPECT_EQ(p.replicas, (std::vector<PodName>{PodName("b"), PodName("a")}));
+  EXPECT_EQ(p.LeaderEpoch(), Epoch(2));
+  EXPECT_TRUE(p.active());
+  // Moved past a refused epoch, the leader epoch moves with it.
+  EXPECT_EQ(next->WithEpoch(Epoch(7)).Find(PartitionId(0))->LeaderEpoch(), Epoch(7));
+  EXPECT_EQ(held.FailOver(PartitionId(0), PodName("d")).status().code(),
+            Status::Code::kInvalidArgument);
+  EXPECT_EQ(held.FailOver(PartitionId(0), PodName("a")).status().code(),
+            Status::Code::kInvalidArgument);
+}
+
+TEST(FailOverTest, TheOldLeaderTakesTheMapAndAFollowerMadeTheLeaderHoldsThePartition) {
+  const PartitionMap held = Replicated();
+  const PartitionMap next = held.FailOver(PartitionId(0), PodName("b")).value();
+  const PartitionInfo& p0 = *held.Find(PartitionId(0));
+  // The old leader: its partition went to a follower at a newer leader epoch; it follows.
+  EXPECT_TRUE(
+      CheckMapTransition(PodName("a"), {{p0.id, p0.range, {}, p0.LeaderEpoch(), false}}, next,
+                         nullptr)
+          .ok());
+  // Not a failover: a copy already at the new leader epoch is refused.
+  EXPECT_EQ(CheckMapTransition(PodName("a"), {{p0.id, p0.range, {}, next.epoch(), false}}, next,
+                               nullptr)
+                .code(),
+            Status::Code::kConflict);
+  // The new leader held a copy: it holds the partition (nothing lost), though made before.
+  EXPECT_TRUE(
+      CheckMapTransition(PodName("b"), {{p0.id, p0.range, {}, Epoch(0), true}}, next, nullptr)
+          .ok());
+  EXPECT_EQ(CheckMapTransition(PodName("b"), {}, next, nullptr).code(),
+            Status::Code::kDataLost);
+}
+
+}  // namespace
+}  // namespace shoal

@@ -61,10 +61,17 @@ struct HeldPartitionState {
   PartitionId id;
   HashRange range;
   std::optional<SealRecord> seal;
+  // The leader epoch of the partition in the map held (PartitionInfo::LeaderEpoch).
+  Epoch leader_epoch{0};
+  // A copy this pod follows (another pod leads it), not a partition it leads.
+  bool follower = false;
 };
 
-// Whether the pod `pod`, holding `held`, may take `next`: every partition it holds keeps its
-// owner and range; one the map drops is sealed (only sealed partitions retire; each is added to
+// Whether the pod `pod`, holding `held`, may take `next`: every partition it leads keeps its
+// owner and range, unless the map moved its leadership by a failover (a newer leader epoch that
+// names this pod among the followers: the copy follows the new leader, which cuts its
+// unacknowledged tail); a copy it follows counts as held for what the map gives it (a follower
+// made the leader holds the partition); one the map drops is sealed (only sealed partitions retire; each is added to
 // `dropped` with its end offset for the retirement rule); one the map has active is not sealed
 // here, unless that seal is void (SealVoid) or made for a later change (the executor seals ahead
 // of its map); one the map seals was sealed here first, at the end offset and for the

@@ -172,6 +172,12 @@ class PartitionMap {
   // made by the new map instead (PartitionInfo::born).
   Result<PartitionMap> DeclareLost(const PodName& pod, bool in_change = false) const;
 
+  // A failover (invariant 10): a map at epoch + 1 in which partition p, replicated, is led by
+  // `leader`, one of its followers, from a new leader epoch (this map's); its old leader becomes
+  // the last of its followers (it cuts its unacknowledged tail and follows when it is back).
+  // InvalidArgument when `leader` does not follow p.
+  Result<PartitionMap> FailOver(PartitionId p, const PodName& leader) const;
+
   // Returns a copy with one partition's fields replaced (same epoch); for recording end offsets.
   Result<PartitionMap> WithEndOffset(PartitionId p, uint64_t end_offset) const;
   // Returns a copy with partition p's followers replaced (same epoch; validated): for a
