@@ -329,24 +329,30 @@ PartitionMap PartitionMap::Next(std::vector<PartitionInfo> partitions) const {
 }
 
 Result<PartitionMap> PartitionMap::FailOver(PartitionId id, const PodName& leader) const {
-  const PartitionInfo* p = Find(id);
-  if (!p) return Status::NotFound("no partition " + std::to_string(id.value()));
-  if (!p->FollowedBy(leader)) {
-    return Status::InvalidArgument(leader.value() + " does not follow partition " +
-                                   std::to_string(id.value()) + "; only a copy can lead it");
-  }
+  return FailOver(std::vector<std::pair<PartitionId, PodName>>{{id, leader}});
+}
+
+Result<PartitionMap> PartitionMap::FailOver(
+    const std::vector<std::pair<PartitionId, PodName>>& leaders) const {
   std::vector<PartitionInfo> parts = partitions_;
-  PartitionInfo& q = parts[IndexOf(*p)];
-  std::vector<PodName> followers;
-  for (const auto& r : q.replicas) {
-    if (r != leader) followers.push_back(r);
+  for (const auto& [id, leader] : leaders) {
+    const PartitionInfo* p = Find(id);
+    if (!p) return Status::NotFound("no partition " + std::to_string(id.value()));
+    if (!p->FollowedBy(leader)) {
+      return Status::InvalidArgument(leader.value() + " does not follow partition " +
+                                     std::to_string(id.value()) + "; only a copy can lead it");
+    }
+    PartitionInfo& q = parts[IndexOf(*p)];
+    std::vector<PodName> followers;
+    for (const auto& r : q.replicas) {
+      if (r != leader) followers.push_back(r);
+    }
+    followers.push_back(q.owner);
+    q.owner = leader;
+    q.replicas = std::move(followers);
+    q.leader_epoch = Epoch(epoch_.value() + 1);
   }
-  followers.push_back(q.owner);
-  q.owner = leader;
-  q.replicas = std::move(followers);
   PartitionMap next = Next(std::move(parts));
-  auto& changed = next.partitions_[next.IndexOf(*next.Find(id))];
-  changed.leader_epoch = next.epoch();
   SHOAL_RETURN_IF_ERROR(next.Validate());
   return next;
 }

@@ -177,6 +177,33 @@ spec:
     return report;
   }
 
+  // Keyed load through pod 0 (it forwards the other pods' ranges): 300 events/s of 500 keys.
+  client::LoadOptions KeyedLoadThroughPod0() const {
+    client::LoadOptions lo;
+    lo.targets = {"http://" + ip_prefix_ + ".2:8080"};
+    lo.rate = 300;
+    lo.keys = 500;
+    lo.producers = 2;
+    lo.batch = 10;
+    return lo;
+  }
+
+  // Waits (up to 60 s) until the consumers saw every acknowledged event, then checks that
+  // nothing was lost or reordered.
+  void WaitAllSeen(const std::vector<client::AckedEvent>& acked) {
+    const auto seen_deadline = Clock::now() + 60s;
+    auto all_seen = [&] {
+      auto recorded = client::ReadSeenDir(state_ + "/seen");
+      if (!recorded.ok()) return false;
+      return client::Verify(acked, std::move(recorded).value()).lost == 0;
+    };
+    while (!all_seen() && Clock::now() < seen_deadline) {
+      std::this_thread::sleep_for(200ms);  // polling files other processes append to
+    }
+    size_t seen = 0;
+    VerifySeen(acked, &seen);
+  }
+
   testing::TempDir dir_{"shoal-control"};
   std::string ip_prefix_, state_, topic_file_;
   control::ChildProcess loop_;
@@ -369,13 +396,7 @@ spec:
   ASSERT_TRUE(wait_file(map_file, true, 30s));
 
   // Keyed load through pod 0 (it forwards orders-1's ranges) before, during and after the wipe.
-  client::LoadOptions lo;
-  lo.targets = {"http://" + ip_prefix_ + ".2:8080"};
-  lo.rate = 300;
-  lo.keys = 500;
-  lo.producers = 2;
-  lo.batch = 10;
-  client::LoadGenerator load(lo);
+  client::LoadGenerator load(KeyedLoadThroughPod0());
   load.Start();
   const auto acked_some = Clock::now() + 30s;
   while (load.acked() < 600 && Clock::now() < acked_some) std::this_thread::sleep_for(50ms);
@@ -427,22 +448,80 @@ spec:
   }
   load.Stop();
   ASSERT_GE(load.acked(), acked_before + 1500) << load.last_error();
-  const auto after = load.TakeAcked();
-  const auto seen_deadline = Clock::now() + 60s;
-  auto all_seen = [&] {
-    auto recorded = client::ReadSeenDir(state_ + "/seen");
-    if (!recorded.ok()) return false;
-    return client::Verify(after, std::move(recorded).value()).lost == 0;
-  };
-  while (!all_seen() && Clock::now() < seen_deadline) {
-    std::this_thread::sleep_for(200ms);  // polling files other processes append to
-  }
-  size_t seen = 0;
-  VerifySeen(after, &seen);
+  WaitAllSeen(load.TakeAcked());
   // And the control state (what /status shows) says it.
   const std::string state = ReadAll(state_ + "/control-state.json");
   EXPECT_NE(state.find("\"losses\":[{\"pod\":\"orders-1\""), std::string::npos) << state;
 }
 
 }  // namespace
+TEST_F(ControlLoopTest, APausedLeaderIsFailedOverAndNoAcknowledgedEventIsLost) {
+  std::ofstream(topic_file_) << R"(apiVersion: shoal.dev/v1alpha1
+kind: PartitionedTopic
+metadata: {name: orders}
+spec:
+  partitions: {min: 3, max: 3, initial: 3}
+  replicas: {min: 3, max: 3}
+  replication: {factor: 3, acks: quorum}
+  durability: {fsync: always}
+)";
+  StartLoop();
+  ASSERT_TRUE(WaitFor([](const Snapshot& s) { return s.owners.size() == 3; }, 60s))
+      << "the topic was not created on three pods; see control.log";
+  const std::string pod_dir = state_ + "/pods/orders-1";
+  const std::string map_file = pod_dir + "/data/orders/map.json";
+  const auto deadline_map = Clock::now() + 30s;
+  while (!std::filesystem::exists(map_file) && Clock::now() < deadline_map) {
+    std::this_thread::sleep_for(50ms);  // polling a file another process writes
+  }
+  ASSERT_TRUE(std::filesystem::exists(map_file));
+  ASSERT_NE(ReadAll(map_file).find("\"replicas\":["), std::string::npos) << ReadAll(map_file);
+
+  // Keyed load through pod 0 (it forwards orders-1's and orders-2's ranges).
+  client::LoadGenerator load(KeyedLoadThroughPod0());
+  load.Start();
+  const auto acked_some = Clock::now() + 30s;
+  while (load.acked() < 600 && Clock::now() < acked_some) std::this_thread::sleep_for(50ms);
+  ASSERT_GE(load.acked(), 600u) << load.last_error();
+
+  // orders-1's sidecar stops answering (SIGSTOP): its partition goes to a copy.
+  const pid_t pid = static_cast<pid_t>(std::stol(ReadAll(pod_dir + "/sidecar.pid")));
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0) << std::strerror(errno);
+  const auto paused_at = Clock::now();
+  const std::string failed_over = "failed over partitions whose leader stopped answering";
+  std::string log;
+  const auto deadline = Clock::now() + 60s;
+  while (Clock::now() < deadline) {
+    log = ReadAll(dir_.path() + "/control.log");
+    if (log.find(failed_over) != std::string::npos) break;
+    std::this_thread::sleep_for(50ms);  // polling a log another process writes
+  }
+  const auto failed_over_at = Clock::now();
+  auto tail = [&] { return log.substr(log.size() > 4000 ? log.size() - 4000 : 0); };
+  ASSERT_NE(log.find(failed_over), std::string::npos) << tail();
+  std::printf("failed over %.1f s after the leader was paused\n",
+              std::chrono::duration<double>(failed_over_at - paused_at).count());
+  const std::string line = log.substr(log.find(failed_over), 300);
+  EXPECT_NE(line.find("moved=\"1->orders-"), std::string::npos) << line;
+
+  // Writes to every range go on, then the old leader runs again, takes the new map and follows.
+  const uint64_t acked_before = load.acked();
+  const auto resumed = Clock::now() + 30s;
+  while (load.acked() < acked_before + 1500 && Clock::now() < resumed) {
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_GE(load.acked(), acked_before + 1500) << load.last_error();
+  ASSERT_EQ(::kill(pid, SIGCONT), 0);
+  const auto followed = Clock::now() + 30s;
+  while (ReadAll(map_file).find("\"owner\":\"orders-1\"") != std::string::npos &&
+         Clock::now() < followed) {
+    std::this_thread::sleep_for(100ms);  // polling a file another process writes
+  }
+  EXPECT_EQ(ReadAll(map_file).find("\"owner\":\"orders-1\""), std::string::npos)
+      << "the old leader still holds the map that makes it lead: " << ReadAll(map_file);
+  load.Stop();
+  // Every event acknowledged over the whole run, before, during and after the failover, is seen.
+  WaitAllSeen(load.TakeAcked());
+}
+
 }  // namespace shoal

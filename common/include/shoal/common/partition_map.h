@@ -177,6 +177,8 @@ class PartitionMap {
   // the last of its followers (it cuts its unacknowledged tail and follows when it is back).
   // InvalidArgument when `leader` does not follow p.
   Result<PartitionMap> FailOver(PartitionId p, const PodName& leader) const;
+  // The same for several partitions in one map (one change, one epoch).
+  Result<PartitionMap> FailOver(const std::vector<std::pair<PartitionId, PodName>>& leaders) const;
 
   // Returns a copy with one partition's fields replaced (same epoch); for recording end offsets.
   Result<PartitionMap> WithEndOffset(PartitionId p, uint64_t end_offset) const;

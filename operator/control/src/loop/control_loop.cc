@@ -276,6 +276,8 @@ Status ControlLoop::Tick() {
     if (changed) SHOAL_RETURN_IF_ERROR(Save());
   }
 
+  if (!paused_.load()) MaybeFailOver(pods);
+
   const auto now = clock_.SteadyNow();
   Status result = Status::Ok();
   if (plan_) {
@@ -767,6 +769,125 @@ void ControlLoop::PutRecoveryFirst() {
   s.pods = next.pods;
   plan_->steps.insert(plan_->steps.begin() + static_cast<long>(plan_->next), std::move(s));
   Logger("control")->warn("msg=\"recovery first\" plan={} pod={}", plan_->id, pod);
+}
+
+bool ControlLoop::MaybeFailOver(const std::vector<PodInfo>& pods) {
+  const auto now = clock_.SteadyNow();
+  std::map<std::string, const PodInfo*> by_name;
+  for (const auto& p : pods) {
+    by_name[p.name.value()] = &p;
+    if (p.ready) down_since_.erase(p.name.value());
+  }
+  std::map<std::string, std::vector<PartitionId>> led_by_down;
+  auto earliest = now;
+  for (const auto& info : map_.partitions()) {
+    if (!info.active() || info.lost || info.replicas.empty()) continue;
+    auto it = by_name.find(info.owner.value());
+    if (it != by_name.end() && it->second->ready) continue;
+    const auto since = down_since_.emplace(info.owner.value(), now).first->second;
+    if (now - since < opts_.failover_after) continue;
+    earliest = std::min(earliest, since);
+    led_by_down[info.owner.value()].push_back(info.id);
+  }
+  if (led_by_down.empty()) return false;
+  // What each copy holds, asked once per pod.
+  std::map<std::string, std::map<uint32_t, replication::ReplicaState>> said;
+  auto ask = [&](const PodName& pod) -> const std::map<uint32_t, replication::ReplicaState>* {
+    if (auto it = said.find(pod.value()); it != said.end()) return &it->second;
+    auto it = by_name.find(pod.value());
+    if (it == by_name.end() || !it->second->ready) return nullptr;
+    auto body = admin_.Get(it->second->address.admin, "/v1/admin/replica", true);
+    if (!body.ok()) return nullptr;
+    simdjson::dom::parser parser;
+    simdjson::dom::element doc;
+    simdjson::dom::array followed;
+    if (parser.parse(*body).get(doc) || doc["followed"].get(followed)) return nullptr;
+    auto& out = said[pod.value()];
+    for (auto f : followed) {
+      uint64_t id = 0, end = 0, last_epoch = 0;
+      if (f["id"].get(id) || f["end"].get(end) || f["last_epoch"].get(last_epoch)) continue;
+      out[static_cast<uint32_t>(id)] = {pod, Epoch(last_epoch), end};
+    }
+    return &out;
+  };
+  std::vector<std::pair<PartitionId, PodName>> leaders;
+  for (const auto& [pod, ids] : led_by_down) {
+    for (PartitionId id : ids) {
+      const PartitionInfo& info = *map_.Find(id);
+      std::vector<replication::ReplicaState> answered;
+      for (const auto& f : info.replicas) {
+        const auto* s = ask(f);
+        if (s && s->count(id.value())) answered.push_back(s->at(id.value()));
+      }
+      auto leader = replication::ChooseLeader(answered, 1 + info.replicas.size());
+      if (!leader.ok()) {
+        Logger("control")->warn(
+            "msg=\"cannot fail over a partition yet\" partition={} leader={} reason=\"{}\"",
+            id.value(), pod, leader.status().message());
+        continue;
+      }
+      leaders.emplace_back(id, *leader);
+    }
+  }
+  if (leaders.empty()) {
+    probe_->FailedOver("failed", 0, 0);
+    return false;
+  }
+  auto target = map_.FailOver(leaders);
+  if (!target.ok()) {
+    probe_->FailedOver("failed", 0, 0);
+    Logger("control")->error("msg=\"failover map refused\" reason=\"{}\"",
+                             target.status().message());
+    return false;
+  }
+  // Never at an epoch a change in progress may have sent already; that change resolves its
+  // step again on the new map (a seal it made is void under it, and undone by its install).
+  Epoch floor = epoch_floor_;
+  if (plan_ && plan_->next < plan_->steps.size()) {
+    auto& step = plan_->steps[plan_->next];
+    if (!step.target.empty()) {
+      if (auto t = PartitionMap::FromJson(step.target); t.ok()) {
+        floor = std::max(floor, Epoch(t->epoch().value() + 1));
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      step.target.clear();
+    }
+  }
+  if (target->epoch() < floor) *target = target->WithEpoch(floor);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    map_ = *target;
+  }
+  (void)Save();  // saved before it is sent: a restarted loop installs this map
+  // New leaders first: they take writes again as soon as they hold it.
+  std::vector<std::string> order;
+  for (const auto& [id, leader] : leaders) order.push_back(leader.value());
+  for (const auto& [pod, addr] : target->peers()) order.push_back(pod);
+  std::set<std::string> done;
+  size_t installed = 0;
+  for (const auto& pod : order) {
+    if (!done.insert(pod).second) continue;
+    auto it = by_name.find(pod);
+    if (it == by_name.end() || !it->second->ready) continue;
+    auto r = admin_.InstallMap(it->second->address.admin, *target);
+    installed += r.ok() ? 1 : 0;
+    if (!r.ok()) {
+      Logger("control")->warn("msg=\"failover map not installed; retried later\" pod={} reason=\"{}\"",
+                              pod, r.status().message());
+    }
+  }
+  const double seconds = std::chrono::duration<double>(clock_.SteadyNow() - earliest).count();
+  probe_->FailedOver("ok", leaders.size(), seconds);
+  std::string moved;
+  for (const auto& [id, leader] : leaders) {
+    moved += (moved.empty() ? "" : ",") + std::to_string(id.value()) + "->" + leader.value();
+  }
+  Logger("control")->warn(
+      "msg=\"failed over partitions whose leader stopped answering\" epoch={} moved=\"{}\" "
+      "installed_on={} seconds={:.3f}",
+      target->epoch().value(), moved, installed, seconds);
+  for (const auto& [pod, ids] : led_by_down) down_since_.erase(pod);
+  return true;
 }
 
 bool ControlLoop::PlanRecovery(const std::vector<PodInfo>& pods) {

@@ -87,7 +87,22 @@ ControlProbe::ControlProbe(prometheus::Registry& r, const std::string& topic)
                                     topic)),
       events_lost_(TopicCounter(r, "shoal_control_events_lost_total",
                                 "Events those partitions had taken, as last observed",
-                                topic)) {
+                                topic)),
+      failovers_(prometheus::BuildCounter()
+                     .Name("shoal_control_failovers_total")
+                     .Help("Failovers of the partitions a pod that stopped answering led, by "
+                           "outcome (ok, failed)")
+                     .Register(r)),
+      failed_over_partitions_(TopicCounter(r, "shoal_control_failed_over_partitions_total",
+                                           "Partitions whose leadership a failover moved",
+                                           topic)),
+      failover_seconds_(TopicGauge(r, "shoal_control_failover_seconds",
+                                   "The last failover's time from the leader's first missed "
+                                   "answer to the new map installed on the new leaders",
+                                   topic)) {
+  for (const char* outcome : {"ok", "failed"}) {
+    failovers_.Add({{"topic", topic_}, {"outcome", outcome}});
+  }
   for (const char* kind : kDecisionKinds) decisions_.Add({{"topic", topic_}, {"kind", kind}});
   for (const char* kind : kStepKinds) {
     for (const char* outcome : {"ok", "failed"}) {
@@ -129,6 +144,14 @@ void ControlProbe::Limits(uint32_t max_partitions) { max_partitions_.Set(max_par
 void ControlProbe::PodsWithoutData(size_t pods, size_t partitions) {
   pods_without_data_.Set(static_cast<double>(pods));
   partitions_without_data_.Set(static_cast<double>(partitions));
+}
+
+void ControlProbe::FailedOver(const std::string& outcome, size_t partitions, double seconds) {
+  failovers_.Add({{"topic", topic_}, {"outcome", outcome}}).Increment();
+  if (outcome == "ok") {
+    failed_over_partitions_.Increment(static_cast<double>(partitions));
+    failover_seconds_.Set(seconds);
+  }
 }
 
 void ControlProbe::PartitionsLost(size_t partitions, uint64_t events) {

@@ -39,6 +39,10 @@ class ControlProbe {
   void PodsWithoutData(size_t pods, size_t partitions);
   // Partitions declared lost by a change, and the events they had taken.
   void PartitionsLost(size_t partitions, uint64_t events);
+  // A failover of the partitions led by a pod that stopped answering: `outcome` ok (a new map
+  // installed on the new leaders) or failed (no quorum answered, or the install failed), and
+  // how long from the pod's first missed answer.
+  void FailedOver(const std::string& outcome, size_t partitions, double seconds);
 
  private:
   const std::string topic_;
@@ -62,6 +66,9 @@ class ControlProbe {
   prometheus::Gauge& partitions_without_data_;
   prometheus::Counter& partitions_lost_;
   prometheus::Counter& events_lost_;
+  prometheus::Family<prometheus::Counter>& failovers_;
+  prometheus::Counter& failed_over_partitions_;
+  prometheus::Gauge& failover_seconds_;
 };
 
 }  // namespace shoal::control

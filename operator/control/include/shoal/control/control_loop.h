@@ -54,6 +54,9 @@ struct ControlLoopOptions {
   std::chrono::milliseconds backoff_max{15000};
   // How often, with no plan in progress, consumed sealed partitions are looked for and retired.
   std::chrono::seconds retire_every{5};
+  // A replicated partition whose leader's pod has not been ready for this long is failed over
+  // to the most complete of its copies (invariant 10).
+  std::chrono::milliseconds failover_after{2000};
   ChangeExecutor::Options executor;
 };
 
@@ -141,6 +144,13 @@ class ControlLoop {
   // With no plan and a pod without its data: plans the change that declares its partitions
   // lost. True when it made one.
   bool PlanRecovery(const std::vector<PodInfo>& pods);
+  // Failover (docs/replication.md): the active replicated partitions led by pods not ready for
+  // failover_after get, in one map at the next epoch, the most complete of a quorum of their
+  // copies as leader (ChooseLeader over what each copy says it holds, GET /v1/admin/replica).
+  // The map is saved, then installed on every ready pod (new leaders first); a pod that is
+  // down takes it when it is back (InstallOnLaggingPods). A change in progress resolves its step
+  // again on the new map. Returns whether a failover map was made.
+  bool MaybeFailOver(const std::vector<PodInfo>& pods);
   // Asks every ready pod of the map for its map: one that holds none while the map gives it
   // partitions (not lost) goes to pods_without_data_.
   void NoticePodsWithoutData(const std::vector<PodInfo>& pods);
@@ -228,6 +238,8 @@ class ControlLoop {
   std::string schedules_json_ = "[]";  // SchedulesJson at the last tick (guarded by mu_)
   std::chrono::steady_clock::time_point last_retire_check_{};
   Epoch epoch_floor_{0};  // a change is minted at no lower epoch (after a fencing refusal)
+  // Pods of the map seen not ready, since when (the loop's thread only).
+  std::map<std::string, std::chrono::steady_clock::time_point> down_since_;
 };
 
 }  // namespace shoal::control
