@@ -524,4 +524,80 @@ spec:
   WaitAllSeen(load.TakeAcked());
 }
 
+TEST_F(ControlLoopTest, WithCopiesAPodThatCameBackWithoutItsDataLosesNothingAndCatchesUp) {
+  std::ofstream(topic_file_) << R"(apiVersion: shoal.dev/v1alpha1
+kind: PartitionedTopic
+metadata: {name: orders}
+spec:
+  partitions: {min: 3, max: 3, initial: 3}
+  replicas: {min: 3, max: 3}
+  replication: {factor: 3, acks: quorum}
+  durability: {fsync: always}
+)";
+  StartLoop();
+  ASSERT_TRUE(WaitFor([](const Snapshot& s) { return s.owners.size() == 3; }, 60s))
+      << "the topic was not created on three pods; see control.log";
+  const std::string pod_dir = state_ + "/pods/orders-1";
+  const std::string map_file = pod_dir + "/data/orders/map.json";
+  auto wait_file = [](const std::string& path, bool exists, std::chrono::seconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    while (std::filesystem::exists(path) != exists && Clock::now() < deadline) {
+      std::this_thread::sleep_for(50ms);  // polling a file another process writes
+    }
+    return std::filesystem::exists(path) == exists;
+  };
+  ASSERT_TRUE(wait_file(map_file, true, 30s));
+  client::LoadGenerator load(KeyedLoadThroughPod0());
+  load.Start();
+  const auto acked_some = Clock::now() + 30s;
+  while (load.acked() < 600 && Clock::now() < acked_some) std::this_thread::sleep_for(50ms);
+  ASSERT_GE(load.acked(), 600u) << load.last_error();
+
+  // The volume emptied, then the process killed: it restarts on an empty data directory.
+  const pid_t pid = static_cast<pid_t>(std::stol(ReadAll(pod_dir + "/sidecar.pid")));
+  for (const auto& e : std::filesystem::directory_iterator(pod_dir + "/data")) {
+    std::filesystem::remove_all(e.path());
+  }
+  ASSERT_EQ(::kill(pid, SIGKILL), 0) << std::strerror(errno);
+
+  // Its partition goes to a copy; nothing is declared lost.
+  const std::string failed_over = "failed over partitions whose leader stopped answering";
+  std::string log;
+  const auto deadline = Clock::now() + 60s;
+  while (Clock::now() < deadline) {
+    log = ReadAll(dir_.path() + "/control.log");
+    if (log.find(failed_over) != std::string::npos) break;
+    std::this_thread::sleep_for(50ms);  // polling a log another process writes
+  }
+  auto tail = [&] { return log.substr(log.size() > 4000 ? log.size() - 4000 : 0); };
+  ASSERT_NE(log.find(failed_over), std::string::npos) << tail();
+  // The pod takes the map again and follows: its copies fill up from the other pods.
+  ASSERT_TRUE(wait_file(map_file, true, 30s)) << tail();
+  const uint64_t acked_before = load.acked();
+  const auto resumed = Clock::now() + 30s;
+  while (load.acked() < acked_before + 1500 && Clock::now() < resumed) {
+    std::this_thread::sleep_for(50ms);
+  }
+  load.Stop();
+  ASSERT_GE(load.acked(), acked_before + 1500) << load.last_error();
+  const std::string partitions = pod_dir + "/data/orders/partitions";
+  auto copied = [&] {
+    size_t bytes = 0;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(partitions, ec)) {
+      if (e.is_regular_file() && e.path().filename().string().size() == 24 &&
+          e.path().extension() == ".log") {
+        bytes += e.file_size();
+      }
+    }
+    return bytes;
+  };
+  const auto caught_up = Clock::now() + 30s;
+  while (copied() == 0 && Clock::now() < caught_up) std::this_thread::sleep_for(100ms);
+  EXPECT_GT(copied(), 0u) << "the pod's copies did not fill up";
+  log = ReadAll(dir_.path() + "/control.log");
+  EXPECT_EQ(log.find("partitions declared lost"), std::string::npos) << tail();
+  WaitAllSeen(load.TakeAcked());
+}
+
 }  // namespace shoal

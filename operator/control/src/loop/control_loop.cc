@@ -752,6 +752,17 @@ void ControlLoop::NoticePodsWithoutData(const std::vector<PodInfo>& pods) {
   }
 }
 
+size_t ControlLoop::Declarable(const std::string& pod, const std::vector<PartitionId>& ids) const {
+  size_t n = 0;
+  for (PartitionId id : ids) {
+    const PartitionInfo* p = map_.Find(id);
+    n += (p && p->owner.value() == pod && !p->lost && !(p->active() && !p->replicas.empty()))
+             ? 1
+             : 0;
+  }
+  return n;
+}
+
 void ControlLoop::PutRecoveryFirst() {
   std::lock_guard<std::mutex> lock(mu_);
   if (!plan_ || pods_without_data_.empty()) return;
@@ -761,7 +772,11 @@ void ControlLoop::PutRecoveryFirst() {
   if (next.kind != PlanStep::Kind::kChange || !next.target.empty() || !next.lost_pod.empty()) {
     return;
   }
-  const std::string& pod = pods_without_data_.begin()->first;
+  std::string pod;
+  for (const auto& [name, ids] : pods_without_data_) {
+    if (pod.empty() && Declarable(name, ids) > 0) pod = name;
+  }
+  if (pod.empty()) return;  // only partitions with copies: MaybeFailOver moves them
   PlanStep s;
   s.kind = PlanStep::Kind::kChange;
   s.what = "declare " + pod + "'s partitions lost";
@@ -779,11 +794,20 @@ bool ControlLoop::MaybeFailOver(const std::vector<PodInfo>& pods) {
     if (p.ready) down_since_.erase(p.name.value());
   }
   std::map<std::string, std::vector<PartitionId>> led_by_down;
+  std::set<std::string> without_data;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [pod, ids] : pods_without_data_) without_data.insert(pod);
+  }
   auto earliest = now;
   for (const auto& info : map_.partitions()) {
     if (!info.active() || info.lost || info.replicas.empty()) continue;
+    // A pod that came back without its data leads nothing any more: at once, whatever its
+    // readiness (its copies elsewhere hold the partition).
+    const bool wiped = without_data.count(info.owner.value()) > 0;
     auto it = by_name.find(info.owner.value());
-    if (it != by_name.end() && it->second->ready) continue;
+    if (!wiped && it != by_name.end() && it->second->ready) continue;
+    if (wiped) down_since_.emplace(info.owner.value(), now - opts_.failover_after);
     const auto since = down_since_.emplace(info.owner.value(), now).first->second;
     if (now - since < opts_.failover_after) continue;
     earliest = std::min(earliest, since);
@@ -896,9 +920,10 @@ bool ControlLoop::PlanRecovery(const std::vector<PodInfo>& pods) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [name, ids] : pods_without_data_) {
-      if (!ids.empty()) {
+      const size_t n = Declarable(name, ids);
+      if (n > 0) {
         pod = name;
-        count = ids.size();
+        count = n;
         break;
       }
     }

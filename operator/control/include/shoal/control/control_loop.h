@@ -144,6 +144,9 @@ class ControlLoop {
   // With no plan and a pod without its data: plans the change that declares its partitions
   // lost. True when it made one.
   bool PlanRecovery(const std::vector<PodInfo>& pods);
+  // Of `ids`, noted for `pod` without its data, how many a declaration of loss would take: those
+  // it still owns, less active ones with copies (MaybeFailOver gives those to a copy).
+  size_t Declarable(const std::string& pod, const std::vector<PartitionId>& ids) const;
   // Failover (docs/replication.md): the active replicated partitions led by pods not ready for
   // failover_after get, in one map at the next epoch, the most complete of a quorum of their
   // copies as leader (ChooseLeader over what each copy says it holds, GET /v1/admin/replica).
