@@ -241,6 +241,9 @@ Result<std::vector<control::PodInfo>> KubePlatform::ListPods() {
     info.draining = draining_.count(name) > 0;
     const Json uid = kubeapi::At(pod, "metadata.uid");
     info.uid = uid.is_string() ? uid.as_string() : "";
+    // Where it runs: copies of a partition go to distinct nodes first (PlaceReplicas).
+    const Json node = kubeapi::At(pod, "spec.nodeName");
+    info.node = node.is_string() ? node.as_string() : "";
     const Json revision = kubeapi::At(pod, "metadata.labels.controller-revision-hash");
     info.outdated = !update_revision.empty() && revision.is_string() &&
                     revision.as_string() != update_revision;

@@ -128,7 +128,7 @@ Status Topic::OpenPartitions() {
     if (!HeldHere(info)) continue;
     auto p = Partition::Open(info.id, OptionsFor(info), clock_, probe_);
     if (!p.ok()) return p.status().Annotate("partition " + std::to_string(info.id.value()));
-    SHOAL_RETURN_IF_ERROR((*p)->StartLeading(info.LeaderEpoch()));
+    if (!info.replicas.empty()) SHOAL_RETURN_IF_ERROR((*p)->StartLeading(info.LeaderEpoch()));
     partitions_.emplace(info.id, std::move(p).value());
   }
   Logger("broker")->info("msg=\"topic open\" topic={} epoch={} partitions={}", opts_.topic,
@@ -649,6 +649,15 @@ Result<Topic::OwnedPartitions> Topic::OpenOwned(const PartitionMap& next) {
     if (!p.ok()) return p.status().Annotate("partition " + std::to_string(info.id.value()));
     opened.emplace(info.id, std::move(p).value());
   }
+  // A replicated partition records its leader epoch before it takes an append here (invariant
+  // 11); a copy made the leader by a failover starts its new epoch at its end. Outside the map
+  // lock: it is a durable file write.
+  for (auto& [id, p] : opened) {
+    const PartitionInfo* info = next.Find(id);
+    if (info && (!info->replicas.empty() || info->leader_epoch.value() > 0)) {
+      SHOAL_RETURN_IF_ERROR(p->StartLeading(info->LeaderEpoch()));
+    }
+  }
   return opened;
 }
 
@@ -711,13 +720,6 @@ size_t Topic::TakeEffect(const PartitionMap& next, OwnedPartitions opened,
       continue;
     }
     if (info) {
-      // Records appended from here on belong to the partition's leader epoch (invariant 11).
-      if (HeldHere(*info)) {
-        if (Status st = it->second->StartLeading(info->LeaderEpoch()); !st.ok()) {
-          Logger("broker")->error("msg=\"cannot record the leader epoch\" partition={} reason=\"{}\"",
-                                  it->first.value(), st.message());
-        }
-      }
       ++it;
       continue;
     }

@@ -29,6 +29,15 @@ void Topic::ReconcileReplicas() {
     for (const auto& [id, p] : partitions_) {
       const PartitionInfo* info = map_.Find(id);
       if (info && info->owner == opts_.pod) {
+        // A partition that gained followers (a higher factor) starts its epochs now: its first
+        // entry covers every record it holds.
+        if (!info->replicas.empty() && p->epochs().empty()) {
+          if (Status st = p->StartLeading(info->LeaderEpoch()); !st.ok()) {
+            Logger("broker")->error(
+                "msg=\"cannot record the leader epoch\" partition={} reason=\"{}\"", id.value(),
+                st.message());
+          }
+        }
         moved |= p->quorum()->SetFollowers(info->replicas, clock_.NowMs());
       }
     }
@@ -225,9 +234,12 @@ bool Topic::ServeFetch(const FetchRequest& request, std::string* body) {
         b.log_start = p.start_offset();
         b.log_end = p.end_offset();
         b.epochs = p.epochs();
-        // Where the follower's log leaves this one's, by their epochs (invariant 11).
+        // Where the follower's log leaves this one's, by their epochs (invariant 11). A leader
+        // with no epochs yet (it is being given followers) has no divergence to tell.
         const uint64_t cut =
-            replication::TruncationPoint(b.epochs, b.log_end, fp.last_epoch, fp.from);
+            b.epochs.empty()
+                ? fp.from
+                : replication::TruncationPoint(b.epochs, b.log_end, fp.last_epoch, fp.from);
         if (cut < fp.from) {
           b.code = FetchCode::kDiverged;
           b.log_end = cut;

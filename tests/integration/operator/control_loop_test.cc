@@ -204,6 +204,32 @@ spec:
     VerifySeen(acked, &seen);
   }
 
+  // Waits until `path` exists (or not), up to `timeout`; returns whether it does as asked.
+  static bool WaitFile(const std::string& path, bool exists, std::chrono::seconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    while (std::filesystem::exists(path) != exists && Clock::now() < deadline) {
+      std::this_thread::sleep_for(50ms);  // polling a file another process writes
+    }
+    return std::filesystem::exists(path) == exists;
+  }
+  // Empties a pod's data directory (its volume lost), leaving the directory.
+  static void EmptyDataDir(const std::string& pod_dir) {
+    for (const auto& e : std::filesystem::directory_iterator(pod_dir + "/data")) {
+      std::filesystem::remove_all(e.path());
+    }
+  }
+  // The loop's log once it says `text` (or as it is after `timeout`).
+  std::string WaitLog(const std::string& text, std::chrono::seconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    std::string log;
+    while (Clock::now() < deadline) {
+      log = ReadAll(dir_.path() + "/control.log");
+      if (log.find(text) != std::string::npos) break;
+      std::this_thread::sleep_for(50ms);  // polling a log another process writes
+    }
+    return log;
+  }
+
   testing::TempDir dir_{"shoal-control"};
   std::string ip_prefix_, state_, topic_file_;
   control::ChildProcess loop_;
@@ -385,15 +411,8 @@ spec:
       << "the topic was not created on two pods; see control.log";
   const std::string pod_dir = state_ + "/pods/orders-1";
   const std::string map_file = pod_dir + "/data/orders/map.json";
-  auto wait_file = [](const std::string& path, bool exists, std::chrono::seconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    while (std::filesystem::exists(path) != exists && Clock::now() < deadline) {
-      std::this_thread::sleep_for(50ms);  // polling a file another process writes
-    }
-    return std::filesystem::exists(path) == exists;
-  };
   // The state is saved before the map goes out: wait until the pod holds it.
-  ASSERT_TRUE(wait_file(map_file, true, 30s));
+  ASSERT_TRUE(WaitFile(map_file, true, 30s));
 
   // Keyed load through pod 0 (it forwards orders-1's ranges) before, during and after the wipe.
   client::LoadGenerator load(KeyedLoadThroughPod0());
@@ -406,22 +425,14 @@ spec:
   const std::string pid_text = ReadAll(pod_dir + "/sidecar.pid");
   ASSERT_FALSE(pid_text.empty());
   const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
-  for (const auto& e : std::filesystem::directory_iterator(pod_dir + "/data")) {
-    std::filesystem::remove_all(e.path());
-  }
+  EmptyDataDir(pod_dir);
   ASSERT_EQ(::kill(pid, SIGKILL), 0) << std::strerror(errno);
   const auto wiped_at = Clock::now();
 
   // Named first, then its partitions declared lost and their ranges given new partitions there.
   const std::string said = "a pod came back without its data";
   const std::string declared = "partitions declared lost";
-  std::string log;
-  const auto deadline = Clock::now() + 60s;
-  while (Clock::now() < deadline) {
-    log = ReadAll(dir_.path() + "/control.log");
-    if (log.find(declared) != std::string::npos) break;
-    std::this_thread::sleep_for(100ms);  // polling a log another process writes
-  }
+  std::string log = WaitLog(declared, 60s);
   const auto declared_at = Clock::now();
   auto tail = [&] { return log.substr(log.size() > 4000 ? log.size() - 4000 : 0); };
   ASSERT_NE(log.find(said), std::string::npos) << tail();
@@ -435,7 +446,7 @@ spec:
   EXPECT_EQ(log.find("re-installing the current map\" pod=orders-1"), std::string::npos)
       << "the wiped pod was given the old map";
   // The pod holds the new map, which says what was lost.
-  ASSERT_TRUE(wait_file(map_file, true, 30s));
+  ASSERT_TRUE(WaitFile(map_file, true, 30s));
   const std::string held = ReadAll(map_file);
   EXPECT_NE(held.find("\"lost\":true"), std::string::npos) << held;
 
@@ -470,11 +481,7 @@ spec:
       << "the topic was not created on three pods; see control.log";
   const std::string pod_dir = state_ + "/pods/orders-1";
   const std::string map_file = pod_dir + "/data/orders/map.json";
-  const auto deadline_map = Clock::now() + 30s;
-  while (!std::filesystem::exists(map_file) && Clock::now() < deadline_map) {
-    std::this_thread::sleep_for(50ms);  // polling a file another process writes
-  }
-  ASSERT_TRUE(std::filesystem::exists(map_file));
+  ASSERT_TRUE(WaitFile(map_file, true, 30s));
   ASSERT_NE(ReadAll(map_file).find("\"replicas\":["), std::string::npos) << ReadAll(map_file);
 
   // Keyed load through pod 0 (it forwards orders-1's and orders-2's ranges).
@@ -489,13 +496,7 @@ spec:
   ASSERT_EQ(::kill(pid, SIGSTOP), 0) << std::strerror(errno);
   const auto paused_at = Clock::now();
   const std::string failed_over = "failed over partitions whose leader stopped answering";
-  std::string log;
-  const auto deadline = Clock::now() + 60s;
-  while (Clock::now() < deadline) {
-    log = ReadAll(dir_.path() + "/control.log");
-    if (log.find(failed_over) != std::string::npos) break;
-    std::this_thread::sleep_for(50ms);  // polling a log another process writes
-  }
+  std::string log = WaitLog(failed_over, 60s);
   const auto failed_over_at = Clock::now();
   auto tail = [&] { return log.substr(log.size() > 4000 ? log.size() - 4000 : 0); };
   ASSERT_NE(log.find(failed_over), std::string::npos) << tail();
@@ -539,14 +540,7 @@ spec:
       << "the topic was not created on three pods; see control.log";
   const std::string pod_dir = state_ + "/pods/orders-1";
   const std::string map_file = pod_dir + "/data/orders/map.json";
-  auto wait_file = [](const std::string& path, bool exists, std::chrono::seconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    while (std::filesystem::exists(path) != exists && Clock::now() < deadline) {
-      std::this_thread::sleep_for(50ms);  // polling a file another process writes
-    }
-    return std::filesystem::exists(path) == exists;
-  };
-  ASSERT_TRUE(wait_file(map_file, true, 30s));
+  ASSERT_TRUE(WaitFile(map_file, true, 30s));
   client::LoadGenerator load(KeyedLoadThroughPod0());
   load.Start();
   const auto acked_some = Clock::now() + 30s;
@@ -555,24 +549,16 @@ spec:
 
   // The volume emptied, then the process killed: it restarts on an empty data directory.
   const pid_t pid = static_cast<pid_t>(std::stol(ReadAll(pod_dir + "/sidecar.pid")));
-  for (const auto& e : std::filesystem::directory_iterator(pod_dir + "/data")) {
-    std::filesystem::remove_all(e.path());
-  }
+  EmptyDataDir(pod_dir);
   ASSERT_EQ(::kill(pid, SIGKILL), 0) << std::strerror(errno);
 
   // Its partition goes to a copy; nothing is declared lost.
   const std::string failed_over = "failed over partitions whose leader stopped answering";
-  std::string log;
-  const auto deadline = Clock::now() + 60s;
-  while (Clock::now() < deadline) {
-    log = ReadAll(dir_.path() + "/control.log");
-    if (log.find(failed_over) != std::string::npos) break;
-    std::this_thread::sleep_for(50ms);  // polling a log another process writes
-  }
+  std::string log = WaitLog(failed_over, 60s);
   auto tail = [&] { return log.substr(log.size() > 4000 ? log.size() - 4000 : 0); };
   ASSERT_NE(log.find(failed_over), std::string::npos) << tail();
   // The pod takes the map again and follows: its copies fill up from the other pods.
-  ASSERT_TRUE(wait_file(map_file, true, 30s)) << tail();
+  ASSERT_TRUE(WaitFile(map_file, true, 30s)) << tail();
   const uint64_t acked_before = load.acked();
   const auto resumed = Clock::now() + 30s;
   while (load.acked() < acked_before + 1500 && Clock::now() < resumed) {
