@@ -194,9 +194,16 @@ TEST(DiskFullTest, AFullVolumeRefusesProduceOnlyAndRecoversWhenRetentionFreesSpa
   ASSERT_TRUE(first_events.ok());
   for (const auto& e : *first_events) late.by_key[e.key].push_back(NumberOf(e));
   late.total = first_events->size();
-  // Nothing committed for these: they come again after the restart.
+  // Nothing committed for these: they come again after the restart. A commit at offset 0 of each
+  // partition (nothing processed yet) is what makes the group hold retention back until it has
+  // read them, as any group that committed does: a group without a commit holds nothing back,
+  // and retention would race its first reads after the restart.
   late.by_key.clear();
   late.total = 0;
+  HttpResponse zero = client->Post(
+      kCommits, "{\"group\":\"late\",\"offsets\":[{\"partition\":0,\"offset\":0},"
+                "{\"partition\":1,\"offset\":0}]}");
+  EXPECT_EQ(zero.status, 200) << "a commit on a full volume: " << zero.Describe();
 
   HttpResponse metrics = HttpTestClient(sidecar.metrics_url()).Get("/metrics");
   EXPECT_NE(metrics.body.find("shoal_disk_reserve_in_use{topic=\"orders\"} 1"), std::string::npos)

@@ -277,8 +277,11 @@ class PrometheusTest : public ::testing::Test {
     const Status started = cluster_->StartOperator("a");
     ASSERT_TRUE(started.ok()) << started.message();
     operator_target_ = "127.0.0.1:" + std::to_string(cluster_->operator_http_port("a"));
-    const Status created =
-        cluster_->CreateTopic(TestTopicJson(dir_.path() + "/seen", /*max_partitions=*/8));
+    // Two copies of each partition once there are two pods, so that replication's series (the
+    // replica lag, under-replicated partitions) have data too.
+    value topic = TestTopicJson(dir_.path() + "/seen", /*max_partitions=*/8);
+    topic["spec"]["replication"]["factor"] = value::number(2);
+    const Status created = cluster_->CreateTopic(topic);
     ASSERT_TRUE(created.ok()) << created.message();
     // The same topic name in the other namespace: another topic, which must never merge with it.
     ASSERT_TRUE(std::filesystem::create_directories(dir_.path() + "/seen-other"));
