@@ -84,14 +84,7 @@ std::map<uint32_t, replication::ReplicaState> Followed(SidecarCluster& c, size_t
 // What pod i says of the copies it follows: partition -> end.
 std::map<uint32_t, uint64_t> FollowedEnds(SidecarCluster& c, size_t i) {
   std::map<uint32_t, uint64_t> out;
-  auto r = AdminGet(c, i, "/v1/admin/replica");
-  if (r.status != 200) return out;
-  simdjson::dom::parser parser;
-  simdjson::dom::element doc;
-  if (parser.parse(r.body).get(doc)) return out;
-  for (auto f : doc["followed"].get_array()) {
-    out[static_cast<uint32_t>(f["id"].get_uint64().value())] = f["end"].get_uint64().value();
-  }
+  for (const auto& [id, state] : Followed(c, i)) out[id] = state.end;
   return out;
 }
 

@@ -630,17 +630,13 @@ Result<uint64_t> Partition::AppendCopied(uint64_t first, std::string_view record
   leader_start_.store(leader_start);
   if (!records.empty()) {
     MutexLock lock(append_mu_);
-    auto r = log_->AppendCopied(first, records);
+    std::vector<storage::RecordView> copied;  // as the log checked them
+    auto r = log_->AppendCopied(first, records, &copied);
     if (!r.ok()) return r.status();
-    for (size_t pos = 0; pos < records.size();) {
-      storage::RecordView rec;
-      size_t size = 0;
-      if (storage::record::Decode(records.data() + pos, records.size() - pos, &rec, &size) !=
-          storage::record::DecodeResult::kOk) {
-        break;  // checked whole by the log already
+    for (const auto& rec : copied) {
+      if (rec.seq) {
+        producers_.Record(rec.producer, *rec.seq, {id_.value(), rec.offset}, rec.timestamp_ms);
       }
-      if (rec.seq) producers_.Record(rec.producer, *rec.seq, {id_.value(), rec.offset}, rec.timestamp_ms);
-      pos += size;
     }
   }
   if (!records.empty() && opts_.fsync == FsyncPolicy::kAlways) SHOAL_RETURN_IF_ERROR(SyncLog());

@@ -67,7 +67,8 @@ class DiskLog final : public Log {
   Status Open();
 
   Result<uint64_t> Append(std::span<const AppendEntry> entries) override;
-  Result<uint64_t> AppendCopied(uint64_t first, std::string_view bytes) override;
+  Result<uint64_t> AppendCopied(uint64_t first, std::string_view bytes,
+                                std::vector<RecordView>* records) override;
   Result<uint64_t> Sync() override;
   Status TruncateTo(uint64_t offset) override;
   Status Read(uint64_t from, uint64_t limit, size_t max_records, size_t max_bytes,
@@ -305,8 +306,10 @@ Result<uint64_t> DiskLog::Append(std::span<const AppendEntry> entries) {
   return WriteLocked(scratch_, first, starts_);
 }
 
-Result<uint64_t> DiskLog::AppendCopied(uint64_t first, std::string_view bytes) {
+Result<uint64_t> DiskLog::AppendCopied(uint64_t first, std::string_view bytes,
+                                       std::vector<RecordView>* records) {
   std::vector<size_t> starts;
+  std::vector<RecordView> checked;
   for (size_t pos = 0; pos < bytes.size();) {
     RecordView rec;
     size_t size = 0;
@@ -321,6 +324,7 @@ Result<uint64_t> DiskLog::AppendCopied(uint64_t first, std::string_view bytes) {
                                      " was due");
     }
     starts.push_back(pos);
+    if (records) checked.push_back(rec);
     pos += size;
   }
   MutexLock lock(mu_);
@@ -330,7 +334,9 @@ Result<uint64_t> DiskLog::AppendCopied(uint64_t first, std::string_view bytes) {
                                       "; this log ends at " + std::to_string(end_.load()));
   }
   if (starts.empty()) return first;
-  return WriteLocked(bytes, first, starts);
+  auto written = WriteLocked(bytes, first, starts);
+  if (written.ok() && records) *records = std::move(checked);
+  return written;
 }
 
 Result<uint64_t> DiskLog::WriteLocked(std::string_view encoded, uint64_t first,

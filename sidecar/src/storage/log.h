@@ -72,8 +72,11 @@ class Log {
   // Appends records copied as stored from another replica's log (a follower's fetch): `bytes`
   // holds whole encoded records with consecutive offsets from `first`, which must be this log's
   // end (FailedPrecondition otherwise). Each record's length, CRC and offset are checked before
-  // anything is written (Corruption, InvalidArgument); the bytes are written as they came.
-  virtual Result<uint64_t> AppendCopied(uint64_t first, std::string_view bytes) = 0;
+  // anything is written (Corruption, InvalidArgument); the bytes are written as they came. The
+  // records as checked go to `records` when given (views into `bytes`), so that a caller that
+  // needs them does not decode them again.
+  virtual Result<uint64_t> AppendCopied(uint64_t first, std::string_view bytes,
+                                        std::vector<RecordView>* records = nullptr) = 0;
 
   // Makes every record appended before the call durable (fdatasync). Thread-safe; concurrent
   // callers share one fdatasync where they can (group commit). Returns the durable end offset.

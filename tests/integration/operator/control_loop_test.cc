@@ -204,6 +204,24 @@ spec:
     VerifySeen(acked, &seen);
   }
 
+  // A topic of 3 partitions on 3 pods with 3 copies of each (fsync always) under the loop, once
+  // `map_file` (a pod's map) is written.
+  void StartThreeCopiesTopic(const std::string& map_file) {
+    std::ofstream(topic_file_) << R"(apiVersion: shoal.dev/v1alpha1
+kind: PartitionedTopic
+metadata: {name: orders}
+spec:
+  partitions: {min: 3, max: 3, initial: 3}
+  replicas: {min: 3, max: 3}
+  replication: {factor: 3, acks: quorum}
+  durability: {fsync: always}
+)";
+    StartLoop();
+    ASSERT_TRUE(WaitFor([](const Snapshot& s) { return s.owners.size() == 3; }, 60s))
+        << "the topic was not created on three pods; see control.log";
+    ASSERT_TRUE(WaitFile(map_file, true, 30s));
+  }
+
   // Waits until `path` exists (or not), up to `timeout`; returns whether it does as asked.
   static bool WaitFile(const std::string& path, bool exists, std::chrono::seconds timeout) {
     const auto deadline = Clock::now() + timeout;
@@ -465,23 +483,10 @@ spec:
   EXPECT_NE(state.find("\"losses\":[{\"pod\":\"orders-1\""), std::string::npos) << state;
 }
 
-}  // namespace
 TEST_F(ControlLoopTest, APausedLeaderIsFailedOverAndNoAcknowledgedEventIsLost) {
-  std::ofstream(topic_file_) << R"(apiVersion: shoal.dev/v1alpha1
-kind: PartitionedTopic
-metadata: {name: orders}
-spec:
-  partitions: {min: 3, max: 3, initial: 3}
-  replicas: {min: 3, max: 3}
-  replication: {factor: 3, acks: quorum}
-  durability: {fsync: always}
-)";
-  StartLoop();
-  ASSERT_TRUE(WaitFor([](const Snapshot& s) { return s.owners.size() == 3; }, 60s))
-      << "the topic was not created on three pods; see control.log";
   const std::string pod_dir = state_ + "/pods/orders-1";
   const std::string map_file = pod_dir + "/data/orders/map.json";
-  ASSERT_TRUE(WaitFile(map_file, true, 30s));
+  ASSERT_NO_FATAL_FAILURE(StartThreeCopiesTopic(map_file));
   ASSERT_NE(ReadAll(map_file).find("\"replicas\":["), std::string::npos) << ReadAll(map_file);
 
   // Keyed load through pod 0 (it forwards orders-1's and orders-2's ranges).
@@ -526,21 +531,9 @@ spec:
 }
 
 TEST_F(ControlLoopTest, WithCopiesAPodThatCameBackWithoutItsDataLosesNothingAndCatchesUp) {
-  std::ofstream(topic_file_) << R"(apiVersion: shoal.dev/v1alpha1
-kind: PartitionedTopic
-metadata: {name: orders}
-spec:
-  partitions: {min: 3, max: 3, initial: 3}
-  replicas: {min: 3, max: 3}
-  replication: {factor: 3, acks: quorum}
-  durability: {fsync: always}
-)";
-  StartLoop();
-  ASSERT_TRUE(WaitFor([](const Snapshot& s) { return s.owners.size() == 3; }, 60s))
-      << "the topic was not created on three pods; see control.log";
   const std::string pod_dir = state_ + "/pods/orders-1";
   const std::string map_file = pod_dir + "/data/orders/map.json";
-  ASSERT_TRUE(WaitFile(map_file, true, 30s));
+  ASSERT_NO_FATAL_FAILURE(StartThreeCopiesTopic(map_file));
   client::LoadGenerator load(KeyedLoadThroughPod0());
   load.Start();
   const auto acked_some = Clock::now() + 30s;
@@ -586,4 +579,5 @@ spec:
   WaitAllSeen(load.TakeAcked());
 }
 
+}  // namespace
 }  // namespace shoal
