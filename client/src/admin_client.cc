@@ -140,4 +140,34 @@ Result<std::string> AdminClient::Get(const std::string& host_port, const std::st
   return Call(host_port, "GET", path, "", admin);
 }
 
+Result<std::vector<std::pair<PartitionId, replication::ReplicaState>>> AdminClient::FenceCopies(
+    const std::string& admin, const std::vector<PartitionId>& partitions, Epoch leader_epoch) {
+  std::string body = "{\"leader_epoch\":" + std::to_string(leader_epoch.value()) +
+                     ",\"partitions\":[";
+  for (size_t i = 0; i < partitions.size(); ++i) {
+    if (i) body += ',';
+    body += std::to_string(partitions[i].value());
+  }
+  body += "]}";
+  auto answer = Call(admin, "POST", "/v1/admin/replica/fence", body, true);
+  if (!answer.ok()) return answer.status();
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  simdjson::dom::array fenced;
+  if (parser.parse(*answer).get(doc) || doc["fenced"].get(fenced)) {
+    return Status::Unavailable("a fence answer without \"fenced\": " + answer->substr(0, 200));
+  }
+  std::vector<std::pair<PartitionId, replication::ReplicaState>> out;
+  for (auto f : fenced) {
+    uint64_t id = 0, end = 0, last_epoch = 0;
+    if (f["id"].get(id) || f["end"].get(end) || f["last_epoch"].get(last_epoch)) continue;
+    replication::ReplicaState s;
+    s.last_epoch = Epoch(last_epoch);
+    s.end = end;
+    if (id > kMaxPartitionId) continue;
+    out.emplace_back(PartitionId(static_cast<uint32_t>(id)), s);
+  }
+  return out;
+}
+
 }  // namespace shoal::client

@@ -242,15 +242,32 @@ Status InstallCurrent(SidecarCluster& c, size_t i) {
   return last;
 }
 
-// The coordinator's part of a failover of partition `id`, whose leader's pod is gone: every
-// surviving copy says what it holds, the most complete of a quorum leads (ChooseLeader), and the
-// new map goes to the survivors. Returns the new leader's index.
-size_t FailOver(SidecarCluster& c, uint32_t id, const std::set<size_t>& survivors) {
+// Fences the copies of partition `id` on the pods `survivors` for the failover at the next epoch
+// (POST /v1/admin/replica/fence): what each holds.
+std::vector<replication::ReplicaState> Fence(SidecarCluster& c, uint32_t id,
+                                             const std::set<size_t>& survivors) {
   std::vector<replication::ReplicaState> answered;
+  const Epoch next(c.current().epoch().value() + 1);
   for (size_t i : survivors) {
-    auto f = Followed(c, i);
-    if (f.count(id)) answered.push_back(f[id]);
+    auto fenced = c.admin().FenceCopies(c.admin_address(i), {PartitionId(id)}, next);
+    EXPECT_TRUE(fenced.ok()) << fenced.status().ToString();
+    if (!fenced.ok()) continue;
+    for (auto [p, state] : *fenced) {
+      if (p.value() != id) continue;
+      state.pod = SidecarCluster::Pod(i);
+      answered.push_back(state);
+    }
   }
+  return answered;
+}
+
+// The coordinator's part of a failover of partition `id`, whose leader's pod is gone: every
+// surviving copy is fenced and says what it holds, the most complete of a quorum leads
+// (ChooseLeader), and the new map goes to `install` (the survivors by default). Returns the new
+// leader's index.
+size_t FailOver(SidecarCluster& c, uint32_t id, const std::set<size_t>& survivors,
+                std::set<size_t> install = {}) {
+  const std::vector<replication::ReplicaState> answered = Fence(c, id, survivors);
   const PartitionInfo& p = *c.current().Find(PartitionId(id));
   auto leader = replication::ChooseLeader(answered, 1 + p.replicas.size());
   EXPECT_TRUE(leader.ok()) << leader.status().ToString();
@@ -258,7 +275,8 @@ size_t FailOver(SidecarCluster& c, uint32_t id, const std::set<size_t>& survivor
   auto next = c.current().FailOver(PartitionId(id), *leader);
   EXPECT_TRUE(next.ok()) << next.status().ToString();
   if (!next.ok()) return 0;
-  for (size_t i : survivors) {
+  if (install.empty()) install = survivors;
+  for (size_t i : install) {
     auto installed = c.admin().InstallMap(c.admin_address(i), *next);
     EXPECT_TRUE(installed.ok()) << installed.status().ToString() << c.Describe();
   }
@@ -338,6 +356,42 @@ TEST(ReplicationTest, AFollowerTakesOverWithEveryAcknowledgedEventAndTheOldLeade
   EXPECT_TRUE(WaitFor([&] { return SegmentBytes(c, 0, 0) == leader_bytes; }, 10s))
       << FollowedEnds(c, 0)[0] << "\n" << c.Describe();
   EXPECT_EQ(Followed(c, 0)[0].last_epoch, c.current().epoch());
+}
+
+// A leader that only the coordinator lost sight of (its followers still reach it): once a quorum
+// of its copies is fenced for the failover, it acknowledges nothing more, so the copy chosen from
+// them holds every acknowledged event (invariant 10).
+TEST(ReplicationTest, AFencedQuorumLeavesTheOldLeaderNoQuorumAndTheNewLeaderHasEveryAck) {
+  SidecarCluster c(Options({"--replication-timeout-ms", "1000"}));
+  ASSERT_TRUE(c.Start().ok()) << c.Describe();
+  const auto keys = KeysOf(c.current(), 0, 20);
+  client::ShoalClient old_leader(c.pod(0).data_url(), "orders", 10s);
+  auto acked = old_leader.Produce(Batch(keys, "app", 1, 200));
+  ASSERT_TRUE(acked.ok()) << acked.status().ToString();
+  const auto fenced = Fence(c, 0, {1, 2});
+  ASSERT_EQ(fenced.size(), 2u) << c.Describe();
+  for (const auto& f : fenced) EXPECT_GE(f.end, 200u) << f.pod.value();
+  // The old leader still runs and its followers reach it, but they take nothing more from it.
+  auto refused = old_leader.Produce(Batch(keys, "app", 201, 50));
+  ASSERT_FALSE(refused.ok()) << "acknowledged by a leader whose copies were fenced";
+  EXPECT_NE(refused.status().message().find("quorum"), std::string::npos)
+      << refused.status().ToString();
+  for (size_t i : {1, 2}) {
+    EXPECT_EQ(Followed(c, i)[0].end, fenced[i - 1].end) << "pod-" << i << " copied after its fence";
+  }
+  // The failover completes on every pod, the old leader included: it follows and cuts the tail
+  // it could not get acknowledged.
+  const size_t now_leads = FailOver(c, 0, {1, 2}, {0, 1, 2});
+  ASSERT_NE(now_leads, 0u);
+  client::ShoalClient leader(c.pod(now_leads).data_url(), "orders", 10s);
+  auto more = leader.Produce(Batch(keys, "app", 201, 100));
+  ASSERT_TRUE(more.ok()) << more.status().ToString() << c.Describe();
+  const auto seqs = ReadAllSeqs(leader, "billing", 300);
+  ASSERT_EQ(seqs.size(), 300u) << c.Describe();
+  for (size_t i = 0; i < seqs.size(); ++i) ASSERT_EQ(seqs[i], i + 1) << "at " << i;
+  const std::string leader_bytes = SegmentBytes(c, now_leads, 0);
+  EXPECT_TRUE(WaitFor([&] { return SegmentBytes(c, 0, 0) == leader_bytes; }, 10s))
+      << FollowedEnds(c, 0)[0] << "\n" << c.Describe();
 }
 
 }  // namespace

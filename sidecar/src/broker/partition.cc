@@ -34,6 +34,7 @@ struct SeqKeyHash {
 std::string SnapshotPath(const std::string& dir) { return dir + "/producers.snapshot"; }
 std::string SealPath(const std::string& dir) { return dir + "/sealed"; }
 std::string EpochsPath(const std::string& dir) { return dir + "/epochs"; }
+std::string FencePath(const std::string& dir) { return dir + "/fence"; }
 
 void AppendSuccessors(std::string& out, const std::vector<SuccessorRef>& successors) {
   out += '[';
@@ -181,6 +182,12 @@ Result<std::unique_ptr<Partition>> Partition::Open(PartitionId id, const Partiti
       }
       p->epochs_.push_back({epoch, start});
     }
+  }
+  if (std::string text; p->fs_.ReadWholeFile(FencePath(options.dir), &text).ok()) {
+    uint64_t fence = 0;
+    std::istringstream in(text);
+    if (!(in >> fence)) return Status::Corruption(FencePath(options.dir) + ": not an epoch");
+    p->fenced_.store(fence);
   }
   std::string marker;
   if (p->fs_.ReadWholeFile(SealPath(options.dir), &marker).ok()) {
@@ -626,10 +633,19 @@ Result<size_t> Partition::ReadCopy(uint64_t from, size_t max_bytes, std::string*
 }
 
 Result<uint64_t> Partition::AppendCopied(uint64_t first, std::string_view records,
-                                         uint64_t leader_start) {
+                                         uint64_t leader_start, uint64_t leader_epoch) {
+  if (fenced_.load() > leader_epoch) {
+    return Status::FailedPrecondition("copy fenced at leader epoch " +
+                                      std::to_string(fenced_.load()));
+  }
   leader_start_.store(leader_start);
   if (!records.empty()) {
     MutexLock lock(append_mu_);
+    // Checked again under the lock Fence takes: nothing from an older leader lands after it.
+    if (fenced_.load() > leader_epoch) {
+      return Status::FailedPrecondition("copy fenced at leader epoch " +
+                                        std::to_string(fenced_.load()));
+    }
     std::vector<storage::RecordView> copied;  // as the log checked them
     auto r = log_->AppendCopied(first, records, &copied);
     if (!r.ok()) return r.status();
@@ -661,6 +677,23 @@ Status Partition::WriteEpochs() {
   std::string text;
   for (const auto& e : epochs_) text += std::to_string(e.epoch) + " " + std::to_string(e.start) + "\n";
   return fs_.WriteFileAtomic(EpochsPath(opts_.dir), text);
+}
+
+Result<replication::ReplicaState> Partition::Fence(uint64_t leader_epoch) {
+  MutexLock lock(append_mu_);
+  if (leader_epoch > fenced_.load()) {
+    SHOAL_RETURN_IF_ERROR(fs_.WriteFileAtomic(FencePath(opts_.dir), std::to_string(leader_epoch)));
+    fenced_.store(leader_epoch);
+  }
+  replication::ReplicaState s;
+  s.end = log_->end_offset();
+  for (auto it = epochs_.rbegin(); it != epochs_.rend(); ++it) {
+    if (it->start < s.end) {
+      s.last_epoch = Epoch(it->epoch);
+      break;
+    }
+  }
+  return s;
 }
 
 Status Partition::StartLeading(Epoch e) {

@@ -185,10 +185,18 @@ class Partition {
   // and removes old segments only below the leader's oldest record.
   void SetFollower(bool follower) { follower_.store(follower); }
   bool follower() const { return follower_.load(); }
-  // Appends records copied from the leader, whose log starts at `leader_start`; syncs them under
-  // fsync=always; records their (producer, seq) in the producer state, so that a copy made the
-  // leader answers retries as its leader did. Returns held_end().
-  Result<uint64_t> AppendCopied(uint64_t first, std::string_view records, uint64_t leader_start);
+  // Appends records copied from the leader of leader epoch `leader_epoch`, whose log starts at
+  // `leader_start`; syncs them under fsync=always; records their (producer, seq) in the producer
+  // state, so that a copy made the leader answers retries as its leader did. Returns held_end().
+  // FailedPrecondition when the copy is fenced above `leader_epoch` (Fence).
+  Result<uint64_t> AppendCopied(uint64_t first, std::string_view records, uint64_t leader_start,
+                                uint64_t leader_epoch);
+  // As a follower: takes no more records from any leader of a leader epoch below `leader_epoch`
+  // (the coordinator's fence at failover, invariant 10), durably. Returns what the copy holds
+  // then: every end it reported to the old leader before is at most this end.
+  Result<replication::ReplicaState> Fence(uint64_t leader_epoch);
+  // The leader epoch this copy is fenced at (0: never fenced).
+  uint64_t fenced() const { return fenced_.load(); }
 
   // The leader epochs of this copy's log (Kafka's leader-epoch checkpoint): each entry is an
   // epoch and the offset of its first record, in order; durable in the partition's directory.
@@ -330,6 +338,7 @@ class Partition {
   std::atomic<bool> follower_{false};
   std::atomic<uint64_t> leader_start_{0};  // as a follower: the leader's oldest record
   std::vector<replication::EpochStart> epochs_ GUARDED_BY(append_mu_);
+  std::atomic<uint64_t> fenced_{0};  // written under append_mu_, durable in `fence`
   // Writes epochs_ (atomically replaced, fsync'd).
   Status WriteEpochs() REQUIRES(append_mu_);
   std::atomic<bool> sealed_{false};

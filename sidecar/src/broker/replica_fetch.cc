@@ -71,6 +71,47 @@ Result<FetchRequest> ParseFetchRequest(std::string_view body) {
   return r;
 }
 
+std::string EncodeFenceRequest(const FenceRequest& r) {
+  std::string out = "{\"leader_epoch\":" + std::to_string(r.leader_epoch.value()) +
+                    ",\"partitions\":[";
+  for (size_t i = 0; i < r.partitions.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(r.partitions[i].value());
+  }
+  out += "]}";
+  return out;
+}
+
+Result<FenceRequest> ParseFenceRequest(std::string_view body) {
+  simdjson::dom::parser parser;
+  simdjson::padded_string padded(body);
+  simdjson::dom::element doc;
+  if (auto err = parser.parse(padded).get(doc); err) {
+    return Status::InvalidArgument(std::string("a fence is JSON: ") +
+                                   simdjson::error_message(err));
+  }
+  FenceRequest r;
+  uint64_t epoch = 0;
+  simdjson::dom::array parts;
+  if (doc["leader_epoch"].get(epoch) || doc["partitions"].get(parts)) {
+    return Status::InvalidArgument("a fence needs leader_epoch and partitions");
+  }
+  if (epoch == 0) return Status::InvalidArgument("leader_epoch must be positive");
+  if (parts.size() > kMaxMapPartitions) {
+    return Status::InvalidArgument("a fence names at most " + std::to_string(kMaxMapPartitions) +
+                                   " partitions");
+  }
+  r.leader_epoch = Epoch(epoch);
+  for (auto el : parts) {
+    uint64_t id = 0;
+    if (el.get(id) || id > kMaxPartitionId) {
+      return Status::InvalidArgument("partitions must be partition ids");
+    }
+    r.partitions.push_back(PartitionId(static_cast<uint32_t>(id)));
+  }
+  return r;
+}
+
 std::string_view ToString(FetchCode c) {
   switch (c) {
     case FetchCode::kOk: return "ok";

@@ -47,6 +47,16 @@ std::string EncodeFetchRequest(const FetchRequest& r);
 // above and partitions at kMaxMapPartitions.
 Result<FetchRequest> ParseFetchRequest(std::string_view body);
 
+// The coordinator's fence at a failover (POST /v1/admin/replica/fence):
+// {"leader_epoch":N,"partitions":[id, ...]}; the answer is
+// {"fenced":[{"id":N,"last_epoch":N,"end":N}, ...]} for the copies followed there.
+struct FenceRequest {
+  Epoch leader_epoch{0};
+  std::vector<PartitionId> partitions;
+};
+std::string EncodeFenceRequest(const FenceRequest& r);
+Result<FenceRequest> ParseFenceRequest(std::string_view body);
+
 enum class FetchCode : uint32_t {
   kOk = 0,
   kNotLeader = 1,    // this sidecar does not lead the partition in its map

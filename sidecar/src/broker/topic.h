@@ -62,6 +62,13 @@ struct RemoteBatch {
   RangeBatch batch;
 };
 
+// What a fenced copy holds (Topic::FenceCopies).
+struct FencedCopy {
+  PartitionId id;
+  Epoch last_epoch{0};
+  uint64_t end = 0;
+};
+
 // How a sidecar talks to its peers: forwarding produce requests to a key's owner and, during a
 // change, fetching a sealed parent's producer state and its groups' commits. Implemented over HTTP
 // in http/peer_client.h; tests may hand in their own. Thread-safe; owned by main.
@@ -260,8 +267,22 @@ class Topic {
   // ask again.
   bool ServeFetch(const FetchRequest& request, std::string* body);
   // The partitions this pod follows, with what each holds (for the admin plane and tests):
-  // {"followed":[{"id":N,"leader":"pod","end":N,"start":N}, ...]}.
+  // {"followed":[{"id":N,"leader":"pod","start":N,"end":N,"last_epoch":N,"fenced":N}, ...]}.
   std::string FollowedJson() const;
+  // The coordinator's fence at a failover (POST /v1/admin/replica/fence; invariant 10): the
+  // copies of `ids` followed here take nothing more from a leader of a leader epoch below
+  // `leader_epoch` (durably, until a map names a leader at or above it), and answer what they
+  // hold. Partitions not followed here are left out.
+  std::vector<FencedCopy> FenceCopies(const std::vector<PartitionId>& ids, Epoch leader_epoch);
+  // One follower's fetch round from `leader`, without waiting between rounds (FetchLoop paces
+  // them; the protocol simulation calls it as a step of its schedule).
+  enum class FetchStep {
+    kDone,   // nothing is followed there any more
+    kIdle,   // nothing to ask now (copied whole, or fenced until a newer map)
+    kMore,   // asked, and took what came
+    kRetry,  // the leader did not answer, or refused: wait for the map that settles it
+  };
+  FetchStep FetchRound(const std::string& leader);
 
   // Scrape-time metrics: partition sizes and offsets, consumer lag per group, epoch.
   std::shared_ptr<prometheus::Collectable> StateCollectable();
@@ -383,8 +404,6 @@ class Topic {
   void ReconcileReplicas();
   // One follower's fetch loop from `leader`, until this pod follows nothing of it.
   void FetchLoop(const std::string& leader);
-  // One fetch round from `leader`; false when there is nothing to follow there.
-  bool FetchOnce(const std::string& leader);
   // Waits up to `ms` on the ticker's condition; false once the topic stops.
   bool PauseMs(int64_t ms);
 

@@ -113,12 +113,16 @@ bool Topic::PauseMs(int64_t ms) {
 
 void Topic::FetchLoop(const std::string& leader) {
   Logger("broker")->info("msg=\"following partitions of a leader\" leader={}", leader);
-  while (PauseMs(0)) {
-    if (!FetchOnce(leader)) break;
+  for (;;) {
+    const FetchStep step = FetchRound(leader);
+    if (step == FetchStep::kDone) break;
+    // An idle round (everything copied, or fenced until a newer map) or a refusal waits for the
+    // map that changes it; a round that moved goes on at once (the leader's long-poll paces it).
+    if (!PauseMs(step == FetchStep::kMore ? 0 : 200)) break;
   }
 }
 
-bool Topic::FetchOnce(const std::string& leader) {
+Topic::FetchStep Topic::FetchRound(const std::string& leader) {
   FetchRequest req;
   req.follower = opts_.pod.value();
   req.wait_ms = opts_.fetch_wait_ms;
@@ -132,6 +136,8 @@ bool Topic::FetchOnce(const std::string& leader) {
       if (!info->active() && info->end_offset > 0 && p->end_offset() >= info->end_offset) {
         continue;
       }
+      // Fenced by the coordinator for a newer leader (invariant 10): nothing more from this one.
+      if (p->fenced() > info->LeaderEpoch().value()) continue;
       req.partitions.push_back({id, info->LeaderEpoch(), p->end_offset(), p->last_epoch()});
     }
     if (const PeerAddress* a = map_.Peer(PodName(leader))) addr = *a;
@@ -140,21 +146,20 @@ bool Topic::FetchOnce(const std::string& leader) {
       for (const auto& [id, p] : followed_) {
         const PartitionInfo* info = map_.Find(id);
         if (info && info->owner.value() == leader) {
-          lock.unlock();
-          return PauseMs(200);
+          return FetchStep::kIdle;
         }
       }
-      return false;
+      return FetchStep::kDone;
     }
   }
-  if (addr.admin.empty() || !peers_) return PauseMs(200);
+  if (addr.admin.empty() || !peers_) return FetchStep::kRetry;
   auto answer = peers_->FetchReplica(addr, EncodeFetchRequest(req));
   auto blocks =
       answer.ok() ? ParseFetchAnswer(*answer) : Result<std::vector<FetchBlock>>(answer.status());
   if (!blocks.ok()) {
     Logger("broker")->warn("msg=\"fetch from the leader failed; retrying\" leader={} reason=\"{}\"",
                            leader, blocks.status().message());
-    return PauseMs(200);
+    return FetchStep::kRetry;
   }
   bool refused = false;
   {
@@ -194,7 +199,8 @@ bool Topic::FetchOnce(const std::string& leader) {
         continue;
       }
       if (b.first != p.end_offset()) continue;  // an answer to an older ask
-      auto held = p.AppendCopied(b.first, b.records, b.log_start);
+      auto held = p.AppendCopied(b.first, b.records, b.log_start, asked->leader_epoch.value());
+      if (held.status().code() == Status::Code::kFailedPrecondition) continue;  // fenced meanwhile
       if (held.ok()) {
         if (Status st = p.TakeLeaderEpochs(b.epochs); !st.ok()) held = st;
       }
@@ -207,7 +213,7 @@ bool Topic::FetchOnce(const std::string& leader) {
     }
   }
   // A refusal waits for the map that settles it (the coordinator's next install).
-  return refused ? PauseMs(200) : true;
+  return refused ? FetchStep::kRetry : FetchStep::kMore;
 }
 
 bool Topic::ServeFetch(const FetchRequest& request, std::string* body) {
@@ -270,6 +276,28 @@ bool Topic::ServeFetch(const FetchRequest& request, std::string* body) {
   return now;
 }
 
+std::vector<FencedCopy> Topic::FenceCopies(const std::vector<PartitionId>& ids,
+                                           Epoch leader_epoch) {
+  std::vector<FencedCopy> out;
+  ReaderLock lock(map_mu_);
+  for (PartitionId id : ids) {
+    auto it = followed_.find(id);
+    if (it == followed_.end()) continue;
+    auto held = it->second->Fence(leader_epoch.value());
+    if (!held.ok()) {
+      Logger("broker")->error("msg=\"cannot fence a copy\" partition={} reason=\"{}\"",
+                              id.value(), held.status().message());
+      continue;
+    }
+    out.push_back({id, held->last_epoch, held->end});
+  }
+  if (!out.empty()) {
+    Logger("broker")->warn("msg=\"copies fenced for a failover\" partitions={} leader_epoch={}",
+                           out.size(), leader_epoch.value());
+  }
+  return out;
+}
+
 std::string Topic::FollowedJson() const {
   ReaderLock lock(map_mu_);
   std::string out = "{\"followed\":[";
@@ -282,7 +310,8 @@ std::string Topic::FollowedJson() const {
     json::AppendString(out, info ? info->owner.value() : "");
     out += ",\"start\":" + std::to_string(p->start_offset()) +
            ",\"end\":" + std::to_string(p->end_offset()) +
-           ",\"last_epoch\":" + std::to_string(p->last_epoch()) + "}";
+           ",\"last_epoch\":" + std::to_string(p->last_epoch()) +
+           ",\"fenced\":" + std::to_string(p->fenced()) + "}";
   }
   out += "]}";
   return out;

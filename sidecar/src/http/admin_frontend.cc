@@ -355,6 +355,25 @@ void AdminFrontend::Handle(http_request req) {
           [answer](const Status& st) { answer(st); });
       return;
     }
+  } else if (path.size() == 4 && path[2] == "replica" && path[3] == "fence") {
+    if (m == methods::POST) {
+      return with_body([this](const std::string& body) -> Result<std::string> {
+        auto fence = broker::ParseFenceRequest(body);
+        if (!fence.ok()) return fence.status();
+        std::string out = "{\"fenced\":[";
+        bool first = true;
+        for (const auto& c : topic_.FenceCopies(fence->partitions, fence->leader_epoch)) {
+          if (!first) out += ',';
+          first = false;
+          out += "{\"id\":" + std::to_string(c.id.value()) +
+                 ",\"last_epoch\":" + std::to_string(c.last_epoch.value()) +
+                 ",\"end\":" + std::to_string(c.end) + "}";
+        }
+        out += "]}";
+        probe_.AdminChange("fence", "ok");
+        return out;
+      });
+    }
   } else if (path.size() == 3 && path[2] == "replica") {
     if (m == methods::GET) return answer(topic_.FollowedJson());
   } else if (path.size() == 3 && path[2] == "groups") {

@@ -41,6 +41,9 @@ class AdminClient final : public AdminPlane {
                                   bool force) override;
   Result<std::string> Get(const std::string& host_port, const std::string& path,
                           bool admin) override;
+  Result<std::vector<std::pair<PartitionId, replication::ReplicaState>>> FenceCopies(
+      const std::string& admin, const std::vector<PartitionId>& partitions,
+      Epoch leader_epoch) override;
 
  private:
   Result<std::string> Call(const std::string& host_port, const std::string& method,

@@ -12,6 +12,7 @@
 
 #include "shoal/common/ids.h"
 #include "shoal/common/partition_map.h"
+#include "shoal/common/replication.h"
 #include "shoal/common/status.h"
 
 namespace shoal::client {
@@ -46,6 +47,17 @@ class AdminPlane {
   // GET of any path on a data or admin address; the raw answer.
   virtual Result<std::string> Get(const std::string& host_port, const std::string& path,
                                   bool admin) = 0;
+  // Fences the copies of `partitions` that sidecar follows, for a failover to leader epoch
+  // `leader_epoch` (POST /v1/admin/replica/fence, invariant 10): they take nothing more from an
+  // older leader. What each copy held then, by partition (the pod left empty); copies it does
+  // not hold are missing from the answer.
+  virtual Result<std::vector<std::pair<PartitionId, replication::ReplicaState>>> FenceCopies(
+      const std::string& admin, const std::vector<PartitionId>& partitions, Epoch leader_epoch) {
+    (void)admin;
+    (void)partitions;
+    (void)leader_epoch;
+    return Status::Unavailable("this admin plane does not fence copies");
+  }
 };
 
 }  // namespace shoal::client

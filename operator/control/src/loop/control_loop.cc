@@ -802,6 +802,16 @@ bool ControlLoop::MaybeFailOver(const std::vector<PodInfo>& pods) {
   auto earliest = now;
   for (const auto& info : map_.partitions()) {
     if (!info.active() || info.lost || info.replicas.empty()) continue;
+    // Copies fenced for a failover that did not finish: the failover goes on, whatever the old
+    // leader's readiness now (its followers take nothing more from it).
+    if (auto f = fenced_.find(info.id); f != fenced_.end()) {
+      if (info.LeaderEpoch() >= f->second) {
+        fenced_.erase(f);
+      } else {
+        led_by_down[info.owner.value()].push_back(info.id);
+        continue;
+      }
+    }
     // A pod that came back without its data leads nothing any more: at once, whatever its
     // readiness (its copies elsewhere hold the partition).
     const bool wiped = without_data.count(info.owner.value()) > 0;
@@ -814,36 +824,60 @@ bool ControlLoop::MaybeFailOver(const std::vector<PodInfo>& pods) {
     led_by_down[info.owner.value()].push_back(info.id);
   }
   if (led_by_down.empty()) return false;
-  // What each copy holds, asked once per pod.
-  std::map<std::string, std::map<uint32_t, replication::ReplicaState>> said;
-  auto ask = [&](const PodName& pod) -> const std::map<uint32_t, replication::ReplicaState>* {
-    if (auto it = said.find(pod.value()); it != said.end()) return &it->second;
-    auto it = by_name.find(pod.value());
-    if (it == by_name.end() || !it->second->ready) return nullptr;
-    auto body = admin_.Get(it->second->address.admin, "/v1/admin/replica", true);
-    if (!body.ok()) return nullptr;
-    simdjson::dom::parser parser;
-    simdjson::dom::element doc;
-    simdjson::dom::array followed;
-    if (parser.parse(*body).get(doc) || doc["followed"].get(followed)) return nullptr;
-    auto& out = said[pod.value()];
-    for (auto f : followed) {
-      uint64_t id = 0, end = 0, last_epoch = 0;
-      if (f["id"].get(id) || f["end"].get(end) || f["last_epoch"].get(last_epoch)) continue;
-      out[static_cast<uint32_t>(id)] = {pod, Epoch(last_epoch), end};
+  // The epoch of the failover map: never one a change in progress may have sent already (that
+  // change resolves its step again on the new map: a seal it made is void under it, and undone
+  // by its install), nor below a fence of an earlier attempt.
+  Epoch floor = std::max(epoch_floor_, Epoch(map_.epoch().value() + 1));
+  PlanStep* in_progress = nullptr;
+  if (plan_ && plan_->next < plan_->steps.size() && !plan_->steps[plan_->next].target.empty()) {
+    in_progress = &plan_->steps[plan_->next];
+    if (auto t = PartitionMap::FromJson(in_progress->target); t.ok()) {
+      floor = std::max(floor, Epoch(t->epoch().value() + 1));
     }
-    return &out;
-  };
+  }
+  for (const auto& [pod, ids] : led_by_down) {
+    for (PartitionId id : ids) {
+      if (auto f = fenced_.find(id); f != fenced_.end()) floor = std::max(floor, f->second);
+    }
+  }
+  // Fence the copies first (invariant 10): a follower that answers takes nothing more from the
+  // old leader, so what it holds can only be overtaken by the new one. Once a quorum of copies
+  // is fenced, the old leader (paused, cut off, or not ready only to the coordinator) can
+  // acknowledge nothing more, and the most complete of them holds every acknowledged event.
+  std::map<std::string, std::vector<PartitionId>> to_fence;
+  for (const auto& [pod, ids] : led_by_down) {
+    for (PartitionId id : ids) {
+      for (const auto& f : map_.Find(id)->replicas) to_fence[f.value()].push_back(id);
+    }
+  }
+  std::map<uint32_t, std::vector<replication::ReplicaState>> answered;
+  for (const auto& [pod, ids] : to_fence) {
+    auto it = by_name.find(pod);
+    if (it == by_name.end() || !it->second->ready) continue;
+    auto fenced = admin_.FenceCopies(it->second->address.admin, ids, floor);
+    if (!fenced.ok()) {
+      Logger("control")->warn("msg=\"cannot fence copies for a failover\" pod={} reason=\"{}\"",
+                              pod, fenced.status().message());
+      continue;
+    }
+    for (auto [id, state] : *fenced) {
+      state.pod = PodName(pod);
+      answered[id.value()].push_back(state);
+      fenced_[id] = std::max(fenced_[id], floor);
+    }
+  }
   std::vector<std::pair<PartitionId, PodName>> leaders;
   for (const auto& [pod, ids] : led_by_down) {
     for (PartitionId id : ids) {
       const PartitionInfo& info = *map_.Find(id);
-      std::vector<replication::ReplicaState> answered;
+      // In the map's order of preference.
+      std::vector<replication::ReplicaState> states;
       for (const auto& f : info.replicas) {
-        const auto* s = ask(f);
-        if (s && s->count(id.value())) answered.push_back(s->at(id.value()));
+        for (const auto& s : answered[id.value()]) {
+          if (s.pod == f) states.push_back(s);
+        }
       }
-      auto leader = replication::ChooseLeader(answered, 1 + info.replicas.size());
+      auto leader = replication::ChooseLeader(states, 1 + info.replicas.size());
       if (!leader.ok()) {
         Logger("control")->warn(
             "msg=\"cannot fail over a partition yet\" partition={} leader={} reason=\"{}\"",
@@ -864,18 +898,9 @@ bool ControlLoop::MaybeFailOver(const std::vector<PodInfo>& pods) {
                              target.status().message());
     return false;
   }
-  // Never at an epoch a change in progress may have sent already; that change resolves its
-  // step again on the new map (a seal it made is void under it, and undone by its install).
-  Epoch floor = epoch_floor_;
-  if (plan_ && plan_->next < plan_->steps.size()) {
-    auto& step = plan_->steps[plan_->next];
-    if (!step.target.empty()) {
-      if (auto t = PartitionMap::FromJson(step.target); t.ok()) {
-        floor = std::max(floor, Epoch(t->epoch().value() + 1));
-      }
-      std::lock_guard<std::mutex> lock(mu_);
-      step.target.clear();
-    }
+  if (in_progress) {
+    std::lock_guard<std::mutex> lock(mu_);
+    in_progress->target.clear();
   }
   if (target->epoch() < floor) *target = target->WithEpoch(floor);
   {
@@ -911,6 +936,7 @@ bool ControlLoop::MaybeFailOver(const std::vector<PodInfo>& pods) {
       "installed_on={} seconds={:.3f}",
       target->epoch().value(), moved, installed, seconds);
   for (const auto& [pod, ids] : led_by_down) down_since_.erase(pod);
+  for (const auto& [id, leader] : leaders) fenced_.erase(id);
   return true;
 }
 

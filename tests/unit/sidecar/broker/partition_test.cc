@@ -611,6 +611,52 @@ TEST_P(PartitionTest, VisibleEndFollowsTheFsyncPolicy) {
   EXPECT_EQ(Offsets(Consume(*p, "g", 100)), Range(0, 2));
 }
 
+TEST_P(PartitionTest, AFencedCopyTakesNothingMoreFromAnOlderLeaderEvenAfterARestart) {
+  // The leader: three records at leader epoch 3.
+  PartitionOptions lo = Options();
+  lo.dir = dir_.path() + "/leader";
+  auto leader = MustOpen(lo);
+  ASSERT_NE(leader, nullptr);
+  ASSERT_TRUE(leader->StartLeading(Epoch(3)).ok());
+  Produce(*leader, {Seq("a", 1), Seq("a", 2), Seq("a", 3)});
+  std::string rest;
+  // The copy holds the first record; then the coordinator fences it for leader epoch 4.
+  auto copy = MustOpen();
+  ASSERT_NE(copy, nullptr);
+  copy->SetFollower(true);
+  std::string one;
+  ASSERT_TRUE(leader->ReadCopy(0, 1, &one).ok());  // at least one record, as stored
+  auto held = copy->AppendCopied(0, one, 0, 3);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  ASSERT_TRUE(copy->TakeLeaderEpochs(leader->epochs()).ok());
+  const uint64_t end = copy->end_offset();
+  ASSERT_GE(end, 1u);
+  auto fenced = copy->Fence(4);
+  ASSERT_TRUE(fenced.ok()) << fenced.status().ToString();
+  EXPECT_EQ(fenced->end, end);
+  EXPECT_EQ(fenced->last_epoch, Epoch(3));
+  EXPECT_EQ(copy->fenced(), 4u);
+  // The old leader's next records are refused, and the end the copy answered stays its end.
+  ASSERT_TRUE(leader->ReadCopy(end, 1 << 20, &rest).ok());
+  auto late = copy->AppendCopied(end, rest, 0, 3);
+  EXPECT_EQ(late.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(copy->end_offset(), end);
+  // A lower fence changes nothing; the fence survives a restart.
+  ASSERT_TRUE(copy->Fence(2).ok());
+  EXPECT_EQ(copy->fenced(), 4u);
+  ASSERT_TRUE(copy->Close().ok());
+  copy.reset();
+  copy = MustOpen();
+  ASSERT_NE(copy, nullptr);
+  EXPECT_EQ(copy->fenced(), 4u);
+  EXPECT_EQ(copy->AppendCopied(end, rest, 0, 3).status().code(),
+            Status::Code::kFailedPrecondition);
+  // The leader of epoch 4 (the old one's log continued) is followed again.
+  held = copy->AppendCopied(end, rest, 0, 4);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  EXPECT_EQ(copy->end_offset(), 3u);
+}
+
 TEST(PartitionAlwaysTest, TickDoesNotExposeUnsyncedEvents) {
   TempDir dir;
   ManualClock clock;

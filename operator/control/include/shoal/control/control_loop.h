@@ -243,6 +243,9 @@ class ControlLoop {
   Epoch epoch_floor_{0};  // a change is minted at no lower epoch (after a fencing refusal)
   // Pods of the map seen not ready, since when (the loop's thread only).
   std::map<std::string, std::chrono::steady_clock::time_point> down_since_;
+  // Partitions whose copies were fenced for a failover, at which leader epoch; the failover
+  // goes on until a map names a leader at or above it (the loop's thread only).
+  std::map<PartitionId, Epoch> fenced_;
 };
 
 }  // namespace shoal::control
