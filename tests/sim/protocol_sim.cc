@@ -18,11 +18,13 @@
 #include "shoal/common/json.h"
 #include "shoal/common/hash.h"
 #include "shoal/common/partition_map.h"
+#include "shoal/common/replication.h"
 #include "shoal/common/wire.h"
 #include "shoal/control/admin_partitions.h"
 #include "shoal/control/change_executor.h"
 #include "shoal/control/retirement.h"
 #include "support/manual_clock.h"
+#include "storage/record.h"
 #include "support/sim/mem_file_system.h"
 
 namespace shoal::sim {
@@ -30,6 +32,10 @@ namespace {
 
 constexpr char kTopic[] = "orders";
 constexpr int64_t kRedeliveryMs = 3000;
+// Replicated seeds: how long a produce waits for its quorum at the leader (sim time), and how
+// long the producer waits for an answer before it gives the request up and retries.
+constexpr int64_t kReplicationTimeoutMs = 1500;
+constexpr int64_t kClientTimeoutMs = 2500;
 
 class World;
 
@@ -53,6 +59,9 @@ class SimPeers final : public broker::PeerClient {
   Result<broker::RemoteCommits> CommitFor(const PeerAddress& peer, PartitionId partition,
                                           const std::string& group, const PodName& reader,
                                           Offset offset) override;
+  // A follower's fetch: the leader's ServeFetch, called in place; lost on the way there or
+  // back, and now and then other actions run while the answer is on its way.
+  Result<std::string> FetchReplica(const PeerAddress& leader, const std::string& body) override;
 
  private:
   World& w_;
@@ -85,6 +94,38 @@ struct Pod {
   std::unique_ptr<SimPeers> peers;
   std::unique_ptr<broker::Topic> topic;  // null while crashed
   bool paused = false;
+  // Cut off from the coordinators (their requests get no answer) but not from producers,
+  // consumers or peers: a leader that a failover replaces and that goes on taking writes.
+  bool isolated = false;
+  bool slow = false;  // a follower that fetches rarely
+};
+
+// One part of a produce request that waits for a quorum of its partition's copies (the events of
+// one replicated partition at the pod that stored them), as DataFrontend waits for it.
+struct QuorumPart {
+  std::string pod;
+  uint32_t partition = 0;
+  uint64_t leader_epoch = 0;
+  uint64_t end = 0;
+  struct Event {
+    std::string producer;
+    uint64_t seq = 0;
+    uint32_t partition = 0;  // where it is stored (a duplicate's: maybe an ancestor)
+    uint64_t offset = 0;
+    bool duplicate = false;
+  };
+  std::vector<Event> events;
+};
+
+// A produce request whose answer waits for quorums: answered when the last part is (the first
+// refusal wins), or given up by the producer after kClientTimeoutMs.
+struct PendingProduce {
+  size_t left = 0;
+  Status error;
+  bool answered = false;     // every part is done
+  bool answer_lost = false;  // the answer never reaches the producer
+  int64_t give_up_ms = 0;
+  std::vector<QuorumPart> parts;
 };
 
 struct Producer {
@@ -94,6 +135,8 @@ struct Producer {
   std::vector<client::OutgoingEvent> batch;  // the batch being sent until acknowledged
   std::vector<client::AckedEvent> meta;      // its events as the verifier knows them
   std::vector<client::AckedEvent> acked;
+  std::shared_ptr<PendingProduce> pending;   // the batch's request, waiting for quorums
+  std::string last_answer;                   // the last answer that was not an ack
 };
 
 struct Group {
@@ -120,6 +163,11 @@ struct Record {
   PartitionMap map;
   std::optional<PartitionMap> target;
   Epoch floor{0};
+  // A failover begun: its partitions and the leader epoch their copies are fenced at. Recorded
+  // before the first fence, finished by whoever reads it: a copy fenced stays fenced until a
+  // map names a leader of that epoch or newer.
+  std::vector<PartitionId> failing_over;
+  Epoch fence{0};
 };
 
 // A coordinator that follows the protocol: it reads the record, plans only with a
@@ -144,12 +192,28 @@ class World {
         setup_admin_(*this, "setup"),
         rogue_admin_(*this, "rogue") {}
 
+  ~World() {
+    // Produces waiting for a quorum are answered when their partitions close: nothing of the
+    // world may be touched then.
+    dying_ = true;
+    for (auto& p : pods_) p->topic.reset();
+  }
+
   ScheduleResult Run();
 
   // Transport: the Topic at `name` if it answers now (up and not paused).
   broker::Topic* Reach(const std::string& name) {
     for (auto& p : pods_) {
       if (p->name == name) return p->topic && !p->paused ? p->topic.get() : nullptr;
+    }
+    return nullptr;
+  }
+  // The same for a coordinator's request: an isolated pod does not answer them.
+  broker::Topic* ReachAdmin(const std::string& name) {
+    for (auto& p : pods_) {
+      if (p->name == name) {
+        return p->topic && !p->paused && !p->isolated ? p->topic.get() : nullptr;
+      }
     }
     return nullptr;
   }
@@ -166,9 +230,11 @@ class World {
   // A power cut of pod `name` (its admin address is its name).
   void PowerCut(const std::string& name) {
     for (auto& p : pods_) {
-      if (p->name == name && p->topic) Crash(*p);
+      if (p->name == name && p->topic && p.get() != busy_) Crash(*p);
     }
   }
+  // Replication: while a fetch's answer is on its way, other actions may run.
+  void InterleaveFetch();
   void NoteInstalled(const std::string& pod, const PartitionMap& before, const PartitionMap& after) {
     (void)pod;
     for (const auto& p : before.partitions()) {
@@ -184,6 +250,23 @@ class World {
       node.parents = p.parents;
       if (!p.active()) node.end = std::max(node.end, p.end_offset);
     }
+    NoteMap(after);
+  }
+  // What a map says of replication: each partition's copies, its newest leader epoch, and
+  // (replicated seeds) which partitions are declared lost.
+  void NoteMap(const PartitionMap& m) {
+    if (!replicated_) return;
+    for (const auto& p : m.partitions()) {
+      auto& copies = copies_[p.id.value()];
+      copies.insert(p.owner.value());
+      for (const auto& r : p.replicas) copies.insert(r.value());
+      auto& newest = newest_leader_epoch_[p.id.value()];
+      newest = std::max(newest, p.LeaderEpoch().value());
+      if (p.lost && lost_partitions_.insert(p.id.value()).second && copies.size() > 1) {
+        ++result_.lost_with_copies;
+        Trace("  p" + std::to_string(p.id.value()) + " declared lost though it has copies");
+      }
+    }
   }
   void Trace(const std::string& s) {
     if (opts_.trace) {
@@ -198,8 +281,10 @@ class World {
     std::string out = "    map e" + std::to_string(m.epoch().value()) + ":";
     for (const auto& p : m.partitions()) {
       out += " p" + std::to_string(p.id.value()) + (p.active() ? "" : "s") + "@" +
-             p.owner.value().substr(4) + "[" + std::to_string(p.range.lo >> 24) + "," +
-             std::to_string(p.range.hi >> 24) + ")";
+             p.owner.value().substr(4);
+      for (const auto& r : p.replicas) out += "+" + r.value().substr(4);
+      if (p.leader_epoch.value()) out += "/le" + std::to_string(p.leader_epoch.value());
+      out += "[" + std::to_string(p.range.lo >> 24) + "," + std::to_string(p.range.hi >> 24) + ")";
       if (!p.parents.empty()) {
         out += "<";
         for (auto q : p.parents) out += std::to_string(q.value()) + ",";
@@ -229,6 +314,7 @@ class World {
 
   // Actions.
   void Act(bool quiet);
+  void ActReplicated(uint64_t roll, bool quiet);
   void ProduceAction(Producer& prod, bool quiet);
   void ConsumeAction(Group& g, Pod& pod, bool quiet);
   void Tick();
@@ -242,8 +328,9 @@ class World {
   void Reconcile(Coordinator& c, const Status& why);
 
   // Checks.
+  // `leader_epoch`: of the partition at the pod that stored it (replicated partitions; else 0).
   void RecordStored(const std::string& producer, uint64_t seq, const wire::ProduceResult& r,
-                    uint32_t hash);
+                    uint32_t hash, uint64_t leader_epoch = 0);
   // Invariant 3 per hash point, for event `e` (hash `h`) just handed to `g` at `pod`: every
   // event with hash h known to be stored in e's lineage was committed by g before.
   void CheckParentsFirst(const Group& g, const wire::ConsumedEvent& e, uint32_t h,
@@ -251,6 +338,60 @@ class World {
   void CheckDuplicate(const std::string& producer, uint64_t seq, const wire::ProduceResult& r);
   void Settle();
   void FinalChecks();
+
+  // Replication (replicated seeds).
+  struct LogRec {
+    uint64_t offset = 0;
+    std::string key, producer;
+    std::optional<uint64_t> seq;
+    std::string bytes;  // the record as stored
+  };
+  // A copy's log as its files hold it (what the pod sees; a crashed pod's, what it will recover,
+  // torn tails left out).
+  std::vector<LogRec> ReadLog(const std::string& pod, uint32_t partition);
+  // A copy's leader epochs (its `epochs` file), and the epoch of the entry at `offset` by them.
+  std::vector<replication::EpochStart> ReadEpochs(const std::string& pod, uint32_t partition);
+  static uint64_t EpochOf(const std::vector<replication::EpochStart>& epochs, uint64_t offset);
+  // Whether `pod`'s copy holds (producer, seq) at `offset`.
+  bool Holds(const std::string& pod, uint32_t partition, uint64_t offset,
+             const std::string& producer, uint64_t seq);
+  // How many of the partition's copies hold it, and how many make a quorum.
+  std::pair<size_t, size_t> Holders(uint32_t partition, uint64_t offset,
+                                    const std::string& producer, uint64_t seq, std::string* who);
+  // The partition's leader in the record's map ("" when none).
+  std::string RecordLeader(uint32_t partition, uint64_t* leader_epoch);
+  void FetchAction(Pod& f, bool quiet);
+  // A part of a produce was answered by its leader's quorum tracker (OnReached, Expire, Abandon
+  // or Close): at the moment an Ok comes, the sidecar acknowledges those events.
+  void PartAnswered(const std::shared_ptr<PendingProduce>& pending, size_t part, Status st);
+  // A producer's request waiting for quorums: false while it still waits.
+  bool FinishPending(Producer& prod);
+  void CheckReadCommitted(const Group& g, const wire::ConsumedEvent& e,
+                          const std::string& producer, const std::string& pod);
+  // Leaders of active replicated partitions of `base` that do not answer the coordinator (or
+  // that it suspects), whose followers can make a quorum.
+  std::vector<PartitionId> FailOverCandidates(const PartitionMap& base, bool quiet,
+                                              const std::string& wiped);
+  // Records a failover of `ids`, then carries it out (FinishFailOver). False: nothing done.
+  bool StartFailOver(Coordinator& c, const std::vector<PartitionId>& ids, bool quiet);
+  // Fences, chooses the new leaders, records the failover map and installs it.
+  void FinishFailOver(Coordinator& c, bool quiet);
+  // Installs the record's map on every pod that answers and holds an older one (the control
+  // loop's re-install of the current map). False when the coordinator must stop (fenced).
+  bool CatchUpInstalls(Coordinator& c);
+  // `m` with its followers placed (replication::PlaceReplicas over every pod of the map).
+  PartitionMap Placed(const PartitionMap& m);
+  // Quiet phase: every follower fetches until nothing moves.
+  void CatchUpAll();
+  // Log matching (11, 10): where `pod`'s copy of `partition` and its leader's log have an entry
+  // of the same leader epoch at one offset, the two are the same up to there.
+  void CheckLogMatching(const std::string& pod, const std::string& leader, uint32_t partition,
+                        const std::vector<LogRec>& copy);
+  // After the quiet phase: every copy is its leader's log (11) and no log has an event twice (6).
+  void CheckCopies();
+  // Partitions whose leader hands out less than it holds after the quiet phase (its high
+  // watermark stays below its end), for a loss's message.
+  std::string Unreadable();
 
   const ScheduleOptions opts_;
   std::mt19937_64 rng_;
@@ -297,6 +438,26 @@ class World {
   std::map<uint64_t, std::string> maps_by_epoch_;
   std::deque<std::string> recent_;
   ScheduleResult result_;
+
+  // Replication.
+  bool replicated_ = false;
+  uint32_t factor_ = 1;
+  std::string wiped_pod_;
+  std::string last_refusal_;  // the last refusal a coordinator reconciled after
+  bool dying_ = false;
+  Pod* busy_ = nullptr;  // mid-fetch: not crashed, wiped or paused by interleaved actions
+  std::map<uint32_t, std::set<std::string>> copies_;      // partition -> pods with a copy
+  std::map<uint32_t, uint64_t> newest_leader_epoch_;      // partition -> in any map
+  std::map<std::pair<uint32_t, uint64_t>, std::string> acked_by_;  // (partition, leader epoch)
+  std::set<std::pair<uint32_t, uint64_t>> committed_;    // (partition, offset) quorum-held
+  std::map<uint32_t, uint64_t> failed_over_at_;           // partition -> event of its failover
+  // Per stored (producer, seq): the leader epoch it was stored in, and whether a sidecar
+  // acknowledged it (to its producer or, for a forward, to the entry pod).
+  struct StoredMeta {
+    uint64_t leader_epoch = 0;
+    bool acked = false;
+  };
+  std::map<std::pair<std::string, uint64_t>, StoredMeta> stored_meta_;
 };
 
 // --- transports ------------------------------------------------------------------------------
@@ -349,9 +510,23 @@ Result<broker::RemoteCommits> SimPeers::CommitFor(const PeerAddress& peer, Parti
   return after;
 }
 
+Result<std::string> SimPeers::FetchReplica(const PeerAddress& leader, const std::string& body) {
+  broker::Topic* t = w_.Reach(leader.admin);
+  if (!t || (w_.faults() && w_.Chance(0.03))) return Status::Unavailable(leader.admin + ": lost");
+  auto request = broker::ParseFetchRequest(body);
+  if (!request.ok()) return request.status();
+  std::string answer = broker::StartFetchAnswer();
+  (void)t->ServeFetch(*request, &answer);  // never parks: the sim asks again
+  w_.AfterRequest();
+  // The answer on its way: the world goes on meanwhile (a failover may fence the follower).
+  if (w_.faults() && w_.Chance(0.15)) w_.InterleaveFetch();
+  if (w_.faults() && w_.Chance(0.03)) return Status::Unavailable(leader.admin + ": answer lost");
+  return answer;
+}
+
 Result<PartitionMap> SimAdmin::GetMap(const std::string& admin) {
   w_.BeforeRequest(who_);
-  broker::Topic* t = w_.Reach(admin);
+  broker::Topic* t = w_.ReachAdmin(admin);
   if (!t) return Status::Unavailable(admin + " does not answer");
   // As the admin client reads GET /v1/admin/map of a sidecar that holds no map.
   if (t->map().epoch().value() == 0) return Status::NotFound(admin + " holds no map");
@@ -361,7 +536,7 @@ Result<PartitionMap> SimAdmin::GetMap(const std::string& admin) {
 Result<client::InstallOutcome> SimAdmin::InstallMap(const std::string& admin,
                                                     const PartitionMap& map) {
   w_.BeforeRequest(who_);
-  broker::Topic* t = w_.Reach(admin);
+  broker::Topic* t = w_.ReachAdmin(admin);
   if (!t || (w_.faults() && w_.Chance(0.03))) return Status::Unavailable(admin + ": lost");
   const PartitionMap before = t->map();
   auto r = t->InstallMap(map);
@@ -378,7 +553,7 @@ Result<client::InstallOutcome> SimAdmin::InstallMap(const std::string& admin,
 
 Status SimAdmin::Prepare(const std::string& admin, const PartitionMap& map) {
   w_.BeforeRequest(who_);
-  broker::Topic* t = w_.Reach(admin);
+  broker::Topic* t = w_.ReachAdmin(admin);
   if (!t) return Status::Unavailable(admin + " does not answer");
   return t->Prepare(map);
 }
@@ -386,7 +561,7 @@ Status SimAdmin::Prepare(const std::string& admin, const PartitionMap& map) {
 Result<uint64_t> SimAdmin::Seal(const std::string& admin, const PartitionMap& target,
                                 PartitionId partition) {
   w_.BeforeRequest(who_);
-  broker::Topic* t = w_.Reach(admin);
+  broker::Topic* t = w_.ReachAdmin(admin);
   if (!t || (w_.faults() && w_.Chance(0.03))) return Status::Unavailable(admin + ": lost");
   auto r = t->Seal(target, partition);
   w_.Trace(who_ + " seal p" + std::to_string(partition.value()) + " for e" +
@@ -400,7 +575,7 @@ Result<uint64_t> SimAdmin::Seal(const std::string& admin, const PartitionMap& ta
 Result<std::string> SimAdmin::DeleteGroup(const std::string& admin, const std::string& group,
                                           bool force) {
   w_.BeforeRequest(who_);
-  broker::Topic* t = w_.Reach(admin);
+  broker::Topic* t = w_.ReachAdmin(admin);
   if (!t) return Status::Unavailable(admin + " does not answer");
   auto had = t->DeleteGroup(group, force);
   if (!had.ok()) return had.status();
@@ -413,7 +588,7 @@ Result<std::string> SimAdmin::Get(const std::string& host_port, const std::strin
                                   bool admin) {
   (void)admin;
   w_.BeforeRequest(who_);
-  broker::Topic* t = w_.Reach(host_port);
+  broker::Topic* t = w_.ReachAdmin(host_port);
   if (!t) return Status::Unavailable(host_port + " does not answer");
   if (path == "/v1/admin/partitions") return t->PartitionsJson();
   return Status::NotFound(path);
@@ -432,6 +607,12 @@ Status World::OpenPod(Pod& p) {
   o.partition.segment_bytes = 4096;  // several segments per partition
   // Batches read through ranges whose answer was lost come back after this (sim time).
   o.partition.redelivery_ms = kRedeliveryMs;
+  // Replication: acks quorum; a fetch never parks at the leader (the sim asks again); a produce
+  // waits for its quorum on the simulated clock. Topic::Start is never called: no fetcher
+  // threads, the schedule's fetch actions are the fetchers.
+  o.acks_quorum = true;
+  o.fetch_wait_ms = 0;
+  o.replication_timeout_ms = kReplicationTimeoutMs;
   auto t = broker::Topic::Open(o, clock_, *p.probe, p.peers.get());
   if (!t.ok()) return t.status();
   p.topic = std::move(t).value();
@@ -442,6 +623,7 @@ void World::Crash(Pod& p) {
   p.topic.reset();  // the process is gone: no Close, nothing flushed
   fs_.Crash("/" + p.name + "/", &rng_);
   p.paused = false;
+  p.isolated = false;
   ++result_.crashes;
   Trace("crash " + p.name);
 }
@@ -449,6 +631,9 @@ void World::Crash(Pod& p) {
 void World::Wipe(Pod& p) {
   const PartitionMap held = p.topic->map();
   for (const auto& info : held.partitions()) {
+    // With copies, what the coordinator declares lost counts (NoteMap): an active partition
+    // with followers is failed over instead.
+    if (replicated_) break;
     if (info.owner.value() == p.name && !info.lost) lost_partitions_.insert(info.id.value());
   }
   // A group registered only here is forgotten with the volume (its positions too): to the topic
@@ -472,6 +657,7 @@ void World::Wipe(Pod& p) {
     Violation("wiping " + p.name + ": " + st.ToString());
   }
   p.paused = false;
+  p.isolated = false;
   ++wiped_;
   ++result_.wipes;
   Trace("wipe " + p.name + " (held e" + std::to_string(held.epoch().value()) + ")");
@@ -494,7 +680,14 @@ std::string World::PodWithoutData(Coordinator& c, const PartitionMap& map, bool 
 }
 
 void World::Setup() {
-  const size_t n_pods = 2 + Pick(2);
+  // Whether the seed is replicated comes from a generator of its own, so that the seeds without
+  // replication run the very schedules they ran before replication was simulated.
+  {
+    std::mt19937_64 r(opts_.seed * 0x9E3779B97F4A7C15ull + 25);
+    replicated_ = opts_.replicated < 0 ? (r() % 2 == 0) : opts_.replicated > 0;
+  }
+  result_.replicated = replicated_;
+  const size_t n_pods = replicated_ ? 3 + Pick(2) : 2 + Pick(2);
   for (size_t i = 0; i < n_pods; ++i) {
     auto p = std::make_unique<Pod>();
     p->name = "pod-" + std::to_string(i);
@@ -543,14 +736,22 @@ void World::Setup() {
   auto initial = PartitionMap::Initial(kTopic, count, owners);
   PartitionMap map = *initial;
   for (const auto& p : pods_) map = map.WithPeer(PodName(p->name), {p->name, p->name});
+  if (replicated_) {
+    // Factor 3 mostly; 2 now and then (it cannot fail over: a quorum of 2 needs both).
+    factor_ = Chance(0.2) ? 2 : 3;
+    map = Placed(map);
+    pods_[Pick(pods_.size())]->slow = true;
+  }
   for (int i = 0; i < 2; ++i) {
     Coordinator c;
     c.name = "c" + std::to_string(i);
     c.admin = std::make_unique<SimAdmin>(*this, c.name);
     coordinators_.push_back(std::move(c));
   }
-  hand_rogue_ = had_hand_rogue_ = result_.hand_rogue = Chance(0.2);
-  wipes_ = !hand_rogue_ && Chance(0.35);
+  hand_rogue_ = had_hand_rogue_ = result_.hand_rogue = !replicated_ && Chance(0.2);
+  // A wiped leader of factor 2 cannot be failed over (see above): its partitions would wait for
+  // ever, so those seeds wipe nothing.
+  wipes_ = !hand_rogue_ && Chance(0.35) && (!replicated_ || factor_ >= 3);
   control::ChangeExecutor::Options eo;
   eo.step_timeout = std::chrono::milliseconds(0);
   control::ChangeExecutor executor(setup_admin_, eo);
@@ -561,8 +762,12 @@ void World::Setup() {
   faults_ = true;
   record_.map = map;
   record_.version = 1;
+  NoteMap(map);
+  std::string slow;
+  for (const auto& p : pods_) slow += p->slow ? " (" + p->name + " fetches slowly)" : "";
   Trace("setup: " + std::to_string(n_pods) + " pods, " + std::to_string(count) + " partitions, " +
-        std::to_string(producers_.size()) + " producers");
+        std::to_string(producers_.size()) + " producers" +
+        (replicated_ ? ", replication factor " + std::to_string(factor_) + slow : ""));
 }
 
 // --- the coordinator -------------------------------------------------------------------------
@@ -622,7 +827,7 @@ std::optional<PartitionMap> World::PickChange(const PartitionMap& base, bool all
   if (change.empty()) return std::nullopt;
   auto built = change.Build();
   if (!built.ok()) return std::nullopt;
-  return std::move(built).value();
+  return Placed(*built);
 }
 
 bool World::WriteRecord(Coordinator& c, const Record& next) {
@@ -646,6 +851,7 @@ bool World::WriteRecord(Coordinator& c, const Record& next) {
 // lost (no range stays without a writer). Only over the record's compare-and-set.
 void World::Reconcile(Coordinator& c, const Status& why) {
   ++result_.fenced;
+  last_refusal_ = why.message();
   c.base.reset();
   c.target.reset();
   if (record_.version != c.view) {  // somebody else wrote the record: read it, act next time
@@ -690,12 +896,36 @@ void World::CoordinatorStep(Coordinator& c, bool quiet) {
     c.target = record_.target;
   }
   if (!c.target) {
+    if (replicated_) {
+      // A failover begun is finished first; pods behind get the record's map again (a leader
+      // that comes back follows from then on).
+      if (!record_.failing_over.empty()) {
+        FinishFailOver(c, quiet);
+        return;
+      }
+      if (!CatchUpInstalls(c)) return;
+    }
     // A pod that lost its data first: its partitions are declared lost (any other change would
-    // need them), as the control loop does.
+    // need them), as the control loop does. With copies, the partitions it leads are failed
+    // over instead (it counts as down), and only the rest is declared lost.
     std::optional<PartitionMap> next;
     if (const std::string pod = PodWithoutData(c, *c.base, false); !pod.empty()) {
+      if (replicated_) {
+        const auto ids = FailOverCandidates(*c.base, true, pod);
+        if (!ids.empty()) {
+          StartFailOver(c, ids, quiet);
+          return;
+        }
+      }
       auto lost = c.base->DeclareLost(PodName(pod));
-      if (lost.ok()) next = std::move(lost).value();
+      if (lost.ok()) next = Placed(std::move(lost).value());
+      // It still leads partitions with copies that cannot be failed over yet: nothing else
+      // until they are.
+      if (!next && replicated_) return;
+    }
+    if (!next && replicated_ && (quiet || Chance(0.5))) {
+      const auto ids = FailOverCandidates(*c.base, quiet, "");
+      if (!ids.empty() && StartFailOver(c, ids, quiet)) return;
     }
     if (!next) next = PickChange(*c.base, true);
     if (!next) return;
@@ -750,6 +980,7 @@ void World::CoordinatorStep(Coordinator& c, bool quiet) {
     // change, which goes on as one (parts of it may have taken effect already).
     if (const std::string pod = PodWithoutData(c, target, true); !pod.empty()) {
       auto composed = target.DeclareLost(PodName(pod), /*in_change=*/true);
+      if (composed.ok()) *composed = Placed(*composed);
       if (composed.ok()) {
         Record r = record_;
         r.target = *composed;
@@ -825,7 +1056,7 @@ void World::MaybeInterleave() {
 // --- producers and consumers -----------------------------------------------------------------
 
 void World::RecordStored(const std::string& producer, uint64_t seq, const wire::ProduceResult& r,
-                         uint32_t hash) {
+                         uint32_t hash, uint64_t leader_epoch) {
   known_[r.partition].emplace(hash, r.offset);
   if (opts_.trace) {
     Trace("  stored (" + producer + ", " + std::to_string(seq) + ") at p" +
@@ -833,6 +1064,36 @@ void World::RecordStored(const std::string& producer, uint64_t seq, const wire::
   }
   auto [it, fresh] = stored_.emplace(std::make_pair(producer, seq),
                                      std::make_pair(r.partition, r.offset));
+  if (replicated_) {
+    auto& meta = stored_meta_[it->first];
+    if (fresh) {
+      meta = {leader_epoch, false};
+      return;
+    }
+    if (auto newest = newest_leader_epoch_.find(r.partition);
+        leader_epoch > 0 && newest != newest_leader_epoch_.end() && leader_epoch < newest->second) {
+      // Taken again by a leader that a failover replaced and that does not know it yet: that
+      // entry reaches no quorum and is cut when its pod follows again; the first stays known.
+      Trace("  (" + producer + ", " + std::to_string(seq) + ") taken again by a replaced leader at p" +
+            std::to_string(r.partition) + "@" + std::to_string(r.offset) + ", leader epoch " +
+            std::to_string(leader_epoch));
+      return;
+    }
+    auto newest = newest_leader_epoch_.find(it->second.first);
+    if (!meta.acked && meta.leader_epoch > 0 && newest != newest_leader_epoch_.end() &&
+        meta.leader_epoch < newest->second) {
+      // Stored before by a leader that a failover replaced, and never acknowledged: that entry
+      // is on no quorum, and its copy is cut when its pod follows again (invariant 11); taken
+      // again. (Should it survive anywhere, the final logs and the groups show it twice.)
+      Trace("  (" + producer + ", " + std::to_string(seq) + ") stored again: its entry at p" +
+            std::to_string(it->second.first) + "@" + std::to_string(it->second.second) +
+            " was taken at leader epoch " + std::to_string(meta.leader_epoch) +
+            ", replaced since");
+      it->second = {r.partition, r.offset};
+      meta = {leader_epoch, false};
+      return;
+    }
+  }
   if (!fresh && lost_partitions_.count(it->second.first)) {
     // Its first copy went with a wiped volume, and its producer state too: taken again.
     it->second = {r.partition, r.offset};
@@ -863,6 +1124,11 @@ void World::CheckDuplicate(const std::string& producer, uint64_t seq,
 }
 
 void World::ProduceAction(Producer& prod, bool quiet) {
+  // A request waiting for quorums: the producer's turn is to take its answer, if it came.
+  if (prod.pending) {
+    (void)FinishPending(prod);
+    return;
+  }
   if (prod.batch.empty()) {
     if (quiet) return;
     // Mostly small batches; now and then one larger than a producer window (256) per range, so
@@ -891,7 +1157,65 @@ void World::ProduceAction(Producer& prod, bool quiet) {
   std::vector<wire::ProduceResult> results;
   std::vector<broker::ForwardPlan> forwards;
   std::vector<size_t> unknown;
-  Status st = t->Produce(events, &results, false, &forwards, &unknown);
+  // What the events of replicated partitions wait for (the frontend's quorum waits), in the
+  // order of `pending->parts`.
+  auto pending = std::make_shared<PendingProduce>();
+  std::vector<broker::QuorumWait> waits;
+  std::vector<QuorumPart> immediate;  // replicated partitions the sidecar gave no wait for
+  // The results one sidecar gave (`indices` of the request): stored events are recorded, and
+  // the events of each replicated partition become a part that waits for its quorum.
+  auto take = [&](const std::string& pod, const PartitionMap& held,
+                  const std::vector<size_t>& indices,
+                  const std::vector<wire::ProduceResult>& res,
+                  std::vector<broker::QuorumWait>& quorum) {
+    // Grouped as Produce groups them: by the partition each event is routed to (a duplicate's
+    // result may name the partition of the lineage that stored it).
+    std::vector<uint32_t> order;
+    std::map<uint32_t, QuorumPart> parts;
+    for (size_t k = 0; k < indices.size(); ++k) {
+      const size_t i = indices[k];
+      const wire::ProduceResult& r = res[k];
+      const PartitionInfo& routed = held.Route(KeyHash(events[i].key));
+      const bool repl = !routed.replicas.empty();
+      const uint64_t le = repl ? routed.LeaderEpoch().value() : 0;
+      if (!r.duplicate) {
+        RecordStored(prod.id, *events[i].seq, r, KeyHash(events[i].key), le);
+        if (repl && newest_leader_epoch_[r.partition] > le) ++result_.zombie_appends;
+      } else if (!repl) {
+        CheckDuplicate(prod.id, *events[i].seq, r);
+      }
+      if (!repl) continue;
+      const uint32_t id = routed.id.value();
+      auto [it, fresh] = parts.try_emplace(id);
+      if (fresh) {
+        order.push_back(id);
+        it->second.pod = pod;
+        it->second.partition = id;
+        it->second.leader_epoch = le;
+      }
+      it->second.end = std::max(it->second.end, r.offset + 1);
+      it->second.events.push_back({prod.id, *events[i].seq, r.partition, r.offset, r.duplicate});
+    }
+    // Each replicated partition's events wait for their quorum, in order; one the sidecar gave
+    // no wait for is acknowledged with the request (checked as such, PartAnswered).
+    size_t w = 0;
+    for (uint32_t id : order) {
+      QuorumPart& part = parts[id];
+      if (w < quorum.size() && quorum[w].end == part.end) {
+        pending->parts.push_back(std::move(part));
+        waits.push_back(std::move(quorum[w++]));
+      } else {
+        immediate.push_back(std::move(part));
+      }
+    }
+    if (w != quorum.size()) {
+      Violation("sim: " + pod + " gave " + std::to_string(quorum.size()) +
+                " quorum waits, which match " + std::to_string(w) + " of its " +
+                std::to_string(order.size()) + " replicated partitions");
+    }
+  };
+  std::vector<broker::QuorumWait> local_waits;
+  Status st = t->Produce(events, &results, false, &forwards, &unknown, &local_waits);
   std::set<size_t> give_up;
   bool failed = !st.ok();
   if (st.code() == Status::Code::kSequenceUnknown) {
@@ -902,12 +1226,14 @@ void World::ProduceAction(Producer& prod, bool quiet) {
     for (const auto& f : forwards) {
       for (size_t i : f.indices) local[i] = false;
     }
+    std::vector<size_t> here;
+    std::vector<wire::ProduceResult> here_results;
     for (size_t i = 0; i < events.size(); ++i) {
       if (!local[i]) continue;
-      results[i].duplicate
-          ? CheckDuplicate(prod.id, *events[i].seq, results[i])
-          : RecordStored(prod.id, *events[i].seq, results[i], KeyHash(events[i].key));
+      here.push_back(i);
+      here_results.push_back(results[i]);
     }
+    take(entry.name, t->map(), here, here_results, local_waits);
     // Forwards: lost on the way there (not executed) or back (executed, answer lost).
     for (const auto& f : forwards) {
       broker::Topic* owner = Reach(f.peer.data);
@@ -924,7 +1250,8 @@ void World::ProduceAction(Producer& prod, bool quiet) {
       }
       std::vector<wire::ProduceResult> fr;
       std::vector<size_t> funknown;
-      Status fst = owner->Produce(parser.events(), &fr, true, nullptr, &funknown);
+      std::vector<broker::QuorumWait> fwaits;
+      Status fst = owner->Produce(parser.events(), &fr, true, nullptr, &funknown, &fwaits);
       if (fst.code() == Status::Code::kSequenceUnknown) {
         for (size_t k : funknown) give_up.insert(f.indices.at(k));
       }
@@ -932,16 +1259,38 @@ void World::ProduceAction(Producer& prod, bool quiet) {
         failed = true;
         continue;
       }
-      for (size_t k = 0; k < f.indices.size(); ++k) {
-        const size_t i = f.indices[k];
-        fr[k].duplicate ? CheckDuplicate(prod.id, *events[i].seq, fr[k])
-                        : RecordStored(prod.id, *events[i].seq, fr[k], KeyHash(events[i].key));
+      take(f.peer.data, owner->map(), f.indices, fr, fwaits);
+      if (faults_ && Chance(0.05)) {
+        failed = true;  // the answer is lost
+        pending->answer_lost = true;
       }
-      if (faults_ && Chance(0.05)) failed = true;  // the answer is lost
     }
   }
+  // The quorum waits are registered as the frontend does: each is answered when its leader's
+  // high watermark passes its events, or refused (deadline, failover, the partition leaving).
+  // A request that failed meanwhile is still watched: a part answered Ok is an acknowledgement
+  // given by that sidecar, checked like any other.
+  pending->left = waits.size();
+  pending->give_up_ms = clock_.NowMs() + kClientTimeoutMs;
+  if (failed) pending->error = Status::Unavailable("a part of the request failed");
+  const auto deadline =
+      clock_.SteadyNow() + std::chrono::milliseconds(kReplicationTimeoutMs);
+  for (size_t j = 0; j < waits.size(); ++j) {
+    waits[j].tracker->OnReached(waits[j].end, deadline,
+                                [this, pending, j](Status s) { PartAnswered(pending, j, s); });
+  }
+  if (!immediate.empty()) {
+    // Replicated partitions whose events the sidecar acknowledges without waiting: now.
+    auto now = std::make_shared<PendingProduce>();
+    now->parts = std::move(immediate);
+    now->left = now->parts.size();
+    for (size_t j = 0; j < now->parts.size(); ++j) PartAnswered(now, j, Status::Ok());
+  }
   Trace("produce " + prod.id + " " + std::to_string(prod.batch.size()) + " via " + entry.name +
-        ": " + (failed ? (st.ok() ? std::string("forward failed") : st.ToString()) : "acked"));
+        ": " +
+        (failed ? (st.ok() ? std::string("forward failed") : st.ToString())
+                : waits.empty() ? "acked" : "waits for " + std::to_string(waits.size()) +
+                                                " quorum(s)"));
   if (!give_up.empty()) {
     std::vector<client::OutgoingEvent> batch;
     std::vector<client::AckedEvent> meta;
@@ -955,12 +1304,116 @@ void World::ProduceAction(Producer& prod, bool quiet) {
     prod.meta = std::move(meta);
     return;
   }
-  if (!failed) {
-    result_.acked += prod.meta.size();
-    prod.acked.insert(prod.acked.end(), prod.meta.begin(), prod.meta.end());
-    prod.batch.clear();
-    prod.meta.clear();
+  if (failed) {
+    prod.last_answer = st.ok() ? "a forward failed" : st.ToString();
+    return;
   }
+  if (!waits.empty()) {
+    prod.pending = pending;
+    if (pending->answered) (void)FinishPending(prod);
+    return;
+  }
+  result_.acked += prod.meta.size();
+  prod.acked.insert(prod.acked.end(), prod.meta.begin(), prod.meta.end());
+  prod.batch.clear();
+  prod.meta.clear();
+}
+
+bool World::FinishPending(Producer& prod) {
+  PendingProduce& p = *prod.pending;
+  bool failed;
+  std::string why;
+  if (p.answered) {
+    failed = !p.error.ok() || p.answer_lost;
+    why = p.answer_lost ? "answer lost" : p.error.ok() ? "acked" : p.error.ToString();
+    if (!p.error.ok()) ++result_.quorum_refusals;
+  } else if (clock_.NowMs() >= p.give_up_ms) {
+    failed = true;
+    why = "no answer; given up";
+  } else {
+    return false;
+  }
+  prod.pending.reset();
+  Trace("produce " + prod.id + " " + std::to_string(prod.batch.size()) + " answered: " + why);
+  if (failed) {
+    prod.last_answer = why;
+    return true;
+  }
+  result_.acked += prod.meta.size();
+  prod.acked.insert(prod.acked.end(), prod.meta.begin(), prod.meta.end());
+  prod.batch.clear();
+  prod.meta.clear();
+  return true;
+}
+
+void World::PartAnswered(const std::shared_ptr<PendingProduce>& pending, size_t j, Status st) {
+  if (dying_) return;
+  const QuorumPart& part = pending->parts[j];
+  if (st.ok()) {
+    // The sidecar acknowledges these events now: a quorum of the copies must hold them (9),
+    // and a newer leader of the partition too (10).
+    for (const auto& e : part.events) {
+      uint64_t newest = 0;
+      const std::string leader = RecordLeader(e.partition, &newest);
+      std::string who;
+      const auto [have, need] = Holders(e.partition, e.offset, e.producer, e.seq, &who);
+      const std::string what = "(" + e.producer + ", " + std::to_string(e.seq) + ") at p" +
+                               std::to_string(e.partition) + "@" + std::to_string(e.offset);
+      if (have < need) {
+        Violation("invariant 9: " + part.pod + " acknowledged " + what + " at leader epoch " +
+                  std::to_string(part.leader_epoch) + " while " + std::to_string(have) +
+                  " of its copies hold it (" + who + "); a quorum is " + std::to_string(need));
+      }
+      if (e.partition == part.partition && !leader.empty() && leader != part.pod &&
+          newest > part.leader_epoch && !Holds(leader, e.partition, e.offset, e.producer, e.seq)) {
+        Violation("invariant 10: " + part.pod + " acknowledged " + what + " at leader epoch " +
+                  std::to_string(part.leader_epoch) + ", but the leader of epoch " +
+                  std::to_string(newest) + ", " + leader + ", does not hold it");
+      }
+      committed_.insert({e.partition, e.offset});
+      const auto id = std::make_pair(e.producer, e.seq);
+      auto at = stored_.find(id);
+      if (at != stored_.end() && at->second == std::make_pair(e.partition, e.offset)) {
+        stored_meta_[id].acked = true;
+      }
+      if (e.duplicate) {
+        wire::ProduceResult r;
+        r.partition = e.partition;
+        r.offset = e.offset;
+        r.duplicate = true;
+        CheckDuplicate(e.producer, e.seq, r);
+      }
+    }
+    auto [it, fresh] =
+        acked_by_.emplace(std::make_pair(part.partition, part.leader_epoch), part.pod);
+    if (!fresh && it->second != part.pod) {
+      Violation("invariant 10: p" + std::to_string(part.partition) + " at leader epoch " +
+                std::to_string(part.leader_epoch) + " acknowledged writes at " + it->second +
+                " and at " + part.pod);
+    }
+    if (opts_.trace) {
+      Trace("  " + part.pod + " acknowledges " + std::to_string(part.events.size()) +
+            " event(s) of p" + std::to_string(part.partition) + " below " +
+            std::to_string(part.end));
+    }
+  } else {
+    // A duplicate answered from the state a successor inherited names its ancestor's offset:
+    // the wait for it is a wait for the successor's own high watermark to pass that offset.
+    std::string why = st.ToString();
+    for (const auto& e : part.events) {
+      if (e.duplicate && e.partition != part.partition) {
+        why += " [waited for p" + std::to_string(part.partition) + " to reach " +
+               std::to_string(part.end) + " for a duplicate stored at p" +
+               std::to_string(e.partition) + "@" + std::to_string(e.offset) + "]";
+        st = Status::Unavailable(why);
+        break;
+      }
+    }
+    if (pending->error.ok()) pending->error = st;
+    Trace("  " + part.pod + " refuses the events of p" + std::to_string(part.partition) + ": " +
+          why);
+  }
+  if (pending->left > 0 && --pending->left == 0) pending->answered = true;
 }
 
 void World::CheckParentsFirst(const Group& g, const wire::ConsumedEvent& e, uint32_t h,
@@ -994,7 +1447,13 @@ void World::CheckParentsFirst(const Group& g, const wire::ConsumedEvent& e, uint
       auto events = known_.find(parent.value());
       if (events == known_.end()) continue;
       auto [from, to] = events->second.equal_range(h);
+      // With copies, an event a replaced leader took (never acknowledged, cut when it follows)
+      // may sit past the end its partition was sealed at: it is not in the partition's history.
+      const auto node = lineage_.find(parent.value());
+      const uint64_t sealed_end =
+          replicated_ && node != lineage_.end() && !had_hand_rogue_ ? node->second.end : UINT64_MAX;
       for (auto it = from; it != to; ++it) {
+        if (it->second >= sealed_end) continue;
         if (g.committed.count({parent.value(), it->second})) continue;
         Violation("invariant 3: " + g.name + " got p" + std::to_string(e.partition) + "@" +
                   std::to_string(e.offset) + " (hash " + std::to_string(h) + ") at " + pod +
@@ -1044,7 +1503,14 @@ void World::ConsumeAction(Group& g, Pod& pod, bool quiet) {
     }
     const auto id = std::make_pair(std::string(p), *e.seq);
     batch_ids.push_back(id);
+    CheckReadCommitted(g, e, id.first, pod.name);
     if (g.uncommitted.count(id)) continue;  // handed out again: its commit had failed
+    if (opts_.tolerate_known_gaps && failed_over_at_.count(e.partition) &&
+        g.seen_ids.count(id)) {
+      // Committed on a leader a failover replaced: the new one does not know the commit yet.
+      ++result_.redelivered_after_failover;
+      continue;
+    }
     if (!g.seen_ids.insert(id).second && !had_hand_rogue_ && !stored_again_.count(id)) {
       Violation(g.name + " got (" + id.first + ", " + std::to_string(id.second) +
                 ") twice (invariant 4: a committed event handed out again)");
@@ -1094,11 +1560,20 @@ void World::Tick() {
     p->topic->TickOnce(true);
     p->topic->PeerTickOnce();
   }
+  // The quiet phase: the fetchers keep up (in the random phase fetching is an action).
+  if (replicated_ && !faults_) {
+    for (auto& p : pods_) FetchAction(*p, true);
+  }
 }
 
 void World::Act(bool quiet) {
   ++event_;
   const uint64_t roll = Pick(100);
+  if (replicated_) {
+    ActReplicated(roll, quiet);
+    CheckInvariants();
+    return;
+  }
   if (roll < 30) {
     ProduceAction(producers_[Pick(producers_.size())], quiet);
   } else if (roll < 62) {
@@ -1130,10 +1605,63 @@ void World::Act(bool quiet) {
   CheckInvariants();
 }
 
+// The actions of a replicated seed: fetches besides the rest, and leaders cut off from the
+// coordinators.
+void World::ActReplicated(uint64_t roll, bool quiet) {
+  if (roll < 26) {
+    ProduceAction(producers_[Pick(producers_.size())], quiet);
+  } else if (roll < 52) {
+    Group& g = groups_[Pick(groups_.size())];
+    const bool active = quiet || (g.kind != Group::Kind::kLate || step_ >= g.start_step);
+    const bool stopped =
+        !quiet && g.kind == Group::Kind::kStopper && step_ >= g.stop_from && step_ < g.stop_until;
+    const bool slow_skips = !quiet && g.kind == Group::Kind::kSlow && Chance(0.7);
+    if (active && !stopped && !slow_skips) ConsumeAction(g, *pods_[Pick(pods_.size())], quiet);
+  } else if (roll < 64) {
+    Tick();
+  } else if (roll < 82) {
+    FetchAction(*pods_[Pick(pods_.size())], quiet);
+  } else if (quiet || !faults_) {
+    return;
+  } else if (roll < 86) {
+    Pod& p = *pods_[Pick(pods_.size())];
+    if (&p == busy_) return;
+    if (p.topic) {
+      Crash(p);
+    } else if (Status st = OpenPod(p); !st.ok()) {
+      Violation("restarting " + p.name + ": " + st.ToString());
+    } else {
+      Trace("restart " + p.name);
+    }
+  } else if (roll < 90) {
+    Pod& p = *pods_[Pick(pods_.size())];
+    if (&p == busy_) return;
+    p.paused = !p.paused && p.topic != nullptr;
+    Trace(std::string(p.paused ? "pause " : "resume ") + p.name);
+  } else if (roll < 94) {
+    // Cut off from the coordinators (now and then), or back.
+    Pod& p = *pods_[Pick(pods_.size())];
+    if (!p.topic || (!p.isolated && !Chance(0.4))) return;
+    p.isolated = !p.isolated;
+    if (p.isolated) ++result_.isolations;
+    Trace(std::string(p.isolated ? "isolate " : "reconnect ") + p.name +
+          " (from the coordinators)");
+  } else if (wipes_ && wiped_ < kMaxWipes && roll < 96) {
+    // One pod's volume (once or twice): a minority of every partition's copies, which is what
+    // replication promises to survive (invariant 4).
+    Pod& p = *pods_[Pick(pods_.size())];
+    if (p.topic && &p != busy_ && (wiped_pod_.empty() || wiped_pod_ == p.name)) {
+      wiped_pod_ = p.name;
+      Wipe(p);
+    }
+  }
+}
+
 // --- invariants ------------------------------------------------------------------------------
 
 void World::CheckInvariants() {
   std::vector<std::tuple<uint64_t, uint64_t, std::string>> accepting;
+  std::map<std::pair<uint32_t, uint64_t>, std::string> leading;
   for (const auto& p : pods_) {
     if (!p->topic) continue;
     const PartitionMap m = p->topic->map();
@@ -1150,8 +1678,22 @@ void World::CheckInvariants() {
                 p->name + " holds " + m.Digest() + ")");
       it->second = text;
     }
-    // 2: one writer per hash point (a paused process still holds what it accepts).
+    // 2: one writer per hash point (a paused process still holds what it accepts). With
+    // copies, 10 too: one pod per partition and leader epoch. A leader that a failover replaced
+    // and that does not know it yet may still take appends at its older leader epoch (they reach
+    // no quorum: its copies are fenced); it is no second writer of the partition.
     for (const auto& [id, range] : p->topic->AcceptingPartitions()) {
+      if (replicated_) {
+        const PartitionInfo* info = m.Find(id);
+        const uint64_t le = info ? info->LeaderEpoch().value() : 0;
+        auto [at, first] = leading.emplace(std::make_pair(id.value(), le), p->name);
+        if (!first) {
+          Violation("invariant 10: " + at->second + " and " + p->name + " both take writes for p" +
+                    std::to_string(id.value()) + " at leader epoch " + std::to_string(le));
+        }
+        auto newest = newest_leader_epoch_.find(id.value());
+        if (newest != newest_leader_epoch_.end() && le < newest->second) continue;
+      }
       accepting.emplace_back(range.lo, range.hi, p->name + "/p" + std::to_string(id.value()));
     }
   }
@@ -1175,6 +1717,7 @@ void World::Settle() {
   }
   for (auto& p : pods_) {
     p->paused = false;
+    p->isolated = false;
     if (!p->topic) {
       if (Status st = OpenPod(*p); !st.ok()) Violation("restarting " + p->name + ": " + st.ToString());
     }
@@ -1182,7 +1725,7 @@ void World::Settle() {
   auto converge = [&] {
     for (int round = 0; round < 60; ++round) {
       Coordinator& c = coordinators_[0];
-      if (record_.target) {
+      if (record_.target || !record_.failing_over.empty()) {
         CoordinatorStep(c, true);
       } else {
         control::ChangeExecutor::Options eo;
@@ -1212,7 +1755,8 @@ void World::Settle() {
   // kept every safety invariant, but bringing the pods back to one map may need an operator, so
   // liveness is only checked without it.
   if (!converge() && !had_hand_rogue_) {
-    Violation("invariant 8: the pods never came to one map after the faults");
+    Violation("invariant 8: the pods never came to one map after the faults" +
+              (last_refusal_.empty() ? "" : std::string(" (last refusal: ") + last_refusal_ + ")"));
   }
   for (int round = 0; round < 200; ++round) {
     bool pending = false;
@@ -1227,7 +1771,8 @@ void World::Settle() {
   }
   for (const auto& prod : producers_) {
     if (!prod.batch.empty() && !had_hand_rogue_) {
-      Violation("a producer's batch was never acknowledged after the faults (liveness)");
+      Violation("a producer's batch was never acknowledged after the faults (liveness)" +
+                (prod.last_answer.empty() ? "" : ": " + prod.last_answer));
     }
   }
   auto drain = [&] {
@@ -1261,6 +1806,8 @@ void World::Settle() {
 }
 
 void World::FinalChecks() {
+  CatchUpAll();
+  CheckCopies();
   std::vector<client::AckedEvent> acked;
   for (const auto& p : producers_) acked.insert(acked.end(), p.acked.begin(), p.acked.end());
   // With a coordinator that ignored the record, two maps of one epoch may have given one id two
@@ -1281,15 +1828,23 @@ void World::FinalChecks() {
       }
       auto retired = retired_at_.find(at->second.first);
       if (retired != retired_at_.end() && retired->second < g.first_request) continue;
-      // Stored only in a partition whose volume was wiped: lost, and declared so.
-      if (lost_partitions_.count(at->second.first)) continue;
+      // Stored only in a partition whose volume was wiped: lost, and declared so. With copies
+      // a partition is never lost to one wiped volume (4): its loss counts, unless it is the
+      // known gap (a sealed partition whose leader was wiped is declared lost, copies or not).
+      if (lost_partitions_.count(at->second.first) &&
+          (!replicated_ || opts_.tolerate_known_gaps ||
+           copies_[at->second.first].size() < 2)) {
+        continue;
+      }
       expected.push_back(e);
     }
     // What a group read of a lost partition before the wipe, of events stored again after it,
     // comes again from the new copy: only the last sighting counts.
     std::vector<client::SeenEvent> seen;
     for (const auto& s : g.seen) {
-      if (lost_partitions_.count(s.partition) && stored_again_.count({s.producer, s.seq})) {
+      if (lost_partitions_.count(s.partition) && stored_again_.count({s.producer, s.seq}) &&
+          (!replicated_ || opts_.tolerate_known_gaps ||
+           copies_[s.partition].size() < 2)) {
         continue;
       }
       seen.push_back(s);
@@ -1301,10 +1856,575 @@ void World::FinalChecks() {
                 std::to_string(report.reordered) + " reordered, " +
                 std::to_string(report.duplicated) + " duplicated of " +
                 std::to_string(report.acked) + " (invariants 4, 6, 7)" +
-                (report.examples.empty() ? "" : ": " + report.examples.front()));
+                (report.examples.empty() ? "" : ": " + report.examples.front()) +
+                (report.lost ? Unreadable() : ""));
     }
   }
   CheckInvariants();
+}
+
+// --- replication ------------------------------------------------------------------------------
+
+std::vector<World::LogRec> World::ReadLog(const std::string& pod, uint32_t partition) {
+  std::vector<LogRec> out;
+  const std::string dir =
+      "/" + pod + "/" + kTopic + "/partitions/" + std::to_string(partition);
+  auto names = fs_.List(dir);
+  if (!names.ok()) return out;
+  for (const auto& name : *names) {  // in order: the names are zero-padded base offsets
+    if (name.size() != 24 || !name.ends_with(".log")) continue;
+    std::string data;
+    if (!fs_.ReadWholeFile(dir + "/" + name, &data).ok()) continue;
+    size_t pos = 0;
+    while (pos < data.size()) {
+      storage::RecordView rec;
+      size_t size = 0;
+      if (storage::record::Decode(data.data() + pos, data.size() - pos, &rec, &size) !=
+          storage::record::DecodeResult::kOk) {
+        break;  // a torn tail (a crashed pod's): what it recovers ends here
+      }
+      LogRec r;
+      r.offset = rec.offset;
+      r.key = std::string(rec.key);
+      r.producer = std::string(rec.producer);
+      r.seq = rec.seq;
+      r.bytes = data.substr(pos, size);
+      out.push_back(std::move(r));
+      pos += size;
+    }
+  }
+  return out;
+}
+
+std::vector<replication::EpochStart> World::ReadEpochs(const std::string& pod,
+                                                     uint32_t partition) {
+  std::vector<replication::EpochStart> out;
+  std::string text;
+  if (!fs_.ReadWholeFile("/" + pod + "/" + kTopic + "/partitions/" + std::to_string(partition) +
+                             "/epochs",
+                         &text)
+           .ok()) {
+    return out;
+  }
+  std::istringstream in(text);
+  replication::EpochStart e;
+  while (in >> e.epoch >> e.start) out.push_back(e);
+  return out;
+}
+
+uint64_t World::EpochOf(const std::vector<replication::EpochStart>& epochs, uint64_t offset) {
+  uint64_t epoch = 0;
+  for (const auto& e : epochs) {
+    if (e.start <= offset) epoch = e.epoch;
+  }
+  return epoch;
+}
+
+bool World::Holds(const std::string& pod, uint32_t partition, uint64_t offset,
+                  const std::string& producer, uint64_t seq) {
+  const std::string dir =
+      "/" + pod + "/" + kTopic + "/partitions/" + std::to_string(partition);
+  auto names = fs_.List(dir);
+  if (!names.ok()) return false;
+  // The segment the offset falls in: the last whose base is not above it.
+  std::string segment;
+  for (const auto& name : *names) {
+    if (name.size() != 24 || !name.ends_with(".log")) continue;
+    if (std::stoull(name.substr(0, 20)) <= offset) segment = name;
+  }
+  if (segment.empty()) return false;
+  std::string data;
+  if (!fs_.ReadWholeFile(dir + "/" + segment, &data).ok()) return false;
+  for (size_t pos = 0; pos < data.size();) {
+    storage::RecordView rec;
+    size_t size = 0;
+    if (storage::record::Decode(data.data() + pos, data.size() - pos, &rec, &size) !=
+        storage::record::DecodeResult::kOk) {
+      return false;
+    }
+    if (rec.offset == offset) return rec.producer == producer && rec.seq == seq;
+    if (rec.offset > offset) return false;
+    pos += size;
+  }
+  return false;
+}
+
+std::pair<size_t, size_t> World::Holders(uint32_t partition, uint64_t offset,
+                                         const std::string& producer, uint64_t seq,
+                                         std::string* who) {
+  const auto& copies = copies_[partition];
+  size_t have = 0;
+  for (const auto& pod : copies) {
+    if (!Holds(pod, partition, offset, producer, seq)) continue;
+    ++have;
+    if (who) *who += (who->empty() ? "" : ", ") + pod;
+  }
+  if (who && who->empty()) *who = "none";
+  return {have, replication::QuorumOf(std::max<size_t>(copies.size(), 1))};
+}
+
+std::string World::RecordLeader(uint32_t partition, uint64_t* leader_epoch) {
+  const PartitionInfo* info = record_.map.Find(PartitionId(partition));
+  if (!info || info->lost) return "";
+  if (leader_epoch) *leader_epoch = info->LeaderEpoch().value();
+  return info->owner.value();
+}
+
+void World::FetchAction(Pod& f, bool quiet) {
+  if (busy_) return;  // one fetch at a time (no fetch inside another's interleaving)
+  broker::Topic* t = Reach(f.name);
+  if (!t) return;
+  if (!quiet && f.slow && Chance(0.8)) return;
+  const PartitionMap held = t->map();
+  std::vector<std::string> leaders;
+  for (const auto& p : held.partitions()) {
+    if (!p.lost && p.FollowedBy(PodName(f.name)) &&
+        std::find(leaders.begin(), leaders.end(), p.owner.value()) == leaders.end()) {
+      leaders.push_back(p.owner.value());
+    }
+  }
+  if (leaders.empty()) return;
+  std::sort(leaders.begin(), leaders.end());
+  // In the quiet phase every leader in turn; otherwise one.
+  const size_t from = quiet ? 0 : Pick(leaders.size());
+  const size_t to = quiet ? leaders.size() : from + 1;
+  for (size_t li = from; li < to; ++li) {
+    const std::string& leader = leaders[li];
+    t = Reach(f.name);
+    if (!t) return;
+    const PartitionMap before_map = t->map();
+    std::map<uint32_t, std::vector<LogRec>> before;
+    std::map<uint32_t, std::vector<replication::EpochStart>> before_epochs;
+    for (const auto& p : before_map.partitions()) {
+      if (!p.lost && p.FollowedBy(PodName(f.name)) && p.owner.value() == leader) {
+        before[p.id.value()] = ReadLog(f.name, p.id.value());
+        before_epochs[p.id.value()] = ReadEpochs(f.name, p.id.value());
+      }
+    }
+    busy_ = &f;
+    const broker::Topic::FetchStep step = t->FetchRound(leader);
+    busy_ = nullptr;
+    ++result_.fetch_rounds;
+    std::string what;
+    t = Reach(f.name);
+    const PartitionMap after_map = t ? t->map() : before_map;
+    for (auto& [id, old] : before) {
+      const PartitionInfo* info = after_map.Find(PartitionId(id));
+      // Promoted or dropped meanwhile (an install interleaved): its log is not a copy's now.
+      if (!info || info->lost || !info->FollowedBy(PodName(f.name))) continue;
+      const auto now = ReadLog(f.name, id);
+      size_t same = 0;
+      while (same < old.size() && same < now.size() && old[same].bytes == now[same].bytes) ++same;
+      if (same < old.size() && same < now.size()) {
+        Violation("invariant 11: " + f.name + "'s copy of p" + std::to_string(id) + " changed at @" +
+                  std::to_string(old[same].offset) + " without a cut");
+        continue;
+      }
+      CheckLogMatching(f.name, leader, id, now);
+      if (now.size() > old.size()) {
+        what += " p" + std::to_string(id) + "+" + std::to_string(now.size() - old.size());
+        continue;
+      }
+      if (now.size() == old.size()) continue;
+      // Cut: exactly the entries after the point where its log leaves the leader's, every one
+      // of them unacknowledged (11). An entry of the same leader epoch at the same offset as
+      // the leader's is the leader's entry (one leader per epoch, 10): cutting it is cutting too
+      // much.
+      what += " p" + std::to_string(id) + " cut " + std::to_string(old.size()) + "->" +
+              std::to_string(now.size());
+      const auto leader_log = ReadLog(leader, id);
+      const auto leader_epochs = ReadEpochs(leader, id);
+      for (size_t i = now.size(); i < old.size(); ++i) {
+        const LogRec& r = old[i];
+        ++result_.cut_entries;
+        const LogRec* there = nullptr;
+        for (const auto& l : leader_log) {
+          if (l.offset == r.offset) there = &l;
+        }
+        const uint64_t epoch_here = EpochOf(before_epochs[id], r.offset);
+        if (there && there->bytes == r.bytes && epoch_here == EpochOf(leader_epochs, r.offset)) {
+          Violation("invariant 11: " + f.name + " cut p" + std::to_string(id) + "@" +
+                    std::to_string(r.offset) + ", which is its leader " + leader +
+                    "'s entry of leader epoch " + std::to_string(epoch_here) +
+                    ": it cut more than the tail that left the leader's log");
+          continue;
+        }
+        if (!r.seq) continue;
+        const auto key = std::make_pair(r.producer, *r.seq);
+        auto at = stored_.find(key);
+        if (at == stored_.end() || at->second != std::make_pair(id, r.offset)) continue;
+        // The same event stored again at the same offset by the leader: that one is known.
+        if (there && there->producer == r.producer && there->seq == r.seq) continue;
+        if (stored_meta_[key].acked) {
+          Violation("invariant 11: " + f.name + " cut p" + std::to_string(id) + "@" +
+                    std::to_string(r.offset) + " (" + r.producer + ", " +
+                    std::to_string(*r.seq) + "), which was acknowledged and which its leader " +
+                    leader + " does not hold");
+          continue;
+        }
+        // That entry is gone for good: a retry stores it again.
+        stored_.erase(at);
+        stored_meta_.erase(key);
+        auto& known = known_[id];
+        auto [lo, hi] = known.equal_range(KeyHash(r.key));
+        for (auto it = lo; it != hi; ++it) {
+          if (it->second == r.offset) {
+            known.erase(it);
+            break;
+          }
+        }
+      }
+    }
+    static const char* const kSteps[] = {"done", "idle", "more", "retry"};
+    Trace("fetch " + f.name + " <- " + leader + ": " + kSteps[static_cast<int>(step)] + what);
+    CheckInvariants();
+  }
+}
+
+void World::CheckLogMatching(const std::string& pod, const std::string& leader, uint32_t partition,
+                             const std::vector<LogRec>& copy) {
+  if (copy.empty()) return;
+  const auto mine = ReadEpochs(pod, partition);
+  const auto theirs = ReadEpochs(leader, partition);
+  const auto log = ReadLog(leader, partition);
+  // The highest offset both hold in the same epoch.
+  size_t n = std::min(copy.size(), log.size());
+  while (n > 0) {
+    const uint64_t e = EpochOf(mine, copy[n - 1].offset);
+    if (e != 0 && e == EpochOf(theirs, copy[n - 1].offset) &&
+        copy[n - 1].offset == log[n - 1].offset) {
+      break;
+    }
+    --n;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (copy[i].bytes == log[i].bytes) continue;
+    Violation("invariant 11: " + pod + "'s copy of p" + std::to_string(partition) + " and its leader " +
+              leader + "'s log both hold @" + std::to_string(copy[n - 1].offset) +
+              " in leader epoch " + std::to_string(EpochOf(mine, copy[n - 1].offset)) +
+              " but differ at @" + std::to_string(copy[i].offset) + " (" + copy[i].producer + "/" +
+              std::to_string(copy[i].seq.value_or(0)) + " here, " + log[i].producer + "/" +
+              std::to_string(log[i].seq.value_or(0)) + " there)");
+    return;
+  }
+}
+
+void World::InterleaveFetch() {
+  if (interleaving_ || !faults_) return;
+  interleaving_ = true;
+  const int n = static_cast<int>(Pick(3));
+  for (int i = 0; i < n; ++i) Act(false);
+  if (Chance(0.5)) CoordinatorStep(coordinators_[Pick(coordinators_.size())], false);
+  interleaving_ = false;
+}
+
+void World::CheckReadCommitted(const Group& g, const wire::ConsumedEvent& e,
+                               const std::string& producer, const std::string& pod) {
+  if (!replicated_ || !e.seq || copies_[e.partition].size() < 2) return;
+  if (committed_.count({e.partition, e.offset})) return;
+  std::string who;
+  const auto [have, need] = Holders(e.partition, e.offset, producer, *e.seq, &who);
+  if (have >= need) {
+    committed_.insert({e.partition, e.offset});
+    return;
+  }
+  Violation("invariant 9: " + g.name + " got p" + std::to_string(e.partition) + "@" +
+            std::to_string(e.offset) + " (" + producer + ", " + std::to_string(*e.seq) +
+            ") at " + pod + " while " + std::to_string(have) + " of its copies hold it (" + who +
+            "): above the high watermark");
+}
+
+PartitionMap World::Placed(const PartitionMap& m) {
+  if (!replicated_) return m;
+  std::vector<PodName> pods;
+  for (const auto& [pod, addr] : m.peers()) pods.push_back(PodName(pod));
+  auto placed = replication::PlaceReplicas(m, pods, factor_);
+  if (!placed.ok()) {
+    Violation("placing followers: " + placed.status().ToString());
+    return m;
+  }
+  return std::move(placed).value();
+}
+
+std::vector<PartitionId> World::FailOverCandidates(const PartitionMap& base, bool quiet,
+                                                   const std::string& wiped) {
+  std::vector<PartitionId> out;
+  std::map<std::string, bool> down;
+  for (const auto& p : base.partitions()) {
+    if (!p.active() || p.lost || p.replicas.empty()) continue;
+    const std::string& leader = p.owner.value();
+    auto it = down.find(leader);
+    if (it == down.end()) {
+      bool is_down;
+      if (!wiped.empty()) {
+        is_down = leader == wiped;
+      } else {
+        // Down for the coordinator: no answer (crashed, paused, isolated); or, now and then, a
+        // live leader whose answers were lost and that it takes for down.
+        is_down = !ReachAdmin(leader) || (!quiet && faults_ && Chance(0.01));
+      }
+      it = down.emplace(leader, is_down).first;
+    }
+    if (!it->second) continue;
+    // A quorum of the copies must answer the fence, the leader's left out: with factor 2 never.
+    size_t reachable = 0;
+    for (const auto& r : p.replicas) reachable += ReachAdmin(r.value()) ? 1 : 0;
+    if (reachable < replication::QuorumOf(1 + p.replicas.size())) continue;
+    out.push_back(p.id);
+  }
+  return out;
+}
+
+bool World::StartFailOver(Coordinator& c, const std::vector<PartitionId>& ids, bool quiet) {
+  Record r = record_;
+  r.failing_over = ids;
+  r.fence = Epoch(std::max(record_.map.epoch().value() + 1, record_.floor.value()));
+  r.floor = r.fence;
+  if (!WriteRecord(c, r)) return false;  // recorded before the first fence, or not at all
+  std::string what;
+  for (PartitionId id : ids) what += " p" + std::to_string(id.value());
+  Trace(c.name + " fails over" + what + " at leader epoch " + std::to_string(r.fence.value()));
+  FinishFailOver(c, quiet);
+  return true;
+}
+
+void World::FinishFailOver(Coordinator& c, bool quiet) {
+  const PartitionMap base = record_.map;
+  const Epoch fence = record_.fence;
+  std::vector<PartitionId> ids;
+  std::map<std::string, std::vector<PartitionId>> per_pod;
+  for (PartitionId id : record_.failing_over) {
+    const PartitionInfo* info = base.Find(id);
+    if (!info || !info->active() || info->lost) continue;
+    ids.push_back(id);
+    for (const auto& f : info->replicas) per_pod[f.value()].push_back(id);
+  }
+  // Fence the copies: from now on they take nothing from a leader of an older leader epoch,
+  // and say what they hold.
+  std::map<uint32_t, std::vector<replication::ReplicaState>> answered;
+  for (auto& [pod, pids] : per_pod) {
+    ++event_;
+    broker::Topic* t = ReachAdmin(pod);
+    if (!t || (faults_ && Chance(0.03))) {
+      Trace(c.name + " fence at " + pod + ": no answer");
+      continue;
+    }
+    const auto fenced = t->FenceCopies(pids, fence);
+    std::string held;
+    for (const auto& f : fenced) {
+      held += " p" + std::to_string(f.id.value()) + "=" + std::to_string(f.end) + "/le" +
+              std::to_string(f.last_epoch.value());
+    }
+    Trace(c.name + " fences " + pod + " at leader epoch " + std::to_string(fence.value()) + ":" +
+          held);
+    CheckInvariants();
+    if (faults_ && Chance(0.03)) {
+      Trace("  (the answer is lost)");
+      continue;
+    }
+    for (const auto& f : fenced) {
+      answered[f.id.value()].push_back({PodName(pod), f.last_epoch, f.end});
+    }
+  }
+  std::vector<std::pair<PartitionId, PodName>> leaders;
+  for (PartitionId id : ids) {
+    const PartitionInfo* info = base.Find(id);
+    auto leader = replication::ChooseLeader(answered[id.value()], 1 + info->replicas.size());
+    if (leader.ok()) leaders.emplace_back(id, *leader);
+  }
+  Record r = record_;
+  if (leaders.empty()) {
+    if (ids.empty()) {  // nothing left to fail over
+      r.failing_over.clear();
+      WriteRecord(c, r);
+    }
+    return;  // the next step tries again
+  }
+  auto target = base.FailOver(leaders);
+  if (!target.ok()) {
+    Violation("the failover map is refused: " + target.status().ToString());
+    return;
+  }
+  PartitionMap next = std::move(target).value();
+  const Epoch want(std::max(fence.value(), record_.floor.value()));
+  if (next.epoch() < want) next = next.WithEpoch(want);
+  // Invariant 10: the new leader holds every event acknowledged in the partition.
+  for (const auto& [id, leader] : leaders) {
+    for (const auto& [key, at] : stored_) {
+      if (at.first != id.value()) continue;
+      auto meta = stored_meta_.find(key);
+      if (meta == stored_meta_.end() || !meta->second.acked) continue;
+      if (!Holds(leader.value(), at.first, at.second, key.first, key.second)) {
+        Violation("invariant 10: " + leader.value() + " is made the leader of p" +
+                  std::to_string(id.value()) + " without the acknowledged (" + key.first + ", " +
+                  std::to_string(key.second) + ") at @" + std::to_string(at.second));
+      }
+    }
+  }
+  r.map = next;
+  r.failing_over.clear();
+  for (PartitionId id : ids) {
+    if (std::none_of(leaders.begin(), leaders.end(),
+                     [&](const auto& l) { return l.first == id; })) {
+      r.failing_over.push_back(id);
+    }
+  }
+  if (!WriteRecord(c, r)) return;
+  NoteMap(next);
+  std::string moved;
+  for (const auto& [id, leader] : leaders) {
+    failed_over_at_[id.value()] = event_;
+    ++result_.failovers;
+    // The old leader still runs and reaches its peers (isolated from the coordinators, or its
+    // answers lost): it goes on taking writes that its fenced copies must refuse.
+    if (const PartitionInfo* old = base.Find(id); old && Reach(old->owner.value())) {
+      ++result_.live_leaders_replaced;
+    }
+    moved += " p" + std::to_string(id.value()) + "->" + leader.value();
+  }
+  Trace(c.name + " failed over at e" + std::to_string(next.epoch().value()) + ":" + moved);
+  TraceMap(next);
+  // New leaders first: they take writes as soon as they hold the map; then every other pod
+  // (one that does not answer gets it later, CatchUpInstalls).
+  std::vector<std::string> order;
+  for (const auto& [id, leader] : leaders) order.push_back(leader.value());
+  for (const auto& [pod, addr] : next.peers()) order.push_back(pod);
+  std::set<std::string> done;
+  // Now and then only the new leaders get it at once; the others when the coordinator next
+  // brings pods up to date (its requests to them lost): the window in which a fenced copy
+  // still holds the map of the old leader.
+  const size_t first = leaders.size();
+  const bool leaders_only = !quiet && faults_ && Chance(0.5);
+  Coordinator* outer = active_;
+  active_ = &c;
+  in_legit_change_ = !quiet;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const std::string& pod = order[i];
+    if (leaders_only && i >= first) {
+      Trace("  (the failover map's installs on the other pods are lost)");
+      break;
+    }
+    if (!done.insert(pod).second) continue;
+    const PeerAddress* addr = next.Peer(PodName(pod));
+    if (!addr) continue;
+    (void)c.admin->InstallMap(addr->admin, next);
+  }
+  in_legit_change_ = false;
+  active_ = outer;
+  if (leaders_only) {
+    // Before the coordinator's next round the world goes on: writes reach the replaced leader
+    // if it still runs, and the copies that hold the old map fetch from it (they are fenced).
+    for (int i = 0, n = 1 + static_cast<int>(Pick(3)); i < n; ++i) {
+      ProduceAction(producers_[Pick(producers_.size())], false);
+      for (auto& p : pods_) FetchAction(*p, true);
+      CheckInvariants();
+    }
+  }
+}
+
+bool World::CatchUpInstalls(Coordinator& c) {
+  const PartitionMap map = record_.map;
+  for (const auto& [pod, addr] : map.peers()) {
+    auto held = c.admin->GetMap(addr.admin);
+    if (held.ok() ? held->epoch() >= map.epoch()
+                  : held.status().code() != Status::Code::kNotFound) {
+      continue;
+    }
+    // A pod that holds no map and owns partitions lost its data (PodWithoutData), as the control
+    // loop's InstallOnLaggingPods tells it: not given the map.
+    if (!held.ok() &&
+        !PartitionsMadeBefore(map, PodName(pod), Epoch(map.epoch().value() + 1)).empty()) {
+      continue;
+    }
+    auto r = c.admin->InstallMap(addr.admin, map);
+    if (r.ok()) continue;
+    const auto code = r.status().code();
+    if (code == Status::Code::kConflict || code == Status::Code::kStaleEpoch) {
+      c.view = record_.version;
+      Reconcile(c, r.status());
+      return false;
+    }
+  }
+  return true;
+}
+
+void World::CatchUpAll() {
+  if (!replicated_) return;
+  for (int round = 0; round < 100; ++round) {
+    const uint64_t before = result_.fetch_rounds;
+    std::string ends;
+    for (auto& p : pods_) {
+      if (p->topic) ends += p->topic->FollowedJson();
+    }
+    for (auto& p : pods_) FetchAction(*p, true);
+    std::string after;
+    for (auto& p : pods_) {
+      if (p->topic) after += p->topic->FollowedJson();
+    }
+    if (after == ends || result_.fetch_rounds == before) return;
+  }
+}
+
+std::string World::Unreadable() {
+  if (!replicated_) return "";
+  std::string out;
+  for (auto& p : pods_) {
+    if (!p->topic) continue;
+    simdjson::dom::parser parser;
+    simdjson::dom::element doc;
+    simdjson::dom::array parts;
+    if (parser.parse(simdjson::padded_string(p->topic->ViewJson())).get(doc) ||
+        doc["partitions"].get(parts)) {
+      continue;
+    }
+    for (auto part : parts) {
+      uint64_t id = 0, end = 0, visible = 0;
+      if (part["id"].get(id) || part["end_offset"].get(end) ||
+          part["visible_end_offset"].get(visible) || visible >= end) {
+        continue;
+      }
+      out += " p" + std::to_string(id) + " at " + p->name + " hands out below " +
+             std::to_string(visible) + " of " + std::to_string(end) + ";";
+    }
+  }
+  return out.empty() ? "" : " [high watermark below the end:" + out + "]";
+}
+
+void World::CheckCopies() {
+  if (!replicated_ || had_hand_rogue_) return;
+  for (const auto& info : record_.map.partitions()) {
+    if (info.lost) continue;
+    const uint32_t id = info.id.value();
+    const auto leader = ReadLog(info.owner.value(), id);
+    // 6 over the final log: no (producer, seq) twice.
+    std::set<std::pair<std::string, uint64_t>> ids;
+    for (const auto& r : leader) {
+      if (r.seq && !ids.insert({r.producer, *r.seq}).second) {
+        Violation("invariant 6: p" + std::to_string(id) + " at its leader " +
+                  info.owner.value() + " holds (" + r.producer + ", " + std::to_string(*r.seq) +
+                  ") twice");
+      }
+    }
+    // 11: every copy is its leader's log once the quiet phase let it catch up.
+    for (const auto& f : info.replicas) {
+      const auto copy = ReadLog(f.value(), id);
+      size_t same = 0;
+      while (same < copy.size() && same < leader.size() && copy[same].bytes == leader[same].bytes) {
+        ++same;
+      }
+      if (same == copy.size() && same == leader.size()) continue;
+      Violation("invariant 11: " + f.value() + "'s copy of p" + std::to_string(id) + " (" +
+                std::to_string(copy.size()) + " entries) is not its leader " +
+                info.owner.value() + "'s log (" + std::to_string(leader.size()) +
+                " entries) after the quiet phase: they part at entry " + std::to_string(same) +
+                (same < copy.size() && same < leader.size()
+                     ? " (@" + std::to_string(copy[same].offset) + ": " + copy[same].producer +
+                           "/" + std::to_string(copy[same].seq.value_or(0)) + " here, " +
+                           leader[same].producer + "/" +
+                           std::to_string(leader[same].seq.value_or(0)) + " there)"
+                     : ""));
+    }
+  }
 }
 
 ScheduleResult World::Run() {

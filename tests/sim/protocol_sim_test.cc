@@ -1,5 +1,5 @@
-// The protocol simulation in the suite: a fixed budget of seeds (2,000), every invariant checked
-// after every action. Longer runs: build/tests/sim/shoal-protocol-sim --seeds 100000.
+// The protocol simulation in the suite: a fixed budget of seeds, every invariant checked after
+// every action. Longer runs: build/tests/sim/shoal-protocol-sim --seeds 100000.
 #include <gtest/gtest.h>
 
 #include "sim/protocol_sim.h"
@@ -8,16 +8,14 @@
 namespace shoal::sim {
 namespace {
 
-class ProtocolSimTest : public ::testing::TestWithParam<int> {};
-
-// 2,000 seeds in 4 shards of 500, so ctest -j runs them side by side.
-TEST_P(ProtocolSimTest, EveryInvariantHoldsOnEverySchedule) {
+// Runs seeds [first, first + count) and reports up to three failing ones.
+void RunSeeds(uint64_t first, uint64_t count, int replicated) {
   ASSERT_TRUE(InitLogging("off").ok());
-  const uint64_t first = 1 + static_cast<uint64_t>(GetParam()) * 500;
   int failed = 0;
-  for (uint64_t seed = first; seed < first + 500; ++seed) {
+  for (uint64_t seed = first; seed < first + count; ++seed) {
     ScheduleOptions o;
     o.seed = seed;
+    o.replicated = replicated;
     auto r = RunSchedule(o);
     if (r.ok()) continue;
     ++failed;
@@ -26,12 +24,34 @@ TEST_P(ProtocolSimTest, EveryInvariantHoldsOnEverySchedule) {
     std::string trace;
     for (const auto& t : r.trace) trace += "\n    | " + t;
     ADD_FAILURE() << "seed " << seed << " (replay: shoal-protocol-sim --seed " << seed
+                  << (replicated > 0 ? " --replicated on" : " --replicated off")
                   << " --trace):" << what << "\n  last actions:" << trace;
     if (failed >= 3) break;
   }
 }
 
+class ProtocolSimTest : public ::testing::TestWithParam<int> {};
+
+// 2,000 seeds in 4 shards of 500, so ctest -j runs them side by side: the change protocol
+// without replication, the schedules these seeds always ran.
+TEST_P(ProtocolSimTest, EveryInvariantHoldsOnEverySchedule) {
+  RunSeeds(1 + static_cast<uint64_t>(GetParam()) * 500, 500, /*replicated=*/0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Seeds, ProtocolSimTest, ::testing::Values(0, 1, 2, 3));
+
+class ReplicatedProtocolSimTest : public ::testing::TestWithParam<int> {};
+
+// 400 replicated schedules in 2 shards (each about four times the cost of one without
+// replication): failovers with fencing, paused and isolated leaders, divergent tails, wiped
+// copies. Disabled while the sidecar fails them: the failures the simulation found in the
+// replication code (see tests/sim/defects/README.md, "Replication: what the simulation finds")
+// make most of these seeds fail; enable it with their fixes.
+TEST_P(ReplicatedProtocolSimTest, DISABLED_EveryInvariantHoldsOnEverySchedule) {
+  RunSeeds(1 + static_cast<uint64_t>(GetParam()) * 200, 200, /*replicated=*/1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, ReplicatedProtocolSimTest, ::testing::Values(0, 1));
 
 }  // namespace
 }  // namespace shoal::sim
