@@ -314,6 +314,7 @@ class World {
 
   // Actions.
   void Act(bool quiet);
+  void GroupAction(bool quiet);
   void ActReplicated(uint64_t roll, bool quiet);
   void ProduceAction(Producer& prod, bool quiet);
   void ConsumeAction(Group& g, Pod& pod, bool quiet);
@@ -1577,12 +1578,7 @@ void World::Act(bool quiet) {
   if (roll < 30) {
     ProduceAction(producers_[Pick(producers_.size())], quiet);
   } else if (roll < 62) {
-    Group& g = groups_[Pick(groups_.size())];
-    const bool active = quiet || (g.kind != Group::Kind::kLate || step_ >= g.start_step);
-    const bool stopped =
-        !quiet && g.kind == Group::Kind::kStopper && step_ >= g.stop_from && step_ < g.stop_until;
-    const bool slow_skips = !quiet && g.kind == Group::Kind::kSlow && Chance(0.7);
-    if (active && !stopped && !slow_skips) ConsumeAction(g, *pods_[Pick(pods_.size())], quiet);
+    GroupAction(quiet);
   } else if (roll < 80) {
     Tick();
   } else if (!quiet && faults_ && roll < 86) {
@@ -1605,18 +1601,23 @@ void World::Act(bool quiet) {
   CheckInvariants();
 }
 
-// The actions of a replicated seed: fetches besides the rest, and leaders cut off from the
-// coordinators.
-void World::ActReplicated(uint64_t roll, bool quiet) {
-  if (roll < 26) {
-    ProduceAction(producers_[Pick(producers_.size())], quiet);
-  } else if (roll < 52) {
+// A random group reads through a random pod, as its kind allows at this step.
+void World::GroupAction(bool quiet) {
     Group& g = groups_[Pick(groups_.size())];
     const bool active = quiet || (g.kind != Group::Kind::kLate || step_ >= g.start_step);
     const bool stopped =
         !quiet && g.kind == Group::Kind::kStopper && step_ >= g.stop_from && step_ < g.stop_until;
     const bool slow_skips = !quiet && g.kind == Group::Kind::kSlow && Chance(0.7);
     if (active && !stopped && !slow_skips) ConsumeAction(g, *pods_[Pick(pods_.size())], quiet);
+}
+
+// The actions of a replicated seed: fetches besides the rest, and leaders cut off from the
+// coordinators.
+void World::ActReplicated(uint64_t roll, bool quiet) {
+  if (roll < 26) {
+    ProduceAction(producers_[Pick(producers_.size())], quiet);
+  } else if (roll < 52) {
+    GroupAction(quiet);
   } else if (roll < 64) {
     Tick();
   } else if (roll < 82) {

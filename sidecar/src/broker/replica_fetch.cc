@@ -71,17 +71,6 @@ Result<FetchRequest> ParseFetchRequest(std::string_view body) {
   return r;
 }
 
-std::string EncodeFenceRequest(const FenceRequest& r) {
-  std::string out = "{\"leader_epoch\":" + std::to_string(r.leader_epoch.value()) +
-                    ",\"partitions\":[";
-  for (size_t i = 0; i < r.partitions.size(); ++i) {
-    if (i) out += ',';
-    out += std::to_string(r.partitions[i].value());
-  }
-  out += "]}";
-  return out;
-}
-
 Result<FenceRequest> ParseFenceRequest(std::string_view body) {
   simdjson::dom::parser parser;
   simdjson::padded_string padded(body);

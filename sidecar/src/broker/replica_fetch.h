@@ -54,7 +54,6 @@ struct FenceRequest {
   Epoch leader_epoch{0};
   std::vector<PartitionId> partitions;
 };
-std::string EncodeFenceRequest(const FenceRequest& r);
 Result<FenceRequest> ParseFenceRequest(std::string_view body);
 
 enum class FetchCode : uint32_t {
