@@ -10,6 +10,21 @@ std::vector<SuccessorRef> SuccessorRefs(const PartitionMap& map, PartitionId par
   return out;
 }
 
+bool SameSuccessors(const std::vector<SuccessorRef>& sealed, const PartitionMap& map,
+                    PartitionId parent) {
+  const std::vector<const PartitionInfo*> now = map.SuccessorsOf(parent);
+  if (now.size() != sealed.size()) return false;
+  for (size_t i = 0; i < now.size(); ++i) {
+    const PartitionInfo& s = *now[i];
+    const bool failed_over = s.leader_epoch.value() > 0 && s.leader_epoch > s.born;
+    if (s.id != sealed[i].id || s.range != sealed[i].range ||
+        (s.owner != sealed[i].owner && !failed_over)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 bool SealVoid(const SealRecord& seal, const PartitionInfo& info, Epoch map_epoch) {
   return info.active() && seal.intent && seal.confirmed.empty() &&
          seal.intent->epoch <= map_epoch;
@@ -104,7 +119,7 @@ Status CheckMapTransition(const PodName& pod, const std::vector<HeldPartitionSta
       return Status::Conflict("the map records end offset " + std::to_string(info->end_offset) +
                               " for " + pid + ", sealed here at " + std::to_string(seal->end));
     }
-    if (seal->intent && seal->intent->successors != SuccessorRefs(next, info->id)) {
+    if (seal->intent && !SameSuccessors(seal->intent->successors, next, info->id)) {
       return Status::Conflict(pid + " is sealed here for the change of epoch " +
                               std::to_string(seal->intent->epoch.value()) + " (map " +
                               seal->intent->digest + "), whose successors differ from this map's");

@@ -358,6 +358,71 @@ TEST(ReplicationTest, AFollowerTakesOverWithEveryAcknowledgedEventAndTheOldLeade
   EXPECT_EQ(Followed(c, 0)[0].last_epoch, c.current().epoch());
 }
 
+// A replicated partition's seal is answered only once a quorum of its copies holds the sealed
+// end, so the end the map records is held by a quorum; a leader that restarts after the change
+// serves the sealed partition whole, though its followers, holding that end, no longer fetch.
+TEST(ReplicationTest, ASealIsAnsweredOnceAQuorumHoldsItsEndAndARestartedLeaderServesItWhole) {
+  SidecarCluster c(Options({"--replication-timeout-ms", "1000"}));
+  ASSERT_TRUE(c.Start().ok()) << c.Describe();
+  const auto keys = KeysOf(c.current(), 0, 20);
+  {
+    client::ShoalClient leader(c.pod(0).data_url(), "orders", 10s);
+    ASSERT_TRUE(leader.Produce(Batch(keys, "app", 1, 100)).ok());
+    // Both followers paused: 50 more events are written on the leader, never acknowledged.
+    ASSERT_EQ(kill(c.pod(1).pid(), SIGSTOP), 0);
+    ASSERT_EQ(kill(c.pod(2).pid(), SIGSTOP), 0);
+    ASSERT_TRUE(WaitFor(
+        [&] { return LagSeconds(c, 0, "pod-1") > 1 && LagSeconds(c, 0, "pod-2") > 1; }, 10s));
+    ASSERT_FALSE(leader.Produce(Batch(keys, "app", 101, 50)).ok());
+  }
+  const PartitionInfo p0 = *c.current().Find(PartitionId(0));
+  auto split = c.current().Split(PartitionId(0), p0.range.lo + p0.range.Width() / 2);
+  ASSERT_TRUE(split.ok()) << split.status().ToString();
+  // Sealed at the leader's end, 150, which only the leader holds: not answered.
+  auto early = c.admin().Seal(c.admin_address(0), *split, PartitionId(0));
+  ASSERT_FALSE(early.ok());
+  EXPECT_EQ(early.status().code(), Status::Code::kUnavailable) << early.status().ToString();
+  EXPECT_NE(early.status().message().find("quorum"), std::string::npos)
+      << early.status().ToString();
+  // One follower runs again: with the leader, a quorum holds 150, and the seal answers it.
+  ASSERT_EQ(kill(c.pod(1).pid(), SIGCONT), 0);
+  Result<uint64_t> end = Status::Unavailable("not asked");
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        end = c.admin().Seal(c.admin_address(0), *split, PartitionId(0));
+        return end.ok();
+      },
+      10s))
+      << end.status().ToString() << c.Describe();
+  EXPECT_EQ(*end, 150u);
+  ASSERT_EQ(kill(c.pod(2).pid(), SIGCONT), 0);
+  ASSERT_TRUE(c.Apply(*split).ok()) << c.Describe();
+  // The leader restarts: its followers say nothing more of partition 0 (they hold its end), and
+  // its successors' consumers read it whole.
+  c.pod(0).Kill9();
+  ASSERT_TRUE(c.pod(0).Restart().ok()) << c.Describe();
+  ASSERT_TRUE(InstallCurrent(c, 0).ok()) << c.Describe();
+  client::ShoalClient owner(c.pod(0).data_url(), "orders", 10s);
+  std::set<uint64_t> read;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto got = owner.Consume("billing", 10000, 200);
+        if (!got.ok()) return false;
+        std::map<uint32_t, uint64_t> next;
+        for (const auto& e : *got) {
+          if (e.partition == 0) read.insert(e.offset);
+          next[e.partition] = std::max(next[e.partition], e.offset + 1);
+        }
+        std::vector<wire::CommitOffset> commits;
+        for (const auto& [p, o] : next) commits.push_back({PartitionId(p), Offset(o)});
+        if (!commits.empty()) (void)owner.Commit("billing", commits);
+        return read.size() == 150;
+      },
+      15s))
+      << read.size() << " of 150 read\n"
+      << c.Describe();
+}
+
 // A leader that only the coordinator lost sight of (its followers still reach it): once a quorum
 // of its copies is fenced for the failover, it acknowledges nothing more, so the copy chosen from
 // them holds every acknowledged event (invariant 10).

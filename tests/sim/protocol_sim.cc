@@ -1194,7 +1194,9 @@ void World::ProduceAction(Producer& prod, bool quiet) {
         it->second.partition = id;
         it->second.leader_epoch = le;
       }
-      it->second.end = std::max(it->second.end, r.offset + 1);
+      // Only what the partition itself stored is waited for: a duplicate answered from a
+      // parent's producer state names the parent, whose sealed end a quorum held already.
+      if (r.partition == id) it->second.end = std::max(it->second.end, r.offset + 1);
       it->second.events.push_back({prod.id, *events[i].seq, r.partition, r.offset, r.duplicate});
     }
     // Each replicated partition's events wait for their quorum, in order; one the sidecar gave

@@ -54,7 +54,9 @@ class QuorumTracker {
     return moved;
   }
   // A follower's fetch says it holds everything below `end`, when the leader's log ends at
-  // `leader_end`. Returns whether the mark moved.
+  // `leader_end`. Returns whether the mark moved. The end may fall: a copy that lost its volume,
+  // or cut a tail, holds less than it said before, and counting what it no longer holds would
+  // acknowledge events a quorum does not hold (invariant 9).
   bool Holds(const std::string& pod, uint64_t end, uint64_t leader_end, int64_t now_ms) {
     bool moved = false;
     std::vector<Done> reached;
@@ -63,10 +65,27 @@ class QuorumTracker {
       auto it = ends_.find(pod);
       if (it == ends_.end()) return false;
       if (end >= leader_end) caught_up_ms_[pod] = now_ms;
-      if (end > it->second) {
+      if (end != it->second) {
         it->second = end;
         moved = Recompute(&reached);
       }
+    }
+    for (auto& done : reached) done(Status::Ok());
+    return moved;
+  }
+  // A quorum is known to hold everything below `end` without the followers saying so again:
+  // the end the map records for a sealed partition, which its seal was answered for only once a
+  // quorum held it. A leader that restarts starts its followers at 0, and the followers of a
+  // sealed partition whose end they hold fetch no more; the mark never falls below this floor.
+  // Returns whether the mark moved.
+  bool HeldByQuorum(uint64_t end) {
+    bool moved;
+    std::vector<Done> reached;
+    {
+      MutexLock lock(mu_);
+      if (end <= floor_) return false;
+      floor_ = end;
+      moved = Recompute(&reached);
     }
     for (auto& done : reached) done(Status::Ok());
     return moved;
@@ -201,7 +220,7 @@ class QuorumTracker {
       std::vector<uint64_t> e;
       for (const auto& [pod, end] : ends_) e.push_back(end);
       std::sort(e.begin(), e.end(), std::greater<uint64_t>());
-      mark = e[replication::QuorumOf(e.size() + 1) - 2];
+      mark = std::max(e[replication::QuorumOf(e.size() + 1) - 2], floor_);
     }
     replicated_.store(!ends_.empty(), std::memory_order_release);
     const bool moved = mark != mark_.exchange(mark, std::memory_order_acq_rel);
@@ -224,6 +243,7 @@ class QuorumTracker {
   std::map<std::string, int64_t> caught_up_ms_ GUARDED_BY(mu_);  // last seen at the leader's end
   std::vector<Waiter> waiters_ GUARDED_BY(mu_);
   bool closed_ GUARDED_BY(mu_) = false;
+  uint64_t floor_ GUARDED_BY(mu_) = 0;  // HeldByQuorum
   std::atomic<uint64_t> mark_{UINT64_MAX};
   std::atomic<bool> replicated_{false};
 };

@@ -274,9 +274,15 @@ Status Topic::Produce(const std::vector<wire::ProduceEvent>& events,
   std::vector<QuorumWait> awaited;
   for (auto& g : groups) {
     if (!opts_.acks_quorum || !g.partition->quorum()->replicated()) continue;
+    // A duplicate answered from a parent's producer state (a successor inherits it) names the
+    // parent's offset: the parent's sealed end was held by a quorum before the successor took
+    // appends, so only what this partition stored is waited for here.
+    const uint32_t id = g.partition->id().value();
     uint64_t end = 0;
-    for (const auto* r : g.results) end = std::max(end, r->offset + 1);
-    awaited.push_back({g.partition->quorum(), end});
+    for (const auto* r : g.results) {
+      if (r->partition == id) end = std::max(end, r->offset + 1);
+    }
+    if (end > 0) awaited.push_back({g.partition->quorum(), end});
   }
   lock.unlock();
   if (!groups.empty() && on_append_) on_append_();
@@ -665,8 +671,12 @@ Status Topic::SeedOpened(const PartitionMap& next, OwnedPartitions& opened) {
   // Each new successor inherits its parents' producer state (handoff of dedup state), once each
   // parent's owner confirmed the parent was sealed for this very change (invariant 2: a
   // successor takes writes only after its parents are sealed for the change that created it).
+  // A parent is read here only if the new map leads it here: a copy this pod led before a
+  // failover it has not heard of yet is not the parent (its leader sealed it, not this copy).
   auto held_partition = [&](PartitionId id) -> Partition* {
     if (auto it = opened.find(id); it != opened.end()) return it->second.get();
+    const PartitionInfo* info = next.Find(id);
+    if (!info || !HeldHere(*info)) return nullptr;
     ReaderLock lock(map_mu_);
     auto it = partitions_.find(id);
     return it == partitions_.end() ? nullptr : it->second.get();

@@ -223,11 +223,18 @@ class Topic {
   // files is not part of the change's write pause. They take effect with InstallMap.
   Status Prepare(const PartitionMap& map);
   // Seals a partition this sidecar holds for the change `intent` names, ahead of the map that
-  // makes its successors (Partition::Seal has the fencing rule).
-  Result<uint64_t> Seal(PartitionId partition, const SealIntent& intent);
+  // makes its successors (Partition::Seal has the fencing rule). A replicated partition's seal
+  // is answered only once a quorum of its copies holds the sealed end, waited for up to
+  // `quorum_wait` (then Unavailable; the seal stands and a retry answers the same end): the end
+  // the map records for a sealed partition is always held by a quorum (invariant 9), so any copy
+  // made its leader later holds it, and a restarted leader serves it whole (its followers, which
+  // hold it, no longer fetch).
+  Result<uint64_t> Seal(PartitionId partition, const SealIntent& intent,
+                        std::chrono::milliseconds quorum_wait = std::chrono::milliseconds(0));
   // The same for the change that makes `target`: its epoch, digest and the successors it gives
   // the partition.
-  Result<uint64_t> Seal(const PartitionMap& target, PartitionId partition);
+  Result<uint64_t> Seal(const PartitionMap& target, PartitionId partition,
+                        std::chrono::milliseconds quorum_wait = std::chrono::milliseconds(0));
   // The producer state of a partition held here; for `successor` (when given) only once the
   // partition's seal confirms it (Partition::ConfirmSuccessor) and, with `end`, only if the seal's
   // end offset is that (the successor's map records it; another is Conflict).

@@ -182,25 +182,43 @@ Status Topic::NotLostHere(PartitionId id, const std::string& asked) const {
   return Status::Ok();
 }
 
-Result<uint64_t> Topic::Seal(PartitionId id, const SealIntent& intent) {
-  ReaderLock lock(map_mu_);
-  auto it = partitions_.find(id);
-  if (it == partitions_.end()) {
-    SHOAL_RETURN_IF_ERROR(NotLostHere(id, "asked to seal"));
-    return Status::NotFound("partition " + std::to_string(id.value()) + " is not on this sidecar");
+Result<uint64_t> Topic::Seal(PartitionId id, const SealIntent& intent,
+                             std::chrono::milliseconds quorum_wait) {
+  std::shared_ptr<QuorumTracker> quorum;
+  uint64_t sealed_at = 0;
+  {
+    ReaderLock lock(map_mu_);
+    auto it = partitions_.find(id);
+    if (it == partitions_.end()) {
+      SHOAL_RETURN_IF_ERROR(NotLostHere(id, "asked to seal"));
+      return Status::NotFound("partition " + std::to_string(id.value()) +
+                              " is not on this sidecar");
+    }
+    auto end = it->second->Seal(intent, map_.epoch());
+    if (!end.ok()) return end;
+    // Its successors' pods read it through ranges from now on: batches out whole are recorded so
+    // that their commits keep meaning those batches across a restart.
+    SHOAL_RETURN_IF_ERROR(it->second->RecordWholeBatches());
+    sealed_at = *end;
+    if (it->second->quorum()->replicated()) quorum = it->second->quorum();
   }
-  auto end = it->second->Seal(intent, map_.epoch());
-  if (!end.ok()) return end;
-  // Its successors' pods read it through ranges from now on: batches out whole are recorded so
-  // that their commits keep meaning those batches across a restart.
-  SHOAL_RETURN_IF_ERROR(it->second->RecordWholeBatches());
-  return end;
+  // Waited for without the map lock: the followers' fetches that move the mark take it.
+  if (quorum && !quorum->Await(sealed_at, quorum_wait).ok()) {
+    return Status::Unavailable("partition " + std::to_string(id.value()) + " is sealed at " +
+                               std::to_string(sealed_at) +
+                               ", but fewer than a quorum of its copies hold that end yet; the "
+                               "seal stands, retry it");
+  }
+  return sealed_at;
 }
 
-Result<uint64_t> Topic::Seal(const PartitionMap& target, PartitionId id) {
+Result<uint64_t> Topic::Seal(const PartitionMap& target, PartitionId id,
+                             std::chrono::milliseconds quorum_wait) {
   const PartitionInfo* info = target.Find(id);
-  return Seal(id, SealIntent{target.epoch(), target.Digest(), SuccessorRefs(target, id),
-                             info ? std::optional<HashRange>(info->range) : std::nullopt});
+  return Seal(id,
+              SealIntent{target.epoch(), target.Digest(), SuccessorRefs(target, id),
+                         info ? std::optional<HashRange>(info->range) : std::nullopt},
+              quorum_wait);
 }
 
 Result<std::string> Topic::ExportProducers(PartitionId id, const SuccessorRef* successor,

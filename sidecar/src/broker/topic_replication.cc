@@ -39,6 +39,9 @@ void Topic::ReconcileReplicas() {
           }
         }
         moved |= p->quorum()->SetFollowers(info->replicas, clock_.NowMs());
+        // The end the map records for a sealed partition was held by a quorum when its seal was
+        // answered (Topic::Seal).
+        if (!info->active() && !info->lost) moved |= p->quorum()->HeldByQuorum(info->end_offset);
       }
     }
   }

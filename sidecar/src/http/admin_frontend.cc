@@ -1,5 +1,8 @@
 #include "http/admin_frontend.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include <simdjson.h>
 
 #include "http/http_util.h"
@@ -11,6 +14,10 @@ using web::http::http_request;
 using web::http::methods;
 
 namespace {
+// How long a seal waits for a quorum of copies to hold the sealed end before it answers
+// Unavailable (the coordinator retries): a fetch round or two.
+constexpr int64_t kSealQuorumWaitMs = 2000;
+
 std::string Outcome(const Status& st) {
   switch (st.code()) {
     case Status::Code::kOk:
@@ -281,7 +288,10 @@ void AdminFrontend::Handle(http_request req) {
       return with_body([this](const std::string& body) -> Result<std::string> {
         auto seal = ParseSeal(body);
         if (!seal.ok()) return seal.status();
-        auto end = topic_.Seal(seal->first, seal->second);
+        auto end = topic_.Seal(
+            seal->first, seal->second,
+            std::chrono::milliseconds(std::min<int64_t>(topic_.options().replication_timeout_ms,
+                                                        kSealQuorumWaitMs)));
         probe_.AdminChange("seal", Outcome(end.status()));
         if (!end.ok()) return end.status();
         return "{\"partition\":" + std::to_string(seal->first.value()) +

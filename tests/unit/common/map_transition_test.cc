@@ -195,5 +195,34 @@ TEST(FailOverTest, TheOldLeaderTakesTheMapAndAFollowerMadeTheLeaderHoldsTheParti
             Status::Code::kDataLost);
 }
 
+TEST(FailOverTest, ASealStillNamesItsSuccessorsAfterOneOfThemFailedOver) {
+  // p0 led by a, followed by b and c, split into p1 and p2 (each led by a, same copies); the seal
+  // at a names a as their owner. p1 then fails over to b: the parent's seal still holds.
+  PartitionMap held = Replicated();
+  const HashRange r0 = held.Find(PartitionId(0))->range;
+  PartitionMap split = held.Split(PartitionId(0), r0.lo + r0.Width() / 2).value();
+  split = split.WithEndOffset(PartitionId(0), 10).value();
+  for (PartitionId id : {PartitionId(1), PartitionId(2)}) {
+    split = split.WithReplicas(id, {PodName("b"), PodName("c")}).value();
+  }
+  const std::vector<SuccessorRef> sealed = SuccessorRefs(split, PartitionId(0));
+  ASSERT_EQ(sealed.size(), 2u);
+  const PartitionMap over = split.FailOver(PartitionId(1), PodName("b")).value();
+  EXPECT_TRUE(SameSuccessors(sealed, over, PartitionId(0)));
+  const SealIntent intent{split.epoch(), split.Digest(), sealed, r0};
+  const PartitionInfo& p1 = *split.Find(PartitionId(1));
+  const PartitionInfo& p2 = *split.Find(PartitionId(2));
+  Status st = CheckMapTransition(PodName("a"),
+                                 {{PartitionId(0), r0, SealRecord{10, intent, {}}, Epoch(0), false},
+                                  {p1.id, p1.range, {}, p1.LeaderEpoch(), false},
+                                  {p2.id, p2.range, {}, p2.LeaderEpoch(), false}},
+                                 over, nullptr);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  // Not failed over, another owner is another successor: refused.
+  EXPECT_FALSE(SameSuccessors(
+      {sealed[0], {sealed[1].id, PodName("c"), sealed[1].range}}, split, PartitionId(0)));
+  EXPECT_FALSE(SameSuccessors({sealed[0]}, split, PartitionId(0)));
+}
+
 }  // namespace
 }  // namespace shoal

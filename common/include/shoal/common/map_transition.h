@@ -18,8 +18,9 @@
 
 namespace shoal {
 
-// A successor of a partition as a change names it: id, owner pod and hash range, all fixed for
-// the successor's whole life.
+// A successor of a partition as a change names it: id, owner pod and hash range. Id and range
+// are fixed for the successor's whole life; so is the owner, except that a failover moves the
+// leadership of a replicated successor to one of its copies (invariant 10).
 struct SuccessorRef {
   PartitionId id;
   PodName owner;
@@ -28,6 +29,11 @@ struct SuccessorRef {
 };
 // The successors `map` gives partition `parent`, in id order.
 std::vector<SuccessorRef> SuccessorRefs(const PartitionMap& map, PartitionId parent);
+// Whether `map` gives `parent` the successors a seal recorded: the same ids and ranges, each led
+// by the owner the seal names or, once failed over (a leader epoch above its birth), by the copy
+// the failover chose.
+bool SameSuccessors(const std::vector<SuccessorRef>& sealed, const PartitionMap& map,
+                    PartitionId parent);
 
 // The change a seal serves (invariants 2 and 5): the epoch and digest of the change's target
 // map, and the successors that map gives the sealed partition.
