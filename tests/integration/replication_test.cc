@@ -183,7 +183,9 @@ TEST(ReplicationTest, AQuorumAcknowledgesAndWithoutOneNothingIsAcknowledgedOrRea
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   for (const auto& e : *got) EXPECT_LT(e.offset, 100u) << "an unacknowledged event was read";
   for (const auto& e : *got) seen.insert(e.offset);
-  ASSERT_TRUE(leader.Commit("billing", {{PartitionId(0), Offset(100)}}).ok());
+  // The commit, too, waits for a quorum: refused, retryable, though it stands on the leader.
+  EXPECT_EQ(leader.Commit("billing", {{PartitionId(0), Offset(100)}}).code(),
+            Status::Code::kUnavailable);
   // One follower back: the retry is acknowledged from the producer state (the first attempt's
   // offsets) and every event is read once.
   ASSERT_EQ(kill(c.pod(1).pid(), SIGCONT), 0);
@@ -226,6 +228,14 @@ double LagSeconds(SidecarCluster& c, size_t leader, const std::string& follower)
     }
   }
   return -1;
+}
+
+// Pauses pods 1 and 2 (SIGSTOP), the followers of partition 0, and waits until neither has
+// fetched for a second, so that no fetch of theirs is held at the leader any more.
+bool PauseFollowers(SidecarCluster& c) {
+  if (kill(c.pod(1).pid(), SIGSTOP) != 0 || kill(c.pod(2).pid(), SIGSTOP) != 0) return false;
+  return WaitFor([&] { return LagSeconds(c, 0, "pod-1") > 1 && LagSeconds(c, 0, "pod-2") > 1; },
+                 10s);
 }
 
 // Installs the cluster's current map on pod i, retrying while it comes up (a connection kept
@@ -317,10 +327,7 @@ TEST(ReplicationTest, AFollowerTakesOverWithEveryAcknowledgedEventAndTheOldLeade
     // Both followers paused: 50 more events are written on the leader, never acknowledged. (Once
     // neither has fetched for a second, no fetch of theirs is held at the leader any more, so
     // none of the 50 reaches them.)
-    ASSERT_EQ(kill(c.pod(1).pid(), SIGSTOP), 0);
-    ASSERT_EQ(kill(c.pod(2).pid(), SIGSTOP), 0);
-    ASSERT_TRUE(WaitFor(
-        [&] { return LagSeconds(c, 0, "pod-1") > 1 && LagSeconds(c, 0, "pod-2") > 1; }, 10s));
+    ASSERT_TRUE(PauseFollowers(c));
     auto unacked = leader.Produce(Batch(keys, "app", 301, 50));
     ASSERT_FALSE(unacked.ok());
   }
@@ -360,7 +367,7 @@ TEST(ReplicationTest, AFollowerTakesOverWithEveryAcknowledgedEventAndTheOldLeade
 
 // A replicated partition's seal is answered only once a quorum of its copies holds the sealed
 // end, so the end the map records is held by a quorum; a leader that restarts after the change
-// serves the sealed partition whole, though its followers, holding that end, no longer fetch.
+// (its count of what the followers hold starts over) serves the sealed partition whole.
 TEST(ReplicationTest, ASealIsAnsweredOnceAQuorumHoldsItsEndAndARestartedLeaderServesItWhole) {
   SidecarCluster c(Options({"--replication-timeout-ms", "1000"}));
   ASSERT_TRUE(c.Start().ok()) << c.Describe();
@@ -369,10 +376,7 @@ TEST(ReplicationTest, ASealIsAnsweredOnceAQuorumHoldsItsEndAndARestartedLeaderSe
     client::ShoalClient leader(c.pod(0).data_url(), "orders", 10s);
     ASSERT_TRUE(leader.Produce(Batch(keys, "app", 1, 100)).ok());
     // Both followers paused: 50 more events are written on the leader, never acknowledged.
-    ASSERT_EQ(kill(c.pod(1).pid(), SIGSTOP), 0);
-    ASSERT_EQ(kill(c.pod(2).pid(), SIGSTOP), 0);
-    ASSERT_TRUE(WaitFor(
-        [&] { return LagSeconds(c, 0, "pod-1") > 1 && LagSeconds(c, 0, "pod-2") > 1; }, 10s));
+    ASSERT_TRUE(PauseFollowers(c));
     ASSERT_FALSE(leader.Produce(Batch(keys, "app", 101, 50)).ok());
   }
   const PartitionInfo p0 = *c.current().Find(PartitionId(0));
@@ -421,6 +425,40 @@ TEST(ReplicationTest, ASealIsAnsweredOnceAQuorumHoldsItsEndAndARestartedLeaderSe
       15s))
       << read.size() << " of 150 read\n"
       << c.Describe();
+}
+
+// The groups' commits go with the log: a commit is answered once a quorum of the copies holds it
+// (with both followers paused it is refused, retryable), and after a failover the group goes on
+// from where it committed, reading nothing again (invariant 4).
+TEST(ReplicationTest, ACommitIsHeldByAQuorumAndAGroupGoesOnFromItAfterAFailover) {
+  SidecarCluster c(Options({"--replication-timeout-ms", "1000"}));
+  ASSERT_TRUE(c.Start().ok()) << c.Describe();
+  const auto keys = KeysOf(c.current(), 0, 20);
+  {
+    client::ShoalClient leader(c.pod(0).data_url(), "orders", 10s);
+    ASSERT_TRUE(leader.Produce(Batch(keys, "app", 1, 300)).ok());
+    auto got = leader.Consume("billing", 200, 0);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_EQ(got->size(), 200u);
+    Status committed = leader.Commit("billing", {{PartitionId(0), Offset(200)}});
+    ASSERT_TRUE(committed.ok()) << committed.ToString() << c.Describe();
+    // Both followers paused: a commit is recorded on the leader but not answered.
+    ASSERT_TRUE(PauseFollowers(c));
+    ASSERT_TRUE(leader.Consume("audit", 50, 0).ok());
+    Status refused = leader.Commit("audit", {{PartitionId(0), Offset(50)}});
+    EXPECT_EQ(refused.code(), Status::Code::kUnavailable) << refused.ToString();
+    EXPECT_NE(refused.message().find("quorum"), std::string::npos) << refused.ToString();
+  }
+  c.pod(0).Kill9();
+  ASSERT_EQ(kill(c.pod(1).pid(), SIGCONT), 0);
+  ASSERT_EQ(kill(c.pod(2).pid(), SIGCONT), 0);
+  const size_t now_leads = FailOver(c, 0, {1, 2});
+  ASSERT_NE(now_leads, 0u);
+  client::ShoalClient leader(c.pod(now_leads).data_url(), "orders", 10s);
+  const auto seqs = ReadAllSeqs(leader, "billing", 100);
+  ASSERT_EQ(seqs.size(), 100u) << c.Describe();
+  EXPECT_EQ(seqs.front(), 201u) << "the group read again what it had committed";
+  EXPECT_EQ(seqs.back(), 300u);
 }
 
 // A leader that only the coordinator lost sight of (its followers still reach it): once a quorum

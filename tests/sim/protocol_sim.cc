@@ -1534,14 +1534,41 @@ void World::ConsumeAction(Group& g, Pod& pod, bool quiet) {
   // times; if it never gets through, its events may come again (redelivery), and may also have
   // been committed (an answer lost): the oracle of invariant 3 counts them as committed.
   Status st;
+  std::vector<broker::QuorumWait> waits;  // replicated partitions: the frontend's quorum waits
   for (int attempt = 0; attempt < 3; ++attempt) {
     broker::Topic* at = Reach(pod.name);
     if (!at) break;
-    st = at->Commit(c);
+    waits.clear();
+    st = at->Commit(c, &waits);
     if (st.code() != Status::Code::kUnavailable) break;
   }
   for (const auto& e : *events) g.committed.insert({e.partition, e.offset});
-  if (st.ok()) {
+  if (st.ok() && !waits.empty()) {
+    // Answered once a quorum of the copies holds the commit: until then the events may come
+    // again (a failover to a copy without the commit), as for a commit that failed; once
+    // answered, never (invariant 4).
+    for (const auto& id : batch_ids) {
+      if (g.seen_ids.erase(id)) g.uncommitted.insert(id);
+    }
+    struct Pending {
+      size_t left = 0;
+      bool failed = false;
+    };
+    auto pending = std::make_shared<Pending>();
+    pending->left = waits.size();
+    const auto deadline = clock_.SteadyNow() + std::chrono::milliseconds(kReplicationTimeoutMs);
+    for (auto& w : waits) {
+      w.tracker->OnReached(w.end, deadline, [this, pending, gp = &g, batch_ids](Status s) {
+        if (dying_) return;
+        pending->failed |= !s.ok();
+        if (--pending->left > 0 || pending->failed) return;
+        for (const auto& id : batch_ids) {
+          if (gp->uncommitted.erase(id)) gp->seen_ids.insert(id);
+        }
+        Trace("  commit of " + gp->name + " held by a quorum");
+      });
+    }
+  } else if (st.ok()) {
     for (const auto& id : batch_ids) {
       if (g.uncommitted.erase(id)) g.seen_ids.insert(id);
     }

@@ -1148,8 +1148,17 @@ bool Partition::Tick(bool sync_due) {
   return visible_end() != visible_before || redelivered;
 }
 
+Status Partition::MirrorCommits(uint64_t incarnation, uint64_t version,
+                                std::string_view records) {
+  MutexLock lock(mirror_mu_);
+  SHOAL_RETURN_IF_ERROR(commits_->Mirror(records));
+  mirrored_ = {incarnation, version};
+  return Status::Ok();
+}
+
 Status Partition::Close() {
   quorum_->Close();
+  commit_quorum_->Close();
   SHOAL_RETURN_IF_ERROR(SyncLog());
   SHOAL_RETURN_IF_ERROR(commits_->Sync());
   if (follower_.load()) return Status::Ok();

@@ -175,6 +175,22 @@ class Partition {
   // Replication (common/replication.h). As the leader: what its followers hold, and the high
   // watermark, the lesser of what it holds and what enough followers hold to make a quorum.
   const std::shared_ptr<QuorumTracker>& quorum() const { return quorum_; }
+  // The groups' commits replicate with the log: a follower's fetch says which state of this
+  // store it mirrors (incarnation and version, storage::CommitStore::State) and the leader sends
+  // the whole state when it changed. As the leader, commit_quorum() counts the versions each
+  // follower mirrors, as quorum() counts their ends: a commit under acks quorum is answered
+  // once a quorum holds it (invariant 4 across a failover).
+  const std::shared_ptr<QuorumTracker>& commit_quorum() const { return commit_quorum_; }
+  storage::CommitStore::State CommitsSnapshot() const { return commits_->Snapshot(); }
+  uint64_t commits_incarnation() const { return commits_->incarnation(); }
+  uint64_t commits_version() const { return commits_->version(); }
+  // As a follower: takes the leader's commit store state, named by the leader's (incarnation,
+  // version), which mirrored() then answers.
+  Status MirrorCommits(uint64_t incarnation, uint64_t version, std::string_view records);
+  std::pair<uint64_t, uint64_t> mirrored() const {
+    MutexLock lock(mirror_mu_);
+    return mirrored_;
+  }
   uint64_t high_watermark() const { return std::min(held_end(), quorum_->followers_mark()); }
   // The records [from, ...) as they are stored, about max_bytes of them (at least one if any),
   // appended to `out`; returns how many. For a follower's fetch.
@@ -335,6 +351,10 @@ class Partition {
   std::unique_ptr<storage::CommitStore> commits_;
 
   const std::shared_ptr<QuorumTracker> quorum_ = std::make_shared<QuorumTracker>();
+  const std::shared_ptr<QuorumTracker> commit_quorum_ =
+      std::make_shared<QuorumTracker>(QuorumTracker::Counts::kCommits);
+  mutable Mutex mirror_mu_;
+  std::pair<uint64_t, uint64_t> mirrored_ GUARDED_BY(mirror_mu_);  // (incarnation, version)
   std::atomic<bool> follower_{false};
   std::atomic<uint64_t> leader_start_{0};  // as a follower: the leader's oldest record
   std::vector<replication::EpochStart> epochs_ GUARDED_BY(append_mu_);

@@ -30,6 +30,10 @@ namespace shoal::broker {
 class QuorumTracker {
  public:
   using Done = std::function<void(Status)>;
+  // What the tracker counts: the followers' log ends, or the versions of the groups' commits
+  // they mirror (Partition::commit_quorum); it only changes what a refusal says.
+  enum class Counts { kEvents, kCommits };
+  explicit QuorumTracker(Counts counts = Counts::kEvents) : counts_(counts) {}
 
   // The followers the map names; one that is new starts at 0 (nothing held), one that left is
   // forgotten. Returns whether the followers' mark moved.
@@ -172,8 +176,10 @@ class QuorumTracker {
       Recompute(&none);
     }
     for (auto& done : due) {
-      done(Status::Unavailable("the partition's leadership moved to another pod by a failover "
-                               "before a quorum held these events; retry"));
+      done(Status::Unavailable(
+          std::string("the partition's leadership moved to another pod by a failover before a "
+                      "quorum held ") +
+          (counts_ == Counts::kEvents ? "these events" : "this commit") + "; retry"));
     }
   }
   // The partition left: waiters are answered with a refusal.
@@ -203,6 +209,13 @@ class QuorumTracker {
     }
     size_t have = 1;  // the leader
     for (const auto& [pod, e] : ends_) have += e >= end ? 1 : 0;
+    if (counts_ == Counts::kCommits) {
+      return Status::Unavailable(
+          "the commit is on the leader but " + std::to_string(have) + " of " +
+          std::to_string(ends_.size() + 1) + " replicas hold it, and a quorum of " +
+          std::to_string(replication::QuorumOf(ends_.size() + 1)) +
+          " must before it is answered; retry (a commit only raises a group's position)");
+    }
     return Status::Unavailable(
         "the events are on the leader but " + std::to_string(have) + " of " +
         std::to_string(ends_.size() + 1) + " replicas hold them, and a quorum of " +
@@ -237,6 +250,7 @@ class QuorumTracker {
     return true;
   }
 
+  const Counts counts_;
   mutable Mutex mu_;
   CondVar cv_;
   std::map<std::string, uint64_t> ends_ GUARDED_BY(mu_);

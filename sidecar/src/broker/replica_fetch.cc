@@ -22,7 +22,9 @@ std::string EncodeFetchRequest(const FetchRequest& r) {
     out += "{\"id\":" + std::to_string(p.id.value()) +
            ",\"leader_epoch\":" + std::to_string(p.leader_epoch.value()) +
            ",\"from\":" + std::to_string(p.from) +
-           ",\"last_epoch\":" + std::to_string(p.last_epoch) + "}";
+           ",\"last_epoch\":" + std::to_string(p.last_epoch) +
+           ",\"commits_incarnation\":" + std::to_string(p.commits_incarnation) +
+           ",\"commits_version\":" + std::to_string(p.commits_version) + "}";
   }
   out += "]}";
   return out;
@@ -66,7 +68,11 @@ Result<FetchRequest> ParseFetchRequest(std::string_view body) {
     if (id > kMaxPartitionId) return Status::InvalidArgument("partition id out of range");
     uint64_t last_epoch = 0;
     if (el["last_epoch"].get(last_epoch) != simdjson::SUCCESS) last_epoch = 0;  // none held
-    r.partitions.push_back({PartitionId(static_cast<uint32_t>(id)), Epoch(epoch), from, last_epoch});
+    uint64_t incarnation = 0, version = 0;  // none mirrored, when absent
+    if (el["commits_incarnation"].get(incarnation) != simdjson::SUCCESS) incarnation = 0;
+    if (el["commits_version"].get(version) != simdjson::SUCCESS) version = 0;
+    r.partitions.push_back({PartitionId(static_cast<uint32_t>(id)), Epoch(epoch), from, last_epoch,
+                            incarnation, version});
   }
   return r;
 }
@@ -115,7 +121,7 @@ std::string_view ToString(FetchCode c) {
 
 namespace {
 
-constexpr size_t kBlockHeader = 4 + 4 + 8 * 5 + 4 + 4 + 4;
+constexpr size_t kBlockHeader = 4 + 4 + 8 * 5 + 4 + 4 + 4 + 8 + 8 + 4;
 
 template <typename T>
 void Put(std::string& out, T v) {
@@ -144,21 +150,25 @@ void AppendFetchBlock(const FetchBlock& b, std::string& out) {
   Put<uint32_t>(out, b.count);
   Put<uint32_t>(out, static_cast<uint32_t>(b.records.size()));
   Put<uint32_t>(out, static_cast<uint32_t>(b.epochs.size()));
+  Put<uint64_t>(out, b.commits_incarnation);
+  Put<uint64_t>(out, b.commits_version);
+  Put<uint32_t>(out, static_cast<uint32_t>(b.commits_incarnation ? b.commits.size() : 0));
   for (const auto& e : b.epochs) {
     Put<uint64_t>(out, e.epoch);
     Put<uint64_t>(out, e.start);
   }
   out += b.records;
+  if (b.commits_incarnation) out += b.commits;
 }
 
 void FinishFetchAnswer(std::string& body, uint32_t blocks) {
-  std::memcpy(body.data(), "SRF1", 4);
+  std::memcpy(body.data(), "SRF2", 4);
   std::memcpy(body.data() + 4, &blocks, 4);
 }
 
 Result<std::vector<FetchBlock>> ParseFetchAnswer(std::string_view body) {
-  if (body.size() < 8 || body.substr(0, 4) != "SRF1") {
-    return Status::Corruption("a fetch answer starts with SRF1 and a block count");
+  if (body.size() < 8 || body.substr(0, 4) != "SRF2") {
+    return Status::Corruption("a fetch answer starts with SRF2 and a block count");
   }
   const uint32_t n = Get<uint32_t>(body.data() + 4);
   std::vector<FetchBlock> out;
@@ -181,6 +191,9 @@ Result<std::vector<FetchBlock>> ParseFetchAnswer(std::string_view body) {
     b.count = Get<uint32_t>(p + 48);
     const uint32_t bytes = Get<uint32_t>(p + 52);
     const uint32_t epochs = Get<uint32_t>(p + 56);
+    b.commits_incarnation = Get<uint64_t>(p + 60);
+    b.commits_version = Get<uint64_t>(p + 68);
+    const uint32_t commit_bytes = Get<uint32_t>(p + 76);
     pos += kBlockHeader;
     if (epochs > kMaxFetchEpochs || (body.size() - pos) / 16 < epochs) {
       return Status::Corruption("a fetch block's epochs cut short");
@@ -192,6 +205,9 @@ Result<std::vector<FetchBlock>> ParseFetchAnswer(std::string_view body) {
     if (body.size() - pos < bytes) return Status::Corruption("a fetch block cut short");
     b.records.assign(body.data() + pos, bytes);
     pos += bytes;
+    if (body.size() - pos < commit_bytes) return Status::Corruption("a fetch block cut short");
+    b.commits.assign(body.data() + pos, commit_bytes);
+    pos += commit_bytes;
     out.push_back(std::move(b));
   }
   if (pos != body.size()) return Status::Corruption("bytes after the last fetch block");

@@ -7,10 +7,17 @@
 // partition with a block: its records from there as they are stored (storage/record.h), or a
 // code that says why not. The answer is binary, little-endian:
 //
-//   "SRF1"  u32 block count
+//   "SRF2"  u32 block count
 //   block:  u32 partition  u32 code  u64 high_watermark  u64 log_start  u64 log_end
 //           u64 leader_epoch  u64 first  u32 records  u32 bytes  u32 epochs
-//           then `epochs` pairs (u64 epoch, u64 start), then `bytes` bytes of records
+//           u64 commits_incarnation  u64 commits_version  u32 commits_bytes
+//           then `epochs` pairs (u64 epoch, u64 start), then `bytes` bytes of records, then
+//           `commits_bytes` bytes of the leader's commit store (storage/commit_store.h records)
+//           when commits_incarnation is not 0
+//
+// The groups' commits go with the log: the follower names the state of the leader's commit
+// store it mirrors (incarnation, version), and the leader sends its whole state when that is
+// not its own.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +36,8 @@ struct FetchPartition {
   Epoch leader_epoch{0};  // the leader epoch the follower's map names
   uint64_t from = 0;      // the follower's end: it holds everything below
   uint64_t last_epoch = 0;  // the leader epoch of the follower's last record (0: none)
+  uint64_t commits_incarnation = 0;  // the leader's commit store state the follower mirrors
+  uint64_t commits_version = 0;      // (0, 0: none)
 };
 
 struct FetchRequest {
@@ -78,6 +87,11 @@ struct FetchBlock {
   std::string records;  // encoded as stored
   // The leader's epochs (Partition::epochs), for the follower's own record of them.
   std::vector<replication::EpochStart> epochs;
+  // The leader's commit store, when the follower's mirror is not of this state (incarnation 0:
+  // not sent).
+  uint64_t commits_incarnation = 0;
+  uint64_t commits_version = 0;
+  std::string commits;
 };
 
 void AppendFetchBlock(const FetchBlock& b, std::string& out);

@@ -286,14 +286,7 @@ Status Topic::Produce(const std::vector<wire::ProduceEvent>& events,
   }
   lock.unlock();
   if (!groups.empty() && on_append_) on_append_();
-  if (quorum) {
-    for (auto& w : awaited) quorum->push_back(std::move(w));
-  } else {
-    for (const auto& w : awaited) {
-      SHOAL_RETURN_IF_ERROR(
-          w.tracker->Await(w.end, std::chrono::milliseconds(opts_.replication_timeout_ms)));
-    }
-  }
+  SHOAL_RETURN_IF_ERROR(HandOverOrAwait(std::move(awaited), quorum));
   if (!groups.empty() && on_data_) on_data_();
   return Status::Ok();
 }
@@ -724,6 +717,7 @@ size_t Topic::TakeEffect(const PartitionMap& next, OwnedPartitions opened,
       // tail past the new leader's is cut at its first fetch (invariant 11). Produces waiting
       // for a quorum here are refused, retryable.
       it->second->quorum()->Abandon();
+      it->second->commit_quorum()->Abandon();
       it->second->SetFollower(true);
       followed_.emplace(it->first, std::move(it->second));
       it = partitions_.erase(it);
@@ -896,10 +890,12 @@ Result<RemoteBatch> Topic::ReadFor(PartitionId id, const std::string& group, con
 }
 
 Result<RemoteCommits> Topic::CommitFor(PartitionId id, const std::string& group,
-                                       const PodName& reader, Offset offset) {
+                                       const PodName& reader, Offset offset,
+                                       std::chrono::milliseconds quorum_wait) {
   SHOAL_RETURN_IF_ERROR(wire::ValidateGroup(group));
   Status st;
   RemoteCommits out;
+  std::optional<QuorumWait> wait;
   {
     ReaderLock lock(map_mu_);
     auto it = partitions_.find(id);
@@ -909,8 +905,13 @@ Result<RemoteCommits> Topic::CommitFor(PartitionId id, const std::string& group,
     }
     st = it->second->CommitBy(group, reader.value(), offset, /*require_lease=*/true);
     if (st.ok()) out = CommitsOfPartition(*it->second);
+    wait = CommitWait(*it->second);
   }
   if (!st.ok()) return st;
+  if (wait) {
+    if (on_append_) on_append_();
+    SHOAL_RETURN_IF_ERROR(wait->tracker->Await(wait->end, quorum_wait));
+  }
   // A range consumed to its end may release a successor held here: wake parked consumers.
   if (on_data_) on_data_();
   return out;
@@ -926,8 +927,27 @@ std::vector<std::pair<PartitionId, HashRange>> Topic::AcceptingPartitions() cons
   return out;
 }
 
-Status Topic::Commit(const wire::CommitRequest& request) {
+Status Topic::HandOverOrAwait(std::vector<QuorumWait> awaited,
+                              std::vector<QuorumWait>* quorum) const {
+  if (quorum) {
+    for (auto& w : awaited) quorum->push_back(std::move(w));
+    return Status::Ok();
+  }
+  for (const auto& w : awaited) {
+    SHOAL_RETURN_IF_ERROR(
+        w.tracker->Await(w.end, std::chrono::milliseconds(opts_.replication_timeout_ms)));
+  }
+  return Status::Ok();
+}
+
+std::optional<QuorumWait> Topic::CommitWait(const Partition& p) const {
+  if (!opts_.acks_quorum || !p.commit_quorum()->replicated()) return std::nullopt;
+  return QuorumWait{p.commit_quorum(), p.commits_version()};
+}
+
+Status Topic::Commit(const wire::CommitRequest& request, std::vector<QuorumWait>* quorum) {
   SHOAL_RETURN_IF_ERROR(registry_->Touch(request.group, clock_.NowMs()));
+  std::vector<QuorumWait> awaited;  // of replicated partitions under acks quorum
   // Commits of ancestors held by peers, which this pod's consumers read through ranges: sent to
   // their owners after the local ones, without the map lock.
   std::vector<std::pair<PeerAddress, wire::CommitOffset>> remote;
@@ -961,8 +981,10 @@ Status Topic::Commit(const wire::CommitRequest& request) {
       auto it = partitions_.find(c.partition);
       if (it == partitions_.end()) continue;  // retired or remote, see above
       SHOAL_RETURN_IF_ERROR(it->second->CommitBy(request.group, opts_.pod.value(), c.offset));
+      if (auto w = CommitWait(*it->second)) awaited.push_back(std::move(*w));
     }
   }
+  if (!awaited.empty() && on_append_) on_append_();  // parked fetches carry the commit on
   uint64_t deletions = 0;
   {
     MutexLock r(remote_mu_);
@@ -986,7 +1008,7 @@ Status Topic::Commit(const wire::CommitRequest& request) {
   }
   // A commit to a parent's end may release a successor to this group: wake parked consumers.
   if (on_data_) on_data_();
-  return Status::Ok();
+  return HandOverOrAwait(std::move(awaited), quorum);
 }
 
 Result<std::vector<PartitionId>> Topic::DeleteGroup(const std::string& group, bool force) {
@@ -1110,6 +1132,7 @@ void Topic::TickOnce(bool sync_due) {
     for (auto& [id, p] : partitions_) {
       moved |= p->Tick(sync_due);
       p->quorum()->Expire(steady);
+      p->commit_quorum()->Expire(steady);
     }
     for (auto& [id, p] : followed_) (void)p->Tick(sync_due);
   }

@@ -194,7 +194,11 @@ class Topic {
   // Writes up to `max` events for `group` into `out` as {"events":[...]}; returns how many.
   Result<size_t> Consume(const std::string& group, size_t max, std::string* out);
   bool HasDataFor(const std::string& group);
-  Status Commit(const wire::CommitRequest& request);
+  // Records a group's commit. Of a replicated partition under acks quorum, the commit counts
+  // once a quorum of its copies holds it (Partition::commit_quorum): with `quorum`, what to wait
+  // for is appended there for the caller (as Produce's); without, waited for here, up to
+  // replication_timeout_ms (then Unavailable: retry; a commit only raises).
+  Status Commit(const wire::CommitRequest& request, std::vector<QuorumWait>* quorum = nullptr);
   // Forgets consumer group `group` on every partition held here (commits, cursors, parents-first
   // releases): a group that is gone for good no longer holds back retention or the retirement
   // of sealed partitions. Unless `force`, refused (FailedPrecondition, nothing changed) while
@@ -254,8 +258,11 @@ class Topic {
   // A peer's consumers commit what they took of partition `id` through ranges (the owner's side
   // of PeerClient::CommitFor): only through the lease of that reader's last batch, never as a
   // whole-partition commit (NotFound when the reader has no batch here).
+  // Of a replicated partition under acks quorum, answered once a quorum of its copies holds the
+  // commit, waited for up to `quorum_wait` (then Unavailable; the commit stands).
   Result<RemoteCommits> CommitFor(PartitionId id, const std::string& group, const PodName& reader,
-                                  Offset offset);
+                                  Offset offset,
+                                  std::chrono::milliseconds quorum_wait = std::chrono::milliseconds(0));
   // The partitions that take appends here now, with their ranges (for invariant checks).
   std::vector<std::pair<PartitionId, HashRange>> AcceptingPartitions() const;
   // {"commits":{group:offset},"sealed":bool,"end_offset":N} of one partition held here.
@@ -333,6 +340,12 @@ class Topic {
   // The end offset a group must reach in sealed `partition`: its seal's end where it is held or
   // its owner told it, never less than what the map records; requires map_mu_ shared.
   uint64_t SealedEndOf(const PartitionInfo& partition) REQUIRES_SHARED(map_mu_);
+  // What a commit to `p` waits for: a quorum of its copies holding the commit store's current
+  // version, for a replicated partition under acks quorum.
+  std::optional<QuorumWait> CommitWait(const Partition& p) const;
+  // Quorum waits go to the caller's `quorum` when given (it waits without a thread), else are
+  // waited for here up to replication_timeout_ms.
+  Status HandOverOrAwait(std::vector<QuorumWait> awaited, std::vector<QuorumWait>* quorum) const;
   void RefreshRemoteCommits();
   // Deletes groups idle on every sidecar of the map for group_expiry_ms.
   void ExpireGroups();

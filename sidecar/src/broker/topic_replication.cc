@@ -39,6 +39,7 @@ void Topic::ReconcileReplicas() {
           }
         }
         moved |= p->quorum()->SetFollowers(info->replicas, clock_.NowMs());
+        p->commit_quorum()->SetFollowers(info->replicas, clock_.NowMs());
         // The end the map records for a sealed partition was held by a quorum when its seal was
         // answered (Topic::Seal).
         if (!info->active() && !info->lost) moved |= p->quorum()->HeldByQuorum(info->end_offset);
@@ -135,13 +136,13 @@ Topic::FetchStep Topic::FetchRound(const std::string& leader) {
     for (const auto& [id, p] : followed_) {
       const PartitionInfo* info = map_.Find(id);
       if (!info || info->owner.value() != leader) continue;
-      // A sealed partition whose end this copy holds has nothing more to fetch.
-      if (!info->active() && info->end_offset > 0 && p->end_offset() >= info->end_offset) {
-        continue;
-      }
+      // A sealed partition whose end this copy holds is still fetched: its groups' commits go on
+      // changing until it is retired.
       // Fenced by the coordinator for a newer leader (invariant 10): nothing more from this one.
       if (p->fenced() > info->LeaderEpoch().value()) continue;
-      req.partitions.push_back({id, info->LeaderEpoch(), p->end_offset(), p->last_epoch()});
+      const auto [incarnation, version] = p->mirrored();
+      req.partitions.push_back(
+          {id, info->LeaderEpoch(), p->end_offset(), p->last_epoch(), incarnation, version});
     }
     if (const PeerAddress* a = map_.Peer(PodName(leader))) addr = *a;
     if (req.partitions.empty()) {
@@ -201,6 +202,15 @@ Topic::FetchStep Topic::FetchRound(const std::string& leader) {
             leader, b.id.value(), ToString(b.code), p.end_offset(), b.log_start, b.log_end);
         continue;
       }
+      if (b.commits_incarnation) {
+        if (Status st = p.MirrorCommits(b.commits_incarnation, b.commits_version, b.commits);
+            !st.ok()) {
+          refused = true;
+          Logger("broker")->error(
+              "msg=\"cannot mirror the leader's commits\" leader={} partition={} reason=\"{}\"",
+              leader, b.id.value(), st.message());
+        }
+      }
       if (b.first != p.end_offset()) continue;  // an answer to an older ask
       auto held = p.AppendCopied(b.first, b.records, b.log_start, asked->leader_epoch.value());
       if (held.status().code() == Status::Code::kFailedPrecondition) continue;  // fenced meanwhile
@@ -257,6 +267,19 @@ bool Topic::ServeFetch(const FetchRequest& request, std::string* body) {
         } else {
           moved |= p.quorum()->Holds(request.follower, fp.from, b.log_end, clock_.NowMs());
           b.high_watermark = p.high_watermark();
+          // The groups' commits: what the follower mirrors of this store, and the whole state
+          // when that is not the current one.
+          const uint64_t incarnation = p.commits_incarnation();
+          const uint64_t version = p.commits_version();
+          p.commit_quorum()->Holds(request.follower,
+                                   fp.commits_incarnation == incarnation ? fp.commits_version : 0,
+                                   version, clock_.NowMs());
+          if (fp.commits_incarnation != incarnation || fp.commits_version != version) {
+            storage::CommitStore::State state = p.CommitsSnapshot();
+            b.commits_incarnation = state.incarnation;
+            b.commits_version = state.version;
+            b.commits = std::move(state.records);
+          }
           b.first = fp.from;
           if (fp.from < b.log_end && budget > 0) {
             auto count = p.ReadCopy(fp.from, budget, &b.records);
@@ -269,7 +292,7 @@ bool Topic::ServeFetch(const FetchRequest& request, std::string* body) {
           }
         }
       }
-      now |= b.code != FetchCode::kOk || b.count > 0;
+      now |= b.code != FetchCode::kOk || b.count > 0 || b.commits_incarnation != 0;
       AppendFetchBlock(b, *body);
       ++n;
     }

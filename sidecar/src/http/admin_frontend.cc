@@ -14,8 +14,8 @@ using web::http::http_request;
 using web::http::methods;
 
 namespace {
-// How long a seal waits for a quorum of copies to hold the sealed end before it answers
-// Unavailable (the coordinator retries): a fetch round or two.
+// How long a seal, or a commit a peer's consumers make here, waits for a quorum of copies to
+// hold it before it answers Unavailable (the caller retries): a fetch round or two.
 constexpr int64_t kSealQuorumWaitMs = 2000;
 
 std::string Outcome(const Status& st) {
@@ -351,8 +351,10 @@ void AdminFrontend::Handle(http_request req) {
       return with_body([this, pid](const std::string& body) -> Result<std::string> {
         auto commit = wire::ParseRangeCommitRequest(body);
         if (!commit.ok()) return commit.status();
-        auto after = topic_.CommitFor(pid, commit->group, PodName(commit->reader),
-                                      Offset(commit->offset));
+        auto after = topic_.CommitFor(
+            pid, commit->group, PodName(commit->reader), Offset(commit->offset),
+            std::chrono::milliseconds(std::min<int64_t>(topic_.options().replication_timeout_ms,
+                                                        kSealQuorumWaitMs)));
         if (!after.ok()) return after.status();
         return topic_.CommitsJson(pid);
       });

@@ -425,13 +425,45 @@ void DataFrontend::HandleCommit(const http_request& req) {
         // On a worker: a commit of an ancestor read through ranges goes on to its owner.
         workers_.Submit([this, req, body = std::move(body)] {
           auto parsed = wire::ParseCommitRequest(body);
-          Status st = parsed.ok() ? topic_.Commit(*parsed) : parsed.status();
+          std::vector<broker::QuorumWait> quorum;
+          Status st = parsed.ok() ? topic_.Commit(*parsed, &quorum) : parsed.status();
           if (!st.ok()) {
             Fail(req, "commit", st);
             return;
           }
-          Answer(req, "commit", 200,
-                 "{\"committed\":" + std::to_string(parsed->offsets.size()) + "}");
+          const std::string answer =
+              "{\"committed\":" + std::to_string(parsed->offsets.size()) + "}";
+          if (quorum.empty()) {
+            Answer(req, "commit", 200, answer);
+            return;
+          }
+          // Replicated partitions: answered once a quorum of their copies holds the commit,
+          // without holding a thread meanwhile (as a produce's quorum waits).
+          struct Pending {
+            std::mutex mu;
+            size_t left;
+            Status first_error;
+          };
+          auto pending = std::make_shared<Pending>();
+          pending->left = quorum.size();
+          const auto deadline = std::chrono::steady_clock::now() +
+                                std::chrono::milliseconds(topic_.options().replication_timeout_ms);
+          for (auto& w : quorum) {
+            w.tracker->OnReached(w.end, deadline, [this, req, pending, answer](Status st) {
+              Status outcome;
+              {
+                std::lock_guard<std::mutex> lock(pending->mu);
+                if (!st.ok() && pending->first_error.ok()) pending->first_error = st;
+                if (--pending->left > 0) return;
+                outcome = pending->first_error;
+              }
+              if (!outcome.ok()) {
+                Fail(req, "commit", outcome);
+              } else {
+                Answer(req, "commit", 200, answer);
+              }
+            });
+          }
         });
       },
       [this, req](const Status& st) { Fail(req, "commit", st); });

@@ -1,6 +1,8 @@
 #include "storage/commit_store.h"
 
 #include <cstring>
+#include <random>
+#include <string_view>
 
 #include "shoal/common/hash.h"
 #include "storage/file_system.h"
@@ -99,26 +101,23 @@ class Cursor {
   size_t pos_ = 0;
   bool bad_ = false;
 };
-}  // namespace
 
-CommitStore::~CommitStore() = default;
-
-Result<std::unique_ptr<CommitStore>> CommitStore::Open(const std::string& dir, FileSystem* fs,
-                                                       HashRange domain) {
-  std::unique_ptr<CommitStore> s(new CommitStore());
-  s->fs_ = fs ? fs : &PosixFileSystem();
-  s->path_ = dir + "/commits.log";
-  s->domain_ = domain;
-  std::string data;
-  Status st = s->fs_->ReadWholeFile(s->path_, &data);
-  if (!st.ok() && st.code() != Status::Code::kNotFound) return st;
-  MutexLock lock(s->mu_);  // not shared yet; the lock is what the analysis checks
+// Replays store records into `standings` and `leases`; returns how many bytes of `data` were
+// whole records (the rest is a torn tail, or not records at all).
+size_t ParseRecords(std::string_view data, HashRange domain,
+                    std::map<std::string, RangeStanding>* standings,
+                    std::map<std::string, std::map<std::string, ReadLease>>* leases) {
+  auto standing_of = [&](const std::string& group) -> RangeStanding& {
+    auto it = standings->find(group);
+    if (it == standings->end()) it = standings->emplace(group, RangeStanding(domain, 0)).first;
+    return it->second;
+  };
   size_t pos = 0;
   while (pos + 8 <= data.size()) {
     uint32_t len = 0, crc = 0;
     std::memcpy(&len, data.data() + pos, 4);
     std::memcpy(&crc, data.data() + pos + 4, 4);
-    if (len < 10 || pos + 8 + len > data.size()) break;
+    if (len < 10 || len > data.size() - pos - 8) break;
     const char* p = data.data() + pos + 8;
     if (Crc32(p, len) != crc) break;
     Cursor c(p, len);
@@ -129,10 +128,10 @@ Result<std::unique_ptr<CommitStore>> CommitStore::Open(const std::string& dir, F
       uint64_t offset = 0;
       std::memcpy(&offset, p + 2 + first, 8);
       if (offset == kTombstone) {
-        s->standings_.erase(group);
-        s->leases_.erase(group);
+        standings->erase(group);
+        leases->erase(group);
       } else {
-        s->StandingOf(group).RaiseAll(offset);
+        standing_of(group).RaiseAll(offset);
       }
     } else {
       const uint8_t kind = c.Get<uint8_t>();
@@ -143,7 +142,7 @@ Result<std::unique_ptr<CommitStore>> CommitStore::Open(const std::string& dir, F
         r.hi = c.Get<uint64_t>();
         const uint64_t offset = c.Get<uint64_t>();
         if (!c.ok() || !c.done()) break;
-        s->StandingOf(group).Raise(r, offset);
+        standing_of(group).Raise(r, offset);
       } else if (kind == kLease) {
         ReadLease l;
         l.reader = c.String16();
@@ -158,13 +157,40 @@ Result<std::unique_ptr<CommitStore>> CommitStore::Open(const std::string& dir, F
           r.hi = c.Get<uint64_t>();
           l.ranges.push_back(r);
         }
-        s->leases_[group][l.reader] = std::move(l);
+        (*leases)[group][l.reader] = std::move(l);
       } else {
         break;
       }
     }
     pos += 8 + len;
   }
+  return pos;
+}
+
+// Tells two opens of a store apart (a restart starts versions over); never 0, which a follower
+// that mirrored nothing sends.
+uint64_t NewIncarnation() {
+  std::random_device rd;
+  const uint64_t v = (uint64_t{rd()} << 32) ^ rd();
+  return v ? v : 1;
+}
+}  // namespace
+
+CommitStore::~CommitStore() = default;
+
+Result<std::unique_ptr<CommitStore>> CommitStore::Open(const std::string& dir, FileSystem* fs,
+                                                       HashRange domain) {
+  std::unique_ptr<CommitStore> s(new CommitStore());
+  s->fs_ = fs ? fs : &PosixFileSystem();
+  s->path_ = dir + "/commits.log";
+  s->domain_ = domain;
+  std::string data;
+  Status st = s->fs_->ReadWholeFile(s->path_, &data);
+  if (!st.ok() && st.code() != Status::Code::kNotFound) return st;
+  MutexLock lock(s->mu_);  // not shared yet; the lock is what the analysis checks
+  // A torn tail after a crash is where the replay stops.
+  (void)ParseRecords(data, domain, &s->standings_, &s->leases_);
+  s->incarnation_ = NewIncarnation();
   // Rewrite compactly: drops a torn tail and old entries in one step.
   SHOAL_RETURN_IF_ERROR(s->Compact());
   return s;
@@ -176,7 +202,7 @@ RangeStanding& CommitStore::StandingOf(const std::string& group) {
   return it->second;
 }
 
-Status CommitStore::Compact() {
+std::string CommitStore::EncodeState() const {
   std::string out;
   for (const auto& [g, s] : standings_) {
     EncodeCommit(g, s.base(), out);
@@ -185,6 +211,35 @@ Status CommitStore::Compact() {
   for (const auto& [g, by_reader] : leases_) {
     for (const auto& [reader, l] : by_reader) EncodeLease(g, l, out);
   }
+  return out;
+}
+
+CommitStore::State CommitStore::Snapshot() const {
+  MutexLock lock(mu_);
+  return {incarnation_, version_, EncodeState()};
+}
+
+Status CommitStore::Mirror(std::string_view records) {
+  std::map<std::string, RangeStanding> standings;
+  std::map<std::string, std::map<std::string, ReadLease>> leases;
+  if (ParseRecords(records, domain_, &standings, &leases) != records.size()) {
+    return Status::Corruption("a commit store snapshot that does not parse");
+  }
+  MutexLock lock(mu_);
+  SHOAL_RETURN_IF_ERROR(failure_);
+  standings_ = std::move(standings);
+  leases_ = std::move(leases);
+  ++version_;
+  return Compact();
+}
+
+uint64_t CommitStore::version() const {
+  MutexLock lock(mu_);
+  return version_;
+}
+
+Status CommitStore::Compact() {
+  const std::string out = EncodeState();
   SHOAL_RETURN_IF_ERROR(fs_->WriteFileAtomic(path_, out));
   file_.reset();
   auto file = fs_->Open(path_, /*truncate=*/false);
@@ -200,6 +255,7 @@ Status CommitStore::Append(const std::string& rec, bool sync) {
   SHOAL_RETURN_IF_ERROR(file_->WriteAt(file_size_, rec.data(), rec.size()));
   file_size_ += rec.size();
   dirty_ = true;
+  ++version_;
   if (sync) SHOAL_RETURN_IF_ERROR(SyncLocked());
   return Status::Ok();
 }
@@ -286,7 +342,9 @@ Status CommitStore::ClampTo(Offset end) {
       }
     }
   }
-  return changed ? Compact() : Status::Ok();
+  if (!changed) return Status::Ok();
+  ++version_;
+  return Compact();
 }
 
 std::optional<Offset> CommitStore::Get(const std::string& group) const {

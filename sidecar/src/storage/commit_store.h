@@ -28,6 +28,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "shoal/common/ids.h"
@@ -92,8 +93,24 @@ class CommitStore {
 
   Status Sync();
 
+  // Replication (docs/replication.md): a follower's copy mirrors its leader's store whole.
+  // `version` moves with every change since the store was opened, and `incarnation` tells two
+  // opens apart (versions start over at a restart), so (incarnation, version) names one state.
+  struct State {
+    uint64_t incarnation = 0;
+    uint64_t version = 0;
+    std::string records;  // the records Compact writes
+  };
+  State Snapshot() const;
+  uint64_t version() const;
+  uint64_t incarnation() const { return incarnation_; }
+  // Replaces every position and lease with those of `records` (a leader's Snapshot), durably
+  // (one atomic rewrite). Corruption, changing nothing, for records that do not parse whole.
+  Status Mirror(std::string_view records);
+
  private:
   CommitStore() = default;
+  std::string EncodeState() const REQUIRES(mu_);
   Status Compact() REQUIRES(mu_);
   Status Append(const std::string& rec, bool sync) REQUIRES(mu_);
   Status SyncLocked() REQUIRES(mu_);
@@ -111,6 +128,8 @@ class CommitStore {
   bool dirty_ GUARDED_BY(mu_) = false;
   std::map<std::string, RangeStanding> standings_ GUARDED_BY(mu_);
   std::map<std::string, std::map<std::string, ReadLease>> leases_ GUARDED_BY(mu_);
+  uint64_t incarnation_ = 0;  // set at Open
+  uint64_t version_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace shoal::storage

@@ -238,6 +238,47 @@ TEST_F(CommitStoreTest, RangeCommitsAndLeasesSurviveReopenAndADeletionForgetsThe
   EXPECT_EQ(s.Lease("g", "pod-b")->scanned_to, 25u);
 }
 
+TEST_F(CommitStoreTest, AMirrorTakesTheLeadersStateWholeAndDurably) {
+  // A follower's copy mirrors its leader's store (replication): every position, range and lease,
+  // its own replaced, lower ones included; the state is named by (incarnation, version).
+  const HashRange domain{0, 1000};
+  const ReadLease lease{"pod-b", {{500, 1000}}, 30, 42, false};
+  TempDir leader_dir;
+  auto leader = CommitStore::Open(leader_dir.path(), nullptr, domain);
+  ASSERT_TRUE(leader.ok()) << leader.status().ToString();
+  CommitStore& l = **leader;
+  const uint64_t v0 = l.version();
+  ASSERT_TRUE(MustCommit(l, "g", 10));
+  ASSERT_TRUE(l.CommitRanges("g", {{0, 500}}, Offset(40), false).ok());
+  ASSERT_TRUE(l.PutLease("g", lease, false).ok());
+  EXPECT_EQ(l.version(), v0 + 3) << "each change moves the version";
+  EXPECT_FALSE(MustCommit(l, "g", 5));
+  EXPECT_EQ(l.version(), v0 + 3) << "a commit that moves nothing does not";
+  const CommitStore::State state = l.Snapshot();
+  EXPECT_EQ(state.incarnation, l.incarnation());
+  EXPECT_NE(state.incarnation, 0u);
+  EXPECT_EQ(state.version, l.version());
+  {
+    auto follower = CommitStore::Open(dir_.path(), nullptr, domain);
+    ASSERT_TRUE(follower.ok());
+    CommitStore& f = **follower;
+    EXPECT_NE(f.incarnation(), l.incarnation()) << "two opens are told apart";
+    ASSERT_TRUE(MustCommit(f, "old", 99));  // what an old leader kept: replaced
+    ASSERT_TRUE(f.Mirror(state.records).ok());
+    EXPECT_EQ(f.AllStandings(), l.AllStandings());
+    EXPECT_EQ(f.AllLeases(), l.AllLeases());
+    EXPECT_FALSE(f.Get("old").has_value());
+    // A snapshot cut short changes nothing.
+    EXPECT_EQ(f.Mirror(state.records.substr(0, state.records.size() - 3)).code(),
+              Status::Code::kCorruption);
+    EXPECT_EQ(f.AllStandings(), l.AllStandings());
+  }
+  auto reopened = CommitStore::Open(dir_.path(), nullptr, domain);
+  ASSERT_TRUE(reopened.ok());
+  EXPECT_EQ((*reopened)->AllStandings(), l.AllStandings()) << "the mirror is durable";
+  EXPECT_EQ((*reopened)->Lease("g", "pod-b"), std::optional<ReadLease>(lease));
+}
+
 TEST_F(CommitStoreTest, CompactionKeepsRangesAndLeases) {
   const HashRange domain{0, 1 << 20};
   auto r = CommitStore::Open(dir_.path(), nullptr, domain);
