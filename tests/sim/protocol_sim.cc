@@ -975,7 +975,13 @@ void World::CoordinatorStep(Coordinator& c, bool quiet) {
     }
     return;
   }
-  if (st.code() == Status::Code::kUnavailable) return;  // a pod is down: resumed later
+  if (st.code() == Status::Code::kUnavailable) {
+    // A pod is down, or behind the record's map (a copy that missed a failover's map does not
+    // fetch from the new leader, and a seal waits for a quorum of copies): pods behind get the
+    // record's map, as the control loop's failed step does; the change is resumed later.
+    if (replicated_) (void)CatchUpInstalls(c);
+    return;
+  }
   if (st.code() == Status::Code::kDataLost) {
     // A pod the change needs lost its data: its partitions are declared lost on top of the
     // change, which goes on as one (parts of it may have taken effect already).

@@ -344,6 +344,11 @@ Status ControlLoop::Tick() {
             "attempt={} backoff_ms={} reason=\"{}\"",
             plan_->id, plan_->next, kind, step.attempts, backoff_.count(), st.message());
         (void)Save();
+        // A pod behind the current map can hold the step up: a seal waits for a quorum of the
+        // partition's copies, and a copy that missed a failover's map does not fetch from the
+        // new leader. It gets the current map now (an older map than the step's target, which
+        // every sidecar takes while the step is in progress).
+        if (st.code() == Status::Code::kUnavailable) (void)InstallOnLaggingPods(pods);
         result = st;
       }
     }
