@@ -577,9 +577,13 @@ Result<InstallOutcome> Topic::InstallLocked(const PartitionMap& next,
   const double opened_ms = ms_since(t0);
   SHOAL_RETURN_IF_ERROR(SeedOpened(next, *opened));
   const double seeded_ms = ms_since(t0);
-  SHOAL_RETURN_IF_ERROR(UnsealLostSeals(next));
+  Status st = UnsealLostSeals(next);
   // Persist, then take effect. A crash between the two re-opens the new map on restart.
-  SHOAL_RETURN_IF_ERROR(fs_.WriteFileAtomic(MapPath(), next.ToJson()));
+  if (st.ok()) st = fs_.WriteFileAtomic(MapPath(), next.ToJson());
+  if (!st.ok()) {
+    ReturnCopies(*opened);
+    return st;
+  }
   const double persisted_ms = ms_since(t0);
   RetiredPartitions retired;
   const size_t held_count = TakeEffect(next, std::move(opened).value(), &retired);
@@ -637,15 +641,19 @@ Result<Topic::OwnedPartitions> Topic::OpenOwned(const PartitionMap& next) {
     {
       // A copy this pod followed and now leads: its log is the partition's (no copying).
       WriterLock lock(map_mu_);
+      // It stays a follower (follower()) until the map takes effect: an install that fails
+      // before gives it back (ReturnCopies).
       if (auto it = followed_.find(info.id); it != followed_.end()) {
-        it->second->SetFollower(false);
         opened.emplace(info.id, std::move(it->second));
         followed_.erase(it);
         continue;
       }
     }
     auto p = Partition::Open(info.id, OptionsFor(info), clock_, probe_);
-    if (!p.ok()) return p.status().Annotate("partition " + std::to_string(info.id.value()));
+    if (!p.ok()) {
+      ReturnCopies(opened);
+      return p.status().Annotate("partition " + std::to_string(info.id.value()));
+    }
     opened.emplace(info.id, std::move(p).value());
   }
   // A replicated partition records its leader epoch before it takes an append here (invariant
@@ -654,10 +662,27 @@ Result<Topic::OwnedPartitions> Topic::OpenOwned(const PartitionMap& next) {
   for (auto& [id, p] : opened) {
     const PartitionInfo* info = next.Find(id);
     if (info && (!info->replicas.empty() || info->leader_epoch.value() > 0)) {
-      SHOAL_RETURN_IF_ERROR(p->StartLeading(info->LeaderEpoch()));
+      if (Status st = p->StartLeading(info->LeaderEpoch()); !st.ok()) {
+        ReturnCopies(opened);
+        return st;
+      }
     }
   }
   return opened;
+}
+
+void Topic::ReturnCopies(OwnedPartitions& opened) {
+  // The copies an install that failed took from followed_ go back, before anything else of it
+  // is dropped: what a pod follows is what the map transition check counts as held here.
+  WriterLock lock(map_mu_);
+  for (auto it = opened.begin(); it != opened.end();) {
+    if (!it->second->follower()) {
+      ++it;
+      continue;
+    }
+    followed_.emplace(it->first, std::move(it->second));
+    it = opened.erase(it);
+  }
 }
 
 Status Topic::SeedOpened(const PartitionMap& next, OwnedPartitions& opened) {
@@ -676,7 +701,9 @@ Status Topic::SeedOpened(const PartitionMap& next, OwnedPartitions& opened) {
   };
   Status seeded = SeedSuccessors(next, held_partition);
   if (!seeded.ok()) {
-    // Nothing took effect; what was opened is kept for the retry, as if prepared.
+    // Nothing took effect; copies followed here go back, and what was opened is kept for the
+    // retry, as if prepared.
+    ReturnCopies(opened);
     for (auto& [id, p] : opened) {
       if (const PartitionInfo* info = next.Find(id)) {
         prepared_.emplace(id, Prepared{*info, std::move(p)});
@@ -709,7 +736,10 @@ size_t Topic::TakeEffect(const PartitionMap& next, OwnedPartitions opened,
   // removes (the persisted map no longer lists them).
   WriterLock lock(map_mu_);
   map_ = next;
-  for (auto& [id, p] : opened) partitions_.emplace(id, std::move(p));
+  for (auto& [id, p] : opened) {
+    p->SetFollower(false);  // a copy followed here until now leads from this map on
+    partitions_.emplace(id, std::move(p));
+  }
   for (auto it = partitions_.begin(); it != partitions_.end();) {
     const PartitionInfo* info = next.Find(it->first);
     if (info && info->owner != opts_.pod && info->FollowedBy(opts_.pod)) {

@@ -382,6 +382,8 @@ class Topic {
   Result<OwnedPartitions> OpenOwned(const PartitionMap& next) REQUIRES(install_mu_);
   // Seeds the successors among them; on failure keeps them as prepared for the retry.
   Status SeedOpened(const PartitionMap& next, OwnedPartitions& opened) REQUIRES(install_mu_);
+  // Gives the copies among `opened` that were followed here back to followed_.
+  void ReturnCopies(OwnedPartitions& opened) REQUIRES(install_mu_);
   // Undoes seals made for changes that lost to `next`.
   Status UnsealLostSeals(const PartitionMap& next) REQUIRES(install_mu_);
   // Makes `next` the map with `opened` held; moves what it no longer lists to `retired`.
