@@ -1368,7 +1368,13 @@ void World::PartAnswered(const std::shared_ptr<PendingProduce>& pending, size_t 
       const auto [have, need] = Holders(e.partition, e.offset, e.producer, e.seq, &who);
       const std::string what = "(" + e.producer + ", " + std::to_string(e.seq) + ") at p" +
                                std::to_string(e.partition) + "@" + std::to_string(e.offset);
-      if (have < need) {
+      // A retry answered from the producer state for an event acknowledged before claims
+      // nothing new: a quorum held it when it was first acknowledged (checked then), and a copy
+      // lost since (a wiped volume) takes nothing back that a retry could restore.
+      const auto first = stored_meta_.find(std::make_pair(e.producer, e.seq));
+      const bool acked_before =
+          e.duplicate && first != stored_meta_.end() && first->second.acked;
+      if (have < need && !acked_before) {
         Violation("invariant 9: " + part.pod + " acknowledged " + what + " at leader epoch " +
                   std::to_string(part.leader_epoch) + " while " + std::to_string(have) +
                   " of its copies hold it (" + who + "); a quorum is " + std::to_string(need));
