@@ -340,11 +340,17 @@ Result<PartitionMap> PartitionMap::FailOver(
   for (const auto& [id, leader] : leaders) {
     const PartitionInfo* p = Find(id);
     if (!p) return Status::NotFound("no partition " + std::to_string(id.value()));
+    PartitionInfo& q = parts[IndexOf(*p)];
+    if (leader == q.owner && !q.replicas.empty()) {
+      // The old leader, fenced with its copies, was the most complete: it leads again from a
+      // new leader epoch, its copies following it.
+      q.leader_epoch = Epoch(epoch_.value() + 1);
+      continue;
+    }
     if (!p->FollowedBy(leader)) {
       return Status::InvalidArgument(leader.value() + " does not follow partition " +
                                      std::to_string(id.value()) + "; only a copy can lead it");
     }
-    PartitionInfo& q = parts[IndexOf(*p)];
     std::vector<PodName> followers;
     for (const auto& r : q.replicas) {
       if (r != leader) followers.push_back(r);

@@ -2240,6 +2240,9 @@ void World::FinishFailOver(Coordinator& c, bool quiet) {
     if (!info || !info->active() || info->lost) continue;
     ids.push_back(id);
     for (const auto& f : info->replicas) per_pod[f.value()].push_back(id);
+    // The old leader too, as the control loop fences it: one back with its data answers and
+    // counts among the copies (a wiped one holds nothing to answer for).
+    per_pod[info->owner.value()].push_back(id);
   }
   // Fence the copies: from now on they take nothing from a leader of an older leader epoch,
   // and say what they hold.

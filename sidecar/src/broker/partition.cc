@@ -347,6 +347,15 @@ Status Partition::Append(std::span<const wire::ProduceEvent* const> events,
     return Status::Unavailable("partition " + std::to_string(id_.value()) +
                                " is sealed by a change in progress; retry");
   }
+  // Fenced for a failover (invariant 10): a leader whose copies the coordinator fences, itself
+  // included when it answers, takes nothing more until a map names it the leader at or above
+  // the fence (StartLeading).
+  if (const uint64_t fence = fenced_.load();
+      fence > 0 && (epochs_.empty() || epochs_.back().epoch < fence)) {
+    return Status::Unavailable("partition " + std::to_string(id_.value()) +
+                               " is fenced for a failover at leader epoch " +
+                               std::to_string(fence) + "; retry");
+  }
   // Idempotence (invariant 6): a (producer, seq) the state cannot decide is neither appended nor
   // called a duplicate; the whole call is refused before anything is appended.
   std::vector<size_t> undecided = UndecidableLocked(events, hashes);

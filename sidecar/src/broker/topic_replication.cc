@@ -30,8 +30,11 @@ void Topic::ReconcileReplicas() {
       const PartitionInfo* info = map_.Find(id);
       if (info && info->owner == opts_.pod) {
         // A partition that gained followers (a higher factor) starts its epochs now: its first
-        // entry covers every record it holds.
-        if (!info->replicas.empty() && p->epochs().empty()) {
+        // entry covers every record it holds; one failed over to this very leader (its fenced
+        // copies answered and it was the most complete) starts its new leader epoch.
+        const auto epochs = p->epochs();
+        if ((!info->replicas.empty() && epochs.empty()) ||
+            (!epochs.empty() && epochs.back().epoch < info->LeaderEpoch().value())) {
           if (Status st = p->StartLeading(info->LeaderEpoch()); !st.ok()) {
             Logger("broker")->error(
                 "msg=\"cannot record the leader epoch\" partition={} reason=\"{}\"", id.value(),
@@ -307,8 +310,11 @@ std::vector<FencedCopy> Topic::FenceCopies(const std::vector<PartitionId>& ids,
   std::vector<FencedCopy> out;
   ReaderLock lock(map_mu_);
   for (PartitionId id : ids) {
+    // A copy followed here, or the partition led here: an old leader that came back while its
+    // failover could not find a quorum of copies answers too, and takes no more appends.
     auto it = followed_.find(id);
-    if (it == followed_.end()) continue;
+    if (it == followed_.end()) it = partitions_.find(id);
+    if (it == partitions_.end()) continue;
     auto held = it->second->Fence(leader_epoch.value());
     if (!held.ok()) {
       Logger("broker")->error("msg=\"cannot fence a copy\" partition={} reason=\"{}\"",

@@ -169,8 +169,18 @@ TEST(FailOverTest, AFollowerLeadsFromANewLeaderEpochAndTheOldLeaderFollowsLast) 
   EXPECT_EQ(next->WithEpoch(Epoch(7)).Find(PartitionId(0))->LeaderEpoch(), Epoch(7));
   EXPECT_EQ(held.FailOver(PartitionId(0), PodName("d")).status().code(),
             Status::Code::kInvalidArgument);
-  EXPECT_EQ(held.FailOver(PartitionId(0), PodName("a")).status().code(),
-            Status::Code::kInvalidArgument);
+  // The old leader itself, fenced with its copies and the most complete: it leads again from a
+  // new leader epoch, its followers as they were.
+  auto again = held.FailOver(PartitionId(0), PodName("a"));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->Find(PartitionId(0))->owner, PodName("a"));
+  EXPECT_EQ(again->Find(PartitionId(0))->replicas, (std::vector<PodName>{PodName("b"), PodName("c")}));
+  EXPECT_EQ(again->Find(PartitionId(0))->LeaderEpoch(), Epoch(2));
+  EXPECT_TRUE(CheckMapTransition(PodName("a"),
+                                 {{PartitionId(0), held.Find(PartitionId(0))->range, {},
+                                   held.Find(PartitionId(0))->LeaderEpoch(), false}},
+                                 *again, nullptr)
+                  .ok());
 }
 
 TEST(FailOverTest, TheOldLeaderTakesTheMapAndAFollowerMadeTheLeaderHoldsThePartition) {

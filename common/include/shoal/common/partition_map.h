@@ -176,7 +176,9 @@ class PartitionMap {
   // A failover (invariant 10): a map at epoch + 1 in which partition p, replicated, is led by
   // `leader`, one of its followers, from a new leader epoch (this map's); its old leader becomes
   // the last of its followers (it cuts its unacknowledged tail and follows when it is back).
-  // InvalidArgument when `leader` does not follow p.
+  // `leader` may also be p's leader itself (its copies and it were fenced, and it held the
+  // most): the same leader from a new leader epoch. InvalidArgument when `leader` holds no copy
+  // of p.
   Result<PartitionMap> FailOver(PartitionId p, const PodName& leader) const;
   // The same for several partitions in one map (one change, one epoch).
   Result<PartitionMap> FailOver(const std::vector<std::pair<PartitionId, PodName>>& leaders) const;

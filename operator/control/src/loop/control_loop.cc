@@ -849,10 +849,13 @@ bool ControlLoop::MaybeFailOver(const std::vector<PodInfo>& pods) {
   // old leader, so what it holds can only be overtaken by the new one. Once a quorum of copies
   // is fenced, the old leader (paused, cut off, or not ready only to the coordinator) can
   // acknowledge nothing more, and the most complete of them holds every acknowledged event.
+  // An old leader that is ready again with its data (its failover began and found no quorum of
+  // copies: one was wiped meanwhile) is fenced too, and counts among the copies that answer.
   std::map<std::string, std::vector<PartitionId>> to_fence;
   for (const auto& [pod, ids] : led_by_down) {
     for (PartitionId id : ids) {
       for (const auto& f : map_.Find(id)->replicas) to_fence[f.value()].push_back(id);
+      if (!without_data.count(pod)) to_fence[pod].push_back(id);
     }
   }
   std::map<uint32_t, std::vector<replication::ReplicaState>> answered;
@@ -877,7 +880,9 @@ bool ControlLoop::MaybeFailOver(const std::vector<PodInfo>& pods) {
       const PartitionInfo& info = *map_.Find(id);
       // In the map's order of preference.
       std::vector<replication::ReplicaState> states;
-      for (const auto& f : info.replicas) {
+      std::vector<PodName> copies = info.replicas;
+      copies.push_back(info.owner);  // last: a follower leads before it on a tie
+      for (const auto& f : copies) {
         for (const auto& s : answered[id.value()]) {
           if (s.pod == f) states.push_back(s);
         }

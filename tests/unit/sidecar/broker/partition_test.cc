@@ -611,6 +611,32 @@ TEST_P(PartitionTest, VisibleEndFollowsTheFsyncPolicy) {
   EXPECT_EQ(Offsets(Consume(*p, "g", 100)), Range(0, 2));
 }
 
+TEST_P(PartitionTest, AFencedLeaderTakesNoAppendUntilItLeadsFromTheFencedEpoch) {
+  // A leader that came back while its failover found no quorum of copies is fenced with them:
+  // it answers what it holds and takes nothing more at its old leader epoch; chosen again (the
+  // most complete), it leads from the new one.
+  auto p = MustOpen();
+  ASSERT_NE(p, nullptr);
+  ASSERT_TRUE(p->StartLeading(Epoch(3)).ok());
+  Produce(*p, {Seq("a", 1), Seq("a", 2)});
+  auto fenced = p->Fence(5);
+  ASSERT_TRUE(fenced.ok()) << fenced.status().ToString();
+  EXPECT_EQ(fenced->end, 2u);
+  EXPECT_EQ(fenced->last_epoch, Epoch(3));
+  wire::ProduceEvent e{"k", "{}", "a", 3};
+  const wire::ProduceEvent* ev = &e;
+  wire::ProduceResult r;
+  wire::ProduceResult* res = &r;
+  Status refused = p->Append(std::span<const wire::ProduceEvent* const>(&ev, 1),
+                             std::span<wire::ProduceResult* const>(&res, 1));
+  EXPECT_EQ(refused.code(), Status::Code::kUnavailable) << refused.ToString();
+  EXPECT_NE(refused.message().find("fenced"), std::string::npos) << refused.ToString();
+  EXPECT_EQ(p->end_offset(), 2u);
+  ASSERT_TRUE(p->StartLeading(Epoch(5)).ok());
+  Produce(*p, {Seq("a", 3)});
+  EXPECT_EQ(p->end_offset(), 3u);
+}
+
 TEST_P(PartitionTest, AFencedCopyTakesNothingMoreFromAnOlderLeaderEvenAfterARestart) {
   // The leader: three records at leader epoch 3.
   PartitionOptions lo = Options();
