@@ -796,8 +796,11 @@ bool ControlLoop::MaybeFailOver(const std::vector<PodInfo>& pods) {
   std::map<std::string, const PodInfo*> by_name;
   for (const auto& p : pods) {
     by_name[p.name.value()] = &p;
-    if (p.ready) down_since_.erase(p.name.value());
+    if (!p.ready) continue;
+    down_since_.erase(p.name.value());
+    last_ready_[p.name.value()] = now;
   }
+  failover_due_.reset();
   std::map<std::string, std::vector<PartitionId>> led_by_down;
   std::set<std::string> without_data;
   {
@@ -823,8 +826,16 @@ bool ControlLoop::MaybeFailOver(const std::vector<PodInfo>& pods) {
     auto it = by_name.find(info.owner.value());
     if (!wiped && it != by_name.end() && it->second->ready) continue;
     if (wiped) down_since_.emplace(info.owner.value(), now - opts_.failover_after);
-    const auto since = down_since_.emplace(info.owner.value(), now).first->second;
-    if (now - since < opts_.failover_after) continue;
+    // Down since its last ready answer (a tick's probe learns it only later).
+    auto last = last_ready_.find(info.owner.value());
+    const auto since =
+        down_since_.emplace(info.owner.value(), last != last_ready_.end() ? last->second : now)
+            .first->second;
+    if (now - since < opts_.failover_after) {
+      const auto due = since + opts_.failover_after;
+      failover_due_ = failover_due_ ? std::min(*failover_due_, due) : due;
+      continue;
+    }
     earliest = std::min(earliest, since);
     led_by_down[info.owner.value()].push_back(info.id);
   }
@@ -1351,8 +1362,13 @@ void ControlLoop::Run(const std::atomic<bool>& stop) {
     if (!st.ok() && st.code() != Status::Code::kUnavailable) {
       Logger("control")->warn("msg=\"tick\" reason=\"{}\"", st.message());
     }
-    // Wait for the rest of the interval, waking early when asked to stop.
-    while (!stop.load() && SteadyClock::now() - t0 < opts_.interval) {
+    // Wait for the rest of the interval, waking early when asked to stop or when a failover
+    // comes due.
+    const auto wake =
+        failover_due_ ? std::clamp(*failover_due_, t0 + std::chrono::milliseconds(50),
+                                   t0 + opts_.interval)
+                      : t0 + opts_.interval;
+    while (!stop.load() && SteadyClock::now() < wake) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }

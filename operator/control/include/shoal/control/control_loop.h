@@ -54,8 +54,9 @@ struct ControlLoopOptions {
   std::chrono::milliseconds backoff_max{15000};
   // How often, with no plan in progress, consumed sealed partitions are looked for and retired.
   std::chrono::seconds retire_every{5};
-  // A replicated partition whose leader's pod has not been ready for this long is failed over
-  // to the most complete of its copies (invariant 10).
+  // A replicated partition whose leader's pod has not answered its readiness probe for this
+  // long (from its last answer) is failed over to the most complete of its copies (invariant
+  // 10); the loop ticks again when that time comes, not at its next interval.
   std::chrono::milliseconds failover_after{2000};
   ChangeExecutor::Options executor;
 };
@@ -241,8 +242,13 @@ class ControlLoop {
   std::string schedules_json_ = "[]";  // SchedulesJson at the last tick (guarded by mu_)
   std::chrono::steady_clock::time_point last_retire_check_{};
   Epoch epoch_floor_{0};  // a change is minted at no lower epoch (after a fencing refusal)
-  // Pods of the map seen not ready, since when (the loop's thread only).
+  // Pods of the map seen not ready, since when: their last ready answer (the loop's thread
+  // only).
   std::map<std::string, std::chrono::steady_clock::time_point> down_since_;
+  std::map<std::string, std::chrono::steady_clock::time_point> last_ready_;
+  // When a leader that is down comes due for its failover: the loop's next tick is no later
+  // (the loop's thread only).
+  std::optional<std::chrono::steady_clock::time_point> failover_due_;
   // Partitions whose copies were fenced for a failover, at which leader epoch; the failover
   // goes on until a map names a leader at or above it (the loop's thread only).
   std::map<PartitionId, Epoch> fenced_;
