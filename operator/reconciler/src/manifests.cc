@@ -421,6 +421,22 @@ Json BuildStatefulSet(const TopicObject& t, const ManifestOptions& o, int64_t re
       secrets[secrets.size()] = ref;
     }
   }
+  // Copies of a partition go to distinct zones and nodes (PlaceReplicas) only if the pods are
+  // spread over them: the scheduler is asked to, softly (a one-node cluster still runs), unless
+  // the template says how itself.
+  if (!spec.has_field("topologySpreadConstraints")) {
+    value spread = value::array();
+    const char* keys[] = {"topology.kubernetes.io/zone", "kubernetes.io/hostname"};
+    for (size_t i = 0; i < 2; ++i) {
+      value c = value::object();
+      c["maxSkew"] = value::number(1);
+      c["topologyKey"] = Str(keys[i]);
+      c["whenUnsatisfiable"] = Str("ScheduleAnyway");
+      c["labelSelector"]["matchLabels"] = SelectorLabels(t.name);
+      spread[i] = c;
+    }
+    spec["topologySpreadConstraints"] = spread;
+  }
   value& containers = spec["containers"];
   for (size_t i = 0; i < containers.size(); ++i) InjectAppEnv(containers[i], t.name);
   containers[containers.size()] = SidecarContainer(t, o, grace);

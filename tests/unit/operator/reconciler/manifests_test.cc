@@ -118,6 +118,21 @@ TEST(ManifestsTest, StatefulSetInjectsTheSidecarAndKeepsTheUsersPod) {
             "shoal-data");
   EXPECT_EQ(spec.at("persistentVolumeClaimRetentionPolicy").at("whenScaled").as_string(),
             "Delete");
+  // The pods are spread over zones, then nodes, softly, so that copies can be (PlaceReplicas).
+  const value& spread = spec.at("template").at("spec").at("topologySpreadConstraints");
+  ASSERT_EQ(spread.size(), 2u);
+  EXPECT_EQ(spread.at(0).at("topologyKey").as_string(), "topology.kubernetes.io/zone");
+  EXPECT_EQ(spread.at(1).at("topologyKey").as_string(), "kubernetes.io/hostname");
+  EXPECT_EQ(spread.at(0).at("whenUnsatisfiable").as_string(), "ScheduleAnyway");
+  EXPECT_EQ(spread.at(0).at("labelSelector").at("matchLabels"), spec.at("selector").at("matchLabels"));
+  // A template that says how to spread keeps its own.
+  value own = Topic();
+  own["spec"]["consumer"]["template"]["spec"]["topologySpreadConstraints"] = value::array();
+  auto mine = ReadTopic(own);
+  ASSERT_TRUE(mine.ok()) << mine.status().ToString();
+  EXPECT_EQ(BuildStatefulSet(*mine, ManifestOptions{}, 3)
+                .at("spec").at("template").at("spec").at("topologySpreadConstraints").size(),
+            0u);
 }
 
 // A topic that names no sidecar image gets the operator's own (--sidecar-image); one that names
