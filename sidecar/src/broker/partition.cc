@@ -632,12 +632,8 @@ uint64_t Partition::visible_end() const {
 
 Result<size_t> Partition::ReadCopy(uint64_t from, size_t max_bytes, std::string* out) const {
   storage::ReadBatch batch;
+  batch.stored = out;  // the bytes as stored, not encoded again
   SHOAL_RETURN_IF_ERROR(log_->Read(from, log_->end_offset(), SIZE_MAX, max_bytes, &batch));
-  // The encoding is a function of the record, so encoding what was read gives back the bytes
-  // as stored.
-  for (const auto& r : batch.records) {
-    storage::record::Encode({r.key, r.value, r.producer, r.seq, r.timestamp_ms}, r.offset, *out);
-  }
   return batch.records.size();
 }
 

@@ -522,6 +522,7 @@ Status DiskLog::Read(uint64_t from, uint64_t limit, size_t max_records, size_t m
         }
         out->records.push_back(rec);
         out->bytes += size;
+        if (out->stored) out->stored->append(buf.get() + used - size, size);
         kept = true;
         ++got;
         ++from;

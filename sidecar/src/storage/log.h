@@ -42,6 +42,9 @@ struct ReadBatch {
   std::vector<RecordView> records;
   std::vector<std::unique_ptr<char[]>> buffers;  // owns the bytes the views point into
   size_t bytes = 0;                              // encoded size of the records read
+  // When set, the records read are also appended here as they are stored (a follower's fetch
+  // copies them without encoding them again).
+  std::string* stored = nullptr;
 };
 
 class FileSystem;
