@@ -104,6 +104,28 @@ Result<std::string> FakeAdminPlane::Get(const std::string& host_port, const std:
   return it->second;
 }
 
+Result<std::vector<std::pair<PartitionId, replication::ReplicaState>>> FakeAdminPlane::FenceCopies(
+    const std::string& admin, const std::vector<PartitionId>& partitions, Epoch leader_epoch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string what = "fence " + admin + " e" + std::to_string(leader_epoch.value());
+  for (PartitionId id : partitions) what += " p" + std::to_string(id.value());
+  SHOAL_RETURN_IF_ERROR(EnterLocked(admin, Kind::kFence, what));
+  std::vector<std::pair<PartitionId, replication::ReplicaState>> out;
+  const Pod& pod = pods_[admin];
+  for (PartitionId id : partitions) {
+    if (auto it = pod.copies.find(id.value()); it != pod.copies.end()) {
+      out.emplace_back(id, it->second);
+    }
+  }
+  return out;
+}
+
+void FakeAdminPlane::SetCopy(const std::string& admin, PartitionId partition,
+                             replication::ReplicaState held) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pods_[admin].copies[partition.value()] = held;
+}
+
 void FakeAdminPlane::Wipe(const std::string& admin) {
   std::lock_guard<std::mutex> lock(mu_);
   pods_[admin].held.reset();

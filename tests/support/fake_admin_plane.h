@@ -29,7 +29,7 @@ namespace shoal::testing {
 
 class FakeAdminPlane final : public client::AdminPlane {
  public:
-  enum class Kind { kGetMap, kInstall, kPrepare, kSeal, kDeleteGroup, kGet };
+  enum class Kind { kGetMap, kInstall, kPrepare, kSeal, kDeleteGroup, kGet, kFence };
 
   Result<PartitionMap> GetMap(const std::string& admin) override;
   Result<client::InstallOutcome> InstallMap(const std::string& admin,
@@ -41,6 +41,11 @@ class FakeAdminPlane final : public client::AdminPlane {
                                   bool force) override;
   Result<std::string> Get(const std::string& host_port, const std::string& path,
                           bool admin) override;
+  // Fences the copies set with SetCopy (recorded as "fence <admin> e<epoch> p<id>..."): each
+  // answers what SetCopy says it holds.
+  Result<std::vector<std::pair<PartitionId, replication::ReplicaState>>> FenceCopies(
+      const std::string& admin, const std::vector<PartitionId>& partitions,
+      Epoch leader_epoch) override;
 
   // Scripting.
   void Hold(const std::string& admin, const PartitionMap& map);  // as if installed earlier
@@ -49,6 +54,7 @@ class FakeAdminPlane final : public client::AdminPlane {
   void Fail(const std::string& admin, Kind kind, Status status, int times = 1);
   void SetReachable(const std::string& admin, bool reachable);
   void SetGetAnswer(const std::string& host_port, const std::string& path, std::string body);
+  void SetCopy(const std::string& admin, PartitionId partition, replication::ReplicaState held);
   // Called with each call's record (as Calls() lists it) before it is answered: a test's way to
   // let something happen at that moment (another coordinator saving its record). It must not
   // call this FakeAdminPlane.
@@ -71,6 +77,7 @@ class FakeAdminPlane final : public client::AdminPlane {
     std::map<uint32_t, Sealed> seals;
     std::map<Kind, std::vector<Status>> scripted;
     std::map<Kind, int> attempts;
+    std::map<uint32_t, replication::ReplicaState> copies;  // SetCopy
     bool reachable = true;
   };
   // Counts the attempt, records it, and answers a scripted or unreachable failure if any.

@@ -791,7 +791,43 @@ void ControlLoop::PutRecoveryFirst() {
   Logger("control")->warn("msg=\"recovery first\" plan={} pod={}", plan_->id, pod);
 }
 
+void ControlLoop::RecoverFences(const std::vector<PodInfo>& pods) {
+  // A failover begun by this loop before it restarted: copies fenced for it, whose map it never
+  // saved, would refuse their live leader for ever. The fences are read back from the copies
+  // (GET /v1/admin/replica, `fenced`), once every ready pod answered, and the failover goes on.
+  bool all = true;
+  for (const auto& p : pods) {
+    if (!p.ready || !map_.Peer(p.name)) continue;
+    auto body = admin_.Get(p.address.admin, "/v1/admin/replica", /*admin=*/true);
+    if (!body.ok()) {
+      all = false;
+      continue;
+    }
+    simdjson::dom::parser parser;
+    simdjson::padded_string padded(*body);
+    simdjson::dom::element doc;
+    simdjson::dom::array followed;
+    if (parser.parse(padded).get(doc) || doc["followed"].get(followed)) continue;
+    for (auto f : followed) {
+      uint64_t id = 0, fenced = 0;
+      if (f["id"].get(id) || f["fenced"].get(fenced) || id > kMaxPartitionId) continue;
+      const PartitionInfo* info = map_.Find(PartitionId(static_cast<uint32_t>(id)));
+      if (!info || !info->active() || info->lost || fenced <= info->LeaderEpoch().value()) continue;
+      Epoch& at = fenced_[info->id];
+      if (Epoch(fenced) > at) {
+        at = Epoch(fenced);
+        Logger("control")->warn(
+            "msg=\"a copy is fenced for a failover that did not finish; it goes on\" "
+            "partition={} pod={} leader_epoch={}",
+            id, p.name.value(), fenced);
+      }
+    }
+  }
+  fences_recovered_ = all;
+}
+
 bool ControlLoop::MaybeFailOver(const std::vector<PodInfo>& pods) {
+  if (!fences_recovered_) RecoverFences(pods);
   const auto now = clock_.SteadyNow();
   std::map<std::string, const PodInfo*> by_name;
   for (const auto& p : pods) {

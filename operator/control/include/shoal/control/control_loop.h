@@ -155,6 +155,8 @@ class ControlLoop {
   // down takes it when it is back (InstallOnLaggingPods). A change in progress resolves its step
   // again on the new map. Returns whether a failover map was made.
   bool MaybeFailOver(const std::vector<PodInfo>& pods);
+  // Reads back the fences of copies a failover of an earlier run of this loop left (fenced_).
+  void RecoverFences(const std::vector<PodInfo>& pods);
   // Asks every ready pod of the map for its map: one that holds none while the map gives it
   // partitions (not lost) goes to pods_without_data_.
   void NoticePodsWithoutData(const std::vector<PodInfo>& pods);
@@ -252,6 +254,7 @@ class ControlLoop {
   // Partitions whose copies were fenced for a failover, at which leader epoch; the failover
   // goes on until a map names a leader at or above it (the loop's thread only).
   std::map<PartitionId, Epoch> fenced_;
+  bool fences_recovered_ = false;  // RecoverFences read every ready pod (the loop's thread)
 };
 
 }  // namespace shoal::control

@@ -272,6 +272,45 @@ TEST_F(ControlLoopTest, APodThatCameBackWithoutItsDataHasItsPartitionsDeclaredLo
 
 // Paused (shoal.dev/paused): a surge changes nothing, whatever the ticks; resumed, the same
 // surge is split at once.
+// A loop that restarted between fencing copies for a failover and saving its map reads the
+// fences back from the copies (GET /v1/admin/replica) and finishes the failover, though the
+// old leader answers again: its copies would otherwise refuse it for ever.
+TEST_F(ControlLoopTest, AFailoverLeftHalfDoneByARestartedLoopIsFinished) {
+  TopicSpec spec = Spec();
+  spec.partitions.min = spec.partitions.max = spec.partitions.initial = 3;
+  spec.replicas.min = spec.replicas.max = 3;
+  spec.replication.factor = 3;
+  Make(spec);
+  ASSERT_TRUE(TickUntil([&] {
+                return admin_.Held(AdminOf(0)).has_value() &&
+                       !loop_->map().Find(PartitionId(0))->replicas.empty();
+              }).ok());
+  const PartitionMap before = loop_->map();
+  const PartitionInfo& p0 = *before.Find(PartitionId(0));
+  ASSERT_EQ(p0.replicas.size(), 2u) << before.ToJson();
+  const Epoch fence(before.epoch().value() + 3);
+  for (const auto& f : p0.replicas) {
+    const std::string admin = before.Peer(f)->admin;
+    admin_.SetGetAnswer(admin, "/v1/admin/replica",
+                        "{\"followed\":[{\"id\":0,\"leader\":\"" + p0.owner.value() +
+                            "\",\"start\":0,\"end\":7,\"last_epoch\":1,\"fenced\":" +
+                            std::to_string(fence.value()) + "}]}");
+  }
+  const PodName most = p0.replicas.back();
+  admin_.SetCopy(before.Peer(p0.replicas.front())->admin, PartitionId(0), {PodName(), Epoch(1), 5});
+  admin_.SetCopy(before.Peer(most)->admin, PartitionId(0), {PodName(), Epoch(1), 7});
+  // A new loop on the saved state: every pod ready, the old leader too.
+  loop_ = std::make_unique<ControlLoop>(spec, platform_, observer_, admin_, clock_, Options());
+  ASSERT_TRUE(loop_->Start().ok());
+  TickUntil([&] { return loop_->map().Find(PartitionId(0))->owner != p0.owner; }, 5);
+  const PartitionInfo& now = *loop_->map().Find(PartitionId(0));
+  EXPECT_EQ(now.owner, most) << loop_->map().ToJson();
+  EXPECT_GE(now.LeaderEpoch(), fence);
+  bool fenced_at_or_above = false;
+  for (const auto& c : admin_.Calls()) fenced_at_or_above |= c.rfind("fence ", 0) == 0;
+  EXPECT_TRUE(fenced_at_or_above);
+}
+
 TEST_F(ControlLoopTest, APausedLoopMakesNoDecisionUntilResumed) {
   Make();
   ASSERT_TRUE(Bootstrap().ok());
