@@ -921,7 +921,7 @@ Result<RemoteBatch> Topic::ReadFor(PartitionId id, const std::string& group, con
 
 Result<RemoteCommits> Topic::CommitFor(PartitionId id, const std::string& group,
                                        const PodName& reader, Offset offset,
-                                       std::chrono::milliseconds quorum_wait) {
+                                       std::optional<QuorumWait>* quorum) {
   SHOAL_RETURN_IF_ERROR(wire::ValidateGroup(group));
   Status st;
   RemoteCommits out;
@@ -939,8 +939,12 @@ Result<RemoteCommits> Topic::CommitFor(PartitionId id, const std::string& group,
   }
   if (!st.ok()) return st;
   if (wait) {
-    if (on_append_) on_append_();
-    SHOAL_RETURN_IF_ERROR(wait->tracker->Await(wait->end, quorum_wait));
+    if (on_append_) on_append_();  // parked fetches carry the commit on
+    if (quorum) {
+      *quorum = std::move(wait);
+    } else {
+      SHOAL_RETURN_IF_ERROR(wait->tracker->Await(wait->end, std::chrono::milliseconds(0)));
+    }
   }
   // A range consumed to its end may release a successor held here: wake parked consumers.
   if (on_data_) on_data_();

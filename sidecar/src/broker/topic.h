@@ -258,11 +258,11 @@ class Topic {
   // A peer's consumers commit what they took of partition `id` through ranges (the owner's side
   // of PeerClient::CommitFor): only through the lease of that reader's last batch, never as a
   // whole-partition commit (NotFound when the reader has no batch here).
-  // Of a replicated partition under acks quorum, answered once a quorum of its copies holds the
-  // commit, waited for up to `quorum_wait` (then Unavailable; the commit stands).
+  // Of a replicated partition under acks quorum, the commit counts once a quorum of its copies
+  // holds it: what to wait for is handed to `quorum` (the caller waits without a thread), or
+  // without it the answer is Unavailable (the commit stands; a retry answers once it is held).
   Result<RemoteCommits> CommitFor(PartitionId id, const std::string& group, const PodName& reader,
-                                  Offset offset,
-                                  std::chrono::milliseconds quorum_wait = std::chrono::milliseconds(0));
+                                  Offset offset, std::optional<QuorumWait>* quorum = nullptr);
   // The partitions that take appends here now, with their ranges (for invariant checks).
   std::vector<std::pair<PartitionId, HashRange>> AcceptingPartitions() const;
   // {"commits":{group:offset},"sealed":bool,"end_offset":N} of one partition held here.

@@ -348,16 +348,29 @@ void AdminFrontend::Handle(http_request req) {
                                              batch->batch.ranges, batch->events);
         }, "application/x-shoal-range-batch");
       }
-      return with_body([this, pid](const std::string& body) -> Result<std::string> {
-        auto commit = wire::ParseRangeCommitRequest(body);
-        if (!commit.ok()) return commit.status();
-        auto after = topic_.CommitFor(
-            pid, commit->group, PodName(commit->reader), Offset(commit->offset),
-            std::chrono::milliseconds(std::min<int64_t>(topic_.options().replication_timeout_ms,
-                                                        kSealQuorumWaitMs)));
-        if (!after.ok()) return after.status();
-        return topic_.CommitsJson(pid);
-      });
+      // Of a replicated partition, answered once a quorum of its copies holds the commit,
+      // without holding a thread meanwhile (the followers' fetches that move the mark need one).
+      ReadBody(
+          req, 64 << 20, std::chrono::seconds(30),
+          [this, answer, pid](std::string body) {
+            auto commit = wire::ParseRangeCommitRequest(body);
+            if (!commit.ok()) return answer(commit.status());
+            std::optional<broker::QuorumWait> wait;
+            auto after = topic_.CommitFor(pid, commit->group, PodName(commit->reader),
+                                          Offset(commit->offset), &wait);
+            if (!after.ok()) return answer(after.status());
+            if (!wait) return answer(topic_.CommitsJson(pid));
+            const auto deadline =
+                std::chrono::steady_clock::now() +
+                std::chrono::milliseconds(std::min<int64_t>(
+                    topic_.options().replication_timeout_ms, kSealQuorumWaitMs));
+            wait->tracker->OnReached(wait->end, deadline, [this, answer, pid](Status st) {
+              if (!st.ok()) return answer(st);
+              answer(topic_.CommitsJson(pid));
+            });
+          },
+          [answer](const Status& st) { answer(st); });
+      return;
     }
   } else if (path.size() == 4 && path[2] == "replica" && path[3] == "fetch") {
     if (m == methods::POST) {
