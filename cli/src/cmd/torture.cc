@@ -4,6 +4,12 @@
 // sidecars at random moments while a rogue coordinator replays old plans; then verifies what each
 // group saw against what the producers had acknowledged (invariants 4, 6, 7), while a checker
 // asks every sidecar for its map and accepting partitions between changes (invariants 1, 2, 5).
+// With --replication N every partition has N-1 followers (replication::PlaceReplicas); the
+// harness then fails over, as the control loop does (failover.h), the partitions of a leader
+// killed, paused or wiped for longer than --failover-after-ms, and checks that no two sidecars
+// acknowledge writes of one partition at once (invariants 9, 10). --wipes empties a sidecar's
+// volume: with copies it is failed over and catches up as a follower; without, its partitions
+// are declared lost and the verifier reports the events lost.
 #include <signal.h>
 #include <simdjson.h>
 
@@ -30,6 +36,9 @@
 #include "shoal/control/admin_partitions.h"
 #include "shoal/control/change_probe.h"
 #include "shoal/control/retirement.h"
+#include "shoal/control/failover.h"
+#include "shoal/common/map_transition.h"
+#include "shoal/common/replication.h"
 
 namespace shoal::cli {
 
@@ -60,6 +69,10 @@ struct TortureOptions {
   int pauses = 0;            // SIGSTOP/SIGCONT of a sidecar, 0.5 to 3 s each
   bool rogue = false;        // a deposed coordinator that wakes with old plans
   bool retire = true;        // retire sealed partitions every group consumed
+  int replication = 1;       // copies of every partition (1: no followers)
+  std::string acks = "quorum";
+  int failover_after_ms = 2000;  // a leader unreachable this long is failed over
+  int wipes = 0;             // kill -9, empty the data directory, restart
 };
 
 // The groups' roles by index (torture_groups.h): fast, slow, stop-resume, then fast again.
@@ -157,6 +170,16 @@ int Run(const TortureOptions& o) {
   const std::string token = "torture-admin-token";
   control::LocalSidecarOptions base;
   base.fsync = o.fsync;
+  const bool replicated = o.replication > 1;
+  // Faults the change protocol alone does not survive without a coordinator that recovers
+  // (failover, declaring a wiped pod's partitions lost): a change that fails is then retried or
+  // superseded rather than counted as a violation.
+  const bool recovering = replicated || o.wipes > 0;
+  if (replicated) {
+    // A produce waits at most 1 s for a quorum of copies (then a retryable 503): a leader whose
+    // copies are fenced answers the producer soon, which retries at the new leader.
+    base.extra_args = {"--acks", o.acks, "--replication-timeout-ms", "1000"};
+  }
   auto started = control::StartPods(o.sidecars, dir, base, token, "info");
   if (!started.ok()) {
     std::cerr << "shoal torture: " << started.status().message() << "\n";
@@ -173,9 +196,27 @@ int Run(const TortureOptions& o) {
     p.owner = PodName("pod-" + std::to_string(i % o.sidecars));
     parts.push_back(p);
   }
+  std::vector<PodName> pod_names;
+  for (int i = 0; i < o.sidecars; ++i) pod_names.push_back(PodName("pod-" + std::to_string(i)));
+  // Followers on every target the torture applies, as the control loop's WithReplicas.
+  auto placed = [&](const PartitionMap& m) -> Result<PartitionMap> {
+    if (!replicated) return m;
+    return replication::PlaceReplicas(m, pod_names, static_cast<uint32_t>(o.replication));
+  };
   PartitionMap current = control::WithPeers(PartitionMap("orders", Epoch(1), parts), pods);
+  if (auto with_copies = placed(current); with_copies.ok()) {
+    current = std::move(with_copies).value();
+  } else {
+    std::cerr << "shoal torture: placing followers: " << with_copies.status().message() << "\n";
+    return 1;
+  }
   client::AdminClient admin(token);
-  control::ChangeExecutor executor(admin);
+  // With a coordinator that recovers, a step waiting on a down pod gives up soon: the failover
+  // of that pod's partitions runs between the attempts of a change (the change is retried, or
+  // superseded by the failover map).
+  control::ChangeExecutor::Options eo;
+  if (recovering) eo.step_timeout = std::chrono::milliseconds(std::max(1000, o.failover_after_ms));
+  control::ChangeExecutor executor(admin, eo);
   control::ChangeProbe change_probe("orders");
   if (auto st = executor.InstallEverywhere(current); !st.ok()) {
     std::cerr << "shoal torture: installing the first map: " << st.message() << "\n";
@@ -185,7 +226,8 @@ int Run(const TortureOptions& o) {
   say("torture: " + std::to_string(o.sidecars) + " sidecars, " + std::to_string(count) +
       " partitions, " + std::to_string(group_count) + " groups, " + std::to_string(o.changes) +
       " changes, " + std::to_string(o.kills) + " kills, " + std::to_string(o.pauses) +
-      " pauses over " + std::to_string(static_cast<int>(o.duration_s)) + " s" +
+      " pauses, " + std::to_string(o.wipes) + " wipes, replication " +
+      std::to_string(o.replication) + (replicated ? " (acks " + o.acks + ")" : "") + " over " + std::to_string(static_cast<int>(o.duration_s)) + " s" +
       (o.skew ? ", skewed keys" : "") + (o.rogue ? ", a rogue coordinator" : "") + ", seed " +
       std::to_string(o.seed) + ", data in " + dir);
 
@@ -229,14 +271,27 @@ int Run(const TortureOptions& o) {
     violations.push_back(std::move(v));
   };
   std::vector<bool> down(pods.size(), false), paused(pods.size(), false);
-  std::mutex pods_mu;  // guards down[], paused[] and pods[i] restarts and signals
+  // A pod whose volume was emptied and that holds no map since (the coordinator decides what it
+  // gets: its led partitions failed over, the rest declared lost, then the current map).
+  std::vector<bool> wiped(pods.size(), false);
+  // When the pod was last killed, paused or wiped (the start of a failover's time).
+  std::vector<Clock::time_point> fault_at(pods.size());
+  std::mutex pods_mu;  // guards down[], paused[], wiped[], fault_at[] and restarts and signals
   const auto t0 = Clock::now();
   auto at = [&](double s) {
     return t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
   };
+  // Every map the coordinator made, by epoch (guarded by change_mu): what a sidecar that says
+  // it holds epoch e holds, for the acknowledgement check.
+  std::map<uint64_t, PartitionMap> maps_by_epoch;
+  maps_by_epoch[current.epoch().value()] = current;
+  auto index_of = [](const PodName& pod) {
+    return static_cast<size_t>(std::stoul(pod.value().substr(4)));
+  };
 
   // Retires what every group consumed, one holder's partitions per change (retirement.h), as the
   // control loop does: the rule that loses a slow group's events if it forgets that group.
+  uint64_t max_tried_epoch = current.epoch().value();  // guarded by change_mu
   auto retire_consumed = [&]() {
     auto reports = Reports(admin, pods);
     if (!reports) return;  // a pod is down or paused: its groups are unknown
@@ -247,6 +302,9 @@ int Run(const TortureOptions& o) {
     for (PartitionId id : ids) (void)change.Retire(id);
     auto target = change.Build();
     if (!target.ok()) return;
+    if (target->epoch().value() <= max_tried_epoch) *target = target->WithEpoch(Epoch(max_tried_epoch + 1));
+    max_tried_epoch = std::max(max_tried_epoch, target->epoch().value());
+    maps_by_epoch[target->epoch().value()] = *target;
     control::ChangeTiming timing;
     auto installed = executor.Apply(current, *target, &timing);
     if (!installed.ok()) {
@@ -257,64 +315,352 @@ int Run(const TortureOptions& o) {
     }
     history.push_back({current, *installed});
     current = std::move(installed).value();
+    maps_by_epoch[current.epoch().value()] = current;
     ++retirements;
     retired_partitions += static_cast<int>(ids.size());
   };
 
+  // Failovers: one entry per failover map (the leaders it moved and how long it took).
+  struct Failover {
+    size_t partitions = 0;
+    double ms = 0;  // from the fault of the old leader to the map installed on the new leaders
+  };
+  std::vector<Failover> failovers;       // guarded by change_mu
+  int lost_partitions = 0;               // declared lost (a wiped pod's), guarded by change_mu
+  std::string lost_detail;               // which, guarded by change_mu
+  std::vector<std::string> failover_notes;  // failovers that could not finish at once
+
+  // The coordinator: what the control loop's Tick does, one step at a time on one thread. Each
+  // tick (100 ms) it (1) fails over the replicated partitions of a leader unreachable for
+  // --failover-after-ms (at once for a wiped one back without its data), (2) brings pods behind
+  // to the current map, (3) declares lost what a wiped pod owns that no copy can take over, and
+  // (4) at the scheduled moments applies a random split, merge or move (and now and then a
+  // retirement); a change a down pod holds up is retried at the next tick (or superseded by a
+  // failover map, whose epoch is above every target tried: its seals are void under it).
   std::thread changer([&] {
     std::mt19937_64 rng(o.seed);
-    for (int c = 0; c < o.changes; ++c) {
-      std::this_thread::sleep_until(at(o.duration_s * (c + 1) / (o.changes + 1)));  // schedule
-      std::lock_guard<std::mutex> lock(change_mu);
-      if (o.retire && rng() % 3 == 0) retire_consumed();
-      auto change = RandomChange(current, o.sidecars, rng);
-      if (!change.ok()) continue;
+    std::optional<PartitionMap> pending;  // the change in progress, made from `current`
+    std::string pending_kind;
+    bool pending_new = false;
+    std::map<uint32_t, uint64_t> fenced;  // partition -> leader epoch its copies were fenced at
+    std::vector<std::optional<Clock::time_point>> down_since(pods.size());
+    int next_change = 0;
+    auto last_catch_up = Clock::now();
+    // The admin address of a pod the coordinator can reach (not killed, paused or wiped).
+    std::vector<bool> reach(pods.size(), false), is_wiped(pods.size(), false);
+    auto reachable = [&](const PodName& pod) -> const PeerAddress* {
+      const size_t i = index_of(pod);
+      if (i >= pods.size() || !reach[i] || is_wiped[i]) return nullptr;
+      return current.Peer(pod);
+    };
+    auto apply_pending = [&] {
+      // A new target goes above every epoch tried before (a change dropped or superseded may
+      // have left seals or maps at its epoch); a retry is the same target (every step is
+      // idempotent).
+      if (pending_new && pending->epoch().value() <= max_tried_epoch) {
+        *pending = pending->WithEpoch(Epoch(max_tried_epoch + 1));
+      }
+      pending_new = false;
+      max_tried_epoch = std::max(max_tried_epoch, pending->epoch().value());
+      maps_by_epoch[pending->epoch().value()] = *pending;
       control::ChangeTiming timing;
-      auto installed = executor.Apply(current, change->second, &timing);
+      const PartitionMap before = current;
+      auto installed = executor.Apply(current, *pending, &timing);
       if (!installed.ok()) {
-        failed[change->first]++;
-        change_probe.Failed(change->first);
-        violation("change failed: " + installed.status().message());
-        continue;
+        const Status& st = installed.status();
+        if (!recovering) {  // today's behaviour: every change completes
+          failed[pending_kind]++;
+          change_probe.Failed(pending_kind);
+          violation("change failed: " + st.message());
+          pending.reset();
+          return;
+        }
+        if (st.code() == Status::Code::kDataLost) {
+          // A pod the change needs lost its data: its partitions are declared lost on top of
+          // the change, which goes on as one (parts of it may have taken effect), as the
+          // control loop's RunChange does.
+          for (size_t i = 0; i < pods.size(); ++i) {
+            const PodName pod = pod_names[i];
+            if (!is_wiped[i] || !reach[i]) continue;
+            if (PartitionsMadeBefore(*pending, pod, pending->epoch()).empty()) continue;
+            auto composed = pending->DeclareLost(pod, /*in_change=*/true);
+            if (composed.ok()) composed = placed(*composed);
+            if (composed.ok()) {
+              pending = std::move(composed).value();
+              pending_kind = "declare-lost";
+              maps_by_epoch[pending->epoch().value()] = *pending;
+              max_tried_epoch = std::max(max_tried_epoch, pending->epoch().value());
+              break;
+            }
+          }
+          return;  // retried at the next tick
+        }
+        if (st.code() == Status::Code::kUnavailable) return;  // a pod is down: next tick
+        // A seal at a wiped owner (it holds nothing): its recovery comes first, then the
+        // change is superseded or retried.
+        if (st.code() == Status::Code::kNotFound &&
+            std::find(is_wiped.begin(), is_wiped.end(), true) != is_wiped.end()) {
+          return;
+        }
+        // Refused (a rogue's map, a seal for another change): dropped; the next change is at a
+        // later epoch than this one.
+        failed[pending_kind]++;
+        change_probe.Failed(pending_kind);
+        if (st.code() != Status::Code::kConflict && st.code() != Status::Code::kStaleEpoch) {
+          violation("change failed: " + st.message());
+        }
+        pending.reset();
+        return;
       }
       history.push_back({current, *installed});
       current = std::move(installed).value();
-      change_probe.Applied(change->first, timing.pause_ms / 1000, timing.total_ms / 1000,
-                           current.epoch().value());
-      pauses.push_back({change->first, timing.pause_ms, timing.total_ms});
+      maps_by_epoch[current.epoch().value()] = current;
+      for (const auto& p : current.partitions()) {
+        const PartitionInfo* was = before.Find(p.id);
+        if (p.lost && was && !was->lost) {
+          ++lost_partitions;
+          lost_detail += (lost_detail.empty() ? "p" : ", p") + std::to_string(p.id.value()) +
+                         " of " + p.owner.value();
+        }
+      }
+      if (pending_kind != "declare-lost") {
+        change_probe.Applied(pending_kind, timing.pause_ms / 1000, timing.total_ms / 1000,
+                             current.epoch().value());
+        pauses.push_back({pending_kind, timing.pause_ms, timing.total_ms});
+      }
+      pending.reset();
+    };
+    while (Clock::now() < at(o.duration_s)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the coordinator's tick
+      if (!recovering && next_change >= o.changes) break;
+      std::lock_guard<std::mutex> lock(change_mu);
+      const auto now = Clock::now();
+      std::vector<Clock::time_point> faults(pods.size());
+      {
+        std::lock_guard<std::mutex> plock(pods_mu);
+        for (size_t i = 0; i < pods.size(); ++i) {
+          reach[i] = !down[i] && !paused[i];
+          is_wiped[i] = wiped[i];
+          faults[i] = fault_at[i];
+        }
+      }
+      // 1. Failover (ControlLoop::MaybeFailOver).
+      if (replicated) {
+        for (size_t i = 0; i < pods.size(); ++i) {
+          if (reach[i] && !is_wiped[i]) {
+            down_since[i].reset();
+          } else if (!down_since[i]) {
+            down_since[i] = faults[i];
+          }
+        }
+        std::vector<PartitionId> ids;
+        std::set<size_t> old_leaders;
+        uint64_t floor = std::max(current.epoch().value(), max_tried_epoch) + 1;
+        for (const auto& p : current.partitions()) {
+          if (!p.active() || p.lost || p.replicas.empty()) continue;
+          const size_t i = index_of(p.owner);
+          bool due;
+          if (auto f = fenced.find(p.id.value()); f != fenced.end()) {
+            // Copies fenced for a failover that did not finish: it goes on.
+            due = p.LeaderEpoch().value() < f->second;
+            if (!due) fenced.erase(f);
+            if (due) floor = std::max(floor, f->second);
+          } else {
+            due = (is_wiped[i] && reach[i]) ||
+                  (down_since[i] &&
+                   now - *down_since[i] >= std::chrono::milliseconds(o.failover_after_ms));
+          }
+          if (!due) continue;
+          ids.push_back(p.id);
+          old_leaders.insert(i);
+        }
+        if (!ids.empty()) {
+          std::string why;
+          std::set<PartitionId> fenced_now;
+          auto leaders = control::FenceAndChooseLeaders(admin, current, ids, reachable,
+                                                        Epoch(floor), &why, &fenced_now);
+          for (PartitionId id : fenced_now) {
+            fenced[id.value()] = std::max(fenced[id.value()], floor);
+          }
+          max_tried_epoch = std::max(max_tried_epoch, floor);
+          if (!why.empty() && failover_notes.size() < 20) failover_notes.push_back(why);
+          Result<PartitionMap> target =
+              leaders.ok() ? control::FailOverMap(current, *leaders, Epoch(floor))
+                           : Result<PartitionMap>(leaders.status());
+          if (target.ok()) {
+            maps_by_epoch[target->epoch().value()] = *target;
+            std::string not_installed;
+            control::InstallFailOverMap(admin, *target, *leaders, reachable, &not_installed);
+            const auto done = Clock::now();
+            double ms = 0;
+            for (size_t i : old_leaders) {
+              ms = std::max(ms, std::chrono::duration<double, std::milli>(done - faults[i]).count());
+            }
+            failovers.push_back({leaders->size(), ms});
+            current = std::move(target).value();
+            max_tried_epoch = std::max(max_tried_epoch, current.epoch().value());
+            for (const auto& [id, leader] : *leaders) fenced.erase(id.value());
+            for (size_t i : old_leaders) down_since[i].reset();
+            if (pending) {
+              // Superseded: resolved again on the new map at the next slot.
+              failed[pending_kind + "-superseded"]++;
+              pending.reset();
+            }
+          }
+        }
+      }
+      // 2. Pods behind the current map get it (ControlLoop::InstallOnLaggingPods); a wiped pod
+      //    that owns nothing any more gets it too and follows from then on.
+      if (now - last_catch_up > std::chrono::milliseconds(500)) {
+        last_catch_up = now;
+        for (size_t i = 0; i < pods.size(); ++i) {
+          if (!reach[i]) continue;
+          auto held = admin.GetMap(pods[i].admin_address());
+          if (!held.ok()) {
+            if (held.status().code() != Status::Code::kNotFound) continue;
+            if (!PartitionsMadeBefore(current, pod_names[i], Epoch(current.epoch().value() + 1))
+                     .empty()) {
+              continue;  // it lost partitions: declared lost first (3)
+            }
+          } else if (held->epoch() >= current.epoch()) {
+            if (is_wiped[i]) {
+              std::lock_guard<std::mutex> plock(pods_mu);
+              wiped[i] = false;
+            }
+            continue;
+          }
+          (void)admin.InstallMap(pods[i].admin_address(), current);
+        }
+      }
+      // 3. A wiped pod's partitions that no failover moves are declared lost (its only copy of
+      //    them is gone, or, sealed, they are never failed over: the known gap).
+      if (recovering && !pending) {
+        for (size_t i = 0; i < pods.size(); ++i) {
+          if (!is_wiped[i] || !reach[i] || !executor.HoldsNoMap(*current.Peer(pod_names[i]))) {
+            continue;
+          }
+          bool declarable = false, waits = false;
+          for (const auto& p : current.partitions()) {
+            if (p.owner != pod_names[i] || p.lost) continue;
+            (p.active() && !p.replicas.empty() ? waits : declarable) = true;
+          }
+          if (!declarable || waits) continue;  // its led copies are failed over first
+          auto lost = current.DeclareLost(pod_names[i]);
+          if (lost.ok()) lost = placed(*lost);
+          if (!lost.ok()) continue;
+          pending = std::move(lost).value();
+          pending_kind = "declare-lost";
+          pending_new = true;
+          break;
+        }
+      }
+      // 4. The scheduled change.
+      const bool due = next_change < o.changes &&
+                       now >= at(o.duration_s * (next_change + 1) / (o.changes + 1));
+      // Recovery first (ControlLoop::PutRecoveryFirst): no new change while a wiped pod still
+      // owns partitions that are not lost (a change would seal them at a pod that holds nothing).
+      bool recovering_pod = false;
+      for (size_t i = 0; i < pods.size(); ++i) {
+        recovering_pod |= is_wiped[i] && !PartitionsMadeBefore(current, pod_names[i],
+                                                               Epoch(current.epoch().value() + 1))
+                                              .empty();
+      }
+      if (!pending && due && !recovering_pod) {
+        ++next_change;
+        if (o.retire && rng() % 3 == 0) retire_consumed();
+        auto change = RandomChange(current, o.sidecars, rng);
+        if (!change.ok()) continue;
+        auto target = placed(change->second);
+        if (!target.ok()) {
+          violation("placing followers: " + target.status().message());
+          continue;
+        }
+        pending = std::move(target).value();
+        pending_kind = change->first;
+        pending_new = true;
+      }
+      if (pending) apply_pending();
     }
+    if (pending) failed[pending_kind + "-unfinished"]++;
   });
 
+  // kill -9 of pod `victim` once it is neither paused nor down (waiting for that), marked down
+  // (and wiped, for a wipe) from then on.
+  auto kill9 = [&](size_t victim, bool wipe) {
+    for (;;) {
+      std::unique_lock<std::mutex> lock(pods_mu);
+      if (!paused[victim] && !down[victim]) {
+        pods[victim].process.Signal(SIGKILL);
+        pods[victim].process.Wait(std::chrono::seconds(10));
+        down[victim] = true;
+        wiped[victim] = wiped[victim] || wipe;
+        fault_at[victim] = Clock::now();
+        return;
+      }
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // until it is back
+    }
+  };
   std::thread killer([&] {
     std::mt19937_64 rng(o.seed ^ 0x5bd1e995);
     for (int k = 0; k < o.kills; ++k) {
       std::this_thread::sleep_until(at(o.duration_s * (k + 0.5) / std::max(1, o.kills)));
       const size_t victim = rng() % pods.size();
-      for (;;) {
-        std::unique_lock<std::mutex> lock(pods_mu);
-        if (!paused[victim]) {
-          pods[victim].process.Signal(SIGKILL);
-          pods[victim].process.Wait(std::chrono::seconds(10));
-          down[victim] = true;
-          break;
-        }
-        lock.unlock();
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));  // until its pause ends
+      kill9(victim, false);
+      // Down time: with copies, up to twice the failover timeout (some kills are failed over,
+      // some come back first).
+      const uint64_t down_ms =
+          replicated ? 100 + rng() % static_cast<uint64_t>(2 * o.failover_after_ms)
+                     : 100 + rng() % 400;
+      std::this_thread::sleep_for(std::chrono::milliseconds(down_ms));
+      Status st;
+      bool was_wiped;
+      {
+        std::lock_guard<std::mutex> lock(pods_mu);
+        st = pods[victim].Restart();
+        down[victim] = false;
+        was_wiped = wiped[victim];
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 400));  // down time
+      if (!st.ok()) {
+        violation("restart of pod-" + std::to_string(victim) + " failed: " + st.message());
+        continue;
+      }
+      // Rejoin: bring it to the current map (it recovered its own from disk). A wiped one is
+      // left to the coordinator.
+      if (was_wiped) continue;
+      std::lock_guard<std::mutex> lock(change_mu);
+      if (recovering) {
+        (void)admin.InstallMap(pods[victim].admin_address(), current);  // else its next tick
+      } else {
+        (void)executor.InstallOn(PodName("pod-" + std::to_string(victim)), current);
+      }
+    }
+  });
+
+  // Wipes: kill -9, the data directory emptied (its log kept), restarted holding no map.
+  int wipes_done = 0;
+  std::thread wiper([&] {
+    std::mt19937_64 rng(o.seed ^ 0x85ebca6b);
+    for (int w = 0; w < o.wipes; ++w) {
+      std::this_thread::sleep_until(at(o.duration_s * (w + 0.6) / (o.wipes + 1)));
+      const size_t victim = rng() % pods.size();
+      kill9(victim, true);
+      std::error_code ec;
+      for (const auto& entry : std::filesystem::directory_iterator(pods[victim].data_dir, ec)) {
+        if (entry.path() == std::filesystem::path(pods[victim].log_path)) continue;
+        std::filesystem::remove_all(entry.path(), ec);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a new volume
       Status st;
       {
         std::lock_guard<std::mutex> lock(pods_mu);
         st = pods[victim].Restart();
         down[victim] = false;
       }
+      ++wipes_done;
       if (!st.ok()) {
-        violation("restart of pod-" + std::to_string(victim) + " failed: " + st.message());
-        continue;
+        violation("restart of wiped pod-" + std::to_string(victim) + " failed: " + st.message());
       }
-      // Rejoin: bring it to the current map (it recovered its own from disk).
-      std::lock_guard<std::mutex> lock(change_mu);
-      (void)executor.InstallOn(PodName("pod-" + std::to_string(victim)), current);
     }
   });
 
@@ -330,6 +676,7 @@ int Run(const TortureOptions& o) {
         if (down[victim]) continue;
         pods[victim].process.Signal(SIGSTOP);
         paused[victim] = true;
+        fault_at[victim] = Clock::now();
       }
       std::this_thread::sleep_for(length);  // the pause
       std::lock_guard<std::mutex> lock(pods_mu);
@@ -421,6 +768,79 @@ int Run(const TortureOptions& o) {
   } read_through;
   std::atomic<bool> checking{true};
   uint64_t checks = 0;
+  // Two writers, by what the sidecars acknowledged. Every 500 ms each reachable sidecar's
+  // /metrics gives, under one lock, the epoch of the map it holds and, for every partition it
+  // leads, its acknowledged frontier: the high watermark with --acks quorum (a produce is
+  // answered once it passes the event), the log's end with --acks leader or one copy. The map
+  // of that epoch (the coordinator made every map, maps_by_epoch) gives the leader epoch the
+  // pod leads the partition at. When a pod's frontier for a partition passes the highest one any
+  // pod showed for it, that pod acknowledged new events at that leader epoch between its
+  // previous scrape's start and this scrape's end. Checked:
+  //   - one pod per (partition, leader epoch) ever acknowledges (a leader epoch names one leader);
+  //   - no pod acknowledges at a leader epoch below one whose leader was seen acknowledging
+  //     before this pod's interval began (a deposed leader that goes on acknowledging while the
+  //     new one does: under --acks quorum its fenced copies make that impossible, invariant 10;
+  //     under --acks leader it is the known cost and only counted).
+  // Sound, not complete: only advances past the highest frontier count (a new leader catching
+  // up to what its predecessor acknowledged, a restart reloading its log, are not new
+  // acknowledgements), and intervals that overlap are never ordered.
+  struct AckCheck {
+    std::map<uint32_t, uint64_t> frontier;  // partition -> highest frontier seen
+    // partition -> leader epoch -> (pod, end of the interval of its first observed advance)
+    std::map<uint32_t, std::map<uint64_t, std::pair<size_t, Clock::time_point>>> leaders;
+    std::vector<std::optional<Clock::time_point>> last_scrape;
+    uint64_t samples = 0, advances = 0, stale = 0;
+  } acks;
+  acks.last_scrape.resize(pods.size());
+  const bool quorum_acks = replicated && o.acks == "quorum";
+  auto check_acks = [&](size_t i) {  // with change_mu held (maps_by_epoch)
+    const auto from = acks.last_scrape[i];
+    const auto t_start = Clock::now();
+    const auto samples = Scrape(pods[i].host, pods[i].metrics_port);
+    const auto t_end = Clock::now();
+    if (samples.empty()) return;
+    acks.last_scrape[i] = t_start;
+    if (!from) return;
+    const auto epochs = SumBy(samples, "shoal_epoch", "topic");
+    auto e = epochs.find("orders");
+    if (e == epochs.end()) return;
+    auto m = maps_by_epoch.find(static_cast<uint64_t>(e->second));
+    if (m == maps_by_epoch.end()) return;
+    ++acks.samples;
+    const char* name = replicated && o.acks == "quorum" ? "shoal_partition_high_watermark"
+                                                        : "shoal_partition_end_offset";
+    for (const auto& [pid_text, value] : SumBy(samples, name, "partition")) {
+      const uint32_t pid = static_cast<uint32_t>(std::stoul(pid_text));
+      const PartitionInfo* info = m->second.Find(PartitionId(pid));
+      if (!info || info->owner != pod_names[i]) continue;
+      const uint64_t v = static_cast<uint64_t>(value);
+      uint64_t& top = acks.frontier[pid];
+      if (v <= top) continue;
+      top = v;
+      ++acks.advances;
+      const uint64_t le = info->LeaderEpoch().value();
+      auto& by = acks.leaders[pid];
+      auto it = by.find(le);
+      if (it == by.end()) {
+        by.emplace(le, std::make_pair(i, t_end));
+      } else if (it->second.first != i) {
+        violation("two writers: partition " + pid_text + " acknowledged at leader epoch " +
+                  std::to_string(le) + " by pod-" + std::to_string(it->second.first) +
+                  " and pod-" + std::to_string(i));
+      }
+      for (auto later = by.upper_bound(le); later != by.end(); ++later) {
+        if (later->second.second >= *from) continue;
+        ++acks.stale;
+        if (quorum_acks) {
+          violation("two writers: pod-" + std::to_string(i) + " acknowledged partition " +
+                    pid_text + " at leader epoch " + std::to_string(le) + " after pod-" +
+                    std::to_string(later->second.first) + " had at leader epoch " +
+                    std::to_string(later->first));
+        }
+        break;
+      }
+    }
+  };
   std::thread checker([&] {
     std::map<size_t, uint64_t> last_epoch;
     simdjson::dom::parser parser;
@@ -436,12 +856,13 @@ int Run(const TortureOptions& o) {
         }
       }
       std::lock_guard<std::mutex> lock(change_mu);
-      std::vector<std::pair<HashRange, std::string>> accepting;
+      std::vector<std::tuple<HashRange, std::string, uint64_t>> accepting;
       for (size_t i = 0; i < pods.size(); ++i) {
         {
           std::lock_guard<std::mutex> plock(pods_mu);
           if (down[i] || paused[i]) continue;
         }
+        if (round % 2 == 0) check_acks(i);
         auto map = admin.GetMap(pods[i].admin_address());
         if (!map.ok()) {
           if (map.status().code() == Status::Code::kInvalidArgument) {
@@ -469,17 +890,23 @@ int Run(const TortureOptions& o) {
               p["hi"].get(hi) || p["id"].get(id)) {
             continue;
           }
-          accepting.push_back(
-              {HashRange{lo, hi}, "pod-" + std::to_string(i) + "/p" + std::to_string(id)});
+          accepting.push_back({HashRange{lo, hi},
+                               "pod-" + std::to_string(i) + "/p" + std::to_string(id),
+                               map->epoch().value()});
         }
       }
-      // Invariant 2: at most one accepting partition per hash point, across all sidecars.
+      // Invariant 2: at most one accepting partition per hash point, across all sidecars. With
+      // copies, among sidecars that hold the same map: a deposed leader that has not got the
+      // failover map yet still calls its partition accepting, but its fenced copies keep it
+      // from acknowledging anything (the acknowledgement check above).
       std::sort(accepting.begin(), accepting.end(),
-                [](auto& a, auto& b) { return a.first.lo < b.first.lo; });
-      for (size_t i = 1; i < accepting.size(); ++i) {
-        if (accepting[i].first.lo < accepting[i - 1].first.hi) {
-          violation("two writers for one hash point: " + accepting[i - 1].second + " and " +
-                    accepting[i].second);
+                [](auto& a, auto& b) { return std::get<0>(a).lo < std::get<0>(b).lo; });
+      for (size_t i = 0; i < accepting.size(); ++i) {
+        for (size_t j = i + 1; j < accepting.size(); ++j) {
+          if (std::get<0>(accepting[j]).lo >= std::get<0>(accepting[i]).hi) break;
+          if (replicated && std::get<2>(accepting[i]) != std::get<2>(accepting[j])) continue;
+          violation("two writers for one hash point: " + std::get<1>(accepting[i]) + " and " +
+                    std::get<1>(accepting[j]));
         }
       }
       ++checks;
@@ -488,6 +915,7 @@ int Run(const TortureOptions& o) {
 
   changer.join();
   killer.join();
+  wiper.join();
   pauser.join();
   rogue.join();
   scheduler.join();
@@ -516,6 +944,8 @@ int Run(const TortureOptions& o) {
       quiet_since = Clock::now();
     } else if (!short_of_acked && Clock::now() - quiet_since > std::chrono::seconds(2)) {
       break;
+    } else if (lost_partitions > 0 && Clock::now() - quiet_since > std::chrono::seconds(5)) {
+      break;  // partitions were declared lost: a group may never see all that was acked
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));  // polling progress counters
   }
@@ -544,6 +974,19 @@ int Run(const TortureOptions& o) {
   }
   for (auto& p : pods) p.process.Stop(std::chrono::seconds(10));
 
+  std::vector<double> failover_ms;
+  size_t failed_over_partitions = 0;
+  for (const auto& f : failovers) {
+    failover_ms.push_back(f.ms);
+    failed_over_partitions += f.partitions;
+  }
+  std::sort(failover_ms.begin(), failover_ms.end());
+  char failover_json[256];
+  std::snprintf(failover_json, sizeof failover_json,
+                "{\"count\":%zu,\"partitions\":%zu,\"failover_ms\":{\"p50\":%.1f,\"p99\":%.1f,"
+                "\"max\":%.1f}}",
+                failovers.size(), failed_over_partitions, Percentile(failover_ms, 0.5),
+                Percentile(failover_ms, 0.99), failover_ms.empty() ? 0.0 : failover_ms.back());
   std::map<std::string, std::vector<double>> by_kind;
   for (const auto& p : pauses) by_kind[p.kind].push_back(p.pause_ms);
   const bool ok = total.ok() && violations.empty();
@@ -554,6 +997,13 @@ int Run(const TortureOptions& o) {
         ",\"retirements\":" + std::to_string(retirements) +
         ",\"retired_partitions\":" + std::to_string(retired_partitions) +
         ",\"kills\":" + std::to_string(o.kills) + ",\"pauses\":" + std::to_string(o.pauses) +
+        ",\"wipes\":" + std::to_string(wipes_done) +
+        ",\"replication\":" + std::to_string(o.replication) + ",\"acks\":\"" + o.acks + "\"" +
+        ",\"failovers\":" + failover_json +
+        ",\"declared_lost_partitions\":" + std::to_string(lost_partitions) +
+        ",\"ack_check\":{\"samples\":" + std::to_string(acks.samples) +
+        ",\"advances\":" + std::to_string(acks.advances) +
+        ",\"stale_leader_acks\":" + std::to_string(acks.stale) + "}" +
         ",\"acked\":" + std::to_string(acked.size()) +
         ",\"abandoned\":" + std::to_string(load.abandoned()) +
         ",\"lost\":" + std::to_string(total.lost) +
@@ -623,7 +1073,18 @@ int Run(const TortureOptions& o) {
     for (const auto& [k, v] : by_kind) std::cout << k << " " << v.size() << " ";
     std::cout << "), retirements: " << retirements << " (" << retired_partitions
               << " partitions), kills: " << o.kills << ", pauses: " << o.pauses
-              << ", invariant checks: " << checks << "\n";
+              << ", wipes: " << wipes_done << ", invariant checks: " << checks << "\n";
+    if (replicated) {
+      std::cout << "replication " << o.replication << " (acks " << o.acks << "): failovers "
+                << failover_json << ", acknowledgement check: " << acks.samples
+                << " samples, " << acks.advances << " advances, " << acks.stale
+                << " acknowledged by a deposed leader\n";
+      for (const auto& n : failover_notes) std::cout << "failover not finished at once: " << n << "\n";
+    }
+    if (lost_partitions > 0) {
+      std::cout << "declared lost: " << lost_partitions << " partition(s) (" << lost_detail
+                << ") of wiped pods\n";
+    }
     if (o.rogue) {
       std::cout << "rogue coordinator: " << rogue_wakes << " old plans replayed, refused:";
       for (const auto& [code, n] : rogue_refused) std::cout << " " << code << " " << n;
@@ -670,6 +1131,19 @@ void RegisterTorture(CLI::App& app, int& exit_code) {
                 "A deposed coordinator that wakes with old plans and replays them");
   cmd->add_flag("--retire,!--no-retire", o->retire,
                 "Retire sealed partitions every group consumed (default on)");
+  cmd->add_option("--replication", o->replication,
+                  "Copies of every partition (followers placed by PlaceReplicas; 1: none)")
+      ->check(CLI::Range(1, 5));
+  cmd->add_option("--acks", o->acks,
+                  "With --replication > 1: acknowledge once a quorum holds an event, or once "
+                  "the leader does")
+      ->check(CLI::IsMember({"quorum", "leader"}));
+  cmd->add_option("--failover-after-ms", o->failover_after_ms,
+                  "Fail a leader's partitions over once it is unreachable this long")
+      ->check(CLI::Range(100, 600000));
+  cmd->add_option("--wipes", o->wipes,
+                  "kill -9, empty the data directory, restart (with one copy: declared lost)")
+      ->check(CLI::Range(0, 10000));
   cmd->add_option("--duration", o->duration_s, "Seconds of load")->check(CLI::Range(1.0, 86400.0));
   cmd->add_option("--seed", o->seed, "Random seed");
   cmd->add_option("--fsync", o->fsync, "fsync policy of the sidecars")

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "loop/control_probe.h"
+#include "shoal/control/failover.h"
 #include "shoal/control/retirement.h"
 #include "shoal/common/json.h"
 #include "shoal/common/replication.h"
@@ -892,63 +893,29 @@ bool ControlLoop::MaybeFailOver(const std::vector<PodInfo>& pods) {
       if (auto f = fenced_.find(id); f != fenced_.end()) floor = std::max(floor, f->second);
     }
   }
-  // Fence the copies first (invariant 10): a follower that answers takes nothing more from the
-  // old leader, so what it holds can only be overtaken by the new one. Once a quorum of copies
-  // is fenced, the old leader (paused, cut off, or not ready only to the coordinator) can
-  // acknowledge nothing more, and the most complete of them holds every acknowledged event.
-  // An old leader that is ready again with its data (its failover began and found no quorum of
-  // copies: one was wiped meanwhile) is fenced too, and counts among the copies that answer.
-  std::map<std::string, std::vector<PartitionId>> to_fence;
-  for (const auto& [pod, ids] : led_by_down) {
-    for (PartitionId id : ids) {
-      for (const auto& f : map_.Find(id)->replicas) to_fence[f.value()].push_back(id);
-      if (!without_data.count(pod)) to_fence[pod].push_back(id);
+  // Fence the copies, and the old leader when it answers with its data, then choose each
+  // partition's leader from a quorum of their answers (control/failover.h).
+  std::vector<PartitionId> ids;
+  for (const auto& [pod, pids] : led_by_down) ids.insert(ids.end(), pids.begin(), pids.end());
+  auto reachable = [&](const PodName& pod) -> const PeerAddress* {
+    auto it = by_name.find(pod.value());
+    if (it == by_name.end() || !it->second->ready || without_data.count(pod.value())) {
+      return nullptr;
     }
+    return &it->second->address;
+  };
+  std::string why;
+  std::set<PartitionId> fenced;
+  auto leaders = FenceAndChooseLeaders(admin_, map_, ids, reachable, floor, &why, &fenced);
+  for (PartitionId id : fenced) fenced_[id] = std::max(fenced_[id], floor);
+  if (!why.empty()) {
+    Logger("control")->warn("msg=\"cannot fail over every partition yet\" reason=\"{}\"", why);
   }
-  std::map<uint32_t, std::vector<replication::ReplicaState>> answered;
-  for (const auto& [pod, ids] : to_fence) {
-    auto it = by_name.find(pod);
-    if (it == by_name.end() || !it->second->ready) continue;
-    auto fenced = admin_.FenceCopies(it->second->address.admin, ids, floor);
-    if (!fenced.ok()) {
-      Logger("control")->warn("msg=\"cannot fence copies for a failover\" pod={} reason=\"{}\"",
-                              pod, fenced.status().message());
-      continue;
-    }
-    for (auto [id, state] : *fenced) {
-      state.pod = PodName(pod);
-      answered[id.value()].push_back(state);
-      fenced_[id] = std::max(fenced_[id], floor);
-    }
-  }
-  std::vector<std::pair<PartitionId, PodName>> leaders;
-  for (const auto& [pod, ids] : led_by_down) {
-    for (PartitionId id : ids) {
-      const PartitionInfo& info = *map_.Find(id);
-      // In the map's order of preference.
-      std::vector<replication::ReplicaState> states;
-      std::vector<PodName> copies = info.replicas;
-      copies.push_back(info.owner);  // last: a follower leads before it on a tie
-      for (const auto& f : copies) {
-        for (const auto& s : answered[id.value()]) {
-          if (s.pod == f) states.push_back(s);
-        }
-      }
-      auto leader = replication::ChooseLeader(states, 1 + info.replicas.size());
-      if (!leader.ok()) {
-        Logger("control")->warn(
-            "msg=\"cannot fail over a partition yet\" partition={} leader={} reason=\"{}\"",
-            id.value(), pod, leader.status().message());
-        continue;
-      }
-      leaders.emplace_back(id, *leader);
-    }
-  }
-  if (leaders.empty()) {
+  if (!leaders.ok()) {
     probe_->FailedOver("failed", 0, 0);
     return false;
   }
-  auto target = map_.FailOver(leaders);
+  auto target = FailOverMap(map_, *leaders, floor);
   if (!target.ok()) {
     probe_->FailedOver("failed", 0, 0);
     Logger("control")->error("msg=\"failover map refused\" reason=\"{}\"",
@@ -959,33 +926,22 @@ bool ControlLoop::MaybeFailOver(const std::vector<PodInfo>& pods) {
     std::lock_guard<std::mutex> lock(mu_);
     in_progress->target.clear();
   }
-  if (target->epoch() < floor) *target = target->WithEpoch(floor);
   {
     std::lock_guard<std::mutex> lock(mu_);
     map_ = *target;
   }
   (void)Save();  // saved before it is sent: a restarted loop installs this map
-  // New leaders first: they take writes again as soon as they hold it.
-  std::vector<std::string> order;
-  for (const auto& [id, leader] : leaders) order.push_back(leader.value());
-  for (const auto& [pod, addr] : target->peers()) order.push_back(pod);
-  std::set<std::string> done;
-  size_t installed = 0;
-  for (const auto& pod : order) {
-    if (!done.insert(pod).second) continue;
-    auto it = by_name.find(pod);
-    if (it == by_name.end() || !it->second->ready) continue;
-    auto r = admin_.InstallMap(it->second->address.admin, *target);
-    installed += r.ok() ? 1 : 0;
-    if (!r.ok()) {
-      Logger("control")->warn("msg=\"failover map not installed; retried later\" pod={} reason=\"{}\"",
-                              pod, r.status().message());
-    }
+  std::string failed;
+  const size_t installed = InstallFailOverMap(admin_, *target, *leaders, reachable, &failed).size();
+  if (!failed.empty()) {
+    Logger("control")->warn("msg=\"failover map not installed everywhere; retried later\" "
+                            "reason=\"{}\"",
+                            failed);
   }
   const double seconds = std::chrono::duration<double>(clock_.SteadyNow() - earliest).count();
-  probe_->FailedOver("ok", leaders.size(), seconds);
+  probe_->FailedOver("ok", leaders->size(), seconds);
   std::string moved;
-  for (const auto& [id, leader] : leaders) {
+  for (const auto& [id, leader] : *leaders) {
     moved += (moved.empty() ? "" : ",") + std::to_string(id.value()) + "->" + leader.value();
   }
   Logger("control")->warn(
@@ -993,7 +949,7 @@ bool ControlLoop::MaybeFailOver(const std::vector<PodInfo>& pods) {
       "installed_on={} seconds={:.3f}",
       target->epoch().value(), moved, installed, seconds);
   for (const auto& [pod, ids] : led_by_down) down_since_.erase(pod);
-  for (const auto& [id, leader] : leaders) fenced_.erase(id);
+  for (const auto& [id, leader] : *leaders) fenced_.erase(id);
   return true;
 }
 
