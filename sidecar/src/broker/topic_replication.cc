@@ -312,10 +312,14 @@ std::vector<FencedCopy> Topic::FenceCopies(const std::vector<PartitionId>& ids,
   for (PartitionId id : ids) {
     // A copy followed here, or the partition led here: an old leader that came back while its
     // failover could not find a quorum of copies answers too, and takes no more appends.
-    auto it = followed_.find(id);
-    if (it == followed_.end()) it = partitions_.find(id);
-    if (it == partitions_.end()) continue;
-    auto held = it->second->Fence(leader_epoch.value());
+    Partition* copy = nullptr;
+    if (auto f = followed_.find(id); f != followed_.end()) {
+      copy = f->second.get();
+    } else if (auto l = partitions_.find(id); l != partitions_.end()) {
+      copy = l->second.get();
+    }
+    if (!copy) continue;
+    auto held = copy->Fence(leader_epoch.value());
     if (!held.ok()) {
       Logger("broker")->error("msg=\"cannot fence a copy\" partition={} reason=\"{}\"",
                               id.value(), held.status().message());
