@@ -495,7 +495,8 @@ Status DiskLog::Read(uint64_t from, uint64_t limit, size_t max_records, size_t m
       while (want_more()) {
         RecordView rec;
         size_t size = 0;
-        auto r = record::Decode(buf.get() + used, len - used, &rec, &size);
+        auto r = record::Decode(buf.get() + used, len - used, &rec, &size,
+                                /*check_crc=*/out->stored == nullptr);
         if (r == record::DecodeResult::kIncomplete && used == 0) {
           // One record larger than the chunk: read exactly that record.
           uint32_t payload = 0;

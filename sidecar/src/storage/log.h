@@ -43,7 +43,8 @@ struct ReadBatch {
   std::vector<std::unique_ptr<char[]>> buffers;  // owns the bytes the views point into
   size_t bytes = 0;                              // encoded size of the records read
   // When set, the records read are also appended here as they are stored (a follower's fetch
-  // copies them without encoding them again).
+  // copies them without encoding them again), and their CRCs are not computed here: the one who
+  // takes them checks them (Log::AppendCopied).
   std::string* stored = nullptr;
 };
 

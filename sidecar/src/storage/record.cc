@@ -42,13 +42,14 @@ void Encode(const AppendEntry& e, uint64_t offset, std::string& out) {
   Put<uint32_t>(p + 4, Crc32(pl, payload_len));
 }
 
-DecodeResult Decode(const char* buf, size_t avail, RecordView* rec, size_t* size) {
+DecodeResult Decode(const char* buf, size_t avail, RecordView* rec, size_t* size,
+                    bool check_crc) {
   if (avail < kFrameHeader) return DecodeResult::kIncomplete;
   const uint32_t payload_len = Get<uint32_t>(buf);
   if (payload_len < kFixedPayload || payload_len > kMaxPayload) return DecodeResult::kCorrupt;
   if (avail < kFrameHeader + payload_len) return DecodeResult::kIncomplete;
   const char* pl = buf + kFrameHeader;
-  if (Get<uint32_t>(buf + 4) != Crc32(pl, payload_len)) return DecodeResult::kCorrupt;
+  if (check_crc && Get<uint32_t>(buf + 4) != Crc32(pl, payload_len)) return DecodeResult::kCorrupt;
   const uint16_t key_len = Get<uint16_t>(pl + 24);
   const uint16_t producer_len = Get<uint16_t>(pl + 26);
   const uint32_t value_len = Get<uint32_t>(pl + 28);

@@ -37,7 +37,9 @@ void Encode(const AppendEntry& e, uint64_t offset, std::string& out);
 enum class DecodeResult { kOk, kIncomplete, kCorrupt };
 
 // Decodes the record at buf[0..avail). On kOk sets *size to the record's encoded size. Views in
-// *rec point into buf. kIncomplete: need more bytes; kCorrupt: bad length or CRC.
-DecodeResult Decode(const char* buf, size_t avail, RecordView* rec, size_t* size);
+// *rec point into buf. kIncomplete: need more bytes; kCorrupt: bad length or CRC. Without
+// `check_crc` the CRC is not computed (for bytes whose reader checks it again: a follower's).
+DecodeResult Decode(const char* buf, size_t avail, RecordView* rec, size_t* size,
+                    bool check_crc = true);
 
 }  // namespace shoal::storage::record
