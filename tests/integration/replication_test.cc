@@ -390,6 +390,10 @@ TEST(ReplicationTest, ASealIsAnsweredOnceAQuorumHoldsItsEndAndARestartedLeaderSe
       << early.status().ToString();
   // One follower runs again: with the leader, a quorum holds 150, and the seal answers it.
   ASSERT_EQ(kill(c.pod(1).pid(), SIGCONT), 0);
+  // The follower asked to seal (a coordinator whose failover map has not reached it yet): 503,
+  // retried, never "not on this sidecar".
+  auto at_copy = c.admin().Seal(c.admin_address(1), *split, PartitionId(0));
+  EXPECT_EQ(at_copy.status().code(), Status::Code::kUnavailable) << at_copy.status().ToString();
   Result<uint64_t> end = Status::Unavailable("not asked");
   ASSERT_TRUE(WaitFor(
       [&] {

@@ -191,6 +191,14 @@ Result<uint64_t> Topic::Seal(PartitionId id, const SealIntent& intent,
     auto it = partitions_.find(id);
     if (it == partitions_.end()) {
       SHOAL_RETURN_IF_ERROR(NotLostHere(id, "asked to seal"));
+      if (followed_.count(id)) {
+        // A copy this pod follows: the map that makes it the leader (a failover's) has not
+        // reached it yet. The coordinator installs its current map on pods behind and retries.
+        return Status::Unavailable("partition " + std::to_string(id.value()) +
+                                   " is followed here: the map that makes this pod its leader "
+                                   "has not reached it yet (it holds epoch " +
+                                   std::to_string(map_.epoch().value()) + "); retry");
+      }
       return Status::NotFound("partition " + std::to_string(id.value()) +
                               " is not on this sidecar");
     }
