@@ -754,6 +754,15 @@ size_t Topic::TakeEffect(const PartitionMap& next, OwnedPartitions opened,
       continue;
     }
     if (info) {
+      // A partition this map gives followers that had none here (a copy made the leader, a
+      // higher factor): its trackers know them before any append under this map is answered,
+      // or an acknowledgement would wait for no copy until ReconcileReplicas. No produce or
+      // commit waits on a tracker without followers, so none is answered under this lock.
+      if (info->owner == opts_.pod && !info->replicas.empty() &&
+          !it->second->quorum()->replicated()) {
+        it->second->quorum()->SetFollowers(info->replicas, clock_.NowMs());
+        it->second->commit_quorum()->SetFollowers(info->replicas, clock_.NowMs());
+      }
       ++it;
       continue;
     }
