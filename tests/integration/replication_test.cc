@@ -294,6 +294,15 @@ size_t FailOver(SidecarCluster& c, uint32_t id, const std::set<size_t>& survivor
   return std::stoul(leader->value().substr(4));
 }
 
+// Pod 0, the leader of partition 0, dies (kill -9) and its paused followers run again; the
+// partition fails over to them. Returns the new leader's index (0: the failover failed).
+size_t KillLeaderAndFailOver(SidecarCluster& c) {
+  c.pod(0).Kill9();
+  EXPECT_EQ(kill(c.pod(1).pid(), SIGCONT), 0);
+  EXPECT_EQ(kill(c.pod(2).pid(), SIGCONT), 0);
+  return FailOver(c, 0, {1, 2});
+}
+
 // Every event of `producer` the group reads from the leader of partition 0, in order, once.
 std::vector<uint64_t> ReadAllSeqs(client::ShoalClient& leader, const std::string& group,
                                   size_t want) {
@@ -332,10 +341,7 @@ TEST(ReplicationTest, AFollowerTakesOverWithEveryAcknowledgedEventAndTheOldLeade
     ASSERT_FALSE(unacked.ok());
   }
   // The leader's pod dies with its unacknowledged tail; the followers run again.
-  c.pod(0).Kill9();
-  ASSERT_EQ(kill(c.pod(1).pid(), SIGCONT), 0);
-  ASSERT_EQ(kill(c.pod(2).pid(), SIGCONT), 0);
-  const size_t now_leads = FailOver(c, 0, {1, 2});
+  const size_t now_leads = KillLeaderAndFailOver(c);
   ASSERT_NE(now_leads, 0u);
   client::ShoalClient leader(c.pod(now_leads).data_url(), "orders", 10s);
   // A retry of acknowledged events is answered from the producer state the copy kept.
@@ -453,10 +459,7 @@ TEST(ReplicationTest, ACommitIsHeldByAQuorumAndAGroupGoesOnFromItAfterAFailover)
     EXPECT_EQ(refused.code(), Status::Code::kUnavailable) << refused.ToString();
     EXPECT_NE(refused.message().find("quorum"), std::string::npos) << refused.ToString();
   }
-  c.pod(0).Kill9();
-  ASSERT_EQ(kill(c.pod(1).pid(), SIGCONT), 0);
-  ASSERT_EQ(kill(c.pod(2).pid(), SIGCONT), 0);
-  const size_t now_leads = FailOver(c, 0, {1, 2});
+  const size_t now_leads = KillLeaderAndFailOver(c);
   ASSERT_NE(now_leads, 0u);
   client::ShoalClient leader(c.pod(now_leads).data_url(), "orders", 10s);
   const auto seqs = ReadAllSeqs(leader, "billing", 100);

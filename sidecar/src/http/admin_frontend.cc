@@ -16,7 +16,7 @@ using web::http::methods;
 namespace {
 // How long a seal, or a commit a peer's consumers make here, waits for a quorum of copies to
 // hold it before it answers Unavailable (the caller retries): a fetch round or two.
-constexpr int64_t kSealQuorumWaitMs = 2000;
+constexpr int64_t kAdminQuorumWaitMs = 2000;
 
 std::string Outcome(const Status& st) {
   switch (st.code()) {
@@ -291,7 +291,7 @@ void AdminFrontend::Handle(http_request req) {
         auto end = topic_.Seal(
             seal->first, seal->second,
             std::chrono::milliseconds(std::min<int64_t>(topic_.options().replication_timeout_ms,
-                                                        kSealQuorumWaitMs)));
+                                                        kAdminQuorumWaitMs)));
         probe_.AdminChange("seal", Outcome(end.status()));
         if (!end.ok()) return end.status();
         return "{\"partition\":" + std::to_string(seal->first.value()) +
@@ -363,7 +363,7 @@ void AdminFrontend::Handle(http_request req) {
             const auto deadline =
                 std::chrono::steady_clock::now() +
                 std::chrono::milliseconds(std::min<int64_t>(
-                    topic_.options().replication_timeout_ms, kSealQuorumWaitMs));
+                    topic_.options().replication_timeout_ms, kAdminQuorumWaitMs));
             wait->tracker->OnReached(wait->end, deadline, [this, answer, pid](Status st) {
               if (!st.ok()) return answer(st);
               answer(topic_.CommitsJson(pid));

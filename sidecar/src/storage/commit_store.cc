@@ -102,16 +102,19 @@ class Cursor {
   bool bad_ = false;
 };
 
+// The standing of `group` in `standings`, made (at 0 over `domain`) if it has none.
+RangeStanding& StandingIn(std::map<std::string, RangeStanding>& standings, HashRange domain,
+                          const std::string& group) {
+  auto it = standings.find(group);
+  if (it == standings.end()) it = standings.emplace(group, RangeStanding(domain, 0)).first;
+  return it->second;
+}
+
 // Replays store records into `standings` and `leases`; returns how many bytes of `data` were
 // whole records (the rest is a torn tail, or not records at all).
 size_t ParseRecords(std::string_view data, HashRange domain,
                     std::map<std::string, RangeStanding>* standings,
                     std::map<std::string, std::map<std::string, ReadLease>>* leases) {
-  auto standing_of = [&](const std::string& group) -> RangeStanding& {
-    auto it = standings->find(group);
-    if (it == standings->end()) it = standings->emplace(group, RangeStanding(domain, 0)).first;
-    return it->second;
-  };
   size_t pos = 0;
   while (pos + 8 <= data.size()) {
     uint32_t len = 0, crc = 0;
@@ -131,7 +134,7 @@ size_t ParseRecords(std::string_view data, HashRange domain,
         standings->erase(group);
         leases->erase(group);
       } else {
-        standing_of(group).RaiseAll(offset);
+        StandingIn(*standings, domain, group).RaiseAll(offset);
       }
     } else {
       const uint8_t kind = c.Get<uint8_t>();
@@ -142,7 +145,7 @@ size_t ParseRecords(std::string_view data, HashRange domain,
         r.hi = c.Get<uint64_t>();
         const uint64_t offset = c.Get<uint64_t>();
         if (!c.ok() || !c.done()) break;
-        standing_of(group).Raise(r, offset);
+        StandingIn(*standings, domain, group).Raise(r, offset);
       } else if (kind == kLease) {
         ReadLease l;
         l.reader = c.String16();
@@ -197,9 +200,7 @@ Result<std::unique_ptr<CommitStore>> CommitStore::Open(const std::string& dir, F
 }
 
 RangeStanding& CommitStore::StandingOf(const std::string& group) {
-  auto it = standings_.find(group);
-  if (it == standings_.end()) it = standings_.emplace(group, RangeStanding(domain_, 0)).first;
-  return it->second;
+  return StandingIn(standings_, domain_, group);
 }
 
 std::string CommitStore::EncodeState() const {
