@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <simdjson.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -466,6 +467,66 @@ TEST(ReplicationTest, ACommitIsHeldByAQuorumAndAGroupGoesOnFromItAfterAFailover)
   ASSERT_EQ(seqs.size(), 100u) << c.Describe();
   EXPECT_EQ(seqs.front(), 201u) << "the group read again what it had committed";
   EXPECT_EQ(seqs.back(), 300u);
+}
+
+// Whether pod i, leading every partition in `ids`, says each one's inherited producer state is
+// durable (GET /v1/admin/partitions: on the leader and, with copies, on every follower).
+bool ProducersDurable(SidecarCluster& c, size_t i, const std::vector<uint32_t>& ids) {
+  auto r = AdminGet(c, i, "/v1/admin/partitions");
+  if (r.status != 200) return false;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (parser.parse(r.body).get(doc)) return false;
+  std::set<uint32_t> durable;
+  for (auto p : doc["partitions"].get_array()) {
+    bool d = false;
+    if (!p["producers_durable"].get(d) && d) {
+      durable.insert(static_cast<uint32_t>(p["id"].get_uint64().value()));
+    }
+  }
+  return std::all_of(ids.begin(), ids.end(), [&](uint32_t id) { return durable.count(id); });
+}
+
+// A successor's inherited producer state goes to its followers with the log: once its parent is
+// retired and its leader dies, the copy made the leader still answers a retry of an event stored
+// in the parent "duplicate" instead of storing it again (invariant 6 across a failover).
+TEST(ReplicationTest, ACopyMadeTheLeaderOfASuccessorKnowsTheProducersOfItsRetiredParent) {
+  SidecarCluster c(Options());
+  ASSERT_TRUE(c.Start().ok()) << c.Describe();
+  const auto keys = KeysOf(c.current(), 0, 20);
+  client::ShoalClient first(c.pod(0).data_url(), "orders", 10s);
+  ASSERT_TRUE(first.Produce(Batch(keys, "app", 1, 100)).ok());
+  const PartitionInfo p0 = *c.current().Find(PartitionId(0));
+  auto split = c.current().Split(PartitionId(0), p0.range.lo + p0.range.Width() / 2);
+  ASSERT_TRUE(split.ok()) << split.status().ToString();
+  // The successors' copies where the parent's are (the coordinator's placement).
+  std::vector<uint32_t> successors;
+  for (const auto& info : split->partitions()) {
+    if (info.parents.empty()) continue;
+    successors.push_back(info.id.value());
+    split = split->WithReplicas(info.id, p0.replicas);
+    ASSERT_TRUE(split.ok()) << split.status().ToString();
+  }
+  ASSERT_EQ(successors.size(), 2u);
+  ASSERT_TRUE(c.Apply(*split).ok()) << c.Describe();
+  ASSERT_TRUE(WaitFor([&] { return ProducersDurable(c, 0, successors); }, 10s)) << c.Describe();
+  // The group reads the parent to its end; then the parent is retired on every pod.
+  ASSERT_EQ(ReadAllSeqs(first, "billing", 100).size(), 100u) << c.Describe();
+  auto without = c.current().WithoutRetired(PartitionId(0));
+  ASSERT_TRUE(without.ok()) << without.status().ToString();
+  c.set_current(without->WithEpoch(Epoch(c.current().epoch().value() + 1)));
+  ASSERT_TRUE(c.executor().InstallEverywhere(c.current()).ok()) << c.Describe();
+  // The successors' leader dies; each fails over to a copy.
+  c.pod(0).Kill9();
+  size_t now_leads = 0;
+  for (uint32_t id : successors) now_leads = FailOver(c, id, {1, 2});
+  ASSERT_NE(now_leads, 0u);
+  client::ShoalClient leader(c.pod(now_leads).data_url(), "orders", 10s);
+  auto retry = leader.Produce(Batch(keys, "app", 1, 100));
+  ASSERT_TRUE(retry.ok()) << retry.status().ToString() << c.Describe();
+  size_t duplicates = 0;
+  for (const auto& r : *retry) duplicates += r.duplicate ? 1 : 0;
+  EXPECT_EQ(duplicates, 100u) << "retries of events stored in the retired parent were stored again";
 }
 
 // A leader that only the coordinator lost sight of (its followers still reach it): once a quorum

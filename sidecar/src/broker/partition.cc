@@ -30,8 +30,39 @@ struct SeqKeyHash {
   }
 };
 
-// u64 covered end offset, then the table's own serialized bytes.
 std::string SnapshotPath(const std::string& dir) { return dir + "/producers.snapshot"; }
+
+// The producer snapshot: "SPS2", u64 covered end offset (the log below it is in the table), u8
+// seeded (the table holds the state inherited from the partition's parents), then the table's
+// own serialized bytes. A snapshot from before the flag (u64 covered, table) was only ever
+// written by a seeded partition.
+constexpr std::string_view kSnapshotMagic = "SPS2";
+struct ProducerSnapshot {
+  uint64_t covered = 0;
+  bool seeded = false;
+  std::string_view table;
+};
+std::string EncodeProducerSnapshot(uint64_t covered, bool seeded, const std::string& table) {
+  std::string out(kSnapshotMagic);
+  out.append(reinterpret_cast<const char*>(&covered), 8);
+  out += seeded ? '\1' : '\0';
+  out += table;
+  return out;
+}
+std::optional<ProducerSnapshot> DecodeProducerSnapshot(std::string_view bytes) {
+  ProducerSnapshot s;
+  if (bytes.size() >= 13 && bytes.substr(0, 4) == kSnapshotMagic) {
+    std::memcpy(&s.covered, bytes.data() + 4, 8);
+    s.seeded = bytes[12] != '\0';
+    s.table = bytes.substr(13);
+    return s;
+  }
+  if (bytes.size() < 8) return std::nullopt;
+  std::memcpy(&s.covered, bytes.data(), 8);
+  s.seeded = true;
+  s.table = bytes.substr(8);
+  return s;
+}
 std::string SealPath(const std::string& dir) { return dir + "/sealed"; }
 std::string EpochsPath(const std::string& dir) { return dir + "/epochs"; }
 std::string FencePath(const std::string& dir) { return dir + "/fence"; }
@@ -231,14 +262,14 @@ Status Partition::RecoverProducers() {
   uint64_t from = log_->start_offset();
   MutexLock lock(append_mu_);  // at open, not shared yet; the lock is what the analysis checks
   Status st = fs_.ReadWholeFile(SnapshotPath(opts_.dir), &bytes);
-  if (st.ok() && bytes.size() >= 8) {
-    uint64_t covered = 0;
-    std::memcpy(&covered, bytes.data(), 8);
-    auto table = storage::ProducerTable::Deserialize(std::string_view(bytes).substr(8));
+  auto snapshot = st.ok() ? DecodeProducerSnapshot(bytes) : std::nullopt;
+  if (snapshot) {
+    const uint64_t covered = snapshot->covered;
+    auto table = storage::ProducerTable::Deserialize(snapshot->table);
     if (table.ok()) {
       producers_ = std::move(table).value();
-      seeded_.store(true);
-      producers_durable_.store(true);
+      seeded_.store(snapshot->seeded);
+      producers_durable_.store(snapshot->seeded);
       // A snapshot may cover records a crash took back from the log; forget those.
       producers_.TruncateFrom(id_.value(), log_->end_offset());
       from = std::max(from, std::min(covered, log_->end_offset()));
@@ -262,20 +293,27 @@ Status Partition::RecoverProducers() {
   return Status::Ok();
 }
 
+std::string Partition::ProducerSnapshotLocked() {
+  const uint64_t end = log_->end_offset();
+  producers_snapshot_end_ = end;
+  // MarkSeeded and InheritFromLeader set seeded_ under this lock after the inherited state is in
+  // producers_, so a table serialized after it holds that state.
+  return EncodeProducerSnapshot(end, seeded_.load(), producers_.Serialize());
+}
+
 Status Partition::WriteProducerSnapshot() {
   std::string bytes;
   bool covers_seeding = false;
   {
     MutexLock lock(append_mu_);
-    const uint64_t end = log_->end_offset();
-    if (end == producers_snapshot_end_) return Status::Ok();  // nothing new since the last one
-    bytes.append(reinterpret_cast<const char*>(&end), 8);
-    bytes += producers_.Serialize();
-    producers_snapshot_end_ = end;
-    // MarkSeeded sets seeded_ under this lock after the inherited state is in producers_, so a
-    // table serialized after it holds that state.
+    if (log_->end_offset() == producers_snapshot_end_) return Status::Ok();  // nothing new
     covers_seeding = seeded_.load();
+    bytes = ProducerSnapshotLocked();
   }
+  return StoreProducerSnapshot(bytes, covers_seeding);
+}
+
+Status Partition::StoreProducerSnapshot(const std::string& bytes, bool covers_seeding) {
   Status st = fs_.WriteFileAtomic(SnapshotPath(opts_.dir), bytes);
   if (!st.ok()) {
     // Not on disk: write it again at the next snapshot time even if nothing is appended.
@@ -598,6 +636,49 @@ Status Partition::InheritProducers(const std::string& serialized) {
 
 bool Partition::seeded() const { return seeded_.load(); }
 
+std::string Partition::ExportInheritedProducers() {
+  MutexLock lock(append_mu_);
+  // What this partition's own log records, a follower takes from the records it copies; the
+  // rest (entries and marks of the lineage) it cannot find anywhere but here.
+  storage::ProducerTable inherited = producers_;
+  inherited.TruncateFrom(id_.value(), 0);
+  return inherited.Serialize();
+}
+
+Status Partition::InheritFromLeader(std::string_view serialized) {
+  auto table = storage::ProducerTable::Deserialize(serialized);
+  if (!table.ok()) return table.status();
+  std::string bytes;
+  {
+    MutexLock lock(append_mu_);
+    const uint64_t forgotten = producers_.evicted_producers();
+    producers_.Inherit(*table);
+    NoteForgotten(forgotten);
+    seeded_.store(true);
+    bytes = ProducerSnapshotLocked();
+  }
+  // Durable before the follower says it holds the state: the leader's parents may be retired
+  // once every copy does (producers_durable in the admin plane's view).
+  return StoreProducerSnapshot(bytes, /*covers_seeding=*/true);
+}
+
+void Partition::NoteFollowerSeeded(const std::string& follower, bool seeded) {
+  MutexLock lock(mirror_mu_);
+  if (seeded) {
+    followers_seeded_.insert(follower);
+  } else {
+    followers_seeded_.erase(follower);
+  }
+}
+
+bool Partition::FollowersSeeded(const std::vector<PodName>& followers) const {
+  MutexLock lock(mirror_mu_);
+  for (const auto& f : followers) {
+    if (!followers_seeded_.contains(f.value())) return false;
+  }
+  return true;
+}
+
 Status Partition::MarkSeeded() {
   // Not synced here, to keep the write pause short: the ticker writes the next producer snapshot
   // (with the inherited state) within kSnapshotEveryMs. A crash before that leaves no snapshot,
@@ -724,11 +805,18 @@ Status Partition::TakeLeaderEpochs(const std::vector<replication::EpochStart>& l
 }
 
 Status Partition::CutTo(uint64_t offset) {
-  MutexLock lock(append_mu_);
-  SHOAL_RETURN_IF_ERROR(log_->TruncateTo(offset));
-  producers_.TruncateFrom(id_.value(), offset);
-  while (!epochs_.empty() && epochs_.back().start >= offset) epochs_.pop_back();
-  return WriteEpochs();
+  std::string snapshot;
+  {
+    MutexLock lock(append_mu_);
+    SHOAL_RETURN_IF_ERROR(log_->TruncateTo(offset));
+    producers_.TruncateFrom(id_.value(), offset);
+    while (!epochs_.empty() && epochs_.back().start >= offset) epochs_.pop_back();
+    SHOAL_RETURN_IF_ERROR(WriteEpochs());
+    // A snapshot on disk may cover the records cut: once other records take their offsets, a
+    // restart would keep the cut ones' (producer, seq) and skip replaying the new ones.
+    snapshot = ProducerSnapshotLocked();
+  }
+  return StoreProducerSnapshot(snapshot, seeded_.load());
 }
 
 uint64_t Partition::Standing(std::optional<Offset> committed) const {

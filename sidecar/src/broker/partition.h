@@ -14,8 +14,10 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "broker/quorum_tracker.h"
@@ -155,6 +157,18 @@ class Partition {
   // A successor is seeded once it inherited its parents' producer state; only then does it take
   // appends. The mark is durable so a restart does not seed twice.
   bool seeded() const;
+  // What a follower of a successor cannot copy from the log: the producer state its leader
+  // inherited (the table without this partition's own entries), sent once to each follower.
+  std::string ExportInheritedProducers();
+  // As a follower: takes that state from the leader and writes it in a producer snapshot
+  // before it returns, so a copy made the leader answers retries of events stored in the
+  // parents as duplicates even once the parents are retired (invariant 6 across a failover).
+  // Seeded and producers_durable() from then on.
+  Status InheritFromLeader(std::string_view serialized);
+  // As the leader: whether `follower` said in its last fetch that it holds that state durably,
+  // and whether every one of `followers` did (the parents stay until they do).
+  void NoteFollowerSeeded(const std::string& follower, bool seeded);
+  bool FollowersSeeded(const std::vector<PodName>& followers) const;
   Status MarkSeeded();
   // Whether the producer state inherited at seeding is on disk, in a producer snapshot written
   // after the seeding (or loaded at open): from then on the partition no longer needs its
@@ -196,9 +210,10 @@ class Partition {
   // appended to `out`; returns how many. For a follower's fetch.
   Result<size_t> ReadCopy(uint64_t from, size_t max_bytes, std::string* out) const;
   // As a follower: a copy of a partition another pod leads. It takes records only as copied from
-  // the leader's log (AppendCopied), writes no producer snapshot (a copy that becomes the leader
-  // rebuilds its producer state from the log it holds, which records every (producer, seq)),
-  // and removes old segments only below the leader's oldest record.
+  // the leader's log (AppendCopied), writes a producer snapshot only when it inherits its
+  // leader's lineage state or cuts its log (a copy that becomes the leader rebuilds the rest of
+  // its producer state from the log it holds, which records every (producer, seq)), and removes
+  // old segments only below the leader's oldest record.
   void SetFollower(bool follower) { follower_.store(follower); }
   bool follower() const { return follower_.load(); }
   // Appends records copied from the leader of leader epoch `leader_epoch`, whose log starts at
@@ -355,6 +370,7 @@ class Partition {
       std::make_shared<QuorumTracker>(QuorumTracker::Counts::kCommits);
   mutable Mutex mirror_mu_;
   std::pair<uint64_t, uint64_t> mirrored_ GUARDED_BY(mirror_mu_);  // (incarnation, version)
+  std::set<std::string> followers_seeded_ GUARDED_BY(mirror_mu_);
   std::atomic<bool> follower_{false};
   std::atomic<uint64_t> leader_start_{0};  // as a follower: the leader's oldest record
   std::vector<replication::EpochStart> epochs_ GUARDED_BY(append_mu_);
@@ -371,6 +387,12 @@ class Partition {
   mutable Mutex append_mu_;
   storage::ProducerTable producers_ GUARDED_BY(append_mu_);
   uint64_t producers_snapshot_end_ GUARDED_BY(append_mu_) = 0;
+  // The snapshot's bytes of the table as it is now (and the end it covers noted as written).
+  std::string ProducerSnapshotLocked() REQUIRES(append_mu_);
+  // Writes those bytes (atomically replaced, fsync'd); producers_durable() once it is on disk if
+  // it `covers_seeding`; else the next tick writes one again.
+  Status StoreProducerSnapshot(const std::string& bytes, bool covers_seeding)
+      EXCLUDES(append_mu_);
   std::vector<storage::AppendEntry> pending_ GUARDED_BY(append_mu_);
   // The load sketch: bucket counters and space-saving counters of the heaviest hash points
   // (top_size_ of them in use).

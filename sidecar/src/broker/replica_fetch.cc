@@ -24,7 +24,8 @@ std::string EncodeFetchRequest(const FetchRequest& r) {
            ",\"from\":" + std::to_string(p.from) +
            ",\"last_epoch\":" + std::to_string(p.last_epoch) +
            ",\"commits_incarnation\":" + std::to_string(p.commits_incarnation) +
-           ",\"commits_version\":" + std::to_string(p.commits_version) + "}";
+           ",\"commits_version\":" + std::to_string(p.commits_version) +
+           ",\"seeded\":" + (p.seeded ? "true" : "false") + "}";
   }
   out += "]}";
   return out;
@@ -71,8 +72,10 @@ Result<FetchRequest> ParseFetchRequest(std::string_view body) {
     uint64_t incarnation = 0, version = 0;  // none mirrored, when absent
     if (el["commits_incarnation"].get(incarnation) != simdjson::SUCCESS) incarnation = 0;
     if (el["commits_version"].get(version) != simdjson::SUCCESS) version = 0;
+    bool seeded = false;  // not held, when absent
+    if (el["seeded"].get(seeded) != simdjson::SUCCESS) seeded = false;
     r.partitions.push_back({PartitionId(static_cast<uint32_t>(id)), Epoch(epoch), from, last_epoch,
-                            incarnation, version});
+                            incarnation, version, seeded});
   }
   return r;
 }
@@ -121,7 +124,7 @@ std::string_view ToString(FetchCode c) {
 
 namespace {
 
-constexpr size_t kBlockHeader = 4 + 4 + 8 * 5 + 4 + 4 + 4 + 8 + 8 + 4;
+constexpr size_t kBlockHeader = 4 + 4 + 8 * 5 + 4 + 4 + 4 + 8 + 8 + 4 + 4;
 
 template <typename T>
 void Put(std::string& out, T v) {
@@ -153,22 +156,24 @@ void AppendFetchBlock(const FetchBlock& b, std::string& out) {
   Put<uint64_t>(out, b.commits_incarnation);
   Put<uint64_t>(out, b.commits_version);
   Put<uint32_t>(out, static_cast<uint32_t>(b.commits_incarnation ? b.commits.size() : 0));
+  Put<uint32_t>(out, static_cast<uint32_t>(b.producers.size()));
   for (const auto& e : b.epochs) {
     Put<uint64_t>(out, e.epoch);
     Put<uint64_t>(out, e.start);
   }
   out += b.records;
   if (b.commits_incarnation) out += b.commits;
+  out += b.producers;
 }
 
 void FinishFetchAnswer(std::string& body, uint32_t blocks) {
-  std::memcpy(body.data(), "SRF2", 4);
+  std::memcpy(body.data(), "SRF3", 4);
   std::memcpy(body.data() + 4, &blocks, 4);
 }
 
 Result<std::vector<FetchBlock>> ParseFetchAnswer(std::string_view body) {
-  if (body.size() < 8 || body.substr(0, 4) != "SRF2") {
-    return Status::Corruption("a fetch answer starts with SRF2 and a block count");
+  if (body.size() < 8 || body.substr(0, 4) != "SRF3") {
+    return Status::Corruption("a fetch answer starts with SRF3 and a block count");
   }
   const uint32_t n = Get<uint32_t>(body.data() + 4);
   std::vector<FetchBlock> out;
@@ -194,6 +199,7 @@ Result<std::vector<FetchBlock>> ParseFetchAnswer(std::string_view body) {
     b.commits_incarnation = Get<uint64_t>(p + 60);
     b.commits_version = Get<uint64_t>(p + 68);
     const uint32_t commit_bytes = Get<uint32_t>(p + 76);
+    const uint32_t producer_bytes = Get<uint32_t>(p + 80);
     pos += kBlockHeader;
     if (epochs > kMaxFetchEpochs || (body.size() - pos) / 16 < epochs) {
       return Status::Corruption("a fetch block's epochs cut short");
@@ -208,6 +214,9 @@ Result<std::vector<FetchBlock>> ParseFetchAnswer(std::string_view body) {
     if (body.size() - pos < commit_bytes) return Status::Corruption("a fetch block cut short");
     b.commits.assign(body.data() + pos, commit_bytes);
     pos += commit_bytes;
+    if (body.size() - pos < producer_bytes) return Status::Corruption("a fetch block cut short");
+    b.producers.assign(body.data() + pos, producer_bytes);
+    pos += producer_bytes;
     out.push_back(std::move(b));
   }
   if (pos != body.size()) return Status::Corruption("bytes after the last fetch block");

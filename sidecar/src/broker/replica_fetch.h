@@ -7,17 +7,19 @@
 // partition with a block: its records from there as they are stored (storage/record.h), or a
 // code that says why not. The answer is binary, little-endian:
 //
-//   "SRF2"  u32 block count
+//   "SRF3"  u32 block count
 //   block:  u32 partition  u32 code  u64 high_watermark  u64 log_start  u64 log_end
 //           u64 leader_epoch  u64 first  u32 records  u32 bytes  u32 epochs
-//           u64 commits_incarnation  u64 commits_version  u32 commits_bytes
+//           u64 commits_incarnation  u64 commits_version  u32 commits_bytes  u32 producers_bytes
 //           then `epochs` pairs (u64 epoch, u64 start), then `bytes` bytes of records, then
 //           `commits_bytes` bytes of the leader's commit store (storage/commit_store.h records)
-//           when commits_incarnation is not 0
+//           when commits_incarnation is not 0, then `producers_bytes` bytes of the producer
+//           state the leader inherited (storage/producer_table.h)
 //
 // The groups' commits go with the log: the follower names the state of the leader's commit
 // store it mirrors (incarnation, version), and the leader sends its whole state when that is
-// not its own.
+// not its own. So does a successor's inherited producer state: a follower that says it does not
+// hold it yet (seeded false) gets it from a seeded leader, once.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +40,7 @@ struct FetchPartition {
   uint64_t last_epoch = 0;  // the leader epoch of the follower's last record (0: none)
   uint64_t commits_incarnation = 0;  // the leader's commit store state the follower mirrors
   uint64_t commits_version = 0;      // (0, 0: none)
+  bool seeded = false;  // the copy holds its leader's inherited producer state, durably
 };
 
 struct FetchRequest {
@@ -92,6 +95,9 @@ struct FetchBlock {
   uint64_t commits_incarnation = 0;
   uint64_t commits_version = 0;
   std::string commits;
+  // The producer state the leader inherited from the partition's parents, for a follower that
+  // does not hold it (empty: not sent).
+  std::string producers;
 };
 
 void AppendFetchBlock(const FetchBlock& b, std::string& out);

@@ -144,8 +144,8 @@ Topic::FetchStep Topic::FetchRound(const std::string& leader) {
       // Fenced by the coordinator for a newer leader (invariant 10): nothing more from this one.
       if (p->fenced() > info->LeaderEpoch().value()) continue;
       const auto [incarnation, version] = p->mirrored();
-      req.partitions.push_back(
-          {id, info->LeaderEpoch(), p->end_offset(), p->last_epoch(), incarnation, version});
+      req.partitions.push_back({id, info->LeaderEpoch(), p->end_offset(), p->last_epoch(),
+                                incarnation, version, p->producers_durable()});
     }
     if (const PeerAddress* a = map_.Peer(PodName(leader))) addr = *a;
     if (req.partitions.empty()) {
@@ -211,6 +211,15 @@ Topic::FetchStep Topic::FetchRound(const std::string& leader) {
           refused = true;
           Logger("broker")->error(
               "msg=\"cannot mirror the leader's commits\" leader={} partition={} reason=\"{}\"",
+              leader, b.id.value(), st.message());
+        }
+      }
+      if (!b.producers.empty() && !p.producers_durable()) {
+        if (Status st = p.InheritFromLeader(b.producers); !st.ok()) {
+          refused = true;
+          Logger("broker")->error(
+              "msg=\"cannot take the leader's inherited producer state\" leader={} partition={} "
+              "reason=\"{}\"",
               leader, b.id.value(), st.message());
         }
       }
@@ -283,6 +292,11 @@ bool Topic::ServeFetch(const FetchRequest& request, std::string* body) {
             b.commits_version = state.version;
             b.commits = std::move(state.records);
           }
+          // A successor's inherited producer state, once, to a follower that lacks it.
+          p.NoteFollowerSeeded(request.follower, fp.seeded);
+          if (!fp.seeded && !info->parents.empty() && p.seeded()) {
+            b.producers = p.ExportInheritedProducers();
+          }
           b.first = fp.from;
           if (fp.from < b.log_end && budget > 0) {
             auto count = p.ReadCopy(fp.from, budget, &b.records);
@@ -295,7 +309,8 @@ bool Topic::ServeFetch(const FetchRequest& request, std::string* body) {
           }
         }
       }
-      now |= b.code != FetchCode::kOk || b.count > 0 || b.commits_incarnation != 0;
+      now |= b.code != FetchCode::kOk || b.count > 0 || b.commits_incarnation != 0 ||
+             !b.producers.empty();
       AppendFetchBlock(b, *body);
       ++n;
     }

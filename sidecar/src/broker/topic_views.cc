@@ -191,9 +191,14 @@ std::string Topic::PartitionsJson() const {
     out += ",\"end_offset\":";
     json::AppendUint(out, p->end_offset());
     // A partition without parents inherited nothing; a successor's inherited state is durable
-    // once a producer snapshot taken after its seeding is on disk (Partition::MarkSeeded).
+    // once a producer snapshot taken after its seeding is on disk (Partition::MarkSeeded), here
+    // and on every follower the map names (Partition::InheritFromLeader): any of them may lead
+    // it after a failover, when the parents may be gone.
     out += ",\"producers_durable\":";
-    out += info->parents.empty() || p->producers_durable() ? "true" : "false";
+    out += info->parents.empty() ||
+                   (p->producers_durable() && p->FollowersSeeded(info->replicas))
+               ? "true"
+               : "false";
     out += ",\"appended\":";
     json::AppendUint(out, p->appended());
     const LoadSketch load = p->Load();
