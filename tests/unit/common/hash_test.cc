@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cstdint>
 #include <cstdio>
+#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -53,6 +55,47 @@ TEST(Crc32Test, AgreesWithKeyHashAndContinues) {
   for (size_t cut = 0; cut <= data.size(); ++cut) {
     const uint32_t head = Crc32(data.data(), cut);
     EXPECT_EQ(Crc32(data.data() + cut, data.size() - cut, head), KeyHash(data)) << "cut " << cut;
+  }
+}
+
+uint32_t ZlibCrc32(const unsigned char* data, size_t size, uint32_t crc) {
+  return static_cast<uint32_t>(crc32_z(crc, data, static_cast<z_size_t>(size)));
+}
+
+// Crc32 has its own carry-less-multiply code, but checksums already on disk were written by
+// zlib: it must equal crc32_z for every length (below, around and past each 16/64-byte block
+// boundary), alignment, starting crc and way of splitting the bytes into calls.
+TEST(Crc32Test, EqualsZlibCrc32z) {
+  constexpr uint64_t kSeed = 20240611;
+  std::mt19937_64 rng(kSeed);
+  std::vector<unsigned char> buf((size_t{1} << 20) + 64);
+  for (auto& b : buf) b = static_cast<unsigned char>(rng());
+  const uint32_t seeds[] = {0u, 0xFFFFFFFFu, 0x12345678u, static_cast<uint32_t>(rng())};
+
+  std::vector<size_t> sizes;
+  for (size_t n = 0; n <= 4096; ++n) sizes.push_back(n);
+  for (size_t n : {size_t{65535}, size_t{65536} + 7, size_t{1} << 20}) sizes.push_back(n);
+
+  for (size_t n : sizes) {
+    // Every offset 0..15 for the short sizes; for the long ones a few suffice (and keep it fast).
+    for (size_t offset = 0; offset < 16; offset += n <= 4096 ? 1 : 5) {
+      const unsigned char* p = buf.data() + offset;
+      const uint32_t seed = seeds[(n + offset) % std::size(seeds)];
+      const uint32_t expected = ZlibCrc32(p, n, seed);
+      ASSERT_EQ(Crc32(p, n, seed), expected)
+          << "size " << n << " offset " << offset << " crc 0x" << std::hex << seed
+          << " (random bytes from mt19937_64 seed " << std::dec << kSeed << ")";
+      if (offset == 0 && n <= 4096) {
+        // A buffer of exactly n bytes, so that the sanitizer build catches any read past the end.
+        const std::vector<unsigned char> exact(p, p + n);
+        ASSERT_EQ(Crc32(exact.data(), n, seed), expected) << "size " << n << " (exact buffer)";
+      }
+      // Split in two at a varying point (including 0 and n): continuing must equal one pass.
+      const size_t cut = rng() % (n + 1);
+      ASSERT_EQ(Crc32(p + cut, n - cut, Crc32(p, cut, seed)), expected)
+          << "size " << n << " offset " << offset << " cut " << cut << " crc 0x" << std::hex << seed
+          << " (random bytes from mt19937_64 seed " << std::dec << kSeed << ")";
+    }
   }
 }
 
