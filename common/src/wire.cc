@@ -319,6 +319,22 @@ Result<RangeCommitRequest> ParseRangeCommitRequest(std::string_view body) {
   return req;
 }
 
+std::string EncodeCommitRequest(const CommitRequest& r) {
+  std::string out = "{\"group\":";
+  json::AppendString(out, r.group);
+  out += ",\"offsets\":[";
+  for (size_t i = 0; i < r.offsets.size(); ++i) {
+    if (i) out += ',';
+    out += "{\"partition\":";
+    json::AppendUint(out, r.offsets[i].partition.value());
+    out += ",\"offset\":";
+    json::AppendUint(out, r.offsets[i].offset.value());
+    out += '}';
+  }
+  out += "]}";
+  return out;
+}
+
 std::string EncodeRangeCommitRequest(const RangeCommitRequest& r) {
   std::string out = "{\"group\":";
   json::AppendString(out, r.group);

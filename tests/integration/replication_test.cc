@@ -469,6 +469,34 @@ TEST(ReplicationTest, ACommitIsHeldByAQuorumAndAGroupGoesOnFromItAfterAFailover)
   EXPECT_EQ(seqs.back(), 300u);
 }
 
+// A consumer that took a batch from the leader commits it to the same sidecar after a failover
+// made that sidecar a follower: the commit goes on to the new leader, and the group does not
+// read the batch again.
+TEST(ReplicationTest, ACommitMadeToTheOldLeaderAfterAFailoverGoesToTheNewLeader) {
+  SidecarCluster c(Options());
+  ASSERT_TRUE(c.Start().ok()) << c.Describe();
+  const auto keys = KeysOf(c.current(), 0, 20);
+  {
+    client::ShoalClient leader(c.pod(0).data_url(), "orders", 10s);
+    ASSERT_TRUE(leader.Produce(Batch(keys, "app", 1, 100)).ok());
+    auto got = leader.Consume("billing", 40, 0);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_EQ(got->size(), 40u);
+  }
+  c.pod(0).Kill9();
+  const size_t now_leads = FailOver(c, 0, {1, 2});
+  ASSERT_NE(now_leads, 0u);
+  ASSERT_TRUE(c.pod(0).Restart().ok()) << c.Describe();
+  ASSERT_TRUE(InstallCurrent(c, 0).ok()) << c.Describe();
+  client::ShoalClient old_leader(c.pod(0).data_url(), "orders", 10s);
+  Status committed = old_leader.Commit("billing", {{PartitionId(0), Offset(40)}});
+  ASSERT_TRUE(committed.ok()) << committed.ToString() << c.Describe();
+  client::ShoalClient leader(c.pod(now_leads).data_url(), "orders", 10s);
+  const auto seqs = ReadAllSeqs(leader, "billing", 60);
+  ASSERT_EQ(seqs.size(), 60u) << c.Describe();
+  EXPECT_EQ(seqs.front(), 41u) << "the group read again what it had committed";
+}
+
 // Whether pod i, leading every partition in `ids`, says each one's inherited producer state is
 // durable (GET /v1/admin/partitions: on the leader and, with copies, on every follower).
 bool ProducersDurable(SidecarCluster& c, size_t i, const std::vector<uint32_t>& ids) {

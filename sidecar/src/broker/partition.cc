@@ -176,6 +176,21 @@ Partition::Partition(PartitionId id, PartitionOptions options, Clock& clock, Par
 
 Partition::~Partition() = default;
 
+void Partition::RestoreLeaseTimes() {
+  MutexLock lock(cursor_mu_);
+  const int64_t now = clock_.NowMs();
+  for (const auto& [group, by_reader] : commits_->AllLeases()) {
+    for (const auto& [reader, lease] : by_reader) {
+      if (!lease.complete) lease_times_.try_emplace({group, reader}, LeaseTime{now, true, false});
+    }
+  }
+}
+
+void Partition::SetFollower(bool follower) {
+  if (!follower_.exchange(follower) || follower) return;
+  RestoreLeaseTimes();
+}
+
 Result<std::unique_ptr<Partition>> Partition::Open(PartitionId id, const PartitionOptions& options,
                                                    Clock& clock, SidecarProbe& probe) {
   std::unique_ptr<Partition> p(new Partition(id, options, clock, probe.ForPartition(id.value())));
@@ -191,15 +206,7 @@ Result<std::unique_ptr<Partition>> Partition::Open(PartitionId id, const Partiti
   auto commits = storage::CommitStore::Open(options.dir, &p->fs_, options.range);
   if (!commits.ok()) return commits.status();
   p->commits_ = std::move(commits).value();
-  {
-    MutexLock lock(p->cursor_mu_);  // not shared yet; the lock is what the analysis checks
-    const int64_t now = clock.NowMs();
-    for (const auto& [group, by_reader] : p->commits_->AllLeases()) {
-      for (const auto& [reader, lease] : by_reader) {
-        if (!lease.complete) p->lease_times_[{group, reader}] = {now, true, false};
-      }
-    }
-  }
+  p->RestoreLeaseTimes();
   SHOAL_RETURN_IF_ERROR(p->RecoverProducers());
   SHOAL_RETURN_IF_ERROR(p->ClampCommits());
   if (std::string text; p->fs_.ReadWholeFile(EpochsPath(options.dir), &text).ok()) {

@@ -214,7 +214,10 @@ class Partition {
   // leader's lineage state or cuts its log (a copy that becomes the leader rebuilds the rest of
   // its producer state from the log it holds, which records every (producer, seq)), and removes
   // old segments only below the leader's oldest record.
-  void SetFollower(bool follower) { follower_.store(follower); }
+  // A copy made the leader takes the read leases its leader's commit store held (mirrored with
+  // it) as a restart takes its own: a batch read through ranges before the failover is still
+  // committed by its reader, or handed to it again.
+  void SetFollower(bool follower);
   bool follower() const { return follower_.load(); }
   // Appends records copied from the leader of leader epoch `leader_epoch`, whose log starts at
   // `leader_start`; syncs them under fsync=always; records their (producer, seq) in the producer
@@ -347,6 +350,8 @@ class Partition {
     bool restored = false;
     bool expired = false;  // redelivery_ms passed without the commit; the reader may read again
   };
+  // lease_times_ for the commit store's leases that are not complete, as restored ones.
+  void RestoreLeaseTimes() EXCLUDES(cursor_mu_);
   // Whether a lease still holds its ranges for its reader (not complete, not expired).
   bool LeaseHolds(const std::string& group, const storage::ReadLease& lease, int64_t now) const
       REQUIRES(cursor_mu_);

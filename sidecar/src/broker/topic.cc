@@ -988,12 +988,15 @@ std::optional<QuorumWait> Topic::CommitWait(const Partition& p) const {
   return QuorumWait{p.commit_quorum(), p.commits_version()};
 }
 
-Status Topic::Commit(const wire::CommitRequest& request, std::vector<QuorumWait>* quorum) {
+Status Topic::Commit(const wire::CommitRequest& request, std::vector<QuorumWait>* quorum,
+                     bool forwarded) {
   SHOAL_RETURN_IF_ERROR(registry_->Touch(request.group, clock_.NowMs()));
   std::vector<QuorumWait> awaited;  // of replicated partitions under acks quorum
   // Commits of ancestors held by peers, which this pod's consumers read through ranges: sent to
   // their owners after the local ones, without the map lock.
   std::vector<std::pair<PeerAddress, wire::CommitOffset>> remote;
+  // Commits of active partitions another pod leads now, by their leader's data address.
+  std::map<std::string, std::pair<PeerAddress, wire::CommitRequest>> to_leaders;
   {
     ReaderLock lock(map_mu_);
     // Check every entry before applying any: a refused request changes nothing. An end offset
@@ -1008,6 +1011,13 @@ Status Topic::Commit(const wire::CommitRequest& request, std::vector<QuorumWait>
         const PeerAddress* addr = info ? map_.Peer(info->owner) : nullptr;
         if (opts_.range_reads && info && !info->active() && addr && peers_) {
           remote.emplace_back(*addr, c);
+          continue;
+        }
+        if (!forwarded && info && info->active() && info->owner != opts_.pod && addr && peers_) {
+          auto& [leader, sent] = to_leaders[addr->data];
+          leader = *addr;
+          sent.group = request.group;
+          sent.offsets.push_back(c);
           continue;
         }
         return Status::NotFound("partition " + std::to_string(c.partition.value()) +
@@ -1048,6 +1058,16 @@ Status Topic::Commit(const wire::CommitRequest& request, std::vector<QuorumWait>
       if (it != remote_reads_.end() && c.offset.value() >= it->second.last) it->second.out = false;
     }
     TakeRemoteCommits(c.partition, std::move(commits).value(), deletions);
+  }
+  for (const auto& [data, to] : to_leaders) {
+    Status st = peers_->ForwardCommit(to.first, opts_.topic, to.second);
+    if (!st.ok()) {
+      // Retryable whatever the leader said but NotFound and a refused offset: commits only raise.
+      if (st.code() == Status::Code::kNotFound || st.code() == Status::Code::kInvalidArgument) {
+        return st;
+      }
+      return Status::Unavailable("committing at the leader " + data + ": " + st.message());
+    }
   }
   // A commit to a parent's end may release a successor to this group: wake parked consumers.
   if (on_data_) on_data_();

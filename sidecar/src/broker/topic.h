@@ -106,6 +106,16 @@ class PeerClient {
     (void)body;
     return Status::Unavailable("this peer client does not replicate");
   }
+  // A consumer's commit of partitions `leader` leads, made to this pod (which followed them
+  // when its consumer read them, and led them before a failover), sent on to the leader's data
+  // plane marked as forwarded (POST /v1/topics/{topic}/commits). Answered as the leader answers.
+  virtual Status ForwardCommit(const PeerAddress& leader, const std::string& topic,
+                               const wire::CommitRequest& request) {
+    (void)leader;
+    (void)topic;
+    (void)request;
+    return Status::Unavailable("this peer client does not forward commits");
+  }
 };
 
 // Events of one produce request that another sidecar owns: the frontend sends `body` to `peer`
@@ -197,8 +207,11 @@ class Topic {
   // Records a group's commit. Of a replicated partition under acks quorum, the commit counts
   // once a quorum of its copies holds it (Partition::commit_quorum): with `quorum`, what to wait
   // for is appended there for the caller (as Produce's); without, waited for here, up to
-  // replication_timeout_ms (then Unavailable: retry; a commit only raises).
-  Status Commit(const wire::CommitRequest& request, std::vector<QuorumWait>* quorum = nullptr);
+  // replication_timeout_ms (then Unavailable: retry; a commit only raises). A partition that
+  // another pod leads now (a failover moved it while this pod's consumers held a batch of it)
+  // is committed at its leader, unless the request was `forwarded` to this pod already.
+  Status Commit(const wire::CommitRequest& request, std::vector<QuorumWait>* quorum = nullptr,
+                bool forwarded = false);
   // Forgets consumer group `group` on every partition held here (commits, cursors, parents-first
   // releases): a group that is gone for good no longer holds back retention or the retirement
   // of sealed partitions. Unless `force`, refused (FailedPrecondition, nothing changed) while

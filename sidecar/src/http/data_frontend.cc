@@ -419,14 +419,16 @@ void DataFrontend::NoteHanded(const std::string& group, size_t n) {
 }
 
 void DataFrontend::HandleCommit(const http_request& req) {
+  const bool forwarded = req.headers().has("X-Shoal-Forwarded");
   ReadBody(
       req, opts_.max_body_bytes, std::chrono::milliseconds(opts_.body_timeout_ms),
-      [this, req](std::string body) {
-        // On a worker: a commit of an ancestor read through ranges goes on to its owner.
-        workers_.Submit([this, req, body = std::move(body)] {
+      [this, req, forwarded](std::string body) {
+        // On a worker: a commit of an ancestor read through ranges goes on to its owner, one of
+        // a partition failed over to another pod to its leader.
+        workers_.Submit([this, req, forwarded, body = std::move(body)] {
           auto parsed = wire::ParseCommitRequest(body);
           std::vector<broker::QuorumWait> quorum;
-          Status st = parsed.ok() ? topic_.Commit(*parsed, &quorum) : parsed.status();
+          Status st = parsed.ok() ? topic_.Commit(*parsed, &quorum, forwarded) : parsed.status();
           if (!st.ok()) {
             Fail(req, "commit", st);
             return;

@@ -32,12 +32,13 @@ web::http::client::http_client& HttpPeerClient::ClientFor(const std::string& hos
 
 Result<std::string> HttpPeerClient::Call(const std::string& host_port, const std::string& method,
                                          const std::string& path, const std::string& body,
-                                         bool admin, bool prompt) {
+                                         bool admin, bool prompt, bool forwarded) {
   const std::string what = method + " " + host_port + path;
   try {
     web::http::http_request req(method);
     req.set_request_uri(path);
     if (admin) req.headers().add("Authorization", "Bearer " + token_);
+    if (forwarded) req.headers().add("X-Shoal-Forwarded", "1");
     if (!body.empty()) req.set_body(body, "application/json");
     auto resp = ClientFor(host_port, prompt).request(req).get();
     auto bytes = resp.extract_vector().get();
@@ -147,6 +148,14 @@ Result<broker::RemoteCommits> HttpPeerClient::CommitFor(const PeerAddress& peer,
                    wire::EncodeRangeCommitRequest(r), true, /*prompt=*/true);
   if (!body.ok()) return body.status();
   return ParseCommits(*body, peer.admin);
+}
+
+Status HttpPeerClient::ForwardCommit(const PeerAddress& leader, const std::string& topic,
+                                     const wire::CommitRequest& request) {
+  return Call(leader.data, "POST", "/v1/topics/" + topic + "/commits",
+              wire::EncodeCommitRequest(request), /*admin=*/false, /*prompt=*/true,
+              /*forwarded=*/true)
+      .status();
 }
 
 Result<std::string> HttpPeerClient::FetchReplica(const PeerAddress& leader,

@@ -39,6 +39,8 @@ class HttpPeerClient final : public broker::PeerClient {
                                         const std::vector<HashRange>& ranges, size_t max,
                                         size_t max_bytes) override;
   Result<std::string> FetchReplica(const PeerAddress& leader, const std::string& body) override;
+  Status ForwardCommit(const PeerAddress& leader, const std::string& topic,
+                       const wire::CommitRequest& request) override;
   Result<broker::RemoteCommits> CommitFor(const PeerAddress& peer, PartitionId partition,
                                           const std::string& group, const PodName& reader,
                                           Offset offset) override;
@@ -58,9 +60,10 @@ class HttpPeerClient final : public broker::PeerClient {
  private:
   web::http::client::http_client& ClientFor(const std::string& host_port, bool forwarding);
   // `prompt`: waits no longer than a forward (the consumers' read or commit waits on it).
+  // `forwarded`: marked as forwarded by a sidecar (X-Shoal-Forwarded), not sent on again.
   Result<std::string> Call(const std::string& host_port, const std::string& method,
                            const std::string& path, const std::string& body, bool admin,
-                           bool prompt = false);
+                           bool prompt = false, bool forwarded = false);
 
   const std::string token_;
   const std::chrono::milliseconds forward_timeout_;

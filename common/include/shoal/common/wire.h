@@ -63,6 +63,7 @@ struct CommitRequest {
 
 // Parses {"group":"G","offsets":[{"partition":3,"offset":121}, ...]}.
 Result<CommitRequest> ParseCommitRequest(std::string_view body);
+std::string EncodeCommitRequest(const CommitRequest& request);
 
 // A consumer group name: 1..200 bytes of [A-Za-z0-9._:-]. Returns why not, or OK.
 Status ValidateGroup(std::string_view group);
