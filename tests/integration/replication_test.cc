@@ -497,6 +497,36 @@ TEST(ReplicationTest, ACommitMadeToTheOldLeaderAfterAFailoverGoesToTheNewLeader)
   EXPECT_EQ(seqs.front(), 41u) << "the group read again what it had committed";
 }
 
+// The same when the partition was sealed since (a change at the new leader): the old leader's
+// consumers took a whole-partition batch, not one through ranges, and the new leader takes its
+// commit as such.
+TEST(ReplicationTest, ACommitMadeToTheOldLeaderOfAPartitionSealedSinceGoesToTheNewLeader) {
+  SidecarCluster c(Options());
+  ASSERT_TRUE(c.Start().ok()) << c.Describe();
+  const auto keys = KeysOf(c.current(), 0, 20);
+  client::ShoalClient old_leader(c.pod(0).data_url(), "orders", 10s);
+  ASSERT_TRUE(old_leader.Produce(Batch(keys, "app", 1, 100)).ok());
+  auto got = old_leader.Consume("billing", 40, 0);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 40u);
+  // Pod 0 pauses long enough to be failed over, and runs again with the failover map.
+  ASSERT_EQ(kill(c.pod(0).pid(), SIGSTOP), 0);
+  const size_t now_leads = FailOver(c, 0, {1, 2});
+  ASSERT_NE(now_leads, 0u);
+  ASSERT_EQ(kill(c.pod(0).pid(), SIGCONT), 0);
+  ASSERT_TRUE(InstallCurrent(c, 0).ok()) << c.Describe();
+  const PartitionInfo p0 = *c.current().Find(PartitionId(0));
+  auto split = c.current().Split(PartitionId(0), p0.range.lo + p0.range.Width() / 2);
+  ASSERT_TRUE(split.ok()) << split.status().ToString();
+  ASSERT_TRUE(c.Apply(*split).ok()) << c.Describe();
+  Status committed = old_leader.Commit("billing", {{PartitionId(0), Offset(40)}});
+  ASSERT_TRUE(committed.ok()) << committed.ToString() << c.Describe();
+  client::ShoalClient leader(c.pod(now_leads).data_url(), "orders", 10s);
+  const auto seqs = ReadAllSeqs(leader, "billing", 60);
+  ASSERT_EQ(seqs.size(), 60u) << c.Describe();
+  EXPECT_EQ(seqs.front(), 41u) << "the group read again what it had committed";
+}
+
 // Whether pod i, leading every partition in `ids`, says each one's inherited producer state is
 // durable (GET /v1/admin/partitions: on the leader and, with copies, on every follower).
 bool ProducersDurable(SidecarCluster& c, size_t i, const std::vector<uint32_t>& ids) {

@@ -856,6 +856,11 @@ bool Partition::WholeBatchOut(const std::string& group, uint64_t low) const {
   return it != cursors_.end() && it->second.next > low;
 }
 
+bool Partition::HandedWholeBatch(const std::string& group) const {
+  MutexLock lock(cursor_mu_);
+  return WholeBatchOut(group, Standing(commits_->Get(group)));
+}
+
 std::vector<HashRange> Partition::HeldByOthers(const std::string& group,
                                                const std::string& reader, int64_t now) const {
   std::vector<HashRange> held;

@@ -1009,11 +1009,17 @@ Status Topic::Commit(const wire::CommitRequest& request, std::vector<QuorumWait>
         if (RetiredInMap(c.partition)) continue;
         const PartitionInfo* info = map_.Find(c.partition);
         const PeerAddress* addr = info ? map_.Peer(info->owner) : nullptr;
-        if (opts_.range_reads && info && !info->active() && addr && peers_) {
+        // Led here when this pod's consumers took a batch of it, and failed over since (sealed
+        // since, perhaps): its new leader takes the commit as a whole-partition one.
+        auto copy = followed_.find(c.partition);
+        const bool led_here =
+            copy != followed_.end() && copy->second->HandedWholeBatch(request.group);
+        if (opts_.range_reads && info && !info->active() && !led_here && addr && peers_) {
           remote.emplace_back(*addr, c);
           continue;
         }
-        if (!forwarded && info && info->active() && info->owner != opts_.pod && addr && peers_) {
+        if (!forwarded && info && (info->active() || led_here) && info->owner != opts_.pod &&
+            addr && peers_) {
           auto& [leader, sent] = to_leaders[addr->data];
           leader = *addr;
           sent.group = request.group;
