@@ -34,21 +34,34 @@ VerifyReport Verify(const std::vector<AckedEvent>& acked, std::vector<SeenEvent>
   std::unordered_set<std::pair<std::string, uint64_t>, IdHash> acked_ids;
   for (const auto& a : acked) acked_ids.insert({a.producer, a.seq});
   std::unordered_map<std::pair<std::string, uint64_t>, int, IdHash> times_seen;
+  // Per event: the earliest time a commit of one of its sightings so far was accepted (0: none).
+  std::unordered_map<std::pair<std::string, uint64_t>, uint64_t, IdHash> committed_at;
+  // Per event: where it was first seen (partition, offset).
+  std::unordered_map<std::pair<std::string, uint64_t>, std::pair<uint32_t, uint64_t>, IdHash>
+      first_at;
   std::map<std::pair<std::string, std::string>, uint64_t> last_n;
   // The smallest n seen per (producer, key): a late group's unseen events before it were retired
   // before the group joined.
   std::map<std::pair<std::string, std::string>, uint64_t> first_n;
   for (const auto& e : seen) {
     const auto id = std::make_pair(e.producer, e.seq);
+    uint64_t& committed = committed_at[id];
+    const bool before_any_commit = committed == 0 || committed > e.observed_ns;
+    if (e.committed_ns && (committed == 0 || e.committed_ns < committed)) committed = e.committed_ns;
     if (++times_seen[id] > 1) {
       ++r.duplicated;
+      if (before_any_commit) ++r.redelivered_uncommitted;
       if (r.examples.size() < 10) {
-        r.examples.push_back("duplicated: producer " + e.producer + " seq " +
-                             std::to_string(e.seq) + " (partition " + std::to_string(e.partition) +
-                             " offset " + std::to_string(e.offset) + ")");
+        const auto [p, o] = first_at[id];
+        r.examples.push_back(std::string(before_any_commit ? "redelivered" : "duplicated") +
+                             ": producer " + e.producer + " seq " + std::to_string(e.seq) +
+                             " (partition " + std::to_string(e.partition) + " offset " +
+                             std::to_string(e.offset) + "; first seen at partition " +
+                             std::to_string(p) + " offset " + std::to_string(o) + ")");
       }
       continue;
     }
+    first_at[id] = {e.partition, e.offset};
     if (!acked_ids.count(id)) ++r.unacked_seen;
     auto [first, fresh] = first_n.try_emplace({e.producer, e.key}, e.n);
     if (!fresh) first->second = std::min(first->second, e.n);
@@ -89,6 +102,7 @@ std::string VerifyReport::ToJson() const {
                     ",\"lost\":" + std::to_string(lost) +
                     ",\"reordered\":" + std::to_string(reordered) +
                     ",\"duplicated\":" + std::to_string(duplicated) +
+                    ",\"redelivered_uncommitted\":" + std::to_string(redelivered_uncommitted) +
                     ",\"unacked_seen\":" + std::to_string(unacked_seen) +
                     ",\"before_join\":" + std::to_string(before_join) + ",\"examples\":[";
   for (size_t i = 0; i < examples.size(); ++i) {

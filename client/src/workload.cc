@@ -448,6 +448,24 @@ void GroupConsumer::Run() {
   std::vector<wire::CommitOffset> pending;
   // Per partition: the group's commit as this consumer last had it accepted.
   std::map<uint32_t, uint64_t> committed;
+  // Not streaming: the indices in seen_ of what this consumer recorded and has not had a commit
+  // of accepted yet; `mark_committed` stamps them (SeenEvent::committed_ns) once one is.
+  std::vector<size_t> uncommitted;
+  auto mark_committed = [&](const std::vector<wire::CommitOffset>& offsets) {
+    if (streaming || uncommitted.empty()) return;
+    const uint64_t now = MonotonicNs();
+    std::lock_guard<std::mutex> lock(mu_);
+    std::erase_if(uncommitted, [&](size_t i) {
+      SeenEvent& e = seen_[i];
+      for (const auto& c : offsets) {
+        if (c.partition.value() == e.partition && e.offset < c.offset.value()) {
+          e.committed_ns = now;
+          return true;
+        }
+      }
+      return false;
+    });
+  };
   auto throttle_from = std::chrono::steady_clock::now();  // with a rate: when the next may come
   auto view_at = std::chrono::steady_clock::time_point{};  // the topic view last fetched
   simdjson::dom::parser parser;
@@ -473,6 +491,7 @@ void GroupConsumer::Run() {
       // from its commits, and offsets already recorded are skipped below.
       Status st = client.Commit(opts_.group, pending);
       if (st.ok()) {
+        mark_committed(pending);
         for (const auto& c : pending) {
           auto& was = committed[c.partition.value()];
           was = std::max(was, c.offset.value());
@@ -615,6 +634,7 @@ void GroupConsumer::Run() {
     seen_count_.fetch_add(batch.size());
     if (!streaming) {
       std::lock_guard<std::mutex> lock(mu_);
+      for (size_t i = 0; i < batch.size(); ++i) uncommitted.push_back(seen_.size() + i);
       seen_.insert(seen_.end(), batch.begin(), batch.end());
     }
     if (rate_.load() > 0 && !batch.empty()) {
@@ -639,6 +659,7 @@ void GroupConsumer::Run() {
            std::chrono::steady_clock::now() < deadline) {
       wait_a_little();
     }
+    if (ok) mark_committed(pending);
     committed_all_ = ok;
   }
 }

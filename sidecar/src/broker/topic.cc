@@ -1068,10 +1068,9 @@ Status Topic::Commit(const wire::CommitRequest& request, std::vector<QuorumWait>
   for (const auto& [data, to] : to_leaders) {
     Status st = peers_->ForwardCommit(to.first, opts_.topic, to.second);
     if (!st.ok()) {
-      // Retryable whatever the leader said but NotFound and a refused offset: commits only raise.
-      if (st.code() == Status::Code::kNotFound || st.code() == Status::Code::kInvalidArgument) {
-        return st;
-      }
+      // Retryable whatever the leader said but a refused offset: commits only raise. A leader
+      // that does not hold the partition has not taken the map that makes it the leader yet.
+      if (st.code() == Status::Code::kInvalidArgument) return st;
       return Status::Unavailable("committing at the leader " + data + ": " + st.message());
     }
   }

@@ -30,6 +30,8 @@ struct SeenEvent {
   uint64_t observed_ns = 0;  // CLOCK_MONOTONIC when the consumer took it: one order machine-wide
   uint32_t partition = 0;
   uint64_t offset = 0;
+  // CLOCK_MONOTONIC when a commit covering it was accepted (0: never, or not tracked).
+  uint64_t committed_ns = 0;
 };
 
 struct VerifyReport {
@@ -38,6 +40,10 @@ struct VerifyReport {
   uint64_t lost = 0;                  // acked, never seen
   uint64_t reordered = 0;             // seen after a later event of the same (producer, key)
   uint64_t duplicated = 0;            // seen more than once
+  // Of those, the sightings before which no commit of the earlier one was accepted: a batch
+  // handed out again that the group had not committed (at-least-once, as after a failover moves
+  // a partition away from the consumer holding a batch of it), not a committed event read again.
+  uint64_t redelivered_uncommitted = 0;
   uint64_t unacked_seen = 0;          // appended but the producer never got the answer (allowed)
   // A group that joined late (Verify's joined_ns): acked events it never saw that were acked
   // before it joined and precede, per (producer, key), everything it saw. They were in partitions

@@ -1,0 +1,49 @@
+// The verifier's account of what a group saw against what was acknowledged: a second sighting of
+// an event is a duplicate; it is a redelivery of an uncommitted batch when no commit of an
+// earlier sighting had been accepted before it, and a committed event read again otherwise.
+#include "shoal/client/verifier.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace shoal::client {
+namespace {
+
+SeenEvent Seen(uint64_t seq, uint64_t observed_ns, uint64_t committed_ns) {
+  SeenEvent e;
+  e.producer = "app";
+  e.key = "k";
+  e.seq = seq;
+  e.n = seq;
+  e.observed_ns = observed_ns;
+  e.committed_ns = committed_ns;
+  return e;
+}
+
+std::vector<AckedEvent> Acked(uint64_t count) {
+  std::vector<AckedEvent> out;
+  for (uint64_t s = 1; s <= count; ++s) out.push_back({"app", "k", s, s, 1});
+  return out;
+}
+
+TEST(VerifierTest, ASecondSightingBeforeAnyCommitIsARedeliveryOfAnUncommittedBatch) {
+  // Seen at 10 and never committed, seen again at 20 and committed at 25.
+  auto r = Verify(Acked(1), {Seen(1, 10, 0), Seen(1, 20, 25)});
+  EXPECT_EQ(r.duplicated, 1u);
+  EXPECT_EQ(r.redelivered_uncommitted, 1u);
+  EXPECT_EQ(r.lost, 0u);
+  // Seen at 10, its commit accepted at 30, seen again at 20 (two consumers held it at once).
+  r = Verify(Acked(1), {Seen(1, 10, 30), Seen(1, 20, 40)});
+  EXPECT_EQ(r.redelivered_uncommitted, 1u);
+}
+
+TEST(VerifierTest, ASightingAfterTheCommitOfAnEarlierOneIsACommittedEventReadAgain) {
+  auto r = Verify(Acked(2), {Seen(1, 10, 15), Seen(2, 12, 15), Seen(1, 20, 25)});
+  EXPECT_EQ(r.duplicated, 1u);
+  EXPECT_EQ(r.redelivered_uncommitted, 0u);
+  EXPECT_FALSE(r.ok());
+}
+
+}  // namespace
+}  // namespace shoal::client
