@@ -10,6 +10,7 @@
 # Prints one line per run and the medians; needs build/cli/shoal (scripts/build.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/lib/control.sh
 shoal=build/cli/shoal
 rounds=${1:-2}
 seconds=${2:-10}
@@ -25,32 +26,8 @@ trap cleanup EXIT
 run_one() {  # factor round -> prints "factor events_per_sec p50 p99"
   local factor=$1 round=$2
   local state="$work/state-$factor-$round" prefix="127.0.$((60 + round * 2 + factor % 2))"
-  cat >"$work/topic.yaml" <<EOF
-apiVersion: shoal.dev/v1alpha1
-kind: PartitionedTopic
-metadata:
-  name: bench
-spec:
-  partitions: {min: 6, max: 6, initial: 6}
-  replicas: {min: 3, max: 3}
-  durability: {fsync: $fsync}
-  replication: {factor: $factor, acks: quorum}
-EOF
-  "$shoal" control "$work/topic.yaml" --state-dir "$state" --ip-prefix "$prefix" \
-    --data-port 18080 --admin-port 18081 --metrics-port 18082 --no-consumers \
-    --stop-pods-on-exit --log-level warn >"$work/control-$factor-$round.log" 2>&1 &
-  control_pid=$!
-  # Ready once every pod holds the map and the topic answers a produce.
-  local deadline=$((SECONDS + 60))
-  until curl -sf -X POST "http://$prefix.2:18080/v1/topics/bench/events" \
-      -d '{"events":[{"key":"warm","value":1}]}' >/dev/null 2>&1; do
-    if ((SECONDS > deadline)); then
-      echo "the topic did not come up; see $work/control-$factor-$round.log" >&2
-      tail -20 "$work/control-$factor-$round.log" >&2
-      exit 1
-    fi
-    sleep 0.2
-  done
+  topic_yaml "$work/topic.yaml" "$factor" "$fsync"
+  start_control "$work/topic.yaml" "$state" "$prefix" "$work/control-$factor-$round.log"
   local out
   out=$("$shoal" bench ingest --target "$prefix.2:18080" --topic bench --connections 4 \
     --batch 1000 --warmup 2 --duration "$seconds" --json)

@@ -241,8 +241,17 @@ Status ControlLoop::Tick() {
     return st;
   }
 
+  // A leader that stopped answering is failed over before the observation, and while its
+  // failover is counted down the observation does not scrape it: a hung pod's scrape would hold
+  // the tick until its deadline, and the failover with it (its partitions are missing meanwhile).
+  if (!paused_.load()) MaybeFailOver(pods);
+  std::vector<PodInfo> answering;
+  for (const auto& p : pods) {
+    if (!down_since_.count(p.name.value())) answering.push_back(p);
+  }
+
   // Observe every tick, plan or not, so the windows of the policy stay filled.
-  Observation o = observer_.Observe(map_, pods);
+  Observation o = observer_.Observe(map_, answering);
   double arrival = 0, lag = 0;
   for (const auto& [id, load] : o.partitions) {
     if (load.active) arrival += load.rate;
@@ -276,8 +285,6 @@ Status ControlLoop::Tick() {
     }
     if (changed) SHOAL_RETURN_IF_ERROR(Save());
   }
-
-  if (!paused_.load()) MaybeFailOver(pods);
 
   const auto now = clock_.SteadyNow();
   Status result = Status::Ok();
