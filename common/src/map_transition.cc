@@ -58,8 +58,20 @@ Status CheckMapTransition(const PodName& pod, const std::vector<HeldPartitionSta
                           std::vector<std::pair<PartitionId, uint64_t>>* dropped) {
 
   for (const auto& h : held) {
-    if (h.follower) continue;  // a copy: whatever the map makes of it, it follows or leads
     const std::string pid = "partition " + std::to_string(h.id.value());
+    if (h.follower) {
+      // A copy: whatever the map makes of it, it follows or leads, unless the map does not know
+      // the partition at all (made after the map's last partition: not retired, never made in
+      // its lineage). Such a map comes from a coordinator that re-made its map without a change
+      // that pods installed; taken, it would drop the copies of what that change's partitions
+      // acknowledged, whose leader may have lost its own.
+      if (!next.Find(h.id) && h.id >= next.NextId()) {
+        return Status::Conflict("the map does not know " + pid +
+                                ", of which this pod holds a copy: it was made after the "
+                                "map's partitions, by a change this map does not have");
+      }
+      continue;
+    }
     const PartitionInfo* info = next.Find(h.id);
     const auto& seal = h.seal;
     if (!info) {

@@ -75,6 +75,28 @@ TEST_F(MapTransitionTest, OwnerAndRangeOfAnIdAreFixed) {
   EXPECT_NE(Check({wrong}, held_map_).message().find("the range ["), std::string::npos);
 }
 
+// A copy this pod follows of a partition the next map does not know at all (made after the
+// map's last partition, by a change the map does not have: a coordinator re-made its map without
+// an installed change) refuses the map; one the map retired (an id below its next) does not.
+TEST_F(MapTransitionTest, ACopyOfAPartitionTheMapNeverMadeRefusesIt) {
+  // Pod c leads nothing and follows p3, which next_ made.
+  const PodName c("c");
+  HeldPartitionState copy_of_p3{PartitionId(3), next_.Find(PartitionId(3))->range, {}};
+  copy_of_p3.follower = true;
+  // A map re-made from held_map_ (partitions 0 and 1) at a later epoch never made p3.
+  const PartitionMap remade = held_map_.WithEpoch(Epoch(next_.epoch().value() + 1));
+  Status st = CheckMapTransition(c, {copy_of_p3}, remade, nullptr);
+  EXPECT_EQ(st.code(), Status::Code::kConflict);
+  EXPECT_NE(st.message().find("does not know partition 3"), std::string::npos) << st.message();
+  // The map that made it, and one that retired another partition: taken.
+  EXPECT_TRUE(CheckMapTransition(c, {copy_of_p3}, next_, nullptr).ok());
+  HeldPartitionState copy_of_p0{PartitionId(0), p0_.range, {}};
+  copy_of_p0.follower = true;
+  EXPECT_TRUE(
+      CheckMapTransition(c, {copy_of_p0}, Must(next_.WithoutRetired(PartitionId(0))), nullptr)
+          .ok());
+}
+
 TEST_F(MapTransitionTest, OnlySealedPartitionsAreDroppedAndTheirEndsGoToTheRetirementRule) {
   const PartitionMap retired = Must(next_.WithoutRetired(PartitionId(0)));
   EXPECT_TRUE(

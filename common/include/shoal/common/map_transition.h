@@ -77,7 +77,9 @@ struct HeldPartitionState {
 // owner and range, unless the map moved its leadership by a failover (a newer leader epoch that
 // names this pod among the followers: the copy follows the new leader, which cuts its
 // unacknowledged tail); a copy it follows counts as held for what the map gives it (a follower
-// made the leader holds the partition); one the map drops is sealed (only sealed partitions retire; each is added to
+// made the leader holds the partition), unless the map does not know it at all (an id at or past
+// the map's NextId: a coordinator re-made its map without the change that made it, and taking
+// that map would drop what the copy holds); one the map drops is sealed (only sealed partitions retire; each is added to
 // `dropped` with its end offset for the retirement rule); one the map has active is not sealed
 // here, unless that seal is void (SealVoid) or made for a later change (the executor seals ahead
 // of its map); one the map seals was sealed here first, at the end offset and for the
