@@ -181,7 +181,8 @@ void Partition::RestoreLeaseTimes() {
   const int64_t now = clock_.NowMs();
   for (const auto& [group, by_reader] : commits_->AllLeases()) {
     for (const auto& [reader, lease] : by_reader) {
-      if (!lease.complete) lease_times_.try_emplace({group, reader}, LeaseTime{now, true, false});
+      // Over what this pod knew of them when it led before: the leases are the leader's now.
+      if (!lease.complete) lease_times_.insert_or_assign({group, reader}, LeaseTime{now, true, false});
     }
   }
 }
@@ -815,6 +816,14 @@ Status Partition::CutTo(uint64_t offset) {
   std::string snapshot;
   {
     MutexLock lock(append_mu_);
+    // No snapshot covers the records about to be cut, even if the one below is not written: a
+    // restart then replays the whole log (and a follower takes its leader's inherited state
+    // again). Not durable until that one is on disk.
+    producers_durable_.store(false);
+    if (Status rm = fs_.Remove(SnapshotPath(opts_.dir));
+        !rm.ok() && rm.code() != Status::Code::kNotFound) {
+      return rm;
+    }
     SHOAL_RETURN_IF_ERROR(log_->TruncateTo(offset));
     producers_.TruncateFrom(id_.value(), offset);
     while (!epochs_.empty() && epochs_.back().start >= offset) epochs_.pop_back();
@@ -856,9 +865,11 @@ bool Partition::WholeBatchOut(const std::string& group, uint64_t low) const {
   return it != cursors_.end() && it->second.next > low;
 }
 
-bool Partition::HandedWholeBatch(const std::string& group) const {
+bool Partition::HandedWholeBatch(const std::string& group, Offset offset) const {
   MutexLock lock(cursor_mu_);
-  return WholeBatchOut(group, Standing(commits_->Get(group)));
+  auto it = cursors_.find(group);
+  return WholeBatchOut(group, Standing(commits_->Get(group))) && it != cursors_.end() &&
+         offset.value() <= it->second.next;
 }
 
 std::vector<HashRange> Partition::HeldByOthers(const std::string& group,

@@ -219,8 +219,9 @@ class Partition {
   // committed by its reader, or handed to it again.
   void SetFollower(bool follower);
   // Whether this copy, while it led the partition, handed `group` a whole-partition batch that
-  // is not committed yet (its consumers commit it to this pod after a failover).
-  bool HandedWholeBatch(const std::string& group) const EXCLUDES(cursor_mu_);
+  // is not committed yet and reaches at least to `offset` (its consumers commit it to this pod
+  // after a failover).
+  bool HandedWholeBatch(const std::string& group, Offset offset) const EXCLUDES(cursor_mu_);
   bool follower() const { return follower_.load(); }
   // Appends records copied from the leader of leader epoch `leader_epoch`, whose log starts at
   // `leader_start`; syncs them under fsync=always; records their (producer, seq) in the producer

@@ -997,6 +997,15 @@ Status Topic::Commit(const wire::CommitRequest& request, std::vector<QuorumWait>
   std::vector<std::pair<PeerAddress, wire::CommitOffset>> remote;
   // Commits of active partitions another pod leads now, by their leader's data address.
   std::map<std::string, std::pair<PeerAddress, wire::CommitRequest>> to_leaders;
+  // The partitions this pod's consumers of the group read through ranges at their owners now:
+  // a commit of those is a range commit, never a whole-partition one.
+  std::set<PartitionId> read_through;
+  {
+    MutexLock r(remote_mu_);
+    for (const auto& [key, read] : remote_reads_) {
+      if (key.first == request.group && read.out) read_through.insert(key.second);
+    }
+  }
   {
     ReaderLock lock(map_mu_);
     // Check every entry before applying any: a refused request changes nothing. An end offset
@@ -1012,9 +1021,10 @@ Status Topic::Commit(const wire::CommitRequest& request, std::vector<QuorumWait>
         // Led here when this pod's consumers took a batch of it, and failed over since (sealed
         // since, perhaps): its new leader takes the commit as a whole-partition one.
         auto copy = followed_.find(c.partition);
-        const bool led_here =
-            copy != followed_.end() && copy->second->HandedWholeBatch(request.group);
-        if (opts_.range_reads && info && !info->active() && !led_here && addr && peers_) {
+        const bool led_here = copy != followed_.end() && !read_through.count(c.partition) &&
+                              copy->second->HandedWholeBatch(request.group, c.offset);
+        if (opts_.range_reads && info && !info->active() && !led_here && !forwarded && addr &&
+            peers_) {
           remote.emplace_back(*addr, c);
           continue;
         }
@@ -1039,7 +1049,11 @@ Status Topic::Commit(const wire::CommitRequest& request, std::vector<QuorumWait>
     for (const auto& c : request.offsets) {
       auto it = partitions_.find(c.partition);
       if (it == partitions_.end()) continue;  // retired or remote, see above
-      SHOAL_RETURN_IF_ERROR(it->second->CommitBy(request.group, opts_.pod.value(), c.offset));
+      // A commit passed on by the pod that led the partition before a failover is of a
+      // whole-partition batch its consumers took there, whatever this pod's consumers read.
+      SHOAL_RETURN_IF_ERROR(forwarded
+                                ? it->second->Commit(request.group, c.offset)
+                                : it->second->CommitBy(request.group, opts_.pod.value(), c.offset));
       if (auto w = CommitWait(*it->second)) awaited.push_back(std::move(*w));
     }
   }
