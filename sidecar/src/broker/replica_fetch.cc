@@ -61,6 +61,7 @@ Result<FetchRequest> ParseFetchRequest(std::string_view body) {
     return Status::InvalidArgument("a fetch names at most " + std::to_string(kMaxMapPartitions) +
                                    " partitions");
   }
+  bool names_seeded = false;
   for (auto el : parts) {
     uint64_t id = 0, epoch = 0, from = 0;
     if (el["id"].get(id) || el["leader_epoch"].get(epoch) || el["from"].get(from)) {
@@ -73,10 +74,15 @@ Result<FetchRequest> ParseFetchRequest(std::string_view body) {
     if (el["commits_incarnation"].get(incarnation) != simdjson::SUCCESS) incarnation = 0;
     if (el["commits_version"].get(version) != simdjson::SUCCESS) version = 0;
     bool seeded = false;  // not held, when absent
-    if (el["seeded"].get(seeded) != simdjson::SUCCESS) seeded = false;
+    if (el["seeded"].get(seeded) == simdjson::SUCCESS) {
+      names_seeded = true;
+    } else {
+      seeded = false;
+    }
     r.partitions.push_back({PartitionId(static_cast<uint32_t>(id)), Epoch(epoch), from, last_epoch,
                             incarnation, version, seeded});
   }
+  if (!r.partitions.empty() && !names_seeded) r.version = 2;  // a follower of an earlier release
   return r;
 }
 
@@ -124,7 +130,8 @@ std::string_view ToString(FetchCode c) {
 
 namespace {
 
-constexpr size_t kBlockHeader = 4 + 4 + 8 * 5 + 4 + 4 + 4 + 8 + 8 + 4 + 4;
+// SRF2's block header; SRF3's adds u32 producers_bytes.
+constexpr size_t kBlockHeaderV2 = 4 + 4 + 8 * 5 + 4 + 4 + 4 + 8 + 8 + 4;
 
 template <typename T>
 void Put(std::string& out, T v) {
@@ -142,7 +149,7 @@ T Get(const char* p) {
 
 }  // namespace
 
-void AppendFetchBlock(const FetchBlock& b, std::string& out) {
+void AppendFetchBlock(const FetchBlock& b, std::string& out, int version) {
   Put<uint32_t>(out, b.id.value());
   Put<uint32_t>(out, static_cast<uint32_t>(b.code));
   Put<uint64_t>(out, b.high_watermark);
@@ -156,30 +163,32 @@ void AppendFetchBlock(const FetchBlock& b, std::string& out) {
   Put<uint64_t>(out, b.commits_incarnation);
   Put<uint64_t>(out, b.commits_version);
   Put<uint32_t>(out, static_cast<uint32_t>(b.commits_incarnation ? b.commits.size() : 0));
-  Put<uint32_t>(out, static_cast<uint32_t>(b.producers.size()));
+  if (version >= 3) Put<uint32_t>(out, static_cast<uint32_t>(b.producers.size()));
   for (const auto& e : b.epochs) {
     Put<uint64_t>(out, e.epoch);
     Put<uint64_t>(out, e.start);
   }
   out += b.records;
   if (b.commits_incarnation) out += b.commits;
-  out += b.producers;
+  if (version >= 3) out += b.producers;
 }
 
-void FinishFetchAnswer(std::string& body, uint32_t blocks) {
-  std::memcpy(body.data(), "SRF3", 4);
+void FinishFetchAnswer(std::string& body, uint32_t blocks, int version) {
+  std::memcpy(body.data(), version >= 3 ? "SRF3" : "SRF2", 4);
   std::memcpy(body.data() + 4, &blocks, 4);
 }
 
 Result<std::vector<FetchBlock>> ParseFetchAnswer(std::string_view body) {
-  if (body.size() < 8 || body.substr(0, 4) != "SRF3") {
-    return Status::Corruption("a fetch answer starts with SRF3 and a block count");
+  if (body.size() < 8 || (body.substr(0, 4) != "SRF3" && body.substr(0, 4) != "SRF2")) {
+    return Status::Corruption("a fetch answer starts with SRF3 (or SRF2) and a block count");
   }
+  const bool v3 = body.substr(0, 4) == "SRF3";
+  const size_t header = kBlockHeaderV2 + (v3 ? 4 : 0);
   const uint32_t n = Get<uint32_t>(body.data() + 4);
   std::vector<FetchBlock> out;
   size_t pos = 8;
   for (uint32_t i = 0; i < n; ++i) {
-    if (body.size() - pos < kBlockHeader) return Status::Corruption("a fetch answer cut short");
+    if (body.size() - pos < header) return Status::Corruption("a fetch answer cut short");
     const char* p = body.data() + pos;
     FetchBlock b;
     b.id = PartitionId(Get<uint32_t>(p));
@@ -199,8 +208,8 @@ Result<std::vector<FetchBlock>> ParseFetchAnswer(std::string_view body) {
     b.commits_incarnation = Get<uint64_t>(p + 60);
     b.commits_version = Get<uint64_t>(p + 68);
     const uint32_t commit_bytes = Get<uint32_t>(p + 76);
-    const uint32_t producer_bytes = Get<uint32_t>(p + 80);
-    pos += kBlockHeader;
+    const uint32_t producer_bytes = v3 ? Get<uint32_t>(p + 80) : 0;
+    pos += header;
     if (epochs > kMaxFetchEpochs || (body.size() - pos) / 16 < epochs) {
       return Status::Corruption("a fetch block's epochs cut short");
     }

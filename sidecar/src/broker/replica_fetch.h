@@ -20,6 +20,10 @@
 // store it mirrors (incarnation, version), and the leader sends its whole state when that is
 // not its own. So does a successor's inherited producer state: a follower that says it does not
 // hold it yet (seeded false) gets it from a seeded leader, once.
+//
+// A follower of an earlier release names no "seeded" and reads "SRF2" answers: the same blocks
+// without producers_bytes and the producer state. The leader answers it so, so that a rolling
+// upgrade keeps replicating.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +49,7 @@ struct FetchPartition {
 
 struct FetchRequest {
   std::string follower;  // the follower's pod
+  int version = 3;       // of the answer: 3 ("SRF3"), or 2 for a follower that names no "seeded"
   int64_t wait_ms = 0;   // how long the leader may hold the answer while nothing is new
   size_t max_bytes = 1 << 20;
   std::vector<FetchPartition> partitions;
@@ -100,12 +105,12 @@ struct FetchBlock {
   std::string producers;
 };
 
-void AppendFetchBlock(const FetchBlock& b, std::string& out);
+void AppendFetchBlock(const FetchBlock& b, std::string& out, int version = 3);
 // The answer holding `blocks` already appended with AppendFetchBlock to `body` (after an empty
 // 8-byte header that this fills in).
-void FinishFetchAnswer(std::string& body, uint32_t blocks);
+void FinishFetchAnswer(std::string& body, uint32_t blocks, int version = 3);
 inline std::string StartFetchAnswer() { return std::string(8, '\0'); }
-// Corruption for an answer cut short or with a block that does not fit.
+// Corruption for an answer cut short or with a block that does not fit. Reads SRF2 and SRF3.
 Result<std::vector<FetchBlock>> ParseFetchAnswer(std::string_view body);
 
 }  // namespace shoal::broker

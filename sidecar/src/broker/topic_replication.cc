@@ -294,7 +294,7 @@ bool Topic::ServeFetch(const FetchRequest& request, std::string* body) {
           }
           // A successor's inherited producer state, once, to a follower that lacks it.
           p.NoteFollowerSeeded(request.follower, fp.seeded);
-          if (!fp.seeded && !info->parents.empty() && p.seeded()) {
+          if (request.version >= 3 && !fp.seeded && !info->parents.empty() && p.seeded()) {
             b.producers = p.ExportInheritedProducers();
           }
           b.first = fp.from;
@@ -311,11 +311,11 @@ bool Topic::ServeFetch(const FetchRequest& request, std::string* body) {
       }
       now |= b.code != FetchCode::kOk || b.count > 0 || b.commits_incarnation != 0 ||
              !b.producers.empty();
-      AppendFetchBlock(b, *body);
+      AppendFetchBlock(b, *body, request.version);
       ++n;
     }
   }
-  FinishFetchAnswer(*body, n);
+  FinishFetchAnswer(*body, n, request.version);
   if (moved && on_data_) on_data_();
   return now;
 }
