@@ -46,7 +46,10 @@ VerifyReport Verify(const std::vector<AckedEvent>& acked, std::vector<SeenEvent>
   for (const auto& e : seen) {
     const auto id = std::make_pair(e.producer, e.seq);
     uint64_t& committed = committed_at[id];
-    const bool before_any_commit = committed == 0 || committed > e.observed_ns;
+    // Handed out before the commit was accepted (the consume was sent before): a redelivery,
+    // however late its answer came.
+    const bool before_any_commit =
+        committed == 0 || committed > (e.asked_ns ? e.asked_ns : e.observed_ns);
     if (e.committed_ns && (committed == 0 || e.committed_ns < committed)) committed = e.committed_ns;
     if (++times_seen[id] > 1) {
       ++r.duplicated;

@@ -509,6 +509,7 @@ void GroupConsumer::Run() {
         continue;
       }
     }
+    const uint64_t asked_ns = MonotonicNs();
     auto got = client.Consume(opts_.group, opts_.max, opts_.wait_ms);
     if (!got.ok()) {
       wait_a_little();
@@ -597,8 +598,8 @@ void GroupConsumer::Run() {
           !e.seq) {
         continue;  // not a load generator's event
       }
-      batch.push_back(
-          {std::string(p), std::string(k), *e.seq, n, MonotonicNs(), e.partition, e.offset});
+      batch.push_back({std::string(p), std::string(k), *e.seq, n, MonotonicNs(), e.partition,
+                       e.offset, /*committed_ns=*/0, asked_ns});
     }
     if ((opts_.service_us_per_event > 0 || opts_.service_us_per_batch > 0) && !got->empty()) {
       // The service time of the batch, waited in short sleeps so that Stop is not held up.

@@ -32,6 +32,9 @@ struct SeenEvent {
   uint64_t offset = 0;
   // CLOCK_MONOTONIC when a commit covering it was accepted (0: never, or not tracked).
   uint64_t committed_ns = 0;
+  // CLOCK_MONOTONIC when the consume that returned it was sent (0: not tracked): the sidecar
+  // handed it out after that, and before observed_ns.
+  uint64_t asked_ns = 0;
 };
 
 struct VerifyReport {
