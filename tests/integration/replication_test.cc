@@ -469,25 +469,19 @@ TEST(ReplicationTest, ACommitIsHeldByAQuorumAndAGroupGoesOnFromItAfterAFailover)
   EXPECT_EQ(seqs.back(), 300u);
 }
 
-// A consumer that took a batch from the leader commits it to the same sidecar after a failover
-// made that sidecar a follower: the commit goes on to the new leader, and the group does not
-// read the batch again.
-TEST(ReplicationTest, ACommitMadeToTheOldLeaderAfterAFailoverGoesToTheNewLeader) {
-  SidecarCluster c(Options());
-  ASSERT_TRUE(c.Start().ok()) << c.Describe();
-  const auto keys = KeysOf(c.current(), 0, 20);
-  {
-    client::ShoalClient leader(c.pod(0).data_url(), "orders", 10s);
-    ASSERT_TRUE(leader.Produce(Batch(keys, "app", 1, 100)).ok());
-    auto got = leader.Consume("billing", 40, 0);
-    ASSERT_TRUE(got.ok()) << got.status().ToString();
-    ASSERT_EQ(got->size(), 40u);
-  }
-  c.pod(0).Kill9();
-  const size_t now_leads = FailOver(c, 0, {1, 2});
-  ASSERT_NE(now_leads, 0u);
-  ASSERT_TRUE(c.pod(0).Restart().ok()) << c.Describe();
-  ASSERT_TRUE(InstallCurrent(c, 0).ok()) << c.Describe();
+// Group billing takes a batch of 40 of the 100 events produced to pod 0, the leader of
+// partition 0, without committing it.
+void TakeABatchFromTheLeader(SidecarCluster& c) {
+  client::ShoalClient leader(c.pod(0).data_url(), "orders", 10s);
+  ASSERT_TRUE(leader.Produce(Batch(KeysOf(c.current(), 0, 20), "app", 1, 100)).ok());
+  auto got = leader.Consume("billing", 40, 0);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 40u);
+}
+
+// The batch is committed to pod 0, no longer the leader: the group reads on at the new leader
+// from where it committed, nothing again.
+void CommitAtTheOldLeaderAndReadOn(SidecarCluster& c, size_t now_leads) {
   client::ShoalClient old_leader(c.pod(0).data_url(), "orders", 10s);
   Status committed = old_leader.Commit("billing", {{PartitionId(0), Offset(40)}});
   ASSERT_TRUE(committed.ok()) << committed.ToString() << c.Describe();
@@ -497,18 +491,28 @@ TEST(ReplicationTest, ACommitMadeToTheOldLeaderAfterAFailoverGoesToTheNewLeader)
   EXPECT_EQ(seqs.front(), 41u) << "the group read again what it had committed";
 }
 
+// A consumer that took a batch from the leader commits it to the same sidecar after a failover
+// made that sidecar a follower: the commit goes on to the new leader, and the group does not
+// read the batch again.
+TEST(ReplicationTest, ACommitMadeToTheOldLeaderAfterAFailoverGoesToTheNewLeader) {
+  SidecarCluster c(Options());
+  ASSERT_TRUE(c.Start().ok()) << c.Describe();
+  ASSERT_NO_FATAL_FAILURE(TakeABatchFromTheLeader(c));
+  c.pod(0).Kill9();
+  const size_t now_leads = FailOver(c, 0, {1, 2});
+  ASSERT_NE(now_leads, 0u);
+  ASSERT_TRUE(c.pod(0).Restart().ok()) << c.Describe();
+  ASSERT_TRUE(InstallCurrent(c, 0).ok()) << c.Describe();
+  CommitAtTheOldLeaderAndReadOn(c, now_leads);
+}
+
 // The same when the partition was sealed since (a change at the new leader): the old leader's
 // consumers took a whole-partition batch, not one through ranges, and the new leader takes its
 // commit as such.
 TEST(ReplicationTest, ACommitMadeToTheOldLeaderOfAPartitionSealedSinceGoesToTheNewLeader) {
   SidecarCluster c(Options());
   ASSERT_TRUE(c.Start().ok()) << c.Describe();
-  const auto keys = KeysOf(c.current(), 0, 20);
-  client::ShoalClient old_leader(c.pod(0).data_url(), "orders", 10s);
-  ASSERT_TRUE(old_leader.Produce(Batch(keys, "app", 1, 100)).ok());
-  auto got = old_leader.Consume("billing", 40, 0);
-  ASSERT_TRUE(got.ok()) << got.status().ToString();
-  ASSERT_EQ(got->size(), 40u);
+  ASSERT_NO_FATAL_FAILURE(TakeABatchFromTheLeader(c));
   // Pod 0 pauses long enough to be failed over, and runs again with the failover map.
   ASSERT_EQ(kill(c.pod(0).pid(), SIGSTOP), 0);
   const size_t now_leads = FailOver(c, 0, {1, 2});
@@ -519,12 +523,7 @@ TEST(ReplicationTest, ACommitMadeToTheOldLeaderOfAPartitionSealedSinceGoesToTheN
   auto split = c.current().Split(PartitionId(0), p0.range.lo + p0.range.Width() / 2);
   ASSERT_TRUE(split.ok()) << split.status().ToString();
   ASSERT_TRUE(c.Apply(*split).ok()) << c.Describe();
-  Status committed = old_leader.Commit("billing", {{PartitionId(0), Offset(40)}});
-  ASSERT_TRUE(committed.ok()) << committed.ToString() << c.Describe();
-  client::ShoalClient leader(c.pod(now_leads).data_url(), "orders", 10s);
-  const auto seqs = ReadAllSeqs(leader, "billing", 60);
-  ASSERT_EQ(seqs.size(), 60u) << c.Describe();
-  EXPECT_EQ(seqs.front(), 41u) << "the group read again what it had committed";
+  CommitAtTheOldLeaderAndReadOn(c, now_leads);
 }
 
 // Whether pod i, leading every partition in `ids`, says each one's inherited producer state is

@@ -997,15 +997,13 @@ Status Topic::Commit(const wire::CommitRequest& request, std::vector<QuorumWait>
   std::vector<std::pair<PeerAddress, wire::CommitOffset>> remote;
   // Commits of active partitions another pod leads now, by their leader's data address.
   std::map<std::string, std::pair<PeerAddress, wire::CommitRequest>> to_leaders;
-  // The partitions this pod's consumers of the group read through ranges at their owners now:
-  // a commit of those is a range commit, never a whole-partition one.
-  std::set<PartitionId> read_through;
-  {
+  // Whether this pod's consumers of the group read `id` through ranges at its owner now: a
+  // commit of it is a range commit, never a whole-partition one. (map_mu_, then remote_mu_.)
+  auto reads_through = [&](PartitionId id) {
     MutexLock r(remote_mu_);
-    for (const auto& [key, read] : remote_reads_) {
-      if (key.first == request.group && read.out) read_through.insert(key.second);
-    }
-  }
+    auto it = remote_reads_.find({request.group, id});
+    return it != remote_reads_.end() && it->second.out;
+  };
   {
     ReaderLock lock(map_mu_);
     // Check every entry before applying any: a refused request changes nothing. An end offset
@@ -1021,7 +1019,7 @@ Status Topic::Commit(const wire::CommitRequest& request, std::vector<QuorumWait>
         // Led here when this pod's consumers took a batch of it, and failed over since (sealed
         // since, perhaps): its new leader takes the commit as a whole-partition one.
         auto copy = followed_.find(c.partition);
-        const bool led_here = copy != followed_.end() && !read_through.count(c.partition) &&
+        const bool led_here = copy != followed_.end() && !reads_through(c.partition) &&
                               copy->second->HandedWholeBatch(request.group, c.offset);
         if (opts_.range_reads && info && !info->active() && !led_here && !forwarded && addr &&
             peers_) {
