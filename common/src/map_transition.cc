@@ -40,10 +40,15 @@ std::vector<PartitionId> PartitionsMadeBefore(const PartitionMap& map, const Pod
 }
 
 Status CheckNothingLost(const PodName& pod, const std::vector<PartitionId>& held,
-                        const PartitionMap& next) {
+                        const PartitionMap& next,
+                        const std::vector<std::pair<PartitionId, Epoch>>& fenced_empty) {
   for (const auto& p : next.partitions()) {
     if (p.owner != pod || p.lost || p.born.value() == 0 || p.born >= next.epoch()) continue;
     if (std::find(held.begin(), held.end(), p.id) != held.end()) continue;
+    const bool empty_here = std::any_of(fenced_empty.begin(), fenced_empty.end(), [&](const auto& f) {
+      return f.first == p.id && p.leader_epoch > p.born && p.LeaderEpoch() >= f.second;
+    });
+    if (empty_here) continue;
     return Status::DataLost("the map of epoch " + std::to_string(next.epoch().value()) +
                             " gives partition " + std::to_string(p.id.value()) +
                             " (made at epoch " + std::to_string(p.born.value()) +
@@ -55,7 +60,8 @@ Status CheckNothingLost(const PodName& pod, const std::vector<PartitionId>& held
 
 Status CheckMapTransition(const PodName& pod, const std::vector<HeldPartitionState>& held,
                           const PartitionMap& next,
-                          std::vector<std::pair<PartitionId, uint64_t>>* dropped) {
+                          std::vector<std::pair<PartitionId, uint64_t>>* dropped,
+                          const std::vector<std::pair<PartitionId, Epoch>>& fenced_empty) {
 
   for (const auto& h : held) {
     const std::string pid = "partition " + std::to_string(h.id.value());
@@ -140,7 +146,7 @@ Status CheckMapTransition(const PodName& pod, const std::vector<HeldPartitionSta
   // What it holds is in order; what the map gives it and it does not hold must be new.
   std::vector<PartitionId> ids;
   for (const auto& h : held) ids.push_back(h.id);
-  return CheckNothingLost(pod, ids, next);
+  return CheckNothingLost(pod, ids, next, fenced_empty);
 }
 
 }  // namespace shoal

@@ -395,6 +395,14 @@ PartitionMap PartitionMap::Reissued(Epoch epoch) const {
   return m;
 }
 
+PartitionMap PartitionMap::CarryingChange(Epoch change) const {
+  PartitionMap m = *this;
+  for (auto& p : m.partitions_) {
+    if (p.born == change && p.leader_epoch.value() == 0) p.born = epoch_;
+  }
+  return m;
+}
+
 PartitionMap PartitionMap::WithEpoch(Epoch epoch) const {
   PartitionMap m = *this;
   for (auto& p : m.partitions_) {

@@ -886,6 +886,7 @@ void World::Reconcile(Coordinator& c, const Status& why) {
 }
 
 void World::CoordinatorStep(Coordinator& c, bool quiet) {
+  const bool woke = c.frozen;
   if (c.frozen) {
     // A paused leader wakes and goes on with the change in its memory, record unread.
     if (!quiet && !Chance(0.3)) return;
@@ -896,14 +897,14 @@ void World::CoordinatorStep(Coordinator& c, bool quiet) {
     c.base = record_.map;
     c.target = record_.target;
   }
+  // A failover begun is finished first (into the change in progress, when there is one).
+  if (replicated_ && !woke && !record_.failing_over.empty()) {
+    FinishFailOver(c, quiet);
+    return;
+  }
   if (!c.target) {
     if (replicated_) {
-      // A failover begun is finished first; pods behind get the record's map again (a leader
-      // that comes back follows from then on).
-      if (!record_.failing_over.empty()) {
-        FinishFailOver(c, quiet);
-        return;
-      }
+      // Pods behind get the record's map again (a leader that comes back follows from then on).
       if (!CatchUpInstalls(c)) return;
     }
     // A pod that lost its data first: its partitions are declared lost (any other change would
@@ -981,6 +982,25 @@ void World::CoordinatorStep(Coordinator& c, bool quiet) {
     // record's map, as the control loop's failed step does; the change is resumed later.
     if (replicated_) (void)CatchUpInstalls(c);
     return;
+  }
+  if (st.code() == Status::Code::kDataLost && replicated_) {
+    // A pod the change needs lost its data: the partitions of the change's map it leads are
+    // failed over inside the change (their copies elsewhere hold them).
+    if (const std::string pod = PodWithoutData(c, target, true); !pod.empty()) {
+      const auto ids = FailOverCandidates(target, true, pod);
+      if (!ids.empty()) {
+        StartFailOver(c, ids, quiet);  // or another coordinator wrote the record: read it next
+        return;
+      }
+      // Too few of their copies answer yet: the failover waits for them (declaring the pod's
+      // partitions lost, or dropping the change, would lose what the copies hold).
+      const auto& parts = target.partitions();
+      if (std::any_of(parts.begin(), parts.end(), [&](const PartitionInfo& p) {
+            return p.owner.value() == pod && p.active() && !p.lost && !p.replicas.empty();
+          })) {
+        return;
+      }
+    }
   }
   if (st.code() == Status::Code::kDataLost) {
     // A pod the change needs lost its data: its partitions are declared lost on top of the
@@ -2220,7 +2240,10 @@ std::vector<PartitionId> World::FailOverCandidates(const PartitionMap& base, boo
 bool World::StartFailOver(Coordinator& c, const std::vector<PartitionId>& ids, bool quiet) {
   Record r = record_;
   r.failing_over = ids;
-  r.fence = Epoch(std::max(record_.map.epoch().value() + 1, record_.floor.value()));
+  // With a change in progress the failover goes into its target (parts of the change may have
+  // taken effect), at a leader epoch above the target's.
+  const PartitionMap& base = record_.target ? *record_.target : record_.map;
+  r.fence = Epoch(std::max(base.epoch().value() + 1, record_.floor.value()));
   r.floor = r.fence;
   if (!WriteRecord(c, r)) return false;  // recorded before the first fence, or not at all
   std::string what;
@@ -2231,7 +2254,8 @@ bool World::StartFailOver(Coordinator& c, const std::vector<PartitionId>& ids, b
 }
 
 void World::FinishFailOver(Coordinator& c, bool quiet) {
-  const PartitionMap base = record_.map;
+  const bool in_change = record_.target.has_value();
+  const PartitionMap base = in_change ? *record_.target : record_.map;
   const Epoch fence = record_.fence;
   std::vector<PartitionId> ids;
   std::map<std::string, std::vector<PartitionId>> per_pod;
@@ -2293,6 +2317,7 @@ void World::FinishFailOver(Coordinator& c, bool quiet) {
   PartitionMap next = std::move(target).value();
   const Epoch want(std::max(fence.value(), record_.floor.value()));
   if (next.epoch() < want) next = next.WithEpoch(want);
+  if (in_change) next = next.CarryingChange(base.epoch());
   // Invariant 10: the new leader holds every event acknowledged in the partition.
   for (const auto& [id, leader] : leaders) {
     for (const auto& [key, at] : stored_) {
@@ -2306,7 +2331,11 @@ void World::FinishFailOver(Coordinator& c, bool quiet) {
       }
     }
   }
-  r.map = next;
+  if (in_change) {
+    r.target = next;
+  } else {
+    r.map = next;
+  }
   r.failing_over.clear();
   for (PartitionId id : ids) {
     if (std::none_of(leaders.begin(), leaders.end(),
@@ -2327,8 +2356,16 @@ void World::FinishFailOver(Coordinator& c, bool quiet) {
     }
     moved += " p" + std::to_string(id.value()) + "->" + leader.value();
   }
-  Trace(c.name + " failed over at e" + std::to_string(next.epoch().value()) + ":" + moved);
+  Trace(c.name + " failed over at e" + std::to_string(next.epoch().value()) + ":" + moved +
+        (in_change ? " (into the change in progress)" : ""));
   TraceMap(next);
+  // Composed into a change, the map goes out as the change's (its parents are sealed first):
+  // the coordinator's next step applies it.
+  if (in_change) {
+    c.base.reset();
+    c.target.reset();
+    return;
+  }
   // New leaders first: they take writes as soon as they hold the map; then every other pod
   // (one that does not answer gets it later, CatchUpInstalls).
   std::vector<std::string> order;

@@ -505,6 +505,15 @@ Result<uint64_t> Partition::Seal() {
   return record.end;
 }
 
+namespace {
+// The same successor partitions (ids and ranges), whatever their leaders.
+bool SameSuccessorPartitions(const std::vector<SuccessorRef>& a, const std::vector<SuccessorRef>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const auto& x, const auto& y) {
+    return x.id == y.id && x.range == y.range;
+  });
+}
+}  // namespace
+
 // Fencing of seals (invariant 5): one partition is sealed for one change. Two coordinators that
 // both believe they mint epoch e build two different maps; whichever seal arrives first names
 // the change, and the other is refused, so at most one of the two changes can ever make a
@@ -529,10 +538,11 @@ Result<uint64_t> Partition::Seal(const SealIntent& intent, Epoch held) {
       return Status::StaleEpoch(sealed_for + "; this seal is for epoch " +
                                 std::to_string(intent.epoch.value()));
     }
-    if (intent.epoch > was.epoch && intent.successors == was.successors) {
+    if (intent.epoch > was.epoch && SameSuccessorPartitions(intent.successors, was.successors)) {
       // The same change carried on at a later epoch (a coordinator that declared a pod's
-      // partitions lost on top of a change in progress): the successors, the only writers this
-      // seal lets in, are the same ones.
+      // partitions lost, or failed a leader over, on top of a change in progress): the
+      // successors, the only writers this seal lets in, are the same partitions (a failover
+      // may have given one a new leader from its copies).
       SealRecord record = seal_;
       record.intent = intent;
       SHOAL_RETURN_IF_ERROR(WriteSealRecord(record));
@@ -788,6 +798,21 @@ Result<replication::ReplicaState> Partition::Fence(uint64_t leader_epoch) {
     }
   }
   return s;
+}
+
+Status Partition::FenceAbsent(storage::FileSystem& fs, const std::string& dir,
+                              uint64_t leader_epoch) {
+  if (FenceIn(fs, dir) >= leader_epoch) return Status::Ok();
+  SHOAL_RETURN_IF_ERROR(fs.CreateDirs(dir));
+  return fs.WriteFileAtomic(FencePath(dir), std::to_string(leader_epoch));
+}
+
+uint64_t Partition::FenceIn(storage::FileSystem& fs, const std::string& dir) {
+  std::string text;
+  if (!fs.ReadWholeFile(FencePath(dir), &text).ok()) return 0;
+  uint64_t fence = 0;
+  std::istringstream in(text);
+  return (in >> fence) ? fence : 0;
 }
 
 Status Partition::StartLeading(Epoch e) {

@@ -235,6 +235,12 @@ class Partition {
   Result<replication::ReplicaState> Fence(uint64_t leader_epoch);
   // The leader epoch this copy is fenced at (0: never fenced).
   uint64_t fenced() const { return fenced_.load(); }
+  // A fence for a partition not held here (no copy yet, never in a map this pod installed):
+  // written in its directory `dir`, durably, where Open reads it, so that a copy made later
+  // takes nothing from a leader of a leader epoch below it. Never lowers a fence.
+  static Status FenceAbsent(storage::FileSystem& fs, const std::string& dir, uint64_t leader_epoch);
+  // The fence written in `dir` (0: none).
+  static uint64_t FenceIn(storage::FileSystem& fs, const std::string& dir);
 
   // The leader epochs of this copy's log (Kafka's leader-epoch checkpoint): each entry is an
   // epoch and the offset of its first record, in order; durable in the partition's directory.

@@ -863,7 +863,8 @@ Status Topic::CheckAgainstHeld(const PartitionMap& held, const PartitionMap& nex
     for (const auto& [id, p] : followed_) here.push_back({id, p->range(), {}, Epoch(0), true});
   }
   std::vector<std::pair<PartitionId, uint64_t>> dropped;  // held here, gone from next: end
-  if (Status st = CheckMapTransition(opts_.pod, here, next, &dropped); !st.ok()) {
+  if (Status st = CheckMapTransition(opts_.pod, here, next, &dropped, FencedAbsent(next));
+      !st.ok()) {
     return Status::FromCode(st.code(), st.message() + at);  // conflict, or data lost here
   }
   // Retirement's shape and its consumed rule are common/retirement_rule.h's, the planner's too.

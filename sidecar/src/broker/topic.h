@@ -300,7 +300,11 @@ class Topic {
   // copies of `ids` followed here take nothing more from a leader of a leader epoch below
   // `leader_epoch` (durably, until a map names a leader at or above it), and answer what they
   // hold. Partitions not followed here are left out.
+  // A partition not held here that the map does not know yet (at or past its NextId, by fewer
+  // than kMaxAbsentFences) is answered as held empty, at leader epoch 0, and fenced in its
+  // directory (Partition::FenceAbsent).
   std::vector<FencedCopy> FenceCopies(const std::vector<PartitionId>& ids, Epoch leader_epoch);
+  static constexpr uint32_t kMaxAbsentFences = 65536;
   // One follower's fetch round from `leader`, without waiting between rounds (FetchLoop paces
   // them; the protocol simulation calls it as a step of its schedule).
   enum class FetchStep {
@@ -420,6 +424,10 @@ class Topic {
   void RemoveRetiredLeftovers() REQUIRES_SHARED(map_mu_);
   std::string MapPath() const;
   std::string PartitionDir(PartitionId id) const;
+  // The partitions `next` makes this pod the leader of by a failover that it holds nothing of
+  // and answered a fence for as such (FenceCopies), with that fence: they start empty
+  // (CheckNothingLost).
+  std::vector<std::pair<PartitionId, Epoch>> FencedAbsent(const PartitionMap& next) const;
   PartitionOptions OptionsFor(const PartitionInfo& info) const;
   // Whether this pod holds `info`'s events: it owns it and the coordinator has not declared it
   // lost (a lost partition's events went with this pod's volume; nothing is opened for it).

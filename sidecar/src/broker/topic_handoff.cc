@@ -123,10 +123,11 @@ Status Topic::Prepare(const PartitionMap& next) {
   }
   {
     // Nothing is prepared on a pod that lost partitions the map still gives it.
+    const auto absent = FencedAbsent(next);
     std::vector<PartitionId> held;
     ReaderLock lock(map_mu_);
     for (const auto& [id, p] : partitions_) held.push_back(id);
-    SHOAL_RETURN_IF_ERROR(CheckNothingLost(opts_.pod, held, next));
+    SHOAL_RETURN_IF_ERROR(CheckNothingLost(opts_.pod, held, next, absent));
   }
   for (const auto& info : next.partitions()) {
     if (!HeldHere(info)) continue;

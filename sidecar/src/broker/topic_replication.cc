@@ -333,7 +333,27 @@ std::vector<FencedCopy> Topic::FenceCopies(const std::vector<PartitionId>& ids,
     } else if (auto l = partitions_.find(id); l != partitions_.end()) {
       copy = l->second.get();
     }
-    if (!copy) continue;
+    if (!copy) {
+      // A partition of a map this pod never installed (made by a change in progress, whose map
+      // did not reach it): it holds nothing of it, and says so. The fence is written where a
+      // copy made later finds it, so that its answer stays true: such a copy takes nothing from
+      // a leader of an older leader epoch. A pod without a map answers nothing (it may have
+      // lost what it held).
+      const uint64_t next_id = map_.NextId().value();
+      if (map_.epoch().value() == 0 || map_.Find(id) || id.value() < next_id ||
+          id.value() - next_id >= kMaxAbsentFences) {
+        continue;
+      }
+      if (Status st = Partition::FenceAbsent(fs_, PartitionDir(id), leader_epoch.value());
+          !st.ok()) {
+        Logger("broker")->error("msg=\"cannot fence a partition not held here\" partition={} "
+                                "reason=\"{}\"",
+                                id.value(), st.message());
+        continue;
+      }
+      out.push_back({id, Epoch(0), 0});
+      continue;
+    }
     auto held = copy->Fence(leader_epoch.value());
     if (!held.ok()) {
       Logger("broker")->error("msg=\"cannot fence a copy\" partition={} reason=\"{}\"",
@@ -345,6 +365,21 @@ std::vector<FencedCopy> Topic::FenceCopies(const std::vector<PartitionId>& ids,
   if (!out.empty()) {
     Logger("broker")->warn("msg=\"copies fenced for a failover\" partitions={} leader_epoch={}",
                            out.size(), leader_epoch.value());
+  }
+  return out;
+}
+
+std::vector<std::pair<PartitionId, Epoch>> Topic::FencedAbsent(const PartitionMap& next) const {
+  std::vector<std::pair<PartitionId, Epoch>> out;
+  for (const auto& info : next.partitions()) {
+    if (info.owner != opts_.pod || info.leader_epoch <= info.born) continue;
+    {
+      ReaderLock lock(map_mu_);
+      if (partitions_.count(info.id) || followed_.count(info.id)) continue;
+    }
+    if (const uint64_t f = Partition::FenceIn(fs_, PartitionDir(info.id)); f > 0) {
+      out.emplace_back(info.id, Epoch(f));
+    }
   }
   return out;
 }

@@ -165,6 +165,33 @@ TEST_F(MapTransitionTest, APodThatHoldsNothingOfWhatItHadIsToldItsDataIsLost) {
   EXPECT_TRUE(CheckNothingLost(kA, {}, held_map_).ok());
 }
 
+TEST_F(MapTransitionTest, APartitionFencedHereWhileAbsentStartsEmptyWhenAFailoverMakesItsLeader) {
+  // p5, made at epoch 2 by a change whose map never reached a; its leader b went down and a
+  // failover of epoch 3 gives it to a, which answered the fence holding nothing of it.
+  PartitionInfo p5;
+  p5.id = PartitionId(5);
+  p5.range = HashRange{0, 100};
+  p5.owner = kA;
+  p5.replicas = {PodName("b")};
+  p5.born = Epoch(2);
+  p5.leader_epoch = Epoch(3);
+  const PartitionMap failed_over("orders", Epoch(3), {p5});
+  EXPECT_EQ(CheckNothingLost(kA, {}, failed_over).code(), Status::Code::kDataLost);
+  EXPECT_TRUE(CheckNothingLost(kA, {}, failed_over, {{PartitionId(5), Epoch(3)}}).ok());
+  // A fence above the map's leader epoch, or for another partition, is no answer for this one.
+  EXPECT_EQ(CheckNothingLost(kA, {}, failed_over, {{PartitionId(5), Epoch(4)}}).code(),
+            Status::Code::kDataLost);
+  EXPECT_EQ(CheckNothingLost(kA, {}, failed_over, {{PartitionId(6), Epoch(3)}}).code(),
+            Status::Code::kDataLost);
+  // Not moved by a failover, the partition was this pod's from its birth: it held it, and it
+  // is gone.
+  p5.leader_epoch = Epoch(0);
+  EXPECT_EQ(CheckNothingLost(kA, {}, PartitionMap("orders", Epoch(3), {p5}),
+                             {{PartitionId(5), Epoch(3)}})
+                .code(),
+            Status::Code::kDataLost);
+}
+
 }  // namespace
 }  // namespace shoal
 
@@ -225,6 +252,31 @@ TEST(FailOverTest, TheOldLeaderTakesTheMapAndAFollowerMadeTheLeaderHoldsTheParti
           .ok());
   EXPECT_EQ(CheckMapTransition(PodName("b"), {}, next, nullptr).code(),
             Status::Code::kDataLost);
+}
+
+TEST(FailOverTest, AFailoverCarriedIntoAChangeMakesItsUntouchedSuccessorsNewAtItsEpoch) {
+  // The change of epoch 2 splits p0 into p1 and p2 (led by a, followed by b and c); a goes down
+  // before the change completes and p1 fails over to b inside it, at epoch 5.
+  const PartitionMap held = Replicated();
+  const PartitionInfo& p0 = *held.Find(PartitionId(0));
+  PartitionMap change = held.Split(PartitionId(0), p0.range.lo + p0.range.Width() / 2).value();
+  change = change.WithReplicas(PartitionId(1), {PodName("b"), PodName("c")}).value();
+  change = change.WithReplicas(PartitionId(2), {PodName("b"), PodName("c")}).value();
+  ASSERT_EQ(change.epoch(), Epoch(2));
+  const PartitionMap carried =
+      change.FailOver(PartitionId(1), PodName("b")).value().WithEpoch(Epoch(5)).CarryingChange(
+          change.epoch());
+  EXPECT_EQ(carried.epoch(), Epoch(5));
+  // p2 was never held by a pod that installed no map of the change: new at epoch 5.
+  EXPECT_EQ(carried.Find(PartitionId(2))->born, Epoch(5));
+  EXPECT_TRUE(CheckNothingLost(PodName("a"), {PartitionId(0)}, carried).ok());
+  EXPECT_FALSE(CheckNothingLost(PodName("a"), {PartitionId(0)},
+                                change.FailOver(PartitionId(1), PodName("b")).value().WithEpoch(Epoch(5)))
+                   .ok());
+  // p1 keeps its birth: its copies may hold what its first leader took.
+  EXPECT_EQ(carried.Find(PartitionId(1))->born, Epoch(2));
+  EXPECT_EQ(carried.Find(PartitionId(1))->LeaderEpoch(), Epoch(5));
+  EXPECT_EQ(carried.Find(PartitionId(1))->owner, PodName("b"));
 }
 
 TEST(FailOverTest, ASealStillNamesItsSuccessorsAfterOneOfThemFailedOver) {

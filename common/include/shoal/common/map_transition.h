@@ -86,17 +86,24 @@ struct HeldPartitionState {
 // successors the map records; none is one the map declares lost (PartitionMap::DeclareLost: a
 // pod holding it did not lose its data). Conflict naming the first partition that breaks it,
 // or Ok.
+// `fenced_empty` as for CheckNothingLost.
 Status CheckMapTransition(const PodName& pod, const std::vector<HeldPartitionState>& held,
                           const PartitionMap& next,
-                          std::vector<std::pair<PartitionId, uint64_t>>* dropped);
+                          std::vector<std::pair<PartitionId, uint64_t>>* dropped,
+                          const std::vector<std::pair<PartitionId, Epoch>>& fenced_empty = {});
 
 // Whether `pod`, holding the partitions `held` (ids), holds everything `next` gives it from
 // earlier maps: a partition born before next's epoch (PartitionInfo::born), not lost, that it
 // owns and does not hold, was held here once (its change installed its map here before it
 // completed) and is gone: DataLost naming it, so that it is declared lost by the coordinator
 // instead of started again empty. Partitions of unknown birth (born 0) are not checked.
+// `fenced_empty` lists the partitions this pod answered a failover's fence for while it held
+// nothing of them (never in a map it installed), with the leader epoch of that fence: one the
+// map makes this pod the leader of at that leader epoch or later is started empty (the
+// failover chose it from a quorum of answers, so nothing acknowledged is elsewhere only).
 Status CheckNothingLost(const PodName& pod, const std::vector<PartitionId>& held,
-                        const PartitionMap& next);
+                        const PartitionMap& next,
+                        const std::vector<std::pair<PartitionId, Epoch>>& fenced_empty = {});
 
 // The partitions `map` gives `pod` that it must hold already (not lost, made by a map before
 // `made_before`, or of unknown birth): what a pod that holds no map has lost. For an installed

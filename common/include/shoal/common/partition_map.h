@@ -207,6 +207,11 @@ class PartitionMap {
   // moves a change not yet carried out past a refused epoch): the partitions this map's change
   // made are born at the new epoch.
   PartitionMap WithEpoch(Epoch epoch) const;
+  // The map of a change of epoch `change` carried on at this map's (later) epoch, as a failover
+  // composed into that change makes it: the partitions the change made are born at this epoch
+  // (no pod held them before it), except those a failover gave a new leader (their copies may
+  // hold events of the change's first leader).
+  PartitionMap CarryingChange(Epoch change) const;
   // The same map issued again at a later epoch (a coordinator that re-installs the map the
   // sidecars hold over a change that lost): every partition keeps its birth.
   PartitionMap Reissued(Epoch epoch) const;

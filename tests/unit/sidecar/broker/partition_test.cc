@@ -683,6 +683,51 @@ TEST_P(PartitionTest, AFencedCopyTakesNothingMoreFromAnOlderLeaderEvenAfterARest
   EXPECT_EQ(copy->end_offset(), 3u);
 }
 
+TEST_P(PartitionTest, AFenceAnsweredForAPartitionNotHeldYetBindsTheCopyMadeLater) {
+  // The coordinator fenced this pod for a partition of a change whose map never reached it: the
+  // fence is written where the partition's directory will be, and the copy made there later
+  // takes nothing from a leader of an older leader epoch.
+  storage::FileSystem& fs = storage::PosixFileSystem();
+  const std::string dir = Options().dir;
+  EXPECT_EQ(Partition::FenceIn(fs, dir), 0u);
+  ASSERT_TRUE(Partition::FenceAbsent(fs, dir, 5).ok());
+  ASSERT_TRUE(Partition::FenceAbsent(fs, dir, 3).ok());  // never lowered
+  EXPECT_EQ(Partition::FenceIn(fs, dir), 5u);
+  PartitionOptions lo = Options();
+  lo.dir = dir_.path() + "/leader";
+  auto leader = MustOpen(lo);
+  ASSERT_NE(leader, nullptr);
+  ASSERT_TRUE(leader->StartLeading(Epoch(4)).ok());
+  Produce(*leader, {Seq("a", 1)});
+  std::string one;
+  ASSERT_TRUE(leader->ReadCopy(0, 1, &one).ok());
+  auto copy = MustOpen();
+  ASSERT_NE(copy, nullptr);
+  copy->SetFollower(true);
+  EXPECT_EQ(copy->fenced(), 5u);
+  EXPECT_EQ(copy->AppendCopied(0, one, 0, 4).status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(copy->end_offset(), 0u);
+  EXPECT_TRUE(copy->AppendCopied(0, one, 0, 5).ok());
+}
+
+TEST_P(PartitionTest, ASealIsCarriedOnForTheSameSuccessorsWhateverTheirLeaders) {
+  auto p = MustOpen();
+  ASSERT_NE(p, nullptr);
+  const SuccessorRef s2{PartitionId(2), PodName("a"), HashRange{0, 100}};
+  const SuccessorRef s3{PartitionId(3), PodName("b"), HashRange{100, 200}};
+  ASSERT_TRUE(p->Seal(SealIntent{Epoch(2), "d2", {s2, s3}, std::nullopt}, Epoch(1)).ok());
+  ASSERT_TRUE(p->ConfirmSuccessor(s2).ok());
+  // A failover into the change gave p3 to its copy on c, at epoch 4: the same change.
+  SuccessorRef moved = s3;
+  moved.owner = PodName("c");
+  EXPECT_TRUE(p->Seal(SealIntent{Epoch(4), "d4", {s2, moved}, std::nullopt}, Epoch(1)).ok());
+  EXPECT_TRUE(p->ConfirmSuccessor(moved).ok());
+  // Other successor partitions are another change: refused, a successor took over.
+  const SuccessorRef other{PartitionId(4), PodName("a"), HashRange{0, 200}};
+  EXPECT_EQ(p->Seal(SealIntent{Epoch(5), "d5", {other}, std::nullopt}, Epoch(1)).status().code(),
+            Status::Code::kConflict);
+}
+
 TEST(PartitionAlwaysTest, TickDoesNotExposeUnsyncedEvents) {
   TempDir dir;
   ManualClock clock;
