@@ -51,6 +51,15 @@ Status ChangeExecutor::InstallAt(const PodName& pod, const PeerAddress& address,
       timing);
 }
 
+bool ChangeExecutor::OnlyFollows(const PartitionMap& map, const PodName& pod) {
+  bool follows = false;
+  for (const auto& p : map.partitions()) {
+    if (p.owner == pod) return false;
+    follows |= p.FollowedBy(pod);
+  }
+  return follows;
+}
+
 bool ChangeExecutor::HoldsNoMap(const PeerAddress& address) {
   auto held = admin_.GetMap(address.admin);
   return !held.ok() && held.status().code() == Status::Code::kNotFound;
@@ -136,6 +145,16 @@ Result<PartitionMap> ChangeExecutor::Apply(const PartitionMap& current, const Pa
       if (st.code() == Status::Code::kDataLost && HoldsNoMap(addr)) {
         Logger("control")->warn("msg=\"a pod lost its data; the change goes on without it\" "
                                 "pod={} epoch={} reason=\"{}\"",
+                                pod, installed.epoch().value(), st.message());
+        continue;
+      }
+      // A pod that does not answer and only follows in this map (it leads nothing, active or
+      // sealed) is not waited for: its copies take nothing from a leader the map replaced (the
+      // failover fenced them), it gets the map when it answers again (the coordinator brings
+      // pods behind up to date), and waiting would hold back a failover carried in the change.
+      if (st.code() == Status::Code::kUnavailable && OnlyFollows(installed, PodName(pod))) {
+        Logger("control")->warn("msg=\"a pod that only follows does not answer; the change goes "
+                                "on without it\" pod={} epoch={} reason=\"{}\"",
                                 pod, installed.epoch().value(), st.message());
         continue;
       }

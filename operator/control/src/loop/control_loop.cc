@@ -884,17 +884,47 @@ bool ControlLoop::MaybeFailOver(const std::vector<PodInfo>& pods) {
     led_by_down[info.owner.value()].push_back(info.id);
   }
   if (led_by_down.empty()) return false;
-  // The epoch of the failover map: never one a change in progress may have sent already (that
-  // change resolves its step again on the new map: a seal it made is void under it, and undone
-  // by its install), nor below a fence of an earlier attempt.
+  // The epoch of the failover map: never one a change in progress may have sent already, nor
+  // below a fence of an earlier attempt.
   Epoch floor = std::max(epoch_floor_, Epoch(map_.epoch().value() + 1));
   PlanStep* in_progress = nullptr;
+  std::optional<PartitionMap> change;
   if (plan_ && plan_->next < plan_->steps.size() && !plan_->steps[plan_->next].target.empty()) {
     in_progress = &plan_->steps[plan_->next];
     if (auto t = PartitionMap::FromJson(in_progress->target); t.ok()) {
       floor = std::max(floor, Epoch(t->epoch().value() + 1));
+      change = std::move(t).value();
     }
   }
+  // With a change in progress whose parents all have a leader that answers, the failover goes
+  // into the change's map: parts of the change may have taken effect (a parent sealed for it
+  // and confirmed by a successor), which a map without the change would contradict, wedging
+  // the topic. The change's successors led by the pods that are down are failed over with it.
+  // Otherwise (a parent to seal is led by a pod that is down, so the change cannot go on) the
+  // failover goes into the current map and the change resolves its step again on it: a seal it
+  // made that no successor confirmed is void under that map, and undone by its install.
+  if (change) {
+    bool parents_answer = true;
+    std::map<std::string, std::vector<PartitionId>> in_change;
+    for (const auto& info : change->partitions()) {
+      const PartitionInfo* now = map_.Find(info.id);
+      if (!info.active() && !info.lost && now && now->active() &&
+          led_by_down.count(now->owner.value())) {
+        parents_answer = false;
+      }
+      if (info.active() && !info.lost && !info.replicas.empty() &&
+          led_by_down.count(info.owner.value())) {
+        in_change[info.owner.value()].push_back(info.id);
+      }
+    }
+    if (parents_answer) {
+      led_by_down = std::move(in_change);
+      if (led_by_down.empty()) return false;
+    } else {
+      change.reset();
+    }
+  }
+  const PartitionMap& base = change ? *change : map_;
   for (const auto& [pod, ids] : led_by_down) {
     for (PartitionId id : ids) {
       if (auto f = fenced_.find(id); f != fenced_.end()) floor = std::max(floor, f->second);
@@ -913,7 +943,7 @@ bool ControlLoop::MaybeFailOver(const std::vector<PodInfo>& pods) {
   };
   std::string why;
   std::set<PartitionId> fenced;
-  auto leaders = FenceAndChooseLeaders(admin_, map_, ids, reachable, floor, &why, &fenced);
+  auto leaders = FenceAndChooseLeaders(admin_, base, ids, reachable, floor, &why, &fenced);
   for (PartitionId id : fenced) fenced_[id] = std::max(fenced_[id], floor);
   if (!why.empty()) {
     Logger("control")->warn("msg=\"cannot fail over every partition yet\" reason=\"{}\"", why);
@@ -922,12 +952,35 @@ bool ControlLoop::MaybeFailOver(const std::vector<PodInfo>& pods) {
     probe_->FailedOver("failed", 0, 0);
     return false;
   }
-  auto target = FailOverMap(map_, *leaders, floor);
+  auto target = FailOverMap(base, *leaders, floor);
+  if (target.ok() && change) target = target->CarryingChange(change->epoch());
   if (!target.ok()) {
     probe_->FailedOver("failed", 0, 0);
     Logger("control")->error("msg=\"failover map refused\" reason=\"{}\"",
                              target.status().message());
     return false;
+  }
+  std::string moved;
+  for (const auto& [id, leader] : *leaders) {
+    moved += (moved.empty() ? "" : ",") + std::to_string(id.value()) + "->" + leader.value();
+  }
+  const double seconds = std::chrono::duration<double>(clock_.SteadyNow() - earliest).count();
+  if (change) {
+    // The change's target now, saved before anything is sent; the change's next try carries it
+    // out (its parents sealed first, then the map installed everywhere).
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      in_progress->target = target->ToJson();
+    }
+    (void)Save();
+    probe_->FailedOver("ok", leaders->size(), seconds);
+    Logger("control")->warn(
+        "msg=\"failed over partitions whose leader stopped answering, inside the change in "
+        "progress\" epoch={} moved=\"{}\" seconds={:.3f}",
+        target->epoch().value(), moved, seconds);
+    for (const auto& [pod, pids] : led_by_down) down_since_.erase(pod);
+    for (const auto& [id, leader] : *leaders) fenced_.erase(id);
+    return true;
   }
   if (in_progress) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -945,12 +998,7 @@ bool ControlLoop::MaybeFailOver(const std::vector<PodInfo>& pods) {
                             "reason=\"{}\"",
                             failed);
   }
-  const double seconds = std::chrono::duration<double>(clock_.SteadyNow() - earliest).count();
   probe_->FailedOver("ok", leaders->size(), seconds);
-  std::string moved;
-  for (const auto& [id, leader] : *leaders) {
-    moved += (moved.empty() ? "" : ",") + std::to_string(id.value()) + "->" + leader.value();
-  }
   Logger("control")->warn(
       "msg=\"failed over partitions whose leader stopped answering\" epoch={} moved=\"{}\" "
       "installed_on={} seconds={:.3f}",

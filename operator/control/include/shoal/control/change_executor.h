@@ -73,6 +73,9 @@ class ChangeExecutor {
   // Whether the sidecar at `address` holds no map at all (its admin plane answers 404): after
   // its volume was emptied, or before its first map.
   bool HoldsNoMap(const PeerAddress& address);
+  // Whether `pod` leads nothing in `map` (no partition, active or sealed, has it as its owner)
+  // and follows at least one partition.
+  static bool OnlyFollows(const PartitionMap& map, const PodName& pod);
 
  private:
   template <typename Fn>
