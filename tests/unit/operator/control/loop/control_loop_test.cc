@@ -178,6 +178,23 @@ class ControlLoopTest : public ::testing::Test {
   }
   // The surge: ten times what one partition takes.
   void Surge() { observer_.rate = 10000; }
+  // Three partitions (up to `max_partitions`) with two copies each, on three pods.
+  static TopicSpec ThreeCopiesOnThreePods(uint32_t max_partitions) {
+    TopicSpec spec = Spec();
+    spec.partitions.min = spec.partitions.initial = 3;
+    spec.partitions.max = max_partitions;
+    spec.replicas.min = spec.replicas.max = 3;
+    spec.replication.factor = 3;
+    return spec;
+  }
+  // Made and bootstrapped, with its copies placed.
+  void MakeReplicated(const TopicSpec& spec) {
+    Make(spec);
+    ASSERT_TRUE(TickUntil([&] {
+                  return admin_.Held(AdminOf(0)).has_value() &&
+                         !loop_->map().Find(PartitionId(0))->replicas.empty();
+                }).ok());
+  }
 
   MemPlatform platform_;
   SetLoadObserver observer_;
@@ -276,15 +293,8 @@ TEST_F(ControlLoopTest, APodThatCameBackWithoutItsDataHasItsPartitionsDeclaredLo
 // fences back from the copies (GET /v1/admin/replica) and finishes the failover, though the
 // old leader answers again: its copies would otherwise refuse it for ever.
 TEST_F(ControlLoopTest, AFailoverLeftHalfDoneByARestartedLoopIsFinished) {
-  TopicSpec spec = Spec();
-  spec.partitions.min = spec.partitions.max = spec.partitions.initial = 3;
-  spec.replicas.min = spec.replicas.max = 3;
-  spec.replication.factor = 3;
-  Make(spec);
-  ASSERT_TRUE(TickUntil([&] {
-                return admin_.Held(AdminOf(0)).has_value() &&
-                       !loop_->map().Find(PartitionId(0))->replicas.empty();
-              }).ok());
+  const TopicSpec spec = ThreeCopiesOnThreePods(3);
+  ASSERT_NO_FATAL_FAILURE(MakeReplicated(spec));
   const PartitionMap before = loop_->map();
   const PartitionInfo& p0 = *before.Find(PartitionId(0));
   ASSERT_EQ(p0.replicas.size(), 2u) << before.ToJson();
@@ -334,16 +344,7 @@ TEST_F(ControlLoopTest, ALeaderThatStopsAnsweringDuringAChangeIsFailedOverInside
   // Then a pod other than the parent's owner stops answering for good: its partitions are
   // failed over inside the change's map (the parent's seal stands: a successor that took over
   // confirms it, and a map with the parent active would be refused), not into the current map.
-  TopicSpec spec = Spec();
-  spec.partitions.min = spec.partitions.initial = 3;
-  spec.partitions.max = 4;
-  spec.replicas.min = spec.replicas.max = 3;
-  spec.replication.factor = 3;
-  Make(spec);
-  ASSERT_TRUE(TickUntil([&] {
-                return admin_.Held(AdminOf(0)).has_value() &&
-                       !loop_->map().Find(PartitionId(0))->replicas.empty();
-              }).ok());
+  ASSERT_NO_FATAL_FAILURE(MakeReplicated(ThreeCopiesOnThreePods(4)));
   const PartitionMap before = loop_->map();
   ASSERT_EQ(before.peers().size(), 3u) << before.ToJson();
   for (const auto& [pod, addr] : before.peers()) {
