@@ -433,6 +433,10 @@ class World {
   };
   std::map<uint32_t, LineageNode> lineage_;
   std::map<std::pair<std::string, uint64_t>, std::pair<uint32_t, uint64_t>> stored_;
+  // The events a quorum of their copies held when a volume was wiped (Wipe): acknowledged or
+  // read after it, they were held by a quorum when their leader's high watermark passed them,
+  // though one of those copies is gone now.
+  std::set<std::pair<std::string, uint64_t>> quorum_held_;
   // Every event known to be stored (acknowledged, or handed to some group), per partition id:
   // hash -> offset.
   std::map<uint32_t, std::multimap<uint32_t, uint64_t>> known_;
@@ -630,6 +634,12 @@ void World::Crash(Pod& p) {
 }
 
 void World::Wipe(Pod& p) {
+  if (replicated_) {
+    for (const auto& [key, at] : stored_) {
+      const auto [have, need] = Holders(at.first, at.second, key.first, key.second, nullptr);
+      if (have >= need) quorum_held_.insert(key);
+    }
+  }
   const PartitionMap held = p.topic->map();
   for (const auto& info : held.partitions()) {
     // With copies, what the coordinator declares lost counts (NoteMap): an active partition
@@ -1393,7 +1403,8 @@ void World::PartAnswered(const std::shared_ptr<PendingProduce>& pending, size_t 
       // lost since (a wiped volume) takes nothing back that a retry could restore.
       const auto first = stored_meta_.find(std::make_pair(e.producer, e.seq));
       const bool acked_before =
-          e.duplicate && first != stored_meta_.end() && first->second.acked;
+          (e.duplicate && first != stored_meta_.end() && first->second.acked) ||
+          quorum_held_.count(std::make_pair(e.producer, e.seq)) > 0;
       if (have < need && !acked_before) {
         Violation("invariant 9: " + part.pod + " acknowledged " + what + " at leader epoch " +
                   std::to_string(part.leader_epoch) + " while " + std::to_string(have) +
@@ -2186,7 +2197,7 @@ void World::CheckReadCommitted(const Group& g, const wire::ConsumedEvent& e,
   if (committed_.count({e.partition, e.offset})) return;
   std::string who;
   const auto [have, need] = Holders(e.partition, e.offset, producer, *e.seq, &who);
-  if (have >= need) {
+  if (have >= need || quorum_held_.count(std::make_pair(producer, *e.seq))) {
     committed_.insert({e.partition, e.offset});
     return;
   }
