@@ -45,9 +45,10 @@ Status CheckNothingLost(const PodName& pod, const std::vector<PartitionId>& held
   for (const auto& p : next.partitions()) {
     if (p.owner != pod || p.lost || p.born.value() == 0 || p.born >= next.epoch()) continue;
     if (std::find(held.begin(), held.end(), p.id) != held.end()) continue;
-    const bool empty_here = std::any_of(fenced_empty.begin(), fenced_empty.end(), [&](const auto& f) {
-      return f.first == p.id && p.leader_epoch > p.born && p.LeaderEpoch() >= f.second;
-    });
+    const bool empty_here =
+        std::any_of(fenced_empty.begin(), fenced_empty.end(), [&](const auto& f) {
+          return f.first == p.id && p.leader_epoch > p.born && p.LeaderEpoch() >= f.second;
+        });
     if (empty_here) continue;
     return Status::DataLost("the map of epoch " + std::to_string(next.epoch().value()) +
                             " gives partition " + std::to_string(p.id.value()) +
@@ -62,7 +63,6 @@ Status CheckMapTransition(const PodName& pod, const std::vector<HeldPartitionSta
                           const PartitionMap& next,
                           std::vector<std::pair<PartitionId, uint64_t>>* dropped,
                           const std::vector<std::pair<PartitionId, Epoch>>& fenced_empty) {
-
   for (const auto& h : held) {
     const std::string pid = "partition " + std::to_string(h.id.value());
     if (h.follower) {

@@ -507,7 +507,8 @@ Result<uint64_t> Partition::Seal() {
 
 namespace {
 // The same successor partitions (ids and ranges), whatever their leaders.
-bool SameSuccessorPartitions(const std::vector<SuccessorRef>& a, const std::vector<SuccessorRef>& b) {
+bool SameSuccessorPartitions(const std::vector<SuccessorRef>& a,
+                             const std::vector<SuccessorRef>& b) {
   return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const auto& x, const auto& y) {
     return x.id == y.id && x.range == y.range;
   });

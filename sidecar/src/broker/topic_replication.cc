@@ -346,9 +346,10 @@ std::vector<FencedCopy> Topic::FenceCopies(const std::vector<PartitionId>& ids,
       }
       if (Status st = Partition::FenceAbsent(fs_, PartitionDir(id), leader_epoch.value());
           !st.ok()) {
-        Logger("broker")->error("msg=\"cannot fence a partition not held here\" partition={} "
-                                "reason=\"{}\"",
-                                id.value(), st.message());
+        Logger("broker")->error(
+            "msg=\"cannot fence a partition not held here\" partition={} "
+            "reason=\"{}\"",
+            id.value(), st.message());
         continue;
       }
       out.push_back({id, Epoch(0), 0});

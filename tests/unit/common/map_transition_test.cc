@@ -186,10 +186,10 @@ TEST_F(MapTransitionTest, APartitionFencedHereWhileAbsentStartsEmptyWhenAFailove
   // Not moved by a failover, the partition was this pod's from its birth: it held it, and it
   // is gone.
   p5.leader_epoch = Epoch(0);
-  EXPECT_EQ(CheckNothingLost(kA, {}, PartitionMap("orders", Epoch(3), {p5}),
-                             {{PartitionId(5), Epoch(3)}})
-                .code(),
-            Status::Code::kDataLost);
+  EXPECT_EQ(
+      CheckNothingLost(kA, {}, PartitionMap("orders", Epoch(3), {p5}), {{PartitionId(5), Epoch(3)}})
+          .code(),
+      Status::Code::kDataLost);
 }
 
 }  // namespace
@@ -263,16 +263,18 @@ TEST(FailOverTest, AFailoverCarriedIntoAChangeMakesItsUntouchedSuccessorsNewAtIt
   change = change.WithReplicas(PartitionId(1), {PodName("b"), PodName("c")}).value();
   change = change.WithReplicas(PartitionId(2), {PodName("b"), PodName("c")}).value();
   ASSERT_EQ(change.epoch(), Epoch(2));
-  const PartitionMap carried =
-      change.FailOver(PartitionId(1), PodName("b")).value().WithEpoch(Epoch(5)).CarryingChange(
-          change.epoch());
+  const PartitionMap carried = change.FailOver(PartitionId(1), PodName("b"))
+                                   .value()
+                                   .WithEpoch(Epoch(5))
+                                   .CarryingChange(change.epoch());
   EXPECT_EQ(carried.epoch(), Epoch(5));
   // p2 was never held by a pod that installed no map of the change: new at epoch 5.
   EXPECT_EQ(carried.Find(PartitionId(2))->born, Epoch(5));
   EXPECT_TRUE(CheckNothingLost(PodName("a"), {PartitionId(0)}, carried).ok());
-  EXPECT_FALSE(CheckNothingLost(PodName("a"), {PartitionId(0)},
-                                change.FailOver(PartitionId(1), PodName("b")).value().WithEpoch(Epoch(5)))
-                   .ok());
+  EXPECT_FALSE(
+      CheckNothingLost(PodName("a"), {PartitionId(0)},
+                       change.FailOver(PartitionId(1), PodName("b")).value().WithEpoch(Epoch(5)))
+          .ok());
   // p1 keeps its birth: its copies may hold what its first leader took.
   EXPECT_EQ(carried.Find(PartitionId(1))->born, Epoch(2));
   EXPECT_EQ(carried.Find(PartitionId(1))->LeaderEpoch(), Epoch(5));

@@ -79,14 +79,13 @@ struct HeldPartitionState {
 // unacknowledged tail); a copy it follows counts as held for what the map gives it (a follower
 // made the leader holds the partition), unless the map does not know it at all (an id at or past
 // the map's NextId: a coordinator re-made its map without the change that made it, and taking
-// that map would drop what the copy holds); one the map drops is sealed (only sealed partitions retire; each is added to
-// `dropped` with its end offset for the retirement rule); one the map has active is not sealed
-// here, unless that seal is void (SealVoid) or made for a later change (the executor seals ahead
-// of its map); one the map seals was sealed here first, at the end offset and for the
-// successors the map records; none is one the map declares lost (PartitionMap::DeclareLost: a
-// pod holding it did not lose its data). Conflict naming the first partition that breaks it,
-// or Ok.
-// `fenced_empty` as for CheckNothingLost.
+// that map would drop what the copy holds); one the map drops is sealed (only sealed partitions
+// retire; each is added to `dropped` with its end offset for the retirement rule); one the map has
+// active is not sealed here, unless that seal is void (SealVoid) or made for a later change (the
+// executor seals ahead of its map); one the map seals was sealed here first, at the end offset and
+// for the successors the map records; none is one the map declares lost (PartitionMap::DeclareLost:
+// a pod holding it did not lose its data). Conflict naming the first partition that breaks it, or
+// Ok. `fenced_empty` as for CheckNothingLost.
 Status CheckMapTransition(const PodName& pod, const std::vector<HeldPartitionState>& held,
                           const PartitionMap& next,
                           std::vector<std::pair<PartitionId, uint64_t>>* dropped,

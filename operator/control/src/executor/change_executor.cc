@@ -153,9 +153,10 @@ Result<PartitionMap> ChangeExecutor::Apply(const PartitionMap& current, const Pa
       // failover fenced them), it gets the map when it answers again (the coordinator brings
       // pods behind up to date), and waiting would hold back a failover carried in the change.
       if (st.code() == Status::Code::kUnavailable && OnlyFollows(installed, PodName(pod))) {
-        Logger("control")->warn("msg=\"a pod that only follows does not answer; the change goes "
-                                "on without it\" pod={} epoch={} reason=\"{}\"",
-                                pod, installed.epoch().value(), st.message());
+        Logger("control")->warn(
+            "msg=\"a pod that only follows does not answer; the change goes "
+            "on without it\" pod={} epoch={} reason=\"{}\"",
+            pod, installed.epoch().value(), st.message());
         continue;
       }
       SHOAL_RETURN_IF_ERROR(st);

@@ -365,8 +365,7 @@ TEST_F(ControlLoopTest, ALeaderThatStopsAnsweringDuringAChangeIsFailedOverInside
   ASSERT_FALSE(parent_owner.value().empty()) << change->ToJson();
   // The pod after the parent's owner goes down; its copies answer the fence with what they
   // hold (nothing yet, in this test).
-  const uint32_t parent_ordinal =
-      static_cast<uint32_t>(std::stoul(parent_owner.value().substr(2)));
+  const uint32_t parent_ordinal = static_cast<uint32_t>(std::stoul(parent_owner.value().substr(2)));
   const uint32_t down_ordinal = (parent_ordinal + 1) % 3;
   const PodName down("t-" + std::to_string(down_ordinal));
   platform_.restarting_[down_ordinal] = 1 << 20;
