@@ -371,15 +371,19 @@ std::vector<FencedCopy> Topic::FenceCopies(const std::vector<PartitionId>& ids,
 }
 
 std::vector<std::pair<PartitionId, Epoch>> Topic::FencedAbsent(const PartitionMap& next) const {
-  std::vector<std::pair<PartitionId, Epoch>> out;
-  for (const auto& info : next.partitions()) {
-    if (info.owner != opts_.pod || info.leader_epoch <= info.born) continue;
-    {
-      ReaderLock lock(map_mu_);
-      if (partitions_.count(info.id) || followed_.count(info.id)) continue;
+  std::vector<PartitionId> absent;
+  {
+    ReaderLock lock(map_mu_);
+    for (const auto& info : next.partitions()) {
+      if (info.owner != opts_.pod || info.leader_epoch <= info.born) continue;
+      if (!partitions_.count(info.id) && !followed_.count(info.id)) absent.push_back(info.id);
     }
-    if (const uint64_t f = Partition::FenceIn(fs_, PartitionDir(info.id)); f > 0) {
-      out.emplace_back(info.id, Epoch(f));
+  }
+  // The fence files are read without the map lock.
+  std::vector<std::pair<PartitionId, Epoch>> out;
+  for (PartitionId id : absent) {
+    if (const uint64_t f = Partition::FenceIn(fs_, PartitionDir(id)); f > 0) {
+      out.emplace_back(id, Epoch(f));
     }
   }
   return out;

@@ -964,7 +964,7 @@ bool ControlLoop::MaybeFailOver(const std::vector<PodInfo>& pods) {
   for (const auto& [id, leader] : *leaders) {
     moved += (moved.empty() ? "" : ",") + std::to_string(id.value()) + "->" + leader.value();
   }
-  const double seconds = std::chrono::duration<double>(clock_.SteadyNow() - earliest).count();
+  std::string installed_on;  // the pods that took the map, when it is installed here
   if (change) {
     // The change's target now, saved before anything is sent; the change's next try carries it
     // out (its parents sealed first, then the map installed everywhere).
@@ -973,36 +973,30 @@ bool ControlLoop::MaybeFailOver(const std::vector<PodInfo>& pods) {
       in_progress->target = target->ToJson();
     }
     (void)Save();
-    probe_->FailedOver("ok", leaders->size(), seconds);
-    Logger("control")->warn(
-        "msg=\"failed over partitions whose leader stopped answering, inside the change in "
-        "progress\" epoch={} moved=\"{}\" seconds={:.3f}",
-        target->epoch().value(), moved, seconds);
-    for (const auto& [pod, pids] : led_by_down) down_since_.erase(pod);
-    for (const auto& [id, leader] : *leaders) fenced_.erase(id);
-    return true;
+  } else {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (in_progress) in_progress->target.clear();
+      map_ = *target;
+    }
+    (void)Save();  // saved before it is sent: a restarted loop installs this map
+    std::string failed;
+    const size_t installed =
+        InstallFailOverMap(admin_, *target, *leaders, reachable, &failed).size();
+    if (!failed.empty()) {
+      Logger("control")->warn("msg=\"failover map not installed everywhere; retried later\" "
+                              "reason=\"{}\"",
+                              failed);
+    }
+    installed_on = " installed_on=" + std::to_string(installed);
   }
-  if (in_progress) {
-    std::lock_guard<std::mutex> lock(mu_);
-    in_progress->target.clear();
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    map_ = *target;
-  }
-  (void)Save();  // saved before it is sent: a restarted loop installs this map
-  std::string failed;
-  const size_t installed = InstallFailOverMap(admin_, *target, *leaders, reachable, &failed).size();
-  if (!failed.empty()) {
-    Logger("control")->warn("msg=\"failover map not installed everywhere; retried later\" "
-                            "reason=\"{}\"",
-                            failed);
-  }
+  const double seconds = std::chrono::duration<double>(clock_.SteadyNow() - earliest).count();
   probe_->FailedOver("ok", leaders->size(), seconds);
   Logger("control")->warn(
-      "msg=\"failed over partitions whose leader stopped answering\" epoch={} moved=\"{}\" "
-      "installed_on={} seconds={:.3f}",
-      target->epoch().value(), moved, installed, seconds);
+      "msg=\"failed over partitions whose leader stopped answering{}\" epoch={} moved=\"{}\"{} "
+      "seconds={:.3f}",
+      change ? ", inside the change in progress" : "", target->epoch().value(), moved,
+      installed_on, seconds);
   for (const auto& [pod, ids] : led_by_down) down_since_.erase(pod);
   for (const auto& [id, leader] : *leaders) fenced_.erase(id);
   return true;
