@@ -300,8 +300,9 @@ Result<PartitionMap> PartitionMap::DeclareLost(const PodName& pod, bool in_chang
   bool any = false;
   for (auto& p : parts) {
     if (p.owner != pod || p.lost) continue;
-    // An active partition with copies is not lost: a failover gives it to one of them.
-    if (p.active() && !p.replicas.empty()) continue;
+    // A partition with copies is not lost: a failover gives it to one of them (a sealed one
+    // too: its seal's end is held by a quorum of its copies).
+    if (!p.replicas.empty()) continue;
     any = true;
     if (p.active()) {
       successors.push_back({.id = PartitionId(next++), .range = p.range, .owner = pod,

@@ -28,6 +28,7 @@
 #include "shoal/common/hash.h"
 #include "shoal/common/partition_map.h"
 #include "shoal/common/replication.h"
+#include "shoal/control/failover.h"
 #include "support/http_test_client.h"
 #include "support/sidecar_cluster.h"
 
@@ -620,6 +621,70 @@ TEST(ReplicationTest, AFencedQuorumLeavesTheOldLeaderNoQuorumAndTheNewLeaderHasE
   const std::string leader_bytes = SegmentBytes(c, now_leads, 0);
   EXPECT_TRUE(WaitFor([&] { return SegmentBytes(c, 0, 0) == leader_bytes; }, 10s))
       << FollowedEnds(c, 0)[0] << "\n" << c.Describe();
+}
+
+// A sealed partition whose leader dies with its volume is failed over like an active one: a copy
+// takes the seal the map records and leads it, and the groups that had not read it yet drain it
+// through its successor, every event once and in order (invariants 3 and 9).
+TEST(ReplicationTest, ASealedPartitionWhoseLeaderLostItsVolumeIsDrainedFromTheCopyMadeItsLeader) {
+  SidecarCluster c(Options());
+  ASSERT_TRUE(c.Start().ok()) << c.Describe();
+  const auto keys = KeysOf(c.current(), 0, 20);
+  {
+    client::ShoalClient first(c.pod(0).data_url(), "orders", 10s);
+    ASSERT_TRUE(first.Produce(Batch(keys, "app", 1, 100)).ok());
+  }
+  // Partition 0 moves to pod 1: sealed at 100 on pod 0, its successor led by pod 1.
+  auto moved = c.current().Move(PartitionId(0), SidecarCluster::Pod(1));
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  const PartitionId successor(moved->NextId().value() - 1);
+  moved = moved->WithReplicas(successor, {SidecarCluster::Pod(2), SidecarCluster::Pod(0)});
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  ASSERT_TRUE(c.Apply(*moved).ok()) << c.Describe();
+  client::ShoalClient owner(c.pod(1).data_url(), "orders", 10s);
+  ASSERT_TRUE(owner.Produce(Batch(keys, "app", 101, 50)).ok()) << c.Describe();
+  // Pod 0 dies and its volume is gone; its sealed partition fails over to a copy.
+  c.pod(0).Kill9();
+  std::filesystem::remove_all(c.pod(0).data_dir());
+  // As the coordinator does it (control/failover.h), pod 0 not reachable.
+  const auto reachable = [&](const PodName& pod) -> const PeerAddress* {
+    return pod == SidecarCluster::Pod(0) ? nullptr : c.current().Peer(pod);
+  };
+  const Epoch floor(c.current().epoch().value() + 1);
+  std::string why;
+  auto leaders = control::FenceAndChooseLeaders(c.admin(), c.current(), {PartitionId(0)},
+                                                reachable, floor, &why);
+  ASSERT_TRUE(leaders.ok()) << leaders.status().ToString();
+  ASSERT_EQ(leaders->size(), 1u) << why;
+  auto next = control::FailOverMap(c.current(), *leaders, floor);
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  std::string failed;
+  EXPECT_EQ(control::InstallFailOverMap(c.admin(), *next, *leaders, reachable, &failed).size(), 2u)
+      << failed;
+  c.set_current(*next);
+  const PartitionInfo* p0 = c.current().Find(PartitionId(0));
+  ASSERT_FALSE(p0->active());
+  EXPECT_EQ(p0->end_offset, 100u);
+  std::vector<uint64_t> seqs;
+  WaitFor(
+      [&] {
+        auto got = owner.Consume("billing", 10000, 200);
+        if (!got.ok()) return false;
+        std::map<uint32_t, uint64_t> next;
+        for (const auto& e : *got) {
+          simdjson::dom::parser parser;
+          auto n = parser.parse(e.value)["n"].get_uint64();
+          if (!n.error()) seqs.push_back(n.value());
+          next[e.partition] = std::max(next[e.partition], e.offset + 1);
+        }
+        std::vector<wire::CommitOffset> commits;
+        for (const auto& [p, o] : next) commits.push_back({PartitionId(p), Offset(o)});
+        if (!commits.empty()) (void)owner.Commit("billing", commits);
+        return seqs.size() >= 150;
+      },
+      15s);
+  ASSERT_EQ(seqs.size(), 150u) << c.Describe();
+  for (size_t i = 0; i < seqs.size(); ++i) ASSERT_EQ(seqs[i], i + 1) << "at " << i;
 }
 
 }  // namespace

@@ -2224,7 +2224,7 @@ std::vector<PartitionId> World::FailOverCandidates(const PartitionMap& base, boo
   std::vector<PartitionId> out;
   std::map<std::string, bool> down;
   for (const auto& p : base.partitions()) {
-    if (!p.active() || p.lost || p.replicas.empty()) continue;
+    if (p.lost || p.replicas.empty()) continue;  // active or sealed
     const std::string& leader = p.owner.value();
     auto it = down.find(leader);
     if (it == down.end()) {
@@ -2272,7 +2272,7 @@ void World::FinishFailOver(Coordinator& c, bool quiet) {
   std::map<std::string, std::vector<PartitionId>> per_pod;
   for (PartitionId id : record_.failing_over) {
     const PartitionInfo* info = base.Find(id);
-    if (!info || !info->active() || info->lost) continue;
+    if (!info || info->lost) continue;
     ids.push_back(id);
     for (const auto& f : info->replicas) per_pod[f.value()].push_back(id);
     // The old leader too, as the control loop fences it: one back with its data answers and

@@ -457,7 +457,7 @@ int Run(const TortureOptions& o) {
         std::set<size_t> old_leaders;
         uint64_t floor = std::max(current.epoch().value(), max_tried_epoch) + 1;
         for (const auto& p : current.partitions()) {
-          if (!p.active() || p.lost || p.replicas.empty()) continue;
+          if (p.lost || p.replicas.empty()) continue;  // active or sealed
           const size_t i = index_of(p.owner);
           bool due;
           if (auto f = fenced.find(p.id.value()); f != fenced.end()) {
@@ -533,7 +533,7 @@ int Run(const TortureOptions& o) {
         }
       }
       // 3. A wiped pod's partitions that no failover moves are declared lost (its only copy of
-      //    them is gone, or, sealed, they are never failed over: the known gap).
+      //    them is gone).
       if (recovering && !pending) {
         for (size_t i = 0; i < pods.size(); ++i) {
           if (!is_wiped[i] || !reach[i] || !executor.HoldsNoMap(*current.Peer(pod_names[i]))) {
@@ -542,7 +542,7 @@ int Run(const TortureOptions& o) {
           bool declarable = false, waits = false;
           for (const auto& p : current.partitions()) {
             if (p.owner != pod_names[i] || p.lost) continue;
-            (p.active() && !p.replicas.empty() ? waits : declarable) = true;
+            (!p.replicas.empty() ? waits : declarable) = true;
           }
           if (!declarable || waits) continue;  // its led copies are failed over first
           auto lost = current.DeclareLost(pod_names[i]);

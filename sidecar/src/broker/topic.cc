@@ -661,6 +661,30 @@ Result<Topic::OwnedPartitions> Topic::OpenOwned(const PartitionMap& next) {
   // lock: it is a durable file write.
   for (auto& [id, p] : opened) {
     const PartitionInfo* info = next.Find(id);
+    // A copy made the leader of a sealed partition (its leader died or lost its volume after
+    // the seal) takes the seal the map records. A quorum of the copies held the sealed end when
+    // the seal was answered, and the failover chose the most complete of a quorum, so this copy
+    // holds it; what it holds past it was never acknowledged (the seal took everything its
+    // leader had) and is cut.
+    if (info && !info->active() && !info->lost && p->follower() && !p->sealed_end()) {
+      // (ReturnCopies moves the copies out of `opened`: nothing of `p` is read after it.)
+      Status st = Status::Ok();
+      if (p->end_offset() < info->end_offset) {
+        st = Status::Unavailable("the copy of sealed partition " + std::to_string(id.value()) +
+                                 " holds " + std::to_string(p->end_offset()) +
+                                 " events, less than its sealed end " +
+                                 std::to_string(info->end_offset) + ": it cannot lead it");
+      } else if (p->end_offset() > info->end_offset) {
+        st = p->CutTo(info->end_offset);
+      }
+      if (st.ok()) {
+        if (auto sealed = p->Seal(); !sealed.ok()) st = sealed.status();
+      }
+      if (!st.ok()) {
+        ReturnCopies(opened);
+        return st;
+      }
+    }
     if (info && (!info->replicas.empty() || info->leader_epoch.value() > 0)) {
       if (Status st = p->StartLeading(info->LeaderEpoch()); !st.ok()) {
         ReturnCopies(opened);

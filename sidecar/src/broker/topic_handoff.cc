@@ -209,7 +209,13 @@ Result<uint64_t> Topic::Seal(PartitionId id, const SealIntent& intent,
     // that their commits keep meaning those batches across a restart.
     SHOAL_RETURN_IF_ERROR(it->second->RecordWholeBatches());
     sealed_at = *end;
-    if (it->second->quorum()->replicated()) quorum = it->second->quorum();
+    // Sealed already by the map this pod holds, as a failover's new leader (a copy sealed as a
+    // change's parent, Seal below): its followers copy the sealed end once they hold that map,
+    // which the change installs after this answer; its readers wait for them (the map's end
+    // is not taken as held by a quorum for such a partition, ReconcileReplicas).
+    const PartitionInfo* held = map_.Find(id);
+    const bool sealed_by_failover = held && !held->active() && held->leader_epoch.value() > 0;
+    if (it->second->quorum()->replicated() && !sealed_by_failover) quorum = it->second->quorum();
   }
   // Waited for without the map lock: the followers' fetches that move the mark take it.
   if (quorum && !quorum->Await(sealed_at, quorum_wait).ok()) {
@@ -224,22 +230,41 @@ Result<uint64_t> Topic::Seal(PartitionId id, const SealIntent& intent,
 Result<uint64_t> Topic::Seal(const PartitionMap& target, PartitionId id,
                              std::chrono::milliseconds quorum_wait) {
   const PartitionInfo* info = target.Find(id);
-  return Seal(id,
-              SealIntent{target.epoch(), target.Digest(), SuccessorRefs(target, id),
-                         info ? std::optional<HashRange>(info->range) : std::nullopt},
-              quorum_wait);
+  const SealIntent intent{target.epoch(), target.Digest(), SuccessorRefs(target, id),
+                          info ? std::optional<HashRange>(info->range) : std::nullopt};
+  if (info && info->owner == opts_.pod && info->leader_epoch.value() > 0) {
+    // A copy that a failover carried in this change made the leader of a parent the change
+    // seals (its leader went down or lost its volume): the copy is fenced, so it takes nothing
+    // more from the old leader, and a quorum's answers chose it as the most
+    // complete (fenced at or below the leader epoch the map gives it). It is sealed here at its
+    // end before the map that makes it the leader arrives.
+    ReaderLock lock(map_mu_);
+    if (auto f = followed_.find(id); f != followed_.end() && !partitions_.count(id) &&
+                                     f->second->fenced() > 0 &&
+                                     f->second->fenced() <= info->leader_epoch.value()) {
+      return f->second->Seal(intent, map_.epoch());
+    }
+  }
+  return Seal(id, intent, quorum_wait);
 }
 
 Result<std::string> Topic::ExportProducers(PartitionId id, const SuccessorRef* successor,
                                            std::optional<uint64_t> end) {
   ReaderLock lock(map_mu_);
-  auto it = partitions_.find(id);
-  if (it == partitions_.end()) {
+  Partition* part = nullptr;
+  if (auto it = partitions_.find(id); it != partitions_.end()) {
+    part = it->second.get();
+  } else if (auto f = followed_.find(id); f != followed_.end() && f->second->sealed_end()) {
+    // A copy sealed as the parent's new leader by a failover carried in the change (Seal), the
+    // map that makes it the leader not installed here yet: it answers for the parent.
+    part = f->second.get();
+  }
+  if (!part) {
     SHOAL_RETURN_IF_ERROR(NotLostHere(id, "asked for the producer state of"));
     return Status::NotFound("partition " + std::to_string(id.value()) + " is not on this sidecar");
   }
-  if (successor) SHOAL_RETURN_IF_ERROR(it->second->ConfirmSuccessor(*successor));
-  if (const auto sealed = it->second->sealed_end(); end && sealed && *sealed != *end) {
+  if (successor) SHOAL_RETURN_IF_ERROR(part->ConfirmSuccessor(*successor));
+  if (const auto sealed = part->sealed_end(); end && sealed && *sealed != *end) {
     return Status::Conflict("partition " + std::to_string(id.value()) + " is sealed at " +
                             std::to_string(*sealed) + ", not at " + std::to_string(*end) +
                             " as the successor's map records");
@@ -248,11 +273,11 @@ Result<std::string> Topic::ExportProducers(PartitionId id, const SuccessorRef* s
   // not inherited theirs yet (a crash took back its seeding before its snapshot) would hand on
   // only its own events' entries, and its successor would take retries of the rest as new.
   const PartitionInfo* info = map_.Find(id);
-  if (info && !info->parents.empty() && !it->second->seeded()) {
+  if (info && !info->parents.empty() && !part->seeded()) {
     return Status::Unavailable("partition " + std::to_string(id.value()) +
                                " has not inherited its parents' producer state yet; retry");
   }
-  return it->second->ExportProducers();
+  return part->ExportProducers();
 }
 
 }  // namespace shoal::broker

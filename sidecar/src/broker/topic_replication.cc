@@ -44,8 +44,12 @@ void Topic::ReconcileReplicas() {
         moved |= p->quorum()->SetFollowers(info->replicas, clock_.NowMs());
         p->commit_quorum()->SetFollowers(info->replicas, clock_.NowMs());
         // The end the map records for a sealed partition was held by a quorum when its seal was
-        // answered (Topic::Seal).
-        if (!info->active() && !info->lost) moved |= p->quorum()->HeldByQuorum(info->end_offset);
+        // answered (Topic::Seal), unless a failover gave it a new leader: a copy sealed as the
+        // leader of a change's parent holds what it held (the most complete of a quorum), which
+        // its followers copy from it before it is read.
+        if (!info->active() && !info->lost && info->leader_epoch.value() == 0) {
+          moved |= p->quorum()->HeldByQuorum(info->end_offset);
+        }
       }
     }
   }

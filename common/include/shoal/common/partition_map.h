@@ -164,8 +164,8 @@ class PartitionMap {
   Result<PartitionMap> Merge(PartitionId a, PartitionId b) const;
   Result<PartitionMap> Move(PartitionId p, const PodName& to) const;
   // The recovery of a pod whose volume came back empty (with one copy of each partition, its
-  // events are gone): every partition `pod` owns that is not lost already (and, when active,
-  // has no followers: a failover gives those to a copy) is declared lost
+  // events are gone): every partition `pod` owns that is not lost already and has no followers
+  // (a failover gives a partition with followers, active or sealed, to a copy) is declared lost
   // (sealed, `lost`), and each one that was active gets a successor on `pod` over the same
   // range, whose parents are the lost partition, so its range takes writes again. InvalidArgument
   // when the pod owns nothing that is not lost already. `in_change`: this map is a change not

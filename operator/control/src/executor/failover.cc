@@ -20,8 +20,9 @@ Result<std::vector<std::pair<PartitionId, PodName>>> FenceAndChooseLeaders(
   std::vector<PartitionId> wanted;
   for (PartitionId id : ids) {
     const PartitionInfo* info = map.Find(id);
-    if (!info || !info->active() || info->lost || info->replicas.empty()) {
-      note("partition " + std::to_string(id.value()) + " is not an active replicated one");
+    // Active or sealed: a sealed partition's groups drain it from the copy made its leader.
+    if (!info || info->lost || info->replicas.empty()) {
+      note("partition " + std::to_string(id.value()) + " is not a replicated one");
       continue;
     }
     wanted.push_back(id);

@@ -853,7 +853,8 @@ bool ControlLoop::MaybeFailOver(const std::vector<PodInfo>& pods) {
   }
   auto earliest = now;
   for (const auto& info : map_.partitions()) {
-    if (!info.active() || info.lost || info.replicas.empty()) continue;
+    // Active or sealed: a sealed partition's consumers drain it from the copy made its leader.
+    if (info.lost || info.replicas.empty()) continue;
     // Copies fenced for a failover that did not finish: the failover goes on, whatever the old
     // leader's readiness now (its followers take nothing more from it).
     if (auto f = fenced_.find(info.id); f != fenced_.end()) {

@@ -19,7 +19,7 @@
 
 namespace shoal::control {
 
-// Fences the copies of `ids` (partitions of `map`, active and replicated) at leader epoch
+// Fences the copies of `ids` (replicated partitions of `map`, active or sealed) at leader epoch
 // `floor` and chooses a leader for each partition a quorum of whose copies answered. Every
 // follower of a partition is fenced, and its old leader too, at the admin address `reachable`
 // gives (nullptr: not reachable, skipped; a pod that lost its data should be given as not
