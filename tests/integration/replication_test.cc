@@ -687,5 +687,47 @@ TEST(ReplicationTest, ASealedPartitionWhoseLeaderLostItsVolumeIsDrainedFromTheCo
   for (size_t i = 0; i < seqs.size(); ++i) ASSERT_EQ(seqs[i], i + 1) << "at " << i;
 }
 
+// A commit is answered once a quorum holds it, which need not include the copy a failover makes
+// the leader: that copy gathers its groups' commits from the other copies before it hands out
+// an event, so the group does not read again what it committed (invariant 4).
+TEST(ReplicationTest, ACopyMadeTheLeaderGathersTheCommitsAQuorumHeldWithoutIt) {
+  SidecarCluster c(Options({"--replication-timeout-ms", "1000"}));
+  ASSERT_TRUE(c.Start().ok()) << c.Describe();
+  const auto keys = KeysOf(c.current(), 0, 20);
+  {
+    client::ShoalClient leader(c.pod(0).data_url(), "orders", 10s);
+    ASSERT_TRUE(leader.Produce(Batch(keys, "app", 1, 100)).ok());
+    ASSERT_TRUE(WaitFor([&] { return FollowedEnds(c, 2)[0] == 100; }, 10s)) << c.Describe();
+    // Pod 2 paused (once it has not fetched for a second, no fetch of its is held at the leader
+    // to carry the commit to it): the commit is held by pod 0 and pod 1, a quorum without it.
+    ASSERT_EQ(kill(c.pod(2).pid(), SIGSTOP), 0);
+    ASSERT_TRUE(WaitFor([&] { return LagSeconds(c, 0, "pod-2") > 1; }, 10s)) << c.Describe();
+    auto got = leader.Consume("billing", 100, 0);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_EQ(got->size(), 100u);
+    Status committed = leader.Commit("billing", {{PartitionId(0), Offset(100)}});
+    ASSERT_TRUE(committed.ok()) << committed.ToString() << c.Describe();
+  }
+  // Pod 0 dies; pod 2 runs again and, its log as long as pod 1's, is made the leader.
+  c.pod(0).Kill9();
+  ASSERT_EQ(kill(c.pod(2).pid(), SIGCONT), 0);
+  const auto fenced = Fence(c, 0, {1, 2});
+  ASSERT_EQ(fenced.size(), 2u) << c.Describe();
+  for (const auto& f : fenced) ASSERT_EQ(f.end, 100u) << f.pod.value();
+  auto next = c.current().FailOver(PartitionId(0), SidecarCluster::Pod(2));
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  for (size_t i : {2, 1}) {
+    auto installed = c.admin().InstallMap(c.admin_address(i), *next);
+    ASSERT_TRUE(installed.ok()) << installed.status().ToString() << c.Describe();
+  }
+  c.set_current(*next);
+  client::ShoalClient leader(c.pod(2).data_url(), "orders", 10s);
+  ASSERT_TRUE(leader.Produce(Batch(keys, "app", 101, 10)).ok()) << c.Describe();
+  const auto seqs = ReadAllSeqs(leader, "billing", 10);
+  ASSERT_FALSE(seqs.empty()) << c.Describe();
+  EXPECT_EQ(seqs.front(), 101u) << "the group read again what it had committed";
+  EXPECT_EQ(seqs.size(), 10u);
+}
+
 }  // namespace
 }  // namespace shoal::testing

@@ -48,6 +48,8 @@ class SimPeers final : public broker::PeerClient {
                                      uint64_t end) override;
   Result<broker::RemoteCommits> FetchCommits(const PeerAddress& peer,
                                              PartitionId partition) override;
+  Result<broker::RemoteCommits> FetchCopyCommits(const PeerAddress& peer,
+                                                 PartitionId partition) override;
   Result<std::map<std::string, broker::GroupRegistry::Group>> FetchGroups(
       const PeerAddress& peer) override;
   // Reads and commits through ranges: lost on the way there or back, and now and then the
@@ -480,6 +482,13 @@ Result<broker::RemoteCommits> SimPeers::FetchCommits(const PeerAddress& peer,
   broker::Topic* t = w_.Reach(peer.admin);
   if (!t) return Status::Unavailable(peer.admin + " does not answer");
   return t->CommitsOf(partition);
+}
+
+Result<broker::RemoteCommits> SimPeers::FetchCopyCommits(const PeerAddress& peer,
+                                                         PartitionId partition) {
+  broker::Topic* t = w_.Reach(peer.admin);
+  if (!t || (w_.faults() && w_.Chance(0.03))) return Status::Unavailable(peer.admin + ": lost");
+  return t->CommitsOf(partition, /*copy=*/true);
 }
 
 Result<std::map<std::string, broker::GroupRegistry::Group>> SimPeers::FetchGroups(

@@ -945,6 +945,7 @@ Result<RangeBatch> Partition::ReadRanges(const std::string& group, const std::st
   // where it stopped when it found nothing).
   constexpr size_t kScanRecords = 1 << 16;
   RangeBatch b;
+  if (gathering()) return b;  // its groups' commits first (StartGathering)
   std::vector<HashRange> mine;
   for (const auto& r : asked) mine.push_back(Intersect(r, opts_.range));
   mine = NormalizeRanges(std::move(mine));
@@ -1101,6 +1102,7 @@ Status Partition::CommitBy(const std::string& group, const std::string& reader, 
 
 Result<size_t> Partition::ReadForGroup(const std::string& group, size_t max, size_t max_bytes,
                                        bool comma_first, std::string* out) {
+  if (gathering()) return size_t{0};  // its groups' commits first (StartGathering)
   MutexLock lock(cursor_mu_);
   auto [it, fresh] = cursors_.try_emplace(group);
   Cursor& c = it->second;
@@ -1296,6 +1298,53 @@ Status Partition::MirrorCommits(uint64_t incarnation, uint64_t version,
   SHOAL_RETURN_IF_ERROR(commits_->Mirror(records));
   mirrored_ = {incarnation, version};
   return Status::Ok();
+}
+
+void Partition::StartGathering(std::vector<PodName> from, size_t need) {
+  MutexLock lock(mirror_mu_);
+  gather_from_.clear();
+  for (const auto& pod : from) gather_from_.insert(pod.value());
+  gather_need_ = need;
+  gathering_.store(need > 0 && !gather_from_.empty(), std::memory_order_release);
+}
+
+std::vector<PodName> Partition::StillToGather() const {
+  MutexLock lock(mirror_mu_);
+  std::vector<PodName> out;
+  for (const auto& pod : gather_from_) out.emplace_back(pod);
+  return out;
+}
+
+Result<bool> Partition::MergeCommitsOf(
+    const PodName& pod, const std::map<std::string, std::vector<RangeOffset>>& pieces,
+    bool mirror) {
+  MutexLock lock(mirror_mu_);
+  if (!gathering_.load(std::memory_order_acquire)) return true;
+  if (!gather_from_.count(pod.value())) return false;
+  const bool sync = opts_.fsync == FsyncPolicy::kAlways;
+  // Every copy's log holds what its groups committed below (a commit covers events a quorum
+  // held); a copy cut back since (fsync interval) may hold less: never past this log's end.
+  const uint64_t end = log_->end_offset();
+  for (const auto& [group, list] : pieces) {
+    for (const auto& piece : list) {
+      const uint64_t offset = std::min(piece.offset, end);
+      if (offset == 0) continue;
+      if (piece.lo <= opts_.range.lo && piece.hi >= opts_.range.hi) {
+        SHOAL_RETURN_IF_ERROR(commits_->Commit(group, Offset(offset), sync).status());
+      } else {
+        SHOAL_RETURN_IF_ERROR(
+            commits_->CommitRanges(group, {HashRange{piece.lo, piece.hi}}, Offset(offset), sync)
+                .status());
+      }
+    }
+  }
+  gather_from_.erase(pod.value());
+  if (mirror && gather_need_ > 0) --gather_need_;
+  if (gather_need_ == 0 || gather_from_.empty()) {
+    gathering_.store(false, std::memory_order_release);
+    return true;
+  }
+  return false;
 }
 
 Status Partition::Close() {

@@ -205,6 +205,27 @@ class Partition {
     MutexLock lock(mirror_mu_);
     return mirrored_;
   }
+  // Failover (docs/replication.md, step 4): a commit is answered once a quorum of the copies
+  // holds it, which need not include the copy made the leader, so under acks quorum that copy
+  // gathers its groups' commits from its followers' copies before it hands out an event of the
+  // partition or sends its commits to a follower (which would mirror them over its own).
+  // Gathering ends once `need` followers whose copies mirror a leader's store merged theirs
+  // (with this copy, a quorum: it meets every quorum that held a commit), or every follower in
+  // `from` answered.
+  void StartGathering(std::vector<PodName> from, size_t need);
+  // Whether this copy's commit store is a leader's (mirrored since it opened, or holding commits
+  // from before a restart), not the empty one of a wiped volume that fetched nothing since.
+  bool MirrorsALeader() const { return mirrored().first != 0 || !commits_->All().empty(); }
+  bool gathering() const { return gathering_.load(std::memory_order_acquire); }
+  // The followers still to ask.
+  std::vector<PodName> StillToGather() const;
+  // Merges the standings of `pod`'s copy (per group, pieces over the range, as
+  // RangeStanding::Pieces gives them; each only raises, and never past this log's end).
+  // `mirror`: the copy mirrors a leader's store (a wiped one does not count towards `need`).
+  // Returns whether gathering is over.
+  Result<bool> MergeCommitsOf(const PodName& pod,
+                              const std::map<std::string, std::vector<RangeOffset>>& pieces,
+                              bool mirror);
   uint64_t high_watermark() const { return std::min(held_end(), quorum_->followers_mark()); }
   // The records [from, ...) as they are stored, about max_bytes of them (at least one if any),
   // appended to `out`; returns how many. For a follower's fetch.
@@ -386,6 +407,9 @@ class Partition {
   mutable Mutex mirror_mu_;
   std::pair<uint64_t, uint64_t> mirrored_ GUARDED_BY(mirror_mu_);  // (incarnation, version)
   std::set<std::string> followers_seeded_ GUARDED_BY(mirror_mu_);
+  std::atomic<bool> gathering_{false};
+  std::set<std::string> gather_from_ GUARDED_BY(mirror_mu_);  // followers still to ask
+  size_t gather_need_ GUARDED_BY(mirror_mu_) = 0;
   std::atomic<bool> follower_{false};
   std::atomic<uint64_t> leader_start_{0};  // as a follower: the leader's oldest record
   std::vector<replication::EpochStart> epochs_ GUARDED_BY(append_mu_);

@@ -7,11 +7,13 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
+#include <tuple>
 
 #include "shoal/common/hash.h"
 #include "shoal/common/json.h"
 #include "shoal/common/logging.h"
 #include "shoal/common/metrics.h"
+#include "shoal/common/replication.h"
 #include "shoal/common/retirement_rule.h"
 #include "storage/file_util.h"
 
@@ -685,6 +687,10 @@ Result<Topic::OwnedPartitions> Topic::OpenOwned(const PartitionMap& next) {
         return st;
       }
     }
+    // A copy made the leader gathers its groups' commits from the other copies first.
+    if (info && p->follower() && !info->replicas.empty() && opts_.acks_quorum) {
+      p->StartGathering(info->replicas, replication::QuorumOf(1 + info->replicas.size()) - 1);
+    }
     if (info && (!info->replicas.empty() || info->leader_epoch.value() > 0)) {
       if (Status st = p->StartLeading(info->LeaderEpoch()); !st.ok()) {
         ReturnCopies(opened);
@@ -927,13 +933,68 @@ RemoteCommits CommitsOfPartition(const Partition& p) {
 }
 }  // namespace
 
-Result<RemoteCommits> Topic::CommitsOf(PartitionId id) {
+Result<RemoteCommits> Topic::CommitsOf(PartitionId id, bool copy) {
   ReaderLock lock(map_mu_);
-  auto it = partitions_.find(id);
-  if (it == partitions_.end()) {
+  const Partition* p = nullptr;
+  if (auto it = partitions_.find(id); it != partitions_.end()) p = it->second.get();
+  if (auto f = followed_.find(id); copy && f != followed_.end()) p = f->second.get();
+  if (!p) {
     return Status::NotFound("partition " + std::to_string(id.value()) + " is not on this sidecar");
   }
-  return CommitsOfPartition(*it->second);
+  RemoteCommits out = CommitsOfPartition(*p);
+  if (copy) out.mirror = p->MirrorsALeader();
+  return out;
+}
+
+void Topic::GatherCommits() {
+  std::vector<std::tuple<PartitionId, PodName, PeerAddress>> asks;
+  {
+    ReaderLock lock(map_mu_);
+    for (const auto& [id, p] : partitions_) {
+      if (!p->gathering()) continue;
+      for (const auto& pod : p->StillToGather()) {
+        if (const PeerAddress* addr = map_.Peer(pod)) {
+          asks.emplace_back(PartitionId(id), pod, *addr);
+        }
+      }
+    }
+  }
+  if (asks.empty() || !peers_) return;
+  bool done = false;
+  for (const auto& [id, pod, addr] : asks) {
+    // Asked without the map lock; one that does not answer (down, restarting) is asked again
+    // on the next tick.
+    auto theirs = peers_->FetchCopyCommits(addr, id);
+    if (!theirs.ok()) continue;
+    std::map<std::string, std::vector<RangeOffset>> pieces;
+    for (const auto& [g, offset] : theirs->commits) {
+      const HashRange& whole = theirs->range;
+      auto r = theirs->ranges.find(g);
+      pieces[g] = r != theirs->ranges.end()
+                      ? r->second
+                      : std::vector<RangeOffset>{{whole.lo, whole.hi, offset.value()}};
+    }
+    ReaderLock lock(map_mu_);
+    auto it = partitions_.find(id);
+    if (it == partitions_.end()) continue;
+    auto over = it->second->MergeCommitsOf(pod, pieces, theirs->mirror);
+    if (!over.ok()) {
+      Logger("broker")->error(
+          "msg=\"cannot merge a copy's commits\" partition={} copy={} reason=\"{}\"", id.value(),
+          pod.value(), over.status().message());
+      continue;
+    }
+    if (*over) {
+      Logger("broker")->info(
+          "msg=\"gathered the groups' commits from the copies; handing out events\" partition={}",
+          id.value());
+      done = true;
+    }
+  }
+  if (done) {
+    if (on_append_) on_append_();  // parked fetches carry the merged commits on
+    if (on_data_) on_data_();      // parked consumers read
+  }
 }
 
 Result<RemoteBatch> Topic::ReadFor(PartitionId id, const std::string& group, const PodName& reader,
@@ -1173,6 +1234,7 @@ void Topic::PeerTickLoop() {
 }
 
 void Topic::PeerTickOnce() {
+  GatherCommits();
   RefreshRemoteCommits();
   SeedPending();
   ExpireGroups();

@@ -50,6 +50,9 @@ struct RemoteCommits {
   // Per group that consumed some part of the range further than the rest: its standing as
   // pieces that cover the range (RangeStanding::Pieces).
   std::map<std::string, std::vector<RangeOffset>> ranges;
+  // Answered for a copy (PeerClient::FetchCopyCommits): whether it mirrors a leader's store (a
+  // copy on a wiped volume that fetched nothing since does not).
+  bool mirror = false;
   // Where `group` stands over `r` (the oldest retained event for a group without a commit).
   uint64_t MinOver(const std::string& group, const HashRange& r) const;
   bool operator==(const RemoteCommits&) const = default;
@@ -85,6 +88,13 @@ class PeerClient {
                                              const SuccessorRef* successor, uint64_t end) = 0;
   // The commits of `partition` from its owner's admin plane.
   virtual Result<RemoteCommits> FetchCommits(const PeerAddress& peer, PartitionId partition) = 0;
+  // The commits of the copy of `partition` the peer follows (GET .../commits?copy=true), for
+  // a copy made the leader that gathers them (Topic::GatherCommits).
+  virtual Result<RemoteCommits> FetchCopyCommits(const PeerAddress& peer, PartitionId partition) {
+    (void)peer;
+    (void)partition;
+    return Status::Unavailable("this peer client does not replicate");
+  }
   // The groups the peer's registry holds (GET /v1/admin/groups).
   virtual Result<std::map<std::string, GroupRegistry::Group>> FetchGroups(
       const PeerAddress& peer) = 0;
@@ -262,7 +272,7 @@ class Topic {
   std::string GroupsJson() const;
   std::map<std::string, GroupRegistry::Group> Groups() const { return registry_->All(); }
   // The commits of a partition held here (what GET .../commits answers).
-  Result<RemoteCommits> CommitsOf(PartitionId partition);
+  Result<RemoteCommits> CommitsOf(PartitionId partition, bool copy = false);
   // A peer's consumers read `ranges` of partition `id`, held here, through a successor their pod
   // owns (the owner's side of PeerClient::ReadRange; Partition::ReadRanges has the rules).
   // NotFound when the partition is not held here.
@@ -279,7 +289,9 @@ class Topic {
   // The partitions that take appends here now, with their ranges (for invariant checks).
   std::vector<std::pair<PartitionId, HashRange>> AcceptingPartitions() const;
   // {"commits":{group:offset},"sealed":bool,"end_offset":N} of one partition held here.
-  Result<std::string> CommitsJson(PartitionId partition);
+  // `copy`: of the copy this pod follows (or leads) with "mirror" (whether it mirrors a
+  // leader's store), for a copy made the leader that gathers its groups' commits.
+  Result<std::string> CommitsJson(PartitionId partition, bool copy = false);
 
   // Called (from producing threads or the ticker) whenever events became visible to consumers.
   void SetDataListener(std::function<void()> fn) { on_data_ = std::move(fn); }
@@ -364,6 +376,9 @@ class Topic {
   // waited for here up to replication_timeout_ms.
   Status HandOverOrAwait(std::vector<QuorumWait> awaited, std::vector<QuorumWait>* quorum) const;
   void RefreshRemoteCommits();
+  // A copy made the leader by a failover gathers its groups' commits from its followers' copies
+  // (Partition::StartGathering), asked on the peer tick.
+  void GatherCommits();
   // Deletes groups idle on every sidecar of the map for group_expiry_ms.
   void ExpireGroups();
   // What the peers said before a map that retires partitions is installed (invariant 4): every

@@ -290,7 +290,10 @@ bool Topic::ServeFetch(const FetchRequest& request, std::string* body) {
           p.commit_quorum()->Holds(request.follower,
                                    fp.commits_incarnation == incarnation ? fp.commits_version : 0,
                                    version, clock_.NowMs());
-          if (fp.commits_incarnation != incarnation || fp.commits_version != version) {
+          // Not while it gathers its groups' commits from its copies (a failover made it the
+          // leader): the follower would mirror them over the commits it is asked for.
+          if ((fp.commits_incarnation != incarnation || fp.commits_version != version) &&
+              !p.gathering()) {
             storage::CommitStore::State state = p.CommitsSnapshot();
             b.commits_incarnation = state.incarnation;
             b.commits_version = state.version;

@@ -45,13 +45,15 @@ void AppendRanges(std::string& out, const Partition& p) {
 }
 }  // namespace
 
-Result<std::string> Topic::CommitsJson(PartitionId id) {
+Result<std::string> Topic::CommitsJson(PartitionId id, bool copy) {
   ReaderLock lock(map_mu_);
-  auto it = partitions_.find(id);
-  if (it == partitions_.end()) {
+  const Partition* held = nullptr;
+  if (auto it = partitions_.find(id); it != partitions_.end()) held = it->second.get();
+  if (auto f = followed_.find(id); copy && f != followed_.end()) held = f->second.get();
+  if (!held) {
     return Status::NotFound("partition " + std::to_string(id.value()) + " is not on this sidecar");
   }
-  const Partition& p = *it->second;
+  const Partition& p = *held;
   std::string out = "{\"commits\":{";
   bool first = true;
   for (const auto& [g, commit] : p.Commits()) {
@@ -74,6 +76,10 @@ Result<std::string> Topic::CommitsJson(PartitionId id) {
   json::AppendUint(out, p.range().lo);
   out += ",\"hi\":";
   json::AppendUint(out, p.range().hi);
+  if (copy) {
+    out += ",\"mirror\":";
+    out += p.MirrorsALeader() ? "true" : "false";
+  }
   out += '}';
   return out;
 }

@@ -325,7 +325,9 @@ void AdminFrontend::Handle(http_request req) {
                                              end),
                       "application/octet-stream");
       }
-      return answer(topic_.CommitsJson(pid));
+      const auto q = Query(req);
+      const auto copy = q.find("copy");
+      return answer(topic_.CommitsJson(pid, copy != q.end() && copy->second == "true"));
     }
   } else if (path.size() == 5 && path[2] == "partitions" &&
              (path[4] == "read" || path[4] == "commit")) {

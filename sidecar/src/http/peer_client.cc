@@ -80,6 +80,7 @@ Result<broker::RemoteCommits> ParseCommits(const std::string& body, const std::s
       doc["hi"].get(out.range.hi)) {
     return bad;
   }
+  if (doc["mirror"].get(out.mirror) != simdjson::SUCCESS) out.mirror = false;
   for (auto field : commits) {
     uint64_t v = 0;
     if (field.value.get(v)) return Status::Internal("malformed commit value");
@@ -111,6 +112,15 @@ Result<broker::RemoteCommits> HttpPeerClient::FetchCommits(const PeerAddress& pe
   auto body = Call(peer.admin, "GET",
                    "/v1/admin/partitions/" + std::to_string(partition.value()) + "/commits", "",
                    true);
+  if (!body.ok()) return body.status();
+  return ParseCommits(*body, peer.admin);
+}
+
+Result<broker::RemoteCommits> HttpPeerClient::FetchCopyCommits(const PeerAddress& peer,
+                                                               PartitionId partition) {
+  const std::string path =
+      "/v1/admin/partitions/" + std::to_string(partition.value()) + "/commits?copy=true";
+  auto body = Call(peer.admin, "GET", path, "", true);
   if (!body.ok()) return body.status();
   return ParseCommits(*body, peer.admin);
 }
