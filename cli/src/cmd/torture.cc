@@ -194,6 +194,9 @@ int Run(const TortureOptions& o) {
     p.id = PartitionId(i);
     p.range = {kHashSpace * i / count, kHashSpace * (i + 1) / count};
     p.owner = PodName("pod-" + std::to_string(i % o.sidecars));
+    // Made by the map of epoch 1 (PartitionMap::Initial's too): a wiped pod refuses a later map
+    // that gives it one of them (its data is gone) instead of starting it empty.
+    p.born = Epoch(1);
     parts.push_back(p);
   }
   std::vector<PodName> pod_names;
