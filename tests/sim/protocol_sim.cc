@@ -1256,6 +1256,29 @@ void World::ProduceAction(Producer& prod, bool quiet) {
         immediate.push_back(std::move(part));
       }
     }
+    // Then the waits for parents held there whose producer state answered duplicates (their
+    // copies may not hold the parent's sealed end yet): those duplicates are acknowledged when
+    // the parent's quorum holds them.
+    for (; w < quorum.size(); ++w) {
+      const uint32_t parent = quorum[w].partition.value();
+      QuorumPart part{pod, parent, 0, quorum[w].end, {}};
+      auto take_from = [&](QuorumPart& from) {
+        if (from.pod != pod) return;
+        std::erase_if(from.events, [&](const QuorumPart::Event& e) {
+          if (e.partition != parent) return false;
+          part.events.push_back(e);
+          return true;
+        });
+      };
+      for (auto& p : pending->parts) take_from(p);
+      for (auto& p : immediate) take_from(p);
+      if (part.events.empty()) break;
+      part.leader_epoch = held.Find(PartitionId(parent)) != nullptr
+                              ? held.Find(PartitionId(parent))->LeaderEpoch().value()
+                              : 0;
+      pending->parts.push_back(std::move(part));
+      waits.push_back(std::move(quorum[w]));
+    }
     if (w != quorum.size()) {
       Violation("sim: " + pod + " gave " + std::to_string(quorum.size()) +
                 " quorum waits, which match " + std::to_string(w) + " of its " +

@@ -274,18 +274,30 @@ Status Topic::Produce(const std::vector<wire::ProduceEvent>& events,
   // Replicated partitions: with acks quorum, what a quorum of copies must hold before the ack,
   // waited for without the map lock (followers' fetches and installs go on meanwhile).
   std::vector<QuorumWait> awaited;
+  std::vector<QuorumWait> parents_awaited;  // after every partition's own
   for (auto& g : groups) {
     if (!opts_.acks_quorum || !g.partition->quorum()->replicated()) continue;
     // A duplicate answered from a parent's producer state (a successor inherits it) names the
-    // parent's offset: the parent's sealed end was held by a quorum before the successor took
-    // appends, so only what this partition stored is waited for here.
+    // parent's offset. The parent's sealed end was held by a quorum before the successor took
+    // appends, unless a failover carried in the change made a copy the parent's leader and
+    // sealed it at its end before its followers could copy it (Topic::Seal): a parent held here
+    // is waited for too (its mark is its sealed end at once otherwise).
     const uint32_t id = g.partition->id().value();
     uint64_t end = 0;
+    std::map<uint32_t, uint64_t> parents;
     for (const auto* r : g.results) {
-      if (r->partition == id) end = std::max(end, r->offset + 1);
+      uint64_t& named = r->partition == id ? end : parents[r->partition];
+      named = std::max(named, r->offset + 1);
     }
-    if (end > 0) awaited.push_back({g.partition->quorum(), end});
+    if (end > 0) awaited.push_back({g.partition->quorum(), end, g.partition->id()});
+    for (const auto& [parent, parent_end] : parents) {
+      auto it = partitions_.find(PartitionId(parent));
+      if (it != partitions_.end() && it->second->quorum()->replicated()) {
+        parents_awaited.push_back({it->second->quorum(), parent_end, PartitionId(parent)});
+      }
+    }
   }
+  awaited.insert(awaited.end(), parents_awaited.begin(), parents_awaited.end());
   lock.unlock();
   if (!groups.empty() && on_append_) on_append_();
   SHOAL_RETURN_IF_ERROR(HandOverOrAwait(std::move(awaited), quorum));

@@ -178,6 +178,9 @@ struct TopicOptions {
 struct QuorumWait {
   std::shared_ptr<QuorumTracker> tracker;
   uint64_t end = 0;
+  // Of a produce: the partition whose copies are waited for (a parent, for duplicates answered
+  // from its producer state, after every partition's own wait).
+  PartitionId partition{0};
 };
 
 // What InstallMap did with a map that it did not refuse.
