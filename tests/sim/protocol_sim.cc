@@ -465,6 +465,8 @@ class World {
     bool acked = false;
   };
   std::map<std::pair<std::string, uint64_t>, StoredMeta> stored_meta_;
+  // Per event, the entries of it that a failover replaced before they were acknowledged.
+  std::map<std::pair<std::string, uint64_t>, std::vector<std::pair<uint32_t, uint64_t>>> replaced_;
 };
 
 // --- transports ------------------------------------------------------------------------------
@@ -1135,6 +1137,7 @@ void World::RecordStored(const std::string& producer, uint64_t seq, const wire::
             std::to_string(it->second.first) + "@" + std::to_string(it->second.second) +
             " was taken at leader epoch " + std::to_string(meta.leader_epoch) +
             ", replaced since");
+      replaced_[it->first].push_back(it->second);
       it->second = {r.partition, r.offset};
       meta = {leader_epoch, false};
       return;
@@ -1162,6 +1165,21 @@ void World::CheckDuplicate(const std::string& producer, uint64_t seq,
     Violation("invariant 6: (" + producer + ", " + std::to_string(seq) +
               ") answered duplicate, but it is stored nowhere");
   } else if (it->second != std::make_pair(r.partition, r.offset)) {
+    // An entry a failover replaced before it was acknowledged, answered again: the leader that
+    // stored it again lost it unacknowledged (its volume wiped before a quorum held it) and the
+    // replaced entry's copy leads again. It is where the event is stored now (were the other
+    // entry to survive somewhere too, the groups would read the event twice: checked at the end).
+    const auto named = std::make_pair(r.partition, r.offset);
+    auto rep = replaced_.find(it->first);
+    auto meta = stored_meta_.find(it->first);
+    if (rep != replaced_.end() && meta != stored_meta_.end() && !meta->second.acked &&
+        std::find(rep->second.begin(), rep->second.end(), named) != rep->second.end()) {
+      Trace("  (" + producer + ", " + std::to_string(seq) + ") answered duplicate at its entry p" +
+            std::to_string(r.partition) + "@" + std::to_string(r.offset) +
+            ", which leads again: the entry that replaced it was lost unacknowledged");
+      it->second = named;
+      return;
+    }
     Violation("invariant 6: (" + producer + ", " + std::to_string(seq) +
               ") answered duplicate at p" + std::to_string(r.partition) + "@" +
               std::to_string(r.offset) + ", but it is stored at p" +
