@@ -267,6 +267,7 @@ int Run(const TortureOptions& o) {
   std::vector<PastChange> history;  // guarded by change_mu
   int retirements = 0, retired_partitions = 0;
   std::map<std::string, int> failed;
+  std::map<std::string, std::string> failed_why;  // per kind: the last refusal that dropped one
   std::mutex violations_mu;
   std::vector<std::string> violations;  // guarded by violations_mu
   auto violation = [&](std::string v) {
@@ -332,6 +333,9 @@ int Run(const TortureOptions& o) {
   int lost_partitions = 0;               // declared lost (a wiped pod's), guarded by change_mu
   std::string lost_detail;               // which, guarded by change_mu
   std::vector<std::string> failover_notes;  // failovers that could not finish at once
+  // Per pod behind the current map: why its last catch-up install was refused (cleared once it
+  // holds the current map).
+  std::map<std::string, std::string> install_refusals;
 
   // The coordinator: what the control loop's Tick does, one step at a time on one thread. Each
   // tick (100 ms) it (1) fails over the replicated partitions of a leader unreachable for
@@ -408,6 +412,7 @@ int Run(const TortureOptions& o) {
         // Refused (a rogue's map, a seal for another change): dropped; the next change is at a
         // later epoch than this one.
         failed[pending_kind]++;
+        failed_why[pending_kind] = st.ToString();
         change_probe.Failed(pending_kind);
         if (st.code() != Status::Code::kConflict && st.code() != Status::Code::kStaleEpoch) {
           violation("change failed: " + st.message());
@@ -459,8 +464,37 @@ int Run(const TortureOptions& o) {
         std::vector<PartitionId> ids;
         std::set<size_t> old_leaders;
         uint64_t floor = std::max(current.epoch().value(), max_tried_epoch) + 1;
-        for (const auto& p : current.partitions()) {
+        // A change tried already (parts of it may have taken effect: a parent sealed for it and
+        // confirmed by a successor) whose parents still to seal all have a leader that answers
+        // with its data: the failover goes into the change's map and the change goes on from
+        // there, as the control loop does. Otherwise into the current map, superseding it.
+        const auto leader_down = [&](const PodName& pod) {
+          const size_t i = index_of(pod);
+          return !reach[i] || is_wiped[i] ||
+                 (down_since[i] &&
+                  now - *down_since[i] >= std::chrono::milliseconds(o.failover_after_ms));
+        };
+        std::optional<PartitionMap> change;
+        if (pending && !pending_new) {
+          bool parents_answer = true;
+          for (const auto& p : pending->partitions()) {
+            const PartitionInfo* was = current.Find(p.id);
+            if (!p.active() && !p.lost && was && was->active() && leader_down(was->owner)) {
+              parents_answer = false;
+            }
+          }
+          if (parents_answer) {
+            change = *pending;
+            floor = std::max(floor, pending->epoch().value() + 1);
+          }
+        }
+        const PartitionMap& base = change ? *change : current;
+        for (const auto& p : base.partitions()) {
           if (p.lost || p.replicas.empty()) continue;  // active or sealed
+          if (const PartitionInfo* was = current.Find(p.id);
+              change && !p.active() && was && was->active()) {
+            continue;  // a parent the change seals: its leader answers
+          }
           const size_t i = index_of(p.owner);
           bool due;
           if (auto f = fenced.find(p.id.value()); f != fenced.end()) {
@@ -480,17 +514,33 @@ int Run(const TortureOptions& o) {
         if (!ids.empty()) {
           std::string why;
           std::set<PartitionId> fenced_now;
-          auto leaders = control::FenceAndChooseLeaders(admin, current, ids, reachable,
-                                                        Epoch(floor), &why, &fenced_now);
+          auto leaders = control::FenceAndChooseLeaders(admin, base, ids, reachable, Epoch(floor),
+                                                        &why, &fenced_now);
           for (PartitionId id : fenced_now) {
             fenced[id.value()] = std::max(fenced[id.value()], floor);
           }
           max_tried_epoch = std::max(max_tried_epoch, floor);
           if (!why.empty() && failover_notes.size() < 20) failover_notes.push_back(why);
-          Result<PartitionMap> target =
-              leaders.ok() ? control::FailOverMap(current, *leaders, Epoch(floor))
-                           : Result<PartitionMap>(leaders.status());
-          if (target.ok()) {
+          Result<PartitionMap> target = leaders.ok()
+                                            ? control::FailOverMap(base, *leaders, Epoch(floor))
+                                            : Result<PartitionMap>(leaders.status());
+          if (target.ok() && change) target = target->CarryingChange(change->epoch());
+          if (target.ok() && change) {
+            // The change's target now; its next try carries it out (parents sealed, then the
+            // map installed everywhere).
+            maps_by_epoch[target->epoch().value()] = *target;
+            max_tried_epoch = std::max(max_tried_epoch, target->epoch().value());
+            const auto done = Clock::now();
+            double ms = 0;
+            for (size_t i : old_leaders) {
+              ms =
+                  std::max(ms, std::chrono::duration<double, std::milli>(done - faults[i]).count());
+            }
+            failovers.push_back({leaders->size(), ms});
+            for (const auto& [id, leader] : *leaders) fenced.erase(id.value());
+            for (size_t i : old_leaders) down_since[i].reset();
+            pending = std::move(target).value();
+          } else if (target.ok()) {
             maps_by_epoch[target->epoch().value()] = *target;
             std::string not_installed;
             control::InstallFailOverMap(admin, *target, *leaders, reachable, &not_installed);
@@ -526,13 +576,21 @@ int Run(const TortureOptions& o) {
               continue;  // it lost partitions: declared lost first (3)
             }
           } else if (held->epoch() >= current.epoch()) {
+            install_refusals.erase(pod_names[i].value());
             if (is_wiped[i]) {
               std::lock_guard<std::mutex> plock(pods_mu);
               wiped[i] = false;
             }
             continue;
           }
-          (void)admin.InstallMap(pods[i].admin_address(), current);
+          auto installed = admin.InstallMap(pods[i].admin_address(), current);
+          if (installed.ok()) {
+            install_refusals.erase(pod_names[i].value());
+          } else {
+            install_refusals[pod_names[i].value()] = "epoch " +
+                                                     std::to_string(current.epoch().value()) +
+                                                     ": " + installed.status().ToString();
+          }
         }
       }
       // 3. A wiped pod's partitions that no failover moves are declared lost (its only copy of
@@ -1053,12 +1111,30 @@ int Run(const TortureOptions& o) {
       first = false;
       out += "\"" + code + "\":" + std::to_string(n);
     }
-    out += "}},\"failed_changes\":{";
+    out += "}},\"install_refusals\":{";
+    first = true;
+    for (const auto& [pod, why] : install_refusals) {
+      if (!first) out += ',';
+      first = false;
+      json::AppendString(out, pod);
+      out += ':';
+      json::AppendString(out, why);
+    }
+    out += "},\"failed_changes\":{";
     first = true;
     for (const auto& [kind, n] : failed) {
       if (!first) out += ',';
       first = false;
       out += "\"" + kind + "\":" + std::to_string(n);
+    }
+    out += "},\"failed_change_reasons\":{";
+    first = true;
+    for (const auto& [kind, why] : failed_why) {
+      if (!first) out += ',';
+      first = false;
+      json::AppendString(out, kind);
+      out += ':';
+      json::AppendString(out, why);
     }
     out += "},\"invariant_checks\":" + std::to_string(checks) + ",\"violations\":[";
     for (size_t i = 0; i < violations.size(); ++i) {
@@ -1094,6 +1170,9 @@ int Run(const TortureOptions& o) {
                 << " samples, " << acks.advances << " advances, " << acks.stale
                 << " acknowledged by a deposed leader\n";
       for (const auto& n : failover_notes) std::cout << "failover not finished at once: " << n << "\n";
+      for (const auto& [pod, why] : install_refusals) {
+        std::cout << "behind the current map at the end: " << pod << " (" << why << ")\n";
+      }
     }
     if (lost_partitions > 0) {
       std::cout << "declared lost: " << lost_partitions << " partition(s) (" << lost_detail

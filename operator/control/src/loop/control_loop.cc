@@ -913,8 +913,8 @@ bool ControlLoop::MaybeFailOver(const std::vector<PodInfo>& pods) {
           led_by_down.count(now->owner.value())) {
         parents_answer = false;
       }
-      if (info.active() && !info.lost && !info.replicas.empty() &&
-          led_by_down.count(info.owner.value())) {
+      // Active or sealed (the change's parents among them have leaders that answer).
+      if (!info.lost && !info.replicas.empty() && led_by_down.count(info.owner.value())) {
         in_change[info.owner.value()].push_back(info.id);
       }
     }
