@@ -87,19 +87,25 @@ Result<PartitionMap> PlaceReplicas(const PartitionMap& map, std::span<const PodN
   return out;
 }
 
-Result<PodName> ChooseLeader(std::span<const ReplicaState> answered, size_t replica_count) {
+Result<PodName> ChooseLeader(std::span<const ReplicaState> answered, size_t replica_count,
+                             std::optional<uint64_t> sealed_end) {
   if (answered.size() < QuorumOf(replica_count)) {
     return Status::Unavailable(std::to_string(answered.size()) + " of " +
                                std::to_string(replica_count) +
                                " replicas answered; a new leader needs a quorum of " +
                                std::to_string(QuorumOf(replica_count)));
   }
-  const ReplicaState* best = &answered[0];
+  const ReplicaState* best = nullptr;
   for (const auto& r : answered) {
-    if (r.last_epoch > best->last_epoch ||
+    if (sealed_end && r.end < *sealed_end) continue;
+    if (!best || r.last_epoch > best->last_epoch ||
         (r.last_epoch == best->last_epoch && r.end > best->end)) {
       best = &r;
     }
+  }
+  if (!best) {
+    return Status::Unavailable("no copy that answered holds the sealed end " +
+                               std::to_string(*sealed_end) + "; waiting for one that does");
   }
   return best->pod;
 }

@@ -2359,7 +2359,9 @@ void World::FinishFailOver(Coordinator& c, bool quiet) {
   std::vector<std::pair<PartitionId, PodName>> leaders;
   for (PartitionId id : ids) {
     const PartitionInfo* info = base.Find(id);
-    auto leader = replication::ChooseLeader(answered[id.value()], 1 + info->replicas.size());
+    auto leader = replication::ChooseLeader(
+        answered[id.value()], 1 + info->replicas.size(),
+        info->active() ? std::nullopt : std::optional<uint64_t>(info->end_offset));
     if (leader.ok()) leaders.emplace_back(id, *leader);
   }
   Record r = record_;

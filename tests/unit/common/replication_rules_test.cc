@@ -125,6 +125,18 @@ TEST(ReplicationRulesTest, TheNewLeaderIsTheMostCompleteOfAQuorum) {
   EXPECT_EQ(ChooseLeader(tie, 3).value(), PodName("c"));
 }
 
+// A sealed partition's new leader holds its sealed end: a copy refetching after its volume was
+// wiped (a later epoch, a short log) counts toward the quorum of answers but never leads it.
+TEST(ReplicationRulesTest, ASealedPartitionIsLedOnlyByACopyThatHoldsItsSealedEnd) {
+  std::vector<ReplicaState> both{{PodName("b"), Epoch(5), 10}, {PodName("c"), Epoch(3), 120}};
+  EXPECT_EQ(ChooseLeader(both, 3).value(), PodName("b"));
+  EXPECT_EQ(ChooseLeader(both, 3, 120).value(), PodName("c"));
+  std::vector<ReplicaState> short_ones{{PodName("b"), Epoch(5), 10}, {PodName("c"), Epoch(0), 0}};
+  auto none = ChooseLeader(short_ones, 3, 120);
+  EXPECT_EQ(none.status().code(), Status::Code::kUnavailable);
+  EXPECT_NE(none.status().message().find("sealed end 120"), std::string::npos);
+}
+
 TEST(ReplicationRulesTest, AReturningReplicaIsCutWhereItsLogLeftTheLeaders) {
   // The leader led epoch 2 from 0, epoch 5 from 40, epoch 7 from 90; it holds 130.
   std::vector<EpochStart> history{{2, 0}, {5, 40}, {7, 90}};

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -62,8 +63,11 @@ struct ReplicaState {
 // `replica_count` copies answered, the most complete of them: the highest last epoch, then the
 // longest log, then the order of `answered` (the map's preference). It holds every acknowledged
 // event, since each was held by a quorum and any two quorums meet. Unavailable while fewer than a
-// quorum answered.
-Result<PodName> ChooseLeader(std::span<const ReplicaState> answered, size_t replica_count);
+// quorum answered. A sealed partition's leader must hold its sealed end (`sealed_end`, the
+// map's): a copy below it (one refetching after its volume was wiped) is never chosen, and
+// while no copy that answered holds it the answer is Unavailable.
+Result<PodName> ChooseLeader(std::span<const ReplicaState> answered, size_t replica_count,
+                             std::optional<uint64_t> sealed_end = std::nullopt);
 
 // One leader epoch's first offset in a replica's log (Kafka's leader-epoch checkpoint).
 struct EpochStart {

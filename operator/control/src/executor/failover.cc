@@ -56,7 +56,9 @@ Result<std::vector<std::pair<PartitionId, PodName>>> FenceAndChooseLeaders(
         if (s.pod == c) states.push_back(s);
       }
     }
-    auto leader = replication::ChooseLeader(states, 1 + info.replicas.size());
+    auto leader = replication::ChooseLeader(
+        states, 1 + info.replicas.size(),
+        info.active() ? std::nullopt : std::optional<uint64_t>(info.end_offset));
     if (!leader.ok()) {
       note("partition " + std::to_string(id.value()) + " (led by " + info.owner.value() +
            "): " + leader.status().message());
