@@ -1111,32 +1111,31 @@ int Run(const TortureOptions& o) {
       first = false;
       out += "\"" + code + "\":" + std::to_string(n);
     }
-    out += "}},\"install_refusals\":{";
-    first = true;
-    for (const auto& [pod, why] : install_refusals) {
-      if (!first) out += ',';
-      first = false;
-      json::AppendString(out, pod);
-      out += ':';
-      json::AppendString(out, why);
-    }
-    out += "},\"failed_changes\":{";
+    // A JSON object of strings.
+    const auto append_reasons = [&out](const std::map<std::string, std::string>& reasons) {
+      out += '{';
+      bool first_reason = true;
+      for (const auto& [key, why] : reasons) {
+        if (!first_reason) out += ',';
+        first_reason = false;
+        json::AppendString(out, key);
+        out += ':';
+        json::AppendString(out, why);
+      }
+      out += '}';
+    };
+    out += "}},\"install_refusals\":";
+    append_reasons(install_refusals);
+    out += ",\"failed_changes\":{";
     first = true;
     for (const auto& [kind, n] : failed) {
       if (!first) out += ',';
       first = false;
       out += "\"" + kind + "\":" + std::to_string(n);
     }
-    out += "},\"failed_change_reasons\":{";
-    first = true;
-    for (const auto& [kind, why] : failed_why) {
-      if (!first) out += ',';
-      first = false;
-      json::AppendString(out, kind);
-      out += ':';
-      json::AppendString(out, why);
-    }
-    out += "},\"invariant_checks\":" + std::to_string(checks) + ",\"violations\":[";
+    out += "},\"failed_change_reasons\":";
+    append_reasons(failed_why);
+    out += ",\"invariant_checks\":" + std::to_string(checks) + ",\"violations\":[";
     for (size_t i = 0; i < violations.size(); ++i) {
       if (i) out += ',';
       json::AppendString(out, violations[i]);

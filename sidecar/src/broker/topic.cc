@@ -945,11 +945,15 @@ RemoteCommits CommitsOfPartition(const Partition& p) {
 }
 }  // namespace
 
+const Partition* Topic::CommitsHolder(PartitionId id, bool copy) const {
+  if (auto f = followed_.find(id); copy && f != followed_.end()) return f->second.get();
+  auto it = partitions_.find(id);
+  return it != partitions_.end() ? it->second.get() : nullptr;
+}
+
 Result<RemoteCommits> Topic::CommitsOf(PartitionId id, bool copy) {
   ReaderLock lock(map_mu_);
-  const Partition* p = nullptr;
-  if (auto it = partitions_.find(id); it != partitions_.end()) p = it->second.get();
-  if (auto f = followed_.find(id); copy && f != followed_.end()) p = f->second.get();
+  const Partition* p = CommitsHolder(id, copy);
   if (!p) {
     return Status::NotFound("partition " + std::to_string(id.value()) + " is not on this sidecar");
   }

@@ -372,6 +372,9 @@ class Topic {
   // The end offset a group must reach in sealed `partition`: its seal's end where it is held or
   // its owner told it, never less than what the map records; requires map_mu_ shared.
   uint64_t SealedEndOf(const PartitionInfo& partition) REQUIRES_SHARED(map_mu_);
+  // The partition whose commits GET .../commits answers: the one led here, or with `copy` the
+  // copy followed here first; null when neither.
+  const Partition* CommitsHolder(PartitionId id, bool copy) const REQUIRES_SHARED(map_mu_);
   // What a commit to `p` waits for: a quorum of its copies holding the commit store's current
   // version, for a replicated partition under acks quorum.
   std::optional<QuorumWait> CommitWait(const Partition& p) const;

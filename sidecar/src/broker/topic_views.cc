@@ -47,9 +47,7 @@ void AppendRanges(std::string& out, const Partition& p) {
 
 Result<std::string> Topic::CommitsJson(PartitionId id, bool copy) {
   ReaderLock lock(map_mu_);
-  const Partition* held = nullptr;
-  if (auto it = partitions_.find(id); it != partitions_.end()) held = it->second.get();
-  if (auto f = followed_.find(id); copy && f != followed_.end()) held = f->second.get();
+  const Partition* held = CommitsHolder(id, copy);
   if (!held) {
     return Status::NotFound("partition " + std::to_string(id.value()) + " is not on this sidecar");
   }
