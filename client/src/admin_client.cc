@@ -96,19 +96,25 @@ Result<uint64_t> AdminClient::Seal(const std::string& admin, const PartitionMap&
   // The partition's own range as the change has it, which the sidecar checks against its own.
   const PartitionInfo* self = target.Find(partition);
   return SealFor(admin, target.epoch(), partition, target.Digest(), successors,
-                 self ? std::optional<HashRange>(self->range) : std::nullopt);
+                 self ? std::optional<HashRange>(self->range) : std::nullopt,
+                 self ? self->owner.value() : std::string(), self ? self->leader_epoch : Epoch(0));
 }
 
-Result<uint64_t> AdminClient::SealFor(const std::string& admin, Epoch epoch,
-                                      PartitionId partition, const std::string& digest,
-                                      const std::string& successors_json,
-                                      std::optional<HashRange> range) {
+Result<uint64_t> AdminClient::SealFor(const std::string& admin, Epoch epoch, PartitionId partition,
+                                      const std::string& digest, const std::string& successors_json,
+                                      std::optional<HashRange> range, const std::string& leader,
+                                      Epoch leader_epoch) {
   std::string body = "{\"epoch\":" + std::to_string(epoch.value()) +
                      ",\"partition\":" + std::to_string(partition.value()) + ",\"digest\":";
   json::AppendString(body, digest);
   body += ",\"successors\":" + successors_json;
   if (range) {
     body += ",\"lo\":" + std::to_string(range->lo) + ",\"hi\":" + std::to_string(range->hi);
+  }
+  if (!leader.empty() && leader_epoch.value() > 0) {
+    body += ",\"leader\":";
+    json::AppendString(body, leader);
+    body += ",\"leader_epoch\":" + std::to_string(leader_epoch.value());
   }
   body += "}";
   auto r = Call(admin, "POST", "/v1/admin/seal", body, true);

@@ -626,6 +626,38 @@ TEST(ReplicationTest, AFencedQuorumLeavesTheOldLeaderNoQuorumAndTheNewLeaderHasE
 // A sealed partition whose leader dies with its volume is failed over like an active one: a copy
 // takes the seal the map records and leads it, and the groups that had not read it yet drain it
 // through its successor, every event once and in order (invariants 3 and 9).
+// Every event the group reads through `sidecar` (any partition, committing as it goes), by its
+// "n", in the order read, until `want` of them or 15 s.
+std::vector<uint64_t> ReadAllPartitions(client::ShoalClient& sidecar, const std::string& group,
+                                        size_t want) {
+  std::vector<uint64_t> seqs;
+  WaitFor(
+      [&] {
+        auto got = sidecar.Consume(group, 10000, 200);
+        if (!got.ok()) return false;
+        std::map<uint32_t, uint64_t> next;
+        for (const auto& e : *got) {
+          simdjson::dom::parser parser;
+          auto n = parser.parse(e.value)["n"].get_uint64();
+          if (!n.error()) seqs.push_back(n.value());
+          next[e.partition] = std::max(next[e.partition], e.offset + 1);
+        }
+        std::vector<wire::CommitOffset> commits;
+        for (const auto& [p, o] : next) commits.push_back({PartitionId(p), Offset(o)});
+        if (!commits.empty()) (void)sidecar.Commit(group, commits);
+        return seqs.size() >= want;
+      },
+      15s);
+  return seqs;
+}
+
+// The current map with partition 0 moved to pod 1, its successor copied on `copies`.
+Result<PartitionMap> MovePartition0ToPod1(const SidecarCluster& c, std::vector<PodName> copies) {
+  auto moved = c.current().Move(PartitionId(0), SidecarCluster::Pod(1));
+  if (!moved.ok()) return moved.status();
+  return moved->WithReplicas(PartitionId(moved->NextId().value() - 1), std::move(copies));
+}
+
 TEST(ReplicationTest, ASealedPartitionWhoseLeaderLostItsVolumeIsDrainedFromTheCopyMadeItsLeader) {
   SidecarCluster c(Options());
   ASSERT_TRUE(c.Start().ok()) << c.Describe();
@@ -635,10 +667,7 @@ TEST(ReplicationTest, ASealedPartitionWhoseLeaderLostItsVolumeIsDrainedFromTheCo
     ASSERT_TRUE(first.Produce(Batch(keys, "app", 1, 100)).ok());
   }
   // Partition 0 moves to pod 1: sealed at 100 on pod 0, its successor led by pod 1.
-  auto moved = c.current().Move(PartitionId(0), SidecarCluster::Pod(1));
-  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
-  const PartitionId successor(moved->NextId().value() - 1);
-  moved = moved->WithReplicas(successor, {SidecarCluster::Pod(2), SidecarCluster::Pod(0)});
+  auto moved = MovePartition0ToPod1(c, {SidecarCluster::Pod(2), SidecarCluster::Pod(0)});
   ASSERT_TRUE(moved.ok()) << moved.status().ToString();
   ASSERT_TRUE(c.Apply(*moved).ok()) << c.Describe();
   client::ShoalClient owner(c.pod(1).data_url(), "orders", 10s);
@@ -665,24 +694,56 @@ TEST(ReplicationTest, ASealedPartitionWhoseLeaderLostItsVolumeIsDrainedFromTheCo
   const PartitionInfo* p0 = c.current().Find(PartitionId(0));
   ASSERT_FALSE(p0->active());
   EXPECT_EQ(p0->end_offset, 100u);
-  std::vector<uint64_t> seqs;
-  WaitFor(
-      [&] {
-        auto got = owner.Consume("billing", 10000, 200);
-        if (!got.ok()) return false;
-        std::map<uint32_t, uint64_t> next;
-        for (const auto& e : *got) {
-          simdjson::dom::parser parser;
-          auto n = parser.parse(e.value)["n"].get_uint64();
-          if (!n.error()) seqs.push_back(n.value());
-          next[e.partition] = std::max(next[e.partition], e.offset + 1);
-        }
-        std::vector<wire::CommitOffset> commits;
-        for (const auto& [p, o] : next) commits.push_back({PartitionId(p), Offset(o)});
-        if (!commits.empty()) (void)owner.Commit("billing", commits);
-        return seqs.size() >= 150;
-      },
-      15s);
+  const std::vector<uint64_t> seqs = ReadAllPartitions(owner, "billing", 150);
+  ASSERT_EQ(seqs.size(), 150u) << c.Describe();
+  for (size_t i = 0; i < seqs.size(); ++i) ASSERT_EQ(seqs[i], i + 1) << "at " << i;
+}
+
+// A change's parent whose leader dies before the change seals it: the coordinator fails the
+// parent over inside the change (control/failover.h, PartitionMap::CarryingChange), and the
+// change's seal goes to the copy made its leader, which is sealed at its end over the admin
+// plane before the map that makes it the leader reaches it; the change completes and the
+// successor's groups read the parent whole.
+TEST(ReplicationTest, AParentWhoseLeaderDiesBeforeItsChangeSealsItIsSealedAtTheCopyMadeItsLeader) {
+  SidecarClusterOptions o = Options();
+  // The dead pod only follows in the change's map: the change waits this long for it, then goes
+  // on without it (ChangeExecutor::Apply).
+  o.step_timeout = 3s;
+  SidecarCluster c(o);
+  ASSERT_TRUE(c.Start().ok()) << c.Describe();
+  const auto keys = KeysOf(c.current(), 0, 20);
+  {
+    client::ShoalClient first(c.pod(0).data_url(), "orders", 10s);
+    ASSERT_TRUE(first.Produce(Batch(keys, "app", 1, 100)).ok());
+  }
+  // The change: partition 0 moves to pod 1 (its successor copied on pod 2).
+  auto moved = MovePartition0ToPod1(c, {SidecarCluster::Pod(2)});
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  // Pod 0, the parent's leader, dies before the seal; the failover goes into the change's map.
+  c.pod(0).Kill9();
+  const auto reachable = [&](const PodName& pod) -> const PeerAddress* {
+    return pod == SidecarCluster::Pod(0) ? nullptr : c.current().Peer(pod);
+  };
+  const Epoch floor(moved->epoch().value() + 1);
+  std::string why;
+  auto leaders =
+      control::FenceAndChooseLeaders(c.admin(), *moved, {PartitionId(0)}, reachable, floor, &why);
+  ASSERT_TRUE(leaders.ok()) << leaders.status().ToString();
+  ASSERT_EQ(leaders->size(), 1u) << why;
+  auto target = control::FailOverMap(*moved, *leaders, floor);
+  ASSERT_TRUE(target.ok()) << target.status().ToString();
+  target = target->CarryingChange(moved->epoch());
+  ASSERT_TRUE(target.ok()) << target.status().ToString();
+  // The change goes on: the seal is asked of the copy made the parent's leader.
+  const Status applied = c.Apply(*target);
+  ASSERT_TRUE(applied.ok()) << applied.ToString() << c.Describe();
+  const PartitionInfo* p0 = c.current().Find(PartitionId(0));
+  ASSERT_FALSE(p0->active());
+  EXPECT_EQ(p0->end_offset, 100u);
+  EXPECT_NE(p0->owner, SidecarCluster::Pod(0));
+  client::ShoalClient owner(c.pod(1).data_url(), "orders", 10s);
+  ASSERT_TRUE(owner.Produce(Batch(keys, "app", 101, 50)).ok()) << c.Describe();
+  const std::vector<uint64_t> seqs = ReadAllPartitions(owner, "billing", 150);
   ASSERT_EQ(seqs.size(), 150u) << c.Describe();
   for (size_t i = 0; i < seqs.size(); ++i) ASSERT_EQ(seqs[i], i + 1) << "at " << i;
 }

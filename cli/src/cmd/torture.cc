@@ -16,29 +16,30 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <iomanip>
 #include <iostream>
 #include <map>
 #include <mutex>
-#include <random>
 #include <optional>
+#include <random>
 #include <set>
-#include <functional>
 
 #include "cmd/commands.h"
 #include "cmd/scrape.h"
 #include "cmd/torture_groups.h"
 #include "shoal/client/admin_client.h"
-#include "shoal/control/process.h"
 #include "shoal/client/workload.h"
 #include "shoal/common/json.h"
-#include "shoal/common/metrics.h"
-#include "shoal/control/change_executor.h"
-#include "shoal/control/admin_partitions.h"
-#include "shoal/control/change_probe.h"
-#include "shoal/control/retirement.h"
-#include "shoal/control/failover.h"
 #include "shoal/common/map_transition.h"
+#include "shoal/common/metrics.h"
 #include "shoal/common/replication.h"
+#include "shoal/control/admin_partitions.h"
+#include "shoal/control/change_executor.h"
+#include "shoal/control/change_probe.h"
+#include "shoal/control/failover.h"
+#include "shoal/control/process.h"
+#include "shoal/control/retirement.h"
 
 namespace shoal::cli {
 
@@ -166,6 +167,20 @@ int Run(const TortureOptions& o) {
   }
   auto say = [&](const std::string& s) {
     if (!o.json) std::cout << s << std::endl;
+  };
+  // What the harness did and decided, by time from the start: the faults it caused, and the
+  // coordinator's failovers and changes with their outcomes (kept in the run's directory).
+  std::error_code dir_error;
+  std::filesystem::create_directories(dir, dir_error);
+  std::ofstream coordinator_log(dir + "/coordinator.log");
+  std::mutex log_mu;
+  const auto log_start = std::chrono::steady_clock::now();
+  auto note_log = [&](const std::string& s) {
+    std::lock_guard<std::mutex> lock(log_mu);
+    coordinator_log
+        << std::fixed << std::setprecision(3)
+        << std::chrono::duration<double>(std::chrono::steady_clock::now() - log_start).count()
+        << " " << s << std::endl;
   };
   const std::string token = "torture-admin-token";
   control::LocalSidecarOptions base;
@@ -332,7 +347,7 @@ int Run(const TortureOptions& o) {
   std::vector<Failover> failovers;       // guarded by change_mu
   int lost_partitions = 0;               // declared lost (a wiped pod's), guarded by change_mu
   std::string lost_detail;               // which, guarded by change_mu
-  std::vector<std::string> failover_notes;  // failovers that could not finish at once
+  std::vector<std::string> failover_notes;  // the last failovers that could not finish at once
   // Per pod behind the current map: why its last catch-up install was refused (cleared once it
   // holds the current map).
   std::map<std::string, std::string> install_refusals;
@@ -373,6 +388,9 @@ int Run(const TortureOptions& o) {
       control::ChangeTiming timing;
       const PartitionMap before = current;
       auto installed = executor.Apply(current, *pending, &timing);
+      note_log("change " + pending_kind + " to epoch " + std::to_string(pending->epoch().value()) +
+               " from " + std::to_string(current.epoch().value()) + ": " +
+               (installed.ok() ? std::string("applied") : installed.status().ToString()));
       if (!installed.ok()) {
         const Status& st = installed.status();
         if (!recovering) {  // today's behaviour: every change completes
@@ -465,9 +483,9 @@ int Run(const TortureOptions& o) {
         std::set<size_t> old_leaders;
         uint64_t floor = std::max(current.epoch().value(), max_tried_epoch) + 1;
         // A change tried already (parts of it may have taken effect: a parent sealed for it and
-        // confirmed by a successor) whose parents still to seal all have a leader that answers
-        // with its data: the failover goes into the change's map and the change goes on from
-        // there, as the control loop does. Otherwise into the current map, superseding it.
+        // confirmed by a successor) whose parents still to seal have a leader that answers or
+        // copies: the failover goes into the change's map and the change goes on from there, as
+        // the control loop does. Otherwise into the current map, superseding it.
         const auto leader_down = [&](const PodName& pod) {
           const size_t i = index_of(pod);
           return !reach[i] || is_wiped[i] ||
@@ -479,7 +497,10 @@ int Run(const TortureOptions& o) {
           bool parents_answer = true;
           for (const auto& p : pending->partitions()) {
             const PartitionInfo* was = current.Find(p.id);
-            if (!p.active() && !p.lost && was && was->active() && leader_down(was->owner)) {
+            // A parent led by a pod that is down is failed over inside the change when it has
+            // copies (the copy made its leader is sealed for the change, Topic::Seal).
+            if (!p.active() && !p.lost && was && was->active() && leader_down(was->owner) &&
+                p.replicas.empty()) {
               parents_answer = false;
             }
           }
@@ -491,10 +512,6 @@ int Run(const TortureOptions& o) {
         const PartitionMap& base = change ? *change : current;
         for (const auto& p : base.partitions()) {
           if (p.lost || p.replicas.empty()) continue;  // active or sealed
-          if (const PartitionInfo* was = current.Find(p.id);
-              change && !p.active() && was && was->active()) {
-            continue;  // a parent the change seals: its leader answers
-          }
           const size_t i = index_of(p.owner);
           bool due;
           if (auto f = fenced.find(p.id.value()); f != fenced.end()) {
@@ -516,11 +533,30 @@ int Run(const TortureOptions& o) {
           std::set<PartitionId> fenced_now;
           auto leaders = control::FenceAndChooseLeaders(admin, base, ids, reachable, Epoch(floor),
                                                         &why, &fenced_now);
+          {
+            std::string line =
+                "failover at epoch " + std::to_string(floor) +
+                (change ? " into the change of epoch " + std::to_string(change->epoch().value())
+                        : " into the current map") +
+                ":";
+            for (PartitionId id : ids) line += " " + std::to_string(id.value());
+            if (leaders.ok()) {
+              line += "; leaders";
+              for (const auto& [id, leader] : *leaders) {
+                line += " " + std::to_string(id.value()) + "->" + leader.value();
+              }
+            }
+            if (!why.empty()) line += "; not yet: " + why;
+            note_log(line);
+          }
           for (PartitionId id : fenced_now) {
             fenced[id.value()] = std::max(fenced[id.value()], floor);
           }
           max_tried_epoch = std::max(max_tried_epoch, floor);
-          if (!why.empty() && failover_notes.size() < 20) failover_notes.push_back(why);
+          if (!why.empty()) {  // the last 20
+            if (failover_notes.size() == 20) failover_notes.erase(failover_notes.begin());
+            failover_notes.push_back("epoch " + std::to_string(floor) + ": " + why);
+          }
           Result<PartitionMap> target = leaders.ok()
                                             ? control::FailOverMap(base, *leaders, Epoch(floor))
                                             : Result<PartitionMap>(leaders.status());
@@ -587,6 +623,11 @@ int Run(const TortureOptions& o) {
           if (installed.ok()) {
             install_refusals.erase(pod_names[i].value());
           } else {
+            const std::string why = installed.status().ToString();
+            if (install_refusals[pod_names[i].value()].find(why) == std::string::npos) {
+              note_log("catching up " + pod_names[i].value() + " to epoch " +
+                       std::to_string(current.epoch().value()) + " refused: " + why);
+            }
             install_refusals[pod_names[i].value()] = "epoch " +
                                                      std::to_string(current.epoch().value()) +
                                                      ": " + installed.status().ToString();
@@ -653,6 +694,7 @@ int Run(const TortureOptions& o) {
       if (!paused[victim] && !down[victim]) {
         pods[victim].process.Signal(SIGKILL);
         pods[victim].process.Wait(std::chrono::seconds(10));
+        note_log(std::string(wipe ? "wipe" : "kill") + " pod-" + std::to_string(victim));
         down[victim] = true;
         wiped[victim] = wiped[victim] || wipe;
         fault_at[victim] = Clock::now();
@@ -681,6 +723,7 @@ int Run(const TortureOptions& o) {
         st = pods[victim].Restart();
         down[victim] = false;
         was_wiped = wiped[victim];
+        note_log("restart pod-" + std::to_string(victim) + (was_wiped ? " (wiped)" : ""));
       }
       if (!st.ok()) {
         violation("restart of pod-" + std::to_string(victim) + " failed: " + st.message());
@@ -717,6 +760,7 @@ int Run(const TortureOptions& o) {
         std::lock_guard<std::mutex> lock(pods_mu);
         st = pods[victim].Restart();
         down[victim] = false;
+        note_log("restart pod-" + std::to_string(victim) + " (wiped)");
       }
       ++wipes_done;
       if (!st.ok()) {
@@ -736,12 +780,14 @@ int Run(const TortureOptions& o) {
         std::lock_guard<std::mutex> lock(pods_mu);
         if (down[victim]) continue;
         pods[victim].process.Signal(SIGSTOP);
+        note_log("pause pod-" + std::to_string(victim));
         paused[victim] = true;
         fault_at[victim] = Clock::now();
       }
       std::this_thread::sleep_for(length);  // the pause
       std::lock_guard<std::mutex> lock(pods_mu);
       pods[victim].process.Signal(SIGCONT);
+      note_log("resume pod-" + std::to_string(victim));
       paused[victim] = false;
     }
   });
@@ -1126,7 +1172,12 @@ int Run(const TortureOptions& o) {
     };
     out += "}},\"install_refusals\":";
     append_reasons(install_refusals);
-    out += ",\"failed_changes\":{";
+    out += ",\"failover_notes\":[";
+    for (size_t i = 0; i < failover_notes.size(); ++i) {
+      if (i) out += ',';
+      json::AppendString(out, failover_notes[i]);
+    }
+    out += "],\"failed_changes\":{";
     first = true;
     for (const auto& [kind, n] : failed) {
       if (!first) out += ',';

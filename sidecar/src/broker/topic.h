@@ -72,6 +72,12 @@ struct FencedCopy {
   uint64_t end = 0;
 };
 
+// The leader a change's map gives a partition, as a seal request names it (Topic::Seal).
+struct MapLeader {
+  PodName pod;
+  Epoch leader_epoch{0};
+};
+
 // How a sidecar talks to its peers: forwarding produce requests to a key's owner and, during a
 // change, fetching a sealed parent's producer state and its groups' commits. Implemented over HTTP
 // in http/peer_client.h; tests may hand in their own. Thread-safe; owned by main.
@@ -259,8 +265,13 @@ class Topic {
   // the map records for a sealed partition is always held by a quorum (invariant 9), so any copy
   // made its leader later holds it, and a restarted leader serves it whole (its followers, which
   // hold it, no longer fetch).
+  // `leader`: the pod the change's map makes the partition's leader and at which leader epoch.
+  // When that is this pod, at a leader epoch at or above the fence of a copy it follows (a
+  // failover carried in the change chose the copy to lead a parent whose leader went down), the
+  // copy is sealed at its end before the map that makes it the leader arrives.
   Result<uint64_t> Seal(PartitionId partition, const SealIntent& intent,
-                        std::chrono::milliseconds quorum_wait = std::chrono::milliseconds(0));
+                        std::chrono::milliseconds quorum_wait = std::chrono::milliseconds(0),
+                        const std::optional<MapLeader>& leader = std::nullopt);
   // The same for the change that makes `target`: its epoch, digest and the successors it gives
   // the partition.
   Result<uint64_t> Seal(const PartitionMap& target, PartitionId partition,

@@ -130,10 +130,13 @@ Status Topic::Prepare(const PartitionMap& next) {
     SHOAL_RETURN_IF_ERROR(CheckNothingLost(opts_.pod, held, next, absent));
   }
   for (const auto& info : next.partitions()) {
-    if (!HeldHere(info)) continue;
+    // Only new partitions: a sealed one given to this pod is a copy a failover made its leader.
+    if (!HeldHere(info) || !info.active()) continue;
     {
       ReaderLock lock(map_mu_);
-      if (partitions_.count(info.id)) continue;
+      // A copy followed here that the map makes this pod lead is taken over as it is when the
+      // map is installed (OpenOwned): opening it again would give one directory two writers.
+      if (partitions_.count(info.id) || followed_.count(info.id)) continue;
     }
     auto p = TakePrepared(info);
     if (!p) {
@@ -184,7 +187,8 @@ Status Topic::NotLostHere(PartitionId id, const std::string& asked) const {
 }
 
 Result<uint64_t> Topic::Seal(PartitionId id, const SealIntent& intent,
-                             std::chrono::milliseconds quorum_wait) {
+                             std::chrono::milliseconds quorum_wait,
+                             const std::optional<MapLeader>& leader) {
   std::shared_ptr<QuorumTracker> quorum;
   uint64_t sealed_at = 0;
   {
@@ -192,7 +196,16 @@ Result<uint64_t> Topic::Seal(PartitionId id, const SealIntent& intent,
     auto it = partitions_.find(id);
     if (it == partitions_.end()) {
       SHOAL_RETURN_IF_ERROR(NotLostHere(id, "asked to seal"));
-      if (followed_.count(id)) {
+      if (auto f = followed_.find(id); f != followed_.end()) {
+        // A copy that a failover carried in this change made the leader of a parent the change
+        // seals (its leader went down or lost its volume): the copy is fenced, so it takes
+        // nothing more from the old leader, and a quorum's answers chose it as the most complete
+        // (fenced at or below the leader epoch the map gives it). It is sealed here at its end
+        // before the map that makes it the leader arrives.
+        if (leader && leader->pod == opts_.pod && leader->leader_epoch.value() > 0 &&
+            f->second->fenced() > 0 && f->second->fenced() <= leader->leader_epoch.value()) {
+          return f->second->Seal(intent, map_.epoch());
+        }
         // A copy this pod follows: the map that makes it the leader (a failover's) has not
         // reached it yet. The coordinator installs its current map on pods behind and retries.
         return Status::Unavailable("partition " + std::to_string(id.value()) +
@@ -232,20 +245,9 @@ Result<uint64_t> Topic::Seal(const PartitionMap& target, PartitionId id,
   const PartitionInfo* info = target.Find(id);
   const SealIntent intent{target.epoch(), target.Digest(), SuccessorRefs(target, id),
                           info ? std::optional<HashRange>(info->range) : std::nullopt};
-  if (info && info->owner == opts_.pod && info->leader_epoch.value() > 0) {
-    // A copy that a failover carried in this change made the leader of a parent the change
-    // seals (its leader went down or lost its volume): the copy is fenced, so it takes nothing
-    // more from the old leader, and a quorum's answers chose it as the most
-    // complete (fenced at or below the leader epoch the map gives it). It is sealed here at its
-    // end before the map that makes it the leader arrives.
-    ReaderLock lock(map_mu_);
-    if (auto f = followed_.find(id); f != followed_.end() && !partitions_.count(id) &&
-                                     f->second->fenced() > 0 &&
-                                     f->second->fenced() <= info->leader_epoch.value()) {
-      return f->second->Seal(intent, map_.epoch());
-    }
-  }
-  return Seal(id, intent, quorum_wait);
+  std::optional<MapLeader> leader;
+  if (info) leader = MapLeader{info->owner, info->leader_epoch};
+  return Seal(id, intent, quorum_wait, leader);
 }
 
 Result<std::string> Topic::ExportProducers(PartitionId id, const SuccessorRef* successor,

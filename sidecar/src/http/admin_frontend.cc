@@ -35,9 +35,18 @@ std::string Outcome(const Status& st) {
   }
 }
 
-// {"epoch":E,"partition":P,"digest":"...","successors":[{"id","owner","lo","hi"}]}: the seal of
-// one partition for the change whose target map has that epoch and digest.
-Result<std::pair<PartitionId, broker::SealIntent>> ParseSeal(const std::string& body) {
+// What a seal request asks: the partition, the change it is sealed for and, when a failover
+// gave the partition a leader in that change's map, that leader.
+struct SealRequest {
+  PartitionId partition;
+  broker::SealIntent intent;
+  std::optional<broker::MapLeader> leader;
+};
+
+// {"epoch":E,"partition":P,"digest":"...","successors":[{"id","owner","lo","hi"}], "lo":L,
+// "hi":H, "leader":"pod","leader_epoch":N}: the seal of one partition for the change whose target
+// map has that epoch and digest (range, leader and leader epoch optional).
+Result<SealRequest> ParseSeal(const std::string& body) {
   const Status wrong = Status::InvalidArgument(
       "seal needs {\"epoch\": E, \"partition\": P, \"digest\": D, \"successors\": "
       "[{\"id\", \"owner\", \"lo\", \"hi\"}]}: the change it is for (docs/admin-api.md)");
@@ -73,7 +82,18 @@ Result<std::pair<PartitionId, broker::SealIntent>> ParseSeal(const std::string& 
     if (range.lo >= range.hi || range.hi > kHashSpace) return wrong;
     intent.range = range;
   }
-  return std::make_pair(PartitionId(static_cast<uint32_t>(partition)), std::move(intent));
+  std::optional<broker::MapLeader> leader;
+  std::string_view leader_pod;
+  uint64_t leader_epoch = 0;
+  if (doc["leader"].get(leader_pod) == simdjson::SUCCESS) {
+    if (leader_pod.empty() || leader_pod.size() > kMaxNameBytes ||
+        doc["leader_epoch"].get(leader_epoch)) {
+      return wrong;
+    }
+    leader = broker::MapLeader{PodName(std::string(leader_pod)), Epoch(leader_epoch)};
+  }
+  return SealRequest{PartitionId(static_cast<uint32_t>(partition)), std::move(intent),
+                     std::move(leader)};
 }
 
 // The successor named by the query of GET .../producers?successor=S&owner=O&lo=L&hi=H, if any.
@@ -288,13 +308,13 @@ void AdminFrontend::Handle(http_request req) {
       return with_body([this](const std::string& body) -> Result<std::string> {
         auto seal = ParseSeal(body);
         if (!seal.ok()) return seal.status();
-        auto end = topic_.Seal(
-            seal->first, seal->second,
-            std::chrono::milliseconds(std::min<int64_t>(topic_.options().replication_timeout_ms,
-                                                        kAdminQuorumWaitMs)));
+        auto end = topic_.Seal(seal->partition, seal->intent,
+                               std::chrono::milliseconds(std::min<int64_t>(
+                                   topic_.options().replication_timeout_ms, kAdminQuorumWaitMs)),
+                               seal->leader);
         probe_.AdminChange("seal", Outcome(end.status()));
         if (!end.ok()) return end.status();
-        return "{\"partition\":" + std::to_string(seal->first.value()) +
+        return "{\"partition\":" + std::to_string(seal->partition.value()) +
                ",\"end_offset\":" + std::to_string(*end) + "}";
       });
     }

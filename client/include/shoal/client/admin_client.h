@@ -33,10 +33,13 @@ class AdminClient final : public AdminPlane {
   Status Prepare(const std::string& admin, const PartitionMap& map) override;
   Result<uint64_t> Seal(const std::string& admin, const PartitionMap& target,
                         PartitionId partition) override;
-  // A seal with an explicit intent (tests that play a coordinator by hand).
+  // A seal with an explicit intent (tests that play a coordinator by hand). `leader` and
+  // `leader_epoch`: the partition's leader in the change's map, when a failover gave it one
+  // (leader epoch above 0).
   Result<uint64_t> SealFor(const std::string& admin, Epoch epoch, PartitionId partition,
                            const std::string& digest, const std::string& successors_json,
-                           std::optional<HashRange> range = std::nullopt);
+                           std::optional<HashRange> range = std::nullopt,
+                           const std::string& leader = "", Epoch leader_epoch = Epoch(0));
   Result<std::string> DeleteGroup(const std::string& admin, const std::string& group,
                                   bool force) override;
   Result<std::string> Get(const std::string& host_port, const std::string& path,

@@ -897,11 +897,12 @@ bool ControlLoop::MaybeFailOver(const std::vector<PodInfo>& pods) {
       change = std::move(t).value();
     }
   }
-  // With a change in progress whose parents all have a leader that answers, the failover goes
-  // into the change's map: parts of the change may have taken effect (a parent sealed for it
-  // and confirmed by a successor), which a map without the change would contradict, wedging
-  // the topic. The change's successors led by the pods that are down are failed over with it.
-  // Otherwise (a parent to seal is led by a pod that is down, so the change cannot go on) the
+  // With a change in progress whose parents all have a leader that answers or copies, the
+  // failover goes into the change's map: parts of the change may have taken effect (a parent
+  // sealed for it and confirmed by a successor), which a map without the change would
+  // contradict, wedging the topic. The change's successors and parents led by the pods that are
+  // down are failed over with it (a parent's new leader is sealed for the change). Otherwise (a
+  // parent without copies is led by a pod that is down, so the change cannot go on) the
   // failover goes into the current map and the change resolves its step again on it: a seal it
   // made that no successor confirmed is void under that map, and undone by its install.
   if (change) {
@@ -909,8 +910,10 @@ bool ControlLoop::MaybeFailOver(const std::vector<PodInfo>& pods) {
     std::map<std::string, std::vector<PartitionId>> in_change;
     for (const auto& info : change->partitions()) {
       const PartitionInfo* now = map_.Find(info.id);
+      // A parent led by a pod that is down is failed over inside the change when it has copies:
+      // the copy made its leader is sealed for the change (Topic::Seal).
       if (!info.active() && !info.lost && now && now->active() &&
-          led_by_down.count(now->owner.value())) {
+          led_by_down.count(now->owner.value()) && info.replicas.empty()) {
         parents_answer = false;
       }
       // Active or sealed (the change's parents among them have leaders that answer).
