@@ -530,7 +530,8 @@ void LocalPlatform::SuperviseLocked(SteadyTime now) {
         proc.backoff = proc.backoff.count() == 0
                            ? opts_.restart_backoff
                            : std::min(proc.backoff * 2, opts_.restart_backoff_max);
-        proc.not_before = now + proc.backoff;
+        // Not before the backoff, nor before the end of a hold (KillSidecar).
+        proc.not_before = std::max(now + proc.backoff, proc.held_until);
         pod.last_error = std::string(RoleName(sidecar)) + " exited" +
                          (code ? " with code " + std::to_string(*code) : "") + "; see its log in " +
                          pod.dir;
@@ -538,9 +539,14 @@ void LocalPlatform::SuperviseLocked(SteadyTime now) {
             ->warn(
                 "msg=\"pod process exited; restarting\" pod={} role={} "
                 "backoff_ms={} reason=\"{}\"",
-                pod.name.value(), RoleName(sidecar), proc.backoff.count(), pod.last_error);
+                pod.name.value(), RoleName(sidecar),
+                std::chrono::duration_cast<std::chrono::milliseconds>(proc.not_before - now)
+                    .count(),
+                pod.last_error);
       }
-      if (!proc.wanted || proc.pid > 0 || now < proc.not_before) continue;
+      if (!proc.wanted || proc.pid > 0 || now < proc.not_before || now < proc.held_until) {
+        continue;
+      }
       if (auto st = StartProc(pod, role); !st.ok()) {
         proc.backoff = proc.backoff.count() == 0
                            ? opts_.restart_backoff
@@ -574,6 +580,30 @@ std::vector<LocalPodProcesses> LocalPlatform::Processes() const {
 
 // ---------------------------------------------------------------------------------------------
 // Platform.
+
+Result<pid_t> LocalPlatform::KillSidecar(const PodName& name,
+                                         std::chrono::milliseconds restart_after) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (shut_down_) return Status::FailedPrecondition("the local platform was shut down");
+  auto it = std::find_if(pods_.begin(), pods_.end(),
+                         [&](const auto& kv) { return kv.second.name == name; });
+  if (it == pods_.end() || it->second.removing) return Status::NotFound("no pod " + name.value());
+  Pod& pod = it->second;
+  const pid_t pid = pod.sidecar.pid;
+  // The recorded process, still the pod's sidecar (pids are reused).
+  if (pid <= 0 || !control::ProcessAlive(pid) || !Matches(pod, Role::kSidecar, pid)) {
+    return Status::Unavailable("the sidecar of pod " + name.value() + " is not running");
+  }
+  pod.sidecar.held_until = clock_.SteadyNow() + restart_after;
+  if (::kill(pid, SIGKILL) != 0) {
+    return Status::IoError("cannot kill the sidecar of pod " + name.value() + " (pid " +
+                           std::to_string(pid) + "): " + Errno());
+  }
+  Logger("platform")
+      ->warn("msg=\"pod sidecar killed on purpose\" pod={} pid={} restart_after_ms={}",
+             name.value(), pid, restart_after.count());
+  return pid;
+}
 
 Status LocalPlatform::SetDesiredPods(uint32_t n) {
   if (n > kMaxPods) {

@@ -130,6 +130,13 @@ class LocalPlatform final : public Platform {
   void SuperviseOnce();
   // The pods' processes, by ordinal.
   std::vector<LocalPodProcesses> Processes() const;
+  // Kills the pod's sidecar with SIGKILL, as a crash would (`shoal up --chaos`). The supervisor
+  // starts it again as it does any process that died, no sooner than `restart_after` from now
+  // (0: after its usual backoff): a pod down that long, as one whose node is lost. Returns the
+  // pid killed. NotFound for a pod the platform does not run (or is removing); Unavailable when
+  // its sidecar is not running at the moment; FailedPrecondition after Shutdown.
+  Result<pid_t> KillSidecar(const PodName& pod,
+                            std::chrono::milliseconds restart_after = std::chrono::milliseconds(0));
 
   // Where things are, for `shoal up` and tests.
   std::string PodDir(const PodName& pod) const;
@@ -147,6 +154,8 @@ class LocalPlatform final : public Platform {
     std::chrono::milliseconds backoff{0};
     std::chrono::steady_clock::time_point not_before{};  // earliest (re)start
     std::chrono::steady_clock::time_point started_at{};
+    // Not started again before this (KillSidecar's restart_after).
+    std::chrono::steady_clock::time_point held_until{};
   };
   // A consumer's CPU time at the start of the current measuring interval, and the utilisation
   // of the last complete interval (intervals of at least kCpuInterval: /proc counts in 10 ms

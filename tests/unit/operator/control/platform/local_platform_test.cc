@@ -289,6 +289,40 @@ TEST_F(LocalPlatformTest, SupervisorRestartsASidecarKilledWithKill9) {
   EXPECT_EQ(Proc(0).sidecar_restarts, 1u);
 }
 
+// KillSidecar (`shoal up --chaos`): SIGKILL of the pod's sidecar, which stays down for the time
+// asked and is then started again by the supervisor like any process that died.
+TEST_F(LocalPlatformTest, KillSidecarKillsItAndTheSupervisorStartsItAgainAfterTheHold) {
+  LocalPlatform& platform = Open();
+  ASSERT_TRUE(platform.SetDesiredPods(1).ok());
+  ASSERT_TRUE(WaitReady(1));
+  const PodName pod(std::string(kTopic) + "-0");
+  const pid_t before = Proc(0).sidecar_pid;
+  ASSERT_GT(before, 0);
+
+  const auto killed_at = std::chrono::steady_clock::now();
+  auto killed = platform.KillSidecar(pod, 1500ms);
+  ASSERT_TRUE(killed.ok()) << killed.status().ToString();
+  EXPECT_EQ(*killed, before);
+  // The supervisor notices it gone (it looks every 200 ms) and leaves it down for the hold.
+  EXPECT_TRUE(WaitFor([&] { return Proc(0).sidecar_pid <= 0; }, 5s));
+  std::this_thread::sleep_until(killed_at + 1s);
+  EXPECT_LE(Proc(0).sidecar_pid, 0) << "started again within the hold";
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        const auto p = Proc(0);
+        return p.sidecar_pid > 0 && p.sidecar_pid != before && p.sidecar_restarts == 1;
+      },
+      20s))
+      << "sidecar pid " << Proc(0).sidecar_pid << ", restarts " << Proc(0).sidecar_restarts;
+  EXPECT_GE(std::chrono::steady_clock::now() - killed_at, 1500ms);
+  EXPECT_TRUE(WaitReady(1));
+
+  // A pod the platform does not run is named.
+  auto none = platform.KillSidecar(PodName(std::string(kTopic) + "-7"));
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), Status::Code::kNotFound);
+}
+
 TEST_F(LocalPlatformTest, ASecondPlatformAdoptsTheRunningPods) {
   {
     LocalPlatform& first = Open();
