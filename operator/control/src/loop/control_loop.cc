@@ -996,6 +996,17 @@ bool ControlLoop::MaybeFailOver(const std::vector<PodInfo>& pods) {
   }
   const double seconds = std::chrono::duration<double>(clock_.SteadyNow() - earliest).count();
   probe_->FailedOver("ok", leaders->size(), seconds);
+  {
+    FailOverRecord rec;
+    rec.at = clock_.SteadyNow();
+    for (const auto& [pod, pids] : led_by_down) rec.pods.push_back(pod);
+    rec.partitions = leaders->size();
+    rec.epoch = target->epoch();
+    rec.seconds = seconds;
+    std::lock_guard<std::mutex> lock(mu_);
+    failovers_.push_back(std::move(rec));
+    if (failovers_.size() > kMaxFailOvers) failovers_.erase(failovers_.begin());
+  }
   Logger("control")->warn(
       "msg=\"failed over partitions whose leader stopped answering{}\" epoch={} moved=\"{}\"{} "
       "seconds={:.3f}",
@@ -1076,6 +1087,11 @@ void ControlLoop::RecordLoss(const PartitionMap& before, const std::string& pod)
 std::vector<ControlLoop::DataLoss> ControlLoop::losses() const {
   std::lock_guard<std::mutex> lock(mu_);
   return losses_;
+}
+
+std::vector<ControlLoop::FailOverRecord> ControlLoop::failovers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failovers_;
 }
 
 std::map<std::string, DiskState> ControlLoop::pods_under_disk_pressure() const {

@@ -129,6 +129,20 @@ class ControlLoop {
   // The losses this loop declared, oldest first (the last kMaxLosses).
   static constexpr size_t kMaxLosses = 16;
   std::vector<DataLoss> losses() const;
+  // A failover this loop made (MaybeFailOver, when its map was made): the pods that had stopped
+  // answering, the partitions that got a new leader, the epoch of the map, and how long from
+  // the earliest last ready answer of those pods to the map (what
+  // shoal_control_failover_seconds reports).
+  struct FailOverRecord {
+    std::chrono::steady_clock::time_point at{};  // the loop's clock
+    std::vector<std::string> pods;
+    size_t partitions = 0;
+    Epoch epoch{0};
+    double seconds = 0;
+  };
+  // The failovers this loop made, oldest first (the last kMaxFailOvers).
+  static constexpr size_t kMaxFailOvers = 64;
+  std::vector<FailOverRecord> failovers() const;
   // Pods whose data volume is under pressure at the last observation (DiskState::pressure):
   // produce to their partitions is or will soon be refused. Empty when none.
   std::map<std::string, DiskState> pods_under_disk_pressure() const;
@@ -224,6 +238,7 @@ class ControlLoop {
   std::map<PartitionId, double> last_rates_;
   std::map<std::string, std::vector<PartitionId>> pods_without_data_;
   std::vector<DataLoss> losses_;
+  std::vector<FailOverRecord> failovers_;
   // Per partition, from the last observation that saw it: end offset and largest lag.
   std::map<PartitionId, std::pair<uint64_t, uint64_t>> last_seen_;
   std::map<std::string, DiskState> pods_disk_pressure_;

@@ -319,6 +319,13 @@ TEST_F(ControlLoopTest, AFailoverLeftHalfDoneByARestartedLoopIsFinished) {
   bool fenced_at_or_above = false;
   for (const auto& c : admin_.Calls()) fenced_at_or_above |= c.rfind("fence ", 0) == 0;
   EXPECT_TRUE(fenced_at_or_above);
+  // The failover is recorded for `shoal up`'s report: the old leader, the map's epoch.
+  const auto failovers = loop_->failovers();
+  ASSERT_EQ(failovers.size(), 1u);
+  EXPECT_EQ(failovers[0].pods, std::vector<std::string>{p0.owner.value()});
+  EXPECT_GE(failovers[0].partitions, 1u);
+  EXPECT_EQ(failovers[0].epoch, loop_->map().epoch());
+  EXPECT_GE(failovers[0].seconds, 0);
 }
 
 // The change a loop saved in its state and has not carried out yet (its plan's step target).
