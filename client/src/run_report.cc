@@ -33,6 +33,23 @@ constexpr double kMaxEventSecondsToBaseline = 0.15;  // dynamic / static-baselin
 
 bool HasSurge(const RunSummary& run) { return run.surge_end_s > run.surge_start_s; }
 
+// The failover of each kill (by index; nullptr when none): the first failover at or after the
+// kill whose pods name the killed pod.
+std::vector<const RunFailover*> KillFailovers(const RunSummary& run) {
+  std::vector<const RunFailover*> out;
+  for (const RunKill& k : run.kills) {
+    const RunFailover* found = nullptr;
+    for (const RunFailover& fo : run.failovers) {
+      if (fo.t >= k.t && std::find(fo.pods.begin(), fo.pods.end(), k.pod) != fo.pods.end()) {
+        found = &fo;
+        break;
+      }
+    }
+    out.push_back(found);
+  }
+  return out;
+}
+
 struct LagPeak {
   double after_surge_s = -1;  // -1: no surge, or no samples in the window
   double lag = 0;
@@ -283,6 +300,27 @@ std::vector<Check> RunChecks(const RunSummary& run, const RunFigures& f) {
     back.verdict = PassIf(f.scaled_down);
   }
   checks.push_back(std::move(back));
+
+  if (run.chaos) {
+    Check chaos{"every killed leader's partitions are failed over", "",
+                static_cast<double>(f.kills_failed_over), PassIf(f.chaos_failed_over)};
+    if (f.kills == 0) {
+      chaos.measured = "no leader was killed";
+    } else {
+      if (f.kills < run.kills_planned) {
+        chaos.measured = std::to_string(f.kills) + " of " + std::to_string(run.kills_planned) +
+                         " kills planned made; ";
+      }
+      chaos.measured += std::to_string(f.kills_failed_over) + " of " + std::to_string(f.kills) +
+                        " kills followed by a failover";
+      if (f.kills_failed_over > 0) {
+        chaos.measured += ", the longest in " + FormatSeconds(f.failover_s) +
+                          " (the loop's measure), its map " + FormatSeconds(f.kill_to_failover_s) +
+                          " after the kill";
+      }
+    }
+    checks.push_back(std::move(chaos));
+  }
   return checks;
 }
 
@@ -706,10 +744,79 @@ class Chart {
 // ---------------------------------------------------------------------------------------------
 // Markdown and files.
 
+// The kills of a chaos run and the failovers that followed, with the chaos PASS/FAIL line.
+std::string ChaosMarkdown(const RunSummary& run, const RunFigures& f) {
+  std::string out = "## Chaos\n\n";
+  if (f.chaos_failed_over) {
+    out += "**Chaos: PASS**: " +
+           std::string(f.kills == 1 ? "the killed leader's" : "each killed leader's") +
+           " partitions failed over (" + FormatCount(f.failed_over_partitions) + " partitions in " +
+           FormatCount(f.failovers) + " failover" + (f.failovers == 1 ? "" : "s") +
+           ", the longest " + FormatSeconds(f.failover_s) +
+           " as the control loop measured it, its map " + FormatSeconds(f.kill_to_failover_s) +
+           " after the kill).\n\n";
+  } else if (f.kills < std::max<uint32_t>(1, run.kills_planned)) {
+    out += "**Chaos: FAIL**: " + FormatCount(f.kills) + " of the " +
+           FormatCount(run.kills_planned) +
+           " kills planned were made (no other pod led a partition with copies while a kill was "
+           "due), so not every failover was shown.\n\n";
+  } else {
+    out += "**Chaos: FAIL**: " + FormatCount(f.kills - f.kills_failed_over) + " of " +
+           FormatCount(f.kills) +
+           " kills were not followed by a failover of the killed pod's partitions.\n\n";
+  }
+  const std::vector<const RunFailover*> matched = KillFailovers(run);
+  if (!run.kills.empty()) {
+    out +=
+        "| killed at | pod | pid | partitions it led | failed over at | failover (loop's measure) "
+        "|\n|---:|---|---:|---:|---:|---:|\n";
+    for (size_t i = 0; i < run.kills.size(); ++i) {
+      const RunKill& k = run.kills[i];
+      out += "| t=" + FormatSeconds(k.t) + " | " + Md(k.pod) + " | " + std::to_string(k.pid) +
+             " | " + std::to_string(k.partitions_led) + " | ";
+      if (matched[i]) {
+        out += "t=" + FormatSeconds(matched[i]->t) + " (" + FormatSeconds(matched[i]->t - k.t) +
+               " after the kill) | " + FormatSeconds(matched[i]->seconds) + " |\n";
+      } else {
+        out += "not failed over | n/a |\n";
+      }
+    }
+    out += "\n";
+  }
+  if (run.failovers.empty()) {
+    out += "The control loop made no failover in this run.\n\n";
+  } else {
+    out +=
+        "Every failover of the run:\n\n| at | leaders that stopped answering | partitions | "
+        "seconds (loop's measure) |\n|---:|---|---:|---:|\n";
+    for (const RunFailover& fo : run.failovers) {
+      std::string pods;
+      for (const auto& p : fo.pods) pods += (pods.empty() ? "" : ", ") + Md(p);
+      out += "| t=" + FormatSeconds(fo.t) + " | " + pods + " | " + std::to_string(fo.partitions) +
+             " | " + FormatSeconds(fo.seconds) + " |\n";
+    }
+    out += "\n";
+  }
+  out +=
+      "A kill is SIGKILL of the pod's sidecar, which the platform starts again after a few "
+      "seconds down (`shoal up --chaos-down`). The control loop fails over the partitions of a "
+      "leader that has not answered its readiness probe for 2 s; its measure runs from the "
+      "pod's last ready answer to the failover map.\n\n";
+  return out;
+}
+
 std::string SummaryMarkdownImpl(const RunSummary& run, const RunFigures& f, bool link_compare) {
   std::string out = "# Shoal run report: " + Md(run.name) + "\n\n";
   out += "Topic **" + Md(run.topic) + "**, profile **" + Md(run.profile) + "**, " +
          FormatSeconds(run.duration_s) + " of load.\n\n";
+  if (run.chaos) {
+    // A chaos run passes only when nothing was lost or reordered and its kills were failed over.
+    const bool pass = f.lost == 0 && f.reordered == 0 && f.chaos_failed_over;
+    out += std::string("**Run: ") + (pass ? "PASS" : "FAIL") +
+           "** (chaos): " + FormatCount(f.lost) + " lost, " + FormatCount(f.reordered) +
+           " reordered; " + FormatCount(f.kills_failed_over) + " of " + FormatCount(f.kills) +
+           " killed leaders failed over.\n\n";
+  }
   out += "![Arrival rate, partitions, pods and consumer lag over the run](chart.svg)\n\n";
   if (link_compare) {
     out += "Static and dynamic partitioning under the same load: [compare.md](compare.md).\n\n";
@@ -758,6 +865,8 @@ std::string SummaryMarkdownImpl(const RunSummary& run, const RunFigures& f, bool
     for (const auto& e : v.examples) out += "- " + Md(e) + "\n";
     out += "\n";
   }
+
+  if (run.chaos) out += ChaosMarkdown(run, f);
 
   out += "## Figures\n\n| figure | value |\n|---|---:|\n";
   out += "| peak consumer lag | " + FormatQuantity(f.peak_lag) + " events |\n";
@@ -832,6 +941,23 @@ void AppendFiguresJson(std::string& out, const RunFigures& f) {
   }
   out += std::string(",\"scaled_up\":") + (f.scaled_up ? "true" : "false");
   out += std::string(",\"scaled_down\":") + (f.scaled_down ? "true" : "false");
+  const std::pair<const char*, uint64_t> chaos_counts[] = {
+      {"kills", f.kills},
+      {"failovers", f.failovers},
+      {"failed_over_partitions", f.failed_over_partitions},
+      {"kills_failed_over", f.kills_failed_over},
+  };
+  for (const auto& [name, value] : chaos_counts) {
+    out += ",\"";
+    out += name;
+    out += "\":";
+    json::AppendUint(out, value);
+  }
+  out += ",\"failover_s\":";
+  json::AppendDouble(out, f.failover_s);
+  out += ",\"kill_to_failover_s\":";
+  json::AppendDouble(out, f.kill_to_failover_s);
+  out += std::string(",\"chaos_failed_over\":") + (f.chaos_failed_over ? "true" : "false");
   out += "}";
 }
 
@@ -878,6 +1004,41 @@ std::string ReportJson(const RunSummary& run, const RunFigures& f,
   out += ",\"samples\":";
   json::AppendUint(out, run.samples.size());
   out += std::string(",\"verified\":") + (f.lost == 0 && f.reordered == 0 ? "true" : "false");
+  out += std::string(",\"chaos\":") + (run.chaos ? "true" : "false");
+  out += ",\"kills_planned\":";
+  json::AppendUint(out, run.kills_planned);
+  out += ",\"kills\":[";
+  for (size_t i = 0; i < run.kills.size(); ++i) {
+    const RunKill& k = run.kills[i];
+    if (i) out += ",";
+    out += "{\"t\":";
+    json::AppendDouble(out, k.t);
+    out += ",\"pod\":";
+    json::AppendString(out, k.pod);
+    out += ",\"pid\":";
+    json::AppendUint(out, static_cast<uint64_t>(std::max<int64_t>(0, k.pid)));
+    out += ",\"partitions_led\":";
+    json::AppendUint(out, k.partitions_led);
+    out += "}";
+  }
+  out += "],\"failovers\":[";
+  for (size_t i = 0; i < run.failovers.size(); ++i) {
+    const RunFailover& fo = run.failovers[i];
+    if (i) out += ",";
+    out += "{\"t\":";
+    json::AppendDouble(out, fo.t);
+    out += ",\"pods\":[";
+    for (size_t j = 0; j < fo.pods.size(); ++j) {
+      if (j) out += ",";
+      json::AppendString(out, fo.pods[j]);
+    }
+    out += "],\"partitions\":";
+    json::AppendUint(out, fo.partitions);
+    out += ",\"seconds\":";
+    json::AppendDouble(out, fo.seconds);
+    out += "}";
+  }
+  out += "]";
   out += ",\"figures\":";
   AppendFiguresJson(out, f);
   out += ",\"checks\":";
@@ -964,6 +1125,18 @@ RunFigures ComputeFigures(const RunSummary& run) {
   f.reordered = run.verify.reordered;
   f.duplicated = run.verify.duplicated;
   f.acked = run.verify.acked;
+  f.kills = static_cast<uint32_t>(run.kills.size());
+  f.failovers = static_cast<uint32_t>(run.failovers.size());
+  for (const RunFailover& fo : run.failovers) f.failed_over_partitions += fo.partitions;
+  const std::vector<const RunFailover*> matched = KillFailovers(run);
+  for (size_t i = 0; i < matched.size(); ++i) {
+    if (matched[i] == nullptr) continue;
+    ++f.kills_failed_over;
+    f.failover_s = std::max(f.failover_s, matched[i]->seconds);
+    f.kill_to_failover_s = std::max(f.kill_to_failover_s, matched[i]->t - run.kills[i].t);
+  }
+  f.chaos_failed_over =
+      run.chaos && f.kills > 0 && f.kills >= run.kills_planned && f.kills_failed_over == f.kills;
   const auto& samples = run.samples;
   if (samples.empty()) return f;
 

@@ -258,6 +258,83 @@ TEST(RunReportMarkdown, LostOrReorderedEventsFailTheVerifier) {
             std::string::npos);
 }
 
+// A chaos run (`shoal up --chaos`): orders-3 killed at 80 s, its partitions failed over at
+// 82.5 s; another failover (of orders-5, not killed) at 90 s.
+RunSummary Chaos() {
+  RunSummary run = FlashSale();
+  run.chaos = true;
+  run.kills_planned = 1;
+  run.kills = {{80, "orders-3", 4242, 4}};
+  run.failovers = {{82.5, {"orders-3"}, 4, 2.4}, {90, {"orders-5"}, 2, 2.1}};
+  return run;
+}
+
+TEST(RunReportChaos, AKilledLeaderFailedOverPasses) {
+  const RunSummary run = Chaos();
+  const RunFigures f = ComputeFigures(run);
+  EXPECT_EQ(f.kills, 1u);
+  EXPECT_EQ(f.failovers, 2u);
+  EXPECT_EQ(f.failed_over_partitions, 6u);
+  EXPECT_EQ(f.kills_failed_over, 1u);
+  EXPECT_DOUBLE_EQ(f.failover_s, 2.4);
+  EXPECT_DOUBLE_EQ(f.kill_to_failover_s, 2.5);
+  EXPECT_TRUE(f.chaos_failed_over);
+  const std::string md = SummaryMarkdown(run, f);
+  EXPECT_NE(md.find("**Run: PASS** (chaos)"), std::string::npos) << md;
+  EXPECT_NE(md.find("**Chaos: PASS**"), std::string::npos) << md;
+  const std::string kill = LineWith(md, "| t=80.0 s | orders-3 |");
+  EXPECT_NE(kill.find("4242"), std::string::npos) << kill;
+  EXPECT_NE(kill.find("t=82.5 s (2.5 s after the kill)"), std::string::npos) << kill;
+  EXPECT_NE(kill.find("2.4 s"), std::string::npos) << kill;
+  EXPECT_NE(LineWith(md, "| t=90.0 s | orders-5 |"), "") << md;
+  EXPECT_NE(LineWith(md, "every killed leader's partitions are failed over").find("PASS"),
+            std::string::npos);
+}
+
+TEST(RunReportChaos, NoFailoverOfTheKilledPodOrNoKillFails) {
+  RunSummary run = Chaos();
+  run.failovers.erase(run.failovers.begin());  // only orders-5's: not the killed pod
+  RunFigures f = ComputeFigures(run);
+  EXPECT_FALSE(f.chaos_failed_over);
+  EXPECT_EQ(f.kills_failed_over, 0u);
+  std::string md = SummaryMarkdown(run, f);
+  EXPECT_NE(md.find("**Run: FAIL** (chaos)"), std::string::npos) << md;
+  EXPECT_NE(md.find("**Chaos: FAIL**"), std::string::npos) << md;
+  EXPECT_NE(LineWith(md, "| t=80.0 s | orders-3 |").find("not failed over"), std::string::npos);
+  EXPECT_NE(LineWith(md, "every killed leader's partitions are failed over").find("FAIL"),
+            std::string::npos);
+
+  // A failover of the pod before its kill is not its failover.
+  run.failovers = {{70, {"orders-3"}, 4, 2.0}};
+  EXPECT_FALSE(ComputeFigures(run).chaos_failed_over);
+
+  // Fewer kills made than planned fails too, and so does none.
+  run = Chaos();
+  run.kills_planned = 2;
+  md = SummaryMarkdown(run, ComputeFigures(run));
+  EXPECT_NE(md.find("**Chaos: FAIL**: 1 of the 2 kills planned were made"), std::string::npos)
+      << md;
+  run.kills.clear();
+  run.failovers.clear();
+  md = SummaryMarkdown(run, ComputeFigures(run));
+  EXPECT_NE(md.find("**Chaos: FAIL**"), std::string::npos) << md;
+  EXPECT_NE(md.find("no failover in this run"), std::string::npos) << md;
+
+  // Lost events fail a chaos run whose failover went well.
+  run = Chaos();
+  run.verify.lost = 1;
+  EXPECT_NE(SummaryMarkdown(run, ComputeFigures(run)).find("**Run: FAIL** (chaos)"),
+            std::string::npos);
+}
+
+TEST(RunReportChaos, ARunWithoutChaosSaysNothingOfIt) {
+  const RunSummary run = FlashSale();
+  const std::string md = SummaryMarkdown(run, ComputeFigures(run));
+  EXPECT_EQ(md.find("Chaos"), std::string::npos);
+  EXPECT_EQ(md.find("**Run:"), std::string::npos);
+  EXPECT_EQ(LineWith(md, "failed over"), "");
+}
+
 TEST(RunReportMarkdown, ReasonsCannotBreakTheDecisionsTable) {
   RunSummary run = FlashSale();
   run.decisions[0].reason = "a | b <script> c\nd";
@@ -420,6 +497,26 @@ TEST(RunReportWrite, WritesEveryFile) {
   EXPECT_EQ(simdjson::dom::array(doc["decisions"]).size(), 2u);
   EXPECT_EQ(std::string_view(doc["checks"].at(0)["result"]), "PASS");
   EXPECT_EQ(bool(doc["verified"]), true);
+  EXPECT_EQ(bool(doc["chaos"]), false);
+}
+
+TEST(RunReportWrite, AChaosRunWritesItsKillsAndFailovers) {
+  shoal::testing::TempDir tmp("run-report-chaos");
+  const RunSummary run = Chaos();
+  ASSERT_TRUE(WriteReport(tmp.path(), run, {}).ok());
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_EQ(parser.load(tmp.path() + "/report.json").get(doc), simdjson::SUCCESS);
+  EXPECT_EQ(bool(doc["chaos"]), true);
+  EXPECT_EQ(uint64_t(doc["kills_planned"]), 1u);
+  EXPECT_EQ(std::string_view(doc["kills"].at(0)["pod"]), "orders-3");
+  EXPECT_EQ(uint64_t(doc["kills"].at(0)["pid"]), 4242u);
+  EXPECT_EQ(std::string_view(doc["failovers"].at(0)["pods"].at(0)), "orders-3");
+  EXPECT_EQ(uint64_t(doc["failovers"].at(1)["partitions"]), 2u);
+  EXPECT_EQ(uint64_t(doc["figures"]["kills_failed_over"]), 1u);
+  EXPECT_EQ(double(doc["figures"]["failover_s"]), 2.4);
+  EXPECT_EQ(bool(doc["figures"]["chaos_failed_over"]), true);
+  EXPECT_EQ(std::string_view(doc["checks"].at(2)["result"]), "PASS");
 }
 
 TEST(RunReportWrite, WritesTheComparison) {

@@ -45,6 +45,25 @@ struct RunDecision {
   uint32_t partitions_from = 0, partitions_to = 0, pods_from = 0, pods_to = 0;
 };
 
+// A pod's sidecar killed on purpose during the run (`shoal up --chaos`).
+struct RunKill {
+  double t = 0;  // seconds since the load started
+  std::string pod;
+  int64_t pid = 0;
+  uint32_t partitions_led = 0;  // the partitions with copies it led when it was killed
+};
+
+// A failover the control loop made during the run: partitions whose leader had stopped
+// answering given to one of their copies.
+struct RunFailover {
+  double t = 0;                   // when the loop made the failover map
+  std::vector<std::string> pods;  // the leaders that had stopped answering
+  uint32_t partitions = 0;        // partitions that got a new leader
+  // The loop's measure (shoal_control_failover_seconds): from those pods' last ready answer to
+  // the failover map.
+  double seconds = 0;
+};
+
 // Everything recorded about one run; a value.
 struct RunSummary {
   std::string name;            // "dynamic", "static-baseline", "static-peak"
@@ -59,6 +78,12 @@ struct RunSummary {
   // The surge was announced ahead (a schedule held its capacity); otherwise the topic met it
   // unannounced and compare.md checks how fast the backlog it built came back down.
   bool announced = true;
+  // A chaos run (`shoal up --chaos`): leaders' sidecars were killed, and each kill must be
+  // followed by a failover of the killed pod's partitions.
+  bool chaos = false;
+  uint32_t kills_planned = 0;          // the kills the run was to make
+  std::vector<RunKill> kills;          // those made, in time order
+  std::vector<RunFailover> failovers;  // every failover of the run, in time order
 };
 
 // The numbers of one run, computed from its samples and verifier report.
@@ -89,6 +114,18 @@ struct RunFigures {
   uint64_t lost = 0, reordered = 0, duplicated = 0, acked = 0;
   bool scaled_up = false;    // partitions or pods went above the baseline
   bool scaled_down = false;  // scaled up, and each that went up ends below its maximum
+  // Chaos (all 0 / -1 / false without kills). A kill is failed over by the first failover at or
+  // after it whose pods name the killed pod.
+  uint32_t kills = 0;
+  uint32_t failovers = 0;               // every failover of the run
+  uint32_t failed_over_partitions = 0;  // summed over every failover
+  uint32_t kills_failed_over = 0;       // kills followed by a failover of the killed pod
+  // Over the kills failed over: the longest failover as the loop measured it, and the longest
+  // time from a kill to its failover's map; -1 when none.
+  double failover_s = -1;
+  double kill_to_failover_s = -1;
+  // A chaos run that made every kill it planned (at least one), each of them failed over.
+  bool chaos_failed_over = false;
 };
 
 // The lag a run is back to normal under (the report's "lag back under 1,000 events").
@@ -102,7 +139,9 @@ RunFigures ComputeFigures(const RunSummary& run);
 std::string ChartSvg(const RunSummary& run);
 
 // summary.md: what ran, the verifier's numbers with a PASS/FAIL line (FAIL on lost or reordered
-// events; duplicates are reported but do not fail), the figures, the two checks above with their
+// events; duplicates are reported but do not fail), for a chaos run the kills and failovers with
+// their own PASS/FAIL line (FAIL when a kill was not failed over, or no kill was made), the
+// figures, the two checks above with their
 // measured values, the decisions and the chart (chart.svg beside it).
 std::string SummaryMarkdown(const RunSummary& run, const RunFigures& f);
 
