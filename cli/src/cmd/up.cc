@@ -4,7 +4,8 @@
 // the verifier's numbers). --compare runs the same profile three ways (static at the baseline
 // size, static at the peak size, dynamic) and adds the trade-off table. --no-load leaves the
 // topic running for the user's own producers and consumers until Ctrl-C. Run again, it resumes
-// the topic from its state directory.
+// the topic from its state directory. --chaos (a topic with copies) kills the sidecar of a leader
+// during the surge and shows the failover in the report; no failover is a failed run.
 // clang-format off
 #include <utility>  // std::exchange, before boost::asio (awaitable.hpp needs it)
 // clang-format on
@@ -59,6 +60,22 @@ std::string Timestamp() {
 // The flash sale's 10x phase, in seconds from the start (LoadOptions' surge fractions).
 double SurgeFrom(const UpOptions& o) { return client::LoadOptions{}.surge_from * o.duration_s; }
 double SurgeUntil(const UpOptions& o) { return client::LoadOptions{}.surge_until * o.duration_s; }
+
+// When --chaos kills, in seconds from the start: a third and two thirds into the flash sale's
+// surge (its split and its pods are in place by then), or into the run without a surge; a kill
+// that cannot be made then (no other pod leads a partition with copies) is tried each second
+// until the surge (the run) ends.
+std::vector<double> ChaosKillTimes(const UpOptions& o) {
+  const bool surge = o.profile == "flash-sale";
+  const double from = surge ? SurgeFrom(o) : 0;
+  const double until = surge ? SurgeUntil(o) : o.duration_s;
+  std::vector<double> at;
+  for (int k = 1; k <= o.chaos_kills; ++k) at.push_back(from + (until - from) * k / 3);
+  return at;
+}
+double ChaosLastChance(const UpOptions& o) {
+  return o.profile == "flash-sale" ? SurgeUntil(o) : o.duration_s;
+}
 
 // The announced flash sale as a schedule of the topic (spec.scaling.schedules): from `start`
 // for the sale's length, the partitions its 10x rate needs at the target (less the tolerance) and
@@ -274,6 +291,7 @@ class Run {
       const uint64_t acked = load.acked();
       Sample(loop, **platform, &load, static_cast<double>(acked - last_acked));
       last_acked = acked;
+      if (o_.chaos) MaybeKill(loop, **platform);
       View(loop, &load);
     }
     load.Stop();
@@ -342,6 +360,10 @@ class Run {
     out->verify = client::Verify(acked, std::move(seen));
     out->command = o_.command;
     out->announced = o_.scheduled_sale;
+    out->chaos = o_.chaos;
+    out->kills_planned = o_.chaos ? static_cast<uint32_t>(o_.chaos_kills) : 0;
+    out->kills = kills_;
+    out->failovers = failovers_;
     return Status::Ok();
   }
 
@@ -368,6 +390,25 @@ class Run {
         s.produce_p99_ms = Percentile(lat, 0.99);
       }
     }
+    // The failovers the loop made since the last sample, at their own times.
+    for (const auto& fo : loop.failovers()) {
+      if (fo.at <= last_failover_at_) continue;
+      last_failover_at_ = fo.at;
+      client::RunFailover rf;
+      rf.t = std::chrono::duration<double>(fo.at - start_).count();
+      rf.pods = fo.pods;
+      rf.partitions = static_cast<uint32_t>(fo.partitions);
+      rf.seconds = fo.seconds;
+      std::string pods;
+      for (const auto& p : rf.pods) pods += (pods.empty() ? "" : ",") + p;
+      if (tty_ && drawn_) std::cerr << "\x1b[3F\x1b[J";
+      drawn_ = false;
+      std::fprintf(stderr,
+                   "shoal up: t=%.1fs the control loop failed over %u partitions led by %s "
+                   "(%.1f s from its last ready answer)\n",
+                   rf.t, rf.partitions, pods.c_str(), rf.seconds);
+      failovers_.push_back(std::move(rf));
+    }
     const uint64_t seen = seen_.Count();
     s.consumed_rate = static_cast<double>(seen > last_seen_ ? seen - last_seen_ : 0);
     last_seen_ = seen;
@@ -389,6 +430,61 @@ class Run {
     }
     last_partitions_ = s.partitions;
     last_pods_ = s.pods;
+  }
+
+  // --chaos: when the next kill is due, SIGKILL the sidecar of the pod that leads the most
+  // partitions with copies (not one killed before; ties by name), once the pod killed before is
+  // ready again (two copies down at once could leave a partition without a quorum).
+  void MaybeKill(control::ControlLoop& loop, control::LocalPlatform& platform) {
+    if (kill_at_.empty()) kill_at_ = ChaosKillTimes(o_);
+    if (kills_tried_ >= kill_at_.size() || Elapsed() < kill_at_[kills_tried_]) return;
+    auto give_up = [&](const std::string& why) {
+      if (Elapsed() + 1 < ChaosLastChance(o_)) return;  // tried again next second
+      std::fprintf(stderr, "shoal up --chaos: kill %zu not made: %s\n", kills_tried_ + 1,
+                   why.c_str());
+      ++kills_tried_;
+    };
+    auto pods = platform.ListPods();
+    if (!pods.ok()) return give_up(pods.status().message());
+    for (const auto& k : kills_) {
+      for (const auto& p : *pods) {
+        if (p.name.value() == k.pod && !p.ready) {
+          return give_up("pod " + k.pod + ", killed before, is not ready again");
+        }
+      }
+    }
+    std::map<std::string, uint32_t> led;
+    const PartitionMap map = loop.map();
+    for (const auto& p : map.partitions()) {
+      if (p.active() && !p.lost && !p.replicas.empty()) ++led[p.owner.value()];
+    }
+    for (const auto& k : kills_) led.erase(k.pod);
+    std::string pod;
+    uint32_t most = 0;
+    for (const auto& [name, n] : led) {
+      if (n > most) {
+        pod = name;
+        most = n;
+      }
+    }
+    if (pod.empty()) return give_up("no other pod leads a partition with copies");
+    const double t = Elapsed();
+    auto pid = platform.KillSidecar(
+        PodName(pod), std::chrono::milliseconds(static_cast<int64_t>(o_.chaos_down_s * 1000)));
+    if (!pid.ok()) return give_up(pid.status().message());
+    client::RunKill k;
+    k.t = t;
+    k.pod = pod;
+    k.pid = *pid;
+    k.partitions_led = most;
+    if (tty_ && drawn_) std::cerr << "\x1b[3F\x1b[J";
+    drawn_ = false;
+    std::fprintf(stderr,
+                 "shoal up --chaos: t=%.1fs killed the sidecar of %s (pid %lld, leader of %u "
+                 "partitions with copies); the platform starts it again in %.0f s\n",
+                 t, pod.c_str(), static_cast<long long>(*pid), most, o_.chaos_down_s);
+    kills_.push_back(std::move(k));
+    ++kills_tried_;
   }
 
   void View(control::ControlLoop& loop, client::LoadGenerator* load) {
@@ -434,6 +530,12 @@ class Run {
   std::string last_reason_, printed_reason_;
   const bool tty_ = isatty(STDERR_FILENO) != 0;
   bool drawn_ = false;
+  // --chaos.
+  std::vector<double> kill_at_;
+  size_t kills_tried_ = 0;
+  std::vector<client::RunKill> kills_;
+  std::vector<client::RunFailover> failovers_;
+  SteadyClock::time_point last_failover_at_{};
 };
 
 void PrintFigures(const client::RunSummary& r, const client::RunFigures& f) {
@@ -446,6 +548,22 @@ void PrintFigures(const client::RunSummary& r, const client::RunFigures& f) {
       static_cast<unsigned long long>(f.duplicated), f.baseline_partitions, f.max_partitions,
       f.final_partitions, f.baseline_pods, f.max_pods, f.final_pods, f.peak_lag,
       f.lag_peak_after_surge_s, f.produce_p99_ms, f.partition_seconds, f.pod_seconds);
+  if (!r.chaos) return;
+  for (const auto& k : r.kills) {
+    std::printf(
+        "%s: chaos: killed %s (pid %lld, leader of %u partitions with copies) at t=%.1f s\n",
+        r.name.c_str(), k.pod.c_str(), static_cast<long long>(k.pid), k.partitions_led, k.t);
+  }
+  std::printf(
+      "%s: chaos: %u of %u kills failed over; %u failovers, %u partitions failed over; failover "
+      "%.1f s (the control loop's measure, the longest), its map %.1f s after the kill\n",
+      r.name.c_str(), f.kills_failed_over, r.kills_planned, f.failovers, f.failed_over_partitions,
+      f.failover_s, f.kill_to_failover_s);
+  const bool pass = f.lost == 0 && f.reordered == 0 && f.chaos_failed_over;
+  std::printf("%s: %s: %llu lost, %llu reordered, %s\n", r.name.c_str(), pass ? "PASS" : "FAIL",
+              static_cast<unsigned long long>(f.lost), static_cast<unsigned long long>(f.reordered),
+              f.chaos_failed_over ? "every killed leader's partitions failed over"
+                                  : "a killed leader's partitions were not failed over");
 }
 
 int RunUp(UpOptions o) {
@@ -459,6 +577,18 @@ int RunUp(UpOptions o) {
   auto spec = ParseTopic(*text);
   if (!spec.ok()) {
     std::cerr << "shoal up: " << o.file << ": " << spec.status().message() << "\n";
+    return 2;
+  }
+  if (o.chaos && o.no_load) {
+    std::cerr << "shoal up: --chaos kills a leader during the load run; drop --no-load\n";
+    return 2;
+  }
+  if (o.chaos && spec->replication.factor < 2) {
+    std::cerr << "shoal up: --chaos kills a leader's sidecar to show its partitions failing over "
+                 "to a copy, and "
+              << o.file << " keeps one copy of each partition (spec.replication.factor: "
+              << spec->replication.factor
+              << "): set spec.replication.factor: 3 in it (spec.replicas.max at least 3)\n";
     return 2;
   }
   if (o.state_dir.empty()) o.state_dir = ".shoal/" + spec->name;
@@ -493,6 +623,7 @@ int RunUp(UpOptions o) {
     // peak the dynamic run reached. Fresh state for each.
     UpOptions so = o;
     so.fresh = true;
+    so.chaos = false;  // the static runs are the comparison, not the chaos
     for (const auto& [name, parts, pods] :
          {std::tuple<std::string, uint32_t, uint32_t>{"static-baseline", fd.baseline_partitions,
                                                       fd.baseline_pods},
@@ -526,6 +657,14 @@ int RunUp(UpOptions o) {
   if (fd.lost > 0 || fd.reordered > 0) {
     std::cerr << "shoal up: the verifier found lost or reordered events\n";
     return 3;
+  }
+  if (dynamic.chaos && !fd.chaos_failed_over) {
+    std::cerr << "shoal up: --chaos: "
+              << (fd.kills < dynamic.kills_planned
+                      ? "not every planned kill was made"
+                      : "a killed leader's partitions were not failed over")
+              << "; a chaos run that shows no failover does not pass\n";
+    return 4;
   }
   return 0;
 }
@@ -575,6 +714,17 @@ void RegisterUp(CLI::App& app, int& exit_code) {
   cmd->add_flag("--compare", o->compare,
                 "Also run static at the baseline and at the peak size, and compare");
   cmd->add_flag("--fresh", o->fresh, "Start from an empty state directory");
+  cmd->add_flag("--chaos", o->chaos,
+                "Kill (SIGKILL) the sidecar of the pod that leads the most partitions a third "
+                "into the surge; the run passes only if its partitions fail over to a copy and "
+                "nothing is lost (needs spec.replication.factor >= 2)");
+  cmd->add_option("--chaos-kills", o->chaos_kills,
+                  "With --chaos: 1, or 2 (another leader two thirds into the surge)")
+      ->check(CLI::Range(1, 2));
+  cmd->add_option("--chaos-down", o->chaos_down_s,
+                  "With --chaos: seconds a killed sidecar stays down before the platform starts "
+                  "it again")
+      ->check(CLI::Range(0.0, 600.0));
   cmd->add_flag("--scheduled-sale,!--unannounced", o->scheduled_sale,
                 "The flash sale is announced (the default): the elastic run's topic gets a "
                 "schedule (spec.scaling.schedules) that holds the sale's partitions and pods "
@@ -588,9 +738,14 @@ void RegisterUp(CLI::App& app, int& exit_code) {
                   o->profile.c_str(), o->rate, o->duration_s,
                   static_cast<long long>(o->consumer_cpu_us),
                   static_cast<long long>(o->consumer_service_us), o->consumer_concurrency);
+    char down[32];
+    std::snprintf(down, sizeof down, "%g", o->chaos_down_s);
     o->command = "shoal up " + o->file + buf +
                  (o->profile == "flash-sale" && !o->scheduled_sale ? " --unannounced" : "") +
-                 (o->compare ? " --compare" : "");
+                 (o->compare ? " --compare" : "") +
+                 (o->chaos ? " --chaos --chaos-kills " + std::to_string(o->chaos_kills) +
+                                 " --chaos-down " + down
+                           : "");
     exit_code = RunUp(*o);
   });
 }

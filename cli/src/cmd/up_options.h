@@ -31,6 +31,13 @@ struct UpOptions {
   bool scheduled_sale = true;  // the flash sale is announced: a schedule holds its capacity
   bool fresh = false;
   bool json = false;
+  // --chaos: during the load run, SIGKILL the sidecar of the pod that leads the most partitions
+  // (a third into the flash sale's surge; a third into the run without one), and with
+  // chaos_kills 2 another leader's two thirds in; each is started again by the platform after
+  // chaos_down_s. Needs spec.replication.factor >= 2.
+  bool chaos = false;
+  int chaos_kills = 1;
+  double chaos_down_s = 5;
   std::string command;
 };
 

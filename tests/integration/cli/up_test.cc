@@ -1,6 +1,7 @@
 // `shoal up` end to end with a shortened flash sale (issue 5): the command runs the topic, the
 // load and the report; the report's verifier numbers are zeros and the topic scaled up during the
-// surge and back down after it.
+// surge and back down after it. With --chaos (issue 25) a leader killed in the surge is failed
+// over and the report says so.
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
@@ -22,10 +23,12 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// A topic that reacts within a short run: 300 ev/s per partition, a 6 s scale-down window.
-std::string WriteTopic(const std::string& dir) {
+// A topic that reacts within a short run: 300 ev/s per partition, a 6 s scale-down window;
+// `replication` is spec.replication's flow mapping, if any.
+std::string WriteTopic(const std::string& dir, const std::string& replication = "") {
   const std::string topic = dir + "/orders.yaml";
-  std::ofstream(topic) << R"(apiVersion: shoal.dev/v1alpha1
+  std::ofstream out(topic);
+  out << R"(apiVersion: shoal.dev/v1alpha1
 kind: PartitionedTopic
 metadata: {name: orders}
 spec:
@@ -39,6 +42,7 @@ spec:
     scaleUp: {stabilizationWindowSeconds: 0, tolerance: 0.1}
     scaleDown: {stabilizationWindowSeconds: 6, tolerance: 0.1}
 )";
+  if (!replication.empty()) out << "  replication: " << replication << "\n";
   return topic;
 }
 
@@ -104,6 +108,94 @@ TEST(ShoalUpTest, ShortFlashSaleScalesUpAndDownAndLosesNothing) {
   for (const char* f : {"summary.md", "chart.svg", "timeline.csv"}) {
     EXPECT_TRUE(std::ifstream(report + "/" + f).good()) << f;
   }
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// --chaos on a topic of one copy has nothing to fail over to: refused up front, saying what to
+// change, before any pod starts.
+TEST(ShoalUpTest, ChaosOnATopicOfOneCopyIsRefusedUpFront) {
+  testing::TempDir dir("shoal-up-chaos-refused");
+  const std::string topic = WriteTopic(dir.path());
+  auto up = control::ChildProcess::Spawn(
+      {SHOAL_BIN, "up", topic, "--chaos", "--state-dir", dir.path() + "/state", "--report",
+       dir.path() + "/report", "--ip-prefix", testing::RandomLoopbackPrefix(), "--control-port",
+       "0"},
+      dir.path() + "/up.log");
+  ASSERT_TRUE(up.ok()) << up.status().message();
+  const auto code = up->Wait(30s);
+  ASSERT_TRUE(code.has_value()) << "shoal up --chaos did not stop at once";
+  EXPECT_EQ(*code, 2);
+  const std::string log = ReadAll(dir.path() + "/up.log");
+  EXPECT_NE(log.find("spec.replication.factor: 1"), std::string::npos) << log;
+  EXPECT_NE(log.find("set spec.replication.factor: 3"), std::string::npos) << log;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/state")) << "pods were started";
+}
+
+// --chaos on a topic of three copies: in the short flash sale's surge the sidecar of the pod that
+// leads the most partitions is killed; the control loop fails its partitions over, the report
+// says so, and the verifier finds nothing lost or reordered.
+TEST(ShoalUpTest, ChaosKillsALeaderInTheSurgeWhichIsFailedOverAndNothingIsLost) {
+  testing::TempDir dir("shoal-up-chaos");
+  const std::string topic = WriteTopic(dir.path(), "{factor: 3, acks: quorum}");
+  const std::string report = dir.path() + "/report";
+  auto up = control::ChildProcess::Spawn(
+      {SHOAL_BIN, "up", topic, "--chaos", "--duration", "30", "--rate", "400", "--state-dir",
+       dir.path() + "/state", "--report", report, "--ip-prefix", testing::RandomLoopbackPrefix(),
+       "--control-port", "0", "--fresh"},
+      dir.path() + "/up.log");
+  ASSERT_TRUE(up.ok()) << up.status().message();
+  const auto code = up->Wait(280s);
+  ASSERT_TRUE(code.has_value()) << "shoal up did not finish; see " << dir.path() << "/up.log";
+  if (*code != 0) dir.Keep();
+  ASSERT_EQ(*code, 0) << "see " << dir.path() << "/up.log";
+
+  const std::string json = ReadAll(report + "/report.json");
+  simdjson::dom::parser parser;
+  simdjson::padded_string text(json);
+  simdjson::dom::element doc, figures, kill, failovers;
+  ASSERT_FALSE(parser.parse(text).get(doc)) << json;
+  ASSERT_FALSE(doc["figures"].get(figures)) << json;
+  uint64_t lost = 1, reordered = 1, kills = 0, failed_over = 0;
+  bool chaos = false;
+  ASSERT_FALSE(doc["chaos"].get(chaos));
+  EXPECT_TRUE(chaos);
+  ASSERT_FALSE(figures["lost"].get(lost));
+  ASSERT_FALSE(figures["reordered"].get(reordered));
+  ASSERT_FALSE(figures["kills"].get(kills));
+  ASSERT_FALSE(figures["kills_failed_over"].get(failed_over));
+  EXPECT_EQ(lost, 0u);
+  EXPECT_EQ(reordered, 0u);
+  EXPECT_EQ(kills, 1u) << json;
+  EXPECT_EQ(failed_over, 1u) << json;
+  // The killed pod is among the leaders of a failover after the kill.
+  std::string_view pod;
+  double killed_at = 0;
+  ASSERT_FALSE(doc["kills"].at(0).get(kill)) << json;
+  ASSERT_FALSE(kill["pod"].get(pod));
+  ASSERT_FALSE(kill["t"].get(killed_at));
+  ASSERT_FALSE(doc["failovers"].get(failovers));
+  bool found = false;
+  for (auto fo : simdjson::dom::array(failovers)) {
+    double t = 0;
+    ASSERT_FALSE(fo["t"].get(t));
+    for (auto p : simdjson::dom::array(fo["pods"])) {
+      std::string_view name;
+      found |= !p.get(name) && name == pod && t >= killed_at;
+    }
+  }
+  EXPECT_TRUE(found) << json;
+  const std::string summary = ReadAll(report + "/summary.md");
+  EXPECT_NE(summary.find("**Run: PASS** (chaos)"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("**Chaos: PASS**"), std::string::npos) << summary;
+  const std::string log = ReadAll(dir.path() + "/up.log");
+  EXPECT_NE(log.find("killed the sidecar of " + std::string(pod)), std::string::npos) << log;
+  EXPECT_TRUE(LivePids(dir.path() + "/state").empty()) << "pod processes left running";
 }
 
 // Ctrl-C stops `shoal up` cleanly (exit 0, no pod process left), and running it again resumes
