@@ -10,11 +10,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <utility>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <set>
+#include <utility>
 
 #include "shoal/client/shoal_client.h"
 #include "shoal/common/hash.h"
@@ -285,6 +286,21 @@ Status GroupConsumer::status() const {
 
 namespace {
 
+// Now as the sidecars' logs write it (2026-12-05T00:17:48.948234Z), to line messages up with them.
+std::string UtcNow() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  const auto us =
+      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() %
+      1000000;
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long>(us));
+  return buf;
+}
+
 // The length of `path` up to and including its last '\n' (0 when it has none), and its size.
 Status CompleteLinesLength(const std::string& path, uint64_t* complete, uint64_t* size) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
@@ -501,8 +517,14 @@ void GroupConsumer::Run() {
                  st.code() == Status::Code::kInvalidArgument) {
         // Refused for good (the batch is unknown where it was read): what was recorded stays
         // recorded; if it comes again it is recognised below.
-        std::fprintf(stderr, "consume: group %s: a commit was refused: %s\n",
-                     opts_.group.c_str(), st.ToString().c_str());
+        std::string offsets;
+        for (const auto& c : pending) {
+          offsets += (offsets.empty() ? "" : ",") + std::to_string(c.partition.value()) + "@" +
+                     std::to_string(c.offset.value());
+        }
+        std::fprintf(stderr, "consume: %s group %s via %s: a commit (%s) was refused: %s\n",
+                     UtcNow().c_str(), opts_.group.c_str(), opts_.target.c_str(), offsets.c_str(),
+                     st.ToString().c_str());
         pending.clear();
       } else {
         wait_a_little();
