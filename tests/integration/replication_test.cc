@@ -658,18 +658,26 @@ Result<PartitionMap> MovePartition0ToPod1(const SidecarCluster& c, std::vector<P
   return moved->WithReplicas(PartitionId(moved->NextId().value() - 1), std::move(copies));
 }
 
-TEST(ReplicationTest, ASealedPartitionWhoseLeaderLostItsVolumeIsDrainedFromTheCopyMadeItsLeader) {
-  SidecarCluster c(Options());
+// Starts `c` with 100 events of producer "app" in partition 0 (of `keys`, its keys), then
+// moves partition 0 to pod 1: sealed at 100 on pod 0, its successor led by pod 1 and copied on
+// pods 2 and 0, partition 0 read through ranges by pod 1.
+void StartAndMovePartition0ToPod1(SidecarCluster& c, std::vector<std::string>* keys) {
   ASSERT_TRUE(c.Start().ok()) << c.Describe();
-  const auto keys = KeysOf(c.current(), 0, 20);
+  *keys = KeysOf(c.current(), 0, 20);
   {
     client::ShoalClient first(c.pod(0).data_url(), "orders", 10s);
-    ASSERT_TRUE(first.Produce(Batch(keys, "app", 1, 100)).ok());
+    ASSERT_TRUE(first.Produce(Batch(*keys, "app", 1, 100)).ok());
   }
-  // Partition 0 moves to pod 1: sealed at 100 on pod 0, its successor led by pod 1.
   auto moved = MovePartition0ToPod1(c, {SidecarCluster::Pod(2), SidecarCluster::Pod(0)});
   ASSERT_TRUE(moved.ok()) << moved.status().ToString();
   ASSERT_TRUE(c.Apply(*moved).ok()) << c.Describe();
+}
+
+TEST(ReplicationTest, ASealedPartitionWhoseLeaderLostItsVolumeIsDrainedFromTheCopyMadeItsLeader) {
+  SidecarCluster c(Options());
+  std::vector<std::string> keys;
+  StartAndMovePartition0ToPod1(c, &keys);
+  if (HasFatalFailure()) return;
   client::ShoalClient owner(c.pod(1).data_url(), "orders", 10s);
   ASSERT_TRUE(owner.Produce(Batch(keys, "app", 101, 50)).ok()) << c.Describe();
   // Pod 0 dies and its volume is gone; its sealed partition fails over to a copy.
@@ -746,6 +754,67 @@ TEST(ReplicationTest, AParentWhoseLeaderDiesBeforeItsChangeSealsItIsSealedAtTheC
   const std::vector<uint64_t> seqs = ReadAllPartitions(owner, "billing", 150);
   ASSERT_EQ(seqs.size(), 150u) << c.Describe();
   for (size_t i = 0; i < seqs.size(); ++i) ASSERT_EQ(seqs[i], i + 1) << "at " << i;
+}
+
+// A batch read through ranges goes out once a quorum of the partition's copies holds its lease,
+// and a copy made the leader gathers the leases of the others: the reader commits the batch at
+// the new leader even when that copy was not among the quorum (here down while the batch went
+// out), instead of having it handed out again.
+TEST(ReplicationTest, ABatchReadThroughRangesBeforeAFailoverIsCommittedAtTheNewLeader) {
+  SidecarCluster c(Options());
+  std::vector<std::string> keys;
+  StartAndMovePartition0ToPod1(c, &keys);
+  if (HasFatalFailure()) return;
+  ASSERT_TRUE(WaitFor([&] { return FollowedEnds(c, 2)[0] == 100; }, 10s)) << c.Describe();
+  // Pod 2 down: the batch's lease reaches pod 0 and pod 1's copy only.
+  c.pod(2).Kill9();
+  client::ShoalClient owner(c.pod(1).data_url(), "orders", 10s);
+  std::vector<wire::ConsumedEvent> batch;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto got = owner.Consume("billing", 50, 200);
+        if (got.ok()) batch = *got;
+        return !batch.empty();
+      },
+      10s))
+      << c.Describe();
+  uint64_t next = 0;
+  for (const auto& e : batch) {
+    ASSERT_EQ(e.partition, 0u);
+    next = std::max(next, e.offset + 1);
+  }
+  // Pod 0 dies; pod 2 comes back with its copy and is made the leader of partition 0.
+  c.pod(0).Kill9();
+  ASSERT_TRUE(c.pod(2).Restart().ok()) << c.Describe();
+  // Ready, and the coordinator's client past its connection to the killed process.
+  ASSERT_TRUE(WaitFor([&] { return c.admin().GetMap(c.admin_address(2)).ok(); }, 10s));
+  const auto reachable = [&](const PodName& pod) -> const PeerAddress* {
+    return pod == SidecarCluster::Pod(0) ? nullptr : c.current().Peer(pod);
+  };
+  const Epoch floor(c.current().epoch().value() + 1);
+  Fence(c, 0, {1, 2});
+  const std::vector<std::pair<PartitionId, PodName>> leaders{
+      {PartitionId(0), SidecarCluster::Pod(2)}};
+  auto target = control::FailOverMap(c.current(), leaders, floor);
+  ASSERT_TRUE(target.ok()) << target.status().ToString();
+  std::string failed;
+  EXPECT_EQ(control::InstallFailOverMap(c.admin(), *target, leaders, reachable, &failed).size(), 2u)
+      << failed;
+  c.set_current(*target);
+  // The reader commits its batch at the new leader (retried while it gathers).
+  Status committed = Status::Unavailable("not tried");
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        committed = owner.Commit("billing", {{PartitionId(0), Offset(next)}});
+        return committed.code() != Status::Code::kUnavailable;
+      },
+      10s))
+      << committed.ToString() << c.Describe();
+  ASSERT_TRUE(committed.ok()) << committed.ToString() << c.Describe();
+  // The rest of the partition comes next, never the batch again.
+  const std::vector<uint64_t> rest = ReadAllPartitions(owner, "billing", 100 - batch.size());
+  ASSERT_EQ(rest.size(), 100 - batch.size()) << c.Describe();
+  EXPECT_EQ(rest.front(), batch.size() + 1);
 }
 
 // A commit is answered once a quorum holds it, which need not include the copy a failover makes

@@ -1317,14 +1317,33 @@ std::vector<PodName> Partition::StillToGather() const {
 
 Result<bool> Partition::MergeCommitsOf(
     const PodName& pod, const std::map<std::string, std::vector<RangeOffset>>& pieces,
-    bool mirror) {
-  MutexLock lock(mirror_mu_);
-  if (!gathering_.load(std::memory_order_acquire)) return true;
-  if (!gather_from_.count(pod.value())) return false;
+    const LeasesByGroup& leases, bool mirror) {
+  {
+    MutexLock lock(mirror_mu_);
+    if (!gathering_.load(std::memory_order_acquire)) return true;
+    if (!gather_from_.count(pod.value())) return false;
+  }
   const bool sync = opts_.fsync == FsyncPolicy::kAlways;
   // Every copy's log holds what its groups committed below (a commit covers events a quorum
   // held); a copy cut back since (fsync interval) may hold less: never past this log's end.
   const uint64_t end = log_->end_offset();
+  {
+    // The leases of batches still out: their readers commit them here (CommitBy), or they are
+    // handed to them again, as after a restart (restored).
+    MutexLock lock(cursor_mu_);
+    const int64_t now = clock_.NowMs();
+    for (const auto& [group, by_reader] : leases) {
+      for (const auto& [reader, lease] : by_reader) {
+        if (lease.complete || lease.last > end || lease.reader != reader) continue;
+        if (auto mine = commits_->Lease(group, reader); mine && mine->last >= lease.last) continue;
+        SHOAL_RETURN_IF_ERROR(commits_->PutLease(group, lease, sync));
+        lease_times_.insert_or_assign({group, reader}, LeaseTime{now, true, false});
+      }
+    }
+  }
+  MutexLock lock(mirror_mu_);
+  if (!gathering_.load(std::memory_order_acquire)) return true;
+  if (!gather_from_.count(pod.value())) return false;
   for (const auto& [group, list] : pieces) {
     for (const auto& piece : list) {
       const uint64_t offset = std::min(piece.offset, end);

@@ -70,6 +70,9 @@ using ::shoal::SealRecord;
 using ::shoal::SuccessorRef;
 using ::shoal::SuccessorRefs;
 
+// Read leases of a partition's commit store: per group, per reader (storage::ReadLease).
+using LeasesByGroup = std::map<std::string, std::map<std::string, storage::ReadLease>>;
+
 // Where a partition's appends fell in its hash range [lo, hi), counted since the sidecar started
 // (in memory only), for the operator's split decisions. A value.
 struct LoadSketch {
@@ -220,12 +223,17 @@ class Partition {
   // The followers still to ask.
   std::vector<PodName> StillToGather() const;
   // Merges the standings of `pod`'s copy (per group, pieces over the range, as
-  // RangeStanding::Pieces gives them; each only raises, and never past this log's end).
-  // `mirror`: the copy mirrors a leader's store (a wiped one does not count towards `need`).
-  // Returns whether gathering is over.
+  // RangeStanding::Pieces gives them; each only raises, and never past this log's end), and
+  // the read leases it holds (per group and reader) that this copy lacks or holds an older one
+  // of: a batch read through ranges goes out only once a quorum holds its lease (ReadRanges'
+  // caller waits for it), so its reader still commits it here. `mirror`: the copy mirrors a
+  // leader's store (a wiped one does not count towards `need`). Returns whether gathering is
+  // over.
   Result<bool> MergeCommitsOf(const PodName& pod,
                               const std::map<std::string, std::vector<RangeOffset>>& pieces,
-                              bool mirror);
+                              const LeasesByGroup& leases, bool mirror);
+  // The read leases of the commit store (per group, per reader).
+  LeasesByGroup Leases() const { return commits_->AllLeases(); }
   uint64_t high_watermark() const { return std::min(held_end(), quorum_->followers_mark()); }
   // The records [from, ...) as they are stored, about max_bytes of them (at least one if any),
   // appended to `out`; returns how many. For a follower's fetch.

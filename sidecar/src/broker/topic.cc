@@ -936,8 +936,12 @@ Status Topic::CheckAgainstHeld(const PartitionMap& held, const PartitionMap& nex
 
 namespace {
 RemoteCommits CommitsOfPartition(const Partition& p) {
-  RemoteCommits out{p.start_offset(), p.end_offset(), p.sealed_end().has_value(), p.range(),
-                    p.Commits(), {}};
+  RemoteCommits out;
+  out.start_offset = p.start_offset();
+  out.end_offset = p.end_offset();
+  out.sealed = p.sealed_end().has_value();
+  out.range = p.range();
+  out.commits = p.Commits();
   for (const auto& [g, st] : p.Standings()) {
     if (!st.raised().empty()) out.ranges.emplace(g, st.Pieces());
   }
@@ -958,7 +962,10 @@ Result<RemoteCommits> Topic::CommitsOf(PartitionId id, bool copy) {
     return Status::NotFound("partition " + std::to_string(id.value()) + " is not on this sidecar");
   }
   RemoteCommits out = CommitsOfPartition(*p);
-  if (copy) out.mirror = p->MirrorsALeader();
+  if (copy) {
+    out.mirror = p->MirrorsALeader();
+    out.leases = p->Leases();
+  }
   return out;
 }
 
@@ -993,7 +1000,7 @@ void Topic::GatherCommits() {
     ReaderLock lock(map_mu_);
     auto it = partitions_.find(id);
     if (it == partitions_.end()) continue;
-    auto over = it->second->MergeCommitsOf(pod, pieces, theirs->mirror);
+    auto over = it->second->MergeCommitsOf(pod, pieces, theirs->leases, theirs->mirror);
     if (!over.ok()) {
       Logger("broker")->error(
           "msg=\"cannot merge a copy's commits\" partition={} copy={} reason=\"{}\"", id.value(),
@@ -1015,18 +1022,27 @@ void Topic::GatherCommits() {
 
 Result<RemoteBatch> Topic::ReadFor(PartitionId id, const std::string& group, const PodName& reader,
                                    const std::vector<HashRange>& ranges, size_t max,
-                                   size_t max_bytes) {
+                                   size_t max_bytes, std::optional<QuorumWait>* quorum) {
   SHOAL_RETURN_IF_ERROR(wire::ValidateGroup(group));
-  ReaderLock lock(map_mu_);
-  auto it = partitions_.find(id);
-  if (it == partitions_.end()) {
-    return Status::NotFound("partition " + std::to_string(id.value()) + " is not on this sidecar");
-  }
   RemoteBatch out;
-  auto b = it->second->ReadRanges(group, reader.value(), ranges, max, max_bytes, false,
-                                  &out.events);
-  if (!b.ok()) return b.status();
-  out.batch = std::move(b).value();
+  std::optional<QuorumWait> wait;
+  {
+    ReaderLock lock(map_mu_);
+    auto it = partitions_.find(id);
+    if (it == partitions_.end()) {
+      return Status::NotFound("partition " + std::to_string(id.value()) +
+                              " is not on this sidecar");
+    }
+    auto b =
+        it->second->ReadRanges(group, reader.value(), ranges, max, max_bytes, false, &out.events);
+    if (!b.ok()) return b.status();
+    out.batch = std::move(b).value();
+    if (out.batch.count > 0) wait = CommitWait(*it->second);
+  }
+  if (wait) {
+    if (on_append_) on_append_();  // parked fetches carry the lease on
+    if (quorum) *quorum = std::move(wait);
+  }
   return out;
 }
 
@@ -1041,10 +1057,26 @@ Result<RemoteCommits> Topic::CommitFor(PartitionId id, const std::string& group,
     ReaderLock lock(map_mu_);
     auto it = partitions_.find(id);
     if (it == partitions_.end()) {
+      if (map_.epoch().value() == 0 || followed_.count(id)) {
+        // This pod came back with an empty volume, or a failover gave the partition to one of
+        // its copies: the reader's pod learns the leader from a newer map and commits there
+        // (the new leader holds the batch's lease, Partition::MergeCommitsOf).
+        return Status::Unavailable("partition " + std::to_string(id.value()) +
+                                   " is not led by this sidecar (" +
+                                   (map_.epoch().value() == 0 ? "it holds no partition map yet"
+                                                              : "a copy of it follows here") +
+                                   "); retry at its leader");
+      }
       return Status::NotFound("partition " + std::to_string(id.value()) +
                               " is not on this sidecar");
     }
     st = it->second->CommitBy(group, reader.value(), offset, /*require_lease=*/true);
+    if (st.code() == Status::Code::kNotFound && it->second->gathering()) {
+      // A copy made the leader that has not gathered its copies' leases yet: the batch's lease
+      // may be among them.
+      st = Status::Unavailable("partition " + std::to_string(id.value()) +
+                               " is gathering its groups' commits from its copies; retry");
+    }
     if (st.ok()) out = CommitsOfPartition(*it->second);
     wait = CommitWait(*it->second);
   }
@@ -1135,6 +1167,13 @@ Status Topic::Commit(const wire::CommitRequest& request, std::vector<QuorumWait>
           sent.group = request.group;
           sent.offsets.push_back(c);
           continue;
+        }
+        if (map_.epoch().value() == 0) {
+          // No map yet (a pod back with an empty volume): once the coordinator installs one,
+          // the commit goes to the partition's leader; the consumer's batch stays committable.
+          return Status::Unavailable("partition " + std::to_string(c.partition.value()) +
+                                     " is not on this sidecar, which holds no partition map "
+                                     "yet; retry once it does");
         }
         return Status::NotFound("partition " + std::to_string(c.partition.value()) +
                                 " is not on this sidecar");

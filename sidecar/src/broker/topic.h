@@ -51,8 +51,9 @@ struct RemoteCommits {
   // pieces that cover the range (RangeStanding::Pieces).
   std::map<std::string, std::vector<RangeOffset>> ranges;
   // Answered for a copy (PeerClient::FetchCopyCommits): whether it mirrors a leader's store (a
-  // copy on a wiped volume that fetched nothing since does not).
+  // copy on a wiped volume that fetched nothing since does not), and the read leases it holds.
   bool mirror = false;
+  LeasesByGroup leases;
   // Where `group` stands over `r` (the oldest retained event for a group without a commit).
   uint64_t MinOver(const std::string& group, const HashRange& r) const;
   bool operator==(const RemoteCommits&) const = default;
@@ -290,8 +291,12 @@ class Topic {
   // A peer's consumers read `ranges` of partition `id`, held here, through a successor their pod
   // owns (the owner's side of PeerClient::ReadRange; Partition::ReadRanges has the rules).
   // NotFound when the partition is not held here.
+  // Of a replicated partition under acks quorum, a batch goes out once a quorum of the copies
+  // holds its lease (a failover's new leader gathers it, Partition::MergeCommitsOf): what to
+  // wait for is handed to `quorum`, as for CommitFor.
   Result<RemoteBatch> ReadFor(PartitionId id, const std::string& group, const PodName& reader,
-                              const std::vector<HashRange>& ranges, size_t max, size_t max_bytes);
+                              const std::vector<HashRange>& ranges, size_t max, size_t max_bytes,
+                              std::optional<QuorumWait>* quorum = nullptr);
   // A peer's consumers commit what they took of partition `id` through ranges (the owner's side
   // of PeerClient::CommitFor): only through the lease of that reader's last batch, never as a
   // whole-partition commit (NotFound when the reader has no batch here).

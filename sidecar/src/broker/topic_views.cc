@@ -45,6 +45,47 @@ void AppendRanges(std::string& out, const Partition& p) {
 }
 }  // namespace
 
+namespace {
+// ,"leases":{G:{reader:{"ranges":[[lo,hi],...],"last":N,"scanned_to":N}}}: the read leases of
+// batches still out (not complete), which a copy made the leader gathers.
+void AppendLeases(std::string& out, const LeasesByGroup& leases) {
+  out += ",\"leases\":{";
+  bool first_group = true;
+  for (const auto& [group, by_reader] : leases) {
+    bool first_reader = true;
+    for (const auto& [reader, lease] : by_reader) {
+      if (lease.complete) continue;
+      if (first_reader) {
+        if (!first_group) out += ',';
+        first_group = false;
+        json::AppendString(out, group);
+        out += ":{";
+      } else {
+        out += ',';
+      }
+      first_reader = false;
+      json::AppendString(out, reader);
+      out += ":{\"ranges\":[";
+      for (size_t i = 0; i < lease.ranges.size(); ++i) {
+        if (i) out += ',';
+        out += '[';
+        json::AppendUint(out, lease.ranges[i].lo);
+        out += ',';
+        json::AppendUint(out, lease.ranges[i].hi);
+        out += ']';
+      }
+      out += "],\"last\":";
+      json::AppendUint(out, lease.last);
+      out += ",\"scanned_to\":";
+      json::AppendUint(out, lease.scanned_to);
+      out += '}';
+    }
+    if (!first_reader) out += '}';
+  }
+  out += '}';
+}
+}  // namespace
+
 Result<std::string> Topic::CommitsJson(PartitionId id, bool copy) {
   ReaderLock lock(map_mu_);
   const Partition* held = CommitsHolder(id, copy);
@@ -77,6 +118,7 @@ Result<std::string> Topic::CommitsJson(PartitionId id, bool copy) {
   if (copy) {
     out += ",\"mirror\":";
     out += p.MirrorsALeader() ? "true" : "false";
+    AppendLeases(out, p.Leases());
   }
   out += '}';
   return out;

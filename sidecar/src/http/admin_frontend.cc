@@ -359,16 +359,33 @@ void AdminFrontend::Handle(http_request req) {
     if (m == methods::POST) {
       const PartitionId pid(static_cast<uint32_t>(id));
       if (path[4] == "read") {
-        return with_body([this, pid](const std::string& body) -> Result<std::string> {
-          auto read = wire::ParseRangeReadRequest(body);
-          if (!read.ok()) return read.status();
-          auto batch = topic_.ReadFor(pid, read->group, PodName(read->reader), read->ranges,
-                                      read->max, read->max_bytes);
-          if (!batch.ok()) return batch.status();
-          return wire::EncodeRangeReadAnswer(batch->batch.count, batch->batch.last,
-                                             batch->batch.scanned_to, batch->batch.consumed,
-                                             batch->batch.ranges, batch->events);
-        }, "application/x-shoal-range-batch");
+        // Of a replicated partition, answered once a quorum of its copies holds the batch's
+        // lease (so that a failover's new leader knows it), without holding a thread meanwhile.
+        ReadBody(
+            req, 64 << 20, std::chrono::seconds(30),
+            [this, answer, pid](std::string body) {
+              constexpr const char* kType = "application/x-shoal-range-batch";
+              auto read = wire::ParseRangeReadRequest(body);
+              if (!read.ok()) return answer(read.status());
+              std::optional<broker::QuorumWait> wait;
+              auto batch = topic_.ReadFor(pid, read->group, PodName(read->reader), read->ranges,
+                                          read->max, read->max_bytes, &wait);
+              if (!batch.ok()) return answer(batch.status());
+              auto encoded = std::make_shared<std::string>(wire::EncodeRangeReadAnswer(
+                  batch->batch.count, batch->batch.last, batch->batch.scanned_to,
+                  batch->batch.consumed, batch->batch.ranges, batch->events));
+              if (!wait) return answer(std::move(*encoded), kType);
+              const auto deadline =
+                  std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds(std::min<int64_t>(
+                      topic_.options().replication_timeout_ms, kAdminQuorumWaitMs));
+              wait->tracker->OnReached(wait->end, deadline, [answer, encoded, kType](Status st) {
+                if (!st.ok()) return answer(st);
+                answer(std::move(*encoded), kType);
+              });
+            },
+            [answer](const Status& st) { answer(st); });
+        return;
       }
       // Of a replicated partition, answered once a quorum of its copies holds the commit,
       // without holding a thread meanwhile (the followers' fetches that move the mark need one).

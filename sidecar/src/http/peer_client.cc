@@ -103,6 +103,34 @@ Result<broker::RemoteCommits> ParseCommits(const std::string& body, const std::s
       }
     }
   }
+  simdjson::dom::object leases;
+  if (doc["leases"].get(leases) == simdjson::SUCCESS) {
+    for (auto group : leases) {
+      simdjson::dom::object readers;
+      if (group.value.get(readers)) return bad;
+      auto& by_reader = out.leases[std::string(group.key)];
+      for (auto reader : readers) {
+        storage::ReadLease lease;
+        lease.reader = std::string(reader.key);
+        simdjson::dom::array ranges;
+        if (reader.value["ranges"].get(ranges) || reader.value["last"].get(lease.last) ||
+            reader.value["scanned_to"].get(lease.scanned_to)) {
+          return bad;
+        }
+        for (auto r : ranges) {
+          simdjson::dom::array t;
+          HashRange h;
+          if (r.get(t) || t.size() != 2 || t.at(0).get(h.lo) || t.at(1).get(h.hi) || h.lo >= h.hi ||
+              h.hi > kHashSpace) {
+            return bad;
+          }
+          lease.ranges.push_back(h);
+        }
+        lease.ranges = NormalizeRanges(std::move(lease.ranges));
+        by_reader.emplace(lease.reader, std::move(lease));
+      }
+    }
+  }
   return out;
 }
 }  // namespace
