@@ -71,7 +71,6 @@ struct FencedCopy {
   PartitionId id;
   Epoch last_epoch{0};
   uint64_t end = 0;
-  bool refetching = false;  // Partition::refetching
 };
 
 // The leader a change's map gives a partition, as a seal request names it (Topic::Seal).
@@ -527,9 +526,6 @@ class Topic {
     std::shared_ptr<std::atomic<bool>> done;
   };
   Mutex fetch_mu_ ACQUIRED_AFTER(install_mu_);
-  // This process found no map on disk (a volume that was emptied, or a first start): its empty
-  // copies refetch what the volume may have held (Partition::MarkRefetching).
-  std::atomic<bool> started_without_map_{false};
   std::atomic<bool> started_{false};  // Start ran: fetchers may run
   std::map<std::string, Fetcher> fetchers_ GUARDED_BY(fetch_mu_);
 

@@ -65,17 +65,6 @@ void Topic::ReconcileReplicas() {
       continue;
     }
     (*p)->SetFollower(true);
-    // On a pod that came back with an empty volume (or started for the first time), an empty
-    // copy may be refetching what the volume held: it counts for a failover once it caught up
-    // with its leader (a new partition's copy does at its first fetch).
-    if (started_without_map_.load() && (*p)->end_offset() == 0) {
-      if (Status st = (*p)->MarkRefetching(); !st.ok()) {
-        Logger("broker")->error(
-            "msg=\"cannot mark a copy as refetching\" partition={} reason=\"{}\"", info.id.value(),
-            st.message());
-        continue;
-      }
-    }
     opened.emplace_back(info.id, std::move(p).value());
   }
   std::vector<std::pair<PartitionId, std::unique_ptr<Partition>>> closed;
@@ -244,9 +233,6 @@ Topic::FetchStep Topic::FetchRound(const std::string& leader) {
       if (held.ok()) {
         if (Status st = p.TakeLeaderEpochs(b.epochs); !st.ok()) held = st;
       }
-      if (held.ok()) {
-        if (Status st = p.CaughtUpTo(b.high_watermark); !st.ok()) held = st;
-      }
       if (!held.ok()) {
         refused = true;
         Logger("broker")->error(
@@ -373,7 +359,7 @@ std::vector<FencedCopy> Topic::FenceCopies(const std::vector<PartitionId>& ids,
             id.value(), st.message());
         continue;
       }
-      out.push_back({id, Epoch(0), 0, false});
+      out.push_back({id, Epoch(0), 0});
       continue;
     }
     auto held = copy->Fence(leader_epoch.value());
@@ -382,7 +368,7 @@ std::vector<FencedCopy> Topic::FenceCopies(const std::vector<PartitionId>& ids,
                               id.value(), held.status().message());
       continue;
     }
-    out.push_back({id, held->last_epoch, held->end, held->refetching});
+    out.push_back({id, held->last_epoch, held->end});
   }
   if (!out.empty()) {
     Logger("broker")->warn("msg=\"copies fenced for a failover\" partitions={} leader_epoch={}",

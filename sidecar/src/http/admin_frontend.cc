@@ -431,8 +431,7 @@ void AdminFrontend::Handle(http_request req) {
           first = false;
           out += "{\"id\":" + std::to_string(c.id.value()) +
                  ",\"last_epoch\":" + std::to_string(c.last_epoch.value()) +
-                 ",\"end\":" + std::to_string(c.end) +
-                 (c.refetching ? ",\"refetching\":true}" : "}");
+                 ",\"end\":" + std::to_string(c.end) + "}";
         }
         out += "]}";
         probe_.AdminChange("fence", "ok");
