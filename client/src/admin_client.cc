@@ -170,6 +170,8 @@ Result<std::vector<std::pair<PartitionId, replication::ReplicaState>>> AdminClie
     replication::ReplicaState s;
     s.last_epoch = Epoch(last_epoch);
     s.end = end;
+    bool refetching = false;
+    if (f["refetching"].get(refetching) == simdjson::SUCCESS) s.refetching = refetching;
     if (id > kMaxPartitionId) continue;
     out.emplace_back(PartitionId(static_cast<uint32_t>(id)), s);
   }

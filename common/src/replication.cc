@@ -89,14 +89,20 @@ Result<PartitionMap> PlaceReplicas(const PartitionMap& map, std::span<const PodN
 
 Result<PodName> ChooseLeader(std::span<const ReplicaState> answered, size_t replica_count,
                              std::optional<uint64_t> sealed_end) {
-  if (answered.size() < QuorumOf(replica_count)) {
-    return Status::Unavailable(std::to_string(answered.size()) + " of " +
-                               std::to_string(replica_count) +
-                               " replicas answered; a new leader needs a quorum of " +
-                               std::to_string(QuorumOf(replica_count)));
+  const size_t counted = static_cast<size_t>(std::count_if(
+      answered.begin(), answered.end(), [](const ReplicaState& r) { return !r.refetching; }));
+  if (counted < QuorumOf(replica_count)) {
+    return Status::Unavailable(
+        std::to_string(counted) + " of " + std::to_string(replica_count) +
+        " replicas answered with what they acknowledged" +
+        (counted < answered.size()
+             ? " (a copy refetching after its volume was emptied does not count)"
+             : std::string()) +
+        "; a new leader needs a quorum of " + std::to_string(QuorumOf(replica_count)));
   }
   const ReplicaState* best = nullptr;
   for (const auto& r : answered) {
+    if (r.refetching) continue;
     if (sealed_end && r.end < *sealed_end) continue;
     if (!best || r.last_epoch > best->last_epoch ||
         (r.last_epoch == best->last_epoch && r.end > best->end)) {

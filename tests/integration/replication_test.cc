@@ -817,6 +817,51 @@ TEST(ReplicationTest, ABatchReadThroughRangesBeforeAFailoverIsCommittedAtTheNewL
   EXPECT_EQ(rest.front(), batch.size() + 1);
 }
 
+// A copy on a volume that was emptied may have acknowledged events it no longer holds: until it
+// has caught up with its leader, its fence answer says it is refetching, and a failover neither
+// counts it towards the quorum nor makes it the leader (replication::ChooseLeader).
+TEST(ReplicationTest, ACopyRefetchingAfterItsVolumeWasEmptiedCountsForAFailoverOnceCaughtUp) {
+  SidecarCluster c(Options());
+  ASSERT_TRUE(c.Start().ok()) << c.Describe();
+  const auto keys = KeysOf(c.current(), 0, 20);
+  {
+    client::ShoalClient first(c.pod(0).data_url(), "orders", 10s);
+    ASSERT_TRUE(first.Produce(Batch(keys, "app", 1, 100)).ok());
+  }
+  const auto lose_volume = [&](size_t i) {
+    c.pod(i).Kill9();
+    for (const auto& entry : std::filesystem::directory_iterator(c.pod(i).data_dir())) {
+      if (entry.path().filename() != "sidecar.log") std::filesystem::remove_all(entry.path());
+    }
+    ASSERT_TRUE(c.pod(i).Restart().ok()) << c.Describe();
+    ASSERT_TRUE(InstallCurrent(c, i).ok()) << c.Describe();
+  };
+  // Pod 2 loses its volume and refetches partition 0 from its leader: caught up, it counts.
+  lose_volume(2);
+  if (HasFatalFailure()) return;
+  ASSERT_TRUE(WaitFor([&] { return FollowedEnds(c, 2)[0] == 100; }, 10s)) << c.Describe();
+  // Pod 1 loses its volume while the leader is paused: it cannot have caught up.
+  ASSERT_EQ(kill(c.pod(0).pid(), SIGSTOP), 0);
+  lose_volume(1);
+  if (HasFatalFailure()) return;
+  const auto reachable = [&](const PodName& pod) -> const PeerAddress* {
+    return pod == SidecarCluster::Pod(0) ? nullptr : c.current().Peer(pod);
+  };
+  std::string why;
+  const Epoch floor(c.current().epoch().value() + 1);
+  auto leaders = control::FenceAndChooseLeaders(c.admin(), c.current(), {PartitionId(0)}, reachable,
+                                                floor, &why);
+  EXPECT_EQ(kill(c.pod(0).pid(), SIGCONT), 0);
+  for (auto [i, refetching] : {std::pair<size_t, bool>{1, true}, {2, false}}) {
+    auto state = c.admin().FenceCopies(c.admin_address(i), {PartitionId(0)}, floor);
+    ASSERT_TRUE(state.ok() && state->size() == 1) << state.status().ToString();
+    EXPECT_EQ(state->front().second.refetching, refetching) << "pod " << i;
+  }
+  // Two copies answered, one of them refetching: not a quorum of what was acknowledged.
+  ASSERT_FALSE(leaders.ok()) << "led by " << leaders->front().second.value();
+  EXPECT_NE(why.find("refetching"), std::string::npos) << why;
+}
+
 // A commit is answered once a quorum holds it, which need not include the copy a failover makes
 // the leader: that copy gathers its groups' commits from the other copies before it hands out
 // an event, so the group does not read again what it committed (invariant 4).

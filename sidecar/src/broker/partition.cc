@@ -66,6 +66,7 @@ std::optional<ProducerSnapshot> DecodeProducerSnapshot(std::string_view bytes) {
 std::string SealPath(const std::string& dir) { return dir + "/sealed"; }
 std::string EpochsPath(const std::string& dir) { return dir + "/epochs"; }
 std::string FencePath(const std::string& dir) { return dir + "/fence"; }
+std::string RefetchingPath(const std::string& dir) { return dir + "/refetching"; }
 
 void AppendSuccessors(std::string& out, const std::vector<SuccessorRef>& successors) {
   out += '[';
@@ -221,6 +222,9 @@ Result<std::unique_ptr<Partition>> Partition::Open(PartitionId id, const Partiti
       }
       p->epochs_.push_back({epoch, start});
     }
+  }
+  if (std::string text; p->fs_.ReadWholeFile(RefetchingPath(options.dir), &text).ok()) {
+    p->refetching_.store(true);
   }
   if (std::string text; p->fs_.ReadWholeFile(FencePath(options.dir), &text).ok()) {
     uint64_t fence = 0;
@@ -792,6 +796,7 @@ Result<replication::ReplicaState> Partition::Fence(uint64_t leader_epoch) {
   }
   replication::ReplicaState s;
   s.end = log_->end_offset();
+  s.refetching = refetching_.load();
   for (auto it = epochs_.rbegin(); it != epochs_.rend(); ++it) {
     if (it->start < s.end) {
       s.last_epoch = Epoch(it->epoch);
@@ -799,6 +804,21 @@ Result<replication::ReplicaState> Partition::Fence(uint64_t leader_epoch) {
     }
   }
   return s;
+}
+
+Status Partition::MarkRefetching() {
+  SHOAL_RETURN_IF_ERROR(fs_.WriteFileAtomic(RefetchingPath(opts_.dir), "refetching\n"));
+  refetching_.store(true);
+  return Status::Ok();
+}
+
+Status Partition::CaughtUpTo(uint64_t leader_high_watermark) {
+  if (!refetching_.load() || held_end() < leader_high_watermark || mirrored().first == 0) {
+    return Status::Ok();
+  }
+  SHOAL_RETURN_IF_ERROR(fs_.Remove(RefetchingPath(opts_.dir)));
+  refetching_.store(false);
+  return Status::Ok();
 }
 
 Status Partition::FenceAbsent(storage::FileSystem& fs, const std::string& dir,

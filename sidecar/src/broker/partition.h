@@ -247,6 +247,14 @@ class Partition {
   // it) as a restart takes its own: a batch read through ranges before the failover is still
   // committed by its reader, or handed to it again.
   void SetFollower(bool follower);
+  // A copy on a volume that was emptied, refetching what it held: it may have acknowledged
+  // events it no longer holds, so its fence answer says so and a failover neither counts it
+  // towards the quorum of answers nor makes it the leader (replication::ChooseLeader) until it
+  // caught up with its leader's high watermark (CaughtUpTo). Durable across restarts (a marker
+  // in its directory).
+  Status MarkRefetching();
+  Status CaughtUpTo(uint64_t leader_high_watermark);
+  bool refetching() const { return refetching_.load(); }
   // Whether this copy, while it led the partition, handed `group` a whole-partition batch that
   // is not committed yet and reaches at least to `offset` (its consumers commit it to this pod
   // after a failover).
@@ -419,6 +427,7 @@ class Partition {
   std::set<std::string> gather_from_ GUARDED_BY(mirror_mu_);  // followers still to ask
   size_t gather_need_ GUARDED_BY(mirror_mu_) = 0;
   std::atomic<bool> follower_{false};
+  std::atomic<bool> refetching_{false};
   std::atomic<uint64_t> leader_start_{0};  // as a follower: the leader's oldest record
   std::vector<replication::EpochStart> epochs_ GUARDED_BY(append_mu_);
   std::atomic<uint64_t> fenced_{0};  // written under append_mu_, durable in `fence`

@@ -114,6 +114,7 @@ Status Topic::LoadOrCreateMap() {
   }
   if (st.code() != Status::Code::kNotFound) return st;
   if (opts_.wait_for_map) {
+    started_without_map_.store(true);
     Logger("broker")->info("msg=\"no partition map yet; waiting for one on the admin plane\"");
     return Status::Ok();
   }

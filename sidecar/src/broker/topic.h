@@ -71,6 +71,7 @@ struct FencedCopy {
   PartitionId id;
   Epoch last_epoch{0};
   uint64_t end = 0;
+  bool refetching = false;  // Partition::refetching
 };
 
 // The leader a change's map gives a partition, as a seal request names it (Topic::Seal).
@@ -526,6 +527,12 @@ class Topic {
     std::shared_ptr<std::atomic<bool>> done;
   };
   Mutex fetch_mu_ ACQUIRED_AFTER(install_mu_);
+  // This process found no map on disk (a volume that was emptied, or a first start): the empty
+  // copies of partitions its first map already knew (born at or before that map's epoch) may
+  // have acknowledged what the volume held, and refetch it before they count for a failover
+  // (Partition::MarkRefetching). A partition a later change makes was held here from its start.
+  std::atomic<bool> started_without_map_{false};
+  std::atomic<uint64_t> first_map_epoch_{0};  // the first map installed in this process (0: none)
   std::atomic<bool> started_{false};  // Start ran: fetchers may run
   std::map<std::string, Fetcher> fetchers_ GUARDED_BY(fetch_mu_);
 

@@ -14,8 +14,13 @@ void Topic::ReconcileReplicas() {
   std::vector<PartitionInfo> wanted;
   std::vector<PartitionId> gone;
   bool moved = false;
+  uint64_t first_map_epoch = 0;
   {
     ReaderLock lock(map_mu_);
+    if (started_without_map_.load() && first_map_epoch_.load() == 0 && map_.epoch().value() > 0) {
+      first_map_epoch_.store(map_.epoch().value());
+    }
+    first_map_epoch = first_map_epoch_.load();
     for (const auto& info : map_.partitions()) {
       if (info.FollowedBy(opts_.pod) && !info.lost && !partitions_.count(info.id) &&
           !followed_.count(info.id)) {
@@ -65,6 +70,19 @@ void Topic::ReconcileReplicas() {
       continue;
     }
     (*p)->SetFollower(true);
+    // On a pod that came back with an empty volume (or started for the first time), an empty
+    // copy of a partition its first map already knew may be refetching what the volume held: it
+    // counts for a failover once it caught up with its leader (on a first start, at its first
+    // answered fetch). A partition made by a later map was held here from its start.
+    if (started_without_map_.load() && info.born.value() <= first_map_epoch &&
+        (*p)->end_offset() == 0) {
+      if (Status st = (*p)->MarkRefetching(); !st.ok()) {
+        Logger("broker")->error(
+            "msg=\"cannot mark a copy as refetching\" partition={} reason=\"{}\"", info.id.value(),
+            st.message());
+        continue;
+      }
+    }
     opened.emplace_back(info.id, std::move(p).value());
   }
   std::vector<std::pair<PartitionId, std::unique_ptr<Partition>>> closed;
@@ -233,6 +251,9 @@ Topic::FetchStep Topic::FetchRound(const std::string& leader) {
       if (held.ok()) {
         if (Status st = p.TakeLeaderEpochs(b.epochs); !st.ok()) held = st;
       }
+      if (held.ok()) {
+        if (Status st = p.CaughtUpTo(b.high_watermark); !st.ok()) held = st;
+      }
       if (!held.ok()) {
         refused = true;
         Logger("broker")->error(
@@ -359,7 +380,7 @@ std::vector<FencedCopy> Topic::FenceCopies(const std::vector<PartitionId>& ids,
             id.value(), st.message());
         continue;
       }
-      out.push_back({id, Epoch(0), 0});
+      out.push_back({id, Epoch(0), 0, false});
       continue;
     }
     auto held = copy->Fence(leader_epoch.value());
@@ -368,7 +389,7 @@ std::vector<FencedCopy> Topic::FenceCopies(const std::vector<PartitionId>& ids,
                               id.value(), held.status().message());
       continue;
     }
-    out.push_back({id, held->last_epoch, held->end});
+    out.push_back({id, held->last_epoch, held->end, held->refetching});
   }
   if (!out.empty()) {
     Logger("broker")->warn("msg=\"copies fenced for a failover\" partitions={} leader_epoch={}",

@@ -431,7 +431,8 @@ void AdminFrontend::Handle(http_request req) {
           first = false;
           out += "{\"id\":" + std::to_string(c.id.value()) +
                  ",\"last_epoch\":" + std::to_string(c.last_epoch.value()) +
-                 ",\"end\":" + std::to_string(c.end) + "}";
+                 ",\"end\":" + std::to_string(c.end) +
+                 (c.refetching ? ",\"refetching\":true}" : "}");
         }
         out += "]}";
         probe_.AdminChange("fence", "ok");

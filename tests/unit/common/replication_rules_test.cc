@@ -137,6 +137,22 @@ TEST(ReplicationRulesTest, ASealedPartitionIsLedOnlyByACopyThatHoldsItsSealedEnd
   EXPECT_NE(none.status().message().find("sealed end 120"), std::string::npos);
 }
 
+TEST(ReplicationRulesTest, ACopyRefetchingAfterItsVolumeWasEmptiedNeitherCountsNorLeads) {
+  // b holds 10 and c, back with an empty volume, refetched 50 of it: a failover of three copies
+  // whose leader is down has one answer that counts, not a quorum.
+  ReplicaState refetching{PodName("c"), Epoch(5), 50};
+  refetching.refetching = true;
+  std::vector<ReplicaState> answered{{PodName("b"), Epoch(5), 10}, refetching};
+  auto none = ChooseLeader(answered, 3);
+  EXPECT_EQ(none.status().code(), Status::Code::kUnavailable);
+  EXPECT_NE(none.status().message().find("refetching"), std::string::npos)
+      << none.status().ToString();
+  // With the old leader answering too there is a quorum, and the refetching copy never leads
+  // even when it holds the most.
+  answered.push_back({PodName("a"), Epoch(5), 40});
+  EXPECT_EQ(ChooseLeader(answered, 3).value(), PodName("a"));
+}
+
 TEST(ReplicationRulesTest, AReturningReplicaIsCutWhereItsLogLeftTheLeaders) {
   // The leader led epoch 2 from 0, epoch 5 from 40, epoch 7 from 90; it holds 130.
   std::vector<EpochStart> history{{2, 0}, {5, 40}, {7, 90}};

@@ -57,6 +57,10 @@ struct ReplicaState {
   PodName pod;
   Epoch last_epoch{0};  // the leader epoch of the last entry it holds (0: none)
   uint64_t end = 0;     // one past the last entry it holds under its fsync policy
+  // A copy on a volume that was emptied, refetching what it held and not caught up with its
+  // leader yet: it may have acknowledged events it no longer holds, so it neither counts
+  // towards the quorum of answers nor leads (Kafka keeps such a replica out of the ISR).
+  bool refetching = false;
 };
 
 // The new leader of a partition whose leader is gone (invariant 10): once a quorum of its
