@@ -13,7 +13,10 @@
 //   - every rule of the RBAC rules file is needed: without any one of them the operator meets
 //     403 Forbidden;
 //   - under load with a surge: splits, more pods, moves; the leader killed mid-plan, the other
-//     operator completes the plan from the status; the verifier finds nothing lost or reordered.
+//     operator completes the plan from the status; the verifier finds nothing lost or reordered;
+//   - (issue 25) a leader's sidecar killed under load with its volume deleted: its partitions
+//     fail over to copies and take writes again, the pod comes back and its copies catch up,
+//     nothing lost or reordered.
 // Nothing sleeps bare: waits poll the API or files with deadlines.
 // clang-format off
 #include <utility>  // std::exchange, before boost::asio (awaitable.hpp needs it)
@@ -31,15 +34,18 @@
 #include <string>
 #include <vector>
 
-#include "shoal/control/process.h"
+#include "shoal/client/shoal_client.h"
 #include "shoal/client/verifier.h"
 #include "shoal/client/workload.h"
+#include "shoal/common/hash.h"
 #include "shoal/common/partition_map.h"
-#include "shoal/reconciler/kube_platform.h"
-#include "shoal/kubeapi/kube_client.h"
 #include "shoal/common/version.h"
+#include "shoal/control/process.h"
+#include "shoal/kubeapi/kube_client.h"
+#include "shoal/reconciler/kube_platform.h"
 #include "support/fake_kube/rbac.h"
 #include "support/fake_kube/test_cluster.h"
+#include "support/http_test_client.h"
 #include "support/loopback.h"
 #include "support/temp_dir.h"
 
@@ -723,6 +729,181 @@ TEST_F(KubeOperatorTest, AfterTheSurgePodsAreDrainedAndRemovedAndNothingIsLost) 
               acked.size(), seen, static_cast<unsigned long long>(report.lost),
               static_cast<unsigned long long>(report.reordered),
               static_cast<long long>(max_replicas));
+}
+
+// The value of `metric` for partition `id` in a Prometheus text answer (nullopt: absent).
+std::optional<double> PartitionGauge(const std::string& text, const std::string& metric,
+                                     PartitionId id) {
+  std::istringstream lines(text);
+  std::string line;
+  const std::string label = "partition=\"" + std::to_string(id.value()) + "\"";
+  while (std::getline(lines, line)) {
+    if (line.rfind(metric + "{", 0) != 0 || line.find(label) == std::string::npos) continue;
+    return std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return std::nullopt;
+}
+
+// Issue 25: a pod killed under load with its volume deleted. Three pods, three partitions, three
+// copies each (acks quorum). The sidecar of a pod that leads a partition is stopped, its volume
+// emptied, then killed; the kubelet starts it again on the empty volume. The operator's loop
+// fails its partitions over to copies (writes to them resume), the pod comes back and its copies
+// fetch what they lost from the new leaders, and the consumers find every acknowledged event.
+TEST_F(KubeOperatorTest, ALeaderKilledWithItsVolumeDeletedIsFailedOverAndCaughtUpAndNothingIsLost) {
+  StartCluster();
+  StartOperator("a");
+  value topic = TestTopicJson(seen_dir(), 3);
+  topic["spec"]["partitions"]["min"] = value::number(3);
+  topic["spec"]["partitions"]["initial"] = value::number(3);
+  topic["spec"]["replicas"]["min"] = value::number(3);
+  topic["spec"]["replicas"]["max"] = value::number(3);
+  topic["spec"]["replication"]["factor"] = value::number(3);
+  topic["spec"]["replication"]["acks"] = value::string("quorum");
+  CreateTopic(topic);
+  ASSERT_TRUE(WaitReady(90s)) << OperatorLog("a");
+
+  // The map the operator records, once every partition has its three copies on the three pods.
+  auto status_map = [&]() -> std::optional<PartitionMap> {
+    auto t = Get(kTopic);
+    if (!t) return std::nullopt;
+    auto state = reconciler::KubePlatform::StatusToState(At(*t, "status"), "orders");
+    if (!state.ok()) return std::nullopt;
+    auto map = PartitionMap::FromJson(value::parse(*state).at("map").serialize());
+    if (!map.ok()) return std::nullopt;
+    return std::move(map).value();
+  };
+  // The victim: a pod other than orders-0 (the producers' way in) that leads a partition.
+  std::string victim;
+  std::vector<PartitionInfo> led;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto map = status_map();
+        if (!map || kubelet().Pods().size() < 3) return false;
+        for (const auto& p : map->partitions()) {
+          if (!p.active() || p.replicas.size() != 2) return false;
+        }
+        for (const auto& p : map->partitions()) {
+          if (p.active() && p.owner.value() != "orders-0") {
+            victim = p.owner.value();
+            break;
+          }
+        }
+        led.clear();
+        for (const auto& p : map->partitions()) {
+          if (p.active() && p.owner.value() == victim) led.push_back(p);
+        }
+        return !victim.empty();
+      },
+      90s))
+      << "no partition with three copies led by orders-1 or orders-2\n"
+      << OperatorLog("a");
+  const auto ready = [&](const std::string& pod) {
+    return kubelet().WaitFor(
+        [&] {
+          auto p = kubelet().Pod(pod);
+          return p && p->ready;
+        },
+        60s);
+  };
+  for (const char* pod : {"orders-0", "orders-1", "orders-2"}) {
+    ASSERT_TRUE(ready(pod)) << pod << " is not ready";
+  }
+  const auto pod0 = kubelet().Pod("orders-0");
+  const auto victim_pod = kubelet().Pod(victim);
+  ASSERT_TRUE(pod0 && victim_pod);
+
+  client::LoadOptions lo = SurgeLoad(pod0->ip, 0, 0, 0);
+  lo.profile = "steady";
+  client::LoadGenerator load(lo);
+  load.Start();
+  ASSERT_TRUE(WaitUntil([&] { return load.acked() >= 2000; }, 30s));
+
+  // Stopped first, so that it writes nothing more to the volume it is about to lose.
+  ASSERT_TRUE(kubelet().KillContainer(victim, "shoal-sidecar", SIGSTOP).ok());
+  const std::string volume = kubelet().ClaimPath("shoal-data-" + victim);
+  ASSERT_FALSE(volume.empty());
+  for (const auto& entry : std::filesystem::directory_iterator(volume)) {
+    std::filesystem::remove_all(entry.path());
+  }
+  const auto fault = SteadyClock::now();
+  ASSERT_TRUE(kubelet().KillContainer(victim, "shoal-sidecar", SIGKILL).ok());
+
+  // Each range it led takes writes again: one key of each, through orders-0, until acked.
+  client::ShoalClient probe("http://" + pod0->ip + ":8080", "orders", 1s);
+  for (const auto& p : led) {
+    std::string key;
+    for (int n = 0; key.empty(); ++n) {
+      const std::string k = "probe-" + std::to_string(n);
+      if (p.range.Contains(KeyHash(k))) key = k;
+    }
+    bool acked = false;
+    while (!acked && SteadyClock::now() - fault < 60s) {
+      acked = probe.Produce({{key, "1", "", std::nullopt}}).ok();
+    }
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - fault).count();
+    ASSERT_TRUE(acked) << "partition " << p.id.value() << " took no write within 60 s\n"
+                       << OperatorLog("a");
+    std::printf("partition %u of %s takes writes again %lld ms after the kill\n", p.id.value(),
+                victim.c_str(), static_cast<long long>(ms));
+    // The issue's 3 s is measured by bench/failover.sh; a loaded test machine gets slack.
+    EXPECT_LT(ms, 20000) << "partition " << p.id.value();
+  }
+  // Failed over: the operator's map names other leaders for them.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto map = status_map();
+        if (!map) return false;
+        for (const auto& p : led) {
+          const PartitionInfo* now = map->Find(p.id);
+          if (!now || now->owner.value() == victim) return false;
+        }
+        return true;
+      },
+      30s))
+      << OperatorLog("a");
+  // The pod is back and ready.
+  ASSERT_TRUE(ready(victim)) << victim << " did not come back";
+  ASSERT_TRUE(WaitUntil([&] { return load.acked() >= 8000; }, 60s));
+  load.Stop();
+  const auto acked = load.TakeAcked();
+
+  // Its copies fetch everything their leaders hold.
+  auto map = status_map();
+  ASSERT_TRUE(map);
+  HttpTestClient victim_metrics("http://" + victim_pod->ip + ":9090");
+  std::string why;
+  const bool caught_up = WaitUntil(
+      [&] {
+        const std::string mine = victim_metrics.Get("/metrics").body;
+        for (const auto& p : map->partitions()) {
+          if (!p.active() || !p.FollowedBy(PodName(victim))) continue;
+          const auto leader = kubelet().Pod(p.owner.value());
+          if (!leader) return false;
+          HttpTestClient leader_metrics("http://" + leader->ip + ":9090");
+          const auto end = PartitionGauge(leader_metrics.Get("/metrics").body,
+                                          "shoal_partition_end_offset", p.id);
+          const auto copy = PartitionGauge(mine, "shoal_followed_partition_end_offset", p.id);
+          why = "partition " + std::to_string(p.id.value()) + ": leader " + p.owner.value() +
+                " ends at " + (end ? std::to_string(*end) : "?") + ", the copy on " + victim +
+                " at " + (copy ? std::to_string(*copy) : "?");
+          if (!end || !copy || *copy < *end || *end == 0) return false;
+        }
+        return true;
+      },
+      60s);
+  EXPECT_TRUE(caught_up) << why;
+
+  size_t seen = 0;
+  const auto report = VerifySeen(acked, &seen);
+  EXPECT_EQ(report.lost, 0u) << report.ToText();
+  EXPECT_EQ(report.reordered, 0u) << report.ToText();
+  std::printf(
+      "acked %zu, seen %zu, lost %llu, reordered %llu, duplicated %llu; %s killed with "
+      "its volume deleted, %zu partitions failed over\n",
+      acked.size(), seen, static_cast<unsigned long long>(report.lost),
+      static_cast<unsigned long long>(report.reordered),
+      static_cast<unsigned long long>(report.duplicated), victim.c_str(), led.size());
 }
 
 // A spec change that changes the pod template (the sidecar's fsync flag) reaches the running pods
