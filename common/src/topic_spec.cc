@@ -365,13 +365,22 @@ Status RetentionFits(const TopicSpec& t, const std::string& size, const std::str
   auto bytes = QuantityBytes(size);
   if (!bytes.ok()) return Status::InvalidArgument(field + ": " + bytes.status().message());
   if (t.retention.bytes == 0) return Status::Ok();
-  const uint64_t spread = (t.partitions.max + t.replicas.max - 1) / std::max<uint32_t>(1, t.replicas.max);
-  const uint64_t per_pod = std::max<uint64_t>(t.scaling.partitions_per_replica, spread);
+  // Every copy is a partition's worth of bytes on its pod: with F copies a pod keeps F times
+  // the partitions it leads, and at most one copy of each partition.
+  const uint64_t factor = std::max<uint32_t>(1, t.replication.factor);
+  const uint64_t copies = uint64_t{t.partitions.max} * factor;
+  const uint64_t spread = (copies + t.replicas.max - 1) / std::max<uint32_t>(1, t.replicas.max);
+  const uint64_t per_pod =
+      std::min<uint64_t>(std::max<uint64_t>(1, t.partitions.max),
+                         std::max<uint64_t>(t.scaling.partitions_per_replica * factor, spread));
   if (t.retention.bytes > *bytes / per_pod) {
     return Status::InvalidArgument(
         field + ": " + size + " cannot hold spec.retention.bytes (" +
         std::to_string(t.retention.bytes) + ") for each of the " + std::to_string(per_pod) +
-        " partitions a pod can own (" + std::to_string(per_pod * t.retention.bytes) +
+        (factor > 1 ? " partition copies a pod can hold (replication.factor " +
+                          std::to_string(factor) + ")"
+                    : std::string(" partitions a pod can own")) +
+        " (" + std::to_string(per_pod * t.retention.bytes) +
         " bytes); raise spec.storage.size or lower retention.bytes");
   }
   return Status::Ok();

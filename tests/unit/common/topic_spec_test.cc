@@ -114,6 +114,13 @@ TEST(TopicSpecTest, StorageFitsRetentionOfEveryPartitionAPodCanOwn) {
   wide.replicas.max = 2;
   EXPECT_FALSE(RetentionFits(wide, "4Gi", "f").ok());
   EXPECT_TRUE(RetentionFits(wide, "32Gi", "f").ok());
+  // Three copies of each: 64 partitions, 3 copies, 2 pods: each pod keeps a copy of all 64.
+  TopicSpec copied = wide;
+  copied.replication.factor = 3;
+  EXPECT_FALSE(RetentionFits(copied, "32Gi", "f").ok());
+  EXPECT_NE(RetentionFits(copied, "32Gi", "f").message().find("replication.factor 3"),
+            std::string::npos);
+  EXPECT_TRUE(RetentionFits(copied, "64Gi", "f").ok());
   wide.retention.bytes = 0;
   EXPECT_TRUE(RetentionFits(wide, "1Mi", "f").ok()) << "time-bound only";
   EXPECT_EQ(*QuantityBytes("20Gi"), 20ULL << 30);

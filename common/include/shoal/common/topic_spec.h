@@ -83,10 +83,11 @@ Result<TopicSpec> ParseTopic(std::string_view text);
 Status ValidateTopic(const TopicSpec& spec);
 // Bytes of a Kubernetes quantity ("20Gi", "500M", "1073741824"); InvalidArgument otherwise.
 Result<uint64_t> QuantityBytes(const std::string& quantity);
-// Whether a volume of `size` holds retention.bytes of every partition one pod can own (the most
-// partitions a pod holds: targetPartitionsPerReplica, or partitions.max spread over
-// replicas.max when that is more). Ok when retention.bytes is 0 (time-bound only); otherwise
-// InvalidArgument naming `field` and the numbers.
+// Whether a volume of `size` holds retention.bytes of every partition copy one pod can hold (the
+// most a pod holds: targetPartitionsPerReplica times replication.factor, or partitions.max
+// times the factor spread over replicas.max when that is more; never more than partitions.max,
+// one copy of each). Ok when retention.bytes is 0 (time-bound only); otherwise InvalidArgument
+// naming `field` and the numbers.
 Status RetentionFits(const TopicSpec& spec, const std::string& size, const std::string& field);
 std::string TopicToYaml(const TopicSpec& spec);
 std::string TopicToJson(const TopicSpec& spec);
