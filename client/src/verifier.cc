@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -25,7 +26,14 @@ struct IdHash {
 }  // namespace
 
 VerifyReport Verify(const std::vector<AckedEvent>& acked, std::vector<SeenEvent> seen,
-                    uint64_t joined_ns) {
+                    uint64_t joined_ns, uint64_t origin_ns) {
+  // Seconds from origin_ns, for the examples.
+  const auto at = [origin_ns](uint64_t ns) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3f s",
+                  ns >= origin_ns ? static_cast<double>(ns - origin_ns) / 1e9 : 0.0);
+    return std::string(buf);
+  };
   VerifyReport r;
   r.acked = acked.size();
   r.seen = seen.size();
@@ -36,9 +44,8 @@ VerifyReport Verify(const std::vector<AckedEvent>& acked, std::vector<SeenEvent>
   std::unordered_map<std::pair<std::string, uint64_t>, int, IdHash> times_seen;
   // Per event: the earliest time a commit of one of its sightings so far was accepted (0: none).
   std::unordered_map<std::pair<std::string, uint64_t>, uint64_t, IdHash> committed_at;
-  // Per event: where it was first seen (partition, offset).
-  std::unordered_map<std::pair<std::string, uint64_t>, std::pair<uint32_t, uint64_t>, IdHash>
-      first_at;
+  // Per event: its first sighting.
+  std::unordered_map<std::pair<std::string, uint64_t>, SeenEvent, IdHash> first_at;
   std::map<std::pair<std::string, std::string>, uint64_t> last_n;
   // The smallest n seen per (producer, key): a late group's unseen events before it were retired
   // before the group joined.
@@ -55,16 +62,23 @@ VerifyReport Verify(const std::vector<AckedEvent>& acked, std::vector<SeenEvent>
       ++r.duplicated;
       if (before_any_commit) ++r.redelivered_uncommitted;
       if (r.examples.size() < 10) {
-        const auto [p, o] = first_at[id];
+        const SeenEvent& first = first_at[id];
+        std::string times;
+        if (origin_ns) {
+          times = "; first seen at " + at(first.observed_ns) +
+                  (committed ? ", a commit covering it accepted at " + at(committed) : "") +
+                  ", seen again at " + at(e.observed_ns);
+        }
         r.examples.push_back(std::string(before_any_commit ? "redelivered" : "duplicated") +
                              ": producer " + e.producer + " seq " + std::to_string(e.seq) +
                              " (partition " + std::to_string(e.partition) + " offset " +
                              std::to_string(e.offset) + "; first seen at partition " +
-                             std::to_string(p) + " offset " + std::to_string(o) + ")");
+                             std::to_string(first.partition) + " offset " +
+                             std::to_string(first.offset) + times + ")");
       }
       continue;
     }
-    first_at[id] = {e.partition, e.offset};
+    first_at[id] = e;
     if (!acked_ids.count(id)) ++r.unacked_seen;
     auto [first, fresh] = first_n.try_emplace({e.producer, e.key}, e.n);
     if (!fresh) first->second = std::min(first->second, e.n);

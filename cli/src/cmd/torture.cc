@@ -1067,7 +1067,11 @@ int Run(const TortureOptions& o) {
   std::vector<client::VerifyReport> reports;
   client::VerifyReport total;
   for (auto& g : groups) {
-    reports.push_back(g->Verify(acked));
+    // The examples' times count from the start of coordinator.log.
+    reports.push_back(
+        g->Verify(acked, static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                   log_start.time_since_epoch())
+                                                   .count())));
     total.acked = acked.size();
     total.seen += reports.back().seen;
     total.lost += reports.back().lost;

@@ -80,7 +80,8 @@ bool TortureGroup::committed_all() const {
   return committed_all_;
 }
 
-client::VerifyReport TortureGroup::Verify(const std::vector<client::AckedEvent>& acked) {
+client::VerifyReport TortureGroup::Verify(const std::vector<client::AckedEvent>& acked,
+                                          uint64_t origin_ns) {
   Stop();
   std::vector<client::SeenEvent> seen;
   uint64_t joined = 0;
@@ -89,7 +90,8 @@ client::VerifyReport TortureGroup::Verify(const std::vector<client::AckedEvent>&
     seen = seen_;
     joined = joined_ns_;
   }
-  return client::Verify(acked, std::move(seen), role_ == "late" ? std::max<uint64_t>(joined, 1) : 0);
+  return client::Verify(acked, std::move(seen), role_ == "late" ? std::max<uint64_t>(joined, 1) : 0,
+                        origin_ns);
 }
 
 }  // namespace shoal::cli

@@ -51,7 +51,8 @@ class TortureGroup {
 
   // Stops the group and verifies what it saw against `acked`; a late group is verified from its
   // joining.
-  client::VerifyReport Verify(const std::vector<client::AckedEvent>& acked);
+  // `origin_ns` (CLOCK_MONOTONIC): the time the examples count from (client::Verify).
+  client::VerifyReport Verify(const std::vector<client::AckedEvent>& acked, uint64_t origin_ns);
   // Whether every consumer that stopped had its last commit accepted (else a redelivery of that
   // batch is expected and counted as duplicated).
   bool committed_all() const;

@@ -43,6 +43,14 @@ TEST(VerifierTest, ASightingAfterTheCommitOfAnEarlierOneIsACommittedEventReadAga
   EXPECT_EQ(r.duplicated, 1u);
   EXPECT_EQ(r.redelivered_uncommitted, 0u);
   EXPECT_FALSE(r.ok());
+  // With an origin, the example gives both sightings and the commit in seconds from it.
+  r = Verify(Acked(1), {Seen(1, 2'500'000'000, 3'000'000'000), Seen(1, 4'250'000'000, 0)}, 0,
+             1'000'000'000);
+  ASSERT_EQ(r.examples.size(), 1u);
+  EXPECT_NE(r.examples[0].find("first seen at 1.500 s, a commit covering it accepted at 2.000 s, "
+                               "seen again at 3.250 s"),
+            std::string::npos)
+      << r.examples[0];
 }
 
 }  // namespace

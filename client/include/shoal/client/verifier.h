@@ -61,9 +61,11 @@ struct VerifyReport {
 
 // `joined_ns` (CLOCK_MONOTONIC) > 0: the group's first request was answered then. An acked event
 // it did not see is then lost only if it was acked after that, or a later event of its
-// (producer, key) was seen; otherwise it counts in before_join.
+// (producer, key) was seen; otherwise it counts in before_join. `origin_ns` > 0: the examples
+// of events seen twice give the times of both sightings and of the first accepted commit that
+// covered one, in seconds from it (a harness passes its start, the time its own log counts from).
 VerifyReport Verify(const std::vector<AckedEvent>& acked, std::vector<SeenEvent> seen,
-                    uint64_t joined_ns = 0);
+                    uint64_t joined_ns = 0, uint64_t origin_ns = 0);
 
 // JSON lines: {"p":..,"k":..,"s":..,"n":..} per acked event; seen events add "t","part","off".
 std::string AckedLine(const AckedEvent& e);
