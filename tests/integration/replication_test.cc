@@ -545,6 +545,42 @@ bool ProducersDurable(SidecarCluster& c, size_t i, const std::vector<uint32_t>& 
   return std::all_of(ids.begin(), ids.end(), [&](uint32_t id) { return durable.count(id); });
 }
 
+// The current map with partition 0 split in half, its successors (on its owner) copied where
+// its own copies are (the coordinator's placement); their ids in `successors`.
+Result<PartitionMap> SplitPartition0(const SidecarCluster& c, std::vector<uint32_t>* successors) {
+  const PartitionInfo p0 = *c.current().Find(PartitionId(0));
+  auto split = c.current().Split(PartitionId(0), p0.range.lo + p0.range.Width() / 2);
+  if (!split.ok()) return split.status();
+  for (const auto& info : split->partitions()) {
+    if (info.parents.empty()) continue;
+    successors->push_back(info.id.value());
+    split = split->WithReplicas(info.id, p0.replicas);
+    if (!split.ok()) return split.status();
+  }
+  return split;
+}
+
+// As the coordinator does it (control/failover.h) with pod 0 out of reach: fences the copies of
+// `ids`, chooses their leaders, installs the failover map on the pods that answer and makes it
+// the cluster's current map. Returns the leaders chosen (`why` says why others were not).
+Result<std::vector<std::pair<PartitionId, PodName>>> FailOverWithoutPod0(
+    SidecarCluster& c, const std::vector<PartitionId>& ids, std::string* why) {
+  const auto reachable = [&](const PodName& pod) -> const PeerAddress* {
+    return pod == SidecarCluster::Pod(0) ? nullptr : c.current().Peer(pod);
+  };
+  const Epoch floor(c.current().epoch().value() + 1);
+  auto leaders = control::FenceAndChooseLeaders(c.admin(), c.current(), ids, reachable, floor, why);
+  if (!leaders.ok()) return leaders.status();
+  auto next = control::FailOverMap(c.current(), *leaders, floor);
+  if (!next.ok()) return next.status();
+  std::string failed;
+  if (control::InstallFailOverMap(c.admin(), *next, *leaders, reachable, &failed).size() != 2) {
+    return Status::Unavailable("the failover map did not reach pods 1 and 2: " + failed);
+  }
+  c.set_current(*next);
+  return leaders;
+}
+
 // A successor's inherited producer state goes to its followers with the log: once its parent is
 // retired and its leader dies, the copy made the leader still answers a retry of an event stored
 // in the parent "duplicate" instead of storing it again (invariant 6 across a failover).
@@ -554,17 +590,10 @@ TEST(ReplicationTest, ACopyMadeTheLeaderOfASuccessorKnowsTheProducersOfItsRetire
   const auto keys = KeysOf(c.current(), 0, 20);
   client::ShoalClient first(c.pod(0).data_url(), "orders", 10s);
   ASSERT_TRUE(first.Produce(Batch(keys, "app", 1, 100)).ok());
-  const PartitionInfo p0 = *c.current().Find(PartitionId(0));
-  auto split = c.current().Split(PartitionId(0), p0.range.lo + p0.range.Width() / 2);
-  ASSERT_TRUE(split.ok()) << split.status().ToString();
   // The successors' copies where the parent's are (the coordinator's placement).
   std::vector<uint32_t> successors;
-  for (const auto& info : split->partitions()) {
-    if (info.parents.empty()) continue;
-    successors.push_back(info.id.value());
-    split = split->WithReplicas(info.id, p0.replicas);
-    ASSERT_TRUE(split.ok()) << split.status().ToString();
-  }
+  auto split = SplitPartition0(c, &successors);
+  ASSERT_TRUE(split.ok()) << split.status().ToString();
   ASSERT_EQ(successors.size(), 2u);
   ASSERT_TRUE(c.Apply(*split).ok()) << c.Describe();
   ASSERT_TRUE(WaitFor([&] { return ProducersDurable(c, 0, successors); }, 10s)) << c.Describe();
@@ -683,28 +712,93 @@ TEST(ReplicationTest, ASealedPartitionWhoseLeaderLostItsVolumeIsDrainedFromTheCo
   // Pod 0 dies and its volume is gone; its sealed partition fails over to a copy.
   c.pod(0).Kill9();
   std::filesystem::remove_all(c.pod(0).data_dir());
-  // As the coordinator does it (control/failover.h), pod 0 not reachable.
-  const auto reachable = [&](const PodName& pod) -> const PeerAddress* {
-    return pod == SidecarCluster::Pod(0) ? nullptr : c.current().Peer(pod);
-  };
-  const Epoch floor(c.current().epoch().value() + 1);
   std::string why;
-  auto leaders = control::FenceAndChooseLeaders(c.admin(), c.current(), {PartitionId(0)},
-                                                reachable, floor, &why);
+  auto leaders = FailOverWithoutPod0(c, {PartitionId(0)}, &why);
   ASSERT_TRUE(leaders.ok()) << leaders.status().ToString();
   ASSERT_EQ(leaders->size(), 1u) << why;
-  auto next = control::FailOverMap(c.current(), *leaders, floor);
-  ASSERT_TRUE(next.ok()) << next.status().ToString();
-  std::string failed;
-  EXPECT_EQ(control::InstallFailOverMap(c.admin(), *next, *leaders, reachable, &failed).size(), 2u)
-      << failed;
-  c.set_current(*next);
   const PartitionInfo* p0 = c.current().Find(PartitionId(0));
   ASSERT_FALSE(p0->active());
   EXPECT_EQ(p0->end_offset, 100u);
   const std::vector<uint64_t> seqs = ReadAllPartitions(owner, "billing", 150);
   ASSERT_EQ(seqs.size(), 150u) << c.Describe();
   for (size_t i = 0; i < seqs.size(); ++i) ASSERT_EQ(seqs[i], i + 1) << "at " << i;
+}
+
+// A leader that comes back after its partition failed over opens with the map on its disk, in
+// which it still leads: before it takes the newer map, it must not hand a group what the group
+// committed at the new leader. A restarted leader of a partition with copies gathers its groups'
+// commits from the copies first (as a copy made the leader does), here newer than its own.
+TEST(ReplicationTest, ALeaderRestartedAfterItsPartitionFailedOverDoesNotHandOutWhatWasCommitted) {
+  SidecarCluster c(Options());
+  ASSERT_TRUE(c.Start().ok()) << c.Describe();
+  const auto keys = KeysOf(c.current(), 0, 20);
+  {
+    client::ShoalClient first(c.pod(0).data_url(), "orders", 10s);
+    ASSERT_TRUE(first.Produce(Batch(keys, "app", 1, 100)).ok());
+  }
+  // Partition 0 split in place: sealed at 100, its successors led by pod 0 too, whose consumers
+  // read partition 0's ranges from the copy held there.
+  std::vector<uint32_t> successors;
+  auto split = SplitPartition0(c, &successors);
+  ASSERT_TRUE(split.ok()) << split.status().ToString();
+  ASSERT_TRUE(c.Apply(*split).ok()) << c.Describe();
+  client::ShoalClient at0(c.pod(0).data_url(), "orders", 10s);
+  std::vector<wire::ConsumedEvent> first;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto got = at0.Consume("billing", 50, 200);
+        if (got.ok()) first = *got;
+        return !first.empty();
+      },
+      10s))
+      << c.Describe();
+  ASSERT_EQ(first.size(), 50u);
+  ASSERT_TRUE(at0.Commit("billing", {{PartitionId(0), Offset(first.back().offset + 1)}}).ok());
+  // Pod 0 dies: partition 0 and its successors fail over to copies, where billing reads and
+  // commits the rest.
+  c.pod(0).Kill9();
+  std::vector<PartitionId> led;
+  for (const auto& info : c.current().partitions()) {
+    if (info.owner == SidecarCluster::Pod(0)) led.push_back(info.id);
+  }
+  const PartitionMap before = c.current();
+  std::string why;
+  auto leaders = FailOverWithoutPod0(c, led, &why);
+  ASSERT_TRUE(leaders.ok()) << leaders.status().ToString();
+  ASSERT_EQ(leaders->size(), led.size()) << why;
+  client::ShoalClient at1(c.pod(1).data_url(), "orders", 10s);
+  client::ShoalClient at2(c.pod(2).data_url(), "orders", 10s);
+  size_t rest = 0;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (auto* sidecar : {&at1, &at2}) {
+          auto got = sidecar->Consume("billing", 1000, 100);
+          if (!got.ok() || got->empty()) continue;
+          rest += got->size();
+          std::map<uint32_t, uint64_t> ends;
+          for (const auto& e : *got) ends[e.partition] = std::max(ends[e.partition], e.offset + 1);
+          std::vector<wire::CommitOffset> commits;
+          for (const auto& [p, o] : ends) commits.push_back({PartitionId(p), Offset(o)});
+          EXPECT_TRUE(sidecar->Commit("billing", commits).ok());
+        }
+        return rest >= 50;
+      },
+      15s))
+      << rest << " of the last 50 read\n"
+      << c.Describe();
+  // Pod 0 starts again with its own map (the newer one has not reached it) and still leads.
+  ASSERT_TRUE(c.pod(0).Restart().ok()) << c.Describe();
+  auto held = c.admin().GetMap(c.admin_address(0));
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  ASSERT_EQ(held->epoch(), before.epoch());
+  // What billing committed at the new leaders is not handed out again at pod 0.
+  for (int i = 0; i < 5; ++i) {
+    auto got = at0.Consume("billing", 1000, 200);
+    if (!got.ok()) continue;
+    for (const auto& e : *got) {
+      ASSERT_NE(e.partition, 0u) << "offset " << e.offset << " of partition 0 handed out again";
+    }
+  }
 }
 
 // A change's parent whose leader dies before the change seals it: the coordinator fails the

@@ -132,6 +132,13 @@ Status Topic::OpenPartitions() {
     auto p = Partition::Open(info.id, OptionsFor(info), clock_, probe_);
     if (!p.ok()) return p.status().Annotate("partition " + std::to_string(info.id.value()));
     if (!info.replicas.empty()) SHOAL_RETURN_IF_ERROR((*p)->StartLeading(info.LeaderEpoch()));
+    // A leader that restarts may have been deposed meanwhile (a failover it has not heard of,
+    // its map on disk still naming it): its groups may have committed at the new leader what
+    // its own store does not hold. It gathers its copies' commits before it hands out an event,
+    // as a copy made the leader does; a deposed one's copies answer with the new leader's.
+    if (!info.replicas.empty() && opts_.acks_quorum) {
+      (*p)->StartGathering(info.replicas, replication::QuorumOf(1 + info.replicas.size()) - 1);
+    }
     partitions_.emplace(info.id, std::move(p).value());
   }
   Logger("broker")->info("msg=\"topic open\" topic={} epoch={} partitions={}", opts_.topic,
@@ -989,6 +996,12 @@ void Topic::GatherCommits() {
     // Asked without the map lock; one that does not answer (down, restarting) is asked again
     // on the next tick.
     auto theirs = peers_->FetchCopyCommits(addr, id);
+    if (!theirs.ok() && theirs.status().code() == Status::Code::kNotFound) {
+      // It holds no copy of the partition (its volume was emptied, or its map no longer gives
+      // it one): it has nothing to add, and waiting for it would wait for ever.
+      theirs = RemoteCommits{};
+      theirs->mirror = false;
+    }
     if (!theirs.ok()) continue;
     std::map<std::string, std::vector<RangeOffset>> pieces;
     for (const auto& [g, offset] : theirs->commits) {
