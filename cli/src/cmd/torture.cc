@@ -9,11 +9,18 @@
 // killed, paused or wiped for longer than --failover-after-ms, and checks that no two sidecars
 // acknowledge writes of one partition at once (invariants 9, 10). --wipes empties a sidecar's
 // volume: with copies it is failed over and catches up as a follower; without, its partitions
-// are declared lost and the verifier reports the events lost.
+// are declared lost and the verifier reports the events lost. --fills fills a sidecar's volume
+// (then each pod's data directory is a tmpfs the harness mounts) to its last byte for a while.
+#include <fcntl.h>
 #include <signal.h>
 #include <simdjson.h>
+#include <sys/mount.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -74,7 +81,60 @@ struct TortureOptions {
   std::string acks = "quorum";
   int failover_after_ms = 2000;  // a leader unreachable this long is failed over
   int wipes = 0;             // kill -9, empty the data directory, restart
+  int fills = 0;             // a sidecar's volume filled to its last byte for 1-4 s
+  int volume_mb = 192;       // with --fills: each pod's tmpfs
 };
+
+// With --fills, each pod's data directory is a tmpfs of its own (a volume that can fill):
+// mounted before the sidecars start; at the end each sidecar's log is copied beside the
+// directory (pod-N.sidecar.log) and the tmpfs unmounted, after the sidecars stopped (declare
+// it before them).
+class PodVolumes {
+ public:
+  PodVolumes() = default;
+  PodVolumes(const PodVolumes&) = delete;
+  PodVolumes& operator=(const PodVolumes&) = delete;
+  ~PodVolumes() {
+    for (const auto& dir : mounted_) {
+      std::error_code ec;
+      std::filesystem::copy_file(dir + "/sidecar.log", dir + ".sidecar.log",
+                                 std::filesystem::copy_options::overwrite_existing, ec);
+      ::umount2(dir.c_str(), MNT_DETACH);
+    }
+  }
+  Status Mount(const std::string& dir, uint64_t bytes) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    const std::string opts = "size=" + std::to_string(bytes) + ",mode=0755";
+    if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, opts.c_str()) != 0) {
+      return Status::FailedPrecondition("mounting a tmpfs on " + dir + ": " + std::strerror(errno) +
+                                        " (--fills needs CAP_SYS_ADMIN: run as root)");
+    }
+    mounted_.push_back(dir);
+    return Status::Ok();
+  }
+
+ private:
+  std::vector<std::string> mounted_;
+};
+
+// Writes `path` until its file system has no byte left (ENOSPC at the smallest write); returns
+// the bytes written.
+uint64_t FillVolume(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return 0;
+  static const std::string kZeros(1 << 20, '\0');
+  uint64_t written = 0;
+  for (size_t chunk = kZeros.size(); chunk > 0; chunk /= 16) {
+    for (;;) {
+      const ssize_t n = ::write(fd, kZeros.data(), chunk);
+      if (n <= 0) break;
+      written += static_cast<uint64_t>(n);
+    }
+  }
+  ::close(fd);
+  return written;
+}
 
 // The groups' roles by index (torture_groups.h): fast, slow, stop-resume, then fast again.
 std::string RoleOf(int index) {
@@ -194,6 +254,20 @@ int Run(const TortureOptions& o) {
     // A produce waits at most 1 s for a quorum of copies (then a retryable 503): a leader whose
     // copies are fenced answers the producer soon, which retries at the new leader.
     base.extra_args = {"--acks", o.acks, "--replication-timeout-ms", "1000"};
+  }
+  PodVolumes volumes;
+  if (o.fills > 0) {
+    for (int i = 0; i < o.sidecars; ++i) {
+      Status st = volumes.Mount(dir + "/pod-" + std::to_string(i), uint64_t(o.volume_mb) << 20);
+      if (!st.ok()) {
+        std::cerr << "shoal torture: " << st.message() << "\n";
+        return 2;
+      }
+    }
+    // A reserve that fits the small volume: produce is refused (507) before the volume is
+    // full, and commits, seals and retirement keep working when another writer fills it.
+    base.extra_args.insert(base.extra_args.end(),
+                           {"--disk-reserve-bytes", std::to_string(8 << 20)});
   }
   auto started = control::StartPods(o.sidecars, dir, base, token, "info");
   if (!started.ok()) {
@@ -775,6 +849,26 @@ int Run(const TortureOptions& o) {
     }
   });
 
+  // Fills: another writer takes every byte of a sidecar's volume for 1 to 4 s, then frees it.
+  std::atomic<int> fills_done{0};
+  std::thread filler([&] {
+    std::mt19937_64 rng(o.seed ^ 0x9e3779b9);
+    for (int f = 0; f < o.fills; ++f) {
+      std::this_thread::sleep_until(at(o.duration_s * (f + 0.45) / (o.fills + 0.5)));
+      const size_t victim = rng() % pods.size();
+      const auto hold = std::chrono::milliseconds(1000 + rng() % 3000);
+      const std::string path = pods[victim].data_dir + "/filler";
+      const uint64_t bytes = FillVolume(path);
+      note_log("fill pod-" + std::to_string(victim) + ": " + std::to_string(bytes >> 20) +
+               " MiB written, its volume full");
+      std::this_thread::sleep_for(hold);
+      std::error_code ec;
+      std::filesystem::remove(path, ec);
+      note_log("free pod-" + std::to_string(victim));
+      ++fills_done;
+    }
+  });
+
   // SIGSTOP of a sidecar for 0.5 to 3 s: forwarding to it, seals and installs wait on it.
   std::thread pauser([&] {
     std::mt19937_64 rng(o.seed ^ 0x27d4eb2f);
@@ -1029,6 +1123,7 @@ int Run(const TortureOptions& o) {
   changer.join();
   killer.join();
   wiper.join();
+  filler.join();
   pauser.join();
   rogue.join();
   scheduler.join();
@@ -1122,7 +1217,7 @@ int Run(const TortureOptions& o) {
         ",\"retirements\":" + std::to_string(retirements) +
         ",\"retired_partitions\":" + std::to_string(retired_partitions) +
         ",\"kills\":" + std::to_string(o.kills) + ",\"pauses\":" + std::to_string(o.pauses) +
-        ",\"wipes\":" + std::to_string(wipes_done) +
+        ",\"wipes\":" + std::to_string(wipes_done) + ",\"fills\":" + std::to_string(fills_done) +
         ",\"replication\":" + std::to_string(o.replication) + ",\"acks\":\"" + o.acks + "\"" +
         ",\"failovers\":" + failover_json +
         ",\"declared_lost_partitions\":" + std::to_string(lost_partitions) +
@@ -1223,7 +1318,8 @@ int Run(const TortureOptions& o) {
     for (const auto& [k, v] : by_kind) std::cout << k << " " << v.size() << " ";
     std::cout << "), retirements: " << retirements << " (" << retired_partitions
               << " partitions), kills: " << o.kills << ", pauses: " << o.pauses
-              << ", wipes: " << wipes_done << ", invariant checks: " << checks << "\n";
+              << ", wipes: " << wipes_done << ", fills: " << fills_done
+              << ", invariant checks: " << checks << "\n";
     if (replicated) {
       std::cout << "replication " << o.replication << " (acks " << o.acks << "): failovers "
                 << failover_json << ", acknowledgement check: " << acks.samples
@@ -1297,6 +1393,12 @@ void RegisterTorture(CLI::App& app, int& exit_code) {
   cmd->add_option("--wipes", o->wipes,
                   "kill -9, empty the data directory, restart (with one copy: declared lost)")
       ->check(CLI::Range(0, 10000));
+  cmd->add_option("--fills", o->fills,
+                  "Fill a sidecar's volume to its last byte for 1-4 s, this many times (each "
+                  "pod's data directory is then a tmpfs the harness mounts: needs root)")
+      ->check(CLI::Range(0, 10000));
+  cmd->add_option("--volume-mb", o->volume_mb, "With --fills: each pod's tmpfs, in MiB")
+      ->check(CLI::Range(32, 65536));
   cmd->add_option("--duration", o->duration_s, "Seconds of load")->check(CLI::Range(1.0, 86400.0));
   cmd->add_option("--seed", o->seed, "Random seed");
   cmd->add_option("--fsync", o->fsync, "fsync policy of the sidecars")
