@@ -599,7 +599,7 @@ Result<InstallOutcome> Topic::InstallLocked(const PartitionMap& next,
   const double opened_ms = ms_since(t0);
   SHOAL_RETURN_IF_ERROR(SeedOpened(next, *opened));
   const double seeded_ms = ms_since(t0);
-  Status st = UnsealLostSeals(next);
+  Status st = UnsealLostSeals(next, *opened);
   // Persist, then take effect. A crash between the two re-opens the new map on restart.
   if (st.ok()) st = fs_.WriteFileAtomic(MapPath(), next.ToJson());
   if (!st.ok()) {
@@ -763,16 +763,27 @@ Status Topic::SeedOpened(const PartitionMap& next, OwnedPartitions& opened) {
   return seeded;
 }
 
-Status Topic::UnsealLostSeals(const PartitionMap& next) {
+Status Topic::UnsealLostSeals(const PartitionMap& next, const OwnedPartitions& opened) {
   // Seals of changes that lost to this map (see CheckAgainstHeld) are undone before it takes
-  // effect.
+  // effect. Copies too: a copy is sealed for a change that carries a failover of a parent it
+  // seals (Seal, the copy chosen as the parent's new leader), and that change may lose as any
+  // other. A void seal left on a copy would outlive the change: a map that then makes the copy
+  // the leader of the partition, active, would hold a leader that never takes an append again,
+  // and a later change's seal of it would be refused as a conflict with the lost one.
+  auto unseal_void = [&](PartitionId id, Partition& p) -> Status {
+    const PartitionInfo* info = next.Find(id);
+    if (info && p.SealVoidFor(*info, next.epoch())) return p.Unseal();
+    return Status::Ok();
+  };
+  for (const auto& [id, p] : opened) {
+    if (p->follower()) SHOAL_RETURN_IF_ERROR(unseal_void(id, *p));
+  }
   ReaderLock lock(map_mu_);
   for (const auto& [id, p] : partitions_) {
     const PartitionInfo* info = next.Find(id);
-    if (info && info->owner == opts_.pod && p->SealVoidFor(*info, next.epoch())) {
-      SHOAL_RETURN_IF_ERROR(p->Unseal());
-    }
+    if (info && info->owner == opts_.pod) SHOAL_RETURN_IF_ERROR(unseal_void(id, *p));
   }
+  for (const auto& [id, p] : followed_) SHOAL_RETURN_IF_ERROR(unseal_void(id, *p));
   return Status::Ok();
 }
 

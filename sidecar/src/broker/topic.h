@@ -439,8 +439,10 @@ class Topic {
   Status SeedOpened(const PartitionMap& next, OwnedPartitions& opened) REQUIRES(install_mu_);
   // Gives the copies among `opened` that were followed here back to followed_.
   void ReturnCopies(OwnedPartitions& opened) REQUIRES(install_mu_);
-  // Undoes seals made for changes that lost to `next`.
-  Status UnsealLostSeals(const PartitionMap& next) REQUIRES(install_mu_);
+  // Undoes seals made for changes that lost to `next`: of the partitions led here, of the copies
+  // followed here, and of the copies among `opened` that `next` makes this pod lead.
+  Status UnsealLostSeals(const PartitionMap& next, const OwnedPartitions& opened)
+      REQUIRES(install_mu_);
   // Makes `next` the map with `opened` held; moves what it no longer lists to `retired`.
   // Returns how many partitions are held now.
   size_t TakeEffect(const PartitionMap& next, OwnedPartitions opened, RetiredPartitions* retired)

@@ -559,6 +559,50 @@ TEST_F(TopicTest, ARetirementWaitingForAPeerHoldsUpNoOtherChange) {
   EXPECT_FALSE(fs::exists(PartitionDir(0)));
 }
 
+// A copy sealed for a change that carried a failover of its partition (the copy was chosen to
+// lead it, Topic::Seal) keeps no seal once that change lost: a map of the change's epoch that
+// makes the copy the leader of the partition, active, has it take appends; a seal left over
+// would have it refuse every produce for ever.
+TEST_F(TopicTest, ACopySealedForAChangeThatLostTakesAppendsWhenItLeads) {
+  TopicOptions o = Options();
+  o.acks_quorum = false;
+  auto opened = Topic::Open(o, clock_, probe_);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  auto t = std::move(opened).value();
+  const PodName local = o.pod, other("other");
+  // p0 led by the peer (a failover at epoch 2), followed here; p1 led here.
+  const PartitionMap m = t->map().WithPeer(other, {"127.0.0.1:1", "127.0.0.1:2"});
+  auto with_copy = m.WithReplicas(PartitionId(0), {other});
+  ASSERT_TRUE(with_copy.ok()) << with_copy.status().ToString();
+  auto e2 = with_copy->FailOver(PartitionId(0), other);
+  ASSERT_TRUE(e2.ok()) << e2.status().ToString();
+  auto installed = t->InstallMap(*e2);
+  ASSERT_TRUE(installed.ok()) << installed.status().ToString();
+
+  // The coordinator fails p0 over to this copy inside a change that splits it (epoch 4), fences
+  // the copy, and seals it for that change here.
+  auto failed_over = e2->FailOver(PartitionId(0), local);  // epoch 3, leader epoch 3
+  ASSERT_TRUE(failed_over.ok()) << failed_over.status().ToString();
+  const PartitionInfo p0 = *failed_over->Find(PartitionId(0));
+  auto change = failed_over->Split(p0.id, p0.range.lo + p0.range.Width() / 2);
+  ASSERT_TRUE(change.ok()) << change.status().ToString();
+  const auto fenced = t->FenceCopies({PartitionId(0)}, p0.leader_epoch);
+  ASSERT_EQ(fenced.size(), 1u);
+  auto sealed = t->Seal(*change, PartitionId(0));
+  ASSERT_TRUE(sealed.ok()) << sealed.status().ToString();
+
+  // The change loses: the failover alone is installed at the change's epoch.
+  const PartitionMap lost_to = failed_over->WithEpoch(change->epoch());
+  installed = t->InstallMap(lost_to);
+  ASSERT_TRUE(installed.ok()) << installed.status().ToString();
+  std::vector<wire::ProduceEvent> events{{KeysOf(lost_to, PartitionId(0), 1)[0], "1", "", {}}};
+  std::vector<wire::ProduceResult> results;
+  Status st = t->Produce(events, &results);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(results.at(0).partition, 0u);
+  ASSERT_TRUE(t->Close().ok());
+}
+
 TEST(SidecarProbeTest, ExportsTheBuildItComesFrom) {
   SidecarProbe probe("orders");
   const std::string text = metrics::Serialize({probe.registry()});
