@@ -749,7 +749,7 @@ Status Topic::SeedOpened(const PartitionMap& next, OwnedPartitions& opened) {
     auto it = partitions_.find(id);
     return it == partitions_.end() ? nullptr : it->second.get();
   };
-  Status seeded = SeedSuccessors(next, held_partition);
+  Status seeded = SeedSuccessors(next, held_partition, /*defer=*/true);
   if (!seeded.ok()) {
     // Nothing took effect; copies followed here go back, and what was opened is kept for the
     // retry, as if prepared.

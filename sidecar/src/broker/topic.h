@@ -280,7 +280,9 @@ class Topic {
                         std::chrono::milliseconds quorum_wait = std::chrono::milliseconds(0));
   // The producer state of a partition held here; for `successor` (when given) only once the
   // partition's seal confirms it (Partition::ConfirmSuccessor) and, with `end`, only if the seal's
-  // end offset is that (the successor's map records it; another is Conflict).
+  // end offset is that (the successor's map records it; another is Conflict). A partition with
+  // parents that does not hold their producer state yet is FailedPrecondition, after the
+  // confirmation: only a whole state is handed on.
   Result<std::string> ExportProducers(PartitionId partition,
                                       const SuccessorRef* successor = nullptr,
                                       std::optional<uint64_t> end = std::nullopt);
@@ -453,9 +455,18 @@ class Topic {
   // Closes the retired partitions and removes their directories.
   void RemoveRetired(const PartitionMap& next, RetiredPartitions retired);
   bool Accepting(const PartitionInfo& info, const Partition& p) const;
-  // Makes each active successor this pod owns in `map` inherit its parents' producer state, if
-  // it has not yet. `held` finds a partition held here (or about to be).
-  Status SeedSuccessors(const PartitionMap& map, const std::function<Partition*(PartitionId)>& held);
+  // Makes each successor this pod owns in `map` inherit its parents' producer state, if it has
+  // not yet. `held` finds a partition held here (or about to be). With `defer`, a successor
+  // whose parents all confirmed its seal but are not all whole yet, or that a failover gave to
+  // a copy and that cannot be seeded now, is left unseeded (it takes no append) for SeedPending
+  // instead of failing the whole (see the definition).
+  Status SeedSuccessors(const PartitionMap& map, const std::function<Partition*(PartitionId)>& held,
+                        bool defer);
+  // Seeds one successor, `part`, that `info` describes. `confirmed` is set when it failed only
+  // because some parent, which confirmed the seal, does not hold its whole producer state yet
+  // (FailedPrecondition).
+  Status SeedSuccessor(const PartitionMap& map, const PartitionInfo& info, Partition& part,
+                       const std::function<Partition*(PartitionId)>& held, bool* confirmed);
   // Seeds successors left unseeded by a restart (their parents' owners may be down a while).
   void SeedPending();
   Status LoadOrCreateMap() REQUIRES(map_mu_);

@@ -16,77 +16,123 @@ namespace shoal::broker {
 // inherit again (a crash took back its seeding before its snapshot) does so before a successor
 // of it takes over its state.
 Status Topic::SeedSuccessors(const PartitionMap& next,
-                             const std::function<Partition*(PartitionId)>& held) {
+                             const std::function<Partition*(PartitionId)>& held, bool defer) {
   for (const auto& info : next.partitions()) {
     if (info.owner != opts_.pod || info.parents.empty()) continue;
     Partition* p = held(info.id);
     if (!p || p->seeded()) continue;
-    const SuccessorRef me{info.id, info.owner, info.range};
-    // The parents, and in place of a lost one (its producer state went with it: a retry of a
-    // batch stored there is taken again) its own parents, whose batches a retry must still
-    // find. Those are not sealed for this successor, so it confirms nothing there. A parent
-    // whose owner answers that it lost it counts as lost before the map says so: its owner
-    // held the only copy, and the coordinator declares it lost next.
-    // A copy made the leader by a failover took over a successor its first leader had seeded:
-    // the parents confirmed that one already and are not asked to again (the seal names the
-    // successor with its first owner).
+    bool confirmed = false;
+    Status st = SeedSuccessor(next, info, *p, held, &confirmed);
+    if (st.ok()) continue;
+    // What seeding at the install is for is the confirmation (invariant 2): every parent says
+    // it was sealed for the change that made this successor, so a map whose change lost is
+    // refused before it takes effect. The producer state itself can come later, as after a
+    // restart: the successor takes no append until it is seeded (Accepting), and the peer
+    // ticker retries (SeedPending). It must be allowed to come later where a parent is not
+    // whole yet: a copy that a failover made the parent's leader and that never got the state
+    // its first leader inherited (that leader lost its volume or went down before its
+    // followers fetched it) inherits it from its own parents again, and one of those may be
+    // led, by a failover carried in the same map, by this very pod, which leads it only once
+    // it holds this map. Waiting for the parent there waits for ever. A successor made the
+    // leader of a copy by a failover confirms nothing (its first leader did).
     const bool failed_over = info.leader_epoch.value() > 0 && info.leader_epoch > info.born;
-    std::vector<std::pair<PartitionId, bool>> todo;  // a stack of (partition, confirm)
-    for (auto it = info.parents.rbegin(); it != info.parents.rend(); ++it) {
-      todo.emplace_back(*it, !failed_over);
+    const bool deferrable = failed_over ? st.code() == Status::Code::kUnavailable ||
+                                              st.code() == Status::Code::kNotFound ||
+                                              st.code() == Status::Code::kFailedPrecondition
+                                        : confirmed;
+    if (!defer || !deferrable) {
+      // A parent that is not whole yet is a reason to retry, as any other wait is.
+      if (st.code() == Status::Code::kFailedPrecondition) return Status::Unavailable(st.message());
+      return st;
     }
-    std::set<PartitionId> walked;
-    auto walk_past = [&](const PartitionInfo& lost) {
-      for (auto it = lost.parents.rbegin(); it != lost.parents.rend(); ++it) {
-        todo.emplace_back(*it, false);
-      }
-    };
-    while (!todo.empty()) {
-      const auto [parent, confirm] = todo.back();
-      todo.pop_back();
-      const PartitionInfo* pi = next.Find(parent);
-      if (!pi || !walked.insert(parent).second) continue;  // retired, or reached twice
-      if (pi->lost) {
-        walk_past(*pi);
-        continue;
-      }
-      Result<std::string> table = Status::Internal("unset");
-      Partition* local = held(parent);
-      if (local) {
-        Status confirmed = confirm ? local->ConfirmSuccessor(me) : Status::Ok();
-        const auto sealed_at = local->sealed_end();
-        if (!confirmed.ok()) {
-          table = confirmed;
-        } else if (sealed_at && *sealed_at != pi->end_offset) {
-          table = Status::Conflict("the map records end offset " +
-                                   std::to_string(pi->end_offset) + " for parent " +
-                                   std::to_string(parent.value()) + ", sealed here at " +
-                                   std::to_string(*sealed_at));
-        } else if (!pi->parents.empty() && !local->seeded()) {
-          table = Status::Unavailable("parent " + std::to_string(parent.value()) +
-                                      " has not inherited its own parents' producer state yet");
-        } else {
-          table = local->ExportProducers();
-        }
-      } else if (const PeerAddress* addr = next.Peer(pi->owner); addr && peers_) {
-        table = peers_->FetchProducers(*addr, parent, confirm ? &me : nullptr, pi->end_offset);
-      } else {
-        table = Status::Unavailable("no address for " + pi->owner.value());
-      }
-      if (!local && table.status().code() == Status::Code::kDataLost) {
-        walk_past(*pi);
-        continue;
-      }
-      if (!table.ok()) {
-        return table.status().Annotate("taking over from parent " +
-                                       std::to_string(parent.value()) + " of partition " +
-                                       std::to_string(info.id.value()));
-      }
-      SHOAL_RETURN_IF_ERROR(p->InheritProducers(*table));
-    }
-    SHOAL_RETURN_IF_ERROR(p->MarkSeeded());
+    Logger("broker")->warn(
+        "msg=\"a successor is not seeded yet; it takes appends once it is\" partition={} "
+        "reason=\"{}\"",
+        info.id.value(), st.message());
   }
   return Status::Ok();
+}
+
+Status Topic::SeedSuccessor(const PartitionMap& next, const PartitionInfo& info, Partition& part,
+                            const std::function<Partition*(PartitionId)>& held, bool* confirmed) {
+  *confirmed = false;
+  const SuccessorRef me{info.id, info.owner, info.range};
+  // The parents, and in place of a lost one (its producer state went with it: a retry of a
+  // batch stored there is taken again) its own parents, whose batches a retry must still
+  // find. Those are not sealed for this successor, so it confirms nothing there. A parent
+  // whose owner answers that it lost it counts as lost before the map says so: its owner
+  // held the only copy, and the coordinator declares it lost next.
+  // A copy made the leader by a failover took over a successor its first leader had seeded:
+  // the parents confirmed that one already and are not asked to again (the seal names the
+  // successor with its first owner).
+  const bool failed_over = info.leader_epoch.value() > 0 && info.leader_epoch > info.born;
+  std::vector<std::pair<PartitionId, bool>> todo;  // a stack of (partition, confirm)
+  for (auto it = info.parents.rbegin(); it != info.parents.rend(); ++it) {
+    todo.emplace_back(*it, !failed_over);
+  }
+  std::set<PartitionId> walked;
+  Status not_whole = Status::Ok();
+  auto walk_past = [&](const PartitionInfo& lost) {
+    for (auto it = lost.parents.rbegin(); it != lost.parents.rend(); ++it) {
+      todo.emplace_back(*it, false);
+    }
+  };
+  while (!todo.empty()) {
+    const auto [parent, confirm] = todo.back();
+    todo.pop_back();
+    const PartitionInfo* pi = next.Find(parent);
+    if (!pi || !walked.insert(parent).second) continue;  // retired, or reached twice
+    if (pi->lost) {
+      walk_past(*pi);
+      continue;
+    }
+    Result<std::string> table = Status::Internal("unset");
+    Partition* local = held(parent);
+    if (local) {
+      Status confirmed = confirm ? local->ConfirmSuccessor(me) : Status::Ok();
+      const auto sealed_at = local->sealed_end();
+      if (!confirmed.ok()) {
+        table = confirmed;
+      } else if (sealed_at && *sealed_at != pi->end_offset) {
+        table = Status::Conflict("the map records end offset " + std::to_string(pi->end_offset) +
+                                 " for parent " + std::to_string(parent.value()) +
+                                 ", sealed here at " + std::to_string(*sealed_at));
+      } else if (!pi->parents.empty() && !local->seeded()) {
+        table = Status::FailedPrecondition("parent " + std::to_string(parent.value()) +
+                                           " has not inherited its own parents' producer state "
+                                           "yet");
+      } else {
+        table = local->ExportProducers();
+      }
+    } else if (const PeerAddress* addr = next.Peer(pi->owner); addr && peers_) {
+      table = peers_->FetchProducers(*addr, parent, confirm ? &me : nullptr, pi->end_offset);
+    } else {
+      table = Status::Unavailable("no address for " + pi->owner.value());
+    }
+    if (!local && table.status().code() == Status::Code::kDataLost) {
+      walk_past(*pi);
+      continue;
+    }
+    if (table.status().code() == Status::Code::kFailedPrecondition) {
+      // Confirmed (the parent's owner confirms before it answers anything else), but the
+      // parent's producer state is not whole yet. The other parents are still asked, so that
+      // every confirmation is made now.
+      not_whole =
+          table.status().Annotate("taking over from parent " + std::to_string(parent.value()) +
+                                  " of partition " + std::to_string(info.id.value()));
+      continue;
+    }
+    if (!table.ok()) {
+      return table.status().Annotate("taking over from parent " + std::to_string(parent.value()) +
+                                     " of partition " + std::to_string(info.id.value()));
+    }
+    SHOAL_RETURN_IF_ERROR(part.InheritProducers(*table));
+  }
+  if (!not_whole.ok()) {
+    *confirmed = true;
+    return not_whole;
+  }
+  return part.MarkSeeded();
 }
 
 void Topic::SeedPending() {
@@ -102,11 +148,14 @@ void Topic::SeedPending() {
     }
   }
   if (!pending) return;
-  Status st = SeedSuccessors(m, [this](PartitionId id) -> Partition* {
-    ReaderLock lock(map_mu_);
-    auto it = partitions_.find(id);
-    return it == partitions_.end() ? nullptr : it->second.get();
-  });
+  Status st = SeedSuccessors(
+      m,
+      [this](PartitionId id) -> Partition* {
+        ReaderLock lock(map_mu_);
+        auto it = partitions_.find(id);
+        return it == partitions_.end() ? nullptr : it->second.get();
+      },
+      /*defer=*/true);
   if (!st.ok()) {
     Logger("broker")->warn("msg=\"successor not seeded yet; retrying\" reason=\"{}\"",
                            st.message());
@@ -274,10 +323,13 @@ Result<std::string> Topic::ExportProducers(PartitionId id, const SuccessorRef* s
   // Only a whole producer state is handed on (invariant 6): a partition with parents that has
   // not inherited theirs yet (a crash took back its seeding before its snapshot) would hand on
   // only its own events' entries, and its successor would take retries of the rest as new.
+  // FailedPrecondition, not Unavailable: a successor's owner tells from it that the seal is
+  // confirmed (above) and only the producer state is still to come (SeedSuccessors).
   const PartitionInfo* info = map_.Find(id);
   if (info && !info->parents.empty() && !part->seeded()) {
-    return Status::Unavailable("partition " + std::to_string(id.value()) +
-                               " has not inherited its parents' producer state yet; retry");
+    return Status::FailedPrecondition("partition " + std::to_string(id.value()) +
+                                      " has not inherited its parents' producer state yet; "
+                                      "retry");
   }
   return part->ExportProducers();
 }

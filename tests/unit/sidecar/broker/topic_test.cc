@@ -23,6 +23,7 @@
 #include "shoal/common/hash.h"
 #include "shoal/common/metrics.h"
 #include "shoal/common/version.h"
+#include "storage/producer_table.h"
 #include "support/manual_clock.h"
 #include "support/temp_dir.h"
 
@@ -557,6 +558,109 @@ TEST_F(TopicTest, ARetirementWaitingForAPeerHoldsUpNoOtherChange) {
   EXPECT_EQ(t->map().epoch(), Epoch(3));
   EXPECT_EQ(t->map().Find(PartitionId(0)), nullptr);
   EXPECT_FALSE(fs::exists(PartitionDir(0)));
+}
+
+// A peer whose partitions' producer state is not whole yet (a copy a failover made their
+// leader, that never got what its first leader inherited): it confirms a successor's seal and
+// answers FailedPrecondition until the test says it is whole. With `confirms` false it answers
+// Unavailable instead, as a pod that is down does (nothing confirmed).
+class NotWholePeers final : public PeerClient {
+ public:
+  explicit NotWholePeers(bool confirms) : confirms_(confirms) {}
+  Result<std::string> FetchProducers(const PeerAddress&, PartitionId partition, const SuccessorRef*,
+                                     uint64_t) override {
+    ++asked_;
+    if (whole_) return storage::ProducerTable().Serialize();
+    if (!confirms_) return Status::Unavailable("the parent's pod does not answer");
+    return Status::FailedPrecondition("partition " + std::to_string(partition.value()) +
+                                      " has not inherited its parents' producer state yet");
+  }
+  Result<RemoteCommits> FetchCommits(const PeerAddress&, PartitionId) override {
+    return Status::Unavailable("no commits here");
+  }
+  Result<std::map<std::string, GroupRegistry::Group>> FetchGroups(const PeerAddress&) override {
+    return std::map<std::string, GroupRegistry::Group>{};
+  }
+  Result<RemoteBatch> ReadRange(const PeerAddress&, PartitionId, const std::string&, const PodName&,
+                                const std::vector<HashRange>&, size_t, size_t) override {
+    return Status::Unavailable("no reads here");
+  }
+  Result<RemoteCommits> CommitFor(const PeerAddress&, PartitionId, const std::string&,
+                                  const PodName&, Offset) override {
+    return Status::Unavailable("no commits here");
+  }
+  void MakeWhole() { whole_ = true; }
+  int asked() const { return asked_; }
+
+ private:
+  const bool confirms_;
+  bool whole_ = false;
+  int asked_ = 0;
+};
+
+// Moves p0 of `t` (pod "local") to pod "other" (epoch 2), then p0's successor p2 back (epoch 3):
+// p3, owned here, takes over from p2, whose owner is the peer. Returns the epoch-3 map.
+PartitionMap SuccessorOfAPeersPartition(Topic& t) {
+  const PeerAddress other{"127.0.0.1:1", "127.0.0.1:2"};
+  const PartitionMap m1 = t.map().WithPeer(PodName("other"), other);
+  auto moved = m1.Move(PartitionId(0), PodName("other"));
+  EXPECT_TRUE(moved.ok()) << moved.status().ToString();
+  auto end = t.Seal(*moved, PartitionId(0));
+  EXPECT_TRUE(end.ok()) << end.status().ToString();
+  auto m2 = moved->WithEndOffset(PartitionId(0), *end);
+  EXPECT_TRUE(m2.ok());
+  auto installed = t.InstallMap(*m2);
+  EXPECT_TRUE(installed.ok()) << installed.status().ToString();
+  auto back = m2->Move(PartitionId(2), t.options().pod);
+  EXPECT_TRUE(back.ok()) << back.status().ToString();
+  return *back;
+}
+
+// The owner of a successor confirms its parents' seals when it installs the map (invariant 2);
+// the parents' producer state may come later. A parent that confirmed but is not whole yet
+// does not hold the map back (its copy may take its own parents' state over only from a pod
+// that leads them once it holds this very map): the successor takes no append until the peer
+// ticker has seeded it. A parent that confirmed nothing (its pod is down) still does.
+TEST_F(TopicTest, ASuccessorWhoseParentConfirmedButIsNotWholeYetIsSeededAfterTheInstall) {
+  NotWholePeers peers(/*confirms=*/true);
+  auto opened = Topic::Open(Options(), clock_, probe_, &peers);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  auto t = std::move(opened).value();
+  const PartitionMap m3 = SuccessorOfAPeersPartition(*t);
+  auto installed = t->InstallMap(m3);
+  ASSERT_TRUE(installed.ok()) << installed.status().ToString();
+  EXPECT_EQ(t->map().epoch(), m3.epoch());
+
+  const auto keys = KeysOf(m3, PartitionId(3), 2, "late");
+  std::vector<wire::ProduceEvent> events{{keys[0], "1", "p", 0}};
+  std::vector<wire::ProduceResult> results;
+  Status refused = t->Produce(events, &results);
+  EXPECT_EQ(refused.code(), Status::Code::kUnavailable) << refused.ToString();
+  EXPECT_FALSE(Parse(t->PartitionsJson()).partitions[3].producers_durable);
+
+  peers.MakeWhole();
+  t->PeerTickOnce();
+  results.clear();
+  Status st = t->Produce(events, &results);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(results.at(0).partition, 3u);
+  ASSERT_TRUE(t->Close().ok());
+}
+
+TEST_F(TopicTest, ASuccessorWhoseParentConfirmedNothingHoldsTheMapBack) {
+  NotWholePeers peers(/*confirms=*/false);
+  auto opened = Topic::Open(Options(), clock_, probe_, &peers);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  auto t = std::move(opened).value();
+  const PartitionMap m3 = SuccessorOfAPeersPartition(*t);
+  auto refused = t->InstallMap(m3);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Status::Code::kUnavailable) << refused.status().ToString();
+  EXPECT_EQ(t->map().epoch(), Epoch(2));
+  peers.MakeWhole();
+  auto installed = t->InstallMap(m3);
+  ASSERT_TRUE(installed.ok()) << installed.status().ToString();
+  ASSERT_TRUE(t->Close().ok());
 }
 
 // A copy sealed for a change that carried a failover of its partition (the copy was chosen to
