@@ -1014,10 +1014,13 @@ void World::CoordinatorStep(Coordinator& c, bool quiet) {
         return;
       }
       // Too few of their copies answer yet: the failover waits for them (declaring the pod's
-      // partitions lost, or dropping the change, would lose what the copies hold).
+      // partitions lost, or dropping the change, would lose what the copies hold). Sealed ones
+      // too: a partition with copies is never declared lost (PartitionMap::DeclareLost), so
+      // there is nothing to compose, and dropping the change would undo seals that its
+      // successors may have confirmed already (the sidecars refuse that map for ever).
       const auto& parts = target.partitions();
       if (std::any_of(parts.begin(), parts.end(), [&](const PartitionInfo& p) {
-            return p.owner.value() == pod && p.active() && !p.lost && !p.replicas.empty();
+            return p.owner.value() == pod && !p.lost && !p.replicas.empty();
           })) {
         return;
       }
