@@ -469,6 +469,10 @@ class Topic {
                        const std::function<Partition*(PartitionId)>& held, bool* confirmed);
   // Seeds successors left unseeded by a restart (their parents' owners may be down a while).
   void SeedPending();
+  // Whether the sealed end of `p` (a parent, `info` in the map that makes it one) is held by a
+  // quorum of its copies, as a successor that takes its producer state over needs (true when
+  // not sealed, not replicated or under acks leader).
+  bool SealedEndHeldByQuorum(const PartitionInfo& info, const Partition& p) const;
   Status LoadOrCreateMap() REQUIRES(map_mu_);
   Status OpenPartitions() REQUIRES(map_mu_);
   // Removes directories of partitions the map on disk retired that a crash left behind.

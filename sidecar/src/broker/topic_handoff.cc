@@ -101,6 +101,10 @@ Status Topic::SeedSuccessor(const PartitionMap& next, const PartitionInfo& info,
         table = Status::FailedPrecondition("parent " + std::to_string(parent.value()) +
                                            " has not inherited its own parents' producer state "
                                            "yet");
+      } else if (!SealedEndHeldByQuorum(*pi, *local)) {
+        table = Status::FailedPrecondition("parent " + std::to_string(parent.value()) +
+                                           " is sealed at an end that a quorum of its copies "
+                                           "does not hold yet");
       } else {
         table = local->ExportProducers();
       }
@@ -133,6 +137,20 @@ Status Topic::SeedSuccessor(const PartitionMap& next, const PartitionInfo& info,
     return not_whole;
   }
   return part.MarkSeeded();
+}
+
+bool Topic::SealedEndHeldByQuorum(const PartitionInfo& info, const Partition& p) const {
+  // A successor answers a retry of an event stored in a parent "duplicate" from the state it
+  // inherited, with no wait of its own (Produce waits only for a parent held on its pod): the
+  // parent's end must be held by a quorum of its copies before that state is handed on
+  // (invariant 9). A seal is answered once it is, except the seal of a copy that a failover
+  // carried in the change made the parent's leader (Topic::Seal): its end is held by that copy
+  // alone until its followers copied it from it, which they do once it leads.
+  const auto end = p.sealed_end();
+  if (!opts_.acks_quorum || info.replicas.empty() || !end) return true;
+  if (p.follower()) return false;  // not leading yet: no follower reported to it
+  const auto& q = *p.quorum();
+  return q.replicated() && q.followers_mark() >= *end;
 }
 
 void Topic::SeedPending() {
@@ -330,6 +348,11 @@ Result<std::string> Topic::ExportProducers(PartitionId id, const SuccessorRef* s
     return Status::FailedPrecondition("partition " + std::to_string(id.value()) +
                                       " has not inherited its parents' producer state yet; "
                                       "retry");
+  }
+  if (info && !SealedEndHeldByQuorum(*info, *part)) {
+    return Status::FailedPrecondition("partition " + std::to_string(id.value()) +
+                                      " is sealed at an end that a quorum of its copies does not "
+                                      "hold yet; retry");
   }
   return part->ExportProducers();
 }

@@ -707,6 +707,51 @@ TEST_F(TopicTest, ACopySealedForAChangeThatLostTakesAppendsWhenItLeads) {
   ASSERT_TRUE(t->Close().ok());
 }
 
+// A successor answers a retry of an event stored in its parent "duplicate" from the state it
+// inherited, and waits for no quorum of the parent's copies: the parent hands that state on
+// only once a quorum holds its sealed end (invariant 9). Its seal may stand before (a seal
+// answered Unavailable, or the seal of a copy that a failover made the parent's leader); the
+// confirmation is made all the same.
+TEST_F(TopicTest, AParentHandsOnItsProducerStateOnlyOnceAQuorumHoldsItsSealedEnd) {
+  auto t = MustOpen();
+  const PodName other("other");
+  auto with_copy = t->map()
+                       .WithPeer(other, {"127.0.0.1:1", "127.0.0.1:2"})
+                       .WithReplicas(PartitionId(0), {other});
+  ASSERT_TRUE(with_copy.ok()) << with_copy.status().ToString();
+  auto installed = t->InstallMap(with_copy->WithEpoch(Epoch(2)));
+  ASSERT_TRUE(installed.ok()) << installed.status().ToString();
+  std::vector<wire::ProduceEvent> events;
+  for (const auto& k : KeysOf(t->map(), PartitionId(0), 3)) events.push_back({k, "1", "p", {}});
+  for (size_t i = 0; i < events.size(); ++i) events[i].seq = i;
+  std::vector<wire::ProduceResult> results;
+  std::vector<QuorumWait> waits;
+  Status produced = t->Produce(events, &results, false, nullptr, nullptr, &waits);
+  ASSERT_TRUE(produced.ok()) << produced.ToString();
+  ASSERT_FALSE(waits.empty()) << "no copy holds them yet";
+
+  const PartitionInfo p0 = *t->map().Find(PartitionId(0));
+  auto split = t->map().Split(p0.id, p0.range.lo + p0.range.Width() / 2);
+  ASSERT_TRUE(split.ok()) << split.status().ToString();
+  auto sealed = t->Seal(*split, p0.id);
+  EXPECT_EQ(sealed.status().code(), Status::Code::kUnavailable) << "the seal stands, unheld";
+  const auto successors = SuccessorRefs(*split, p0.id);
+  ASSERT_FALSE(successors.empty());
+  auto exported = t->ExportProducers(p0.id, &successors[0], 3);
+  EXPECT_EQ(exported.status().code(), Status::Code::kFailedPrecondition)
+      << exported.status().ToString();
+
+  // The follower says it holds the sealed end.
+  FetchRequest fetch;
+  fetch.follower = other.value();
+  fetch.partitions.push_back({p0.id, p0.LeaderEpoch(), 3, p0.LeaderEpoch().value(), 0, 0, false});
+  std::string body;
+  (void)t->ServeFetch(fetch, &body);
+  exported = t->ExportProducers(p0.id, &successors[0], 3);
+  EXPECT_TRUE(exported.ok()) << exported.status().ToString();
+  ASSERT_TRUE(t->Close().ok());
+}
+
 TEST(SidecarProbeTest, ExportsTheBuildItComesFrom) {
   SidecarProbe probe("orders");
   const std::string text = metrics::Serialize({probe.registry()});
