@@ -130,4 +130,37 @@ uint64_t TruncationPoint(std::span<const EpochStart> leader_history, uint64_t le
   return std::min(epoch_end, follower_end);
 }
 
+bool ForeignEpoch(std::span<const EpochStart> leader_history, uint64_t follower_last_epoch) {
+  if (follower_last_epoch == 0 || leader_history.empty()) return false;
+  return std::none_of(leader_history.begin(), leader_history.end(),
+                      [&](const EpochStart& s) { return s.epoch == follower_last_epoch; });
+}
+
+uint64_t FollowerTruncationPoint(std::span<const EpochStart> leader_history, uint64_t leader_point,
+                                 std::span<const EpochStart> follower_history,
+                                 uint64_t follower_end) {
+  uint64_t cut = std::min(leader_point, follower_end);
+  // The follower's last epoch: that of its last entry.
+  uint64_t last = 0;
+  for (auto it = follower_history.rbegin(); it != follower_history.rend(); ++it) {
+    if (it->start < follower_end) {
+      last = it->epoch;
+      break;
+    }
+  }
+  // The latest epoch the leader had at or below it (0: none), and where the follower's first
+  // entry of a later epoch is.
+  uint64_t shared = 0;
+  for (const auto& s : leader_history) {
+    if (s.epoch <= last) shared = std::max(shared, s.epoch);
+  }
+  for (const auto& s : follower_history) {
+    if (s.epoch > shared && s.start < follower_end) {
+      cut = std::min(cut, s.start);
+      break;
+    }
+  }
+  return cut;
+}
+
 }  // namespace shoal::replication

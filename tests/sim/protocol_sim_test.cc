@@ -70,10 +70,12 @@ INSTANTIATE_TEST_SUITE_P(Seeds, ReplicatedProtocolSimTest, ::testing::Values(0, 
 // 1332, 1689); the coordinator dropped a change whose successor had confirmed its seals when a
 // sealed parent with copies could not be failed over yet (3319, 4202); 3811 failed with the
 // first fix of the first kind only; a successor answered "duplicate" from the state of a parent
-// whose sealed end only the copy a failover made its leader held (1309).
+// whose sealed end only the copy a failover made its leader held (1309); a copy whose last
+// entries were of an epoch its new leader never had kept them (3396).
 TEST(ReplicatedProtocolSimRegressionTest, SchedulesThatFoundDefectsPass) {
-  RunSeedList({581, 944, 1309, 1332, 1548, 1689, 2059, 2867, 3319, 3505, 3811, 4034, 4202, 4299},
-              /*replicated=*/1);
+  RunSeedList(
+      {581, 944, 1309, 1332, 1548, 1689, 2059, 2867, 3319, 3396, 3505, 3811, 4034, 4202, 4299},
+      /*replicated=*/1);
 }
 
 }  // namespace

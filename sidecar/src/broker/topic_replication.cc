@@ -206,13 +206,19 @@ Topic::FetchStep Topic::FetchRound(const std::string& leader) {
         continue;
       }
       Partition& p = *it->second;
-      if (b.code == FetchCode::kDiverged && b.log_end < p.end_offset()) {
+      // Where its log left the leader's: the leader's point, or earlier where this copy's own
+      // entries of an epoch the leader never had begin.
+      const uint64_t cut = b.code == FetchCode::kDiverged
+                               ? replication::FollowerTruncationPoint(b.epochs, b.log_end,
+                                                                      p.epochs(), p.end_offset())
+                               : p.end_offset();
+      if (b.code == FetchCode::kDiverged && cut < p.end_offset()) {
         // Its tail left the leader's log: never acknowledged (invariant 11). Cut and go on.
         Logger("broker")->warn(
             "msg=\"cutting a copy's tail that left its leader's log\" leader={} partition={} "
             "from={} to={}",
-            leader, b.id.value(), p.end_offset(), b.log_end);
-        if (Status st = p.CutTo(b.log_end); !st.ok()) {
+            leader, b.id.value(), p.end_offset(), cut);
+        if (Status st = p.CutTo(cut); !st.ok()) {
           refused = true;
           Logger("broker")->error("msg=\"cannot cut a copy's tail\" partition={} reason=\"{}\"",
                                   b.id.value(), st.message());
@@ -296,7 +302,10 @@ bool Topic::ServeFetch(const FetchRequest& request, std::string* body) {
             b.epochs.empty()
                 ? fp.from
                 : replication::TruncationPoint(b.epochs, b.log_end, fp.last_epoch, fp.from);
-        if (cut < fp.from) {
+        // A follower whose last entry is of an epoch this leader never had holds entries that
+        // are not this log's, even where the offsets line up: it is neither counted nor sent
+        // more, and cuts where its own epochs say (FollowerTruncationPoint).
+        if (cut < fp.from || (fp.from > 0 && replication::ForeignEpoch(b.epochs, fp.last_epoch))) {
           b.code = FetchCode::kDiverged;
           b.log_end = cut;
         } else if (fp.from < b.log_start) {

@@ -165,5 +165,32 @@ TEST(ReplicationRulesTest, AReturningReplicaIsCutWhereItsLogLeftTheLeaders) {
   EXPECT_EQ(TruncationPoint({}, 0, 3, 45), 0u);
 }
 
+// A follower whose last entries are of an epoch the leader never had is told `diverged` even
+// where the leader's point is its end, and cuts where its own entries of that epoch begin: the
+// leader cannot see that (protocol sim seed 3396: a replaced leader's epoch-2 entries at 0 and 1,
+// a new leader that led epoch 1 over 0 and 1 and epoch 3 from 2, the copy kept its entries and
+// took the leader's epochs for them).
+TEST(ReplicationRulesTest, AReplicaWithAnEpochTheLeaderNeverHadIsCutWhereThatEpochBegins) {
+  std::vector<EpochStart> history{{2, 0}, {5, 40}, {7, 90}};
+  EXPECT_FALSE(ForeignEpoch(history, 7));
+  EXPECT_FALSE(ForeignEpoch(history, 0));  // no entries
+  EXPECT_TRUE(ForeignEpoch(history, 6));
+  // It led epoch 6 from 60: the leader's epoch 5 ran to 90, but the follower's only to 60.
+  std::vector<EpochStart> own{{2, 0}, {5, 40}, {6, 60}};
+  EXPECT_EQ(FollowerTruncationPoint(history, TruncationPoint(history, 130, 6, 100), own, 100), 60u);
+  // An epoch-5 tail past the leader's: the leader's point.
+  std::vector<EpochStart> shared{{2, 0}, {5, 40}};
+  EXPECT_EQ(FollowerTruncationPoint(history, TruncationPoint(history, 130, 5, 100), shared, 100),
+            90u);
+  // Seed 3396.
+  std::vector<EpochStart> leader{{1, 0}, {3, 2}};
+  std::vector<EpochStart> replaced{{2, 0}};
+  EXPECT_EQ(TruncationPoint(leader, 2, 2, 2), 2u);
+  EXPECT_TRUE(ForeignEpoch(leader, 2));
+  EXPECT_EQ(FollowerTruncationPoint(leader, 2, replaced, 2), 0u);
+  // Nothing of its own: nothing more than the leader's point.
+  EXPECT_EQ(FollowerTruncationPoint(leader, 1, {}, 2), 1u);
+}
+
 }  // namespace
 }  // namespace shoal::replication

@@ -86,8 +86,26 @@ struct EpochStart {
 // leader knows, or the leader's end for its own current epoch), never past the follower's end.
 // Everything after that point was never acknowledged: it was not on the leader, which holds
 // every acknowledged event. A follower with an epoch the leader never had is cut to the end of
-// the latest epoch before it that the leader had.
+// the latest epoch before it that the leader had, at least: where its own entries of later
+// epochs begin, only the follower knows (ForeignEpoch, FollowerTruncationPoint).
 uint64_t TruncationPoint(std::span<const EpochStart> leader_history, uint64_t leader_end,
                          uint64_t follower_last_epoch, uint64_t follower_end);
+
+// Whether a follower's last entry, appended in `follower_last_epoch` (0: it has none), is of an
+// epoch the leader never had: then that entry is not the leader's, whatever the offsets say,
+// and the follower's log left the leader's in that epoch or before (the leader answers
+// `diverged` even when TruncationPoint is the follower's end).
+bool ForeignEpoch(std::span<const EpochStart> leader_history, uint64_t follower_last_epoch);
+
+// Where a follower cuts its log on a `diverged` answer that names `leader_point`
+// (TruncationPoint) and carries the leader's epoch history: there, or earlier where the
+// follower's own entries of an epoch the leader never had begin. The last epoch the leader had
+// at or below the follower's last one is shared up to its end in the leader's log; the
+// follower's entries of any later epoch are its own (Kafka's KIP-279: the follower goes on
+// from the epoch the leader answers with). A cut that leaves a foreign epoch behind is followed
+// by another `diverged` answer, until the logs meet.
+uint64_t FollowerTruncationPoint(std::span<const EpochStart> leader_history, uint64_t leader_point,
+                                 std::span<const EpochStart> follower_history,
+                                 uint64_t follower_end);
 
 }  // namespace shoal::replication
