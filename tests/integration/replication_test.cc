@@ -844,7 +844,11 @@ TEST(ReplicationTest, AParentWhoseLeaderDiesBeforeItsChangeSealsItIsSealedAtTheC
   EXPECT_EQ(p0->end_offset, 100u);
   EXPECT_NE(p0->owner, SidecarCluster::Pod(0));
   client::ShoalClient owner(c.pod(1).data_url(), "orders", 10s);
-  ASSERT_TRUE(owner.Produce(Batch(keys, "app", 101, 50)).ok()) << c.Describe();
+  // The successor takes writes once it holds the parent's producer state, which the copy made
+  // the parent's leader hands on only once a quorum of its copies holds the end it was sealed
+  // at (its followers copy it from it once they hold the map): until then, 503 and retry.
+  ASSERT_TRUE(WaitFor([&] { return owner.Produce(Batch(keys, "app", 101, 50)).ok(); }, 10s))
+      << c.Describe();
   const std::vector<uint64_t> seqs = ReadAllPartitions(owner, "billing", 150);
   ASSERT_EQ(seqs.size(), 150u) << c.Describe();
   for (size_t i = 0; i < seqs.size(); ++i) ASSERT_EQ(seqs[i], i + 1) << "at " << i;

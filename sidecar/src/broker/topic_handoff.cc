@@ -89,10 +89,10 @@ Status Topic::SeedSuccessor(const PartitionMap& next, const PartitionInfo& info,
     Result<std::string> table = Status::Internal("unset");
     Partition* local = held(parent);
     if (local) {
-      Status confirmed = confirm ? local->ConfirmSuccessor(me) : Status::Ok();
+      Status confirmation = confirm ? local->ConfirmSuccessor(me) : Status::Ok();
       const auto sealed_at = local->sealed_end();
-      if (!confirmed.ok()) {
-        table = confirmed;
+      if (!confirmation.ok()) {
+        table = confirmation;
       } else if (sealed_at && *sealed_at != pi->end_offset) {
         table = Status::Conflict("the map records end offset " + std::to_string(pi->end_offset) +
                                  " for parent " + std::to_string(parent.value()) +
