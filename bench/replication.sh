@@ -5,7 +5,11 @@
 # forwards the keys of the other pods' partitions, as an app outside the pods would be). The
 # runs alternate (1, 3, 1, 3, ...) so that the noise of a shared machine falls on both.
 #
-#   bench/replication.sh [rounds] [seconds] [fsync]     (defaults: 2 rounds of 10 s, interval)
+#   bench/replication.sh [rounds] [seconds] [fsync] [connections]
+#     (defaults: 2 rounds of 10 s, interval, 4 connections with batches of 1,000)
+#
+# With few connections the produce rate is bound by each batch's latency (a quorum's copy adds a
+# fetch round trip); with more in flight it is bound by what the machine can do.
 #
 # Prints one line per run and the medians; needs build/cli/shoal (scripts/build.sh).
 set -euo pipefail
@@ -15,6 +19,7 @@ shoal=build/cli/shoal
 rounds=${1:-2}
 seconds=${2:-10}
 fsync=${3:-interval}
+connections=${4:-4}
 work=$(mktemp -d /tmp/shoal-repl-bench-XXXXXX)
 control_pid=""
 cleanup() {
@@ -29,7 +34,7 @@ run_one() {  # factor round -> prints "factor events_per_sec p50 p99"
   topic_yaml "$work/topic.yaml" "$factor" "$fsync"
   start_control "$work/topic.yaml" "$state" "$prefix" "$work/control-$factor-$round.log"
   local out
-  out=$("$shoal" bench ingest --target "$prefix.2:18080" --topic bench --connections 4 \
+  out=$("$shoal" bench ingest --target "$prefix.2:18080" --topic bench --connections "$connections" \
     --batch 1000 --warmup 2 --duration "$seconds" --json)
   kill "$control_pid"
   wait "$control_pid" 2>/dev/null || true
