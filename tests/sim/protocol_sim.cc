@@ -425,6 +425,8 @@ class World {
   int wiped_ = 0;
   std::set<uint32_t> lost_partitions_;
   std::set<std::pair<std::string, uint64_t>> stored_again_;
+  // With copies: the events whose stored entry was on a wiped volume and on no other pod.
+  std::map<std::pair<std::string, uint64_t>, std::pair<uint32_t, uint64_t>> gone_with_wipe_;
   bool in_legit_change_ = false;
   Coordinator* active_ = nullptr;  // the coordinator whose change is being carried out
   bool interleaving_ = false;
@@ -649,6 +651,17 @@ void World::Wipe(Pod& p) {
     for (const auto& [key, at] : stored_) {
       const auto [have, need] = Holders(at.first, at.second, key.first, key.second, nullptr);
       if (have >= need) quorum_held_.insert(key);
+      // An entry on this volume only (never acknowledged: no quorum held it) goes with it,
+      // and the producer state that knew it too: a retry may be stored again.
+      if (Holds(p.name, at.first, at.second, key.first, key.second)) {
+        bool elsewhere = false;
+        for (const auto& other : pods_) {
+          if (other.get() != &p) {
+            elsewhere |= Holds(other->name, at.first, at.second, key.first, key.second);
+          }
+        }
+        if (!elsewhere) gone_with_wipe_[key] = at;
+      }
     }
   }
   const PartitionMap held = p.topic->map();
@@ -1125,9 +1138,14 @@ void World::RecordStored(const std::string& producer, uint64_t seq, const wire::
         leader_epoch > 0 && newest != newest_leader_epoch_.end() && leader_epoch < newest->second) {
       // Taken again by a leader that a failover replaced and that does not know it yet: that
       // entry reaches no quorum and is cut when its pod follows again; the first stays known.
+      // Unless the leader that replaced it loses the first entry unacknowledged (its volume
+      // wiped before a copy held it) and this pod leads again by a later failover, its entry
+      // the most complete of the copies: then this entry is where the event is stored, and a
+      // retry is answered duplicate here (CheckDuplicate).
       Trace("  (" + producer + ", " + std::to_string(seq) + ") taken again by a replaced leader at p" +
             std::to_string(r.partition) + "@" + std::to_string(r.offset) + ", leader epoch " +
             std::to_string(leader_epoch));
+      replaced_[it->first].emplace_back(r.partition, r.offset);
       return;
     }
     auto newest = newest_leader_epoch_.find(it->second.first);
@@ -1145,6 +1163,18 @@ void World::RecordStored(const std::string& producer, uint64_t seq, const wire::
       meta = {leader_epoch, false};
       return;
     }
+  }
+  if (auto gone = gone_with_wipe_.find(it->first);
+      !fresh && gone != gone_with_wipe_.end() && gone->second == it->second) {
+    // Its only entry went with a wiped volume before any copy held it (so unacknowledged), and
+    // the producer state that knew it too: the lineage lost it, and this is its one append.
+    Trace("  (" + producer + ", " + std::to_string(seq) + ") stored again: its entry at p" +
+          std::to_string(it->second.first) + "@" + std::to_string(it->second.second) +
+          " was on a wiped volume only");
+    gone_with_wipe_.erase(gone);
+    it->second = {r.partition, r.offset};
+    stored_meta_[it->first] = {leader_epoch, false};
+    return;
   }
   if (!fresh && lost_partitions_.count(it->second.first)) {
     // Its first copy went with a wiped volume, and its producer state too: taken again.
