@@ -649,6 +649,19 @@ Status ControlLoop::RunChange(PlanStep& step, const std::vector<PodInfo>& pods) 
       }
       auto composed = pod.empty() ? Result<PartitionMap>(applied.status())
                                   : target->DeclareLost(PodName(pod), /*in_change=*/true);
+      // Nothing to declare lost, and the pod leads partitions with copies (active or sealed,
+      // which DeclareLost leaves alone): MaybeFailOver gives them to a copy inside the change
+      // once a quorum of their copies answers, and the change waits for it. Dropping it would
+      // undo the seals a successor may have confirmed already (the sidecars would refuse the
+      // re-planned map for ever), and lose what the copies hold.
+      if (!composed.ok() && !pod.empty()) {
+        const auto& parts = target->partitions();
+        if (std::any_of(parts.begin(), parts.end(), [&](const PartitionInfo& p) {
+              return p.owner.value() == pod && !p.lost && !p.replicas.empty();
+            })) {
+          return applied.status();
+        }
+      }
       if (!composed.ok()) return Reconcile(step, applied.status(), pods, target->epoch());
       Logger("control")->warn(
           "msg=\"declaring a pod's partitions lost on top of the change in progress\" pod={} "

@@ -407,6 +407,79 @@ TEST_F(ControlLoopTest, ALeaderThatStopsAnsweringDuringAChangeIsFailedOverInside
   }
 }
 
+// A change's parent is sealed, then its owner comes back without its data: the seal is asked
+// again and refused (data_lost). Every partition that pod leads has copies, so there is nothing
+// to declare lost, and the change is not dropped either (a successor may have confirmed the
+// seal, and a map with the parent active again would be refused for ever): the loop keeps the
+// change and fails the pod's partitions over inside it, then carries it out as one.
+TEST_F(ControlLoopTest, AChangeWhoseParentsOwnerLostItsDataWaitsForTheFailoverInsideIt) {
+  ASSERT_NO_FATAL_FAILURE(MakeReplicated(ThreeCopiesOnThreePods(4)));
+  const PartitionMap before = loop_->map();
+  for (const auto& [pod, addr] : before.peers()) {
+    admin_.Fail(addr.admin, Kind::kInstall, Status::Unavailable("busy"), 40);
+  }
+  Surge();
+  std::optional<PartitionMap> change;
+  TickUntil([&] {
+    change = SavedTarget(platform_.state_);
+    return change.has_value() && loop_->map().epoch() == before.epoch();
+  });
+  ASSERT_TRUE(change.has_value()) << platform_.state_;
+  ASSERT_EQ(loop_->map().epoch(), before.epoch()) << "the change went through at once";
+  const PartitionInfo* parent = nullptr;
+  for (const auto& p : change->partitions()) {
+    if (!p.active()) parent = &p;
+  }
+  ASSERT_NE(parent, nullptr) << change->ToJson();
+  const PodName owner = parent->owner;
+  const std::string owner_admin = change->Peer(owner)->admin;
+  const std::string sealed = "seal " + owner_admin + " p" + std::to_string(parent->id.value()) +
+                             " e" + std::to_string(change->epoch().value());
+  const auto calls = admin_.Calls();
+  ASSERT_NE(std::find(calls.begin(), calls.end(), sealed), calls.end()) << "not sealed yet";
+  // Its volume emptied: it holds no map, and refuses to seal what it should hold. Its copies
+  // answer the fence with what they hold.
+  admin_.Wipe(owner_admin);
+  admin_.Fail(owner_admin, Kind::kSeal,
+              Status::DataLost("asked to seal partition " + std::to_string(parent->id.value()) +
+                               ", which this pod should hold and does not"),
+              1000);
+  std::vector<PartitionId> led;
+  for (const auto& p : change->partitions()) {
+    if (p.owner != owner) continue;
+    ASSERT_FALSE(p.replicas.empty()) << change->ToJson();
+    led.push_back(p.id);
+    for (const auto& f : p.replicas) {
+      admin_.SetCopy(change->Peer(f)->admin, p.id, {PodName(), Epoch(0), 0});
+    }
+  }
+  // Until the change is carried out, it stays saved: never dropped to be planned again.
+  bool dropped = false;
+  TickUntil([&] {
+    const PartitionMap now = loop_->map();
+    if (now.epoch() < change->epoch() && !SavedTarget(platform_.state_)) dropped = true;
+    return dropped || (now.epoch() > change->epoch() &&
+                       std::all_of(led.begin(), led.end(), [&](PartitionId id) {
+                         return now.Find(id) && now.Find(id)->owner != owner;
+                       }));
+  });
+  ASSERT_FALSE(dropped) << "the change was dropped: " << loop_->StatusJson();
+  const PartitionMap after = loop_->map();
+  for (PartitionId id : led) {
+    const PartitionInfo* p = after.Find(id);
+    ASSERT_NE(p, nullptr) << after.ToJson();
+    EXPECT_NE(p->owner, owner) << after.ToJson();
+    EXPECT_GT(p->LeaderEpoch(), change->epoch()) << after.ToJson();
+  }
+  // The change went on as one: its parent sealed, every partition of it in the map.
+  for (const auto& p : change->partitions()) {
+    const PartitionInfo* now = after.Find(p.id);
+    ASSERT_NE(now, nullptr) << "partition " << p.id.value() << ": " << after.ToJson();
+    EXPECT_EQ(now->active(), p.active()) << after.ToJson();
+    EXPECT_EQ(now->range, p.range) << after.ToJson();
+  }
+}
+
 TEST_F(ControlLoopTest, APausedLoopMakesNoDecisionUntilResumed) {
   Make();
   ASSERT_TRUE(Bootstrap().ok());
