@@ -545,6 +545,14 @@ bool ProducersDurable(SidecarCluster& c, size_t i, const std::vector<uint32_t>& 
   return std::all_of(ids.begin(), ids.end(), [&](uint32_t id) { return durable.count(id); });
 }
 
+// Starts `c` with 100 events of producer "app" in partition 0 (of `keys`, its keys).
+void StartWith100Events(SidecarCluster& c, std::vector<std::string>* keys) {
+  ASSERT_TRUE(c.Start().ok()) << c.Describe();
+  *keys = KeysOf(c.current(), 0, 20);
+  client::ShoalClient first(c.pod(0).data_url(), "orders", 10s);
+  ASSERT_TRUE(first.Produce(Batch(*keys, "app", 1, 100)).ok());
+}
+
 // The current map with partition 0 split in half, its successors (on its owner) copied where
 // its own copies are (the coordinator's placement); their ids in `successors`.
 Result<PartitionMap> SplitPartition0(const SidecarCluster& c, std::vector<uint32_t>* successors) {
@@ -691,12 +699,8 @@ Result<PartitionMap> MovePartition0ToPod1(const SidecarCluster& c, std::vector<P
 // moves partition 0 to pod 1: sealed at 100 on pod 0, its successor led by pod 1 and copied on
 // pods 2 and 0, partition 0 read through ranges by pod 1.
 void StartAndMovePartition0ToPod1(SidecarCluster& c, std::vector<std::string>* keys) {
-  ASSERT_TRUE(c.Start().ok()) << c.Describe();
-  *keys = KeysOf(c.current(), 0, 20);
-  {
-    client::ShoalClient first(c.pod(0).data_url(), "orders", 10s);
-    ASSERT_TRUE(first.Produce(Batch(*keys, "app", 1, 100)).ok());
-  }
+  StartWith100Events(c, keys);
+  if (::testing::Test::HasFatalFailure()) return;
   auto moved = MovePartition0ToPod1(c, {SidecarCluster::Pod(2), SidecarCluster::Pod(0)});
   ASSERT_TRUE(moved.ok()) << moved.status().ToString();
   ASSERT_TRUE(c.Apply(*moved).ok()) << c.Describe();
@@ -730,12 +734,9 @@ TEST(ReplicationTest, ASealedPartitionWhoseLeaderLostItsVolumeIsDrainedFromTheCo
 // commits from the copies first (as a copy made the leader does), here newer than its own.
 TEST(ReplicationTest, ALeaderRestartedAfterItsPartitionFailedOverDoesNotHandOutWhatWasCommitted) {
   SidecarCluster c(Options());
-  ASSERT_TRUE(c.Start().ok()) << c.Describe();
-  const auto keys = KeysOf(c.current(), 0, 20);
-  {
-    client::ShoalClient first(c.pod(0).data_url(), "orders", 10s);
-    ASSERT_TRUE(first.Produce(Batch(keys, "app", 1, 100)).ok());
-  }
+  std::vector<std::string> keys;
+  StartWith100Events(c, &keys);
+  if (HasFatalFailure()) return;
   // Partition 0 split in place: sealed at 100, its successors led by pod 0 too, whose consumers
   // read partition 0's ranges from the copy held there.
   std::vector<uint32_t> successors;
@@ -799,6 +800,37 @@ TEST(ReplicationTest, ALeaderRestartedAfterItsPartitionFailedOverDoesNotHandOutW
       ASSERT_NE(e.partition, 0u) << "offset " << e.offset << " of partition 0 handed out again";
     }
   }
+}
+
+// A copy made the leader gathers its copies' commits before it hands out events, asking them one
+// after another on its peer tick: a hung copy (the old leader, paused) answers nothing, and must
+// cost the others' answers no more than one prompt timeout per tick, not a long one per ask.
+TEST(ReplicationTest, ACopyMadeTheLeaderWhileTheOldLeaderHangsHandsOutEventsSoon) {
+  SidecarCluster c(Options());
+  std::vector<std::string> keys;
+  StartWith100Events(c, &keys);
+  if (HasFatalFailure()) return;
+  ASSERT_TRUE(
+      WaitFor([&] { return FollowedEnds(c, 1)[0] == 100 && FollowedEnds(c, 2)[0] == 100; }, 10s))
+      << c.Describe();
+  ASSERT_EQ(kill(c.pod(0).pid(), SIGSTOP), 0);
+  std::string why;
+  auto leaders = FailOverWithoutPod0(c, {PartitionId(0)}, &why);
+  ASSERT_TRUE(leaders.ok()) << leaders.status().ToString();
+  ASSERT_EQ(leaders->size(), 1u) << why;
+  const size_t leader = leaders->front().second == SidecarCluster::Pod(1) ? 1 : 2;
+  client::ShoalClient at(c.pod(leader).data_url(), "orders", 10s);
+  size_t read = 0;
+  // Its copies: the other follower, and pod 0 (hung) that a forward timeout (2 s) gives up on.
+  const bool all = WaitFor(
+      [&] {
+        auto got = at.Consume("billing", 1000, 100);
+        if (got.ok()) read += got->size();
+        return read >= 100;
+      },
+      6s);
+  EXPECT_EQ(kill(c.pod(0).pid(), SIGCONT), 0);
+  EXPECT_TRUE(all) << read << " of 100 read within 6 s\n" << c.Describe();
 }
 
 // A change's parent whose leader dies before the change seals it: the coordinator fails the
@@ -920,12 +952,9 @@ TEST(ReplicationTest, ABatchReadThroughRangesBeforeAFailoverIsCommittedAtTheNewL
 // counts it towards the quorum nor makes it the leader (replication::ChooseLeader).
 TEST(ReplicationTest, ACopyRefetchingAfterItsVolumeWasEmptiedCountsForAFailoverOnceCaughtUp) {
   SidecarCluster c(Options());
-  ASSERT_TRUE(c.Start().ok()) << c.Describe();
-  const auto keys = KeysOf(c.current(), 0, 20);
-  {
-    client::ShoalClient first(c.pod(0).data_url(), "orders", 10s);
-    ASSERT_TRUE(first.Produce(Batch(keys, "app", 1, 100)).ok());
-  }
+  std::vector<std::string> keys;
+  StartWith100Events(c, &keys);
+  if (HasFatalFailure()) return;
   const auto lose_volume = [&](size_t i) {
     c.pod(i).Kill9();
     for (const auto& entry : std::filesystem::directory_iterator(c.pod(i).data_dir())) {

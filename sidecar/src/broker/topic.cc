@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
+#include <set>
 #include <tuple>
 
 #include "shoal/common/hash.h"
@@ -1003,10 +1004,15 @@ void Topic::GatherCommits() {
   }
   if (asks.empty() || !peers_) return;
   bool done = false;
+  std::set<std::string> unanswered;  // this round: not asked again (each ask would wait)
   for (const auto& [id, pod, addr] : asks) {
-    // Asked without the map lock; one that does not answer (down, restarting) is asked again
-    // on the next tick.
+    // Asked without the map lock; one that does not answer (down, restarting, hung) is asked
+    // again on the next tick.
+    if (unanswered.count(pod.value())) continue;
     auto theirs = peers_->FetchCopyCommits(addr, id);
+    if (!theirs.ok() && theirs.status().code() == Status::Code::kUnavailable) {
+      unanswered.insert(pod.value());
+    }
     if (!theirs.ok() && theirs.status().code() == Status::Code::kNotFound) {
       // It holds no copy of the partition (its volume was emptied, or its map no longer gives
       // it one): it has nothing to add, and waiting for it would wait for ever.

@@ -148,7 +148,9 @@ Result<broker::RemoteCommits> HttpPeerClient::FetchCopyCommits(const PeerAddress
                                                                PartitionId partition) {
   const std::string path =
       "/v1/admin/partitions/" + std::to_string(partition.value()) + "/commits?copy=true";
-  auto body = Call(peer.admin, "GET", path, "", true);
+  // Prompt (the forward timeout): a new leader asks its copies one after another on its peer
+  // tick, and a hung copy must not hold the others' answers back for long.
+  auto body = Call(peer.admin, "GET", path, "", true, /*prompt=*/true);
   if (!body.ok()) return body.status();
   return ParseCommits(*body, peer.admin);
 }
