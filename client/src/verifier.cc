@@ -45,7 +45,12 @@ VerifyReport Verify(const std::vector<AckedEvent>& acked, std::vector<SeenEvent>
   // Per event: the earliest time a commit of one of its sightings so far was accepted (0: none).
   std::unordered_map<std::pair<std::string, uint64_t>, uint64_t, IdHash> committed_at;
   // Per event: its first sighting.
-  std::unordered_map<std::pair<std::string, uint64_t>, SeenEvent, IdHash> first_at;
+  struct Sighting {
+    uint32_t partition = 0;
+    uint64_t offset = 0;
+    uint64_t observed_ns = 0;
+  };
+  std::unordered_map<std::pair<std::string, uint64_t>, Sighting, IdHash> first_at;
   std::map<std::pair<std::string, std::string>, uint64_t> last_n;
   // The smallest n seen per (producer, key): a late group's unseen events before it were retired
   // before the group joined.
@@ -62,7 +67,7 @@ VerifyReport Verify(const std::vector<AckedEvent>& acked, std::vector<SeenEvent>
       ++r.duplicated;
       if (before_any_commit) ++r.redelivered_uncommitted;
       if (r.examples.size() < 10) {
-        const SeenEvent& first = first_at[id];
+        const Sighting& first = first_at[id];
         std::string times;
         if (origin_ns) {
           times = "; first seen at " + at(first.observed_ns) +
@@ -78,7 +83,7 @@ VerifyReport Verify(const std::vector<AckedEvent>& acked, std::vector<SeenEvent>
       }
       continue;
     }
-    first_at[id] = e;
+    first_at[id] = {e.partition, e.offset, e.observed_ns};
     if (!acked_ids.count(id)) ++r.unacked_seen;
     auto [first, fresh] = first_n.try_emplace({e.producer, e.key}, e.n);
     if (!fresh) first->second = std::min(first->second, e.n);

@@ -545,6 +545,21 @@ bool ProducersDurable(SidecarCluster& c, size_t i, const std::vector<uint32_t>& 
   return std::all_of(ids.begin(), ids.end(), [&](uint32_t id) { return durable.count(id); });
 }
 
+// The first non-empty batch `group` is handed through `sidecar` (at most `max` events), within
+// 10 s (empty if none came).
+std::vector<wire::ConsumedEvent> FirstBatch(client::ShoalClient& sidecar, const std::string& group,
+                                            size_t max) {
+  std::vector<wire::ConsumedEvent> batch;
+  WaitFor(
+      [&] {
+        auto got = sidecar.Consume(group, max, 200);
+        if (got.ok()) batch = *got;
+        return !batch.empty();
+      },
+      10s);
+  return batch;
+}
+
 // Starts `c` with 100 events of producer "app" in partition 0 (of `keys`, its keys).
 void StartWith100Events(SidecarCluster& c, std::vector<std::string>* keys) {
   ASSERT_TRUE(c.Start().ok()) << c.Describe();
@@ -744,15 +759,8 @@ TEST(ReplicationTest, ALeaderRestartedAfterItsPartitionFailedOverDoesNotHandOutW
   ASSERT_TRUE(split.ok()) << split.status().ToString();
   ASSERT_TRUE(c.Apply(*split).ok()) << c.Describe();
   client::ShoalClient at0(c.pod(0).data_url(), "orders", 10s);
-  std::vector<wire::ConsumedEvent> first;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        auto got = at0.Consume("billing", 50, 200);
-        if (got.ok()) first = *got;
-        return !first.empty();
-      },
-      10s))
-      << c.Describe();
+  const std::vector<wire::ConsumedEvent> first = FirstBatch(at0, "billing", 50);
+  ASSERT_FALSE(first.empty()) << c.Describe();
   ASSERT_EQ(first.size(), 50u);
   ASSERT_TRUE(at0.Commit("billing", {{PartitionId(0), Offset(first.back().offset + 1)}}).ok());
   // Pod 0 dies: partition 0 and its successors fail over to copies, where billing reads and
@@ -899,15 +907,8 @@ TEST(ReplicationTest, ABatchReadThroughRangesBeforeAFailoverIsCommittedAtTheNewL
   // Pod 2 down: the batch's lease reaches pod 0 and pod 1's copy only.
   c.pod(2).Kill9();
   client::ShoalClient owner(c.pod(1).data_url(), "orders", 10s);
-  std::vector<wire::ConsumedEvent> batch;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        auto got = owner.Consume("billing", 50, 200);
-        if (got.ok()) batch = *got;
-        return !batch.empty();
-      },
-      10s))
-      << c.Describe();
+  const std::vector<wire::ConsumedEvent> batch = FirstBatch(owner, "billing", 50);
+  ASSERT_FALSE(batch.empty()) << c.Describe();
   uint64_t next = 0;
   for (const auto& e : batch) {
     ASSERT_EQ(e.partition, 0u);

@@ -1320,10 +1320,11 @@ Status Partition::MirrorCommits(uint64_t incarnation, uint64_t version,
   return Status::Ok();
 }
 
-void Partition::StartGathering(std::vector<PodName> from, size_t need) {
+void Partition::StartGathering(const std::vector<PodName>& followers) {
+  const size_t need = replication::QuorumOf(1 + followers.size()) - 1;
   MutexLock lock(mirror_mu_);
   gather_from_.clear();
-  for (const auto& pod : from) gather_from_.insert(pod.value());
+  for (const auto& pod : followers) gather_from_.insert(pod.value());
   gather_need_ = need;
   gathering_.store(need > 0 && !gather_from_.empty(), std::memory_order_release);
 }

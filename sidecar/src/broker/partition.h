@@ -212,10 +212,10 @@ class Partition {
   // holds it, which need not include the copy made the leader, so under acks quorum that copy
   // gathers its groups' commits from its followers' copies before it hands out an event of the
   // partition or sends its commits to a follower (which would mirror them over its own).
-  // Gathering ends once `need` followers whose copies mirror a leader's store merged theirs
-  // (with this copy, a quorum: it meets every quorum that held a commit), or every follower in
-  // `from` answered.
-  void StartGathering(std::vector<PodName> from, size_t need);
+  // Gathering ends once enough of `followers` whose copies mirror a leader's store merged theirs
+  // that with this copy they are a quorum of the copies (it meets every quorum that held a
+  // commit), or every one of them answered. Nothing to gather without followers.
+  void StartGathering(const std::vector<PodName>& followers);
   // Whether this copy's commit store is a leader's (mirrored since it opened, or holding commits
   // from before a restart), not the empty one of a wiped volume that fetched nothing since.
   bool MirrorsALeader() const { return mirrored().first != 0 || !commits_->All().empty(); }

@@ -137,9 +137,7 @@ Status Topic::OpenPartitions() {
     // its map on disk still naming it): its groups may have committed at the new leader what
     // its own store does not hold. It gathers its copies' commits before it hands out an event,
     // as a copy made the leader does; a deposed one's copies answer with the new leader's.
-    if (!info.replicas.empty() && opts_.acks_quorum) {
-      (*p)->StartGathering(info.replicas, replication::QuorumOf(1 + info.replicas.size()) - 1);
-    }
+    if (!info.replicas.empty() && opts_.acks_quorum) (*p)->StartGathering(info.replicas);
     partitions_.emplace(info.id, std::move(p).value());
   }
   Logger("broker")->info("msg=\"topic open\" topic={} epoch={} partitions={}", opts_.topic,
@@ -710,7 +708,7 @@ Result<Topic::OwnedPartitions> Topic::OpenOwned(const PartitionMap& next) {
     }
     // A copy made the leader gathers its groups' commits from the other copies first.
     if (info && p->follower() && !info->replicas.empty() && opts_.acks_quorum) {
-      p->StartGathering(info->replicas, replication::QuorumOf(1 + info->replicas.size()) - 1);
+      p->StartGathering(info->replicas);
     }
     if (info && (!info->replicas.empty() || info->leader_epoch.value() > 0)) {
       if (Status st = p->StartLeading(info->LeaderEpoch()); !st.ok()) {
@@ -1016,8 +1014,7 @@ void Topic::GatherCommits() {
     if (!theirs.ok() && theirs.status().code() == Status::Code::kNotFound) {
       // It holds no copy of the partition (its volume was emptied, or its map no longer gives
       // it one): it has nothing to add, and waiting for it would wait for ever.
-      theirs = RemoteCommits{};
-      theirs->mirror = false;
+      theirs = RemoteCommits{};  // mirrors nothing
     }
     if (!theirs.ok()) continue;
     std::map<std::string, std::vector<RangeOffset>> pieces;
