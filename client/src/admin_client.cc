@@ -163,6 +163,8 @@ Result<std::vector<std::pair<PartitionId, replication::ReplicaState>>> AdminClie
   if (parser.parse(*answer).get(doc) || doc["fenced"].get(fenced)) {
     return Status::Unavailable("a fence answer without \"fenced\": " + answer->substr(0, 200));
   }
+  uint64_t volume = 0;
+  if (doc["volume"].get(volume) != simdjson::SUCCESS) volume = 0;
   std::vector<std::pair<PartitionId, replication::ReplicaState>> out;
   for (auto f : fenced) {
     uint64_t id = 0, end = 0, last_epoch = 0;
@@ -172,10 +174,23 @@ Result<std::vector<std::pair<PartitionId, replication::ReplicaState>>> AdminClie
     s.end = end;
     bool refetching = false;
     if (f["refetching"].get(refetching) == simdjson::SUCCESS) s.refetching = refetching;
+    s.volume = volume;
     if (id > kMaxPartitionId) continue;
     out.emplace_back(PartitionId(static_cast<uint32_t>(id)), s);
   }
   return out;
+}
+
+Result<uint64_t> AdminClient::VolumeOf(const std::string& admin) {
+  auto answer = Call(admin, "GET", "/v1/admin/replica", "", true);
+  if (!answer.ok()) return answer.status();
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  uint64_t volume = 0;
+  if (parser.parse(*answer).get(doc) || doc["volume"].get(volume)) {
+    return Status::Unavailable("a replica answer without \"volume\": " + answer->substr(0, 200));
+  }
+  return volume;
 }
 
 }  // namespace shoal::client

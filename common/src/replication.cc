@@ -87,6 +87,10 @@ Result<PartitionMap> PlaceReplicas(const PartitionMap& map, std::span<const PodN
   return out;
 }
 
+bool RefetchingCounts(const ReplicaState& copy, std::optional<uint64_t> first_volume) {
+  return copy.refetching && first_volume.has_value() && *first_volume != copy.volume;
+}
+
 Result<PodName> ChooseLeader(std::span<const ReplicaState> answered, size_t replica_count,
                              std::optional<uint64_t> sealed_end) {
   const size_t counted = static_cast<size_t>(std::count_if(

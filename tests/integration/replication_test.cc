@@ -592,7 +592,8 @@ Result<std::vector<std::pair<PartitionId, PodName>>> FailOverWithoutPod0(
     return pod == SidecarCluster::Pod(0) ? nullptr : c.current().Peer(pod);
   };
   const Epoch floor(c.current().epoch().value() + 1);
-  auto leaders = control::FenceAndChooseLeaders(c.admin(), c.current(), ids, reachable, floor, why);
+  auto leaders = control::FenceAndChooseLeaders(c.admin(), c.current(), ids, reachable, floor,
+                                                c.first_volumes(), why);
   if (!leaders.ok()) return leaders.status();
   auto next = control::FailOverMap(c.current(), *leaders, floor);
   if (!next.ok()) return next.status();
@@ -868,8 +869,8 @@ TEST(ReplicationTest, AParentWhoseLeaderDiesBeforeItsChangeSealsItIsSealedAtTheC
   };
   const Epoch floor(moved->epoch().value() + 1);
   std::string why;
-  auto leaders =
-      control::FenceAndChooseLeaders(c.admin(), *moved, {PartitionId(0)}, reachable, floor, &why);
+  auto leaders = control::FenceAndChooseLeaders(c.admin(), *moved, {PartitionId(0)}, reachable,
+                                                floor, c.first_volumes(), &why);
   ASSERT_TRUE(leaders.ok()) << leaders.status().ToString();
   ASSERT_EQ(leaders->size(), 1u) << why;
   auto target = control::FailOverMap(*moved, *leaders, floor);
@@ -978,7 +979,7 @@ TEST(ReplicationTest, ACopyRefetchingAfterItsVolumeWasEmptiedCountsForAFailoverO
   std::string why;
   const Epoch floor(c.current().epoch().value() + 1);
   auto leaders = control::FenceAndChooseLeaders(c.admin(), c.current(), {PartitionId(0)}, reachable,
-                                                floor, &why);
+                                                floor, c.first_volumes(), &why);
   EXPECT_EQ(kill(c.pod(0).pid(), SIGCONT), 0);
   for (auto [i, refetching] : {std::pair<size_t, bool>{1, true}, {2, false}}) {
     auto state = c.admin().FenceCopies(c.admin_address(i), {PartitionId(0)}, floor);

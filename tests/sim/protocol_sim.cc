@@ -15,16 +15,17 @@
 #include "shoal/client/admin_plane.h"
 #include "shoal/client/shoal_client.h"
 #include "shoal/client/verifier.h"
-#include "shoal/common/json.h"
 #include "shoal/common/hash.h"
+#include "shoal/common/json.h"
 #include "shoal/common/partition_map.h"
 #include "shoal/common/replication.h"
 #include "shoal/common/wire.h"
 #include "shoal/control/admin_partitions.h"
 #include "shoal/control/change_executor.h"
+#include "shoal/control/failover.h"
 #include "shoal/control/retirement.h"
-#include "support/manual_clock.h"
 #include "storage/record.h"
+#include "support/manual_clock.h"
 #include "support/sim/mem_file_system.h"
 
 namespace shoal::sim {
@@ -77,6 +78,7 @@ class SimAdmin final : public client::AdminPlane {
   Result<PartitionMap> GetMap(const std::string& admin) override;
   Result<client::InstallOutcome> InstallMap(const std::string& admin,
                                             const PartitionMap& map) override;
+  Result<uint64_t> VolumeOf(const std::string& admin) override;
   Status Prepare(const std::string& admin, const PartitionMap& map) override;
   Result<uint64_t> Seal(const std::string& admin, const PartitionMap& target,
                         PartitionId partition) override;
@@ -401,6 +403,10 @@ class World {
   testing::ManualClock clock_;
   testing::MemFileSystem fs_;
   SimAdmin setup_admin_;
+  // Volumes are named in order (TopicOptions::new_volume_id); per pod, the volume the
+  // coordinators first saw it hold a map on, kept with their record (control/failover.h).
+  uint64_t volumes_named_ = 0;
+  control::FirstVolumes first_volumes_;
   SimAdmin rogue_admin_;
   std::vector<Coordinator> coordinators_;
   bool hand_rogue_ = false;      // this seed also has a coordinator that ignores the record
@@ -551,6 +557,15 @@ Result<PartitionMap> SimAdmin::GetMap(const std::string& admin) {
   return t->map();
 }
 
+Result<uint64_t> SimAdmin::VolumeOf(const std::string& admin) {
+  w_.BeforeRequest(who_);
+  broker::Topic* t = w_.ReachAdmin(admin);
+  if (!t || (w_.faults() && w_.Chance(0.03))) return Status::Unavailable(admin + ": lost");
+  const uint64_t volume = t->volume();
+  w_.AfterRequest();
+  return volume;
+}
+
 Result<client::InstallOutcome> SimAdmin::InstallMap(const std::string& admin,
                                                     const PartitionMap& map) {
   w_.BeforeRequest(who_);
@@ -631,6 +646,7 @@ Status World::OpenPod(Pod& p) {
   o.acks_quorum = true;
   o.fetch_wait_ms = 0;
   o.replication_timeout_ms = kReplicationTimeoutMs;
+  o.new_volume_id = [this] { return ++volumes_named_; };
   auto t = broker::Topic::Open(o, clock_, *p.probe, p.peers.get());
   if (!t.ok()) return t.status();
   p.topic = std::move(t).value();
@@ -793,6 +809,9 @@ void World::Setup() {
   faults_ = false;
   if (Status st = executor.InstallEverywhere(map); !st.ok()) {
     Violation("installing the first map: " + st.ToString());
+  }
+  for (const auto& [pod, addr] : map.peers()) {
+    (void)control::RecordFirstVolume(setup_admin_, PodName(pod), addr.admin, &first_volumes_);
   }
   faults_ = true;
   record_.map = map;
@@ -2385,8 +2404,12 @@ void World::FinishFailOver(Coordinator& c, bool quiet) {
       Trace("  (the answer is lost)");
       continue;
     }
+    std::optional<uint64_t> first;
+    if (auto v = first_volumes_.find(pod); v != first_volumes_.end()) first = v->second;
     for (const auto& f : fenced) {
-      answered[f.id.value()].push_back({PodName(pod), f.last_epoch, f.end});
+      replication::ReplicaState state{PodName(pod), f.last_epoch, f.end, f.refetching, t->volume()};
+      state.refetching = replication::RefetchingCounts(state, first);
+      answered[f.id.value()].push_back(state);
     }
   }
   std::vector<std::pair<PartitionId, PodName>> leaders;
@@ -2504,6 +2527,8 @@ bool World::CatchUpInstalls(Coordinator& c) {
   const PartitionMap map = record_.map;
   for (const auto& [pod, addr] : map.peers()) {
     auto held = c.admin->GetMap(addr.admin);
+    if (held.ok())
+      (void)control::RecordFirstVolume(*c.admin, PodName(pod), addr.admin, &first_volumes_);
     if (held.ok() ? held->epoch() >= map.epoch()
                   : held.status().code() != Status::Code::kNotFound) {
       continue;

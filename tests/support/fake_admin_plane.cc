@@ -115,9 +115,17 @@ Result<std::vector<std::pair<PartitionId, replication::ReplicaState>>> FakeAdmin
   for (PartitionId id : partitions) {
     if (auto it = pod.copies.find(id.value()); it != pod.copies.end()) {
       out.emplace_back(id, it->second);
+      if (!out.back().second.volume) out.back().second.volume = pod.volume;
     }
   }
   return out;
+}
+
+Result<uint64_t> FakeAdminPlane::VolumeOf(const std::string& admin) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Pod& pod = pods_[admin];
+  if (!pod.reachable) return Status::Unavailable(admin + " does not answer");
+  return pod.volume;
 }
 
 void FakeAdminPlane::SetCopy(const std::string& admin, PartitionId partition,
@@ -129,6 +137,7 @@ void FakeAdminPlane::SetCopy(const std::string& admin, PartitionId partition,
 void FakeAdminPlane::Wipe(const std::string& admin) {
   std::lock_guard<std::mutex> lock(mu_);
   pods_[admin].held.reset();
+  ++pods_[admin].volume;
 }
 
 void FakeAdminPlane::Hold(const std::string& admin, const PartitionMap& map) {

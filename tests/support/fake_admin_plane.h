@@ -46,10 +46,14 @@ class FakeAdminPlane final : public client::AdminPlane {
   Result<std::vector<std::pair<PartitionId, replication::ReplicaState>>> FenceCopies(
       const std::string& admin, const std::vector<PartitionId>& partitions,
       Epoch leader_epoch) override;
+  // Each address is on volume 1 until Wipe gives it a new one (not recorded among the calls);
+  // FenceCopies answers a copy's volume as this unless SetCopy named one.
+  Result<uint64_t> VolumeOf(const std::string& admin) override;
 
   // Scripting.
   void Hold(const std::string& admin, const PartitionMap& map);  // as if installed earlier
-  void Wipe(const std::string& admin);  // as if its volume were emptied: it holds no map
+  // As if its volume were emptied: it holds no map, and is on a new volume.
+  void Wipe(const std::string& admin);
   void SetEnd(const std::string& admin, PartitionId partition, uint64_t end);
   void Fail(const std::string& admin, Kind kind, Status status, int times = 1);
   void SetReachable(const std::string& admin, bool reachable);
@@ -78,6 +82,7 @@ class FakeAdminPlane final : public client::AdminPlane {
     std::map<Kind, std::vector<Status>> scripted;
     std::map<Kind, int> attempts;
     std::map<uint32_t, replication::ReplicaState> copies;  // SetCopy
+    uint64_t volume = 1;
     bool reachable = true;
   };
   // Counts the attempt, records it, and answers a scripted or unreachable failure if any.

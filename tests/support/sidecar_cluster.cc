@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "shoal/common/replication.h"
+#include "shoal/control/failover.h"
 
 namespace shoal::testing {
 
@@ -62,6 +63,12 @@ Status SidecarCluster::Start() {
   SHOAL_RETURN_IF_ERROR(map.Validate());
   SHOAL_RETURN_IF_ERROR(executor_.InstallEverywhere(map));
   current_ = map;
+  // As a coordinator does once each pod holds a map (control/failover.h).
+  for (size_t i = 0; i < pods_.size(); ++i) {
+    if (!control::RecordFirstVolume(admin_, Pod(i), admin_address(i), &first_volumes_)) {
+      return Status::Unavailable("cannot learn the volume of " + Pod(i).value());
+    }
+  }
   return Status::Ok();
 }
 

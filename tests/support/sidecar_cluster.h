@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,6 +53,8 @@ class SidecarCluster {
   const PartitionMap& current() const { return current_; }
   void set_current(PartitionMap m) { current_ = std::move(m); }
   client::AdminClient& admin() { return admin_; }
+  // Per pod, the volume it held its first map on (recorded by Start, as a coordinator does).
+  const std::map<std::string, uint64_t>& first_volumes() const { return first_volumes_; }
   control::ChangeExecutor& executor() { return executor_; }
   std::string admin_address(size_t i) const;
   std::string data_address(size_t i) const;
@@ -64,6 +67,7 @@ class SidecarCluster {
   client::AdminClient admin_;
   control::ChangeExecutor executor_;
   PartitionMap current_;
+  std::map<std::string, uint64_t> first_volumes_;
 };
 
 }  // namespace shoal::testing

@@ -431,6 +431,7 @@ int Run(const TortureOptions& o) {
     auto last_catch_up = Clock::now();
     // The admin address of a pod the coordinator can reach (not killed, paused or wiped).
     std::vector<bool> reach(pods.size(), false), is_wiped(pods.size(), false);
+    control::FirstVolumes first_volumes;  // per pod, the volume first seen holding a map
     auto reachable = [&](const PodName& pod) -> const PeerAddress* {
       const size_t i = index_of(pod);
       if (i >= pods.size() || !reach[i] || is_wiped[i]) return nullptr;
@@ -604,7 +605,7 @@ int Run(const TortureOptions& o) {
           std::string why;
           std::set<PartitionId> fenced_now;
           auto leaders = control::FenceAndChooseLeaders(admin, base, ids, reachable, Epoch(floor),
-                                                        &why, &fenced_now);
+                                                        first_volumes, &why, &fenced_now);
           {
             std::string line =
                 "failover at epoch " + std::to_string(floor) +
@@ -677,6 +678,11 @@ int Run(const TortureOptions& o) {
         for (size_t i = 0; i < pods.size(); ++i) {
           if (!reach[i]) continue;
           auto held = admin.GetMap(pods[i].admin_address());
+          // The volume it first holds a map on (ControlLoop::InstallOnLaggingPods does the same).
+          if (held.ok()) {
+            (void)control::RecordFirstVolume(admin, pod_names[i], pods[i].admin_address(),
+                                             &first_volumes);
+          }
           if (!held.ok()) {
             if (held.status().code() != Status::Code::kNotFound) continue;
             if (!PartitionsMadeBefore(current, pod_names[i], Epoch(current.epoch().value() + 1))

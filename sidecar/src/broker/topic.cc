@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
+#include <random>
 #include <set>
 #include <tuple>
 
@@ -42,6 +43,7 @@ Result<std::unique_ptr<Topic>> Topic::Open(const TopicOptions& options, Clock& c
   std::unique_ptr<Topic> t(new Topic(options, clock, probe, peers));
   WriterLock lock(t->map_mu_);  // not shared yet; the lock is what the analysis checks
   SHOAL_RETURN_IF_ERROR(t->LoadOrCreateMap());
+  SHOAL_RETURN_IF_ERROR(t->LoadOrNameVolume());
   auto registry = GroupRegistry::Open(options.data_dir + "/" + options.topic + "/groups.json",
                                       options.max_groups, t->fs_);
   if (!registry.ok()) return registry.status();
@@ -86,6 +88,34 @@ uint64_t RemoteCommits::MinOver(const std::string& group, const HashRange& r) co
     at = c->second.value();
   }
   return std::max(at, start_offset);
+}
+
+Status Topic::LoadOrNameVolume() {
+  const std::string path = opts_.data_dir + "/" + opts_.topic + "/volume";
+  std::string text;
+  Status st = fs_.ReadWholeFile(path, &text);
+  if (st.ok()) {
+    VolumeId id = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
+    if (ec == std::errc() && id != 0) {
+      volume_ = id;
+      return Status::Ok();
+    }
+    Logger("broker")->warn("msg=\"an unreadable volume name; naming the volume again\" file={}",
+                           path);
+  } else if (st.code() != Status::Code::kNotFound) {
+    return st.Annotate("reading " + path);
+  }
+  VolumeId id = 0;
+  if (opts_.new_volume_id) id = opts_.new_volume_id();
+  if (id == 0) {
+    std::random_device rd;
+    // 53 bits: exact as a number in any JSON reader.
+    while (id == 0) id = ((static_cast<uint64_t>(rd()) << 32) ^ rd()) & ((uint64_t{1} << 53) - 1);
+  }
+  SHOAL_RETURN_IF_ERROR(fs_.WriteFileAtomic(path, std::to_string(id) + "\n"));
+  volume_ = id;
+  return Status::Ok();
 }
 
 bool Topic::RetiredInMap(PartitionId id) const {

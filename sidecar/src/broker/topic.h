@@ -74,6 +74,9 @@ struct FencedCopy {
   bool refetching = false;  // Partition::refetching
 };
 
+// The identity of the volume a sidecar keeps its topic on (Topic::volume).
+using VolumeId = uint64_t;
+
 // The leader a change's map gives a partition, as a seal request names it (Topic::Seal).
 struct MapLeader {
   PodName pod;
@@ -179,6 +182,9 @@ struct TopicOptions {
   // Space kept on the data volume for what lets a full disk recover (storage/disk_reserve.h):
   // produce is refused first, with NoSpace, and the ticker takes the reserve back. Null: none.
   storage::DiskReserve* disk_reserve = nullptr;
+  // Names a volume the first time the topic is opened on it (Topic::volume); null: a random
+  // number. The simulation hands in its own, deterministic.
+  std::function<VolumeId()> new_volume_id;
 };
 
 // Events of one produce request that a quorum of their partition's copies must hold before the
@@ -338,6 +344,12 @@ class Topic {
   // than kMaxAbsentFences) is answered as held empty, at leader epoch 0, and fenced in its
   // directory (Partition::FenceAbsent).
   std::vector<FencedCopy> FenceCopies(const std::vector<PartitionId>& ids, Epoch leader_epoch);
+  // The volume this sidecar keeps the topic on, named the first time the topic was opened on it
+  // (a file beside the map): an emptied or replaced volume has a new one. A copy's `refetching`
+  // mark is this sidecar's own guess, made alike on a first start and after a wipe; the
+  // coordinator, which remembers the volume it first saw each pod hold a map on, tells the two
+  // apart (replication::CountRefetching).
+  VolumeId volume() const { return volume_; }
   static constexpr uint32_t kMaxAbsentFences = 65536;
   // One follower's fetch round from `leader`, without waiting between rounds (FetchLoop paces
   // them; the protocol simulation calls it as a step of its schedule).
@@ -474,6 +486,7 @@ class Topic {
   // not sealed, not replicated or under acks leader).
   bool SealedEndHeldByQuorum(const PartitionInfo& info, const Partition& p) const;
   Status LoadOrCreateMap() REQUIRES(map_mu_);
+  Status LoadOrNameVolume();
   Status OpenPartitions() REQUIRES(map_mu_);
   // Removes directories of partitions the map on disk retired that a crash left behind.
   void RemoveRetiredLeftovers() REQUIRES_SHARED(map_mu_);
@@ -550,6 +563,9 @@ class Topic {
   // (Partition::MarkRefetching). A partition a later change makes was held here from its start.
   std::atomic<bool> started_without_map_{false};
   std::atomic<uint64_t> first_map_epoch_{0};  // the first map installed in this process (0: none)
+  // Named when the topic was first opened on this volume (VolumePath); a coordinator that saw
+  // another volume here before knows the marks above are real (see volume()).
+  VolumeId volume_ = 0;
   std::atomic<bool> started_{false};  // Start ran: fetchers may run
   std::map<std::string, Fetcher> fetchers_ GUARDED_BY(fetch_mu_);
 

@@ -428,7 +428,7 @@ std::vector<std::pair<PartitionId, Epoch>> Topic::FencedAbsent(const PartitionMa
 
 std::string Topic::FollowedJson() const {
   ReaderLock lock(map_mu_);
-  std::string out = "{\"followed\":[";
+  std::string out = "{\"volume\":" + std::to_string(volume_) + ",\"followed\":[";
   bool first = true;
   for (const auto& [id, p] : followed_) {
     const PartitionInfo* info = map_.Find(id);

@@ -424,7 +424,7 @@ void AdminFrontend::Handle(http_request req) {
       return with_body([this](const std::string& body) -> Result<std::string> {
         auto fence = broker::ParseFenceRequest(body);
         if (!fence.ok()) return fence.status();
-        std::string out = "{\"fenced\":[";
+        std::string out = "{\"volume\":" + std::to_string(topic_.volume()) + ",\"fenced\":[";
         bool first = true;
         for (const auto& c : topic_.FenceCopies(fence->partitions, fence->leader_epoch)) {
           if (!first) out += ',';

@@ -137,6 +137,17 @@ TEST(ReplicationRulesTest, ASealedPartitionIsLedOnlyByACopyThatHoldsItsSealedEnd
   EXPECT_NE(none.status().message().find("sealed end 120"), std::string::npos);
 }
 
+// A sidecar marks the empty copies its first map lists alike on a first start and after a wipe;
+// the mark stands only on another volume than the one the coordinator first saw the pod on.
+TEST(ReplicationRulesTest, ARefetchingMarkCountsOnlyOnAVolumeOtherThanThePodsFirst) {
+  ReplicaState copy{PodName("c"), Epoch(0), 0, /*refetching=*/true, /*volume=*/7};
+  EXPECT_FALSE(RefetchingCounts(copy, std::nullopt)) << "a pod never seen with a map";
+  EXPECT_FALSE(RefetchingCounts(copy, 7)) << "a first start";
+  EXPECT_TRUE(RefetchingCounts(copy, 3)) << "the volume it had was emptied or replaced";
+  copy.refetching = false;
+  EXPECT_FALSE(RefetchingCounts(copy, 3)) << "caught up since";
+}
+
 TEST(ReplicationRulesTest, ACopyRefetchingAfterItsVolumeWasEmptiedNeitherCountsNorLeads) {
   // b holds 10 and c, back with an empty volume, refetched 50 of it: a failover of three copies
   // whose leader is down has one answer that counts, not a quorum.

@@ -58,6 +58,12 @@ class AdminPlane {
     (void)leader_epoch;
     return Status::Unavailable("this admin plane does not fence copies");
   }
+  // The volume the sidecar keeps the topic on (GET /v1/admin/replica, "volume"): an emptied or
+  // replaced volume has a new one.
+  virtual Result<uint64_t> VolumeOf(const std::string& admin) {
+    (void)admin;
+    return Status::Unavailable("this admin plane does not name volumes");
+  }
 };
 
 }  // namespace shoal::client

@@ -61,7 +61,18 @@ struct ReplicaState {
   // leader yet: it may have acknowledged events it no longer holds, so it neither counts
   // towards the quorum of answers nor leads (Kafka keeps such a replica out of the ISR).
   bool refetching = false;
+  // The volume the copy is on (0: not said), as the sidecar names it (Topic::volume).
+  uint64_t volume = 0;
 };
+
+// Whether a fenced copy's `refetching` mark stands. A sidecar that found no map on its volume
+// marks the empty copies of partitions its first map already lists, on a first start and after
+// a wipe alike: it cannot tell them apart. The coordinator can: it remembers the volume it first
+// saw each pod hold a map on (`first_volume`, none for a pod it never saw with one). The mark
+// stands on another volume than that one (the first was emptied or replaced, and what this copy
+// acknowledged there may be gone); on that very volume it is a first start's, whose copies lost
+// nothing. Kafka tells a replaced log directory the same way, by its directory id.
+bool RefetchingCounts(const ReplicaState& copy, std::optional<uint64_t> first_volume);
 
 // The new leader of a partition whose leader is gone (invariant 10): once a quorum of its
 // `replica_count` copies answered, the most complete of them: the highest last epoch, then the

@@ -1,6 +1,7 @@
 #include "shoal/control/failover.h"
 
 #include <map>
+#include <optional>
 
 #include "shoal/common/replication.h"
 
@@ -9,7 +10,7 @@ namespace shoal::control {
 Result<std::vector<std::pair<PartitionId, PodName>>> FenceAndChooseLeaders(
     client::AdminPlane& admin, const PartitionMap& map, const std::vector<PartitionId>& ids,
     const std::function<const PeerAddress*(const PodName&)>& reachable, Epoch floor,
-    std::string* why, std::set<PartitionId>* fenced) {
+    const FirstVolumes& first_volumes, std::string* why, std::set<PartitionId>* fenced) {
   std::string reasons;
   auto note = [&reasons](const std::string& s) { reasons += (reasons.empty() ? "" : "; ") + s; };
   // Fence the copies first (invariant 10): a follower that answers takes nothing more from the
@@ -38,8 +39,11 @@ Result<std::vector<std::pair<PartitionId, PodName>>> FenceAndChooseLeaders(
       note("cannot fence " + pod + ": " + r.status().message());
       continue;
     }
+    std::optional<uint64_t> first;
+    if (auto v = first_volumes.find(pod); v != first_volumes.end()) first = v->second;
     for (auto [id, state] : *r) {
       state.pod = PodName(pod);
+      state.refetching = replication::RefetchingCounts(state, first);
       answered[id.value()].push_back(state);
       if (fenced) fenced->insert(id);
     }
@@ -72,6 +76,15 @@ Result<std::vector<std::pair<PartitionId, PodName>>> FenceAndChooseLeaders(
                                (reasons.empty() ? std::string() : ": " + reasons));
   }
   return leaders;
+}
+
+bool RecordFirstVolume(client::AdminPlane& admin, const PodName& pod,
+                       const std::string& admin_address, FirstVolumes* first_volumes) {
+  if (first_volumes->count(pod.value()) || first_volumes->size() >= kMaxMapPeers) return false;
+  auto volume = admin.VolumeOf(admin_address);
+  if (!volume.ok() || *volume == 0) return false;
+  first_volumes->emplace(pod.value(), *volume);
+  return true;
 }
 
 Result<PartitionMap> FailOverMap(const PartitionMap& map,

@@ -203,9 +203,13 @@ Status ControlLoop::Bootstrap(const std::vector<PodInfo>& pods) {
   // Saved before it is sent: a restarted loop re-installs this map rather than inventing one.
   SHOAL_RETURN_IF_ERROR(Save());
   SHOAL_RETURN_IF_ERROR(executor_.InstallEverywhere(map));
+  FirstVolumes volumes;
+  for (const auto& [pod, addr] : map.peers())
+    (void)RecordFirstVolume(admin_, PodName(pod), addr.admin, &volumes);
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [pod, addr] : map.peers()) seen_with_map_.insert(pod);
+    first_volumes_.insert(volumes.begin(), volumes.end());
   }
   SHOAL_RETURN_IF_ERROR(Save());
   Logger("control")->info("msg=\"topic created\" topic={} partitions={} pods={} epoch={}",
@@ -707,11 +711,21 @@ Status ControlLoop::InstallOnLaggingPods(const std::vector<PodInfo>& pods) {
     const uint64_t held_epoch = held.ok() ? held->epoch().value() : 0;
     std::vector<PartitionId> owned =
         PartitionsMadeBefore(map_, p.name, Epoch(map_.epoch().value() + 1));
-    bool seen;
+    bool seen, volume_known;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (held_epoch > 0) newly_seen |= seen_with_map_.insert(p.name.value()).second;
       seen = seen_with_map_.count(p.name.value()) > 0;
+      volume_known = first_volumes_.count(p.name.value()) > 0;
+    }
+    if (held_epoch > 0 && !volume_known) {
+      // The volume it holds a map on: a failover tells a copy's refetching mark after a wipe
+      // from a first start's by it (replication::RefetchingCounts).
+      FirstVolumes one;
+      if (RecordFirstVolume(admin_, p.name, p.address.admin, &one)) {
+        std::lock_guard<std::mutex> lock(mu_);
+        newly_seen |= first_volumes_.insert(*one.begin()).second;
+      }
     }
     if (held_epoch == 0 && !owned.empty() && seen) {
       // This loop saw it hold a map, and it holds none now: its volume was emptied or replaced.
@@ -960,7 +974,13 @@ bool ControlLoop::MaybeFailOver(const std::vector<PodInfo>& pods) {
   };
   std::string why;
   std::set<PartitionId> fenced;
-  auto leaders = FenceAndChooseLeaders(admin_, base, ids, reachable, floor, &why, &fenced);
+  FirstVolumes first_volumes;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    first_volumes = first_volumes_;
+  }
+  auto leaders =
+      FenceAndChooseLeaders(admin_, base, ids, reachable, floor, first_volumes, &why, &fenced);
   for (PartitionId id : fenced) fenced_[id] = std::max(fenced_[id], floor);
   if (!why.empty()) {
     Logger("control")->warn("msg=\"cannot fail over every partition yet\" reason=\"{}\"", why);
@@ -1262,7 +1282,16 @@ std::string ControlLoop::StateJsonLocked() const {
     first = false;
     json::AppendString(o, pod);
   }
-  o += "]}";
+  o += "],\"pod_volumes\":{";
+  first = true;
+  for (const auto& [pod, volume] : first_volumes_) {
+    if (!first) o += ',';
+    first = false;
+    json::AppendString(o, pod);
+    o += ':';
+    json::AppendUint(o, volume);
+  }
+  o += "}}";
   return o;
 }
 
@@ -1309,6 +1338,17 @@ Status ControlLoop::LoadState(std::string_view text) {
       std::string_view name;
       if (!pod.get(name) && seen_with_map_.size() < kMaxMapPeers) {
         seen_with_map_.insert(std::string(name));
+      }
+    }
+  }
+  // Absent from states written before volumes were named: recorded again as pods are seen.
+  first_volumes_.clear();
+  simdjson::dom::object volumes;
+  if (doc["pod_volumes"].get(volumes) == simdjson::SUCCESS) {
+    for (auto [pod, volume] : volumes) {
+      uint64_t v = 0;
+      if (!volume.get(v) && v != 0 && first_volumes_.size() < kMaxMapPeers) {
+        first_volumes_.emplace(std::string(pod), v);
       }
     }
   }

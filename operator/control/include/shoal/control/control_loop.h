@@ -33,6 +33,7 @@
 #include "shoal/common/topic_spec.h"
 #include "shoal/control/change_executor.h"
 #include "shoal/control/change_probe.h"
+#include "shoal/control/failover.h"
 #include "shoal/control/metrics_observer.h"
 #include "shoal/control/planner.h"
 #include "shoal/control/platform.h"
@@ -246,6 +247,9 @@ class ControlLoop {
   // control state so that a restarted loop still tells an emptied volume from a pod that never
   // had a map.
   std::set<std::string> seen_with_map_;
+  // Per pod, the volume this loop first saw it hold a map on (control/failover.h), kept in the
+  // control state likewise.
+  FirstVolumes first_volumes_;
   std::optional<TopicSpec> pending_spec_;
   Observed observed_;
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -29,10 +30,22 @@ namespace shoal::control {
 // Unavailable when no partition could be given a leader. *fenced (if given) receives every
 // partition at least one copy was fenced for: those copies take nothing more from a leader
 // below `floor`, so the failover must be finished at `floor` or above.
+// `first_volumes`: per pod, the volume the coordinator first saw it hold a map on
+// (FirstVolumes); a copy's refetching mark counts only on another volume
+// (replication::RefetchingCounts).
+using FirstVolumes = std::map<std::string, uint64_t>;
 Result<std::vector<std::pair<PartitionId, PodName>>> FenceAndChooseLeaders(
     client::AdminPlane& admin, const PartitionMap& map, const std::vector<PartitionId>& ids,
     const std::function<const PeerAddress*(const PodName&)>& reachable, Epoch floor,
-    std::string* why = nullptr, std::set<PartitionId>* fenced = nullptr);
+    const FirstVolumes& first_volumes, std::string* why = nullptr,
+    std::set<PartitionId>* fenced = nullptr);
+
+// Records the volume `pod` is on (AdminPlane::VolumeOf) as the first it was seen holding a map
+// on, unless one is recorded already; the caller asks only pods that hold a map, and keeps
+// `first_volumes` with its state (a restarted coordinator must still tell a replaced volume).
+// Returns whether it recorded one.
+bool RecordFirstVolume(client::AdminPlane& admin, const PodName& pod,
+                       const std::string& admin_address, FirstVolumes* first_volumes);
 
 // The failover map: `map` with each partition led by its chosen leader (PartitionMap::FailOver)
 // at an epoch of at least `floor` (the fence's epoch).

@@ -339,6 +339,39 @@ TEST_F(ControlLoopTest, AFailoverLeftHalfDoneByARestartedLoopIsFinished) {
   EXPECT_GE(failovers[0].seconds, 0);
 }
 
+// A copy marks itself refetching alike on a first start and after its volume was emptied; the
+// loop remembers the volume it first saw each pod hold a map on, and counts the mark only on
+// another one (replication::RefetchingCounts). A copy on a new volume that has not caught up
+// does not make the quorum of a failover; once caught up it does.
+TEST_F(ControlLoopTest, ACopyRefetchingOnANewVolumeCountsForAFailoverOnlyOnceCaughtUp) {
+  ASSERT_NO_FATAL_FAILURE(MakeReplicated(ThreeCopiesOnThreePods(3)));
+  ASSERT_TRUE(TickUntil([] { return false; }, 2).ok());  // the pods' volumes are recorded
+  EXPECT_NE(platform_.state_.find("\"pod_volumes\":{\"t-0\":1,"), std::string::npos)
+      << platform_.state_;
+  const PartitionMap before = loop_->map();
+  const PartitionInfo p0 = *before.Find(PartitionId(0));
+  ASSERT_EQ(p0.replicas.size(), 2u) << before.ToJson();
+  const std::string kept = before.Peer(p0.replicas[0])->admin;
+  const std::string emptied = before.Peer(p0.replicas[1])->admin;
+  // One follower's volume was emptied; it holds the map again and refetches partition 0.
+  admin_.Wipe(emptied);
+  admin_.Hold(emptied, before);
+  replication::ReplicaState refetching{PodName(), Epoch(0), 0};
+  refetching.refetching = true;
+  admin_.SetCopy(emptied, PartitionId(0), refetching);
+  admin_.SetCopy(kept, PartitionId(0), {PodName(), Epoch(1), 5});
+  // The leader stops answering: one copy of three counts, not a quorum.
+  const uint32_t down = static_cast<uint32_t>(std::stoul(p0.owner.value().substr(2)));
+  platform_.restarting_[down] = 1 << 20;
+  admin_.SetReachable(AdminOf(down), false);
+  ASSERT_TRUE(TickUntil([] { return false; }, 15).ok());
+  EXPECT_EQ(loop_->map().Find(PartitionId(0))->owner, p0.owner) << loop_->map().ToJson();
+  // Caught up with the leader's high watermark (5): it counts, and the failover goes through.
+  admin_.SetCopy(emptied, PartitionId(0), {PodName(), Epoch(1), 5});
+  TickUntil([&] { return loop_->map().Find(PartitionId(0))->owner != p0.owner; }, 15);
+  EXPECT_NE(loop_->map().Find(PartitionId(0))->owner, p0.owner) << loop_->map().ToJson();
+}
+
 // The change a loop saved in its state and has not carried out yet (its plan's step target).
 std::optional<PartitionMap> SavedTarget(const std::string& state) {
   const size_t at = state.find("\"target\":{");
