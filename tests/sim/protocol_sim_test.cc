@@ -81,7 +81,10 @@ TEST(ReplicatedProtocolSimRegressionTest, SchedulesThatFoundDefectsPass) {
                4299, 9428, 10314, 10591, 10619, 10891,
                // A copy refetching after a wipe counted towards a failover's quorum (invariant
                // 10): the coordinator now tells it from a first start by the pod's volume.
-               21054, 22259, 25993, 26237, 26888, 27099, 33255, 34819},
+               21054, 22259, 25993, 26237, 26888, 27099, 33255, 34819,
+               // A successor walked past a replicated parent whose leader lost its volume, as if
+               // the parent were lost, and took a retry stored there again (invariant 6).
+               15157, 22986, 29876, 34400},
               /*replicated=*/1);
 }
 

@@ -60,8 +60,9 @@ Status Topic::SeedSuccessor(const PartitionMap& next, const PartitionInfo& info,
   // The parents, and in place of a lost one (its producer state went with it: a retry of a
   // batch stored there is taken again) its own parents, whose batches a retry must still
   // find. Those are not sealed for this successor, so it confirms nothing there. A parent
-  // whose owner answers that it lost it counts as lost before the map says so: its owner
-  // held the only copy, and the coordinator declares it lost next.
+  // without copies whose owner answers that it lost it counts as lost before the map says so:
+  // its owner held the only copy, and the coordinator declares it lost next. One with copies
+  // waits for its failover.
   // A copy made the leader by a failover took over a successor its first leader had seeded:
   // the parents confirmed that one already and are not asked to again (the seal names the
   // successor with its first owner).
@@ -114,6 +115,15 @@ Status Topic::SeedSuccessor(const PartitionMap& next, const PartitionInfo& info,
       table = Status::Unavailable("no address for " + pi->owner.value());
     }
     if (!local && table.status().code() == Status::Code::kDataLost) {
+      // With copies the parent is not lost: a failover gives it a leader that holds it, whose
+      // producer state a retry of a batch stored there must still find (invariant 6).
+      // Refused as it is (data_lost): the coordinator finds the pod that lost its data and
+      // fails the parent over, inside the change when there is one.
+      if (!pi->replicas.empty()) {
+        return table.status().Annotate("the leader of parent " + std::to_string(parent.value()) +
+                                       " of partition " + std::to_string(info.id.value()) +
+                                       " lost its data; it waits for the parent's failover");
+      }
       walk_past(*pi);
       continue;
     }
