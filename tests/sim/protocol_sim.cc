@@ -2237,6 +2237,19 @@ void World::FetchAction(Pod& f, bool quiet) {
                     leader + " does not hold");
           continue;
         }
+        // The event may still be in the leader's log where a replaced leader took it before
+        // (its entry there outlived the one that replaced it: that pod leads again as the most
+        // complete copy): that is where it is stored now, and a retry is answered duplicate.
+        const LogRec* kept = nullptr;
+        for (const auto& l : leader_log) {
+          if (l.producer == r.producer && l.seq == r.seq) kept = &l;
+        }
+        if (kept) {
+          Trace("  (" + r.producer + ", " + std::to_string(*r.seq) + ") is kept at p" +
+                std::to_string(id) + "@" + std::to_string(kept->offset) + ", its leader's entry");
+          at->second = {id, kept->offset};
+          continue;
+        }
         // That entry is gone for good: a retry stores it again.
         stored_.erase(at);
         stored_meta_.erase(key);
