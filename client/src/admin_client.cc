@@ -36,7 +36,7 @@ Result<std::string> AdminClient::Call(const std::string& host_port, const std::s
     if (!body.empty()) req.set_body(body, "application/json");
     auto resp = client->request(req).get();
     auto bytes = resp.extract_vector().get();
-    std::string text(bytes.begin(), bytes.end());
+    std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     const int code = resp.status_code();
     if (code == 200) return text;
     return wire::ErrorFromAnswer(code, text, method + " " + host_port + path);

@@ -40,7 +40,7 @@ Result<std::string> ShoalClient::Call(const std::string& method, const std::stri
     if (!body.empty()) req.set_body(body, "application/json");
     auto resp = http_->request(req).get();
     auto bytes = resp.extract_vector().get();
-    std::string text(bytes.begin(), bytes.end());
+    std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     const int code = resp.status_code();
     if (code == 200) return text;
     if (error_body) *error_body = text;

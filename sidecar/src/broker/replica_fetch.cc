@@ -149,7 +149,8 @@ T Get(const char* p) {
 
 }  // namespace
 
-void AppendFetchBlock(const FetchBlock& b, std::string& out, int version) {
+uint32_t AppendFetchBlock(const FetchBlock& b, std::string& out, int version,
+                          const std::function<Result<size_t>(std::string*)>& read_records) {
   Put<uint32_t>(out, b.id.value());
   Put<uint32_t>(out, static_cast<uint32_t>(b.code));
   Put<uint64_t>(out, b.high_watermark);
@@ -157,6 +158,7 @@ void AppendFetchBlock(const FetchBlock& b, std::string& out, int version) {
   Put<uint64_t>(out, b.log_end);
   Put<uint64_t>(out, b.leader_epoch.value());
   Put<uint64_t>(out, b.first);
+  const size_t counts_at = out.size();
   Put<uint32_t>(out, b.count);
   Put<uint32_t>(out, static_cast<uint32_t>(b.records.size()));
   Put<uint32_t>(out, static_cast<uint32_t>(b.epochs.size()));
@@ -168,9 +170,25 @@ void AppendFetchBlock(const FetchBlock& b, std::string& out, int version) {
     Put<uint64_t>(out, e.epoch);
     Put<uint64_t>(out, e.start);
   }
-  out += b.records;
+  uint32_t count = b.count;
+  if (read_records) {
+    const size_t from = out.size();
+    auto read = read_records(&out);
+    count = read.ok() ? static_cast<uint32_t>(*read) : 0;
+    if (!read.ok()) out.resize(from);
+    const auto bytes = static_cast<uint32_t>(out.size() - from);
+    std::memcpy(out.data() + counts_at, &count, 4);
+    std::memcpy(out.data() + counts_at + 4, &bytes, 4);
+  } else {
+    out += b.records;
+  }
   if (b.commits_incarnation) out += b.commits;
   if (version >= 3) out += b.producers;
+  return count;
+}
+
+void AppendFetchBlock(const FetchBlock& b, std::string& out, int version) {
+  (void)AppendFetchBlock(b, out, version, nullptr);
 }
 
 void FinishFetchAnswer(std::string& body, uint32_t blocks, int version) {
@@ -218,7 +236,7 @@ Result<std::vector<FetchBlock>> ParseFetchAnswer(std::string_view body) {
       pos += 16;
     }
     if (body.size() - pos < bytes) return Status::Corruption("a fetch block cut short");
-    b.records.assign(body.data() + pos, bytes);
+    b.records = body.substr(pos, bytes);
     pos += bytes;
     if (body.size() - pos < commit_bytes) return Status::Corruption("a fetch block cut short");
     b.commits.assign(body.data() + pos, commit_bytes);

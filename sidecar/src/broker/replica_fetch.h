@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -92,7 +93,9 @@ struct FetchBlock {
   Epoch leader_epoch{0};
   uint64_t first = 0;   // offset of the first record in `records`
   uint32_t count = 0;   // records in `records`
-  std::string records;  // encoded as stored
+  // Encoded as stored. A parsed answer's blocks view the answer's bytes (keep it while they
+  // are used); a leader appends them straight into its answer (AppendFetchBlock's reader).
+  std::string_view records;
   // The leader's epochs (Partition::epochs), for the follower's own record of them.
   std::vector<replication::EpochStart> epochs;
   // The leader's commit store, when the follower's mirror is not of this state (incarnation 0:
@@ -106,6 +109,11 @@ struct FetchBlock {
 };
 
 void AppendFetchBlock(const FetchBlock& b, std::string& out, int version = 3);
+// The same with the records appended to `out` by `read_records` in place of b.records (no copy
+// of them in between): it returns how many records it appended, or an error (then none are
+// sent). Returns that count (0 on an error).
+uint32_t AppendFetchBlock(const FetchBlock& b, std::string& out, int version,
+                          const std::function<Result<size_t>(std::string*)>& read_records);
 // The answer holding `blocks` already appended with AppendFetchBlock to `body` (after an empty
 // 8-byte header that this fills in).
 void FinishFetchAnswer(std::string& body, uint32_t blocks, int version = 3);

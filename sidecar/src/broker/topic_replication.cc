@@ -281,6 +281,7 @@ bool Topic::ServeFetch(const FetchRequest& request, std::string* body) {
     for (const auto& fp : request.partitions) {
       FetchBlock b;
       b.id = fp.id;
+      std::function<Result<size_t>(std::string*)> read;
       const PartitionInfo* info = map_.Find(fp.id);
       auto it = partitions_.find(fp.id);
       if (!info || !HeldHere(*info) || it == partitions_.end()) {
@@ -336,19 +337,19 @@ bool Topic::ServeFetch(const FetchRequest& request, std::string* body) {
           }
           b.first = fp.from;
           if (fp.from < b.log_end && budget > 0) {
-            auto count = p.ReadCopy(fp.from, budget, &b.records);
-            if (count.ok()) {
-              b.count = static_cast<uint32_t>(*count);
-              budget -= std::min(budget, b.records.size());
-            } else {
-              b.records.clear();
-            }
+            // The records go straight from the log into the answer.
+            read = [&p, &budget, from = fp.from](std::string* out) -> Result<size_t> {
+              const size_t before = out->size();
+              auto count = p.ReadCopy(from, budget, out);
+              budget -= std::min(budget, out->size() - before);
+              return count;
+            };
           }
         }
       }
-      now |= b.code != FetchCode::kOk || b.count > 0 || b.commits_incarnation != 0 ||
+      const uint32_t count = AppendFetchBlock(b, *body, request.version, read);
+      now |= b.code != FetchCode::kOk || count > 0 || b.commits_incarnation != 0 ||
              !b.producers.empty();
-      AppendFetchBlock(b, *body, request.version);
       ++n;
     }
   }

@@ -319,7 +319,7 @@ void ReadBody(const http_request& req, size_t max_bytes, std::chrono::millisecon
             std::to_string(timeout.count()) + " ms of its headers (" + e.what() + ")"));
         return;
       }
-      then(std::string(bytes.begin(), bytes.end()));
+      then(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
     });
     return;
   }

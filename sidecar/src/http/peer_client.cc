@@ -42,7 +42,7 @@ Result<std::string> HttpPeerClient::Call(const std::string& host_port, const std
     if (!body.empty()) req.set_body(body, "application/json");
     auto resp = ClientFor(host_port, prompt).request(req).get();
     auto bytes = resp.extract_vector().get();
-    std::string text(bytes.begin(), bytes.end());
+    std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     if (resp.status_code() == 200) return text;
     return wire::ErrorFromAnswer(resp.status_code(), text, what);
   } catch (const std::exception& e) {
@@ -224,7 +224,9 @@ void HttpPeerClient::ForwardAsync(const PeerAddress& peer, const std::string& to
         .request(req)
         .then([](web::http::http_response resp) {
           return resp.extract_vector().then([resp](std::vector<unsigned char> bytes) {
-            return std::make_pair(resp.status_code(), std::string(bytes.begin(), bytes.end()));
+            return std::make_pair(
+                resp.status_code(),
+                std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
           });
         })
         .then([done, what](pplx::task<std::pair<web::http::status_code, std::string>> t) {
