@@ -39,6 +39,9 @@ run_one() {  # factor round -> prints "factor events_per_sec p50 p99"
   kill "$control_pid"
   wait "$control_pid" 2>/dev/null || true
   control_pid=""
+  # Each run starts from the same machine: the last one's files gone, nothing left to write back.
+  rm -rf "$state"
+  sync
   python3 - "$factor" "$out" <<'PY'
 import json, sys
 r = json.loads(sys.argv[2])

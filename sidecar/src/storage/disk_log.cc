@@ -492,6 +492,8 @@ Status DiskLog::Read(uint64_t from, uint64_t limit, size_t max_records, size_t m
       SHOAL_RETURN_IF_ERROR(seg->file->ReadAt(pos, buf.get(), len));
       size_t used = 0;
       bool kept = false;
+      // The records kept from this chunk are one run of it, appended to `stored` at once.
+      size_t run_start = 0, run_end = 0;
       while (want_more()) {
         RecordView rec;
         size_t size = 0;
@@ -523,11 +525,13 @@ Status DiskLog::Read(uint64_t from, uint64_t limit, size_t max_records, size_t m
         }
         out->records.push_back(rec);
         out->bytes += size;
-        if (out->stored) out->stored->append(buf.get() + used - size, size);
+        if (!kept) run_start = used - size;
+        run_end = used;
         kept = true;
         ++got;
         ++from;
       }
+      if (kept && out->stored) out->stored->append(buf.get() + run_start, run_end - run_start);
       if (kept) out->buffers.push_back(std::move(buf));
       pos += used;
     }
