@@ -23,9 +23,8 @@ spec:
 )";
 
 TEST(TopicSpecTest, EveryExampleParsesAndValidates) {
-  for (const char* f :
-       {"flash-sale.yaml", "flash-sale-replicated.yaml", "steady.yaml", "traces/topic.yaml",
-        "traces/big-topic.yaml", "traces/scheduled-topic.yaml"}) {
+  for (const char* f : {"flash-sale.yaml", "steady.yaml", "traces/topic.yaml",
+                        "traces/big-topic.yaml", "traces/scheduled-topic.yaml"}) {
     auto t = ParseTopic(ReadExample(f));
     ASSERT_TRUE(t.ok()) << f << ": " << t.status().ToString();
   }
