@@ -58,6 +58,10 @@ const ResourceKind& Pods() {
   static const ResourceKind k{"", "v1", "pods", "Pod"};
   return k;
 }
+const ResourceKind& Nodes() {
+  static const ResourceKind k{"", "v1", "nodes", "Node", /*namespaced=*/false};
+  return k;
+}
 const ResourceKind& Leases() {
   static const ResourceKind k{"coordination.k8s.io", "v1", "leases", "Lease"};
   return k;

@@ -197,6 +197,42 @@ void KubePlatform::RefreshMetrics() {
   cpu_ = std::move(usage);
 }
 
+void KubePlatform::RefreshZones(const std::set<std::string>& nodes) {
+  const auto now = std::chrono::steady_clock::now();
+  for (const auto& node : nodes) {
+    {
+      MutexLock lock(mu_);
+      if (auto it = zones_.find(node);
+          it != zones_.end() && now - it->second.at < opts_.zones_every) {
+        continue;
+      }
+    }
+    auto got = client_.Get(kubeapi::Nodes(), "", node);
+    std::string zone;
+    if (got.ok()) {
+      const Json label = kubeapi::At(got.value(), "metadata.labels");
+      if (label.is_object() && label.has_string_field(kZoneLabel)) {
+        zone = label.at(kZoneLabel).as_string();
+      }
+    }
+    MutexLock lock(mu_);
+    if (!got.ok() && got.error().code == 403 && !zones_forbidden_said_) {
+      zones_forbidden_said_ = true;
+      Logger("platform")
+          ->warn(
+              "msg=\"cannot read nodes: copies are spread over nodes but not over zones (grant "
+              "get on nodes to the operator)\" reason=\"{}\"",
+              got.error().ToString());
+    }
+    zones_[node] = {zone, now};
+  }
+  // Nodes gone from every pod are forgotten.
+  MutexLock lock(mu_);
+  for (auto it = zones_.begin(); it != zones_.end();) {
+    it = nodes.count(it->first) ? std::next(it) : zones_.erase(it);
+  }
+}
+
 Result<std::vector<control::PodInfo>> KubePlatform::ListPods() {
   RefreshMetrics();
   std::vector<control::PodInfo> pods;
@@ -213,8 +249,23 @@ Result<std::vector<control::PodInfo>> KubePlatform::ListPods() {
       update_revision = revision.as_string();
     }
   }
+  // The zones of the nodes this topic's pods run on, read outside the lock (GETs).
+  const std::vector<Json> listed = pods_.List();
+  {
+    std::set<std::string> nodes;
+    for (const Json& pod : listed) {
+      const Json label = kubeapi::At(pod, "metadata.labels");
+      const Json node = kubeapi::At(pod, "spec.nodeName");
+      if (kubeapi::Namespace(pod) == opts_.ns && label.is_object() &&
+          label.has_string_field(kTopicLabel) && label.at(kTopicLabel).as_string() == opts_.topic &&
+          node.is_string() && !node.as_string().empty()) {
+        nodes.insert(node.as_string());
+      }
+    }
+    RefreshZones(nodes);
+  }
   MutexLock lock(mu_);
-  for (const Json& pod : pods_.List()) {
+  for (const Json& pod : listed) {
     if (kubeapi::Namespace(pod) != opts_.ns) continue;
     const Json label = kubeapi::At(pod, "metadata.labels");
     if (!label.is_object() || !label.has_string_field(kTopicLabel) ||
@@ -241,9 +292,10 @@ Result<std::vector<control::PodInfo>> KubePlatform::ListPods() {
     info.draining = draining_.count(name) > 0;
     const Json uid = kubeapi::At(pod, "metadata.uid");
     info.uid = uid.is_string() ? uid.as_string() : "";
-    // Where it runs: copies of a partition go to distinct nodes first (PlaceReplicas).
+    // Where it runs: copies of a partition go to distinct zones, then nodes (PlaceReplicas).
     const Json node = kubeapi::At(pod, "spec.nodeName");
     info.node = node.is_string() ? node.as_string() : "";
+    if (auto z = zones_.find(info.node); z != zones_.end()) info.zone = z->second.name;
     const Json revision = kubeapi::At(pod, "metadata.labels.controller-revision-hash");
     info.outdated = !update_revision.empty() && revision.is_string() &&
                     revision.as_string() != update_revision;

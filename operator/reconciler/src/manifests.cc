@@ -426,7 +426,7 @@ Json BuildStatefulSet(const TopicObject& t, const ManifestOptions& o, int64_t re
   // the template says how itself.
   if (!spec.has_field("topologySpreadConstraints")) {
     value spread = value::array();
-    const char* keys[] = {"topology.kubernetes.io/zone", "kubernetes.io/hostname"};
+    const char* keys[] = {kZoneLabel, "kubernetes.io/hostname"};
     for (size_t i = 0; i < 2; ++i) {
       value c = value::object();
       c["maxSkew"] = value::number(1);

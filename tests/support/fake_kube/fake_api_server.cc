@@ -156,6 +156,13 @@ std::vector<ResourceType> DefaultResourceTypes() {
   crds.status_subresource = true;
   crds.tracks_generation = true;
   out.push_back(crds);
+  // Cluster-scoped; the operator reads a node's topology.kubernetes.io/zone label.
+  out.push_back({.group = "",
+                 .version = "v1",
+                 .plural = "nodes",
+                 .kind = "Node",
+                 .namespaced = false,
+                 .short_names = {"no"}});
   // Cluster-scoped; their labels select the Pod Security level of the pods in them.
   out.push_back({.group = "",
                  .version = "v1",

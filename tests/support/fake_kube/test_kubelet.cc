@@ -773,6 +773,18 @@ Status TestKubelet::Impl::Start() {
   }
   log_.open(opts_.work_dir + "/kubelet.log", std::ios::app);
   http_ = std::make_unique<HttpTestClient>(opts_.api_url, std::chrono::seconds(10));
+  // The node, as a kubelet registers it (an existing one is kept).
+  {
+    value node = value::object();
+    node["apiVersion"] = value::string("v1");
+    node["kind"] = value::string("Node");
+    node["metadata"]["name"] = value::string(opts_.node_name);
+    node["metadata"]["labels"]["kubernetes.io/hostname"] = value::string(opts_.node_name);
+    if (!opts_.zone.empty()) {
+      node["metadata"]["labels"]["topology.kubernetes.io/zone"] = value::string(opts_.zone);
+    }
+    (void)Api("POST", "/api/v1/nodes", node.serialize());
+  }
   thread_ = std::thread([this] { Loop(); });
   return Status::Ok();
 }

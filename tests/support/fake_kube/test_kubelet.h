@@ -95,6 +95,8 @@ struct TestKubeletOptions {
   std::string admin_token;
   std::vector<std::string> namespaces = {"default"};
   std::string node_name = "test-node";
+  // The node's topology.kubernetes.io/zone label (empty: none). Start registers the node.
+  std::string zone;
   // Pod directories, logs and volumes live here; it must exist or be creatable.
   std::string work_dir;
   // Pods get ip_prefix + ".2", ".3", ...; the node (hostIP) is ip_prefix + ".1". Tests pass

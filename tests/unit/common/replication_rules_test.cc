@@ -1,8 +1,12 @@
 // The rules of replication (common/replication.h): quorum, high watermark, placement, leader
 // choice and truncation point.
-#include "shoal/common/replication.h"
-
 #include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "shoal/common/replication.h"
 
 namespace shoal::replication {
 namespace {
@@ -33,6 +37,22 @@ TEST(ReplicationRulesTest, TheHighWatermarkIsWhatAQuorumHolds) {
   EXPECT_EQ(HighWatermark(10, four), 8u);                 // 3 of 5 hold below 8
   const uint64_t one[] = {3};
   EXPECT_EQ(HighWatermark(10, one), 3u);                  // factor 2: both copies
+}
+
+// Six pods in three zones, two per zone: the three copies of every partition are in three zones,
+// so losing a zone loses one copy of each.
+TEST(ReplicationRulesTest, CopiesGoToDistinctZonesFirst) {
+  const auto pods = Pods({"a", "b", "c", "d", "e", "f"});
+  auto map = PartitionMap::Initial("t", 6, pods).value();
+  const std::map<std::string, PodPlace> places = {{"a", {"n1", "z1"}}, {"b", {"n2", "z1"}},
+                                                  {"c", {"n3", "z2"}}, {"d", {"n4", "z2"}},
+                                                  {"e", {"n5", "z3"}}, {"f", {"n6", "z3"}}};
+  auto placed = PlaceReplicas(map, pods, 3, places).value();
+  for (const auto& p : placed.partitions()) {
+    std::set<std::string> zones = {places.at(p.owner.value()).zone};
+    for (const auto& r : p.replicas) zones.insert(places.at(r.value()).zone);
+    EXPECT_EQ(zones.size(), 3u) << p.id;
+  }
 }
 
 TEST(ReplicationRulesTest, FollowersGoOnOtherPodsSpreadEvenlyAndStay) {

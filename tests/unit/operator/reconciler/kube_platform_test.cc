@@ -247,5 +247,46 @@ TEST_F(KubePlatformScaleTest, OutdatedPodsAreTheOldRevisionsAndARestartDeletesOn
   EXPECT_TRUE(client_->Get(kubeapi::Pods(), "default", "orders-0").ok());
 }
 
+// Each pod's zone is its node's topology.kubernetes.io/zone label (none: empty), so that the
+// control loop puts a partition's copies in distinct zones first.
+TEST_F(KubePlatformScaleTest, APodsZoneIsItsNodesZoneLabel) {
+  for (const char* node :
+       {R"({"metadata":{"name":"n1","labels":{"topology.kubernetes.io/zone":"zone-a"}}})",
+        R"({"metadata":{"name":"n2","labels":{"topology.kubernetes.io/zone":"zone-b"}}})",
+        R"({"metadata":{"name":"n3"}})"}) {
+    auto r = client_->Create(kubeapi::Nodes(), "", value::parse(node));
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+  }
+  int i = 0;
+  for (const char* node : {"n1", "n2", "n3"}) {
+    const std::string pod = R"({"metadata":{"name":"orders-)" + std::to_string(i++) +
+                            R"(","labels":{"shoal.dev/topic":"orders"}},"spec":{"nodeName":")" +
+                            node + R"(","containers":[{"name":"c","image":"x"}]}})";
+    auto r = client_->Create(kubeapi::Pods(), "default", value::parse(pod));
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+  }
+  std::atomic<bool> stop{false};
+  std::thread pods_watch([&] { pods_->Run(stop); });
+  std::vector<control::PodInfo> listed;
+  auto platform = Platform(3);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline && listed.size() < 3) {
+    auto l = platform->ListPods();
+    if (l.ok()) listed = *l;
+    if (listed.size() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  stop = true;
+  pods_watch.join();
+  ASSERT_EQ(listed.size(), 3u);
+  EXPECT_EQ(listed[0].node, "n1");
+  EXPECT_EQ(listed[0].zone, "zone-a");
+  EXPECT_EQ(listed[1].zone, "zone-b");
+  EXPECT_EQ(listed[2].node, "n3");
+  EXPECT_EQ(listed[2].zone, "");
+  // Read once per node within zones_every, not at every listing.
+  ASSERT_TRUE(platform->ListPods().ok());
+  EXPECT_EQ(server_->CountRequests("GET", "/api/v1/nodes/n1"), 1);
+}
+
 }  // namespace
 }  // namespace shoal::reconciler

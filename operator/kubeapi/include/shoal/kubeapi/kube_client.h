@@ -85,6 +85,7 @@ const ResourceKind& Services();           // v1
 const ResourceKind& PodDisruptionBudgets();  // policy/v1
 const ResourceKind& Secrets();            // v1
 const ResourceKind& Pods();               // v1
+const ResourceKind& Nodes();              // v1, cluster-scoped
 const ResourceKind& Leases();             // coordination.k8s.io/v1
 const ResourceKind& Events();             // events.k8s.io/v1
 const ResourceKind& PodMetrics();         // metrics.k8s.io/v1beta1

@@ -43,6 +43,9 @@ struct KubePlatformOptions {
   std::function<bool()> may_act = [] { return true; };
   // How often metrics.k8s.io is read (its own window is 15 s or more).
   std::chrono::milliseconds metrics_every{5000};
+  // How long a node's zone (its topology.kubernetes.io/zone label) is kept before it is read
+  // again.
+  std::chrono::milliseconds zones_every{60000};
 };
 
 class KubePlatform final : public control::Platform {
@@ -77,6 +80,9 @@ class KubePlatform final : public control::Platform {
 
  private:
   void RefreshMetrics();
+  // Reads the zone of each of `nodes` not read within zones_every (GET of the node: the
+  // ClusterRole's nodes get; without it zones stay unknown, said once in the log).
+  void RefreshZones(const std::set<std::string>& nodes);
 
   kubeapi::KubeClient& client_;
   kubeapi::Informer& pods_;
@@ -90,6 +96,12 @@ class KubePlatform final : public control::Platform {
   std::map<std::string, double> cpu_ GUARDED_BY(mu_);  // pod -> utilisation of its app containers
   std::chrono::steady_clock::time_point metrics_at_ GUARDED_BY(mu_){};
   bool metrics_known_ GUARDED_BY(mu_) = false;
+  struct Zone {
+    std::string name;  // "" when the node has no zone label, or could not be read
+    std::chrono::steady_clock::time_point at;
+  };
+  std::map<std::string, Zone> zones_ GUARDED_BY(mu_);  // node -> its zone
+  bool zones_forbidden_said_ GUARDED_BY(mu_) = false;
   // status.controlRevision as this platform last wrote or loaded it (SaveState's precondition).
   std::optional<int64_t> control_revision_ GUARDED_BY(mu_);
 };

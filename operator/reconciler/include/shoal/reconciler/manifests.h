@@ -37,6 +37,8 @@ inline constexpr const char* kSidecarContainer = "shoal-sidecar";
 inline constexpr int64_t kSidecarUid = 65532;
 inline constexpr const char* kFinalizer = "shoal.dev/cleanup";
 inline constexpr const char* kTopicLabel = "shoal.dev/topic";
+// The well-known label of a node's zone (copies of a partition go to distinct zones first).
+inline constexpr const char* kZoneLabel = "topology.kubernetes.io/zone";
 
 // The operator's settings that shape the objects.
 struct ManifestOptions {
