@@ -343,6 +343,15 @@ Result<std::string> Topic::ExportProducers(PartitionId id, const SuccessorRef* s
     return Status::NotFound("partition " + std::to_string(id.value()) + " is not on this sidecar");
   }
   if (successor) SHOAL_RETURN_IF_ERROR(part->ConfirmSuccessor(*successor));
+  // Asked as a sealed parent (`end`, the end the successor's map records) while not sealed
+  // here: this pod holds an older map than the asker (a failover gave the partition back to it
+  // and it has not taken that map's seal yet, which cuts what it took past the sealed end as a
+  // replaced leader). Its producer state may know events the partition never kept.
+  if (end && !part->sealed_end()) {
+    return Status::FailedPrecondition("partition " + std::to_string(id.value()) +
+                                      " is not sealed here yet (this pod holds an older map "
+                                      "than the successor's); retry");
+  }
   if (const auto sealed = part->sealed_end(); end && sealed && *sealed != *end) {
     return Status::Conflict("partition " + std::to_string(id.value()) + " is sealed at " +
                             std::to_string(*sealed) + ", not at " + std::to_string(*end) +
