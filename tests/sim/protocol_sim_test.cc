@@ -93,7 +93,10 @@ TEST(ReplicatedProtocolSimRegressionTest, SchedulesThatFoundDefectsPass) {
                36847, 55530, 56472, 59033, 63575, 80907,
                // A parent's stale leader handed on a producer state with an event its sealed
                // end leaves out: a retry was answered duplicate, then the event was cut (9, 6).
-               90483},
+               90483,
+               // A wiped leader given again the map that made its partition led it empty at
+               // the same leader epoch, and its copy cut an acknowledged event (11).
+               58944},
               /*replicated=*/1);
 }
 

@@ -588,7 +588,39 @@ void Topic::RefreshRemoteCommits() {
   }
 }
 
+Status Topic::CheckCopiesOfNewPartitions(const PartitionMap& next) {
+  if (!peers_) return Status::Ok();
+  for (const auto& p : next.partitions()) {
+    if (p.owner != opts_.pod || p.lost || p.replicas.empty() || p.born != next.epoch() ||
+        p.leader_epoch > p.born || next.epoch() != next.epoch()) {
+      continue;
+    }
+    for (const auto& f : p.replicas) {
+      const PeerAddress* addr = next.Peer(f);
+      if (!addr) continue;
+      // No copy there (404), or no answer: nothing is known against this pod.
+      auto copy = peers_->FetchCopyCommits(*addr, p.id);
+      if (!copy.ok() || copy->end_offset == 0) continue;
+      return Status::DataLost(
+          "the map of epoch " + std::to_string(next.epoch().value()) + " gives partition " +
+          std::to_string(p.id.value()) + ", which it makes, to this pod, but its copy on " +
+          f.value() + " holds " + std::to_string(copy->end_offset) +
+          " events this pod appended before its volume was emptied: its data is gone; the "
+          "coordinator must fail the partition over");
+    }
+  }
+  return Status::Ok();
+}
+
 Result<InstallOutcome> Topic::InstallMap(const PartitionMap& next) {
+  // A pod that holds no map (a first start, or a volume emptied) cannot tell a partition the
+  // map makes from one it led before its volume was emptied, when the map is the one that made
+  // it (CheckNothingLost passes those): leading it empty at the same leader epoch, it would
+  // make its copies cut what they hold of it (invariant 11). Its copies tell: asked before the
+  // install lock, as the retirement facts are.
+  if (map().epoch().value() == 0 && next.topic() == opts_.topic && next.Validate().ok()) {
+    SHOAL_RETURN_IF_ERROR(CheckCopiesOfNewPartitions(next));
+  }
   // A map that retires partitions is checked against every peer's groups and the holders'
   // commits, asked before the install lock; their answers hold for the map held when they were
   // asked, so a map that changed meanwhile asks again.
