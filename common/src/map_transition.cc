@@ -128,11 +128,7 @@ Status CheckMapTransition(const PodName& pod, const std::vector<HeldPartitionSta
       continue;
     }
     // Sealed by the map: the seal happened here first (the change's step 1) and the map records
-    // exactly it, end offset and successors. Unless a failover gives the partition back to this
-    // pod at a newer leader epoch: it was sealed at the leader that replaced this one, and this
-    // pod takes the map's seal as a copy made the leader does (the failover chose it holding
-    // the sealed end).
-    if (!seal && info->leader_epoch > info->born && info->LeaderEpoch() > h.leader_epoch) continue;
+    // exactly it, end offset and successors.
     if (!seal) {
       return Status::Conflict("the map seals " + pid +
                               ", which is not sealed here: seal it first (POST /v1/admin/seal)");

@@ -88,12 +88,6 @@ TEST(ReplicatedProtocolSimRegressionTest, SchedulesThatFoundDefectsPass) {
                // A retry answered duplicate from a replaced leader's entry that leads again,
                // whose later copy was cut: the simulation lost track of where it is (25755).
                25755,
-               // A pod given back by a failover a partition sealed at the leader that had
-               // replaced it refused the map for ever: "seal it first" (invariant 8).
-               36847, 55530, 56472, 59033, 63575, 80907,
-               // A parent's stale leader handed on a producer state with an event its sealed
-               // end leaves out: a retry was answered duplicate, then the event was cut (9, 6).
-               90483,
                // A wiped leader given again the map that made its partition led it empty at
                // the same leader epoch, and its copy cut an acknowledged event (11).
                58944},

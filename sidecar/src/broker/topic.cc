@@ -661,7 +661,6 @@ Result<InstallOutcome> Topic::InstallLocked(const PartitionMap& next,
   SHOAL_RETURN_IF_ERROR(SeedOpened(next, *opened));
   const double seeded_ms = ms_since(t0);
   Status st = UnsealLostSeals(next, *opened);
-  if (st.ok()) st = TakeSealsOfFailovers(next);
   // Persist, then take effect. A crash between the two re-opens the new map on restart.
   if (st.ok()) st = fs_.WriteFileAtomic(MapPath(), next.ToJson());
   if (!st.ok()) {
@@ -752,7 +751,19 @@ Result<Topic::OwnedPartitions> Topic::OpenOwned(const PartitionMap& next) {
     // leader had) and is cut.
     if (info && !info->active() && !info->lost && p->follower() && !p->sealed_end()) {
       // (ReturnCopies moves the copies out of `opened`: nothing of `p` is read after it.)
-      if (Status st = TakeMapSeal(*info, *p); !st.ok()) {
+      Status st = Status::Ok();
+      if (p->end_offset() < info->end_offset) {
+        st = Status::Unavailable("the copy of sealed partition " + std::to_string(id.value()) +
+                                 " holds " + std::to_string(p->end_offset()) +
+                                 " events, less than its sealed end " +
+                                 std::to_string(info->end_offset) + ": it cannot lead it");
+      } else if (p->end_offset() > info->end_offset) {
+        st = p->CutTo(info->end_offset);
+      }
+      if (st.ok()) {
+        if (auto sealed = p->Seal(); !sealed.ok()) st = sealed.status();
+      }
+      if (!st.ok()) {
         ReturnCopies(opened);
         return st;
       }
@@ -811,38 +822,6 @@ Status Topic::SeedOpened(const PartitionMap& next, OwnedPartitions& opened) {
     }
   }
   return seeded;
-}
-
-Status Topic::TakeMapSeal(const PartitionInfo& info, Partition& p) {
-  if (p.end_offset() < info.end_offset) {
-    return Status::Unavailable("the copy of sealed partition " + std::to_string(info.id.value()) +
-                               " holds " + std::to_string(p.end_offset()) +
-                               " events, less than its sealed end " +
-                               std::to_string(info.end_offset) + ": it cannot lead it");
-  }
-  if (p.end_offset() > info.end_offset) SHOAL_RETURN_IF_ERROR(p.CutTo(info.end_offset));
-  auto sealed = p.Seal();
-  return sealed.ok() ? Status::Ok() : sealed.status();
-}
-
-Status Topic::TakeSealsOfFailovers(const PartitionMap& next) {
-  // A partition this pod led until a failover moved it away, that was sealed at the leader that
-  // replaced it while this pod held an older map, and that a later failover gives back to it
-  // (CheckMapTransition lets such a map in): it takes the map's seal, as a copy made the leader
-  // does in OpenOwned.
-  const PartitionMap held = map();
-  ReaderLock lock(map_mu_);
-  for (const auto& [id, p] : partitions_) {
-    const PartitionInfo* info = next.Find(id);
-    const PartitionInfo* before = held.Find(id);
-    if (!info || info->active() || info->lost || info->owner != opts_.pod || p->sealed_end() ||
-        !before || info->leader_epoch <= info->born ||
-        info->LeaderEpoch() <= before->LeaderEpoch()) {
-      continue;
-    }
-    SHOAL_RETURN_IF_ERROR(TakeMapSeal(*info, *p));
-  }
-  return Status::Ok();
 }
 
 Status Topic::UnsealLostSeals(const PartitionMap& next, const OwnedPartitions& opened) {

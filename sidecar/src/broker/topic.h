@@ -455,15 +455,10 @@ class Topic {
   void ReturnCopies(OwnedPartitions& opened) REQUIRES(install_mu_);
   // Undoes seals made for changes that lost to `next`: of the partitions led here, of the copies
   // followed here, and of the copies among `opened` that `next` makes this pod lead.
-  // A copy made the leader of a sealed partition takes the seal the map records (its end
-  // offset; what it holds past it was never acknowledged and is cut). Unavailable when it holds
-  // less than the sealed end.
-  Status TakeMapSeal(const PartitionInfo& info, Partition& p);
   // For a pod that holds no map: DataLost when a partition `next` makes and gives this pod,
   // replicated, already has events on one of its copies (this pod led it before its volume was
   // emptied). Asks the copies (FetchCopyCommits); holds no lock.
   Status CheckCopiesOfNewPartitions(const PartitionMap& next);
-  Status TakeSealsOfFailovers(const PartitionMap& next) REQUIRES(install_mu_);
   Status UnsealLostSeals(const PartitionMap& next, const OwnedPartitions& opened)
       REQUIRES(install_mu_);
   // Makes `next` the map with `opened` held; moves what it no longer lists to `retired`.
