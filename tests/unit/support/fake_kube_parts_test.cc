@@ -254,6 +254,7 @@ std::vector<Grant> OperatorNeeds() {
   add("events.k8s.io", "events", {"create", "patch"});
   add("coordination.k8s.io", "leases", {"get", "create", "update"});
   add("metrics.k8s.io", "pods", {"list"});
+  add("", "nodes", {"get"});
   return out;
 }
 
