@@ -149,8 +149,8 @@ T Get(const char* p) {
 
 }  // namespace
 
-uint32_t AppendFetchBlock(const FetchBlock& b, std::string& out, int version,
-                          const std::function<Result<size_t>(std::string*)>& read_records) {
+FetchBlockMark StartFetchBlock(const FetchBlock& b, std::string& out, int version) {
+  FetchBlockMark mark;
   Put<uint32_t>(out, b.id.value());
   Put<uint32_t>(out, static_cast<uint32_t>(b.code));
   Put<uint64_t>(out, b.high_watermark);
@@ -158,7 +158,7 @@ uint32_t AppendFetchBlock(const FetchBlock& b, std::string& out, int version,
   Put<uint64_t>(out, b.log_end);
   Put<uint64_t>(out, b.leader_epoch.value());
   Put<uint64_t>(out, b.first);
-  const size_t counts_at = out.size();
+  mark.counts_at = out.size();
   Put<uint32_t>(out, b.count);
   Put<uint32_t>(out, static_cast<uint32_t>(b.records.size()));
   Put<uint32_t>(out, static_cast<uint32_t>(b.epochs.size()));
@@ -170,25 +170,23 @@ uint32_t AppendFetchBlock(const FetchBlock& b, std::string& out, int version,
     Put<uint64_t>(out, e.epoch);
     Put<uint64_t>(out, e.start);
   }
-  uint32_t count = b.count;
-  if (read_records) {
-    const size_t from = out.size();
-    auto read = read_records(&out);
-    count = read.ok() ? static_cast<uint32_t>(*read) : 0;
-    if (!read.ok()) out.resize(from);
-    const auto bytes = static_cast<uint32_t>(out.size() - from);
-    std::memcpy(out.data() + counts_at, &count, 4);
-    std::memcpy(out.data() + counts_at + 4, &bytes, 4);
-  } else {
-    out += b.records;
-  }
+  mark.records_at = out.size();
+  return mark;
+}
+
+void EndFetchBlock(const FetchBlock& b, std::string& out, int version, const FetchBlockMark& mark,
+                   uint32_t count) {
+  const auto bytes = static_cast<uint32_t>(out.size() - mark.records_at);
+  std::memcpy(out.data() + mark.counts_at, &count, 4);
+  std::memcpy(out.data() + mark.counts_at + 4, &bytes, 4);
   if (b.commits_incarnation) out += b.commits;
   if (version >= 3) out += b.producers;
-  return count;
 }
 
 void AppendFetchBlock(const FetchBlock& b, std::string& out, int version) {
-  (void)AppendFetchBlock(b, out, version, nullptr);
+  const FetchBlockMark mark = StartFetchBlock(b, out, version);
+  out += b.records;
+  EndFetchBlock(b, out, version, mark, b.count);
 }
 
 void FinishFetchAnswer(std::string& body, uint32_t blocks, int version) {

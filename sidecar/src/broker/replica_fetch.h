@@ -27,7 +27,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -94,7 +93,7 @@ struct FetchBlock {
   uint64_t first = 0;   // offset of the first record in `records`
   uint32_t count = 0;   // records in `records`
   // Encoded as stored. A parsed answer's blocks view the answer's bytes (keep it while they
-  // are used); a leader appends them straight into its answer (AppendFetchBlock's reader).
+  // are used); a leader appends them straight into its answer (StartFetchBlock).
   std::string_view records;
   // The leader's epochs (Partition::epochs), for the follower's own record of them.
   std::vector<replication::EpochStart> epochs;
@@ -109,11 +108,16 @@ struct FetchBlock {
 };
 
 void AppendFetchBlock(const FetchBlock& b, std::string& out, int version = 3);
-// The same with the records appended to `out` by `read_records` in place of b.records (no copy
-// of them in between): it returns how many records it appended, or an error (then none are
-// sent). Returns that count (0 on an error).
-uint32_t AppendFetchBlock(const FetchBlock& b, std::string& out, int version,
-                          const std::function<Result<size_t>(std::string*)>& read_records);
+// The same in two steps, for a leader that appends the records to `out` itself in between (no
+// copy of them): StartFetchBlock writes what comes before them; EndFetchBlock records `count`
+// and the bytes appended since, and writes what follows them. b.records is not used.
+struct FetchBlockMark {
+  size_t counts_at = 0;   // where the record count and byte size are
+  size_t records_at = 0;  // where the records begin
+};
+FetchBlockMark StartFetchBlock(const FetchBlock& b, std::string& out, int version);
+void EndFetchBlock(const FetchBlock& b, std::string& out, int version, const FetchBlockMark& mark,
+                   uint32_t count);
 // The answer holding `blocks` already appended with AppendFetchBlock to `body` (after an empty
 // 8-byte header that this fills in).
 void FinishFetchAnswer(std::string& body, uint32_t blocks, int version = 3);

@@ -281,7 +281,7 @@ bool Topic::ServeFetch(const FetchRequest& request, std::string* body) {
     for (const auto& fp : request.partitions) {
       FetchBlock b;
       b.id = fp.id;
-      std::function<Result<size_t>(std::string*)> read;
+      Partition* read_from = nullptr;  // the records go straight from its log into the answer
       const PartitionInfo* info = map_.Find(fp.id);
       auto it = partitions_.find(fp.id);
       if (!info || !HeldHere(*info) || it == partitions_.end()) {
@@ -336,18 +336,21 @@ bool Topic::ServeFetch(const FetchRequest& request, std::string* body) {
             b.producers = p.ExportInheritedProducers();
           }
           b.first = fp.from;
-          if (fp.from < b.log_end && budget > 0) {
-            // The records go straight from the log into the answer.
-            read = [&p, &budget, from = fp.from](std::string* out) -> Result<size_t> {
-              const size_t before = out->size();
-              auto count = p.ReadCopy(from, budget, out);
-              budget -= std::min(budget, out->size() - before);
-              return count;
-            };
-          }
+          if (fp.from < b.log_end && budget > 0) read_from = &p;
         }
       }
-      const uint32_t count = AppendFetchBlock(b, *body, request.version, read);
+      const FetchBlockMark mark = StartFetchBlock(b, *body, request.version);
+      uint32_t count = 0;
+      if (read_from) {
+        auto read = read_from->ReadCopy(fp.from, budget, body);
+        if (read.ok()) {
+          count = static_cast<uint32_t>(*read);
+        } else {
+          body->resize(mark.records_at);
+        }
+        budget -= std::min(budget, body->size() - mark.records_at);
+      }
+      EndFetchBlock(b, *body, request.version, mark, count);
       now |= b.code != FetchCode::kOk || count > 0 || b.commits_incarnation != 0 ||
              !b.producers.empty();
       ++n;
