@@ -527,6 +527,53 @@ TEST(ReplicationTest, ACommitMadeToTheOldLeaderOfAPartitionSealedSinceGoesToTheN
   CommitAtTheOldLeaderAndReadOn(c, now_leads);
 }
 
+// TakeABatchFromTheLeader, then pod 0 is killed once both copies hold the events (neither
+// refetches what a first start marked) and partition 0 fails over; its new leader's index.
+void TakeABatchAndFailOver(SidecarCluster& c, size_t* now_leads) {
+  ASSERT_TRUE(c.Start().ok()) << c.Describe();
+  ASSERT_NO_FATAL_FAILURE(TakeABatchFromTheLeader(c));
+  ASSERT_TRUE(
+      WaitFor([&] { return FollowedEnds(c, 1)[0] == 100 && FollowedEnds(c, 2)[0] == 100; }, 10s))
+      << c.Describe();
+  c.pod(0).Kill9();
+  *now_leads = FailOver(c, 0, {1, 2});
+  ASSERT_NE(*now_leads, 0u);
+}
+
+// A whole-partition batch is recorded as a lease that the copies hold before it goes out: after
+// a failover the new leader hands it to no other consumer of the group while its reader may
+// still commit it (the test's first consumer, at the new leader, gets nothing of it), and the
+// reader's commit, made to its own pod, releases what comes after it.
+TEST(ReplicationTest, ABatchHandedOutBeforeAFailoverGoesToNoOtherConsumerBeforeItsReaderCommits) {
+  SidecarCluster c(Options());
+  size_t now_leads = 0;
+  ASSERT_NO_FATAL_FAILURE(TakeABatchAndFailOver(c, &now_leads));
+  client::ShoalClient leader(c.pod(now_leads).data_url(), "orders", 10s);
+  // The new leader hands out events of partition 0 (to another group) ...
+  ASSERT_EQ(ReadAllSeqs(leader, "audit", 100).size(), 100u) << c.Describe();
+  // ... but not billing's batch, nor anything after it.
+  auto got = leader.Consume("billing", 10000, 300);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(got->empty()) << got->size() << " events handed out again, from offset "
+                            << got->front().offset;
+  ASSERT_TRUE(c.pod(0).Restart().ok()) << c.Describe();
+  ASSERT_TRUE(InstallCurrent(c, 0).ok()) << c.Describe();
+  CommitAtTheOldLeaderAndReadOn(c, now_leads);
+}
+
+// A batch whose reader never commits it comes back after redelivery_ms at the new leader, whole
+// (at-least-once).
+TEST(ReplicationTest, ABatchHandedOutBeforeAFailoverAndNeverCommittedComesBackWhole) {
+  SidecarCluster c(Options({"--redelivery-ms", "1500"}));
+  size_t now_leads = 0;
+  ASSERT_NO_FATAL_FAILURE(TakeABatchAndFailOver(c, &now_leads));
+  client::ShoalClient leader(c.pod(now_leads).data_url(), "orders", 10s);
+  const auto seqs = ReadAllSeqs(leader, "billing", 100);
+  ASSERT_EQ(seqs.size(), 100u) << c.Describe();
+  EXPECT_EQ(seqs.front(), 1u);
+  EXPECT_EQ(seqs.back(), 100u);
+}
+
 // Whether pod i, leading every partition in `ids`, says each one's inherited producer state is
 // durable (GET /v1/admin/partitions: on the leader and, with copies, on every follower).
 bool ProducersDurable(SidecarCluster& c, size_t i, const std::vector<uint32_t>& ids) {

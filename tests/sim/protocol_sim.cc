@@ -1620,7 +1620,11 @@ void World::ConsumeAction(Group& g, Pod& pod, bool quiet) {
   const size_t max = g.kind == Group::Kind::kSlow && !quiet ? 1 + Pick(3) : 1 + Pick(50);
   std::string out;
   g.first_request = std::min(g.first_request, event_);
-  auto n = t->Consume(g.name, max, &out);
+  // The frontend answers once a quorum holds the batches' leases or the replication timeout
+  // passed (DataFrontend::Hand), whichever comes first: the simulation answers at once, the
+  // timeout's case.
+  std::vector<broker::QuorumWait> lease_waits;
+  auto n = t->Consume(g.name, max, &out, &lease_waits);
   if (!n.ok()) {
     Trace("consume " + g.name + " at " + pod.name + ": " + n.status().ToString());
     return;

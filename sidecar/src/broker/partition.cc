@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <ranges>
 #include <sstream>
 #include <unordered_set>
 
@@ -1166,9 +1167,12 @@ Result<size_t> Partition::ReadForGroup(const std::string& group, size_t max, siz
     ++n;
   }
   if (!batch.records.empty()) c.next = batch.records.back().offset + 1;
-  if (n > 0 && sealed_.load() && !opts_.pod.empty()) {
-    // A sealed partition's successors may read it through ranges after a restart of this
-    // sidecar: the batch is recorded, so that the late commit of it still means this batch.
+  if (n > 0 && !opts_.pod.empty() && (sealed_.load() || commit_quorum_->replicated())) {
+    // The batch is recorded in the commit store, so that the late commit of it still means this
+    // batch: a sealed partition's successors may read it through ranges after a restart of this
+    // sidecar, and a replicated one's copies mirror the lease, so that a copy made the leader by
+    // a failover does not hand the batch to another consumer of the group while the one that
+    // holds it is about to commit it (Topic::Consume answers once a quorum holds the lease).
     storage::ReadLease lease{opts_.pod, {opts_.range}, c.next, c.next, false};
     SHOAL_RETURN_IF_ERROR(commits_->PutLease(group, lease, opts_.fsync == FsyncPolicy::kAlways));
     lease_times_[{group, opts_.pod}] = {clock_.NowMs(), false, false};
@@ -1186,9 +1190,21 @@ Status Partition::Commit(const std::string& group, Offset commit) {
                                    std::to_string(end) + " of partition " +
                                    std::to_string(id_.value()));
   }
-  auto moved = commits_->Commit(group, commit, opts_.fsync == FsyncPolicy::kAlways);
+  const bool sync = opts_.fsync == FsyncPolicy::kAlways;
+  auto moved = commits_->Commit(group, commit, sync);
   if (!moved.ok()) return moved.status();
   MutexLock lock(cursor_mu_);
+  if (commits_->HasLeases(group)) {
+    // Every batch out that ends at or below the commit is committed now, at every hash point:
+    // complete (a failover's new leader takes the commit of a batch its old leader handed out,
+    // passed on by the reader's pod, as a whole-partition one).
+    for (auto lease : commits_->LeasesOf(group) | std::views::values) {
+      if (lease.complete || lease.last > offset) continue;
+      lease.complete = true;
+      SHOAL_RETURN_IF_ERROR(commits_->PutLease(group, lease, sync));
+      lease_times_.erase({group, lease.reader});
+    }
+  }
   // A group that only commits (its reads go elsewhere, or not yet) gets a cursor too: at its
   // commit, which is where a first read would put it; its time says the group is alive.
   auto [it, fresh] = cursors_.try_emplace(group);

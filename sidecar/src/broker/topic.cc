@@ -390,7 +390,8 @@ std::vector<Topic::ReadJob> Topic::PlanReads(const std::string& group) {
   return jobs;
 }
 
-Result<size_t> Topic::Consume(const std::string& group, size_t max, std::string* out) {
+Result<size_t> Topic::Consume(const std::string& group, size_t max, std::string* out,
+                              std::vector<QuorumWait>* quorum) {
   constexpr size_t kMaxBytes = 4 << 20;
   // Known topic-wide from its first request (invariant 4), on disk before anything is served.
   SHOAL_RETURN_IF_ERROR(registry_->Touch(group, clock_.NowMs()));
@@ -398,6 +399,7 @@ Result<size_t> Topic::Consume(const std::string& group, size_t max, std::string*
   size_t total = 0, through = 0;
   Status failed;
   std::vector<ReadJob> remote;
+  std::vector<QuorumWait> awaited;
   {
     ReaderLock lock(map_mu_);
     std::vector<ReadJob> jobs = PlanReads(group);
@@ -412,6 +414,10 @@ Result<size_t> Topic::Consume(const std::string& group, size_t max, std::string*
       Result<size_t> n = size_t{0};
       if (job.whole) {
         n = job.local->ReadForGroup(group, max - total, kMaxBytes, total > 0, out);
+        // The batch's lease (Partition::ReadForGroup) is held by a quorum before it goes out.
+        if (n.ok() && *n > 0) {
+          if (auto w = CommitWait(*job.local)) awaited.push_back(std::move(*w));
+        }
       } else {
         auto b = job.local->ReadRanges(group, opts_.pod.value(), job.ranges, max - total,
                                        kMaxBytes, total > 0, out);
@@ -439,6 +445,11 @@ Result<size_t> Topic::Consume(const std::string& group, size_t max, std::string*
   if (total == 0 && !failed.ok()) return failed;
   out->append("]}");
   probe_.Delivered(group, total, through, from_peers);
+  if (!awaited.empty()) {
+    if (on_append_) on_append_();  // parked fetches carry the leases on
+    // Handed out without a quorum if none comes (DataFrontend::Hand says why).
+    (void)HandOverOrAwait(std::move(awaited), quorum);
+  }
   return total;
 }
 

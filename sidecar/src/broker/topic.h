@@ -229,7 +229,12 @@ class Topic {
                  std::vector<QuorumWait>* quorum = nullptr);
 
   // Writes up to `max` events for `group` into `out` as {"events":[...]}; returns how many.
-  Result<size_t> Consume(const std::string& group, size_t max, std::string* out);
+  // Whole-partition batches of replicated partitions are recorded as leases in their commit
+  // stores (Partition::ReadForGroup); under acks quorum the answer waits until a quorum of the
+  // copies holds them, at most replication_timeout_ms (DataFrontend::Hand): with `quorum`, what
+  // to wait for is appended there for the caller (as Produce's); without, waited for here.
+  Result<size_t> Consume(const std::string& group, size_t max, std::string* out,
+                         std::vector<QuorumWait>* quorum = nullptr);
   bool HasDataFor(const std::string& group);
   // Records a group's commit. Of a replicated partition under acks quorum, the commit counts
   // once a quorum of its copies holds it (Partition::commit_quorum): with `quorum`, what to wait

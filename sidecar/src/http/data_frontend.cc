@@ -297,14 +297,14 @@ void DataFrontend::ConsumeNow(const http_request& req, const std::string& group,
                               int64_t wait_ms) {
   NoteAsked(group);
   std::string out;
-  auto n = topic_.Consume(group, max, &out);
+  std::vector<broker::QuorumWait> quorum;
+  auto n = topic_.Consume(group, max, &out, &quorum);
   if (!n.ok()) {
     Fail(req, "consume", n.status());
     return;
   }
   if (*n > 0 || wait_ms == 0) {
-    NoteHanded(group, *n);
-    Answer(req, "consume", 200, std::move(out));
+    Hand(req, group, *n, std::move(out), std::move(quorum));
     return;
   }
   {
@@ -379,7 +379,8 @@ void DataFrontend::Serve(Waiter w) {
   auto waiter = std::make_shared<Waiter>(std::move(w));
   workers_.Submit([this, waiter] {
     std::string out;
-    auto n = topic_.Consume(waiter->group, waiter->max, &out);
+    std::vector<broker::QuorumWait> quorum;
+    auto n = topic_.Consume(waiter->group, waiter->max, &out, &quorum);
     const auto now = std::chrono::steady_clock::now();
     std::unique_lock<std::mutex> lock(wait_mu_);
     if (!n.ok()) {
@@ -387,8 +388,7 @@ void DataFrontend::Serve(Waiter w) {
       Fail(waiter->request, "consume", n.status());
     } else if (*n > 0 || stopping_ || now >= waiter->deadline) {
       lock.unlock();
-      NoteHanded(waiter->group, *n);
-      Answer(waiter->request, "consume", 200, std::move(out));
+      Hand(waiter->request, waiter->group, *n, std::move(out), std::move(quorum));
     } else {
       // Another request of the group took them first, or a peer had nothing yet: parked again,
       // and the poller looks at its deadline.
@@ -400,6 +400,40 @@ void DataFrontend::Serve(Waiter w) {
     lock.lock();
     if (--serving_ == 0) served_cv_.notify_all();
   });
+}
+
+void DataFrontend::Hand(const http_request& req, const std::string& group, size_t n,
+                        std::string out, std::vector<broker::QuorumWait> quorum) {
+  NoteHanded(group, n);
+  if (quorum.empty()) {
+    Answer(req, "consume", 200, std::move(out));
+    return;
+  }
+  // The batches' leases are held by a quorum of their partitions' copies before the events go
+  // out (Topic::Consume), without holding a thread; the answer leaves when the last is. Without
+  // a quorum within replication_timeout_ms the events go out all the same: they are
+  // acknowledged events, and a lease that only the leader holds costs at most a redelivery if
+  // the leader fails before its copies take it (at-least-once), where a refusal would stop the
+  // group while a quorum is missing.
+  struct Pending {
+    std::mutex mu;
+    size_t left;
+    std::string out;
+  };
+  auto pending = std::make_shared<Pending>();
+  pending->left = quorum.size();
+  pending->out = std::move(out);
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(topic_.options().replication_timeout_ms);
+  for (auto& w : quorum) {
+    w.tracker->OnReached(w.end, deadline, [this, req, pending](Status) {
+      {
+        std::lock_guard<std::mutex> lock(pending->mu);
+        if (--pending->left > 0) return;
+      }
+      Answer(req, "consume", 200, std::move(pending->out));
+    });
+  }
 }
 
 void DataFrontend::NoteAsked(const std::string& group) {

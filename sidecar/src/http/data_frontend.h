@@ -71,6 +71,9 @@ class DataFrontend {
   void PollLoop();
   // Consumes for a parked request on the pool and answers it, or parks it again.
   void Serve(Waiter w);
+  // Answers a consume with the `n` events of `out`, once `quorum` (Topic::Consume) is reached.
+  void Hand(const web::http::http_request& req, const std::string& group, size_t n, std::string out,
+            std::vector<broker::QuorumWait> quorum);
   // The consumers' busy time (SidecarProbe::ConsumerBusy): a group asked again, or was handed
   // `n` events.
   void NoteAsked(const std::string& group);
