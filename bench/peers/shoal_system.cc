@@ -7,10 +7,10 @@
 #include "peer_system.h"
 #include "server_process.h"
 #include "shoal/client/batch_driver.h"
-#include "shoal/control/process.h"
-#include "shoal/client/raw_http.h"
 #include "shoal/client/shoal_client.h"
+#include "shoal/common/raw_http.h"
 #include "shoal/common/wire.h"
+#include "shoal/control/process.h"
 
 namespace shoal::bench {
 
@@ -40,7 +40,7 @@ class ShoalProducer final : public PeerProducer {
   }
 
  private:
-  client::RawHttpConnection conn_;
+  RawHttpConnection conn_;
   const std::string path_;
   std::vector<std::string> bodies_;
   std::vector<std::vector<size_t>> stamps_;
@@ -96,7 +96,7 @@ class ShoalConsumer final : public PeerConsumer {
   }
 
  private:
-  client::RawHttpConnection conn_;
+  RawHttpConnection conn_;
   const std::string events_path_, commits_path_;
   std::string answer_;
 };

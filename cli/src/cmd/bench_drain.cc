@@ -20,10 +20,10 @@
 #include "cmd/commands.h"
 #include "cmd/scrape.h"
 #include "shoal/client/admin_client.h"
-#include "shoal/client/raw_http.h"
 #include "shoal/client/verifier.h"
 #include "shoal/client/workload.h"
 #include "shoal/common/json.h"
+#include "shoal/common/raw_http.h"
 #include "shoal/control/change_executor.h"
 #include "shoal/control/process.h"
 
@@ -81,7 +81,7 @@ Result<DrainRun> RunOnce(const DrainOptions& o, int k, bool range_reads) {
   std::vector<client::AckedEvent> acked;
   std::map<std::string, uint64_t> per_key;
   {
-    client::RawHttpConnection conn(pods[0].host, pods[0].port);
+    RawHttpConnection conn(pods[0].host, pods[0].port);
     for (uint64_t sent = 0; sent < o.backlog;) {
       std::string body = "{\"events\":[";
       const uint64_t n = std::min<uint64_t>(1000, o.backlog - sent);

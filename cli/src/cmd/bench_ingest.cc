@@ -17,9 +17,9 @@
 
 #include "cmd/commands.h"
 #include "shoal/client/batch_driver.h"
-#include "shoal/control/process.h"
-#include "shoal/client/raw_http.h"
 #include "shoal/client/shoal_client.h"
+#include "shoal/common/raw_http.h"
+#include "shoal/control/process.h"
 
 namespace shoal::cli {
 
@@ -111,10 +111,10 @@ int Run(const IngestOptions& o) {
   const std::string path = "/v1/topics/" + o.topic + "/events";
 
   double cpu_at_measure = sidecar ? CpuSecondsOf(sidecar->process.pid()) : 0;
-  std::vector<std::unique_ptr<client::RawHttpConnection>> conns;
+  std::vector<std::unique_ptr<RawHttpConnection>> conns;
   std::vector<std::string> answers(o.connections);
   for (int c = 0; c < o.connections; ++c) {
-    conns.push_back(std::make_unique<client::RawHttpConnection>(host, port));
+    conns.push_back(std::make_unique<RawHttpConnection>(host, port));
   }
   client::DriveOptions drive;
   drive.connections = o.connections;

@@ -18,11 +18,11 @@
 
 #include "cmd/commands.h"
 #include "shoal/client/admin_client.h"
-#include "shoal/control/process.h"
-#include "shoal/client/raw_http.h"
 #include "shoal/client/shoal_client.h"
 #include "shoal/common/hash.h"
+#include "shoal/common/raw_http.h"
 #include "shoal/control/change_executor.h"
+#include "shoal/control/process.h"
 
 namespace shoal::cli {
 
@@ -88,7 +88,7 @@ int Run(const PauseOptions& o) {
       }
       body += "]}";
       const auto& owner = pods[victim.owner == PodName("pod-0") ? 0 : 1];
-      client::RawHttpConnection conn(owner.host, owner.port);
+      RawHttpConnection conn(owner.host, owner.port);
       for (uint64_t sent = 0; sent < o.backlog; sent += 1000) {
         auto code = conn.Request("POST", "/v1/topics/bench/events", body, nullptr);
         if (!code.ok() || *code != 200) {
@@ -102,7 +102,7 @@ int Run(const PauseOptions& o) {
     std::atomic<bool> stop{false};
     std::atomic<double> max_gap_ms{0};
     std::thread probe([&] {
-      client::RawHttpConnection conn(pods[0].host, pods[0].port);
+      RawHttpConnection conn(pods[0].host, pods[0].port);
       const std::string body = "{\"events\":[{\"key\":\"" + probe_key + "\",\"value\":1}]}";
       auto last_ack = std::chrono::steady_clock::now();
       while (!stop.load()) {

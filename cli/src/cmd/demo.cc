@@ -12,9 +12,9 @@
 #include <set>
 
 #include "cmd/commands.h"
-#include "shoal/control/process.h"
-#include "shoal/client/raw_http.h"
 #include "shoal/client/shoal_client.h"
+#include "shoal/common/raw_http.h"
+#include "shoal/control/process.h"
 
 namespace shoal::cli {
 
@@ -184,7 +184,7 @@ int Run(const DemoOptions& o) {
     }
   }
   std::string metrics;
-  client::RawHttpConnection mc(sidecar.host, sidecar.metrics_port);
+  RawHttpConnection mc(sidecar.host, sidecar.metrics_port);
   if (auto m = mc.Request("GET", "/metrics", "", &metrics); m.ok()) {
     Step("a few of its metrics (http://" + sidecar.host + ":" +
          std::to_string(sidecar.metrics_port) + "/metrics)");

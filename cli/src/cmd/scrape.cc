@@ -1,11 +1,11 @@
 #include "cmd/scrape.h"
 
-#include "shoal/client/raw_http.h"
+#include "shoal/common/raw_http.h"
 
 namespace shoal::cli {
 
 std::vector<control::PromSample> Scrape(const std::string& host, uint16_t port) {
-  client::RawHttpConnection conn(host, port);
+  RawHttpConnection conn(host, port);
   std::string body;
   auto code = conn.Request("GET", "/metrics", "", &body);
   if (!code.ok() || *code != 200) return {};

@@ -7,6 +7,7 @@
 #include <cpprest/http_client.h>
 #include <simdjson.h>
 
+#include "broker/replica_fetch.h"
 #include "shoal/common/wire.h"
 
 namespace shoal::http {
@@ -200,7 +201,46 @@ Status HttpPeerClient::ForwardCommit(const PeerAddress& leader, const std::strin
 
 Result<std::string> HttpPeerClient::FetchReplica(const PeerAddress& leader,
                                                  const std::string& body) {
-  return Call(leader.admin, "POST", "/v1/admin/replica/fetch", body, true);
+  static constexpr std::string_view kPath = "/v1/admin/replica/fetch";
+  const std::string what = "POST " + leader.admin + std::string(kPath);
+  std::unique_ptr<RawHttpConnection> conn;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = fetchers_.find(leader.admin); it != fetchers_.end() && it->second) {
+      conn = std::move(it->second);
+    }
+  }
+  if (!conn) {
+    // host:port, or [v6 address]:port.
+    const size_t colon = leader.admin.rfind(':');
+    if (colon == std::string::npos || colon + 1 == leader.admin.size()) {
+      return Status::InvalidArgument("a leader's admin address without a port: " + leader.admin);
+    }
+    std::string host = leader.admin.substr(0, colon);
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+      host = host.substr(1, host.size() - 2);
+    }
+    const unsigned long port = std::strtoul(leader.admin.c_str() + colon + 1, nullptr, 10);
+    if (port == 0 || port > 65535) {
+      return Status::InvalidArgument("a leader's admin address with a bad port: " + leader.admin);
+    }
+    RawHttpOptions o;
+    // The leader holds a fetch for its long-poll (kMaxFetchWaitMs at most) before it answers.
+    o.timeout = std::chrono::milliseconds(broker::kMaxFetchWaitMs + 2000);
+    o.max_body = 4 * broker::kMaxFetchBytes;  // records, commit stores, producer states
+    o.headers = "Authorization: Bearer " + token_ + "\r\n";
+    conn = std::make_unique<RawHttpConnection>(std::move(host), static_cast<uint16_t>(port),
+                                               std::move(o));
+  }
+  std::string answer;
+  auto code = conn->Request("POST", kPath, body, &answer);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    fetchers_[leader.admin] = std::move(conn);
+  }
+  if (!code.ok()) return code.status().Annotate(what);
+  if (*code == 200) return answer;
+  return wire::ErrorFromAnswer(*code, answer, what);
 }
 
 Result<std::map<std::string, broker::GroupRegistry::Group>> HttpPeerClient::FetchGroups(

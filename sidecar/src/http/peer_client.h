@@ -1,5 +1,7 @@
 // HttpPeerClient: broker::PeerClient over cpprestsdk's http_client. One client per peer address,
-// created on first use and kept (connections are reused). The admin token is the topic's shared
+// created on first use and kept (connections are reused). A follower's replication fetch, one
+// request per round and the most frequent call, goes over a blocking connection instead
+// (RawHttpConnection: no thread hand-offs). The admin token is the topic's shared
 // bearer token. Thread-safe; owned by main, outlives the Topic.
 #pragma once
 
@@ -11,6 +13,7 @@
 #include <string>
 
 #include "broker/topic.h"
+#include "shoal/common/raw_http.h"
 
 namespace web::http::client {
 class http_client;
@@ -70,6 +73,9 @@ class HttpPeerClient final : public broker::PeerClient {
   const std::string token_;
   const std::chrono::milliseconds forward_timeout_;
   std::mutex mu_;
+  // Replication fetches: one blocking connection per leader, taken out while a fetch uses it
+  // (each leader has one fetcher thread; a second caller opens its own).
+  std::map<std::string, std::unique_ptr<RawHttpConnection>> fetchers_;
   std::map<std::string, std::unique_ptr<web::http::client::http_client>> clients_;
   std::map<std::string, std::unique_ptr<web::http::client::http_client>> forwarders_;
 };

@@ -22,7 +22,7 @@
 #include <string_view>
 #include <vector>
 
-#include "shoal/client/raw_http.h"
+#include "shoal/common/raw_http.h"
 #include "shoal/common/status.h"
 
 namespace shoal::client {

@@ -18,7 +18,7 @@
 #include <sstream>
 #include <thread>
 
-#include "shoal/client/raw_http.h"
+#include "shoal/common/raw_http.h"
 
 extern char** environ;
 
@@ -246,7 +246,7 @@ Status WaitForHttp(const std::string& host, uint16_t port, const std::string& pa
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto pause = std::chrono::milliseconds(5);
   while (true) {
-    client::RawHttpConnection conn(host, port);
+    RawHttpConnection conn(host, port);
     auto code = conn.Request("GET", path, "", nullptr);
     if (code.ok() && *code == 200) return Status::Ok();
     if (std::chrono::steady_clock::now() >= deadline) {
