@@ -1355,8 +1355,36 @@ void World::ProduceAction(Producer& prod, bool quiet) {
                 std::to_string(order.size()) + " replicated partitions");
     }
   };
+  // A request refused part way (one partition's group appended, the next refused: fenced,
+  // sealed, ...) is not acknowledged, but what it appended is stored: a retry is answered
+  // duplicate from it. The results of the groups appended before the refusal name their entries
+  // (checked against the pod's log: the others are left zero).
+  auto take_refused = [&](const std::string& pod, broker::Topic& at,
+                          const std::vector<size_t>& indices,
+                          const std::vector<wire::ProduceResult>& res) {
+    const PartitionMap held = at.map();
+    if (held.active_count() == 0) return;
+    for (size_t k = 0; k < indices.size() && k < res.size(); ++k) {
+      const size_t i = indices[k];
+      const wire::ProduceResult& r = res[k];
+      if (r.duplicate || !Holds(pod, r.partition, r.offset, prod.id, *events[i].seq)) continue;
+      auto known = stored_.find(std::make_pair(prod.id, *events[i].seq));
+      if (known != stored_.end() && known->second == std::make_pair(r.partition, r.offset)) {
+        continue;
+      }
+      const PartitionInfo& routed = held.Route(KeyHash(events[i].key));
+      const uint64_t le = routed.replicas.empty() ? 0 : routed.LeaderEpoch().value();
+      RecordStored(prod.id, *events[i].seq, r, KeyHash(events[i].key), le);
+      Trace("  (appended by a request refused part way)");
+    }
+  };
   std::vector<broker::QuorumWait> local_waits;
   Status st = t->Produce(events, &results, false, &forwards, &unknown, &local_waits);
+  if (!st.ok()) {
+    std::vector<size_t> all(events.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    take_refused(entry.name, *t, all, results);
+  }
   std::set<size_t> give_up;
   bool failed = !st.ok();
   if (st.code() == Status::Code::kSequenceUnknown) {
@@ -1397,6 +1425,7 @@ void World::ProduceAction(Producer& prod, bool quiet) {
         for (size_t k : funknown) give_up.insert(f.indices.at(k));
       }
       if (!fst.ok()) {
+        take_refused(f.peer.data, *owner, f.indices, fr);
         failed = true;
         continue;
       }
