@@ -574,6 +574,32 @@ TEST(ReplicationTest, ABatchHandedOutBeforeAFailoverAndNeverCommittedComesBackWh
   EXPECT_EQ(seqs.back(), 100u);
 }
 
+// A group registers with the sidecars it reads from; the pods of the copies of what it read
+// learn it with the leader's commit store, before its batch goes out: if the leader's pod then
+// loses its volume, the group still holds back the retirement of what it has not consumed.
+TEST(ReplicationTest, AGroupThatReadsAtTheLeaderOnlyIsKnownToItsCopiesPodsWhenItsBatchGoesOut) {
+  SidecarCluster c(Options());
+  ASSERT_TRUE(c.Start().ok()) << c.Describe();
+  ASSERT_NO_FATAL_FAILURE(TakeABatchFromTheLeader(c));  // billing, at pod 0 only
+  size_t knew = 0;
+  for (size_t i : {1, 2}) {
+    auto r = AdminGet(c, i, "/v1/admin/groups");
+    ASSERT_EQ(r.status, 200) << r.body;
+    knew += r.body.find("\"billing\"") != std::string::npos ? 1 : 0;
+  }
+  // A quorum of the three pods (pod 0 and at least one other) before the batch was answered.
+  EXPECT_GE(knew, 1u) << c.Describe();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto r = AdminGet(c, 1, "/v1/admin/groups");
+        auto r2 = AdminGet(c, 2, "/v1/admin/groups");
+        return r.body.find("\"billing\"") != std::string::npos &&
+               r2.body.find("\"billing\"") != std::string::npos;
+      },
+      10s))
+      << c.Describe();
+}
+
 // Whether pod i, leading every partition in `ids`, says each one's inherited producer state is
 // durable (GET /v1/admin/partitions: on the leader and, with copies, on every follower).
 bool ProducersDurable(SidecarCluster& c, size_t i, const std::vector<uint32_t>& ids) {

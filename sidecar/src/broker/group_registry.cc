@@ -38,6 +38,7 @@ Status GroupRegistry::Touch(const std::string& group, int64_t now_ms) {
         "before a new one can read");
   }
   groups_[group] = Group{now_ms, now_ms};
+  removed_.erase(group);  // its own request: a group again (its place in removed_order_ stays)
   Status st = WriteLocked();
   if (!st.ok()) {
     groups_.erase(group);  // not durable: not known, and the request is refused
@@ -47,8 +48,34 @@ Status GroupRegistry::Touch(const std::string& group, int64_t now_ms) {
   return Status::Ok();
 }
 
+Status GroupRegistry::Learn(const std::string& group, int64_t now_ms) {
+  MutexLock lock(mu_);
+  if (groups_.count(group) || removed_.count(group)) return Status::Ok();
+  if (groups_.size() >= max_groups_) {
+    return Status::FailedPrecondition("this topic already has " + std::to_string(groups_.size()) +
+                                      " consumer groups (--max-groups); group " + group +
+                                      ", known to a copy's leader, is not registered here");
+  }
+  groups_[group] = Group{now_ms, now_ms};
+  Status st = WriteLocked();
+  if (!st.ok()) {
+    groups_.erase(group);
+    return st.Annotate("registering consumer group " + group + " of a copy's leader");
+  }
+  dirty_ = false;
+  return Status::Ok();
+}
+
 Result<bool> GroupRegistry::Remove(const std::string& group) {
   MutexLock lock(mu_);
+  // Remembered as removed whether it was known or not: a copy's leader may still name it.
+  if (removed_.insert(group).second) {
+    removed_order_.push_back(group);
+    while (removed_order_.size() > max_groups_) {
+      removed_.erase(removed_order_.front());
+      removed_order_.pop_front();
+    }
+  }
   auto it = groups_.find(group);
   if (it == groups_.end()) return false;
   const Group was = it->second;

@@ -16,9 +16,11 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "shoal/common/status.h"
@@ -43,7 +45,15 @@ class GroupRegistry {
   // returns (so a restart cannot forget a group that was served). FailedPrecondition past
   // max_groups.
   Status Touch(const std::string& group, int64_t now_ms);
-  // Forgets `group` durably; whether it was known.
+  // Records `group` as known to the leader of a copy this sidecar follows (its name is in the
+  // leader's commit store, mirrored here), without a request of its own: so that a group seen
+  // only by a pod whose volume is then lost still holds retirement back (the copies' pods know
+  // it). Nothing for a group known already, or removed here (Remove) and not back since by a
+  // request of its own (Touch); FailedPrecondition past max_groups (nothing changes).
+  Status Learn(const std::string& group, int64_t now_ms);
+  // Forgets `group` durably; whether it was known. Remembered as removed (the last max_groups
+  // removed, in memory), so that Learn does not bring it back from a leader that has not
+  // deleted it yet.
   Result<bool> Remove(const std::string& group);
   bool Contains(const std::string& group) const;
   std::map<std::string, Group> All() const;
@@ -66,6 +76,8 @@ class GroupRegistry {
   storage::FileSystem& fs_;
   mutable Mutex mu_;
   std::map<std::string, Group> groups_ GUARDED_BY(mu_);
+  std::set<std::string> removed_ GUARDED_BY(mu_);
+  std::deque<std::string> removed_order_ GUARDED_BY(mu_);  // oldest first, for the bound
   bool dirty_ GUARDED_BY(mu_) = false;
 };
 

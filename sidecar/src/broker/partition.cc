@@ -1336,6 +1336,13 @@ Status Partition::MirrorCommits(uint64_t incarnation, uint64_t version,
   return Status::Ok();
 }
 
+std::set<std::string> Partition::CommitGroups() const {
+  std::set<std::string> out;
+  for (const auto& [group, offset] : commits_->All()) out.insert(group);
+  for (const auto& [group, leases] : commits_->AllLeases()) out.insert(group);
+  return out;
+}
+
 void Partition::StartGathering(const std::vector<PodName>& followers) {
   const size_t need = replication::QuorumOf(1 + followers.size()) - 1;
   MutexLock lock(mirror_mu_);

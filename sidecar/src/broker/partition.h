@@ -234,6 +234,8 @@ class Partition {
                               const LeasesByGroup& leases, bool mirror);
   // The read leases of the commit store (per group, per reader).
   LeasesByGroup Leases() const { return commits_->AllLeases(); }
+  // The groups the commit store names (with a position or a lease).
+  std::set<std::string> CommitGroups() const;
   uint64_t high_watermark() const { return std::min(held_end(), quorum_->followers_mark()); }
   // The records [from, ...) as they are stored, about max_bytes of them (at least one if any),
   // appended to `out`; returns how many. For a follower's fetch.

@@ -240,6 +240,19 @@ Topic::FetchStep Topic::FetchRound(const std::string& leader) {
           Logger("broker")->error(
               "msg=\"cannot mirror the leader's commits\" leader={} partition={} reason=\"{}\"",
               leader, b.id.value(), st.message());
+        } else {
+          // The groups the leader knows of are known here too (GroupRegistry::Learn): a group
+          // that only the leader's pod registered still holds retirement back if that pod
+          // loses its volume. Before the next fetch reports the mirror, so a batch whose lease
+          // a quorum holds is of a group a quorum of the pods knows.
+          for (const auto& group : p.CommitGroups()) {
+            if (Status learned = registry_->Learn(group, clock_.NowMs()); !learned.ok()) {
+              Logger("broker")->warn(
+                  "msg=\"cannot register a group of a copy's leader\" partition={} group={} "
+                  "reason=\"{}\"",
+                  b.id.value(), group, learned.message());
+            }
+          }
         }
       }
       if (!b.producers.empty() && !p.producers_durable()) {
