@@ -470,6 +470,40 @@ TEST(ReplicationTest, ACommitIsHeldByAQuorumAndAGroupGoesOnFromItAfterAFailover)
   EXPECT_EQ(seqs.back(), 300u);
 }
 
+// A commit made on the leader but not held by a quorum (both followers paused) and made again
+// after the leader restarted changes nothing there: it is still answered only once a quorum
+// holds it, never at once (the followers would not have it if the partition failed over).
+TEST(ReplicationTest, ACommitMadeAgainAfterTheLeaderRestartedWaitsForAQuorumAsTheFirstDid) {
+  SidecarCluster c(Options({"--replication-timeout-ms", "1000"}));
+  ASSERT_TRUE(c.Start().ok()) << c.Describe();
+  {
+    client::ShoalClient leader(c.pod(0).data_url(), "orders", 10s);
+    ASSERT_TRUE(leader.Produce(Batch(KeysOf(c.current(), 0, 20), "app", 1, 100)).ok());
+    auto got = leader.Consume("billing", 40, 0);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_TRUE(PauseFollowers(c));
+    Status refused = leader.Commit("billing", {{PartitionId(0), Offset(40)}});
+    EXPECT_EQ(refused.code(), Status::Code::kUnavailable) << refused.ToString();
+  }
+  c.pod(0).Kill9();
+  ASSERT_TRUE(c.pod(0).Restart().ok()) << c.Describe();
+  client::ShoalClient leader(c.pod(0).data_url(), "orders", 10s);
+  Status again = leader.Commit("billing", {{PartitionId(0), Offset(40)}});
+  EXPECT_EQ(again.code(), Status::Code::kUnavailable)
+      << "answered without a quorum: " << again.ToString();
+  ASSERT_EQ(kill(c.pod(1).pid(), SIGCONT), 0);
+  ASSERT_EQ(kill(c.pod(2).pid(), SIGCONT), 0);
+  // Once a follower mirrors the restarted leader's store, the same commit is answered.
+  Status answered = Status::Unavailable("not tried");
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        answered = leader.Commit("billing", {{PartitionId(0), Offset(40)}});
+        return answered.ok();
+      },
+      10s))
+      << answered.ToString() << c.Describe();
+}
+
 // Group billing takes a batch of 40 of the 100 events produced to pod 0, the leader of
 // partition 0, without committing it.
 void TakeABatchFromTheLeader(SidecarCluster& c) {

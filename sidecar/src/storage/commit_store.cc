@@ -194,6 +194,10 @@ Result<std::unique_ptr<CommitStore>> CommitStore::Open(const std::string& dir, F
   // A torn tail after a crash is where the replay stops.
   (void)ParseRecords(data, domain, &s->standings_, &s->leases_);
   s->incarnation_ = NewIncarnation();
+  // The state as opened is version 1, never 0: a follower that mirrors nothing of this
+  // incarnation reports 0, so a commit that changes nothing after a restart (made before it,
+  // never held by a quorum) still waits for a follower that mirrors this state.
+  s->version_ = 1;
   // Rewrite compactly: drops a torn tail and old entries in one step.
   SHOAL_RETURN_IF_ERROR(s->Compact());
   return s;
