@@ -109,9 +109,8 @@ TEST(ReplicatedProtocolSimRegressionTest, SchedulesThatFoundDefectsPass) {
                42887,
                // A pod given back by a failover a partition sealed at the leader that had
                // replaced it refused the map for ever ("seal it first"): it now takes the seal
-               // when the sealed end is where a quorum held its log and it holds nothing past
-               // it (TakesMapSeal; 80907 and 90483, where the pod holds more, still refuse).
-               36847, 55530, 56472, 59033, 63575},
+               // when the sealed end is where a quorum held its log (TakesMapSeal).
+               36847, 55530, 56472, 59033, 63575, 80907, 90483},
               /*replicated=*/1);
 }
 

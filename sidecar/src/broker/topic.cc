@@ -765,10 +765,7 @@ Result<Topic::OwnedPartitions> Topic::OpenOwned(const PartitionMap& next) {
     // answered the failover with what its directory holds, empty or not, and was chosen
     // holding the sealed end): opened unsealed, it would refuse every later map that records
     // the seal ("seal it first").
-    // Never a cut of a partition this pod led: the map's end may not be where that log was
-    // sealed (TakeSealsOfFailovers says when it is).
-    if (info && !info->active() && !info->lost && !p->sealed_end() &&
-        (p->follower() || p->end_offset() <= info->end_offset)) {
+    if (info && !info->active() && !info->lost && !p->sealed_end()) {
       // (ReturnCopies moves the copies out of `opened`: nothing of `p` is read after it.)
       Status st = Status::Ok();
       if (p->end_offset() < info->end_offset) {
@@ -849,18 +846,6 @@ Status Topic::SeedOpened(const PartitionMap& next, OwnedPartitions& opened) {
   return seeded;
 }
 
-namespace {
-// HeldPartitionState::quorum_end of a partition this pod leads: its high watermark when it holds
-// nothing past it, so that taking a map's seal there (TakesMapSeal) never cuts this log (after a
-// restart the high watermark is 0 until the followers report, however much was acknowledged);
-// otherwise an end no map records.
-constexpr uint64_t kNoQuorumEnd = UINT64_MAX;
-uint64_t QuorumEnd(const Partition& p) {
-  const uint64_t hw = p.high_watermark();
-  return p.end_offset() == hw ? hw : kNoQuorumEnd;
-}
-}  // namespace
-
 Status Topic::TakeSealsOfFailovers(const PartitionMap& held, const PartitionMap& next) {
   // A partition this pod led until a failover replaced it, sealed at the leader that replaced
   // it while this pod held an older map, and given back to it by a later failover, at the end
@@ -875,7 +860,7 @@ Status Topic::TakeSealsOfFailovers(const PartitionMap& held, const PartitionMap&
     const bool leads = before && before->owner == opts_.pod && !before->replicas.empty();
     const HeldPartitionState h{id,           p->range(),
                                std::nullopt, before ? before->LeaderEpoch() : Epoch(0),
-                               false,        leads ? QuorumEnd(*p) : kNoQuorumEnd};
+                               false,        leads ? p->high_watermark() : 0};
     if (!TakesMapSeal(h, *info)) continue;
     if (p->end_offset() > info->end_offset) SHOAL_RETURN_IF_ERROR(p->CutTo(info->end_offset));
     if (auto sealed = p->Seal(); !sealed.ok()) return sealed.status();
@@ -1044,7 +1029,7 @@ Status Topic::CheckAgainstHeld(const PartitionMap& held, const PartitionMap& nex
       const PartitionInfo* info = held.Find(id);
       const bool leads = info && info->owner == opts_.pod && !info->replicas.empty();
       here.push_back({id, p->range(), p->seal_record(), info ? info->LeaderEpoch() : Epoch(0),
-                      false, leads ? QuorumEnd(*p) : kNoQuorumEnd});
+                      false, leads ? p->high_watermark() : 0});
     }
     for (const auto& [id, p] : followed_) here.push_back({id, p->range(), {}, Epoch(0), true});
   }

@@ -73,9 +73,7 @@ struct HeldPartitionState {
   bool follower = false;
   // Of a partition it leads in the map held: the end below which a quorum of the copies held its
   // log while it led it, as it knows (its high watermark; 0 after a restart, until its
-  // followers report again). Its log below that end is in every later leader's log. The sidecar
-  // gives it only when its log ends there (a map's seal taken at it cuts nothing: after a
-  // restart the high watermark says nothing of what was acknowledged), UINT64_MAX otherwise.
+  // followers report again). Its log below that end is in every later leader's log.
   uint64_t quorum_end = 0;
 };
 
