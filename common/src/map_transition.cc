@@ -59,12 +59,6 @@ Status CheckNothingLost(const PodName& pod, const std::vector<PartitionId>& held
   return Status::Ok();
 }
 
-bool TakesMapSeal(const HeldPartitionState& held, const PartitionInfo& next) {
-  return !held.follower && !held.seal && !next.active() && !next.lost &&
-         next.leader_epoch > next.born && next.LeaderEpoch() > held.leader_epoch &&
-         next.end_offset == held.quorum_end;
-}
-
 Status CheckMapTransition(const PodName& pod, const std::vector<HeldPartitionState>& held,
                           const PartitionMap& next,
                           std::vector<std::pair<PartitionId, uint64_t>>* dropped,
@@ -134,10 +128,7 @@ Status CheckMapTransition(const PodName& pod, const std::vector<HeldPartitionSta
       continue;
     }
     // Sealed by the map: the seal happened here first (the change's step 1) and the map records
-    // exactly it, end offset and successors. Or a failover gives the partition back to this pod
-    // after the leader that had replaced it sealed it, where this pod can tell its log is the
-    // sealed one (TakesMapSeal): it takes the map's seal as it takes effect.
-    if (!seal && TakesMapSeal(h, *info)) continue;
+    // exactly it, end offset and successors.
     if (!seal) {
       return Status::Conflict("the map seals " + pid +
                               ", which is not sealed here: seal it first (POST /v1/admin/seal)");

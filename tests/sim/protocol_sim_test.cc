@@ -106,11 +106,7 @@ TEST(ReplicatedProtocolSimRegressionTest, SchedulesThatFoundDefectsPass) {
                // A pod fenced for a failover while it held no copy of a sealed partition was
                // made its leader, opened it fresh without taking the map's seal, and refused
                // every later map ("seal it first", 42887).
-               42887,
-               // A pod given back by a failover a partition sealed at the leader that had
-               // replaced it refused the map for ever ("seal it first"): it now takes the seal
-               // when the sealed end is where a quorum held its log (TakesMapSeal).
-               36847, 55530, 56472, 59033, 63575, 80907, 90483},
+               42887},
               /*replicated=*/1);
 }
 

@@ -672,7 +672,6 @@ Result<InstallOutcome> Topic::InstallLocked(const PartitionMap& next,
   SHOAL_RETURN_IF_ERROR(SeedOpened(next, *opened));
   const double seeded_ms = ms_since(t0);
   Status st = UnsealLostSeals(next, *opened);
-  if (st.ok()) st = TakeSealsOfFailovers(held, next);
   // Persist, then take effect. A crash between the two re-opens the new map on restart.
   if (st.ok()) st = fs_.WriteFileAtomic(MapPath(), next.ToJson());
   if (!st.ok()) {
@@ -779,12 +778,6 @@ Result<Topic::OwnedPartitions> Topic::OpenOwned(const PartitionMap& next) {
       if (st.ok()) {
         if (auto sealed = p->Seal(); !sealed.ok()) st = sealed.status();
       }
-      if (st.ok() && !p->follower()) {
-        Logger("broker")->warn(
-            "msg=\"took the seal of a sealed partition a failover makes this pod lead, without "
-            "a copy here\" partition={} end={} leader_epoch={}",
-            id.value(), info->end_offset, info->LeaderEpoch().value());
-      }
       if (!st.ok()) {
         ReturnCopies(opened);
         return st;
@@ -844,32 +837,6 @@ Status Topic::SeedOpened(const PartitionMap& next, OwnedPartitions& opened) {
     }
   }
   return seeded;
-}
-
-Status Topic::TakeSealsOfFailovers(const PartitionMap& held, const PartitionMap& next) {
-  // A partition this pod led until a failover replaced it, sealed at the leader that replaced
-  // it while this pod held an older map, and given back to it by a later failover, at the end
-  // below which a quorum held this pod's log (CheckMapTransition let the map in for it): its
-  // log below the seal is the sealed log, what it holds past it was never acknowledged.
-  WriterLock lock(map_mu_);
-  for (const auto& [id, p] : partitions_) {
-    const PartitionInfo* info = next.Find(id);
-    if (!info || info->owner != opts_.pod || p->sealed_end()) continue;
-    // As CheckAgainstHeld describes it to the map transition rule.
-    const PartitionInfo* before = held.Find(id);
-    const bool leads = before && before->owner == opts_.pod && !before->replicas.empty();
-    const HeldPartitionState h{id,           p->range(),
-                               std::nullopt, before ? before->LeaderEpoch() : Epoch(0),
-                               false,        leads ? p->high_watermark() : 0};
-    if (!TakesMapSeal(h, *info)) continue;
-    if (p->end_offset() > info->end_offset) SHOAL_RETURN_IF_ERROR(p->CutTo(info->end_offset));
-    if (auto sealed = p->Seal(); !sealed.ok()) return sealed.status();
-    Logger("broker")->warn(
-        "msg=\"took the seal of a partition a failover gave back to this pod\" partition={} "
-        "end={} leader_epoch={}",
-        id.value(), info->end_offset, info->LeaderEpoch().value());
-  }
-  return Status::Ok();
 }
 
 Status Topic::UnsealLostSeals(const PartitionMap& next, const OwnedPartitions& opened) {
@@ -1027,9 +994,8 @@ Status Topic::CheckAgainstHeld(const PartitionMap& held, const PartitionMap& nex
     ReaderLock lock(map_mu_);
     for (const auto& [id, p] : partitions_) {
       const PartitionInfo* info = held.Find(id);
-      const bool leads = info && info->owner == opts_.pod && !info->replicas.empty();
-      here.push_back({id, p->range(), p->seal_record(), info ? info->LeaderEpoch() : Epoch(0),
-                      false, leads ? p->high_watermark() : 0});
+      here.push_back(
+          {id, p->range(), p->seal_record(), info ? info->LeaderEpoch() : Epoch(0), false});
     }
     for (const auto& [id, p] : followed_) here.push_back({id, p->range(), {}, Epoch(0), true});
   }

@@ -464,10 +464,6 @@ class Topic {
   // replicated, already has events on one of its copies (this pod led it before its volume was
   // emptied). Asks the copies (FetchCopyCommits); holds no lock.
   Status CheckCopiesOfNewPartitions(const PartitionMap& next);
-  // Seals what a failover gives back to this pod after another leader sealed it, where
-  // CheckMapTransition lets the map in for it (TakesMapSeal): cut to the map's sealed end.
-  Status TakeSealsOfFailovers(const PartitionMap& held, const PartitionMap& next)
-      REQUIRES(install_mu_);
   Status UnsealLostSeals(const PartitionMap& next, const OwnedPartitions& opened)
       REQUIRES(install_mu_);
   // Makes `next` the map with `opened` held; moves what it no longer lists to `retired`.

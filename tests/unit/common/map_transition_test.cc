@@ -55,38 +55,6 @@ TEST_F(MapTransitionTest, ASplitSealedHereFirstAtTheRecordedEndIsTaken) {
             "(POST /v1/admin/seal)");
 }
 
-// A pod that led p0 until a failover gave it to b, held an older map while b's p0 was sealed by
-// a split, and is given p0 back by a later failover: it takes the map's seal when the sealed end
-// is where a quorum held its own log (simulation seeds 36847, 55530, 56472, 59033, 63575, 80907,
-// 90483 waited for ever on "seal it first"); at another end it cannot tell its log from the
-// sealed one, and without a newer leader epoch it is a seal it never made.
-TEST_F(MapTransitionTest, ASealedPartitionAFailoverGivesBackIsTakenAtItsQuorumEnd) {
-  const PodName b("b");
-  PartitionMap two = Must(PartitionMap::Initial("orders", 2, std::vector<PodName>{kA, b}));
-  two = Must(two.WithReplicas(PartitionId(0), {b}));
-  const PartitionMap moved = Must(two.FailOver(PartitionId(0), b));
-  const PartitionInfo& q = *moved.Find(PartitionId(0));
-  const PartitionMap sealed =
-      Must(Must(moved.Split(PartitionId(0), q.range.lo + q.range.Width() / 2))
-               .WithEndOffset(PartitionId(0), 7));
-  const PartitionMap back = Must(sealed.FailOver(PartitionId(0), kA));
-  ASSERT_EQ(back.Find(PartitionId(0))->owner, kA);
-  HeldPartitionState held{PartitionId(0), two.Find(PartitionId(0))->range,
-                          std::nullopt,   two.Find(PartitionId(0))->LeaderEpoch(),
-                          false,          7};
-  EXPECT_TRUE(TakesMapSeal(held, *back.Find(PartitionId(0))));
-  EXPECT_TRUE(CheckMapTransition(kA, {held}, back, &dropped_).ok());
-  for (uint64_t other : {0, 6, 8}) {
-    held.quorum_end = other;
-    EXPECT_FALSE(TakesMapSeal(held, *back.Find(PartitionId(0))));
-    EXPECT_EQ(CheckMapTransition(kA, {held}, back, &dropped_).code(), Status::Code::kConflict);
-  }
-  held.quorum_end = 7;
-  held.leader_epoch = back.Find(PartitionId(0))->LeaderEpoch();
-  EXPECT_FALSE(TakesMapSeal(held, *back.Find(PartitionId(0))));
-  EXPECT_EQ(CheckMapTransition(kA, {held}, back, &dropped_).code(), Status::Code::kConflict);
-}
-
 TEST_F(MapTransitionTest, ASealForOtherSuccessorsIsRefused) {
   SealIntent other = intent_;
   other.successors.pop_back();

@@ -71,10 +71,6 @@ struct HeldPartitionState {
   Epoch leader_epoch{0};
   // A copy this pod follows (another pod leads it), not a partition it leads.
   bool follower = false;
-  // Of a partition it leads in the map held: the end below which a quorum of the copies held its
-  // log while it led it, as it knows (its high watermark; 0 after a restart, until its
-  // followers report again). Its log below that end is in every later leader's log.
-  uint64_t quorum_end = 0;
 };
 
 // Whether the pod `pod`, holding `held`, may take `next`: every partition it leads keeps its
@@ -87,20 +83,9 @@ struct HeldPartitionState {
 // retire; each is added to `dropped` with its end offset for the retirement rule); one the map has
 // active is not sealed here, unless that seal is void (SealVoid) or made for a later change (the
 // executor seals ahead of its map); one the map seals was sealed here first, at the end offset and
-// for the successors the map records, unless a failover gives back to this pod, at a newer
-// leader epoch, a partition sealed at the leader that had replaced it, at the very end below
-// which a quorum held this pod's log (TakesMapSeal); none is one the map declares lost
-// (PartitionMap::DeclareLost: a pod holding it did not lose its data). Conflict naming the first
-// partition that breaks it, or Ok. `fenced_empty` as for CheckNothingLost. Whether a partition
-// `held` leads, not sealed here, takes the seal `next` records for it: a failover gives it back to
-// this pod (a newer leader epoch than the map held names) after the leader that had replaced this
-// one sealed it, at `quorum_end`. Its log below that end was held by a quorum, so it is the sealed
-// log (every later leader holds it); what it holds past it (taken while it was replaced, or never
-// held by a quorum) was never acknowledged, and is cut. At another end it cannot tell its log from
-// the sealed one: the seal's end is below what a quorum held (not a seal of this log), or above it
-// (its tail may differ from the sealed one).
-bool TakesMapSeal(const HeldPartitionState& held, const PartitionInfo& next);
-
+// for the successors the map records; none is one the map declares lost (PartitionMap::DeclareLost:
+// a pod holding it did not lose its data). Conflict naming the first partition that breaks it, or
+// Ok. `fenced_empty` as for CheckNothingLost.
 Status CheckMapTransition(const PodName& pod, const std::vector<HeldPartitionState>& held,
                           const PartitionMap& next,
                           std::vector<std::pair<PartitionId, uint64_t>>* dropped,
