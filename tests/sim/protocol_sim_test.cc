@@ -102,11 +102,7 @@ TEST(ReplicatedProtocolSimRegressionTest, SchedulesThatFoundDefectsPass) {
                // A failover carried in a change gave a sealed parent a new leader, installed
                // after the successor's owner, which asked it for the parent's producer state
                // on every try ("not on this sidecar"): new leaders now go first (17417).
-               17417,
-               // A pod fenced for a failover while it held no copy of a sealed partition was
-               // made its leader, opened it fresh without taking the map's seal, and refused
-               // every later map ("seal it first", 42887).
-               42887},
+               17417},
               /*replicated=*/1);
 }
 

@@ -759,12 +759,8 @@ Result<Topic::OwnedPartitions> Topic::OpenOwned(const PartitionMap& next) {
     // the seal) takes the seal the map records. A quorum of the copies held the sealed end when
     // the seal was answered, and the failover chose the most complete of a quorum, so this copy
     // holds it; what it holds past it was never acknowledged (the seal took everything its
-    // leader had) and is cut. So does a partition this pod opens here for the first time as the
-    // leader of a sealed partition, without a copy it followed (fenced while it held none, it
-    // answered the failover with what its directory holds, empty or not, and was chosen
-    // holding the sealed end): opened unsealed, it would refuse every later map that records
-    // the seal ("seal it first").
-    if (info && !info->active() && !info->lost && !p->sealed_end()) {
+    // leader had) and is cut.
+    if (info && !info->active() && !info->lost && p->follower() && !p->sealed_end()) {
       // (ReturnCopies moves the copies out of `opened`: nothing of `p` is read after it.)
       Status st = Status::Ok();
       if (p->end_offset() < info->end_offset) {
