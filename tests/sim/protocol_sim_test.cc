@@ -98,11 +98,7 @@ TEST(ReplicatedProtocolSimRegressionTest, SchedulesThatFoundDefectsPass) {
                // The coordinator dropped a change when a pod it needed answered "data lost" and
                // the pod without data did not answer yet, though a successor had confirmed a
                // seal of the change: the map without it was refused for ever (48902).
-               48902,
-               // A failover carried in a change gave a sealed parent a new leader, installed
-               // after the successor's owner, which asked it for the parent's producer state
-               // on every try ("not on this sidecar"): new leaders now go first (17417).
-               17417},
+               48902},
               /*replicated=*/1);
 }
 

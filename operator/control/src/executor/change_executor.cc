@@ -1,7 +1,6 @@
 #include "shoal/control/change_executor.h"
 
 #include <map>
-#include <set>
 #include <thread>
 
 #include "shoal/common/logging.h"
@@ -132,34 +131,15 @@ Result<PartitionMap> ChangeExecutor::Apply(const PartitionMap& current, const Pa
   for (const auto& [pod, addr] : retiring) {
     SHOAL_RETURN_IF_ERROR(InstallAt(PodName(pod), addr, installed, timing));
   }
-  // A failover carried in the change gave partitions new leaders: they go before the
-  // successors' owners, as a failover's own map does (InstallFailOverMap). A successor's owner
-  // takes a sealed parent's producer state from the parent's leader, and a copy made the leader
-  // of a parent sealed before the failover answers for it only once it holds the map that makes
-  // it the leader (it takes the seal then); installed later, the successor's owner is refused
-  // ("not on this sidecar") on every try.
-  std::set<std::string> new_leaders;
-  for (const auto& p : target.partitions()) {
-    const PartitionInfo* before = current.Find(p.id);
-    if (p.lost || !before || p.owner == before->owner || p.LeaderEpoch() <= before->LeaderEpoch()) {
-      continue;
-    }
-    new_leaders.insert(p.owner.value());
-  }
-  for (const auto& pod : new_leaders) {
-    if (!retiring.count(pod)) SHOAL_RETURN_IF_ERROR(InstallOn(PodName(pod), installed, timing));
-  }
   for (const auto& pod : first) {
-    if (!retiring.count(pod) && !new_leaders.count(pod)) {
-      SHOAL_RETURN_IF_ERROR(InstallOn(PodName(pod), installed, timing));
-    }
+    if (!retiring.count(pod)) SHOAL_RETURN_IF_ERROR(InstallOn(PodName(pod), installed, timing));
   }
   const auto t_active = std::chrono::steady_clock::now();
   // 4: everyone else. A pod that lost its data (it holds nothing of partitions it should) is
   // left without the map: its ranges take no writes either way, and the coordinator declares
   // its partitions lost next (PartitionMap::DeclareLost).
   for (const auto& [pod, addr] : installed.peers()) {
-    if (!first.count(pod) && !retiring.count(pod) && !new_leaders.count(pod)) {
+    if (!first.count(pod) && !retiring.count(pod)) {
       Status st = InstallOn(PodName(pod), installed, timing);
       // Only its own loss: a pod may also refuse because a peer it takes over from lost its.
       if (st.code() == Status::Code::kDataLost && HoldsNoMap(addr)) {
