@@ -315,9 +315,6 @@ class World {
   // partitions that are not lost. Its name, or "" when there is none.
   // `change`: `map` is a change not carried out yet (its new partitions are not expected).
   std::string PodWithoutData(Coordinator& c, const PartitionMap& map, bool change);
-  // Whether a pod that `map` gives partitions made before it does not answer the coordinator
-  // (it may be the one without data).
-  bool SomePodUnanswered(Coordinator& c, const PartitionMap& map);
 
   // Actions.
   void Act(bool quiet);
@@ -1080,29 +1077,10 @@ void World::CoordinatorStep(Coordinator& c, bool quiet) {
         return;
       }
     }
-    // None of the pods that answer lost its data: the one that did may be among those that do
-    // not answer (ControlLoop::Apply waits for it too). The change is kept: a successor may have
-    // confirmed a seal of it already (its owner took the producer state of one parent before
-    // another's leader was found without data), and a map without the change would then be
-    // refused for ever.
-    if (SomePodUnanswered(c, target)) {
-      Trace(c.name + " waits for the pods that do not answer: " + st.ToString());
-      if (replicated_) (void)CatchUpInstalls(c);
-      return;
-    }
   }
   // Fencing (another coordinator acted), or the change no longer fits what the sidecars hold.
   Trace(c.name + " refused: " + st.ToString());
   Reconcile(c, st);
-}
-
-bool World::SomePodUnanswered(Coordinator& c, const PartitionMap& map) {
-  for (const auto& [pod, addr] : map.peers()) {
-    if (PartitionsMadeBefore(map, PodName(pod), map.epoch()).empty()) continue;
-    auto held = c.admin->GetMap(addr.admin);
-    if (!held.ok() && held.status().code() != Status::Code::kNotFound) return true;
-  }
-  return false;
 }
 
 // A coordinator that ignores the record (the admin plane driven by hand, or a coordinator

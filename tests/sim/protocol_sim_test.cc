@@ -94,11 +94,7 @@ TEST(ReplicatedProtocolSimRegressionTest, SchedulesThatFoundDefectsPass) {
                // A request refused part way (one partition appended, the next fenced) had
                // stored events the simulation did not record: their retries were answered
                // duplicate "stored nowhere" (the simulation's bookkeeping, invariant 6).
-               54229, 55202, 72140, 96361,
-               // The coordinator dropped a change when a pod it needed answered "data lost" and
-               // the pod without data did not answer yet, though a successor had confirmed a
-               // seal of the change: the map without it was refused for ever (48902).
-               48902},
+               54229, 55202, 72140, 96361},
               /*replicated=*/1);
 }
 

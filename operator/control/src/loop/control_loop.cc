@@ -666,20 +666,6 @@ Status ControlLoop::RunChange(PlanStep& step, const std::vector<PodInfo>& pods) 
           return applied.status();
         }
       }
-      // No ready pod lost its data: the one that did may be among those not ready, which
-      // cannot be asked yet. The change is kept and tried again: a successor may have confirmed
-      // a seal of it already (its owner took one parent's producer state before it found
-      // another parent's leader without data), and a map without the change would then be
-      // refused for ever.
-      if (!composed.ok() && pod.empty()) {
-        for (const auto& [name, addr] : target->peers()) {
-          if (PartitionsMadeBefore(*target, PodName(name), target->epoch()).empty()) continue;
-          const bool ready = std::any_of(pods.begin(), pods.end(), [&](const PodInfo& p) {
-            return p.name.value() == name && p.ready;
-          });
-          if (!ready) return applied.status();
-        }
-      }
       if (!composed.ok()) return Reconcile(step, applied.status(), pods, target->epoch());
       Logger("control")->warn(
           "msg=\"declaring a pod's partitions lost on top of the change in progress\" pod={} "
