@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <ranges>
 #include <sstream>
 #include <unordered_set>
 
@@ -1198,7 +1197,7 @@ Status Partition::Commit(const std::string& group, Offset commit) {
     // Every batch out that ends at or below the commit is committed now, at every hash point:
     // complete (a failover's new leader takes the commit of a batch its old leader handed out,
     // passed on by the reader's pod, as a whole-partition one).
-    for (auto lease : commits_->LeasesOf(group) | std::views::values) {
+    for (auto [reader, lease] : commits_->LeasesOf(group)) {
       if (lease.complete || lease.last > offset) continue;
       lease.complete = true;
       SHOAL_RETURN_IF_ERROR(commits_->PutLease(group, lease, sync));
