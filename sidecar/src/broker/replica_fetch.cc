@@ -25,8 +25,7 @@ std::string EncodeFetchRequest(const FetchRequest& r) {
            ",\"last_epoch\":" + std::to_string(p.last_epoch) +
            ",\"commits_incarnation\":" + std::to_string(p.commits_incarnation) +
            ",\"commits_version\":" + std::to_string(p.commits_version) +
-           ",\"seeded\":" + (p.seeded ? "true" : "false") +
-           (p.refetching ? ",\"refetching\":true" : "") + "}";
+           ",\"seeded\":" + (p.seeded ? "true" : "false") + "}";
   }
   out += "]}";
   return out;
@@ -80,10 +79,8 @@ Result<FetchRequest> ParseFetchRequest(std::string_view body) {
     } else {
       seeded = false;
     }
-    bool refetching = false;  // not refetching, when absent (an earlier release)
-    if (el["refetching"].get(refetching) != simdjson::SUCCESS) refetching = false;
     r.partitions.push_back({PartitionId(static_cast<uint32_t>(id)), Epoch(epoch), from, last_epoch,
-                            incarnation, version, seeded, refetching});
+                            incarnation, version, seeded});
   }
   if (!r.partitions.empty() && !names_seeded) r.version = 2;  // a follower of an earlier release
   return r;

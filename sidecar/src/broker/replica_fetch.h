@@ -45,10 +45,6 @@ struct FetchPartition {
   uint64_t commits_incarnation = 0;  // the leader's commit store state the follower mirrors
   uint64_t commits_version = 0;      // (0, 0: none)
   bool seeded = false;  // the copy holds its leader's inherited producer state, durably
-  // The copy refetches after its volume was emptied (Partition::MarkRefetching): the leader does
-  // not count it toward the high watermark until it caught up, as a failover does not count its
-  // fence answer (the two quorums must meet, invariant 10).
-  bool refetching = false;
 };
 
 struct FetchRequest {

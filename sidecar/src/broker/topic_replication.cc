@@ -167,7 +167,7 @@ Topic::FetchStep Topic::FetchRound(const std::string& leader) {
       if (p->fenced() > info->LeaderEpoch().value()) continue;
       const auto [incarnation, version] = p->mirrored();
       req.partitions.push_back({id, info->LeaderEpoch(), p->end_offset(), p->last_epoch(),
-                                incarnation, version, p->producers_durable(), p->refetching()});
+                                incarnation, version, p->producers_durable()});
     }
     if (const PeerAddress* a = map_.Peer(PodName(leader))) addr = *a;
     if (req.partitions.empty()) {
@@ -325,12 +325,7 @@ bool Topic::ServeFetch(const FetchRequest& request, std::string* body) {
         } else if (fp.from < b.log_start) {
           b.code = FetchCode::kBehindStart;
         } else {
-          // A copy refetching after its volume was emptied counts for nothing until it caught up
-          // with the high watermark (then it clears its mark): a failover does not count its
-          // answer either, and an event acknowledged with its help alone could be missing from
-          // every copy that failover chooses among (invariant 10).
-          moved |= p.quorum()->Holds(request.follower, fp.refetching ? 0 : fp.from, b.log_end,
-                                     clock_.NowMs());
+          moved |= p.quorum()->Holds(request.follower, fp.from, b.log_end, clock_.NowMs());
           b.high_watermark = p.high_watermark();
           // The groups' commits: what the follower mirrors of this store, and the whole state
           // when that is not the current one.

@@ -46,24 +46,10 @@ TEST(ReplicaFetchTest, AnAnswerReadsBackWithTheInheritedProducerState) {
   EXPECT_EQ(b.epochs.size(), 1u);
 }
 
-TEST(ReplicaFetchTest, ARefetchingCopySaysSoAndAnEarlierReleaseIsNotRefetching) {
-  FetchRequest r;
-  r.follower = "pod-1";
-  r.partitions.push_back({PartitionId(7), Epoch(3), 40, 3, 9, 2, true, true});
-  r.partitions.push_back({PartitionId(8), Epoch(3), 40, 3, 9, 2, true, false});
-  const std::string json = EncodeFetchRequest(r);
-  EXPECT_EQ(json.find("\"refetching\":false"), std::string::npos) << "said only when set";
-  auto parsed = ParseFetchRequest(json);
-  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
-  ASSERT_EQ(parsed->partitions.size(), 2u);
-  EXPECT_TRUE(parsed->partitions[0].refetching);
-  EXPECT_FALSE(parsed->partitions[1].refetching);
-}
-
 TEST(ReplicaFetchTest, AFollowerOfAnEarlierReleaseGetsAnSrf2AnswerWithoutProducerState) {
   FetchRequest old_follower;
   old_follower.follower = "pod-1";
-  old_follower.partitions.push_back({PartitionId(7), Epoch(3), 40, 3, 9, 2, false, false});
+  old_follower.partitions.push_back({PartitionId(7), Epoch(3), 40, 3, 9, 2, false});
   std::string json = EncodeFetchRequest(old_follower);
   const std::string seeded = ",\"seeded\":false";
   json.erase(json.find(seeded), seeded.size());  // what an earlier release sends

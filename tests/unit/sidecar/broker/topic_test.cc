@@ -744,46 +744,11 @@ TEST_F(TopicTest, AParentHandsOnItsProducerStateOnlyOnceAQuorumHoldsItsSealedEnd
   // The follower says it holds the sealed end.
   FetchRequest fetch;
   fetch.follower = other.value();
-  fetch.partitions.push_back(
-      {p0.id, p0.LeaderEpoch(), 3, p0.LeaderEpoch().value(), 0, 0, false, false});
+  fetch.partitions.push_back({p0.id, p0.LeaderEpoch(), 3, p0.LeaderEpoch().value(), 0, 0, false});
   std::string body;
   (void)t->ServeFetch(fetch, &body);
   exported = t->ExportProducers(p0.id, &successors[0], 3);
   EXPECT_TRUE(exported.ok()) << exported.status().ToString();
-  ASSERT_TRUE(t->Close().ok());
-}
-
-// A copy refetching after its volume was emptied is not counted toward the high watermark, as
-// a failover does not count its fence answer: its fetch saying it holds the events does not
-// acknowledge them; the same fetch without the mark does.
-TEST_F(TopicTest, ACopyRefetchingAfterItsVolumeWasEmptiedDoesNotCountTowardTheHighWatermark) {
-  auto t = MustOpen();
-  const PodName other("other");
-  auto with_copy = t->map()
-                       .WithPeer(other, {"127.0.0.1:1", "127.0.0.1:2"})
-                       .WithReplicas(PartitionId(0), {other});
-  ASSERT_TRUE(with_copy.ok()) << with_copy.status().ToString();
-  ASSERT_TRUE(t->InstallMap(with_copy->WithEpoch(Epoch(2))).ok());
-  std::vector<wire::ProduceEvent> events;
-  for (const auto& k : KeysOf(t->map(), PartitionId(0), 3)) events.push_back({k, "1", "p", {}});
-  for (size_t i = 0; i < events.size(); ++i) events[i].seq = i;
-  std::vector<wire::ProduceResult> results;
-  std::vector<QuorumWait> waits;
-  ASSERT_TRUE(t->Produce(events, &results, false, nullptr, nullptr, &waits).ok());
-  ASSERT_EQ(waits.size(), 1u);
-  const PartitionInfo p0 = *t->map().Find(PartitionId(0));
-  FetchRequest fetch;
-  fetch.follower = other.value();
-  fetch.partitions.push_back(
-      {p0.id, p0.LeaderEpoch(), 3, p0.LeaderEpoch().value(), 0, 0, false, /*refetching=*/true});
-  std::string body;
-  (void)t->ServeFetch(fetch, &body);
-  EXPECT_LT(waits[0].tracker->followers_mark(), waits[0].end)
-      << "acknowledged with a refetching copy's help";
-  fetch.partitions[0].refetching = false;
-  body.clear();
-  (void)t->ServeFetch(fetch, &body);
-  EXPECT_GE(waits[0].tracker->followers_mark(), waits[0].end);
   ASSERT_TRUE(t->Close().ok());
 }
 
