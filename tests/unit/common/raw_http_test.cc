@@ -68,6 +68,20 @@ std::string ReadRequest(int fd, size_t body) {
 
 void Send(int fd, const std::string& s) { (void)::send(fd, s.data(), s.size(), MSG_NOSIGNAL); }
 
+// A peer's part that reads one request and sends `answer`.
+std::function<void(int)> Answering(std::string answer) {
+  return [answer = std::move(answer)](int fd) {
+    ReadRequest(fd, 0);
+    Send(fd, answer);
+  };
+}
+
+RawHttpOptions WithTimeout(std::chrono::milliseconds timeout) {
+  RawHttpOptions o;
+  o.timeout = timeout;
+  return o;
+}
+
 TEST(RawHttpTest, AnswersAreReadWholeOverOneConnectionWithTheConfiguredHeaders) {
   std::string first, second;
   Peer peer([&](int fd) {
@@ -116,12 +130,8 @@ TEST(RawHttpTest, APeerThatNeverAnswersCostsOneTimeout) {
 }
 
 TEST(RawHttpTest, ABodyOverTheCapIsRefusedBeforeItIsRead) {
-  Peer peer([](int fd) {
-    ReadRequest(fd, 0);
-    Send(fd, "HTTP/1.1 200 OK\r\nContent-Length: 99999999999\r\n\r\nxx");
-  });
-  RawHttpOptions o;
-  o.timeout = 5s;
+  Peer peer(Answering("HTTP/1.1 200 OK\r\nContent-Length: 99999999999\r\n\r\nxx"));
+  RawHttpOptions o = WithTimeout(5s);
   o.max_body = 1000;
   RawHttpConnection conn("127.0.0.1", peer.port(), o);
   auto code = conn.Request("GET", "/", "", nullptr);
@@ -131,13 +141,8 @@ TEST(RawHttpTest, ABodyOverTheCapIsRefusedBeforeItIsRead) {
 }
 
 TEST(RawHttpTest, AHostNameIsResolved) {
-  Peer peer([](int fd) {
-    ReadRequest(fd, 0);
-    Send(fd, "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n");
-  });
-  RawHttpOptions o;
-  o.timeout = 5s;
-  RawHttpConnection conn("localhost", peer.port(), o);
+  Peer peer(Answering("HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n"));
+  RawHttpConnection conn("localhost", peer.port(), WithTimeout(5s));
   auto code = conn.Request("GET", "/", "", nullptr);
   ASSERT_TRUE(code.ok()) << code.status().ToString();
   EXPECT_EQ(*code, 204);
