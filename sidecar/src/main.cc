@@ -18,6 +18,7 @@
 #include <fstream>
 #include <thread>
 
+#include "broker/replica_fetch.h"
 #include "broker/sidecar_probe.h"
 #include "broker/topic.h"
 #include "http/admin_frontend.h"
@@ -130,6 +131,10 @@ int main(int argc, char** argv) {
   app.add_option("--fetch-wait-ms", topic_opts.fetch_wait_ms,
                  "How long a follower's fetch waits at its leader for new events")
       ->check(CLI::Range(int64_t{0}, int64_t{10000}));
+  app.add_option("--fetch-max-bytes", topic_opts.fetch_max_bytes,
+                 "About how many bytes of records a follower asks its leader for in one fetch "
+                 "(at least one record)")
+      ->check(CLI::Range(size_t{1}, broker::kMaxFetchBytes));
   app.add_option("--http-threads", http_threads, "Threads of the HTTP server pool")
       ->check(CLI::Range(1, 256));
   app.add_option("--log-level", log_level, "trace | debug | info | warn | error | off")

@@ -1098,6 +1098,57 @@ TEST(ReplicationTest, ACopyRefetchingAfterItsVolumeWasEmptiedCountsForAFailoverO
   EXPECT_NE(why.find("refetching"), std::string::npos) << why;
 }
 
+// The leader's high watermark falls when a copy loses its volume: it counts what the copy holds
+// now. Events acknowledged before, by the leader and that copy, are then above it; the copy
+// refetching them must hold its leader's end, not that mark, before it counts for a failover,
+// or a failover could make it (or a copy that never had them) the leader without them
+// (invariant 10; `shoal torture` seed 1 lost 8 acknowledged events so).
+TEST(ReplicationTest, ACopyRefetchingPastTheFallenHighWatermarkStillDoesNotCountForAFailover) {
+  // Small fetches (a few records each), so that refetching takes hundreds of them.
+  SidecarCluster c(Options({"--fetch-max-bytes", "1000", "--replication-timeout-ms", "30000"}));
+  std::vector<std::string> keys;
+  StartWith100Events(c, &keys);
+  if (HasFatalFailure()) return;
+  // Pod 2 stops at 100; the next 2,000 are acknowledged by the leader and pod 1.
+  ASSERT_EQ(kill(c.pod(2).pid(), SIGSTOP), 0);
+  ASSERT_TRUE(WaitFor([&] { return LagSeconds(c, 0, "pod-2") > 1; }, 10s)) << c.Describe();
+  client::ShoalClient leader(c.pod(0).data_url(), "orders", 60s);
+  constexpr uint64_t kEnd = 2100;
+  for (uint64_t seq = 101; seq < kEnd; seq += 500) {
+    auto acked = leader.Produce(Batch(keys, "app", seq, 500));
+    ASSERT_TRUE(acked.ok()) << acked.status().ToString() << c.Describe();
+  }
+  ASSERT_EQ(FollowedEnds(c, 1)[0], kEnd);
+  // Pod 1 loses its volume and refetches: once it holds more than pod 2 it holds at least the
+  // leader's high watermark, but not every event acknowledged.
+  c.pod(1).Kill9();
+  for (const auto& entry : std::filesystem::directory_iterator(c.pod(1).data_dir())) {
+    if (entry.path().filename() != "sidecar.log") std::filesystem::remove_all(entry.path());
+  }
+  ASSERT_TRUE(c.pod(1).Restart().ok()) << c.Describe();
+  ASSERT_TRUE(InstallCurrent(c, 1).ok()) << c.Describe();
+  // The leader paused half way through the refetch: pod 1 gets nothing more.
+  ASSERT_TRUE(WaitFor([&] { return FollowedEnds(c, 1)[0] > 300; }, 20s)) << c.Describe();
+  ASSERT_EQ(kill(c.pod(0).pid(), SIGSTOP), 0);
+  ASSERT_EQ(kill(c.pod(2).pid(), SIGCONT), 0);
+  const uint64_t held = FollowedEnds(c, 1)[0];
+  ASSERT_LT(held, kEnd) << "pod 1 refetched everything before its leader was paused; the "
+                           "fetches are too large for this test";
+  const auto reachable = [&](const PodName& pod) -> const PeerAddress* {
+    return pod == SidecarCluster::Pod(0) ? nullptr : c.current().Peer(pod);
+  };
+  std::string why;
+  auto leaders = control::FenceAndChooseLeaders(c.admin(), c.current(), {PartitionId(0)}, reachable,
+                                                Epoch(c.current().epoch().value() + 1),
+                                                c.first_volumes(), &why);
+  EXPECT_EQ(kill(c.pod(0).pid(), SIGCONT), 0);
+  // Pod 1 (at `held`) and pod 2 (at 100) answered; neither holds the 2,100 acknowledged events,
+  // and pod 1 still says it is refetching: no leader yet.
+  ASSERT_FALSE(leaders.ok()) << "led by " << leaders->front().second.value() << " holding " << held
+                             << " of " << kEnd << " acknowledged events";
+  EXPECT_NE(why.find("refetching"), std::string::npos) << why;
+}
+
 // A commit is answered once a quorum holds it, which need not include the copy a failover makes
 // the leader: that copy gathers its groups' commits from the other copies before it hands out
 // an event, so the group does not read again what it committed (invariant 4).

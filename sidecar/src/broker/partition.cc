@@ -812,8 +812,8 @@ Status Partition::MarkRefetching() {
   return Status::Ok();
 }
 
-Status Partition::CaughtUpTo(uint64_t leader_high_watermark) {
-  if (!refetching_.load() || held_end() < leader_high_watermark || mirrored().first == 0) {
+Status Partition::CaughtUpTo(uint64_t leader_end) {
+  if (!refetching_.load() || held_end() < leader_end || mirrored().first == 0) {
     return Status::Ok();
   }
   SHOAL_RETURN_IF_ERROR(fs_.Remove(RefetchingPath(opts_.dir)));

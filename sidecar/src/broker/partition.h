@@ -252,10 +252,13 @@ class Partition {
   // A copy on a volume that was emptied, refetching what it held: it may have acknowledged
   // events it no longer holds, so its fence answer says so and a failover neither counts it
   // towards the quorum of answers nor makes it the leader (replication::ChooseLeader) until it
-  // caught up with its leader's high watermark (CaughtUpTo). Durable across restarts (a marker
-  // in its directory).
+  // caught up with its leader (CaughtUpTo). Durable across restarts (a marker in its directory).
   Status MarkRefetching();
-  Status CaughtUpTo(uint64_t leader_high_watermark);
+  // The mark goes once this copy holds `leader_end`, where its leader's log ended when it
+  // answered, and the leader's commit store is mirrored. Not the leader's high watermark: that
+  // falls while this copy refetches (it counts what the copy holds now), below events that
+  // were acknowledged when the copy still held them.
+  Status CaughtUpTo(uint64_t leader_end);
   bool refetching() const { return refetching_.load(); }
   // Whether this copy, while it led the partition, handed `group` a whole-partition batch that
   // is not committed yet and reaches at least to `offset` (its consumers commit it to this pod

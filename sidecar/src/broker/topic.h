@@ -175,10 +175,12 @@ struct TopicOptions {
   // once a quorum of each partition's copies holds its events, waiting at most
   // replication_timeout_ms (then Unavailable: retry); otherwise once the leader holds them.
   // Consumers read below the high watermark either way. A follower's fetch waits up to
-  // fetch_wait_ms at its leader for something new.
+  // fetch_wait_ms at its leader for something new, and asks for about fetch_max_bytes of
+  // records (at least one; Kafka's replica.fetch.max.bytes).
   bool acks_quorum = true;
   int64_t replication_timeout_ms = 5000;
   int64_t fetch_wait_ms = 500;
+  size_t fetch_max_bytes = 1 << 20;
   // Space kept on the data volume for what lets a full disk recover (storage/disk_reserve.h):
   // produce is refused first, with NoSpace, and the ticker takes the reserve back. Null: none.
   storage::DiskReserve* disk_reserve = nullptr;

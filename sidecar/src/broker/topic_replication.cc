@@ -155,6 +155,7 @@ Topic::FetchStep Topic::FetchRound(const std::string& leader) {
   FetchRequest req;
   req.follower = opts_.pod.value();
   req.wait_ms = opts_.fetch_wait_ms;
+  req.max_bytes = opts_.fetch_max_bytes;
   PeerAddress addr;
   {
     ReaderLock lock(map_mu_);
@@ -271,7 +272,10 @@ Topic::FetchStep Topic::FetchRound(const std::string& leader) {
         if (Status st = p.TakeLeaderEpochs(b.epochs); !st.ok()) held = st;
       }
       if (held.ok()) {
-        if (Status st = p.CaughtUpTo(b.high_watermark); !st.ok()) held = st;
+        // Caught up with the leader's end, not its high watermark: that falls when a copy
+        // loses its volume (QuorumTracker::Holds), to below events acknowledged before, which
+        // a copy refetching them must hold before it counts for a failover (invariant 10).
+        if (Status st = p.CaughtUpTo(b.log_end); !st.ok()) held = st;
       }
       if (!held.ok()) {
         refused = true;
@@ -456,7 +460,8 @@ std::string Topic::FollowedJson() const {
     out += ",\"start\":" + std::to_string(p->start_offset()) +
            ",\"end\":" + std::to_string(p->end_offset()) +
            ",\"last_epoch\":" + std::to_string(p->last_epoch()) +
-           ",\"fenced\":" + std::to_string(p->fenced()) + "}";
+           ",\"fenced\":" + std::to_string(p->fenced()) +
+           ",\"refetching\":" + (p->refetching() ? "true" : "false") + "}";
   }
   out += "]}";
   return out;
