@@ -59,6 +59,12 @@ Status CheckNothingLost(const PodName& pod, const std::vector<PartitionId>& held
   return Status::Ok();
 }
 
+bool TakesSealGivenBack(const PodName& pod, const HeldPartitionState& held,
+                        const PartitionInfo& next) {
+  return !held.follower && !held.seal && next.owner == pod && !next.active() && !next.lost &&
+         next.LeaderEpoch() > held.leader_epoch && held.end == next.end_offset;
+}
+
 Status CheckMapTransition(const PodName& pod, const std::vector<HeldPartitionState>& held,
                           const PartitionMap& next,
                           std::vector<std::pair<PartitionId, uint64_t>>* dropped,
@@ -128,7 +134,9 @@ Status CheckMapTransition(const PodName& pod, const std::vector<HeldPartitionSta
       continue;
     }
     // Sealed by the map: the seal happened here first (the change's step 1) and the map records
-    // exactly it, end offset and successors.
+    // exactly it, end offset and successors; or the map gives back a partition sealed elsewhere
+    // and this copy takes the seal as it is (TakesSealGivenBack).
+    if (!seal && TakesSealGivenBack(pod, h, *info)) continue;
     if (!seal) {
       return Status::Conflict("the map seals " + pid +
                               ", which is not sealed here: seal it first (POST /v1/admin/seal)");

@@ -499,6 +499,10 @@ std::vector<size_t> Partition::Undecidable(std::span<const wire::ProduceEvent* c
 Result<uint64_t> Partition::Seal() {
   MutexLock lock(append_mu_);
   if (sealed_.load()) return seal_end_;
+  return SealLocked();
+}
+
+Result<uint64_t> Partition::SealLocked() {
   SHOAL_RETURN_IF_ERROR(SyncLog());
   SealRecord record;
   record.end = log_->end_offset();
@@ -507,6 +511,22 @@ Result<uint64_t> Partition::Seal() {
   seal_end_ = record.end;
   sealed_.store(true);
   return record.end;
+}
+
+Result<uint64_t> Partition::SealAt(uint64_t end) {
+  MutexLock lock(append_mu_);
+  const std::string me = "partition " + std::to_string(id_.value());
+  if (sealed_.load()) {
+    if (seal_end_ == end) return seal_end_;
+    return Status::Conflict(me + " is sealed here at " + std::to_string(seal_end_) + ", not " +
+                            std::to_string(end));
+  }
+  if (log_->end_offset() != end) {
+    return Status::Conflict(me + " ends at " + std::to_string(log_->end_offset()) +
+                            " here, not at the sealed end " + std::to_string(end) +
+                            " the map records");
+  }
+  return SealLocked();
 }
 
 namespace {

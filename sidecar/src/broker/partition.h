@@ -136,6 +136,9 @@ class Partition {
   Result<uint64_t> Seal(const SealIntent& intent, Epoch held);
   // A seal that names no change (tests, and the behaviour of earlier sidecars); idempotent.
   Result<uint64_t> Seal();
+  // A seal that names no change, at `end` exactly: Conflict when the log ends elsewhere (an
+  // append came in), and when it is sealed already at another end.
+  Result<uint64_t> SealAt(uint64_t end);
   std::optional<uint64_t> sealed_end() const;
   std::optional<SealRecord> seal_record() const;
   // A successor's owner takes over from this sealed partition (its producer state) only if the
@@ -373,6 +376,8 @@ class Partition {
   Status RecoverProducers();
   // Writes the seal record atomically (fsync'd).
   Status WriteSealRecord(const SealRecord& record) REQUIRES(append_mu_);
+  // Seals at the log's end, with no change named.
+  Result<uint64_t> SealLocked() REQUIRES(append_mu_);
   // Commits ahead of the log's end (a crash under fsync interval|never took back the tail they
   // covered) are brought back to it, so the group reads the events appended there next.
   Status ClampCommits();

@@ -672,6 +672,7 @@ Result<InstallOutcome> Topic::InstallLocked(const PartitionMap& next,
   SHOAL_RETURN_IF_ERROR(SeedOpened(next, *opened));
   const double seeded_ms = ms_since(t0);
   Status st = UnsealLostSeals(next, *opened);
+  if (st.ok()) st = TakeSealsGivenBack(held, next);
   // Persist, then take effect. A crash between the two re-opens the new map on restart.
   if (st.ok()) st = fs_.WriteFileAtomic(MapPath(), next.ToJson());
   if (!st.ok()) {
@@ -859,6 +860,27 @@ Status Topic::UnsealLostSeals(const PartitionMap& next, const OwnedPartitions& o
   return Status::Ok();
 }
 
+Status Topic::TakeSealsGivenBack(const PartitionMap& held, const PartitionMap& next) {
+  ReaderLock lock(map_mu_);
+  for (const auto& [id, p] : partitions_) {
+    const PartitionInfo* info = next.Find(id);
+    const PartitionInfo* was = held.Find(id);
+    if (!info || p->sealed_end()) continue;
+    const HeldPartitionState h{id,    p->range(),     {}, was ? was->LeaderEpoch() : Epoch(0),
+                               false, p->end_offset()};
+    if (!TakesSealGivenBack(opts_.pod, h, *info)) continue;
+    // At that end or not at all: an append that came in since the check leaves it unsealed,
+    // and the install is refused (the map is retried).
+    auto sealed = p->SealAt(info->end_offset);
+    if (!sealed.ok()) return sealed.status();
+    Logger("broker")->warn(
+        "msg=\"took the seal of a partition a failover gave back after it was sealed "
+        "elsewhere\" partition={} end={} leader_epoch={}",
+        id.value(), *sealed, info->LeaderEpoch().value());
+  }
+  return Status::Ok();
+}
+
 size_t Topic::TakeEffect(const PartitionMap& next, OwnedPartitions opened,
                          RetiredPartitions* retired) {
   // What the new map no longer lists leaves partitions_ under the exclusive lock, together with
@@ -990,8 +1012,8 @@ Status Topic::CheckAgainstHeld(const PartitionMap& held, const PartitionMap& nex
     ReaderLock lock(map_mu_);
     for (const auto& [id, p] : partitions_) {
       const PartitionInfo* info = held.Find(id);
-      here.push_back(
-          {id, p->range(), p->seal_record(), info ? info->LeaderEpoch() : Epoch(0), false});
+      here.push_back({id, p->range(), p->seal_record(), info ? info->LeaderEpoch() : Epoch(0),
+                      false, p->end_offset()});
     }
     for (const auto& [id, p] : followed_) here.push_back({id, p->range(), {}, Epoch(0), true});
   }

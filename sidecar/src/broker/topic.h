@@ -468,6 +468,10 @@ class Topic {
   Status CheckCopiesOfNewPartitions(const PartitionMap& next);
   Status UnsealLostSeals(const PartitionMap& next, const OwnedPartitions& opened)
       REQUIRES(install_mu_);
+  // Seals the partitions led here that `next`, a failover, gives back to this pod sealed
+  // elsewhere at the very end its log has (TakesSealGivenBack), at that end.
+  Status TakeSealsGivenBack(const PartitionMap& held, const PartitionMap& next)
+      REQUIRES(install_mu_);
   // Makes `next` the map with `opened` held; moves what it no longer lists to `retired`.
   // Returns how many partitions are held now.
   size_t TakeEffect(const PartitionMap& next, OwnedPartitions opened, RetiredPartitions* retired)

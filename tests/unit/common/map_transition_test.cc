@@ -55,6 +55,31 @@ TEST_F(MapTransitionTest, ASplitSealedHereFirstAtTheRecordedEndIsTaken) {
             "(POST /v1/admin/seal)");
 }
 
+// A failover gives p0 back to a, its old leader, after another copy sealed it at 40 for the
+// split (a missed both maps): a takes the seal when its log ends there, and only then.
+TEST_F(MapTransitionTest, APartitionGivenBackSealedIsTakenWhereItsLogEndsAtTheSeal) {
+  std::vector<PartitionInfo> parts = next_.partitions();
+  for (auto& p : parts) {
+    if (p.id == PartitionId(0)) p.leader_epoch = Epoch(next_.epoch().value() + 1);
+    if (!p.parents.empty()) p.owner = PodName("b");  // the successors' leader
+  }
+  const PartitionMap given_back("orders", Epoch(next_.epoch().value() + 1), parts);
+  HeldPartitionState a0 = Held(PartitionId(0));
+  a0.leader_epoch = held_map_.epoch();
+  a0.end = 40;
+  EXPECT_TRUE(TakesSealGivenBack(kA, a0, *given_back.Find(PartitionId(0))));
+  EXPECT_TRUE(Check({a0, Held(PartitionId(1))}, given_back).ok());
+  // Holding more (an unacknowledged tail) or less: refused, the seal must come first.
+  for (uint64_t end : {39u, 41u}) {
+    a0.end = end;
+    EXPECT_FALSE(TakesSealGivenBack(kA, a0, *given_back.Find(PartitionId(0))));
+    EXPECT_NE(Check({a0}, given_back).message().find("seal it first"), std::string::npos);
+  }
+  // Not given back (the map of the split itself, no newer leader epoch): the seal comes first.
+  a0.end = 40;
+  EXPECT_FALSE(TakesSealGivenBack(kA, a0, *next_.Find(PartitionId(0))));
+}
+
 TEST_F(MapTransitionTest, ASealForOtherSuccessorsIsRefused) {
   SealIntent other = intent_;
   other.successors.pop_back();

@@ -71,7 +71,19 @@ struct HeldPartitionState {
   Epoch leader_epoch{0};
   // A copy this pod follows (another pod leads it), not a partition it leads.
   bool follower = false;
+  // Where the log held here ends (one past its last record).
+  uint64_t end = 0;
 };
+
+// Whether `pod`, leading `held` in the map it holds, takes the seal `next` records for it
+// instead of refusing the map until it is sealed here: a failover gave the partition back to
+// this pod (a newer leader epoch) after another copy sealed it, and its log ends exactly at the
+// sealed end, so the seal cuts nothing. Whether that end is a sealed partition's real end or a
+// placeholder of a change whose seal is still to come, sealing here takes what the copy holds,
+// as the change's seal would: the failover chose it as the most complete of a quorum of copies.
+// A copy that holds more or less than that end is refused (it waits for the seal or a newer map).
+bool TakesSealGivenBack(const PodName& pod, const HeldPartitionState& held,
+                        const PartitionInfo& next);
 
 // Whether the pod `pod`, holding `held`, may take `next`: every partition it leads keeps its
 // owner and range, unless the map moved its leadership by a failover (a newer leader epoch that
