@@ -97,13 +97,16 @@ Result<uint64_t> AdminClient::Seal(const std::string& admin, const PartitionMap&
   const PartitionInfo* self = target.Find(partition);
   return SealFor(admin, target.epoch(), partition, target.Digest(), successors,
                  self ? std::optional<HashRange>(self->range) : std::nullopt,
-                 self ? self->owner.value() : std::string(), self ? self->leader_epoch : Epoch(0));
+                 self ? self->owner.value() : std::string(), self ? self->leader_epoch : Epoch(0),
+                 self && !self->active() && self->end_known
+                     ? std::optional<uint64_t>(self->end_offset)
+                     : std::nullopt);
 }
 
 Result<uint64_t> AdminClient::SealFor(const std::string& admin, Epoch epoch, PartitionId partition,
                                       const std::string& digest, const std::string& successors_json,
                                       std::optional<HashRange> range, const std::string& leader,
-                                      Epoch leader_epoch) {
+                                      Epoch leader_epoch, std::optional<uint64_t> sealed_end) {
   std::string body = "{\"epoch\":" + std::to_string(epoch.value()) +
                      ",\"partition\":" + std::to_string(partition.value()) + ",\"digest\":";
   json::AppendString(body, digest);
@@ -116,6 +119,7 @@ Result<uint64_t> AdminClient::SealFor(const std::string& admin, Epoch epoch, Par
     json::AppendString(body, leader);
     body += ",\"leader_epoch\":" + std::to_string(leader_epoch.value());
   }
+  if (sealed_end) body += ",\"sealed_end\":" + std::to_string(*sealed_end);
   body += "}";
   auto r = Call(admin, "POST", "/v1/admin/seal", body, true);
   if (!r.ok()) return r.status();

@@ -62,7 +62,8 @@ Status CheckNothingLost(const PodName& pod, const std::vector<PartitionId>& held
 bool TakesSealGivenBack(const PodName& pod, const HeldPartitionState& held,
                         const PartitionInfo& next) {
   return !held.follower && !held.seal && next.owner == pod && !next.active() && !next.lost &&
-         next.LeaderEpoch() > held.leader_epoch && held.end == next.end_offset;
+         next.LeaderEpoch() > held.leader_epoch &&
+         (held.end == next.end_offset || (next.end_known && held.end > next.end_offset));
 }
 
 Status CheckMapTransition(const PodName& pod, const std::vector<HeldPartitionState>& held,

@@ -420,6 +420,7 @@ Result<PartitionMap> PartitionMap::WithEndOffset(PartitionId id, uint64_t end_of
     if (p.id == id) {
       if (p.active()) return Status::FailedPrecondition("an active partition has no end offset");
       p.end_offset = end_offset;
+      p.end_known = true;
       return copy;
     }
   }
@@ -495,6 +496,7 @@ std::string PartitionMap::Serialize(bool with_ends) const {
     AppendPartitionFields(out, p);
     out += ",\"end_offset\":";
     json::AppendUint(out, with_ends ? p.end_offset : 0);
+    if (with_ends && p.end_known) out += ",\"end_known\":true";
     out += '}';
   }
   out += "],\"peers\":{";
@@ -551,6 +553,8 @@ Result<PartitionMap> PartitionMap::FromJson(std::string_view text) {
       return Status::InvalidArgument("partition " + std::to_string(id) + " has too many parents");
     }
     if (el["end_offset"].get(end) == simdjson::SUCCESS) p.end_offset = end;
+    bool end_known = false;
+    if (el["end_known"].get(end_known) == simdjson::SUCCESS) p.end_known = end_known;
     bool lost = false;
     if (el["lost"].get(lost) == simdjson::SUCCESS) p.lost = lost;
     uint64_t born = 0;

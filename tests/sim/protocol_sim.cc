@@ -1003,9 +1003,16 @@ void World::CoordinatorStep(Coordinator& c, bool quiet) {
   Coordinator* outer = active_;
   active_ = &c;
   in_legit_change_ = !quiet;
-  auto applied = executor.Apply(base, target, nullptr);
+  PartitionMap sealed = target;  // the ends of the seals answered, kept with the change
+  auto applied = executor.Apply(base, target, nullptr, &sealed);
   in_legit_change_ = false;
   active_ = outer;
+  // Saved once the try ends, as the control loop saves its step (a crash before loses them).
+  if (budget >= 0 && record_.target && record_.target->epoch() == target.epoch() &&
+      record_.target->Digest() == target.Digest()) {
+    record_.target = sealed;
+    if (c.target && c.target->epoch() == target.epoch()) c.target = sealed;
+  }
   if (applied.ok()) {
     Trace(c.name + " done: e" + std::to_string(applied->epoch().value()));
     Record r = record_;

@@ -98,7 +98,12 @@ TEST(ReplicatedProtocolSimRegressionTest, SchedulesThatFoundDefectsPass) {
                // A failover gave a partition back to its old leader after another copy sealed
                // it, at the end its log has: the pod refused the map ("seal it first") for
                // ever; it takes the seal (TakesSealGivenBack, invariant 8).
-               36847, 55530, 56472, 59033, 63575},
+               36847, 55530, 56472, 59033, 63575,
+               // The same with an unacknowledged tail past the seal (80907, 90483), and a
+               // failover carried in a change that sealed a parent's new leader at its own end
+               // after a successor took writes from the first seal's (87572, 44901: invariants
+               // 3, 7): the change keeps the ends its seals were answered with (end_known).
+               80907, 90483, 87572, 44901},
               /*replicated=*/1);
 }
 

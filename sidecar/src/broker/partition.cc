@@ -513,20 +513,33 @@ Result<uint64_t> Partition::SealLocked() {
   return record.end;
 }
 
-Result<uint64_t> Partition::SealAt(uint64_t end) {
-  MutexLock lock(append_mu_);
-  const std::string me = "partition " + std::to_string(id_.value());
-  if (sealed_.load()) {
-    if (seal_end_ == end) return seal_end_;
-    return Status::Conflict(me + " is sealed here at " + std::to_string(seal_end_) + ", not " +
-                            std::to_string(end));
+Result<uint64_t> Partition::SealAt(uint64_t end, bool cut_past) {
+  std::optional<std::string> snapshot;  // of the producer state, after a cut
+  Result<uint64_t> sealed = [&]() -> Result<uint64_t> {
+    MutexLock lock(append_mu_);
+    const std::string me = "partition " + std::to_string(id_.value());
+    if (sealed_.load()) {
+      if (seal_end_ == end) return seal_end_;
+      return Status::Conflict(me + " is sealed here at " + std::to_string(seal_end_) + ", not " +
+                              std::to_string(end));
+    }
+    const uint64_t held = log_->end_offset();
+    if (held < end || (held > end && !cut_past)) {
+      return Status::Conflict(me + " ends at " + std::to_string(held) +
+                              " here, not at the sealed end " + std::to_string(end) +
+                              " the map records");
+    }
+    if (held > end) {
+      auto cut = CutLocked(end);
+      if (!cut.ok()) return cut.status();
+      snapshot = std::move(cut).value();
+    }
+    return SealLocked();
+  }();
+  if (sealed.ok() && snapshot) {
+    SHOAL_RETURN_IF_ERROR(StoreProducerSnapshot(*snapshot, seeded_.load()));
   }
-  if (log_->end_offset() != end) {
-    return Status::Conflict(me + " ends at " + std::to_string(log_->end_offset()) +
-                            " here, not at the sealed end " + std::to_string(end) +
-                            " the map records");
-  }
-  return SealLocked();
+  return sealed;
 }
 
 namespace {
@@ -543,8 +556,21 @@ bool SameSuccessorPartitions(const std::vector<SuccessorRef>& a,
 // both believe they mint epoch e build two different maps; whichever seal arrives first names
 // the change, and the other is refused, so at most one of the two changes can ever make a
 // successor of this partition take writes (a successor needs ConfirmSuccessor, below).
-Result<uint64_t> Partition::Seal(const SealIntent& intent, Epoch held) {
-  MutexLock lock(append_mu_);
+Result<uint64_t> Partition::Seal(const SealIntent& intent, Epoch held, std::optional<uint64_t> at) {
+  std::optional<std::string> snapshot;  // of the producer state, after a cut
+  Result<uint64_t> sealed = [&] {
+    MutexLock lock(append_mu_);
+    return SealForLocked(intent, held, at, &snapshot);
+  }();
+  if (sealed.ok() && snapshot) {
+    SHOAL_RETURN_IF_ERROR(StoreProducerSnapshot(*snapshot, seeded_.load()));
+  }
+  return sealed;
+}
+
+Result<uint64_t> Partition::SealForLocked(const SealIntent& intent, Epoch held,
+                                          std::optional<uint64_t> at,
+                                          std::optional<std::string>* snapshot) {
   const std::string me = "partition " + std::to_string(id_.value());
   if (intent.range && *intent.range != opts_.range) {
     return Status::Conflict(me + " has the range [" + std::to_string(opts_.range.lo) + ", " +
@@ -553,6 +579,11 @@ Result<uint64_t> Partition::Seal(const SealIntent& intent, Epoch held) {
                             std::to_string(intent.range->hi) + ") as the change's map has it");
   }
   if (sealed_.load()) {
+    if (at && *at != seal_end_) {
+      return Status::Conflict(me + " is sealed here at " + std::to_string(seal_end_) + ", not at " +
+                              std::to_string(*at) +
+                              ", the end the change's seal was answered with");
+    }
     if (!seal_.intent) return seal_end_;  // sealed before seals named their change
     const SealIntent& was = *seal_.intent;
     if (was.epoch == intent.epoch && was.digest == intent.digest) return seal_end_;
@@ -589,6 +620,23 @@ Result<uint64_t> Partition::Seal(const SealIntent& intent, Epoch held) {
   if (intent.epoch <= held) {
     return Status::StaleEpoch("stale epoch " + std::to_string(intent.epoch.value()) +
                               ": this sidecar holds epoch " + std::to_string(held.value()));
+  }
+  if (at) {
+    // Sealed before, elsewhere, at `at` (a failover carried in the change made this copy the
+    // leader after the first seal was answered): its successors may have taken writes from
+    // there, so it is sealed there too. What it holds past it was never acknowledged (the first
+    // seal took everything its leader had, and it was answered once a quorum held it).
+    const uint64_t end = log_->end_offset();
+    if (end < *at) {
+      return Status::Unavailable(me + " holds " + std::to_string(end) +
+                                 " events here, less than the end " + std::to_string(*at) +
+                                 " it was sealed at for this change: it cannot be sealed here");
+    }
+    if (end > *at) {
+      auto cut = CutLocked(*at);
+      if (!cut.ok()) return cut.status();
+      *snapshot = std::move(cut).value();
+    }
   }
   // The seal is durable before it is acknowledged: a restarted sidecar must never append to a
   // partition whose successor may already accept writes (invariant 2).
@@ -882,23 +930,29 @@ Status Partition::CutTo(uint64_t offset) {
   std::string snapshot;
   {
     MutexLock lock(append_mu_);
-    // No snapshot covers the records about to be cut, even if the one below is not written: a
-    // restart then replays the whole log (and a follower takes its leader's inherited state
-    // again). Not durable until that one is on disk.
-    producers_durable_.store(false);
-    if (Status rm = fs_.Remove(SnapshotPath(opts_.dir));
-        !rm.ok() && rm.code() != Status::Code::kNotFound) {
-      return rm;
-    }
-    SHOAL_RETURN_IF_ERROR(log_->TruncateTo(offset));
-    producers_.TruncateFrom(id_.value(), offset);
-    while (!epochs_.empty() && epochs_.back().start >= offset) epochs_.pop_back();
-    SHOAL_RETURN_IF_ERROR(WriteEpochs());
-    // A snapshot on disk may cover the records cut: once other records take their offsets, a
-    // restart would keep the cut ones' (producer, seq) and skip replaying the new ones.
-    snapshot = ProducerSnapshotLocked();
+    auto cut = CutLocked(offset);
+    if (!cut.ok()) return cut.status();
+    snapshot = std::move(cut).value();
   }
   return StoreProducerSnapshot(snapshot, seeded_.load());
+}
+
+Result<std::string> Partition::CutLocked(uint64_t offset) {
+  // No snapshot covers the records about to be cut, even if the one below is not written: a
+  // restart then replays the whole log (and a follower takes its leader's inherited state
+  // again). Not durable until that one is on disk.
+  producers_durable_.store(false);
+  if (Status rm = fs_.Remove(SnapshotPath(opts_.dir));
+      !rm.ok() && rm.code() != Status::Code::kNotFound) {
+    return rm;
+  }
+  SHOAL_RETURN_IF_ERROR(log_->TruncateTo(offset));
+  producers_.TruncateFrom(id_.value(), offset);
+  while (!epochs_.empty() && epochs_.back().start >= offset) epochs_.pop_back();
+  SHOAL_RETURN_IF_ERROR(WriteEpochs());
+  // A snapshot on disk may cover the records cut: once other records take their offsets, a
+  // restart would keep the cut ones' (producer, seq) and skip replaying the new ones.
+  return ProducerSnapshotLocked();
 }
 
 uint64_t Partition::Standing(std::optional<Offset> committed) const {

@@ -133,12 +133,17 @@ class Partition {
   // change it was sealed for was abandoned: no successor confirmed it (ConfirmSuccessor) and the
   // sidecar never held a map of that epoch (`held` is the epoch of the map it holds); then the
   // seal is made over for the newer change, with the same end (nothing was appended since).
-  Result<uint64_t> Seal(const SealIntent& intent, Epoch held);
+  // With `at` (a change whose seal of this partition was answered elsewhere, at that end, before
+  // a failover made this copy the leader): sealed at exactly `at`, the tail past it cut;
+  // Unavailable when this copy holds less, Conflict when it is sealed already at another end.
+  Result<uint64_t> Seal(const SealIntent& intent, Epoch held,
+                        std::optional<uint64_t> at = std::nullopt);
   // A seal that names no change (tests, and the behaviour of earlier sidecars); idempotent.
   Result<uint64_t> Seal();
   // A seal that names no change, at `end` exactly: Conflict when the log ends elsewhere (an
-  // append came in), and when it is sealed already at another end.
-  Result<uint64_t> SealAt(uint64_t end);
+  // append came in), unless it ends past it and `cut_past` (the tail is cut), and when it is
+  // sealed already at another end.
+  Result<uint64_t> SealAt(uint64_t end, bool cut_past = false);
   std::optional<uint64_t> sealed_end() const;
   std::optional<SealRecord> seal_record() const;
   // A successor's owner takes over from this sealed partition (its producer state) only if the
@@ -378,6 +383,12 @@ class Partition {
   Status WriteSealRecord(const SealRecord& record) REQUIRES(append_mu_);
   // Seals at the log's end, with no change named.
   Result<uint64_t> SealLocked() REQUIRES(append_mu_);
+  // Seal(intent, held, at) under the lock; a cut's producer snapshot goes to `snapshot`, to be
+  // stored once the lock is released.
+  Result<uint64_t> SealForLocked(const SealIntent& intent, Epoch held, std::optional<uint64_t> at,
+                                 std::optional<std::string>* snapshot) REQUIRES(append_mu_);
+  // CutTo under the lock: returns the producer snapshot to store once it is released.
+  Result<std::string> CutLocked(uint64_t offset) REQUIRES(append_mu_);
   // Commits ahead of the log's end (a crash under fsync interval|never took back the tail they
   // covered) are brought back to it, so the group reads the events appended there next.
   Status ClampCommits();

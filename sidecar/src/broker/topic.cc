@@ -870,8 +870,9 @@ Status Topic::TakeSealsGivenBack(const PartitionMap& held, const PartitionMap& n
                                false, p->end_offset()};
     if (!TakesSealGivenBack(opts_.pod, h, *info)) continue;
     // At that end or not at all: an append that came in since the check leaves it unsealed,
-    // and the install is refused (the map is retried).
-    auto sealed = p->SealAt(info->end_offset);
+    // and the install is refused (the map is retried), unless the map knows the end as the one
+    // a seal was answered with: then what is past it was never acknowledged, and is cut.
+    auto sealed = p->SealAt(info->end_offset, /*cut_past=*/info->end_known);
     if (!sealed.ok()) return sealed.status();
     Logger("broker")->warn(
         "msg=\"took the seal of a partition a failover gave back after it was sealed "

@@ -284,11 +284,15 @@ class Topic {
   // When that is this pod, at a leader epoch at or above the fence of a copy it follows (a
   // failover carried in the change chose the copy to lead a parent whose leader went down), the
   // copy is sealed at its end before the map that makes it the leader arrives.
+  // `at`: the end the change's seal of the partition was answered with before (at a leader a
+  // failover has replaced since): the copy is sealed at exactly that end (Partition::Seal).
   Result<uint64_t> Seal(PartitionId partition, const SealIntent& intent,
                         std::chrono::milliseconds quorum_wait = std::chrono::milliseconds(0),
-                        const std::optional<MapLeader>& leader = std::nullopt);
+                        const std::optional<MapLeader>& leader = std::nullopt,
+                        std::optional<uint64_t> at = std::nullopt);
   // The same for the change that makes `target`: its epoch, digest and the successors it gives
-  // the partition.
+  // the partition, and the end its seal was answered with when the target records it
+  // (PartitionInfo::end_known).
   Result<uint64_t> Seal(const PartitionMap& target, PartitionId partition,
                         std::chrono::milliseconds quorum_wait = std::chrono::milliseconds(0));
   // The producer state of a partition held here; for `successor` (when given) only once the

@@ -265,7 +265,7 @@ Status Topic::NotLostHere(PartitionId id, const std::string& asked) const {
 
 Result<uint64_t> Topic::Seal(PartitionId id, const SealIntent& intent,
                              std::chrono::milliseconds quorum_wait,
-                             const std::optional<MapLeader>& leader) {
+                             const std::optional<MapLeader>& leader, std::optional<uint64_t> at) {
   std::shared_ptr<QuorumTracker> quorum;
   uint64_t sealed_at = 0;
   {
@@ -281,7 +281,7 @@ Result<uint64_t> Topic::Seal(PartitionId id, const SealIntent& intent,
         // before the map that makes it the leader arrives.
         if (leader && leader->pod == opts_.pod && leader->leader_epoch.value() > 0 &&
             f->second->fenced() > 0 && f->second->fenced() <= leader->leader_epoch.value()) {
-          return f->second->Seal(intent, map_.epoch());
+          return f->second->Seal(intent, map_.epoch(), at);
         }
         // A copy this pod follows: the map that makes it the leader (a failover's) has not
         // reached it yet. The coordinator installs its current map on pods behind and retries.
@@ -293,7 +293,7 @@ Result<uint64_t> Topic::Seal(PartitionId id, const SealIntent& intent,
       return Status::NotFound("partition " + std::to_string(id.value()) +
                               " is not on this sidecar");
     }
-    auto end = it->second->Seal(intent, map_.epoch());
+    auto end = it->second->Seal(intent, map_.epoch(), at);
     if (!end.ok()) return end;
     // Its successors' pods read it through ranges from now on: batches out whole are recorded so
     // that their commits keep meaning those batches across a restart.
@@ -324,7 +324,9 @@ Result<uint64_t> Topic::Seal(const PartitionMap& target, PartitionId id,
                           info ? std::optional<HashRange>(info->range) : std::nullopt};
   std::optional<MapLeader> leader;
   if (info) leader = MapLeader{info->owner, info->leader_epoch};
-  return Seal(id, intent, quorum_wait, leader);
+  std::optional<uint64_t> at;
+  if (info && !info->active() && info->end_known) at = info->end_offset;
+  return Seal(id, intent, quorum_wait, leader, at);
 }
 
 Result<std::string> Topic::ExportProducers(PartitionId id, const SuccessorRef* successor,

@@ -41,11 +41,13 @@ struct SealRequest {
   PartitionId partition;
   broker::SealIntent intent;
   std::optional<broker::MapLeader> leader;
+  std::optional<uint64_t> at;  // "sealed_end": sealed before at that end, elsewhere
 };
 
 // {"epoch":E,"partition":P,"digest":"...","successors":[{"id","owner","lo","hi"}], "lo":L,
-// "hi":H, "leader":"pod","leader_epoch":N}: the seal of one partition for the change whose target
-// map has that epoch and digest (range, leader and leader epoch optional).
+// "hi":H, "leader":"pod","leader_epoch":N, "sealed_end":S}: the seal of one partition for the
+// change whose target map has that epoch and digest (range, leader and leader epoch, and the end
+// the change's seal of it was answered with before, optional).
 Result<SealRequest> ParseSeal(const std::string& body) {
   const Status wrong = Status::InvalidArgument(
       "seal needs {\"epoch\": E, \"partition\": P, \"digest\": D, \"successors\": "
@@ -92,8 +94,12 @@ Result<SealRequest> ParseSeal(const std::string& body) {
     }
     leader = broker::MapLeader{PodName(std::string(leader_pod)), Epoch(leader_epoch)};
   }
+  std::optional<uint64_t> at;
+  if (uint64_t sealed_end = 0; doc["sealed_end"].get(sealed_end) == simdjson::SUCCESS) {
+    at = sealed_end;
+  }
   return SealRequest{PartitionId(static_cast<uint32_t>(partition)), std::move(intent),
-                     std::move(leader)};
+                     std::move(leader), at};
 }
 
 // The successor named by the query of GET .../producers?successor=S&owner=O&lo=L&hi=H, if any.
@@ -311,7 +317,7 @@ void AdminFrontend::Handle(http_request req) {
         auto end = topic_.Seal(seal->partition, seal->intent,
                                std::chrono::milliseconds(std::min<int64_t>(
                                    topic_.options().replication_timeout_ms, kAdminQuorumWaitMs)),
-                               seal->leader);
+                               seal->leader, seal->at);
         probe_.AdminChange("seal", Outcome(end.status()));
         if (!end.ok()) return end.status();
         return "{\"partition\":" + std::to_string(seal->partition.value()) +

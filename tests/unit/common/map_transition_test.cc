@@ -60,7 +60,10 @@ TEST_F(MapTransitionTest, ASplitSealedHereFirstAtTheRecordedEndIsTaken) {
 TEST_F(MapTransitionTest, APartitionGivenBackSealedIsTakenWhereItsLogEndsAtTheSeal) {
   std::vector<PartitionInfo> parts = next_.partitions();
   for (auto& p : parts) {
-    if (p.id == PartitionId(0)) p.leader_epoch = Epoch(next_.epoch().value() + 1);
+    if (p.id == PartitionId(0)) {
+      p.leader_epoch = Epoch(next_.epoch().value() + 1);
+      p.end_known = false;  // first, an end not known as a seal's answer
+    }
     if (!p.parents.empty()) p.owner = PodName("b");  // the successors' leader
   }
   const PartitionMap given_back("orders", Epoch(next_.epoch().value() + 1), parts);
@@ -77,7 +80,19 @@ TEST_F(MapTransitionTest, APartitionGivenBackSealedIsTakenWhereItsLogEndsAtTheSe
   }
   // Not given back (the map of the split itself, no newer leader epoch): the seal comes first.
   a0.end = 40;
+  a0.leader_epoch = next_.Find(PartitionId(0))->LeaderEpoch();
   EXPECT_FALSE(TakesSealGivenBack(kA, a0, *next_.Find(PartitionId(0))));
+  a0.leader_epoch = held_map_.epoch();
+  // An end the map knows as a seal's answer (end_known): a longer log takes it, its
+  // unacknowledged tail cut; a shorter one still cannot.
+  for (auto& p : parts) {
+    if (p.id == PartitionId(0)) p.end_known = true;
+  }
+  const PartitionMap known("orders", given_back.epoch(), parts);
+  a0.end = 41;
+  EXPECT_TRUE(TakesSealGivenBack(kA, a0, *known.Find(PartitionId(0))));
+  a0.end = 39;
+  EXPECT_FALSE(TakesSealGivenBack(kA, a0, *known.Find(PartitionId(0))));
 }
 
 TEST_F(MapTransitionTest, ASealForOtherSuccessorsIsRefused) {

@@ -569,6 +569,23 @@ INSTANTIATE_TEST_SUITE_P(
 // ---------------------------------------------------------------------------------------------
 // End offsets and retirement
 
+// An end recorded from a seal's answer is known as such, across JSON; the digest (what a seal
+// names before its end exists) is the same either way.
+TEST(PartitionMapRetireTest, AnEndRecordedFromASealIsKnownAsSuchAndLeavesTheDigestAlone) {
+  PartitionMap m = Must(MustInitial(2).Split(PartitionId(0), 1000));
+  EXPECT_FALSE(m.Find(PartitionId(0))->end_known);
+  PartitionMap with_end = Must(m.WithEndOffset(PartitionId(0), 0));
+  EXPECT_TRUE(with_end.Find(PartitionId(0))->end_known);
+  EXPECT_EQ(with_end.Digest(), m.Digest());
+  EXPECT_FALSE(with_end == m);
+  PartitionMap back = Must(PartitionMap::FromJson(with_end.ToJson()));
+  EXPECT_TRUE(back.Find(PartitionId(0))->end_known);
+  EXPECT_EQ(back.Find(PartitionId(0))->end_offset, 0u);
+  EXPECT_TRUE(back == with_end);
+  EXPECT_EQ(with_end.ToJson().find("end_known"), with_end.ToJson().rfind("end_known"));
+  EXPECT_EQ(m.ToJson().find("end_known"), std::string::npos);
+}
+
 TEST(PartitionMapRetireTest, RecordsEndOffsetsAndRetiresSealedPartitionsOnly) {
   PartitionMap m = Must(MustInitial(2).Split(PartitionId(0), 1000));
   PartitionMap with_end = Must(m.WithEndOffset(PartitionId(0), 120));

@@ -35,11 +35,13 @@ class AdminClient final : public AdminPlane {
                         PartitionId partition) override;
   // A seal with an explicit intent (tests that play a coordinator by hand). `leader` and
   // `leader_epoch`: the partition's leader in the change's map, when a failover gave it one
-  // (leader epoch above 0).
+  // (leader epoch above 0). `sealed_end`: the end the change's seal of the partition was
+  // answered with before, at a leader a failover replaced since (PartitionInfo::end_known).
   Result<uint64_t> SealFor(const std::string& admin, Epoch epoch, PartitionId partition,
                            const std::string& digest, const std::string& successors_json,
                            std::optional<HashRange> range = std::nullopt,
-                           const std::string& leader = "", Epoch leader_epoch = Epoch(0));
+                           const std::string& leader = "", Epoch leader_epoch = Epoch(0),
+                           std::optional<uint64_t> sealed_end = std::nullopt);
   Result<std::string> DeleteGroup(const std::string& admin, const std::string& group,
                                   bool force) override;
   Result<std::string> Get(const std::string& host_port, const std::string& path,

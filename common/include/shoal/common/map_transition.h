@@ -81,7 +81,10 @@ struct HeldPartitionState {
 // sealed end, so the seal cuts nothing. Whether that end is a sealed partition's real end or a
 // placeholder of a change whose seal is still to come, sealing here takes what the copy holds,
 // as the change's seal would: the failover chose it as the most complete of a quorum of copies.
-// A copy that holds more or less than that end is refused (it waits for the seal or a newer map).
+// When the map knows the end as the one a seal was answered with (PartitionInfo::end_known), a
+// copy that holds more takes it too, its tail cut: that tail was never acknowledged (the seal
+// took everything its leader had, once a quorum held it). A copy that holds less, or more of an
+// end not known, is refused (it waits for the seal or a newer map).
 bool TakesSealGivenBack(const PodName& pod, const HeldPartitionState& held,
                         const PartitionInfo& next);
 

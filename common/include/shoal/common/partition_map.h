@@ -56,6 +56,11 @@ struct PartitionInfo {
   std::vector<PartitionId> parents;
   // For a sealed partition: its final end offset, once the seal is acknowledged.
   uint64_t end_offset = 0;
+  // Whether end_offset is the end a seal was answered with (WithEndOffset), not a change's
+  // placeholder before its seal: a copy made the leader of the partition later is sealed at
+  // exactly that end (its tail past it, never acknowledged, is cut), because successors may
+  // have taken writes after it.
+  bool end_known = false;
   // Declared lost by the coordinator (DeclareLost): its only copy went with its pod's volume.
   // Always sealed; nothing of it can be read or committed, and a successor's gate walks past it
   // to its parents, which may still hold a key's earlier events. Retired once its parents are.

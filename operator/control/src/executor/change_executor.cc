@@ -72,8 +72,10 @@ Status ChangeExecutor::InstallEverywhere(const PartitionMap& map, ChangeTiming* 
   return Status::Ok();
 }
 
-Result<PartitionMap> ChangeExecutor::Apply(const PartitionMap& current, const PartitionMap& target,
-                                           ChangeTiming* timing) {
+Result<PartitionMap> ChangeExecutor::Apply(const PartitionMap& current,
+                                           const PartitionMap& target_asked, ChangeTiming* timing,
+                                           PartitionMap* sealed) {
+  const PartitionMap target = target_asked;  // `sealed` may be the caller's very target
   ChangeTiming local;
   if (!timing) timing = &local;
   if (target.epoch().value() <= current.epoch().value()) {
@@ -120,9 +122,19 @@ Result<PartitionMap> ChangeExecutor::Apply(const PartitionMap& current, const Pa
         },
         timing);
     if (!st.ok()) return st;
+    if (p.end_known && end != p.end_offset) {
+      return Status::Conflict("partition " + std::to_string(p.id.value()) + " is sealed at " +
+                              std::to_string(end) + " on " + p.owner.value() +
+                              ", but the change's seal of it was answered with " +
+                              std::to_string(p.end_offset) + " before");
+    }
     auto with_end = installed.WithEndOffset(p.id, end);
     if (!with_end.ok()) return with_end.status();
     installed = std::move(with_end).value();
+    if (sealed && sealed->epoch() == target.epoch()) {
+      if (auto kept = sealed->WithEndOffset(p.id, end); kept.ok())
+        *sealed = std::move(kept).value();
+    }
   }
   timing->seal_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

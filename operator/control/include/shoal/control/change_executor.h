@@ -67,8 +67,13 @@ class ChangeExecutor {
 
   // Applies `target`, made from `current` by Split, Merge or Move. Returns the target as
   // installed, with the sealed parents' end offsets recorded.
+  // `sealed` (when given, the caller's copy of the target it keeps across tries) gets each end
+  // as its seal is answered (WithEndOffset: PartitionInfo::end_known), even when the change
+  // does not complete: a later try, and a failover carried into the change that gives a parent
+  // a new leader, seal that parent at that very end, since successors may have taken writes
+  // from it. A parent the target records such an end for that is sealed elsewhere is Conflict.
   Result<PartitionMap> Apply(const PartitionMap& current, const PartitionMap& target,
-                             ChangeTiming* timing);
+                             ChangeTiming* timing, PartitionMap* sealed = nullptr);
 
   // Whether the sidecar at `address` holds no map at all (its admin plane answers 404): after
   // its volume was emptied, or before its first map.
