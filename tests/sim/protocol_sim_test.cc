@@ -103,7 +103,10 @@ TEST(ReplicatedProtocolSimRegressionTest, SchedulesThatFoundDefectsPass) {
                // failover carried in a change that sealed a parent's new leader at its own end
                // after a successor took writes from the first seal's (87572, 44901: invariants
                // 3, 7): the change keeps the ends its seals were answered with (end_known).
-               80907, 90483, 87572, 44901},
+               80907, 90483, 87572, 44901,
+               // A pod fenced before its map knew a partition (answered as empty) was made the
+               // leader of it sealed, and opened it empty but unsealed (42887).
+               42887},
               /*replicated=*/1);
 }
 

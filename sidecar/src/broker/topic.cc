@@ -760,8 +760,11 @@ Result<Topic::OwnedPartitions> Topic::OpenOwned(const PartitionMap& next) {
     // the seal) takes the seal the map records. A quorum of the copies held the sealed end when
     // the seal was answered, and the failover chose the most complete of a quorum, so this copy
     // holds it; what it holds past it was never acknowledged (the seal took everything its
-    // leader had) and is cut.
-    if (info && !info->active() && !info->lost && p->follower() && !p->sealed_end()) {
+    // leader had) and is cut. So does a copy opened here only now, empty (the failover fenced
+    // this pod before its map knew the partition, and it answered as empty): chosen as the most
+    // complete of a quorum, it holds everything acknowledged, and the end is 0.
+    if (info && !info->active() && !info->lost && !p->sealed_end() &&
+        (p->follower() || info->leader_epoch.value() > 0)) {
       // (ReturnCopies moves the copies out of `opened`: nothing of `p` is read after it.)
       Status st = Status::Ok();
       if (p->end_offset() < info->end_offset) {
