@@ -414,13 +414,14 @@ PartitionMap PartitionMap::WithEpoch(Epoch epoch) const {
   return m;
 }
 
-Result<PartitionMap> PartitionMap::WithEndOffset(PartitionId id, uint64_t end_offset) const {
+Result<PartitionMap> PartitionMap::WithEndOffset(PartitionId id, uint64_t end_offset,
+                                                 bool known) const {
   PartitionMap copy = *this;
   for (auto& p : copy.partitions_) {
     if (p.id == id) {
       if (p.active()) return Status::FailedPrecondition("an active partition has no end offset");
       p.end_offset = end_offset;
-      p.end_known = true;
+      p.end_known = known;
       return copy;
     }
   }

@@ -1149,6 +1149,105 @@ TEST(ReplicationTest, ACopyRefetchingPastTheFallenHighWatermarkStillDoesNotCount
   EXPECT_NE(why.find("refetching"), std::string::npos) << why;
 }
 
+// A pod that led a partition and missed the maps that failed it over and sealed it holds a tail
+// that was never acknowledged. A failover gives the partition back to it once the pod that
+// sealed it died (its log is the longest of the copies that answer): it cuts that tail at the
+// end the seal was answered with, which the map knows as such (end_known), and takes the seal;
+// the successor's writes come after exactly that end. Before, it refused every later map ("seal
+// it first").
+TEST(ReplicationTest, AnOldLeaderGivenBackAPartitionSealedElsewhereCutsItsTailAtTheSealedEnd) {
+  SidecarClusterOptions o = Options({"--replication-timeout-ms", "1000"});
+  o.step_timeout = 3s;
+  SidecarCluster c(o);
+  std::vector<std::string> keys;
+  StartWith100Events(c, &keys);
+  if (HasFatalFailure()) return;
+  // 50 more stored on pod 0 only: its followers are down (killed, so that no fetch of theirs
+  // is parked at the leader to carry them), so never acknowledged.
+  c.pod(1).Kill9();
+  c.pod(2).Kill9();
+  {
+    client::ShoalClient old_leader(c.pod(0).data_url(), "orders", 10s);
+    ASSERT_FALSE(old_leader.Produce(Batch(keys, "app", 101, 50)).ok());
+  }
+  // Pod 0 goes down too (it misses every map from here on), its followers come back.
+  c.pod(0).Kill9();
+  ASSERT_TRUE(c.pod(1).Restart().ok()) << c.Describe();
+  ASSERT_TRUE(c.pod(2).Restart().ok()) << c.Describe();
+  // Pod 0 out of reach: partition 0 fails over to a copy, where a split seals it at 100.
+  std::string why;
+  Result<std::vector<std::pair<PartitionId, PodName>>> first = Status::Unavailable("not tried");
+  ASSERT_TRUE(WaitFor(  // the restarted pods answer the admin client's new connections
+      [&] { return (first = FailOverWithoutPod0(c, {PartitionId(0)}, &why)).ok(); }, 10s))
+      << first.status().ToString() << " " << why;
+  const size_t sealer = first->front().second == SidecarCluster::Pod(1) ? 1 : 2;
+  std::vector<uint32_t> successors;
+  auto split = SplitPartition0(c, &successors);
+  ASSERT_TRUE(split.ok()) << split.status().ToString();
+  ASSERT_TRUE(c.Apply(*split).ok()) << c.Describe();
+  ASSERT_EQ(c.current().Find(PartitionId(0))->end_offset, 100u);
+  ASSERT_TRUE(c.current().Find(PartitionId(0))->end_known);
+  {
+    client::ShoalClient owner(c.pod(sealer).data_url(), "orders", 10s);
+    ASSERT_TRUE(WaitFor([&] { return owner.Produce(Batch(keys, "app", 151, 20)).ok(); }, 10s))
+        << c.Describe();
+  }
+  // The sealer dies and pod 0 comes back with the map it had: everything the sealer led fails
+  // over.
+  c.pod(sealer).Kill9();
+  ASSERT_TRUE(c.pod(0).Restart().ok()) << c.Describe();
+  const auto reachable = [&](const PodName& pod) -> const PeerAddress* {
+    return pod == SidecarCluster::Pod(sealer) ? nullptr : c.current().Peer(pod);
+  };
+  std::vector<PartitionId> ids;
+  for (const auto& p : c.current().partitions()) {
+    if (p.owner == SidecarCluster::Pod(sealer)) ids.push_back(p.id);
+  }
+  const Epoch floor(c.current().epoch().value() + 1);
+  Result<std::vector<std::pair<PartitionId, PodName>>> leaders = Status::Unavailable("not tried");
+  ASSERT_TRUE(WaitFor(  // pod 0 answers the admin client's new connections
+      [&] {
+        leaders = control::FenceAndChooseLeaders(c.admin(), c.current(), ids, reachable, floor,
+                                                 c.first_volumes(), &why);
+        return leaders.ok() && leaders->size() == ids.size();
+      },
+      10s))
+      << leaders.status().ToString() << " " << why;
+  for (const auto& [id, leader] : *leaders) {
+    if (id == PartitionId(0)) {
+      auto f0 = c.admin().FenceCopies(c.admin_address(0), {PartitionId(0)}, floor);
+      std::string said = f0.ok() ? "" : f0.status().ToString();
+      if (f0.ok()) {
+        for (const auto& [pid, st] : *f0) {
+          said += std::to_string(pid.value()) + ":" + std::to_string(st.end) + "/le" +
+                  std::to_string(st.last_epoch.value()) + (st.refetching ? "/r" : "") + " ";
+        }
+      }
+      EXPECT_EQ(leader, SidecarCluster::Pod(0)) << "its log is longest; pod 0 says " << said;
+    }
+  }
+  auto next = control::FailOverMap(c.current(), *leaders, floor);
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  std::string failed;
+  const auto took = control::InstallFailOverMap(c.admin(), *next, *leaders, reachable, &failed);
+  ASSERT_EQ(took.size(), 2u) << failed << c.Describe();
+  c.set_current(*next);
+  // Pod 0 leads partition 0 sealed at 100: the 50 never acknowledged are cut.
+  auto r = AdminGet(c, 0, "/v1/admin/partitions");
+  ASSERT_EQ(r.status, 200) << r.body;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_FALSE(parser.parse(r.body).get(doc)) << r.body;
+  bool found = false;
+  for (auto p : doc["partitions"].get_array()) {
+    if (p["id"].get_uint64().value() != 0) continue;
+    found = true;
+    EXPECT_EQ(p["end_offset"].get_uint64().value(), 100u) << r.body;
+    EXPECT_EQ(std::string_view(p["state"].get_string().value()), "sealed") << r.body;
+  }
+  EXPECT_TRUE(found) << r.body;
+}
+
 // A commit is answered once a quorum holds it, which need not include the copy a failover makes
 // the leader: that copy gathers its groups' commits from the other copies before it hands out
 // an event, so the group does not read again what it committed (invariant 4).

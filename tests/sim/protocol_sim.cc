@@ -1003,16 +1003,20 @@ void World::CoordinatorStep(Coordinator& c, bool quiet) {
   Coordinator* outer = active_;
   active_ = &c;
   in_legit_change_ = !quiet;
-  PartitionMap sealed = target;  // the ends of the seals answered, kept with the change
-  auto applied = executor.Apply(base, target, nullptr, &sealed);
+  // The ends of the seals a quorum held are saved with the change before any pod gets its map,
+  // as the control loop saves its step: in the record, if it is still this coordinator's.
+  auto keep_ends = [&](const PartitionMap& ends) -> Status {
+    if (record_.version != c.view || !record_.target || record_.target->epoch() != target.epoch() ||
+        record_.target->Digest() != target.Digest()) {
+      return Status::Ok();
+    }
+    record_.target = ends;
+    if (c.target && c.target->epoch() == target.epoch()) c.target = ends;
+    return Status::Ok();
+  };
+  auto applied = executor.Apply(base, target, nullptr, keep_ends);
   in_legit_change_ = false;
   active_ = outer;
-  // Saved once the try ends, as the control loop saves its step (a crash before loses them).
-  if (budget >= 0 && record_.target && record_.target->epoch() == target.epoch() &&
-      record_.target->Digest() == target.Digest()) {
-    record_.target = sealed;
-    if (c.target && c.target->epoch() == target.epoch()) c.target = sealed;
-  }
   if (applied.ok()) {
     Trace(c.name + " done: e" + std::to_string(applied->epoch().value()));
     Record r = record_;

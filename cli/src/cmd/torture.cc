@@ -449,7 +449,12 @@ int Run(const TortureOptions& o) {
       maps_by_epoch[pending->epoch().value()] = *pending;
       control::ChangeTiming timing;
       const PartitionMap before = current;
-      auto installed = executor.Apply(current, *pending, &timing, &*pending);
+      // The ends of the seals a quorum held stay with the change (ChangeExecutor::Apply).
+      const PartitionMap tried = *pending;
+      auto installed = executor.Apply(current, tried, &timing, [&](const PartitionMap& ends) {
+        *pending = ends;
+        return Status::Ok();
+      });
       note_log("change " + pending_kind + " to epoch " + std::to_string(pending->epoch().value()) +
                " from " + std::to_string(current.epoch().value()) + ": " +
                (installed.ok() ? std::string("applied") : installed.status().ToString()));

@@ -580,9 +580,9 @@ Result<uint64_t> Partition::SealForLocked(const SealIntent& intent, Epoch held,
   }
   if (sealed_.load()) {
     if (at && *at != seal_end_) {
-      return Status::Conflict(me + " is sealed here at " + std::to_string(seal_end_) + ", not at " +
-                              std::to_string(*at) +
-                              ", the end the change's seal was answered with");
+      return Status::FailedPrecondition(me + " is sealed here at " + std::to_string(seal_end_) +
+                                        ", not at " + std::to_string(*at) +
+                                        ", the end the change's seal was answered with");
     }
     if (!seal_.intent) return seal_end_;  // sealed before seals named their change
     const SealIntent& was = *seal_.intent;

@@ -56,10 +56,11 @@ struct PartitionInfo {
   std::vector<PartitionId> parents;
   // For a sealed partition: its final end offset, once the seal is acknowledged.
   uint64_t end_offset = 0;
-  // Whether end_offset is the end a seal was answered with (WithEndOffset), not a change's
-  // placeholder before its seal: a copy made the leader of the partition later is sealed at
-  // exactly that end (its tail past it, never acknowledged, is cut), because successors may
-  // have taken writes after it.
+  // Whether end_offset is the end a seal was answered with once a quorum of the partition's
+  // copies held it (WithEndOffset), not a change's placeholder before its seal nor the end of a
+  // copy sealed as a failover's new leader (answered before its followers held it): a copy made
+  // the leader of the partition later is sealed at exactly that end (its tail past it, never
+  // acknowledged, is cut), because successors may have taken writes after it.
   bool end_known = false;
   // Declared lost by the coordinator (DeclareLost): its only copy went with its pod's volume.
   // Always sealed; nothing of it can be read or committed, and a successor's gate walks past it
@@ -189,7 +190,9 @@ class PartitionMap {
   Result<PartitionMap> FailOver(const std::vector<std::pair<PartitionId, PodName>>& leaders) const;
 
   // Returns a copy with one partition's fields replaced (same epoch); for recording end offsets.
-  Result<PartitionMap> WithEndOffset(PartitionId p, uint64_t end_offset) const;
+  // `known`: the end is the one a seal was answered with once a quorum of the copies held it
+  // (PartitionInfo::end_known).
+  Result<PartitionMap> WithEndOffset(PartitionId p, uint64_t end_offset, bool known = true) const;
   // Returns a copy with partition p's followers replaced (same epoch; validated): for a
   // coordinator that places replicas on a change's target map before it is carried out.
   Result<PartitionMap> WithReplicas(PartitionId p, std::vector<PodName> replicas) const;

@@ -72,10 +72,8 @@ Status ChangeExecutor::InstallEverywhere(const PartitionMap& map, ChangeTiming* 
   return Status::Ok();
 }
 
-Result<PartitionMap> ChangeExecutor::Apply(const PartitionMap& current,
-                                           const PartitionMap& target_asked, ChangeTiming* timing,
-                                           PartitionMap* sealed) {
-  const PartitionMap target = target_asked;  // `sealed` may be the caller's very target
+Result<PartitionMap> ChangeExecutor::Apply(const PartitionMap& current, const PartitionMap& target,
+                                           ChangeTiming* timing, const OnSealed& on_sealed) {
   ChangeTiming local;
   if (!timing) timing = &local;
   if (target.epoch().value() <= current.epoch().value()) {
@@ -104,6 +102,7 @@ Result<PartitionMap> ChangeExecutor::Apply(const PartitionMap& current,
   }
   const auto t0 = std::chrono::steady_clock::now();
   PartitionMap installed = target;
+  PartitionMap known = target;  // with the ends a quorum held when their seals were answered
   // 1 and 2: seal the parents at their owners, record their final end offsets.
   for (const auto& p : target.partitions()) {
     const PartitionInfo* before = current.Find(p.id);
@@ -123,21 +122,26 @@ Result<PartitionMap> ChangeExecutor::Apply(const PartitionMap& current,
         timing);
     if (!st.ok()) return st;
     if (p.end_known && end != p.end_offset) {
-      return Status::Conflict("partition " + std::to_string(p.id.value()) + " is sealed at " +
-                              std::to_string(end) + " on " + p.owner.value() +
-                              ", but the change's seal of it was answered with " +
-                              std::to_string(p.end_offset) + " before");
+      return Status::FailedPrecondition(
+          "partition " + std::to_string(p.id.value()) + " is sealed at " + std::to_string(end) +
+          " on " + p.owner.value() + ", but the change's seal of it was answered with " +
+          std::to_string(p.end_offset) + " before");
     }
-    auto with_end = installed.WithEndOffset(p.id, end);
+    // Answered once a quorum of its copies held the end when sealed at its leader as `current`
+    // has it; a copy a failover carried in the change made the leader is answered at once.
+    const bool held_by_quorum = before->owner == p.owner;
+    auto with_end = installed.WithEndOffset(p.id, end, held_by_quorum || p.end_known);
     if (!with_end.ok()) return with_end.status();
     installed = std::move(with_end).value();
-    if (sealed && sealed->epoch() == target.epoch()) {
-      if (auto kept = sealed->WithEndOffset(p.id, end); kept.ok())
-        *sealed = std::move(kept).value();
+    if (held_by_quorum || p.end_known) {
+      auto kept = known.WithEndOffset(p.id, end);
+      if (!kept.ok()) return kept.status();
+      known = std::move(kept).value();
     }
   }
   timing->seal_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (on_sealed) SHOAL_RETURN_IF_ERROR(on_sealed(known));
   // 3: the retiring owners, then the successors' owners: from then on the successors take
   // writes.
   for (const auto& [pod, addr] : retiring) {

@@ -630,25 +630,25 @@ Status ControlLoop::RunChange(PlanStep& step, const std::vector<PodInfo>& pods) 
     return Status::Ok();
   }
   ChangeTiming timing;
-  PartitionMap sealed = *target;
-  auto applied = executor_.Apply(map_, *target, &timing, &sealed);
+  // The ends of the seals a quorum held go with the change before any pod is given its map
+  // (ChangeExecutor::Apply): its next try, and a failover carried into it, seal a parent's new
+  // leader at that end.
+  auto keep_ends = [&](const PartitionMap& with_ends) -> Status {
+    if (with_ends == *target) return Status::Ok();
+    *target = with_ends;
+    step.target = target->ToJson();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      plan_->steps[plan_->next].target = step.target;
+    }
+    return Save();
+  };
+  auto applied = executor_.Apply(map_, *target, &timing, keep_ends);
   const std::string kind = ChangeKind(step);
   if (!applied.ok()) {
     change_probe_.Failed(kind);
     if (IsFencing(applied.status())) {
       return Reconcile(step, applied.status(), pods, target->epoch());
-    }
-    if (!(sealed == *target)) {
-      // The ends of the seals answered stay with the change (ChangeExecutor::Apply): its next
-      // try, and a failover carried into it, seal a parent's new leader at that end (not after
-      // a fencing refusal: the record may be another coordinator's now).
-      *target = std::move(sealed);
-      step.target = target->ToJson();
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        plan_->steps[plan_->next].target = step.target;
-      }
-      SHOAL_RETURN_IF_ERROR(Save());
     }
     if (applied.status().code() == Status::Code::kDataLost) {
       // A pod the change needs lost its data. Parts of the change may have taken effect (seals

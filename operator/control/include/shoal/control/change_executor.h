@@ -67,13 +67,16 @@ class ChangeExecutor {
 
   // Applies `target`, made from `current` by Split, Merge or Move. Returns the target as
   // installed, with the sealed parents' end offsets recorded.
-  // `sealed` (when given, the caller's copy of the target it keeps across tries) gets each end
-  // as its seal is answered (WithEndOffset: PartitionInfo::end_known), even when the change
-  // does not complete: a later try, and a failover carried into the change that gives a parent
-  // a new leader, seal that parent at that very end, since successors may have taken writes
-  // from it. A parent the target records such an end for that is sealed elsewhere is Conflict.
+  // `on_sealed` (when given) is called once every parent is sealed, before any pod is given the
+  // map (from then on successors may take writes): with the target and the ends of the seals
+  // that a quorum of copies held when they were answered (those at the parent's leader in
+  // `current`; PartitionInfo::end_known). The caller keeps it as the change's target, durably
+  // before it returns Ok (an error stops the change there): a later try, and a failover carried
+  // into the change that gives a parent a new leader, seal that parent at that very end. A
+  // parent sealed at another end than the target knows is FailedPrecondition.
+  using OnSealed = std::function<Status(const PartitionMap& target_with_ends)>;
   Result<PartitionMap> Apply(const PartitionMap& current, const PartitionMap& target,
-                             ChangeTiming* timing, PartitionMap* sealed = nullptr);
+                             ChangeTiming* timing, const OnSealed& on_sealed = {});
 
   // Whether the sidecar at `address` holds no map at all (its admin plane answers 404): after
   // its volume was emptied, or before its first map.
