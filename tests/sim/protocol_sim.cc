@@ -1212,6 +1212,23 @@ void World::RecordStored(const std::string& producer, uint64_t seq, const wire::
     stored_again_.insert(it->first);
     return;
   }
+  if (!fresh && replicated_) {
+    // Its entry is on no copy any more and was never acknowledged nor held by a quorum: a power
+    // cut took the append before it was synced (a request refused part way was never synced for
+    // an answer), and this is the event's one entry (at the very place, often).
+    const auto id = std::make_pair(producer, seq);
+    const bool same_place = it->second == std::make_pair(r.partition, r.offset);
+    if (!stored_meta_[id].acked && !quorum_held_.count(id) &&
+        (same_place ||
+         Holders(it->second.first, it->second.second, producer, seq, nullptr).first == 0)) {
+      Trace("  (" + producer + ", " + std::to_string(seq) + ") stored again: its entry at p" +
+            std::to_string(it->second.first) + "@" + std::to_string(it->second.second) +
+            " is on no copy any more, never acknowledged");
+      it->second = {r.partition, r.offset};
+      stored_meta_[id] = {leader_epoch, false};
+      return;
+    }
+  }
   if (!fresh && !had_hand_rogue_) {
     Violation("invariant 6: (" + producer + ", " + std::to_string(seq) +
               ") appended twice: p" + std::to_string(it->second.first) + "@" +
