@@ -496,6 +496,12 @@ int Run(const TortureOptions& o) {
           return;  // retried at the next tick
         }
         if (st.code() == Status::Code::kUnavailable) return;  // a pod is down: next tick
+        // A volume full past its reserve (the copies' appends write inside it too): retried at
+        // the next tick, as the control loop retries a failed step, once space is freed.
+        if (st.code() == Status::Code::kNoSpace) {
+          failed_why[pending_kind + "-no-space"] = st.ToString();
+          return;
+        }
         // A seal at a wiped owner (it holds nothing): its recovery comes first, then the
         // change is superseded or retried.
         if (st.code() == Status::Code::kNotFound &&
