@@ -529,11 +529,7 @@ Result<uint64_t> Partition::SealAt(uint64_t end, bool cut_past) {
                               " here, not at the sealed end " + std::to_string(end) +
                               " the map records");
     }
-    if (held > end) {
-      auto cut = CutLocked(end);
-      if (!cut.ok()) return cut.status();
-      snapshot = std::move(cut).value();
-    }
+    SHOAL_RETURN_IF_ERROR(CutPastLocked(end, &snapshot));
     return SealLocked();
   }();
   if (sealed.ok() && snapshot) {
@@ -632,11 +628,7 @@ Result<uint64_t> Partition::SealForLocked(const SealIntent& intent, Epoch held,
                                  " events here, less than the end " + std::to_string(*at) +
                                  " it was sealed at for this change: it cannot be sealed here");
     }
-    if (end > *at) {
-      auto cut = CutLocked(*at);
-      if (!cut.ok()) return cut.status();
-      *snapshot = std::move(cut).value();
-    }
+    SHOAL_RETURN_IF_ERROR(CutPastLocked(*at, snapshot));
   }
   // The seal is durable before it is acknowledged: a restarted sidecar must never append to a
   // partition whose successor may already accept writes (invariant 2).
@@ -935,6 +927,14 @@ Status Partition::CutTo(uint64_t offset) {
     snapshot = std::move(cut).value();
   }
   return StoreProducerSnapshot(snapshot, seeded_.load());
+}
+
+Status Partition::CutPastLocked(uint64_t end, std::optional<std::string>* snapshot) {
+  if (log_->end_offset() <= end) return Status::Ok();
+  auto cut = CutLocked(end);
+  if (!cut.ok()) return cut.status();
+  *snapshot = std::move(cut).value();
+  return Status::Ok();
 }
 
 Result<std::string> Partition::CutLocked(uint64_t offset) {

@@ -389,6 +389,8 @@ class Partition {
                                  std::optional<std::string>* snapshot) REQUIRES(append_mu_);
   // CutTo under the lock: returns the producer snapshot to store once it is released.
   Result<std::string> CutLocked(uint64_t offset) REQUIRES(append_mu_);
+  // CutLocked(end) when the log runs past `end` (its snapshot to `snapshot`); else nothing.
+  Status CutPastLocked(uint64_t end, std::optional<std::string>* snapshot) REQUIRES(append_mu_);
   // Commits ahead of the log's end (a crash under fsync interval|never took back the tail they
   // covered) are brought back to it, so the group reads the events appended there next.
   Status ClampCommits();

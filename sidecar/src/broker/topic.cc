@@ -772,11 +772,8 @@ Result<Topic::OwnedPartitions> Topic::OpenOwned(const PartitionMap& next) {
                                  " holds " + std::to_string(p->end_offset()) +
                                  " events, less than its sealed end " +
                                  std::to_string(info->end_offset) + ": it cannot lead it");
-      } else if (p->end_offset() > info->end_offset) {
-        st = p->CutTo(info->end_offset);
-      }
-      if (st.ok()) {
-        if (auto sealed = p->Seal(); !sealed.ok()) st = sealed.status();
+      } else if (auto sealed = p->SealAt(info->end_offset, /*cut_past=*/true); !sealed.ok()) {
+        st = sealed.status();
       }
       if (!st.ok()) {
         ReturnCopies(opened);

@@ -129,11 +129,11 @@ Result<PartitionMap> ChangeExecutor::Apply(const PartitionMap& current, const Pa
     }
     // Answered once a quorum of its copies held the end when sealed at its leader as `current`
     // has it; a copy a failover carried in the change made the leader is answered at once.
-    const bool held_by_quorum = before->owner == p.owner;
-    auto with_end = installed.WithEndOffset(p.id, end, held_by_quorum || p.end_known);
+    const bool known_end = before->owner == p.owner || p.end_known;
+    auto with_end = installed.WithEndOffset(p.id, end, known_end);
     if (!with_end.ok()) return with_end.status();
     installed = std::move(with_end).value();
-    if (held_by_quorum || p.end_known) {
+    if (known_end) {
       auto kept = known.WithEndOffset(p.id, end);
       if (!kept.ok()) return kept.status();
       known = std::move(kept).value();
