@@ -1386,16 +1386,32 @@ void World::ProduceAction(Producer& prod, bool quiet) {
   // A request refused part way (one partition's group appended, the next refused: fenced,
   // sealed, ...) is not acknowledged, but what it appended is stored: a retry is answered
   // duplicate from it. The results of the groups appended before the refusal name their entries
-  // (checked against the pod's log: the others are left zero).
+  // (checked against the pod's log: the others are left zero). A result left zero names p0@0,
+  // which the pod's log may hold the very event at from before the request (an entry of a
+  // replaced leader that was never cut): that is no append of this request. So whether the pod
+  // held each event at p0@0 is read before the request (`held_at_zero`).
+  auto held_at_zero = [&](const std::string& pod, const std::vector<size_t>& indices) {
+    std::vector<bool> held(indices.size());
+    for (size_t k = 0; k < indices.size(); ++k) {
+      held[k] = Holds(pod, 0, 0, prod.id, *events[indices[k]].seq);
+    }
+    return held;
+  };
   auto take_refused = [&](const std::string& pod, broker::Topic& at,
                           const std::vector<size_t>& indices,
-                          const std::vector<wire::ProduceResult>& res) {
+                          const std::vector<wire::ProduceResult>& res,
+                          const std::vector<bool>& zero_before) {
     const PartitionMap held = at.map();
     if (held.active_count() == 0) return;
     for (size_t k = 0; k < indices.size() && k < res.size(); ++k) {
       const size_t i = indices[k];
       const wire::ProduceResult& r = res[k];
       if (r.duplicate || !Holds(pod, r.partition, r.offset, prod.id, *events[i].seq)) continue;
+      if (r.partition == 0 && r.offset == 0 && k < zero_before.size() && zero_before[k]) {
+        Trace("  (" + prod.id + ", " + std::to_string(*events[i].seq) + ") at p0@0 at " + pod +
+              " from before the refused request: not appended by it");
+        continue;  // a result the refusal left zero
+      }
       auto known = stored_.find(std::make_pair(prod.id, *events[i].seq));
       if (known != stored_.end() && known->second == std::make_pair(r.partition, r.offset)) {
         continue;
@@ -1407,12 +1423,11 @@ void World::ProduceAction(Producer& prod, bool quiet) {
     }
   };
   std::vector<broker::QuorumWait> local_waits;
+  std::vector<size_t> all(events.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  const std::vector<bool> zero_before = held_at_zero(entry.name, all);
   Status st = t->Produce(events, &results, false, &forwards, &unknown, &local_waits);
-  if (!st.ok()) {
-    std::vector<size_t> all(events.size());
-    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-    take_refused(entry.name, *t, all, results);
-  }
+  if (!st.ok()) take_refused(entry.name, *t, all, results, zero_before);
   std::set<size_t> give_up;
   bool failed = !st.ok();
   if (st.code() == Status::Code::kSequenceUnknown) {
@@ -1448,12 +1463,13 @@ void World::ProduceAction(Producer& prod, bool quiet) {
       std::vector<wire::ProduceResult> fr;
       std::vector<size_t> funknown;
       std::vector<broker::QuorumWait> fwaits;
+      const std::vector<bool> fzero_before = held_at_zero(f.peer.data, f.indices);
       Status fst = owner->Produce(parser.events(), &fr, true, nullptr, &funknown, &fwaits);
       if (fst.code() == Status::Code::kSequenceUnknown) {
         for (size_t k : funknown) give_up.insert(f.indices.at(k));
       }
       if (!fst.ok()) {
-        take_refused(f.peer.data, *owner, f.indices, fr);
+        take_refused(f.peer.data, *owner, f.indices, fr, fzero_before);
         failed = true;
         continue;
       }

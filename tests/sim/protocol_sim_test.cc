@@ -110,7 +110,12 @@ TEST(ReplicatedProtocolSimRegressionTest, SchedulesThatFoundDefectsPass) {
                // A power cut took an unsynced, unacknowledged append of a request refused part
                // way, and the retry stored the event at the very place: the simulation took it
                // for a second append (its bookkeeping, invariant 6).
-               51219, 53440},
+               51219, 53440,
+               // A request refused before it appended anything leaves its results zero, naming
+               // p0@0, where the pod's log held the event from before (an entry of a replaced
+               // leader, not cut yet): the simulation took it for a second append (its
+               // bookkeeping, invariant 6).
+               11081, 36046, 85975},
               /*replicated=*/1);
 }
 
