@@ -178,6 +178,8 @@ Result<std::vector<std::pair<PartitionId, replication::ReplicaState>>> AdminClie
     s.end = end;
     bool refetching = false;
     if (f["refetching"].get(refetching) == simdjson::SUCCESS) s.refetching = refetching;
+    bool joining = false;
+    if (f["joining"].get(joining) == simdjson::SUCCESS) s.joining = joining;
     s.volume = volume;
     if (id > kMaxPartitionId) continue;
     out.emplace_back(PartitionId(static_cast<uint32_t>(id)), s);

@@ -148,6 +148,15 @@ Status PartitionMap::Validate() const {
                                        " twice among its replicas; each copy is on its own pod");
       }
     }
+    for (size_t j = 0; j < p.joined.size(); ++j) {
+      if (!p.FollowedBy(p.joined[j]) ||
+          std::find(p.joined.begin(), p.joined.begin() + j, p.joined[j]) != p.joined.begin() + j) {
+        return Status::InvalidArgument("partition " + std::to_string(p.id.value()) + " names pod " +
+                                       p.joined[j].value() +
+                                       " as joined, which is not one of its followers or is "
+                                       "named twice");
+      }
+    }
     if (p.lost && p.active()) {
       return Status::InvalidArgument("partition " + std::to_string(p.id.value()) +
                                      " is lost and active; a lost partition is sealed");
@@ -359,6 +368,7 @@ Result<PartitionMap> PartitionMap::FailOver(
     followers.push_back(q.owner);
     q.owner = leader;
     q.replicas = std::move(followers);
+    std::erase(q.joined, leader);  // a leader is no follower
     q.leader_epoch = Epoch(epoch_.value() + 1);
   }
   PartitionMap next = Next(std::move(parts));
@@ -373,7 +383,18 @@ Result<PartitionMap> PartitionMap::WithReplicas(PartitionId p, std::vector<PodNa
     return Status::NotFound("no partition " + std::to_string(p.value()));
   }
   PartitionMap out = *this;
-  out.partitions_[static_cast<size_t>(it - partitions_.begin())].replicas = std::move(replicas);
+  PartitionInfo& q = out.partitions_[static_cast<size_t>(it - partitions_.begin())];
+  q.replicas = std::move(replicas);
+  std::erase_if(q.joined, [&](const PodName& pod) { return !q.FollowedBy(pod); });
+  SHOAL_RETURN_IF_ERROR(out.Validate());
+  return out;
+}
+
+Result<PartitionMap> PartitionMap::WithJoined(PartitionId p, std::vector<PodName> joined) const {
+  const PartitionInfo* info = Find(p);
+  if (!info) return Status::NotFound("no partition " + std::to_string(p.value()));
+  PartitionMap out = *this;
+  out.partitions_[IndexOf(*info)].joined = std::move(joined);
   SHOAL_RETURN_IF_ERROR(out.Validate());
   return out;
 }
@@ -467,14 +488,20 @@ void AppendPartitionFields(std::string& out, const PartitionInfo& p) {
     json::AppendUint(out, p.born.value());
   }
   if (p.lost) out += ",\"lost\":true";
-  if (!p.replicas.empty()) {
-    out += ",\"replicas\":[";
-    for (size_t i = 0; i < p.replicas.size(); ++i) {
+  // A list of pods, left out when empty.
+  const auto append_pods = [&out](std::string_view key, const std::vector<PodName>& pods) {
+    if (pods.empty()) return;
+    out += ",\"";
+    out += key;
+    out += "\":[";
+    for (size_t i = 0; i < pods.size(); ++i) {
       if (i) out += ',';
-      json::AppendString(out, p.replicas[i].value());
+      json::AppendString(out, pods[i].value());
     }
     out += ']';
-  }
+  };
+  append_pods("replicas", p.replicas);
+  append_pods("joined", p.joined);
   if (p.leader_epoch.value() > 0) {
     out += ",\"leader_epoch\":";
     json::AppendUint(out, p.leader_epoch.value());
@@ -575,6 +602,21 @@ Result<PartitionMap> PartitionMap::FromJson(std::string_view text) {
         std::string_view name;
         if (r.get(name)) return Status::InvalidArgument("a follower's name must be a string");
         p.replicas.push_back(PodName(std::string(name)));
+      }
+    }
+    simdjson::dom::array joined;
+    if (el["joined"].get(joined) == simdjson::SUCCESS) {
+      if (joined.size() > kMaxFollowers) {
+        return Status::InvalidArgument(
+            "partition " + std::to_string(id) + " lists " + std::to_string(joined.size()) +
+            " joined followers; at most " + std::to_string(kMaxFollowers));
+      }
+      for (auto r : joined) {
+        std::string_view name;
+        if (r.get(name)) {
+          return Status::InvalidArgument("a joined follower's name must be a string");
+        }
+        p.joined.push_back(PodName(std::string(name)));
       }
     }
     p.id = PartitionId(static_cast<uint32_t>(id));

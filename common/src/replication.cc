@@ -79,7 +79,15 @@ Result<PartitionMap> PlaceReplicas(const PartitionMap& map, std::span<const PodN
       }
     }
     if (chosen != p.replicas) {
+      // A follower added to a partition made before this map joins it (PartitionInfo::joined).
+      std::vector<PodName> joined;
+      for (const auto& r : chosen) {
+        const bool added = std::find(p.replicas.begin(), p.replicas.end(), r) == p.replicas.end();
+        const bool was_joined = std::find(p.joined.begin(), p.joined.end(), r) != p.joined.end();
+        if (was_joined || (added && p.born < map.epoch())) joined.push_back(r);
+      }
       auto next = out.WithReplicas(p.id, std::move(chosen));
+      if (next.ok()) next = next->WithJoined(p.id, std::move(joined));
       if (!next.ok()) return next.status();
       out = std::move(next).value();
     }
@@ -88,25 +96,43 @@ Result<PartitionMap> PlaceReplicas(const PartitionMap& map, std::span<const PodN
 }
 
 bool RefetchingCounts(const ReplicaState& copy, std::optional<uint64_t> first_volume) {
+  if (copy.joining) return true;
   return copy.refetching && first_volume.has_value() && *first_volume != copy.volume;
+}
+
+std::vector<PartitionId> JoiningCopies(const PartitionMap& held, const PartitionMap& next,
+                                       const PodName& pod) {
+  std::vector<PartitionId> out;
+  for (const auto& info : next.partitions()) {
+    if (!info.FollowedBy(pod) || info.lost ||
+        std::find(info.joined.begin(), info.joined.end(), pod) == info.joined.end()) {
+      continue;
+    }
+    const PartitionInfo* before = held.Find(info.id);
+    if (before && (before->owner == pod || before->FollowedBy(pod))) continue;
+    out.push_back(info.id);
+  }
+  return out;
 }
 
 Result<PodName> ChooseLeader(std::span<const ReplicaState> answered, size_t replica_count,
                              std::optional<uint64_t> sealed_end) {
-  const size_t counted = static_cast<size_t>(std::count_if(
-      answered.begin(), answered.end(), [](const ReplicaState& r) { return !r.refetching; }));
+  const size_t counted = static_cast<size_t>(
+      std::count_if(answered.begin(), answered.end(),
+                    [](const ReplicaState& r) { return !r.refetching && !r.joining; }));
   if (counted < QuorumOf(replica_count)) {
     return Status::Unavailable(
         std::to_string(counted) + " of " + std::to_string(replica_count) +
         " replicas answered with what they acknowledged" +
         (counted < answered.size()
-             ? " (a copy refetching after its volume was emptied does not count)"
+             ? " (a copy refetching after its volume was emptied, or new to the partition, "
+               "does not count before it caught up with its leader)"
              : std::string()) +
         "; a new leader needs a quorum of " + std::to_string(QuorumOf(replica_count)));
   }
   const ReplicaState* best = nullptr;
   for (const auto& r : answered) {
-    if (r.refetching) continue;
+    if (r.refetching || r.joining) continue;
     if (sealed_end && r.end < *sealed_end) continue;
     if (!best || r.last_epoch > best->last_epoch ||
         (r.last_epoch == best->last_epoch && r.end > best->end)) {

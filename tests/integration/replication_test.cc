@@ -1098,6 +1098,31 @@ TEST(ReplicationTest, ACopyRefetchingAfterItsVolumeWasEmptiedCountsForAFailoverO
   EXPECT_NE(why.find("refetching"), std::string::npos) << why;
 }
 
+using Leaders = Result<std::vector<std::pair<PartitionId, PodName>>>;
+
+// Pauses pod 0, the leader of partition 0, once pod `catching_up` copied more than 300 of its
+// `end` events (not all: `held`), resumes pod `behind`, and asks for partition 0's failover with
+// pod 0 out of reach, as the coordinator does (control/failover.h); pod 0 runs again after.
+void FailOverWhileCatchingUp(SidecarCluster& c, size_t catching_up, size_t behind, uint64_t end,
+                             Leaders* leaders, uint64_t* held, std::string* why) {
+  ASSERT_TRUE(WaitFor([&] { return FollowedEnds(c, catching_up)[0] > 300; }, 20s))
+      << c.Describe();
+  ASSERT_EQ(kill(c.pod(0).pid(), SIGSTOP), 0);
+  ASSERT_EQ(kill(c.pod(behind).pid(), SIGCONT), 0);
+  *held = FollowedEnds(c, catching_up)[0];
+  const auto reachable = [&](const PodName& pod) -> const PeerAddress* {
+    return pod == SidecarCluster::Pod(0) ? nullptr : c.current().Peer(pod);
+  };
+  if (*held < end) {
+    *leaders = control::FenceAndChooseLeaders(c.admin(), c.current(), {PartitionId(0)}, reachable,
+                                              Epoch(c.current().epoch().value() + 1),
+                                              c.first_volumes(), why);
+  }
+  ASSERT_EQ(kill(c.pod(0).pid(), SIGCONT), 0);
+  ASSERT_LT(*held, end) << "pod " << catching_up << " copied everything before its leader was "
+                        << "paused; the fetches are too large for this test";
+}
+
 // The leader's high watermark falls when a copy loses its volume: it counts what the copy holds
 // now. Events acknowledged before, by the leader and that copy, are then above it; the copy
 // refetching them must hold its leader's end, not that mark, before it counts for a failover,
@@ -1128,25 +1153,105 @@ TEST(ReplicationTest, ACopyRefetchingPastTheFallenHighWatermarkStillDoesNotCount
   ASSERT_TRUE(c.pod(1).Restart().ok()) << c.Describe();
   ASSERT_TRUE(InstallCurrent(c, 1).ok()) << c.Describe();
   // The leader paused half way through the refetch: pod 1 gets nothing more.
-  ASSERT_TRUE(WaitFor([&] { return FollowedEnds(c, 1)[0] > 300; }, 20s)) << c.Describe();
-  ASSERT_EQ(kill(c.pod(0).pid(), SIGSTOP), 0);
-  ASSERT_EQ(kill(c.pod(2).pid(), SIGCONT), 0);
-  const uint64_t held = FollowedEnds(c, 1)[0];
-  ASSERT_LT(held, kEnd) << "pod 1 refetched everything before its leader was paused; the "
-                           "fetches are too large for this test";
-  const auto reachable = [&](const PodName& pod) -> const PeerAddress* {
-    return pod == SidecarCluster::Pod(0) ? nullptr : c.current().Peer(pod);
-  };
+  uint64_t held = 0;
   std::string why;
-  auto leaders = control::FenceAndChooseLeaders(c.admin(), c.current(), {PartitionId(0)}, reachable,
-                                                Epoch(c.current().epoch().value() + 1),
-                                                c.first_volumes(), &why);
-  EXPECT_EQ(kill(c.pod(0).pid(), SIGCONT), 0);
+  Leaders leaders = Status::Unavailable("not tried");
+  FailOverWhileCatchingUp(c, 1, 2, kEnd, &leaders, &held, &why);
+  if (HasFatalFailure()) return;
   // Pod 1 (at `held`) and pod 2 (at 100) answered; neither holds the 2,100 acknowledged events,
   // and pod 1 still says it is refetching: no leader yet.
   ASSERT_FALSE(leaders.ok()) << "led by " << leaders->front().second.value() << " holding " << held
                              << " of " << kEnd << " acknowledged events";
   EXPECT_NE(why.find("refetching"), std::string::npos) << why;
+}
+
+// The map of the epoch after `map`'s with nothing else changed (no partition is made by it).
+PartitionMap NextEpochOf(const PartitionMap& map) {
+  std::string json = map.ToJson();
+  const std::string epoch = "\"epoch\":" + std::to_string(map.epoch().value()) + ",";
+  json.replace(json.find(epoch), epoch.size(),
+               "\"epoch\":" + std::to_string(map.epoch().value() + 1) + ",");
+  return PartitionMap::FromJson(json).value();
+}
+
+// A copy a map adds to a partition made before it (one replacing a copy on a pod that leaves)
+// was in none of the quorums that acknowledged what the partition holds. Until it holds its
+// leader's end it does not count for a failover: with it and a copy that lagged, the most
+// complete of a quorum could lack acknowledged events (invariant 10). Kafka adds a reassigned
+// replica to the ISR once it caught up, and drops the old one only then.
+TEST(ReplicationTest, ACopyAddedToAPartitionDoesNotCountForAFailoverBeforeItCaughtUp) {
+  // Small fetches (a few records each), so that catching up takes hundreds of them.
+  SidecarClusterOptions o =
+      Options({"--fetch-max-bytes", "1000", "--replication-timeout-ms", "30000"});
+  o.pods = 4;
+  SidecarCluster c(o);
+  std::vector<std::string> keys;
+  StartWith100Events(c, &keys);
+  if (HasFatalFailure()) return;
+  const PartitionInfo p0 = *c.current().Find(PartitionId(0));
+  ASSERT_EQ(p0.owner, SidecarCluster::Pod(0));
+  ASSERT_EQ(p0.replicas.size(), 2u) << c.current().ToJson();
+  const auto index = [](const PodName& pod) { return std::stoul(pod.value().substr(4)); };
+  // Pod `keeps` keeps up with the leader, `lags` stops at 100, `joins` replaces `keeps`.
+  const size_t keeps = index(p0.replicas[0]), lags = index(p0.replicas[1]);
+  const size_t joins = 6 - keeps - lags;
+  ASSERT_TRUE(WaitFor([&] { return FollowedEnds(c, lags)[0] == 100; }, 10s)) << c.Describe();
+  ASSERT_EQ(kill(c.pod(lags).pid(), SIGSTOP), 0);
+  ASSERT_TRUE(WaitFor([&] { return LagSeconds(c, 0, SidecarCluster::Pod(lags).value()) > 1; }, 10s))
+      << c.Describe();
+  client::ShoalClient leader(c.pod(0).data_url(), "orders", 60s);
+  constexpr uint64_t kEnd = 2100;
+  for (uint64_t seq = 101; seq < kEnd; seq += 500) {
+    auto acked = leader.Produce(Batch(keys, "app", seq, 500));
+    ASSERT_TRUE(acked.ok()) << acked.status().ToString() << c.Describe();
+  }
+  ASSERT_EQ(FollowedEnds(c, keeps)[0], kEnd);
+  // The next map copies partition 0 on `lags` and `joins`; the leader pauses while `joins`
+  // catches up.
+  auto next =
+      NextEpochOf(c.current())
+          .WithReplicas(PartitionId(0), {SidecarCluster::Pod(lags), SidecarCluster::Pod(joins)});
+  if (next.ok()) next = next->WithJoined(PartitionId(0), {SidecarCluster::Pod(joins)});
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  for (size_t i : {size_t{0}, keeps, joins}) {
+    auto installed = c.admin().InstallMap(c.admin_address(i), *next);
+    ASSERT_TRUE(installed.ok()) << installed.status().ToString() << c.Describe();
+  }
+  c.set_current(*next);
+  uint64_t held = 0;
+  std::string why;
+  Leaders leaders = Status::Unavailable("not tried");
+  FailOverWhileCatchingUp(c, joins, lags, kEnd, &leaders, &held, &why);
+  if (HasFatalFailure()) return;
+  // `lags` (at 100) and `joins` (at `held`) answered; neither holds the 2,100 acknowledged
+  // events, and `joins` says it is joining: no leader yet.
+  ASSERT_FALSE(leaders.ok()) << "led by " << leaders->front().second.value() << " holding at most "
+                             << held << " of " << kEnd << " acknowledged events";
+  EXPECT_NE(why.find("new to the partition"), std::string::npos) << why;
+  // Once the leader runs again it answers too and is chosen (the most complete of a quorum);
+  // the joining copy catches up from it and counts.
+  const auto everyone = [&](const PodName& pod) { return c.current().Peer(pod); };
+  const Epoch floor(c.current().epoch().value() + 1);
+  leaders = control::FenceAndChooseLeaders(c.admin(), c.current(), {PartitionId(0)}, everyone,
+                                           floor, c.first_volumes(), &why);
+  ASSERT_TRUE(leaders.ok()) << leaders.status().ToString() << ": " << why;
+  ASSERT_EQ(leaders->front().second, SidecarCluster::Pod(0));
+  auto failed_over = control::FailOverMap(c.current(), *leaders, floor);
+  ASSERT_TRUE(failed_over.ok()) << failed_over.status().ToString();
+  std::string failed;
+  EXPECT_EQ(
+      control::InstallFailOverMap(c.admin(), *failed_over, *leaders, everyone, &failed).size(), 4u)
+      << failed;
+  c.set_current(*failed_over);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto f = Followed(c, joins);
+        return f.count(0) && f[0].end == kEnd;
+      },
+      20s))
+      << c.Describe();
+  auto r = AdminGet(c, joins, "/v1/admin/replica");
+  EXPECT_NE(r.body.find("\"joining\":false"), std::string::npos) << r.body;
 }
 
 // A pod that led a partition and missed the maps that failed it over and sealed it holds a tail

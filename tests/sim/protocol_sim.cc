@@ -1397,31 +1397,30 @@ void World::ProduceAction(Producer& prod, bool quiet) {
     }
     return held;
   };
-  auto take_refused = [&](const std::string& pod, broker::Topic& at,
-                          const std::vector<size_t>& indices,
-                          const std::vector<wire::ProduceResult>& res,
-                          const std::vector<bool>& zero_before) {
-    const PartitionMap held = at.map();
-    if (held.active_count() == 0) return;
-    for (size_t k = 0; k < indices.size() && k < res.size(); ++k) {
-      const size_t i = indices[k];
-      const wire::ProduceResult& r = res[k];
-      if (r.duplicate || !Holds(pod, r.partition, r.offset, prod.id, *events[i].seq)) continue;
-      if (r.partition == 0 && r.offset == 0 && k < zero_before.size() && zero_before[k]) {
-        Trace("  (" + prod.id + ", " + std::to_string(*events[i].seq) + ") at p0@0 at " + pod +
-              " from before the refused request: not appended by it");
-        continue;  // a result the refusal left zero
-      }
-      auto known = stored_.find(std::make_pair(prod.id, *events[i].seq));
-      if (known != stored_.end() && known->second == std::make_pair(r.partition, r.offset)) {
-        continue;
-      }
-      const PartitionInfo& routed = held.Route(KeyHash(events[i].key));
-      const uint64_t le = routed.replicas.empty() ? 0 : routed.LeaderEpoch().value();
-      RecordStored(prod.id, *events[i].seq, r, KeyHash(events[i].key), le);
-      Trace("  (appended by a request refused part way)");
-    }
-  };
+  auto take_refused =
+      [&](const std::string& pod, broker::Topic& at, const std::vector<size_t>& indices,
+          const std::vector<wire::ProduceResult>& res, const std::vector<bool>& zero_before) {
+        const PartitionMap held = at.map();
+        if (held.active_count() == 0) return;
+        for (size_t k = 0; k < indices.size() && k < res.size(); ++k) {
+          const size_t i = indices[k];
+          const wire::ProduceResult& r = res[k];
+          if (r.duplicate || !Holds(pod, r.partition, r.offset, prod.id, *events[i].seq)) continue;
+          if (r.partition == 0 && r.offset == 0 && k < zero_before.size() && zero_before[k]) {
+            Trace("  (" + prod.id + ", " + std::to_string(*events[i].seq) + ") at p0@0 at " + pod +
+                  " from before the refused request: not appended by it");
+            continue;  // a result the refusal left zero
+          }
+          auto known = stored_.find(std::make_pair(prod.id, *events[i].seq));
+          if (known != stored_.end() && known->second == std::make_pair(r.partition, r.offset)) {
+            continue;
+          }
+          const PartitionInfo& routed = held.Route(KeyHash(events[i].key));
+          const uint64_t le = routed.replicas.empty() ? 0 : routed.LeaderEpoch().value();
+          RecordStored(prod.id, *events[i].seq, r, KeyHash(events[i].key), le);
+          Trace("  (appended by a request refused part way)");
+        }
+      };
   std::vector<broker::QuorumWait> local_waits;
   std::vector<size_t> all(events.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
@@ -2497,7 +2496,8 @@ void World::FinishFailOver(Coordinator& c, bool quiet) {
     std::optional<uint64_t> first;
     if (auto v = first_volumes_.find(pod); v != first_volumes_.end()) first = v->second;
     for (const auto& f : fenced) {
-      replication::ReplicaState state{PodName(pod), f.last_epoch, f.end, f.refetching, t->volume()};
+      replication::ReplicaState state{PodName(pod), f.last_epoch, f.end,
+                                      f.refetching, t->volume(),  f.joining};
       state.refetching = replication::RefetchingCounts(state, first);
       answered[f.id.value()].push_back(state);
     }

@@ -47,6 +47,9 @@ Status SidecarCluster::Start() {
     p.id = PartitionId(i);
     p.range = {kHashSpace * i / count, kHashSpace * (i + 1) / count};
     p.owner = Pod(i % pods_.size());
+    // Made by the first map, as PartitionMap::Initial's: no copy of it joins it later
+    // (replication::JoiningCopies).
+    p.born = Epoch(1);
     parts.push_back(p);
   }
   PartitionMap map(opts_.topic, Epoch(1), parts);

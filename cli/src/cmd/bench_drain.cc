@@ -69,6 +69,7 @@ Result<DrainRun> RunOnce(const DrainOptions& o, int k, bool range_reads) {
   PartitionInfo parent;
   parent.id = PartitionId(0);
   parent.owner = PodName("pod-0");
+  parent.born = Epoch(1);  // made by the first map (PartitionMap::Initial's too)
   PartitionMap current = control::WithPeers(PartitionMap(topic, Epoch(1), {parent}), pods);
   client::AdminClient admin(token);
   control::ChangeExecutor executor(admin);

@@ -60,6 +60,7 @@ int Run(const PauseOptions& o) {
   PartitionInfo p0;
   p0.id = PartitionId(0);
   p0.owner = PodName("pod-0");
+  p0.born = Epoch(1);  // made by the first map (PartitionMap::Initial's too)
   PartitionMap current = control::WithPeers(PartitionMap("bench", Epoch(1), {p0}), pods);
   client::AdminClient admin(token);
   control::ChangeExecutor executor(admin);

@@ -67,6 +67,7 @@ std::string SealPath(const std::string& dir) { return dir + "/sealed"; }
 std::string EpochsPath(const std::string& dir) { return dir + "/epochs"; }
 std::string FencePath(const std::string& dir) { return dir + "/fence"; }
 std::string RefetchingPath(const std::string& dir) { return dir + "/refetching"; }
+std::string JoiningPath(const std::string& dir) { return dir + "/joining"; }
 
 void AppendSuccessors(std::string& out, const std::vector<SuccessorRef>& successors) {
   out += '[';
@@ -225,6 +226,9 @@ Result<std::unique_ptr<Partition>> Partition::Open(PartitionId id, const Partiti
   }
   if (std::string text; p->fs_.ReadWholeFile(RefetchingPath(options.dir), &text).ok()) {
     p->refetching_.store(true);
+  }
+  if (std::string text; p->fs_.ReadWholeFile(JoiningPath(options.dir), &text).ok()) {
+    p->joining_.store(true);
   }
   if (std::string text; p->fs_.ReadWholeFile(FencePath(options.dir), &text).ok()) {
     uint64_t fence = 0;
@@ -857,6 +861,7 @@ Result<replication::ReplicaState> Partition::Fence(uint64_t leader_epoch) {
   replication::ReplicaState s;
   s.end = log_->end_offset();
   s.refetching = refetching_.load();
+  s.joining = joining_.load();
   for (auto it = epochs_.rbegin(); it != epochs_.rend(); ++it) {
     if (it->start < s.end) {
       s.last_epoch = Epoch(it->epoch);
@@ -873,12 +878,24 @@ Status Partition::MarkRefetching() {
 }
 
 Status Partition::CaughtUpTo(uint64_t leader_end) {
-  if (!refetching_.load() || held_end() < leader_end || mirrored().first == 0) {
+  if ((!refetching_.load() && !joining_.load()) || held_end() < leader_end ||
+      mirrored().first == 0) {
     return Status::Ok();
   }
-  SHOAL_RETURN_IF_ERROR(fs_.Remove(RefetchingPath(opts_.dir)));
-  refetching_.store(false);
+  if (refetching_.load()) {
+    SHOAL_RETURN_IF_ERROR(fs_.Remove(RefetchingPath(opts_.dir)));
+    refetching_.store(false);
+  }
+  if (joining_.load()) {
+    SHOAL_RETURN_IF_ERROR(fs_.Remove(JoiningPath(opts_.dir)));
+    joining_.store(false);
+  }
   return Status::Ok();
+}
+
+Status Partition::MarkJoining(storage::FileSystem& fs, const std::string& dir) {
+  SHOAL_RETURN_IF_ERROR(fs.CreateDirs(dir));
+  return fs.WriteFileAtomic(JoiningPath(dir), "joining\n");
 }
 
 Status Partition::FenceAbsent(storage::FileSystem& fs, const std::string& dir,

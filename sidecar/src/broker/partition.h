@@ -268,6 +268,11 @@ class Partition {
   // were acknowledged when the copy still held them.
   Status CaughtUpTo(uint64_t leader_end);
   bool refetching() const { return refetching_.load(); }
+  // A copy a map added to a partition made before it (replication::JoiningCopies): marked in
+  // its directory `dir` before that map is installed (durably, where Open reads it), it does not
+  // count for a failover until it caught up with its leader (CaughtUpTo clears it too).
+  static Status MarkJoining(storage::FileSystem& fs, const std::string& dir);
+  bool joining() const { return joining_.load(); }
   // Whether this copy, while it led the partition, handed `group` a whole-partition batch that
   // is not committed yet and reaches at least to `offset` (its consumers commit it to this pod
   // after a failover).
@@ -451,6 +456,7 @@ class Partition {
   size_t gather_need_ GUARDED_BY(mirror_mu_) = 0;
   std::atomic<bool> follower_{false};
   std::atomic<bool> refetching_{false};
+  std::atomic<bool> joining_{false};
   std::atomic<uint64_t> leader_start_{0};  // as a follower: the leader's oldest record
   std::vector<replication::EpochStart> epochs_ GUARDED_BY(append_mu_);
   std::atomic<uint64_t> fenced_{0};  // written under append_mu_, durable in `fence`

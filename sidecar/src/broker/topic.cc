@@ -673,6 +673,11 @@ Result<InstallOutcome> Topic::InstallLocked(const PartitionMap& next,
   const double seeded_ms = ms_since(t0);
   Status st = UnsealLostSeals(next, *opened);
   if (st.ok()) st = TakeSealsGivenBack(held, next);
+  // The copies this map adds to partitions made before it are marked joining before the map is
+  // durable, so that a restart in between still knows them (replication::JoiningCopies).
+  for (PartitionId id : replication::JoiningCopies(held, next, opts_.pod)) {
+    if (st.ok()) st = Partition::MarkJoining(fs_, PartitionDir(id));
+  }
   // Persist, then take effect. A crash between the two re-opens the new map on restart.
   if (st.ok()) st = fs_.WriteFileAtomic(MapPath(), next.ToJson());
   if (!st.ok()) {

@@ -72,6 +72,7 @@ struct FencedCopy {
   Epoch last_epoch{0};
   uint64_t end = 0;
   bool refetching = false;  // Partition::refetching
+  bool joining = false;     // Partition::joining
 };
 
 // The identity of the volume a sidecar keeps its topic on (Topic::volume).

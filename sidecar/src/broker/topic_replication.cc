@@ -410,7 +410,7 @@ std::vector<FencedCopy> Topic::FenceCopies(const std::vector<PartitionId>& ids,
             id.value(), st.message());
         continue;
       }
-      out.push_back({id, Epoch(0), 0, false});
+      out.push_back({id, Epoch(0), 0, false, false});
       continue;
     }
     auto held = copy->Fence(leader_epoch.value());
@@ -419,7 +419,7 @@ std::vector<FencedCopy> Topic::FenceCopies(const std::vector<PartitionId>& ids,
                               id.value(), held.status().message());
       continue;
     }
-    out.push_back({id, held->last_epoch, held->end, held->refetching});
+    out.push_back({id, held->last_epoch, held->end, held->refetching, held->joining});
   }
   if (!out.empty()) {
     Logger("broker")->warn("msg=\"copies fenced for a failover\" partitions={} leader_epoch={}",
@@ -461,7 +461,8 @@ std::string Topic::FollowedJson() const {
            ",\"end\":" + std::to_string(p->end_offset()) +
            ",\"last_epoch\":" + std::to_string(p->last_epoch()) +
            ",\"fenced\":" + std::to_string(p->fenced()) +
-           ",\"refetching\":" + (p->refetching() ? "true" : "false") + "}";
+           ",\"refetching\":" + (p->refetching() ? "true" : "false") +
+           ",\"joining\":" + (p->joining() ? "true" : "false") + "}";
   }
   out += "]}";
   return out;

@@ -438,7 +438,8 @@ void AdminFrontend::Handle(http_request req) {
           out += "{\"id\":" + std::to_string(c.id.value()) +
                  ",\"last_epoch\":" + std::to_string(c.last_epoch.value()) +
                  ",\"end\":" + std::to_string(c.end) +
-                 (c.refetching ? ",\"refetching\":true}" : "}");
+                 (c.refetching ? ",\"refetching\":true" : "") +
+                 (c.joining ? ",\"joining\":true}" : "}");
         }
         out += "]}";
         probe_.AdminChange("fence", "ok");

@@ -168,6 +168,46 @@ TEST(ReplicationRulesTest, ARefetchingMarkCountsOnlyOnAVolumeOtherThanThePodsFir
   EXPECT_FALSE(RefetchingCounts(copy, 3)) << "caught up since";
 }
 
+// A copy a map adds to a partition made before it was in none of the quorums that acknowledged
+// what the partition holds: it is joining, and counts for a failover only once caught up.
+TEST(ReplicationRulesTest, ACopyAddedToAPartitionMadeBeforeItsMapJoinsIt) {
+  auto held = PlaceReplicas(PartitionMap::Initial("t", 3, Pods({"a", "b", "c"})).value(),
+                            Pods({"a", "b", "c"}), 3)
+                  .value();
+  ASSERT_EQ(held.Find(PartitionId(0))->replicas, Pods({"b", "c"}));
+  for (const auto& p : held.partitions()) EXPECT_TRUE(p.joined.empty()) << "copies from the start";
+  // A change splits partition 1; pod c leaves and d takes its copies.
+  const HashRange r1 = held.Find(PartitionId(1))->range;
+  auto split =
+      held.Split(PartitionId(1), r1.lo + r1.Width() / 2).value().WithPeer(PodName("d"), {});
+  auto next = PlaceReplicas(split, Pods({"a", "b", "d"}), 3).value();
+  const PartitionInfo& p0 = *next.Find(PartitionId(0));
+  EXPECT_EQ(p0.replicas, Pods({"b", "d"}));
+  EXPECT_EQ(p0.joined, Pods({"d"}));
+  std::vector<PartitionId> joins;
+  for (const auto& p : next.partitions()) {
+    if (p.FollowedBy(PodName("d")) && p.born < next.epoch()) joins.push_back(p.id);
+    if (p.born == next.epoch()) {
+      EXPECT_TRUE(p.joined.empty()) << "a successor made by the change";
+    }
+  }
+  EXPECT_EQ(JoiningCopies(held, next, PodName("d")), joins);
+  EXPECT_TRUE(JoiningCopies(held, next, PodName("b")).empty()) << "b held its copies already";
+  // The map travels with the list; a failover that makes d the leader takes d off it.
+  EXPECT_EQ(PartitionMap::FromJson(next.ToJson()).value(), next);
+  EXPECT_TRUE(
+      next.FailOver(PartitionId(0), PodName("d")).value().Find(PartitionId(0))->joined.empty());
+  // A pod that missed maps (here, every one) joins only where it was added.
+  EXPECT_EQ(JoiningCopies(PartitionMap(), next, PodName("d")), joins);
+  EXPECT_TRUE(JoiningCopies(PartitionMap(), next, PodName("b")).empty());
+  // A joining copy does not count on any volume.
+  ReplicaState joining{PodName("d"), Epoch(1), 0};
+  joining.joining = true;
+  EXPECT_TRUE(RefetchingCounts(joining, std::nullopt));
+  std::vector<ReplicaState> answered{{PodName("b"), Epoch(1), 10}, joining};
+  EXPECT_EQ(ChooseLeader(answered, 3).status().code(), Status::Code::kUnavailable);
+}
+
 TEST(ReplicationRulesTest, ACopyRefetchingAfterItsVolumeWasEmptiedNeitherCountsNorLeads) {
   // b holds 10 and c, back with an empty volume, refetched 50 of it: a failover of three copies
   // whose leader is down has one answer that counts, not a quorum.

@@ -76,6 +76,12 @@ struct PartitionInfo {
   // its high watermark. Distinct pods, none the owner, in the order failover prefers them. Empty
   // with a replication factor of 1.
   std::vector<PodName> replicas = {};
+  // The followers among `replicas` that a map added after the partition was made (one that
+  // replaces a copy on a pod that leaves, or one more for a higher factor), each in none of the
+  // quorums that acknowledged what the partition held before. Such a copy is joining until it
+  // holds its leader's end (replication::JoiningCopies): a failover does not count it before.
+  // The pods that copied the partition from its start, and a leader's old owner, are not.
+  std::vector<PodName> joined = {};
   // The epoch of the map that made `owner` this partition's leader (Kafka's leader epoch): a
   // follower fetches naming it, and a leader refuses a fetch that names another (a newer one
   // fences it). 0: since the partition was made (`born`).
@@ -196,6 +202,9 @@ class PartitionMap {
   // Returns a copy with partition p's followers replaced (same epoch; validated): for a
   // coordinator that places replicas on a change's target map before it is carried out.
   Result<PartitionMap> WithReplicas(PartitionId p, std::vector<PodName> replicas) const;
+  // A copy in which partition `p`'s copies added after it was made are `joined` (a subset of its
+  // replicas; PartitionInfo::joined). WithReplicas keeps those that stay among the replicas.
+  Result<PartitionMap> WithJoined(PartitionId p, std::vector<PodName> joined) const;
   // Returns a copy without the named sealed partition (retired once every group consumed it).
   Result<PartitionMap> WithoutRetired(PartitionId p) const;
 

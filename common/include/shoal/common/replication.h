@@ -46,7 +46,8 @@ struct PodPlace {
 // follower goes where it adds a zone, then a node, the partition's copies do not have yet, then
 // to the pod that follows the fewest partitions, then by name (so the result is deterministic).
 // Sealed partitions keep their followers that are still among `pods` (a parent drains from any
-// of them). Factor 1 clears every list.
+// of them). Factor 1 clears every list. A follower added to a partition made before `map`'s
+// epoch is named in its `joined` list (it joins a partition that holds events already).
 Result<PartitionMap> PlaceReplicas(const PartitionMap& map, std::span<const PodName> pods,
                                    uint32_t factor,
                                    const std::map<std::string, PodPlace>& places = {});
@@ -63,9 +64,17 @@ struct ReplicaState {
   bool refetching = false;
   // The volume the copy is on (0: not said), as the sidecar names it (Topic::volume).
   uint64_t volume = 0;
+  // A copy a map added to a partition that existed before (a follower that replaces one on a
+  // pod that is leaving, or one more for a higher factor), not caught up with its leader yet.
+  // Events acknowledged before it joined were held by a quorum of the copies then, which it was
+  // not one of: with it and another copy that lagged, a failover could otherwise choose a copy
+  // without them. It counts once it holds its leader's end (Kafka adds a reassigned replica to
+  // the ISR only then).
+  bool joining = false;
 };
 
-// Whether a fenced copy's `refetching` mark stands. A sidecar that found no map on its volume
+// Whether a fenced copy does not count for a failover yet: it is joining, or its `refetching`
+// mark stands. A joining copy's mark always stands. A sidecar that found no map on its volume
 // marks the empty copies of partitions its first map already lists, on a first start and after
 // a wipe alike: it cannot tell them apart. The coordinator can: it remembers the volume it first
 // saw each pod hold a map on (`first_volume`, none for a pod it never saw with one). The mark
@@ -73,6 +82,15 @@ struct ReplicaState {
 // acknowledged there may be gone); on that very volume it is a first start's, whose copies lost
 // nothing. Kafka tells a replaced log directory the same way, by its directory id.
 bool RefetchingCounts(const ReplicaState& copy, std::optional<uint64_t> first_volume);
+
+// The partitions whose copies on `pod` join them with `next`: `next` names `pod` among a
+// partition's followers added after it was made (PartitionInfo::joined, set by PlaceReplicas),
+// and `held`, the map the pod holds, gives it no copy of it (a pod that holds one already
+// marked it when it was added, and cleared the mark once caught up). Such a copy was in none of
+// the quorums that acknowledged what the partition holds and is `joining` until it caught up
+// with its leader.
+std::vector<PartitionId> JoiningCopies(const PartitionMap& held, const PartitionMap& next,
+                                       const PodName& pod);
 
 // The new leader of a partition whose leader is gone (invariant 10): once a quorum of its
 // `replica_count` copies answered, the most complete of them: the highest last epoch, then the
