@@ -105,9 +105,12 @@ Status CheckMapTransition(const PodName& pod, const std::vector<HeldPartitionSta
                               " lost, but it is held here: this pod did not lose its data");
     }
     if (info->owner != pod) {
-      // A failover: the leadership went to a follower at a newer leader epoch and this copy
-      // follows it (invariant 10).
-      if (info->FollowedBy(pod) && info->LeaderEpoch() > h.leader_epoch) continue;
+      // A failover: the leadership went to a follower at a newer leader epoch, and this copy
+      // follows it (invariant 10) or, placed off this pod since (a pod that leaves), goes.
+      if (info->LeaderEpoch() > h.leader_epoch &&
+          (info->FollowedBy(pod) || info->leader_epoch.value() > 0)) {
+        continue;
+      }
       // Otherwise a partition's owner is fixed for its id (a move makes a successor).
       return Status::Conflict("the map gives " + pid + ", held here, to " + info->owner.value());
     }

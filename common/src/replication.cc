@@ -42,7 +42,10 @@ Result<PartitionMap> PlaceReplicas(const PartitionMap& map, std::span<const PodN
   for (const auto& p : map.partitions()) {
     auto& k = kept[map.IndexOf(p)];
     for (const auto& r : p.replicas) {
-      if (live.count(r) && r != p.owner && k.size() < (p.active() ? followers : kMaxFollowers)) {
+      // A sealed partition gains no copy, so it keeps every one it has, on a pod that leaves
+      // too: its acknowledged events are held by a quorum of them.
+      const bool keep = live.count(r) || !p.active();
+      if (keep && r != p.owner && k.size() < (p.active() ? followers : kMaxFollowers)) {
         k.push_back(r);
         ++load[r];
       }

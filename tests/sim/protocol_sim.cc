@@ -360,9 +360,12 @@ class World {
   // Whether `pod`'s copy holds (producer, seq) at `offset`.
   bool Holds(const std::string& pod, uint32_t partition, uint64_t offset,
              const std::string& producer, uint64_t seq);
-  // How many of the partition's copies hold it, and how many make a quorum.
+  // How many of the partition's copies hold it, and how many make a quorum: the copies `pod`'s
+  // map names (the acknowledging leader's: its quorum), or with none given (or that map not
+  // knowing the partition) every pod any map made a copy of it.
   std::pair<size_t, size_t> Holders(uint32_t partition, uint64_t offset,
-                                    const std::string& producer, uint64_t seq, std::string* who);
+                                    const std::string& producer, uint64_t seq, std::string* who,
+                                    const std::string& pod = "");
   // The partition's leader in the record's map ("" when none).
   std::string RecordLeader(uint32_t partition, uint64_t* leader_epoch);
   void FetchAction(Pod& f, bool quiet);
@@ -384,8 +387,9 @@ class World {
   // Installs the record's map on every pod that answers and holds an older one (the control
   // loop's re-install of the current map). False when the coordinator must stop (fenced).
   bool CatchUpInstalls(Coordinator& c);
-  // `m` with its followers placed (replication::PlaceReplicas over every pod of the map).
-  PartitionMap Placed(const PartitionMap& m);
+  // `m` with its followers placed (replication::PlaceReplicas over every pod of the map; for a
+  // change's target with pods leaving, all but the one that leaves now and then).
+  PartitionMap Placed(const PartitionMap& m, bool change = false);
   // Quiet phase: every follower fetches until nothing moves.
   void CatchUpAll();
   // Log matching (11, 10): where `pod`'s copy of `partition` and its leader's log have an entry
@@ -457,6 +461,8 @@ class World {
   // Replication.
   bool replicated_ = false;
   uint32_t factor_ = 1;
+  bool pods_leave_ = false;  // ScheduleOptions::pods_leave
+  std::string leaving_;      // the pod a change's copies are placed off ("": none)
   std::string wiped_pod_;
   std::string last_refusal_;  // the last refusal a coordinator reconciled after
   bool dying_ = false;
@@ -737,6 +743,7 @@ void World::Setup() {
     std::mt19937_64 r(opts_.seed * 0x9E3779B97F4A7C15ull + 25);
     replicated_ = opts_.replicated < 0 ? (r() % 2 == 0) : opts_.replicated > 0;
   }
+  pods_leave_ = replicated_ && opts_.pods_leave > 0;
   result_.replicated = replicated_;
   const size_t n_pods = replicated_ ? 3 + Pick(2) : 2 + Pick(2);
   for (size_t i = 0; i < n_pods; ++i) {
@@ -881,7 +888,7 @@ std::optional<PartitionMap> World::PickChange(const PartitionMap& base, bool all
   if (change.empty()) return std::nullopt;
   auto built = change.Build();
   if (!built.ok()) return std::nullopt;
-  return Placed(*built);
+  return Placed(*built, /*change=*/true);
 }
 
 bool World::WriteRecord(Coordinator& c, const Record& next) {
@@ -1569,7 +1576,7 @@ void World::PartAnswered(const std::shared_ptr<PendingProduce>& pending, size_t 
       uint64_t newest = 0;
       const std::string leader = RecordLeader(e.partition, &newest);
       std::string who;
-      const auto [have, need] = Holders(e.partition, e.offset, e.producer, e.seq, &who);
+      const auto [have, need] = Holders(e.partition, e.offset, e.producer, e.seq, &who, part.pod);
       const std::string what = "(" + e.producer + ", " + std::to_string(e.seq) + ") at p" +
                                std::to_string(e.partition) + "@" + std::to_string(e.offset);
       // A retry answered from the producer state for an event acknowledged before claims
@@ -2202,8 +2209,19 @@ bool World::Holds(const std::string& pod, uint32_t partition, uint64_t offset,
 
 std::pair<size_t, size_t> World::Holders(uint32_t partition, uint64_t offset,
                                          const std::string& producer, uint64_t seq,
-                                         std::string* who) {
-  const auto& copies = copies_[partition];
+                                         std::string* who, const std::string& pod) {
+  std::set<std::string> named;
+  for (const auto& p : pods_) {
+    if (pod.empty() || p->name != pod || !p->topic) continue;
+    // Pods leave and join partitions (--pods-leave): the leader's quorum is over the copies its
+    // map names.
+    const PartitionMap held = p->topic->map();
+    if (const PartitionInfo* info = held.Find(PartitionId(partition))) {
+      named.insert(info->owner.value());
+      for (const auto& r : info->replicas) named.insert(r.value());
+    }
+  }
+  const auto& copies = named.empty() ? copies_[partition] : named;
   size_t have = 0;
   for (const auto& pod : copies) {
     if (!Holds(pod, partition, offset, producer, seq)) continue;
@@ -2387,7 +2405,9 @@ void World::CheckReadCommitted(const Group& g, const wire::ConsumedEvent& e,
   if (!replicated_ || !e.seq || copies_[e.partition].size() < 2) return;
   if (committed_.count({e.partition, e.offset})) return;
   std::string who;
-  const auto [have, need] = Holders(e.partition, e.offset, producer, *e.seq, &who);
+  // Over the copies the partition's leader names (its high watermark's quorum).
+  const auto [have, need] =
+      Holders(e.partition, e.offset, producer, *e.seq, &who, RecordLeader(e.partition, nullptr));
   if (have >= need || quorum_held_.count(std::make_pair(producer, *e.seq))) {
     committed_.insert({e.partition, e.offset});
     return;
@@ -2398,14 +2418,31 @@ void World::CheckReadCommitted(const Group& g, const wire::ConsumedEvent& e,
             "): above the high watermark");
 }
 
-PartitionMap World::Placed(const PartitionMap& m) {
+PartitionMap World::Placed(const PartitionMap& m, bool change) {
   if (!replicated_) return m;
+  if (change && pods_leave_ && Chance(0.5)) {
+    // Another pod leaves (its copies go to the others), or none: the one that left is back.
+    leaving_ = Chance(0.3) ? "" : pods_[Pick(pods_.size())]->name;
+  }
   std::vector<PodName> pods;
-  for (const auto& [pod, addr] : m.peers()) pods.push_back(PodName(pod));
+  for (const auto& [pod, addr] : m.peers()) {
+    if (!change || pod != leaving_) pods.push_back(PodName(pod));
+  }
   auto placed = replication::PlaceReplicas(m, pods, factor_);
   if (!placed.ok()) {
     Violation("placing followers: " + placed.status().ToString());
     return m;
+  }
+  if (change) {
+    for (const auto& p : placed->partitions()) {
+      const PartitionInfo* before = m.Find(p.id);
+      for (const auto& pod : p.joined) {
+        if (!before ||
+            std::find(before->joined.begin(), before->joined.end(), pod) == before->joined.end()) {
+          ++result_.copies_joined;
+        }
+      }
+    }
   }
   return std::move(placed).value();
 }

@@ -61,6 +61,11 @@ struct ScheduleOptions {
   bool trace = false;    // keep every action in the result (for replaying a failing seed)
   // Replicated seeds: -1 as the seed decides (about half), 0 never, 1 always.
   int replicated = -1;
+  // Replicated seeds whose changes place copies off one pod at a time (a pod that leaves, as a
+  // scale-down drains it), so that copies are dropped from partitions that hold events and
+  // added again empty (PartitionInfo::joined): 0 never (the default: the schedules other seeds
+  // always ran), 1 always.
+  int pods_leave = 0;
   // What replication does not cover yet: until groups' commits travel with the log, a group
   // resumes after a failover from what the new leader knows of it and gets again events it had
   // committed on the old leader; and a sealed partition whose leader's volume is emptied is
@@ -98,6 +103,7 @@ struct ScheduleResult {
   uint64_t zombie_appends = 0;     // events taken by a leader a failover had replaced
   uint64_t redelivered_after_failover = 0;  // with tolerate_known_gaps
   uint64_t lost_with_copies = 0;   // partitions with copies declared lost (a sealed one's leader wiped)
+  uint64_t copies_joined = 0;      // with pods_leave: copies added to partitions holding events
   bool ok() const { return violations.empty(); }
 };
 

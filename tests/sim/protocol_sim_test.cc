@@ -12,13 +12,14 @@ namespace shoal::sim {
 namespace {
 
 // Runs `seeds` and reports up to three failing ones.
-void RunSeedList(const std::vector<uint64_t>& seeds, int replicated) {
+void RunSeedList(const std::vector<uint64_t>& seeds, int replicated, int pods_leave = 0) {
   ASSERT_TRUE(InitLogging("off").ok());
   int failed = 0;
   for (uint64_t seed : seeds) {
     ScheduleOptions o;
     o.seed = seed;
     o.replicated = replicated;
+    o.pods_leave = pods_leave;
     auto r = RunSchedule(o);
     if (r.ok()) continue;
     ++failed;
@@ -28,7 +29,8 @@ void RunSeedList(const std::vector<uint64_t>& seeds, int replicated) {
     for (const auto& t : r.trace) trace += "\n    | " + t;
     ADD_FAILURE() << "seed " << seed << " (replay: shoal-protocol-sim --seed " << seed
                   << (replicated > 0 ? " --replicated on" : " --replicated off")
-                  << " --trace):" << what << "\n  last actions:" << trace;
+                  << (pods_leave > 0 ? " --pods-leave" : "") << " --trace):" << what
+                  << "\n  last actions:" << trace;
     if (failed >= 3) break;
   }
 }
@@ -117,6 +119,17 @@ TEST(ReplicatedProtocolSimRegressionTest, SchedulesThatFoundDefectsPass) {
                // bookkeeping, invariant 6).
                11081, 36046, 85975},
               /*replicated=*/1);
+}
+
+// Replicated schedules in which changes place copies off one pod at a time (--pods-leave: a pod
+// that leaves), each of which found a defect: a sealed partition's copy on the leaving pod was
+// dropped, leaving what its seal acknowledged on fewer than a quorum of the copies (3, 17:
+// invariant 9); an old leader that a failover replaced and the next map placed off the
+// partition refused every map from then on (186: invariant 8). With pods leaving the simulation
+// still fails about 7 seeds in 100 (docs/replication.md, "What is not built yet"), so the suite
+// runs these only.
+TEST(PodsLeaveProtocolSimRegressionTest, SchedulesThatFoundDefectsPass) {
+  RunSeedList({3, 17, 186}, /*replicated=*/1, /*pods_leave=*/1);
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
   CLI::App app{"shoal-protocol-sim: the change protocol under seeded random schedules"};
   uint64_t seeds = 1000, first = 1, one = 0;
   int steps = 250, jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  bool trace = false, json = false, known_gaps = false;
+  bool trace = false, json = false, known_gaps = false, pods_leave = false;
   std::string log_level = "off", replicated = "auto";
   app.add_option("--seeds", seeds, "How many schedules (seeds first, first+1, ...)");
   app.add_option("--first", first, "The first seed");
@@ -34,6 +34,9 @@ int main(int argc, char** argv) {
   app.add_option("--replicated", replicated,
                  "Replicated topics: auto (the seed decides, about half), on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}));
+  app.add_flag("--pods-leave", pods_leave,
+               "In replicated seeds, changes place copies off one pod at a time (a pod that "
+               "leaves), so that copies are dropped and added to partitions that hold events");
   app.add_flag("--tolerate-known-gaps", known_gaps,
                "Count instead of failing what replication does not cover yet: a group given "
                "again after a failover what it had committed (commits are not replicated), and "
@@ -54,7 +57,7 @@ int main(int argc, char** argv) {
   uint64_t acked = 0, changes = 0, crashes = 0, coordinator_crashes = 0, fenced = 0, rogue = 0,
            retired = 0, seen = 0, abandoned = 0, done = 0, remote = 0, wipes = 0;
   uint64_t replicated_seeds = 0, failovers = 0, live_replaced = 0, fetch_rounds = 0, cut = 0, quorum_refusals = 0,
-           isolations = 0, zombie = 0, redelivered = 0, lost_with_copies = 0;
+           isolations = 0, zombie = 0, redelivered = 0, lost_with_copies = 0, joined = 0;
   std::vector<std::thread> threads;
   for (int j = 0; j < jobs; ++j) {
     threads.emplace_back([&] {
@@ -67,6 +70,7 @@ int main(int argc, char** argv) {
         o.trace = trace && seeds == 1;
         o.replicated = replicated == "auto" ? -1 : replicated == "on" ? 1 : 0;
         o.tolerate_known_gaps = known_gaps;
+        o.pods_leave = pods_leave ? 1 : 0;
         auto r = shoal::sim::RunSchedule(o);
         std::lock_guard<std::mutex> lock(mu);
         acked += r.acked;
@@ -90,6 +94,7 @@ int main(int argc, char** argv) {
         zombie += r.zombie_appends;
         redelivered += r.redelivered_after_failover;
         lost_with_copies += r.lost_with_copies;
+        joined += r.copies_joined;
         ++done;
         if (!r.ok()) failed.push_back(std::move(r));
         if (!json && done % 1000 == 0) {
@@ -111,7 +116,7 @@ int main(int argc, char** argv) {
         "\"coordinator_crashes\":%llu,\"fenced\":%llu,\"rogue_changes\":%llu,\"abandoned\":%llu,"
         "\"replicated\":%llu,\"failovers\":%llu,\"live_leaders_replaced\":%llu,\"fetch_rounds\":%llu,\"cut_entries\":%llu,"
         "\"quorum_refusals\":%llu,\"isolations\":%llu,\"zombie_appends\":%llu,"
-        "\"redelivered_after_failover\":%llu,\"lost_with_copies\":%llu,"
+        "\"redelivered_after_failover\":%llu,\"lost_with_copies\":%llu,\"copies_joined\":%llu,"
         "\"failed_seeds\":[",
         static_cast<unsigned long long>(seeds), static_cast<unsigned long long>(first),
         failed.size(), seconds, static_cast<unsigned long long>(acked),
@@ -128,7 +133,7 @@ int main(int argc, char** argv) {
         static_cast<unsigned long long>(quorum_refusals),
         static_cast<unsigned long long>(isolations), static_cast<unsigned long long>(zombie),
         static_cast<unsigned long long>(redelivered),
-        static_cast<unsigned long long>(lost_with_copies));
+        static_cast<unsigned long long>(lost_with_copies), static_cast<unsigned long long>(joined));
     for (size_t i = 0; i < failed.size(); ++i) {
       std::printf("%s%llu", i ? "," : "", static_cast<unsigned long long>(failed[i].seed));
     }
@@ -152,7 +157,8 @@ int main(int argc, char** argv) {
         "Replicated: %llu schedules, %llu partitions failed over (%llu of them from a leader "
         "still running), %llu fetch rounds, %llu entries cut from "
         "divergent tails, %llu events taken by replaced leaders, %llu produces refused without a "
-        "quorum, %llu sidecars isolated from the coordinators; %llu redeliveries after a "
+        "quorum, %llu sidecars isolated from the coordinators, %llu copies added to partitions "
+        "holding events; %llu redeliveries after a "
         "failover and %llu partitions with copies declared lost (known gaps%s)\n",
         static_cast<unsigned long long>(replicated_seeds),
         static_cast<unsigned long long>(failovers),
@@ -160,17 +166,17 @@ int main(int argc, char** argv) {
         static_cast<unsigned long long>(fetch_rounds), static_cast<unsigned long long>(cut),
         static_cast<unsigned long long>(zombie),
         static_cast<unsigned long long>(quorum_refusals),
-        static_cast<unsigned long long>(isolations),
+        static_cast<unsigned long long>(isolations), static_cast<unsigned long long>(joined),
         static_cast<unsigned long long>(redelivered),
         static_cast<unsigned long long>(lost_with_copies),
         known_gaps ? ", tolerated" : "");
     for (const auto& r : failed) {
-      std::printf("seed %llu FAILED%s%s (replay: %s --seed %llu --steps %d --replicated %s%s --trace)\n",
+      std::printf("seed %llu FAILED%s%s (replay: %s --seed %llu --steps %d --replicated %s%s%s --trace)\n",
                   static_cast<unsigned long long>(r.seed),
                   r.hand_rogue ? " [with a coordinator that ignores the record]" : "",
                   r.replicated ? " [replicated]" : "", argv[0],
                   static_cast<unsigned long long>(r.seed), steps, r.replicated ? "on" : "off",
-                  known_gaps ? " --tolerate-known-gaps" : "");
+                  pods_leave ? " --pods-leave" : "", known_gaps ? " --tolerate-known-gaps" : "");
       for (const auto& v : r.violations) std::printf("  %s\n", v.c_str());
       if (trace || seeds == 1) {
         for (const auto& t : r.trace) std::printf("    | %s\n", t.c_str());

@@ -903,10 +903,11 @@ size_t Topic::TakeEffect(const PartitionMap& next, OwnedPartitions opened,
   }
   for (auto it = partitions_.begin(); it != partitions_.end();) {
     const PartitionInfo* info = next.Find(it->first);
-    if (info && info->owner != opts_.pod && info->FollowedBy(opts_.pod)) {
+    if (info && info->owner != opts_.pod) {
       // A failover gave the leadership to a follower: this copy follows it from now on, and its
       // tail past the new leader's is cut at its first fetch (invariant 11). Produces waiting
-      // for a quorum here are refused, retryable.
+      // for a quorum here are refused, retryable. A copy the map placed off this pod since (a
+      // pod that leaves) goes with the followed copies the map drops (ReconcileReplicas).
       it->second->quorum()->Abandon();
       it->second->commit_quorum()->Abandon();
       it->second->SetFollower(true);

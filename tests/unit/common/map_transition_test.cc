@@ -281,6 +281,15 @@ TEST(FailOverTest, TheOldLeaderTakesTheMapAndAFollowerMadeTheLeaderHoldsTheParti
       CheckMapTransition(PodName("a"), {{p0.id, p0.range, {}, p0.LeaderEpoch(), false}}, next,
                          nullptr)
           .ok());
+  // The old leader placed off the partition since (its pod leaves): its copy goes.
+  std::vector<PodName> others;
+  for (const auto& r : next.Find(PartitionId(0))->replicas) {
+    if (r != PodName("a")) others.push_back(r);
+  }
+  const PartitionMap without_a = next.WithReplicas(PartitionId(0), others).value();
+  EXPECT_TRUE(CheckMapTransition(PodName("a"), {{p0.id, p0.range, {}, p0.LeaderEpoch(), false}},
+                                 without_a, nullptr)
+                  .ok());
   // Not a failover: a copy already at the new leader epoch is refused.
   EXPECT_EQ(CheckMapTransition(PodName("a"), {{p0.id, p0.range, {}, next.epoch(), false}}, next,
                                nullptr)

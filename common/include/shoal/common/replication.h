@@ -45,8 +45,9 @@ struct PodPlace {
 // that are still among `pods` are kept, missing ones are added, extra ones dropped. A new
 // follower goes where it adds a zone, then a node, the partition's copies do not have yet, then
 // to the pod that follows the fewest partitions, then by name (so the result is deterministic).
-// Sealed partitions keep their followers that are still among `pods` (a parent drains from any
-// of them). Factor 1 clears every list. A follower added to a partition made before `map`'s
+// Sealed partitions keep their followers, on pods no longer among `pods` too (a parent drains
+// from any of them; it gains no copy, and what its seal acknowledged is held by a quorum of
+// them). Factor 1 clears every list. A follower added to a partition made before `map`'s
 // epoch is named in its `joined` list (it joins a partition that holds events already).
 Result<PartitionMap> PlaceReplicas(const PartitionMap& map, std::span<const PodName> pods,
                                    uint32_t factor,
