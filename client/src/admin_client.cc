@@ -180,6 +180,8 @@ Result<std::vector<std::pair<PartitionId, replication::ReplicaState>>> AdminClie
     if (f["refetching"].get(refetching) == simdjson::SUCCESS) s.refetching = refetching;
     bool joining = false;
     if (f["joining"].get(joining) == simdjson::SUCCESS) s.joining = joining;
+    bool absent = false;
+    if (f["absent"].get(absent) == simdjson::SUCCESS) s.absent = absent;
     s.volume = volume;
     if (id > kMaxPartitionId) continue;
     out.emplace_back(PartitionId(static_cast<uint32_t>(id)), s);

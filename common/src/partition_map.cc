@@ -149,12 +149,14 @@ Status PartitionMap::Validate() const {
       }
     }
     for (size_t j = 0; j < p.joined.size(); ++j) {
-      if (!p.FollowedBy(p.joined[j]) ||
-          std::find(p.joined.begin(), p.joined.begin() + j, p.joined[j]) != p.joined.begin() + j) {
+      const PodName& pod = p.joined[j].pod;
+      const bool twice = std::any_of(p.joined.begin(), p.joined.begin() + j,
+                                     [&](const JoinedCopy& o) { return o.pod == pod; });
+      if (!p.FollowedBy(pod) || twice || p.joined[j].at.value() == 0 || p.joined[j].at > epoch_) {
         return Status::InvalidArgument("partition " + std::to_string(p.id.value()) + " names pod " +
-                                       p.joined[j].value() +
-                                       " as joined, which is not one of its followers or is "
-                                       "named twice");
+                                       pod.value() +
+                                       " as joined, which is not one of its followers, is named "
+                                       "twice or was added at no epoch up to the map's");
       }
     }
     if (p.lost && p.active()) {
@@ -368,7 +370,7 @@ Result<PartitionMap> PartitionMap::FailOver(
     followers.push_back(q.owner);
     q.owner = leader;
     q.replicas = std::move(followers);
-    std::erase(q.joined, leader);  // a leader is no follower
+    std::erase_if(q.joined, [&](const JoinedCopy& j) { return j.pod == leader; });  // leads
     q.leader_epoch = Epoch(epoch_.value() + 1);
   }
   PartitionMap next = Next(std::move(parts));
@@ -385,12 +387,12 @@ Result<PartitionMap> PartitionMap::WithReplicas(PartitionId p, std::vector<PodNa
   PartitionMap out = *this;
   PartitionInfo& q = out.partitions_[static_cast<size_t>(it - partitions_.begin())];
   q.replicas = std::move(replicas);
-  std::erase_if(q.joined, [&](const PodName& pod) { return !q.FollowedBy(pod); });
+  std::erase_if(q.joined, [&](const JoinedCopy& j) { return !q.FollowedBy(j.pod); });
   SHOAL_RETURN_IF_ERROR(out.Validate());
   return out;
 }
 
-Result<PartitionMap> PartitionMap::WithJoined(PartitionId p, std::vector<PodName> joined) const {
+Result<PartitionMap> PartitionMap::WithJoined(PartitionId p, std::vector<JoinedCopy> joined) const {
   const PartitionInfo* info = Find(p);
   if (!info) return Status::NotFound("no partition " + std::to_string(p.value()));
   PartitionMap out = *this;
@@ -430,6 +432,9 @@ PartitionMap PartitionMap::WithEpoch(Epoch epoch) const {
   for (auto& p : m.partitions_) {
     if (p.born == epoch_) p.born = epoch;  // made by the change this map is
     if (p.leader_epoch == epoch_) p.leader_epoch = epoch;  // led from the change this map is
+    for (auto& j : p.joined) {
+      if (j.at == epoch_) j.at = epoch;  // added by the change this map is
+    }
   }
   m.epoch_ = epoch;
   return m;
@@ -501,7 +506,17 @@ void AppendPartitionFields(std::string& out, const PartitionInfo& p) {
     out += ']';
   };
   append_pods("replicas", p.replicas);
-  append_pods("joined", p.joined);
+  if (!p.joined.empty()) {
+    out += ",\"joined\":[";
+    for (size_t i = 0; i < p.joined.size(); ++i) {
+      out += i ? ",{\"pod\":" : "{\"pod\":";
+      json::AppendString(out, p.joined[i].pod.value());
+      out += ",\"epoch\":";
+      json::AppendUint(out, p.joined[i].at.value());
+      out += '}';
+    }
+    out += ']';
+  }
   if (p.leader_epoch.value() > 0) {
     out += ",\"leader_epoch\":";
     json::AppendUint(out, p.leader_epoch.value());
@@ -611,12 +626,14 @@ Result<PartitionMap> PartitionMap::FromJson(std::string_view text) {
             "partition " + std::to_string(id) + " lists " + std::to_string(joined.size()) +
             " joined followers; at most " + std::to_string(kMaxFollowers));
       }
-      for (auto r : joined) {
+      for (auto j : joined) {
         std::string_view name;
-        if (r.get(name)) {
-          return Status::InvalidArgument("a joined follower's name must be a string");
+        uint64_t at = 0;
+        if (j["pod"].get(name) || j["epoch"].get(at)) {
+          return Status::InvalidArgument(
+              "a joined follower is {\"pod\": its name, \"epoch\": the epoch that added it}");
         }
-        p.joined.push_back(PodName(std::string(name)));
+        p.joined.push_back({PodName(std::string(name)), Epoch(at)});
       }
     }
     p.id = PartitionId(static_cast<uint32_t>(id));

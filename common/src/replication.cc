@@ -42,10 +42,7 @@ Result<PartitionMap> PlaceReplicas(const PartitionMap& map, std::span<const PodN
   for (const auto& p : map.partitions()) {
     auto& k = kept[map.IndexOf(p)];
     for (const auto& r : p.replicas) {
-      // A sealed partition gains no copy, so it keeps every one it has, on a pod that leaves
-      // too: its acknowledged events are held by a quorum of them.
-      const bool keep = live.count(r) || !p.active();
-      if (keep && r != p.owner && k.size() < (p.active() ? followers : kMaxFollowers)) {
+      if (live.count(r) && r != p.owner && k.size() < (p.active() ? followers : kMaxFollowers)) {
         k.push_back(r);
         ++load[r];
       }
@@ -83,11 +80,14 @@ Result<PartitionMap> PlaceReplicas(const PartitionMap& map, std::span<const PodN
     }
     if (chosen != p.replicas) {
       // A follower added to a partition made before this map joins it (PartitionInfo::joined).
-      std::vector<PodName> joined;
+      std::vector<JoinedCopy> joined;
       for (const auto& r : chosen) {
         const bool added = std::find(p.replicas.begin(), p.replicas.end(), r) == p.replicas.end();
-        const bool was_joined = std::find(p.joined.begin(), p.joined.end(), r) != p.joined.end();
-        if (was_joined || (added && p.born < map.epoch())) joined.push_back(r);
+        if (const JoinedCopy* was = p.JoinedBy(r); was && !added) {
+          joined.push_back(*was);
+        } else if (added && p.born < map.epoch()) {
+          joined.push_back({r, map.epoch()});
+        }
       }
       auto next = out.WithReplicas(p.id, std::move(chosen));
       if (next.ok()) next = next->WithJoined(p.id, std::move(joined));
@@ -98,8 +98,10 @@ Result<PartitionMap> PlaceReplicas(const PartitionMap& map, std::span<const PodN
   return out;
 }
 
-bool RefetchingCounts(const ReplicaState& copy, std::optional<uint64_t> first_volume) {
+bool RefetchingCounts(const ReplicaState& copy, std::optional<uint64_t> first_volume,
+                      const PartitionInfo* info) {
   if (copy.joining) return true;
+  if (copy.absent && info && info->JoinedBy(copy.pod)) return true;
   return copy.refetching && first_volume.has_value() && *first_volume != copy.volume;
 }
 
@@ -107,12 +109,9 @@ std::vector<PartitionId> JoiningCopies(const PartitionMap& held, const Partition
                                        const PodName& pod) {
   std::vector<PartitionId> out;
   for (const auto& info : next.partitions()) {
-    if (!info.FollowedBy(pod) || info.lost ||
-        std::find(info.joined.begin(), info.joined.end(), pod) == info.joined.end()) {
-      continue;
-    }
-    const PartitionInfo* before = held.Find(info.id);
-    if (before && (before->owner == pod || before->FollowedBy(pod))) continue;
+    const JoinedCopy* joined = info.JoinedBy(pod);
+    // A pod that holds the map that added its copy, or a later one, marked it then.
+    if (info.lost || !joined || held.epoch() >= joined->at) continue;
     out.push_back(info.id);
   }
   return out;

@@ -1211,7 +1211,8 @@ TEST(ReplicationTest, ACopyAddedToAPartitionDoesNotCountForAFailoverBeforeItCaug
   auto next =
       NextEpochOf(c.current())
           .WithReplicas(PartitionId(0), {SidecarCluster::Pod(lags), SidecarCluster::Pod(joins)});
-  if (next.ok()) next = next->WithJoined(PartitionId(0), {SidecarCluster::Pod(joins)});
+  if (next.ok())
+    next = next->WithJoined(PartitionId(0), {{SidecarCluster::Pod(joins), next->epoch()}});
   ASSERT_TRUE(next.ok()) << next.status().ToString();
   for (size_t i : {size_t{0}, keeps, joins}) {
     auto installed = c.admin().InstallMap(c.admin_address(i), *next);

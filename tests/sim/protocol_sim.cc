@@ -2436,11 +2436,8 @@ PartitionMap World::Placed(const PartitionMap& m, bool change) {
   if (change) {
     for (const auto& p : placed->partitions()) {
       const PartitionInfo* before = m.Find(p.id);
-      for (const auto& pod : p.joined) {
-        if (!before ||
-            std::find(before->joined.begin(), before->joined.end(), pod) == before->joined.end()) {
-          ++result_.copies_joined;
-        }
+      for (const auto& j : p.joined) {
+        if (!before || !before->JoinedBy(j.pod)) ++result_.copies_joined;
       }
     }
   }
@@ -2533,9 +2530,9 @@ void World::FinishFailOver(Coordinator& c, bool quiet) {
     std::optional<uint64_t> first;
     if (auto v = first_volumes_.find(pod); v != first_volumes_.end()) first = v->second;
     for (const auto& f : fenced) {
-      replication::ReplicaState state{PodName(pod), f.last_epoch, f.end,
-                                      f.refetching, t->volume(),  f.joining};
-      state.refetching = replication::RefetchingCounts(state, first);
+      replication::ReplicaState state{PodName(pod), f.last_epoch, f.end,   f.refetching,
+                                      t->volume(),  f.joining,    f.absent};
+      state.refetching = replication::RefetchingCounts(state, first, base.Find(f.id));
       answered[f.id.value()].push_back(state);
     }
   }

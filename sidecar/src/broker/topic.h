@@ -73,6 +73,7 @@ struct FencedCopy {
   uint64_t end = 0;
   bool refetching = false;  // Partition::refetching
   bool joining = false;     // Partition::joining
+  bool absent = false;      // no copy: a partition of a map this pod never installed
 };
 
 // The identity of the volume a sidecar keeps its topic on (Topic::volume).

@@ -426,7 +426,7 @@ std::vector<FencedCopy> Topic::FenceCopies(const std::vector<PartitionId>& ids,
             id.value(), st.message());
         continue;
       }
-      out.push_back({id, Epoch(0), 0, false, false});
+      out.push_back({id, Epoch(0), 0, false, false, /*absent=*/true});
       continue;
     }
     auto held = copy->Fence(leader_epoch.value());
@@ -435,7 +435,7 @@ std::vector<FencedCopy> Topic::FenceCopies(const std::vector<PartitionId>& ids,
                               id.value(), held.status().message());
       continue;
     }
-    out.push_back({id, held->last_epoch, held->end, held->refetching, held->joining});
+    out.push_back({id, held->last_epoch, held->end, held->refetching, held->joining, false});
   }
   if (!out.empty()) {
     Logger("broker")->warn("msg=\"copies fenced for a failover\" partitions={} leader_epoch={}",

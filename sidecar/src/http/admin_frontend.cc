@@ -439,7 +439,7 @@ void AdminFrontend::Handle(http_request req) {
                  ",\"last_epoch\":" + std::to_string(c.last_epoch.value()) +
                  ",\"end\":" + std::to_string(c.end) +
                  (c.refetching ? ",\"refetching\":true" : "") +
-                 (c.joining ? ",\"joining\":true}" : "}");
+                 (c.joining ? ",\"joining\":true" : "") + (c.absent ? ",\"absent\":true}" : "}");
         }
         out += "]}";
         probe_.AdminChange("fence", "ok");

@@ -183,7 +183,8 @@ TEST(ReplicationRulesTest, ACopyAddedToAPartitionMadeBeforeItsMapJoinsIt) {
   auto next = PlaceReplicas(split, Pods({"a", "b", "d"}), 3).value();
   const PartitionInfo& p0 = *next.Find(PartitionId(0));
   EXPECT_EQ(p0.replicas, Pods({"b", "d"}));
-  EXPECT_EQ(p0.joined, Pods({"d"}));
+  const std::vector<JoinedCopy> d_joined{{PodName("d"), next.epoch()}};
+  EXPECT_EQ(p0.joined, d_joined);
   std::vector<PartitionId> joins;
   for (const auto& p : next.partitions()) {
     if (p.FollowedBy(PodName("d")) && p.born < next.epoch()) joins.push_back(p.id);
@@ -200,6 +201,26 @@ TEST(ReplicationRulesTest, ACopyAddedToAPartitionMadeBeforeItsMapJoinsIt) {
   // A pod that missed maps (here, every one) joins only where it was added.
   EXPECT_EQ(JoiningCopies(PartitionMap(), next, PodName("d")), joins);
   EXPECT_TRUE(JoiningCopies(PartitionMap(), next, PodName("b")).empty());
+  // A copy placed off the partition and added again joins again, also on a pod that missed the
+  // maps between (it holds one that lists it among the copies from before).
+  auto away =
+      PlaceReplicas(next.WithEpoch(Epoch(next.epoch().value() + 1)), Pods({"a", "c", "d"}), 3)
+          .value();
+  ASSERT_FALSE(away.Find(PartitionId(0))->FollowedBy(PodName("b")));
+  auto back =
+      PlaceReplicas(away.WithEpoch(Epoch(away.epoch().value() + 1)), Pods({"a", "b", "d"}), 3)
+          .value();
+  ASSERT_TRUE(back.Find(PartitionId(0))->JoinedBy(PodName("b")));
+  EXPECT_EQ(JoiningCopies(next, back, PodName("b")).size(), 1u)
+      << "b held a copy at " << next.epoch().value();
+  EXPECT_TRUE(JoiningCopies(back, back, PodName("b")).empty()) << "marked when it took the map";
+  // A pod whose map does not know the partition yet answers as absent: it counts where it was a
+  // copy from the start, not where the map added it.
+  ReplicaState absent{PodName("b"), Epoch(0), 0};
+  absent.absent = true;
+  EXPECT_TRUE(RefetchingCounts(absent, std::nullopt, back.Find(PartitionId(0))));
+  absent.pod = PodName("a");
+  EXPECT_FALSE(RefetchingCounts(absent, std::nullopt, back.Find(PartitionId(0))));
   // A joining copy does not count on any volume.
   ReplicaState joining{PodName("d"), Epoch(1), 0};
   joining.joining = true;

@@ -47,6 +47,14 @@ struct HashRange {
 enum class PartitionState { kActive, kSealed };
 std::string_view ToString(PartitionState s);
 
+// A follower that a map added to a partition made before it, and the epoch of that map
+// (PartitionInfo::joined).
+struct JoinedCopy {
+  PodName pod;
+  Epoch at{0};
+  bool operator==(const JoinedCopy&) const = default;
+};
+
 struct PartitionInfo {
   PartitionId id;
   HashRange range;
@@ -78,10 +86,11 @@ struct PartitionInfo {
   std::vector<PodName> replicas = {};
   // The followers among `replicas` that a map added after the partition was made (one that
   // replaces a copy on a pod that leaves, or one more for a higher factor), each in none of the
-  // quorums that acknowledged what the partition held before. Such a copy is joining until it
-  // holds its leader's end (replication::JoiningCopies): a failover does not count it before.
-  // The pods that copied the partition from its start, and a leader's old owner, are not.
-  std::vector<PodName> joined = {};
+  // quorums that acknowledged what the partition held before, with the epoch of the map that
+  // added it. Such a copy is joining until it holds its leader's end (replication::
+  // JoiningCopies): a failover does not count it before. The pods that copied the partition
+  // from its start, and a leader's old owner, are not.
+  std::vector<JoinedCopy> joined = {};
   // The epoch of the map that made `owner` this partition's leader (Kafka's leader epoch): a
   // follower fetches naming it, and a leader refuses a fetch that names another (a newer one
   // fences it). 0: since the partition was made (`born`).
@@ -89,6 +98,13 @@ struct PartitionInfo {
 
   Epoch LeaderEpoch() const { return leader_epoch.value() ? leader_epoch : born; }
   // Whether `pod` holds a copy of this partition as a follower.
+  // Whether `pod`'s copy is among `joined` (nullptr: not).
+  const JoinedCopy* JoinedBy(const PodName& pod) const {
+    for (const auto& j : joined) {
+      if (j.pod == pod) return &j;
+    }
+    return nullptr;
+  }
   bool FollowedBy(const PodName& pod) const {
     for (const auto& r : replicas) {
       if (r == pod) return true;
@@ -204,7 +220,7 @@ class PartitionMap {
   Result<PartitionMap> WithReplicas(PartitionId p, std::vector<PodName> replicas) const;
   // A copy in which partition `p`'s copies added after it was made are `joined` (a subset of its
   // replicas; PartitionInfo::joined). WithReplicas keeps those that stay among the replicas.
-  Result<PartitionMap> WithJoined(PartitionId p, std::vector<PodName> joined) const;
+  Result<PartitionMap> WithJoined(PartitionId p, std::vector<JoinedCopy> joined) const;
   // Returns a copy without the named sealed partition (retired once every group consumed it).
   Result<PartitionMap> WithoutRetired(PartitionId p) const;
 

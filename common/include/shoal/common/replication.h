@@ -45,9 +45,8 @@ struct PodPlace {
 // that are still among `pods` are kept, missing ones are added, extra ones dropped. A new
 // follower goes where it adds a zone, then a node, the partition's copies do not have yet, then
 // to the pod that follows the fewest partitions, then by name (so the result is deterministic).
-// Sealed partitions keep their followers, on pods no longer among `pods` too (a parent drains
-// from any of them; it gains no copy, and what its seal acknowledged is held by a quorum of
-// them). Factor 1 clears every list. A follower added to a partition made before `map`'s
+// Sealed partitions keep their followers that are still among `pods` (a parent drains from any
+// of them). Factor 1 clears every list. A follower added to a partition made before `map`'s
 // epoch is named in its `joined` list (it joins a partition that holds events already).
 Result<PartitionMap> PlaceReplicas(const PartitionMap& map, std::span<const PodName> pods,
                                    uint32_t factor,
@@ -72,6 +71,9 @@ struct ReplicaState {
   // without them. It counts once it holds its leader's end (Kafka adds a reassigned replica to
   // the ISR only then).
   bool joining = false;
+  // The copy's pod answered for a partition its map does not know yet (made by a change whose
+  // map has not reached it): it holds nothing of it.
+  bool absent = false;
 };
 
 // Whether a fenced copy does not count for a failover yet: it is joining, or its `refetching`
@@ -82,14 +84,18 @@ struct ReplicaState {
 // stands on another volume than that one (the first was emptied or replaced, and what this copy
 // acknowledged there may be gone); on that very volume it is a first start's, whose copies lost
 // nothing. Kafka tells a replaced log directory the same way, by its directory id.
-bool RefetchingCounts(const ReplicaState& copy, std::optional<uint64_t> first_volume);
+// With `info`, the partition as the failover's map has it: an absent copy (its pod's map does
+// not know the partition yet) that `info` names as joined stands as joining too; one there from
+// the partition's start counts (it holds nothing a quorum acknowledged without it).
+bool RefetchingCounts(const ReplicaState& copy, std::optional<uint64_t> first_volume,
+                      const PartitionInfo* info = nullptr);
 
 // The partitions whose copies on `pod` join them with `next`: `next` names `pod` among a
 // partition's followers added after it was made (PartitionInfo::joined, set by PlaceReplicas),
-// and `held`, the map the pod holds, gives it no copy of it (a pod that holds one already
-// marked it when it was added, and cleared the mark once caught up). Such a copy was in none of
-// the quorums that acknowledged what the partition holds and is `joining` until it caught up
-// with its leader.
+// by a map newer than `held`, the map the pod holds (one that held the map that added it, or a
+// later one, marked it then and cleared the mark once caught up; one removed from the copies
+// and added again is added at the later epoch). Such a copy was in none of the quorums that
+// acknowledged what the partition holds and is `joining` until it caught up with its leader.
 std::vector<PartitionId> JoiningCopies(const PartitionMap& held, const PartitionMap& next,
                                        const PodName& pod);
 

@@ -43,7 +43,7 @@ Result<std::vector<std::pair<PartitionId, PodName>>> FenceAndChooseLeaders(
     if (auto v = first_volumes.find(pod); v != first_volumes.end()) first = v->second;
     for (auto [id, state] : *r) {
       state.pod = PodName(pod);
-      state.refetching = replication::RefetchingCounts(state, first);
+      state.refetching = replication::RefetchingCounts(state, first, map.Find(id));
       answered[id.value()].push_back(state);
       if (fenced) fenced->insert(id);
     }
