@@ -1255,6 +1255,37 @@ TEST(ReplicationTest, ACopyAddedToAPartitionDoesNotCountForAFailoverBeforeItCaug
   EXPECT_NE(r.body.find("\"joining\":false"), std::string::npos) << r.body;
 }
 
+// A pod that missed the map that placed its copy off a partition, and takes the one that adds it
+// again, holds its old copy open: that copy was in none of the quorums of the maps between, so
+// it joins as a new one would (replication::JoiningCopies).
+TEST(ReplicationTest, AnOpenCopyPlacedOffAndAddedAgainWhileItsPodMissedTheMapsJoins) {
+  SidecarCluster c(Options());
+  std::vector<std::string> keys;
+  StartWith100Events(c, &keys);
+  if (HasFatalFailure()) return;
+  ASSERT_TRUE(c.current().Find(PartitionId(0))->FollowedBy(SidecarCluster::Pod(2)));
+  // Epoch 2 places pod 2's copy off partition 0; pod 2 does not get it.
+  auto away = NextEpochOf(c.current()).WithReplicas(PartitionId(0), {SidecarCluster::Pod(1)});
+  ASSERT_TRUE(away.ok()) << away.status().ToString();
+  for (size_t i : {size_t{0}, size_t{1}}) {
+    ASSERT_TRUE(c.admin().InstallMap(c.admin_address(i), *away).ok()) << c.Describe();
+  }
+  // Epoch 3 adds it again; the leader is paused, so that it cannot catch up meanwhile.
+  auto back = NextEpochOf(*away).WithReplicas(PartitionId(0),
+                                              {SidecarCluster::Pod(1), SidecarCluster::Pod(2)});
+  if (back.ok()) back = back->WithJoined(PartitionId(0), {{SidecarCluster::Pod(2), back->epoch()}});
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(kill(c.pod(0).pid(), SIGSTOP), 0);
+  auto installed = c.admin().InstallMap(c.admin_address(2), *back);
+  EXPECT_TRUE(installed.ok()) << installed.status().ToString() << c.Describe();
+  auto fenced =
+      c.admin().FenceCopies(c.admin_address(2), {PartitionId(0)}, Epoch(back->epoch().value() + 1));
+  ASSERT_EQ(kill(c.pod(0).pid(), SIGCONT), 0);
+  ASSERT_TRUE(fenced.ok() && fenced->size() == 1) << fenced.status().ToString();
+  EXPECT_EQ(fenced->front().second.end, 100u) << "its old copy";
+  EXPECT_TRUE(fenced->front().second.joining) << "a copy that missed the maps between counted";
+}
+
 // A pod that led a partition and missed the maps that failed it over and sealed it holds a tail
 // that was never acknowledged. A failover gives the partition back to it once the pod that
 // sealed it died (its log is the longest of the copies that answer): it cuts that tail at the

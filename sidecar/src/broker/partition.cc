@@ -898,6 +898,12 @@ Status Partition::MarkJoining(storage::FileSystem& fs, const std::string& dir) {
   return fs.WriteFileAtomic(JoiningPath(dir), "joining\n");
 }
 
+Status Partition::MarkJoining() {
+  SHOAL_RETURN_IF_ERROR(fs_.WriteFileAtomic(JoiningPath(opts_.dir), "joining\n"));
+  joining_.store(true);
+  return Status::Ok();
+}
+
 Status Partition::FenceAbsent(storage::FileSystem& fs, const std::string& dir,
                               uint64_t leader_epoch) {
   if (FenceIn(fs, dir) >= leader_epoch) return Status::Ok();

@@ -272,6 +272,9 @@ class Partition {
   // its directory `dir` before that map is installed (durably, where Open reads it), it does not
   // count for a failover until it caught up with its leader (CaughtUpTo clears it too).
   static Status MarkJoining(storage::FileSystem& fs, const std::string& dir);
+  // The same for this copy, open already (a pod that missed the maps that placed it off the
+  // partition and added it again holds its old copy): it joins from now on.
+  Status MarkJoining();
   bool joining() const { return joining_.load(); }
   // Whether this copy, while it led the partition, handed `group` a whole-partition batch that
   // is not committed yet and reaches at least to `offset` (its consumers commit it to this pod

@@ -675,8 +675,20 @@ Result<InstallOutcome> Topic::InstallLocked(const PartitionMap& next,
   if (st.ok()) st = TakeSealsGivenBack(held, next);
   // The copies this map adds to partitions made before it are marked joining before the map is
   // durable, so that a restart in between still knows them (replication::JoiningCopies).
+  // A copy open here already (its pod missed the maps that placed it off the partition and
+  // added it again) joins from now on too. Copies are opened and closed under install_mu_ only.
   for (PartitionId id : replication::JoiningCopies(held, next, opts_.pod)) {
-    if (st.ok()) st = Partition::MarkJoining(fs_, PartitionDir(id));
+    if (!st.ok()) break;
+    Partition* open = nullptr;
+    {
+      ReaderLock lock(map_mu_);
+      if (auto f = followed_.find(id); f != followed_.end()) {
+        open = f->second.get();
+      } else if (auto l = partitions_.find(id); l != partitions_.end()) {
+        open = l->second.get();
+      }
+    }
+    st = open ? open->MarkJoining() : Partition::MarkJoining(fs_, PartitionDir(id));
   }
   // Persist, then take effect. A crash between the two re-opens the new map on restart.
   if (st.ok()) st = fs_.WriteFileAtomic(MapPath(), next.ToJson());
