@@ -370,7 +370,7 @@ Result<PartitionMap> PartitionMap::FailOver(
     followers.push_back(q.owner);
     q.owner = leader;
     q.replicas = std::move(followers);
-    std::erase_if(q.joined, [&](const JoinedCopy& j) { return j.pod == leader; });  // leads
+    std::erase_if(q.joined, [&q](const JoinedCopy& j) { return j.pod == q.owner; });  // leads
     q.leader_epoch = Epoch(epoch_.value() + 1);
   }
   PartitionMap next = Next(std::move(parts));
