@@ -18,16 +18,13 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "shoal/common/hash.h"
 #include "shoal/common/json.h"
 #include "shoal/common/wire.h"
 #include "support/http_test_client.h"
-#include "support/sidecar_cluster.h"
 #include "support/sidecar_process.h"
 #include "support/temp_dir.h"
 
@@ -249,65 +246,6 @@ TEST(DiskFullTest, AFullVolumeRefusesProduceOnlyAndRecoversWhenRetentionFreesSpa
     EXPECT_EQ(seen, r->total);
   }
   EXPECT_EQ(known.by_key.size(), static_cast<size_t>(kKeys));
-}
-
-// The value of a gauge in a sidecar's /metrics (-1: not there).
-double Gauge(SidecarProcess& s, const std::string& name) {
-  HttpResponse r = s.MetricsClient()->Get("/metrics");
-  std::istringstream in(r.body);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(name + "{", 0) == 0) return std::stod(line.substr(line.rfind(' ') + 1));
-  }
-  return -1;
-}
-
-// A follower whose volume fills keeps its reserve: copying is producing to that volume, refused
-// first as a producer's events are, so that its pod's commits, group registrations and seals go
-// on; the partition's other copies make its quorum meanwhile. Before, the copies' appends took
-// the reserve (and a seal on that pod could then fail for want of space).
-TEST(DiskFullTest, AFollowerOnAFullVolumeStopsCopyingAndKeepsItsReserve) {
-  Tmpfs volume(kVolume);
-  ASSERT_TRUE(volume.error().empty()) << volume.error();
-  SidecarClusterOptions o;
-  o.binary = SHOAL_SIDECAR_BIN;
-  o.pods = 3;
-  o.partitions_per_pod = 1;
-  o.replication = 3;
-  o.extra_args = {"--disk-reserve-bytes", std::to_string(kReserve)};
-  o.data_dirs[2] = volume.path() + "/data";
-  std::filesystem::create_directories(o.data_dirs[2]);
-  SidecarCluster c(o);
-  ASSERT_TRUE(c.Start().ok()) << c.Describe();
-  // Pod 2 copies partition 0 (led by pod 0); its volume fills to the last byte.
-  ASSERT_TRUE(c.current().Find(PartitionId(0))->FollowedBy(SidecarCluster::Pod(2)));
-  FillToTheLastByte(volume.path() + "/filler");
-  std::vector<std::string> keys;
-  for (int n = 0; keys.size() < 8; ++n) {
-    const std::string key = "key-" + std::to_string(n);
-    if (c.current().Route(KeyHash(key)).id == PartitionId(0)) keys.push_back(key);
-  }
-  auto leader = c.pod(0).DataClient();
-  uint64_t acked = 0;
-  for (int batch = 0; batch < 20; ++batch) {
-    std::string body = "{\"events\":[";
-    for (int i = 0; i < 50; ++i, ++acked) {
-      body += std::string(i ? "," : "") + "{\"key\":\"" + keys[acked % keys.size()] +
-              "\",\"value\":{\"n\":" + std::to_string(acked) + ",\"pad\":\"" +
-              std::string(900, 'p') + "\"}}";
-    }
-    body += "]}";
-    HttpResponse r = leader->Post(kEvents, body);
-    ASSERT_EQ(r.status, 200) << "pod 1 makes the quorum: " << r.Describe() << c.Describe();
-  }
-  // Pod 2 kept its reserve, and a group new to it registers there.
-  EXPECT_EQ(Gauge(c.pod(2), "shoal_disk_reserve_in_use"), 0) << c.Describe();
-  HttpResponse first = c.pod(2).DataClient()->Get(kEvents + "?group=new-at-pod-2&max=10&wait_ms=0");
-  EXPECT_EQ(first.status, 200) << first.Describe();
-  // Every acknowledged event reads back from the leader.
-  Reader reader;
-  reader.group = "all";
-  DrainAndCommit(*leader, reader);
-  EXPECT_EQ(reader.total, acked);
 }
 
 }  // namespace

@@ -29,7 +29,6 @@ SidecarCluster::SidecarCluster(SidecarClusterOptions options)
     o.topic = opts_.topic;
     o.fsync = opts_.fsync;
     o.admin_token = opts_.token;
-    if (auto dir = opts_.data_dirs.find(i); dir != opts_.data_dirs.end()) o.data_dir = dir->second;
     o.extra_args = {"--pod-name", Pod(i).value(), "--wait-for-map"};
     o.extra_args.insert(o.extra_args.end(), opts_.extra_args.begin(), opts_.extra_args.end());
     pods_.push_back(std::make_unique<SidecarProcess>(o));

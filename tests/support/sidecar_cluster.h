@@ -28,7 +28,6 @@ struct SidecarClusterOptions {
   std::string token = "sidecar-cluster-admin-token";
   std::string fsync = "always";
   std::vector<std::string> extra_args;  // for every sidecar
-  std::map<size_t, std::string> data_dirs;  // a pod's data directory (default: a fresh temp dir)
   // Copies of every partition (common/replication.h: PlaceReplicas on the epoch-1 map).
   uint32_t replication = 1;
   std::chrono::milliseconds step_timeout = std::chrono::seconds(20);

@@ -588,7 +588,6 @@ class Topic {
   // another volume here before knows the marks above are real (see volume()).
   VolumeId volume_ = 0;
   std::atomic<bool> started_{false};  // Start ran: fetchers may run
-  std::atomic<int64_t> copy_refused_log_ms_{INT64_MIN / 2};  // a full volume's refusal, last logged
   std::map<std::string, Fetcher> fetchers_ GUARDED_BY(fetch_mu_);
 
   std::unique_ptr<GroupRegistry> registry_;

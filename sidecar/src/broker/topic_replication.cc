@@ -266,22 +266,6 @@ Topic::FetchStep Topic::FetchRound(const std::string& leader) {
         }
       }
       if (b.first != p.end_offset()) continue;  // an answer to an older ask
-      // Copying is producing to this volume: a full one refuses it as it refuses a producer
-      // (DiskReserve), so that the commits, group registrations and seals of this pod keep the
-      // reserve; the partition's other copies make its quorum meanwhile.
-      if (opts_.disk_reserve && !b.records.empty()) {
-        if (Status st = opts_.disk_reserve->AdmitProduce(b.records.size()); !st.ok()) {
-          refused = true;
-          const int64_t now = clock_.NowMs();
-          if (now - copy_refused_log_ms_.load() >= 10000) {
-            copy_refused_log_ms_.store(now);
-            Logger("broker")->warn(
-                "msg=\"not copying: the volume is full\" leader={} partition={} reason=\"{}\"",
-                leader, b.id.value(), st.message());
-          }
-          continue;
-        }
-      }
       auto held = p.AppendCopied(b.first, b.records, b.log_start, asked->leader_epoch.value());
       if (held.status().code() == Status::Code::kFailedPrecondition) continue;  // fenced meanwhile
       if (held.ok()) {
