@@ -230,7 +230,8 @@ spec:
     }
     return std::filesystem::exists(path) == exists;
   }
-  // Empties a pod's data directory (its volume lost), leaving the directory.
+  // Empties a pod's data directory (its volume lost), leaving the directory. Stop the pod's
+  // process first: one that runs writes files beside the ones being removed.
   static void EmptyDataDir(const std::string& pod_dir) {
     for (const auto& e : std::filesystem::directory_iterator(pod_dir + "/data")) {
       std::filesystem::remove_all(e.path());
@@ -439,10 +440,12 @@ spec:
   while (load.acked() < 600 && Clock::now() < acked_some) std::this_thread::sleep_for(50ms);
   ASSERT_GE(load.acked(), 600u) << load.last_error();
 
-  // The volume emptied, then the process killed: it restarts on an empty data directory.
+  // The volume emptied, then the process killed: it restarts on an empty data directory. Stopped
+  // first, so that it writes nothing more to the volume it is about to lose.
   const std::string pid_text = ReadAll(pod_dir + "/sidecar.pid");
   ASSERT_FALSE(pid_text.empty());
   const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0) << std::strerror(errno);
   EmptyDataDir(pod_dir);
   ASSERT_EQ(::kill(pid, SIGKILL), 0) << std::strerror(errno);
   const auto wiped_at = Clock::now();
@@ -540,8 +543,10 @@ TEST_F(ControlLoopTest, WithCopiesAPodThatCameBackWithoutItsDataLosesNothingAndC
   while (load.acked() < 600 && Clock::now() < acked_some) std::this_thread::sleep_for(50ms);
   ASSERT_GE(load.acked(), 600u) << load.last_error();
 
-  // The volume emptied, then the process killed: it restarts on an empty data directory.
+  // The volume emptied, then the process killed: it restarts on an empty data directory. Stopped
+  // first, so that it writes nothing more to the volume it is about to lose.
   const pid_t pid = static_cast<pid_t>(std::stol(ReadAll(pod_dir + "/sidecar.pid")));
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0) << std::strerror(errno);
   EmptyDataDir(pod_dir);
   ASSERT_EQ(::kill(pid, SIGKILL), 0) << std::strerror(errno);
 
