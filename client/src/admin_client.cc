@@ -201,4 +201,31 @@ Result<uint64_t> AdminClient::VolumeOf(const std::string& admin) {
   return volume;
 }
 
+Result<std::vector<std::pair<PartitionId, replication::ReplicaState>>> AdminClient::FollowedCopies(
+    const std::string& admin) {
+  auto answer = Call(admin, "GET", "/v1/admin/replica", "", true);
+  if (!answer.ok()) return answer.status();
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  simdjson::dom::array followed;
+  if (parser.parse(*answer).get(doc) || doc["followed"].get(followed)) {
+    return Status::Unavailable("a replica answer without \"followed\": " + answer->substr(0, 200));
+  }
+  std::vector<std::pair<PartitionId, replication::ReplicaState>> out;
+  for (auto f : followed) {
+    uint64_t id = 0, end = 0, last_epoch = 0;
+    if (f["id"].get(id) || f["end"].get(end) || f["last_epoch"].get(last_epoch)) continue;
+    if (id > kMaxPartitionId) continue;
+    replication::ReplicaState s;
+    s.last_epoch = Epoch(last_epoch);
+    s.end = end;
+    bool flag = false;
+    if (f["refetching"].get(flag) == simdjson::SUCCESS) s.refetching = flag;
+    flag = false;
+    if (f["joining"].get(flag) == simdjson::SUCCESS) s.joining = flag;
+    out.emplace_back(PartitionId(static_cast<uint32_t>(id)), s);
+  }
+  return out;
+}
+
 }  // namespace shoal::client

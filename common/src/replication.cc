@@ -26,7 +26,8 @@ const PodPlace& PlaceOf(const std::map<std::string, PodPlace>& places, const Pod
 }  // namespace
 
 Result<PartitionMap> PlaceReplicas(const PartitionMap& map, std::span<const PodName> pods,
-                                   uint32_t factor, const std::map<std::string, PodPlace>& places) {
+                                   uint32_t factor, const std::map<std::string, PodPlace>& places,
+                                   const std::set<PodName>& leaving) {
   if (factor < 1 || factor > kMaxFactor) {
     return Status::InvalidArgument("replication factor " + std::to_string(factor) +
                                    " is out of range; it is 1 to " + std::to_string(kMaxFactor));
@@ -39,20 +40,28 @@ Result<PartitionMap> PlaceReplicas(const PartitionMap& map, std::span<const PodN
   std::map<PodName, size_t> load;
   for (const auto& pod : live) load[pod] = 0;
   std::vector<std::vector<PodName>> kept(map.partitions().size());
+  // Copies on leaving pods, kept beside their replacements until those caught up.
+  std::vector<std::vector<PodName>> staying(map.partitions().size());
   for (const auto& p : map.partitions()) {
     auto& k = kept[map.IndexOf(p)];
     for (const auto& r : p.replicas) {
       if (live.count(r) && r != p.owner && k.size() < (p.active() ? followers : kMaxFollowers)) {
         k.push_back(r);
         ++load[r];
+      } else if (leaving.count(r) && r != p.owner && !leaving.count(p.owner)) {
+        staying[map.IndexOf(p)].push_back(r);
       }
     }
   }
   PartitionMap out = map;
   for (const auto& p : map.partitions()) {
     auto chosen = kept[map.IndexOf(p)];
-    if (p.active()) {
-      while (chosen.size() < followers) {
+    const auto& left = staying[map.IndexOf(p)];
+    // An active partition has `followers`; a sealed one keeps what it has, and a copy that
+    // leaves is replaced on a pod that stays (its groups may still read it there).
+    const size_t target = p.active() ? followers : std::min(followers, chosen.size() + left.size());
+    if (p.active() || !left.empty()) {
+      while (chosen.size() < target) {
         std::set<std::string> zones{PlaceOf(places, p.owner).zone};
         std::set<std::string> nodes{PlaceOf(places, p.owner).node};
         for (const auto& r : chosen) {
@@ -77,6 +86,9 @@ Result<PartitionMap> PlaceReplicas(const PartitionMap& map, std::span<const PodN
         chosen.push_back(*best);
         ++load[*best];
       }
+    }
+    for (const auto& r : left) {
+      if (chosen.size() < kMaxFollowers) chosen.push_back(r);
     }
     if (chosen != p.replicas) {
       // A follower added to a partition made before this map joins it (PartitionInfo::joined).

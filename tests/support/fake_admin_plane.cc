@@ -128,6 +128,16 @@ Result<uint64_t> FakeAdminPlane::VolumeOf(const std::string& admin) {
   return pod.volume;
 }
 
+Result<std::vector<std::pair<PartitionId, replication::ReplicaState>>>
+FakeAdminPlane::FollowedCopies(const std::string& admin) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Pod& pod = pods_[admin];
+  if (!pod.reachable) return Status::Unavailable(admin + " does not answer");
+  std::vector<std::pair<PartitionId, replication::ReplicaState>> out;
+  for (const auto& [id, held] : pod.copies) out.emplace_back(PartitionId(id), held);
+  return out;
+}
+
 void FakeAdminPlane::SetCopy(const std::string& admin, PartitionId partition,
                              replication::ReplicaState held) {
   std::lock_guard<std::mutex> lock(mu_);

@@ -49,6 +49,9 @@ class FakeAdminPlane final : public client::AdminPlane {
   // Each address is on volume 1 until Wipe gives it a new one (not recorded among the calls);
   // FenceCopies answers a copy's volume as this unless SetCopy named one.
   Result<uint64_t> VolumeOf(const std::string& admin) override;
+  // The copies set with SetCopy, as the sidecar lists them (not recorded among the calls).
+  Result<std::vector<std::pair<PartitionId, replication::ReplicaState>>> FollowedCopies(
+      const std::string& admin) override;
 
   // Scripting.
   void Hold(const std::string& admin, const PartitionMap& map);  // as if installed earlier

@@ -2,6 +2,7 @@
 // choice and truncation point.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -105,6 +106,71 @@ TEST(ReplicationRulesTest, AGonePodIsReplacedAndFewerPodsMeanFewerCopies) {
   for (const auto& p : factor_one.partitions()) EXPECT_TRUE(p.replicas.empty());
   EXPECT_FALSE(PlaceReplicas(map, Pods({"a"}), 0).ok());
   EXPECT_FALSE(PlaceReplicas(map, Pods({"a"}), 6).ok());
+}
+
+// A scale-down from four pods to three moves d's copies as Kafka reassigns a replica: each gets
+// a replacement on a pod that stays (joining), d's copy stays beside it, and only a placement
+// without d among the leaving pods drops it.
+TEST(ReplicationRulesTest, ALeavingPodsCopiesStayBesideTheirReplacementsUntilDropped) {
+  auto map = PartitionMap::Initial("t", 4, Pods({"a", "b", "c"})).value();
+  auto placed = PlaceReplicas(map, Pods({"a", "b", "c", "d"}), 3).value();
+  placed = placed.WithEpoch(Epoch(placed.epoch().value() + 1));
+  // One partition sealed (its owner stays, a copy is on d), as a scale-down leaves parents.
+  PartitionId sealed_id(0);
+  for (const auto& p : placed.partitions()) {
+    if (p.FollowedBy(PodName("d"))) sealed_id = p.id;
+  }
+  auto split = placed.Split(sealed_id, placed.Find(sealed_id)->range.lo + 1).value();
+  split = PlaceReplicas(split, Pods({"a", "b", "c", "d"}), 3).value();
+  // The scale-down's change, a map later (here a split of another partition).
+  for (const auto& p : split.partitions()) {
+    if (p.active() && !p.FollowedBy(PodName("d"))) {
+      split = split.Split(p.id, p.range.lo + 1).value();
+      break;
+    }
+  }
+  const std::set<PodName> leaving = {PodName("d")};
+  auto moving = PlaceReplicas(split, Pods({"a", "b", "c"}), 3, {}, leaving).value();
+  size_t moved = 0;
+  for (const auto& p : moving.partitions()) {
+    const auto& before = split.Find(p.id)->replicas;
+    if (std::find(before.begin(), before.end(), PodName("d")) == before.end()) {
+      if (!before.empty()) {
+        EXPECT_EQ(p.replicas, before) << p.id;  // nothing on d: unchanged
+      }
+      continue;
+    }
+    ++moved;
+    ASSERT_EQ(p.replicas.size(), before.size() + 1) << p.id;
+    EXPECT_EQ(p.replicas.back(), PodName("d")) << p.id;  // the leaving copy, last
+    // Its replacement is on a pod that stays, joining the partition at this map.
+    size_t joining = 0;
+    for (const auto& r : p.replicas) {
+      EXPECT_NE(r, p.owner);
+      if (const JoinedCopy* j = p.JoinedBy(r)) {
+        EXPECT_NE(r, PodName("d"));
+        EXPECT_EQ(j->at, moving.epoch());
+        ++joining;
+      }
+    }
+    EXPECT_EQ(joining, 1u) << p.id;
+  }
+  EXPECT_GE(moved, 2u);  // the sealed parent and an active partition
+  EXPECT_TRUE(moving.Find(sealed_id)->FollowedBy(PodName("d")));
+  // Placing again while d still leaves changes nothing; without d, its copies go.
+  EXPECT_EQ(PlaceReplicas(moving, Pods({"a", "b", "c"}), 3, {}, leaving).value(), moving);
+  auto dropped = PlaceReplicas(moving, Pods({"a", "b", "c"}), 3).value();
+  for (const auto& p : dropped.partitions()) {
+    EXPECT_FALSE(p.FollowedBy(PodName("d"))) << p.id;
+    if (p.active()) {
+      EXPECT_EQ(p.replicas.size(), 2u) << p.id;
+    }
+    for (const auto& r : moving.Find(p.id)->replicas) {
+      if (r != PodName("d")) {
+        EXPECT_TRUE(p.FollowedBy(r)) << p.id;  // the replacements stay
+      }
+    }
+  }
 }
 
 TEST(ReplicationRulesTest, CopiesGoToOtherZonesThenOtherNodesFirst) {

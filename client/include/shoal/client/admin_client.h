@@ -50,6 +50,8 @@ class AdminClient final : public AdminPlane {
       const std::string& admin, const std::vector<PartitionId>& partitions,
       Epoch leader_epoch) override;
   Result<uint64_t> VolumeOf(const std::string& admin) override;
+  Result<std::vector<std::pair<PartitionId, replication::ReplicaState>>> FollowedCopies(
+      const std::string& admin) override;
 
  private:
   Result<std::string> Call(const std::string& host_port, const std::string& method,

@@ -64,6 +64,14 @@ class AdminPlane {
     (void)admin;
     return Status::Unavailable("this admin plane does not name volumes");
   }
+  // The copies the sidecar follows (GET /v1/admin/replica, "followed"), by partition: what each
+  // holds (`end`, `last_epoch`) and whether it is `joining` or `refetching` still (the pod left
+  // empty). A coordinator that moves copies off a pod waits on it before it drops the old ones.
+  virtual Result<std::vector<std::pair<PartitionId, replication::ReplicaState>>> FollowedCopies(
+      const std::string& admin) {
+    (void)admin;
+    return Status::Unavailable("this admin plane does not list copies");
+  }
 };
 
 }  // namespace shoal::client

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -48,9 +49,16 @@ struct PodPlace {
 // Sealed partitions keep their followers that are still among `pods` (a parent drains from any
 // of them). Factor 1 clears every list. A follower added to a partition made before `map`'s
 // epoch is named in its `joined` list (it joins a partition that holds events already).
+// A copy on a pod in `leaving` (going away, and not among `pods`) is moved as Kafka reassigns
+// a replica: a copy on a pod of `pods` replaces it (for a sealed partition too, unless its owner
+// leaves as well), and the leaving copy stays a follower beside it, after the others, until a
+// later call without it in `leaving` drops it. The caller drops it once the replacements hold
+// their leader's end (they are no longer `joining`): until then the events a quorum
+// acknowledged with the leaving copy are still held by a quorum of the copies that stay.
 Result<PartitionMap> PlaceReplicas(const PartitionMap& map, std::span<const PodName> pods,
                                    uint32_t factor,
-                                   const std::map<std::string, PodPlace>& places = {});
+                                   const std::map<std::string, PodPlace>& places = {},
+                                   const std::set<PodName>& leaving = {});
 
 // What a replica says of its copy of a partition when a coordinator asks it in a failover, after
 // it fenced the replica at the new epoch (it then refuses the old leader).

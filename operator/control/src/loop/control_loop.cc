@@ -162,17 +162,52 @@ std::map<std::string, PeerAddress> ControlLoop::ReadyPeers(const std::vector<Pod
 }
 
 Result<PartitionMap> ControlLoop::WithReplicas(const PartitionMap& map,
-                                              const std::vector<PodInfo>& pods) const {
+                                               const std::vector<PodInfo>& pods,
+                                               uint32_t staying) const {
   // Copies go to the pods the map has addresses for and that are not leaving; a pod that is
   // down for a moment keeps its copies (it catches up when it is back).
   std::vector<PodName> names;
+  std::set<PodName> leaving;
   std::map<std::string, replication::PodPlace> places;
   for (const auto& p : pods) {
     if (p.draining || !map.Peer(p.name)) continue;
+    if (staying > 0 && p.ordinal >= staying) {
+      leaving.insert(p.name);
+      continue;
+    }
     names.push_back(p.name);
     places[p.name.value()] = {p.node, p.zone};
   }
-  return replication::PlaceReplicas(map, names, spec_.replication.factor, places);
+  return replication::PlaceReplicas(map, names, spec_.replication.factor, places, leaving);
+}
+
+size_t ControlLoop::CopiesJoining(uint32_t staying) {
+  auto leaves = [&](const PodName& pod) {
+    const int64_t o = OrdinalOf(spec_.name, pod);
+    return o >= 0 && o >= static_cast<int64_t>(staying);
+  };
+  std::map<std::string, std::set<uint32_t>> caught_up;  // by pod: the copies it says caught up
+  std::set<std::string> asked;
+  size_t joining = 0;
+  for (const auto& p : map_.partitions()) {
+    if (leaves(p.owner) || std::none_of(p.replicas.begin(), p.replicas.end(), leaves)) continue;
+    for (const auto& j : p.joined) {
+      if (leaves(j.pod)) continue;
+      if (asked.insert(j.pod.value()).second) {
+        const PeerAddress* addr = map_.Peer(j.pod);
+        auto copies = addr ? admin_.FollowedCopies(addr->admin)
+                           : Result<std::vector<std::pair<PartitionId, replication::ReplicaState>>>(
+                                 Status::Unavailable("no address"));
+        if (copies.ok()) {
+          for (const auto& [id, held] : *copies) {
+            if (!held.joining && !held.refetching) caught_up[j.pod.value()].insert(id.value());
+          }
+        }
+      }
+      joining += caught_up[j.pod.value()].count(p.id.value()) ? 0 : 1;
+    }
+  }
+  return joining;
 }
 
 Status ControlLoop::Bootstrap(const std::vector<PodInfo>& pods) {
@@ -581,6 +616,10 @@ Status ControlLoop::RunStep(PlanStep& step, const std::vector<PodInfo>& pods) {
         }
         waiting += retirable.count(p.id.value()) ? 0 : 1;
       }
+      // And the copies that replace the leaving pods' copies hold their leaders' ends: only
+      // then may the retirement drop the old ones (Kafka's reassignment waits for the new
+      // replicas to join the ISR before it removes the old).
+      if (waiting == 0 && !step.vacate) waiting = CopiesJoining(step.pods);
       if (waiting == 0) step.state = PlanStep::State::kDone;
       return Status::Ok();
     }
@@ -607,7 +646,7 @@ Status ControlLoop::RunChange(PlanStep& step, const std::vector<PodInfo>& pods) 
       rates = last_rates_;
     }
     auto target = ResolveChange(step, map_, rates, retirable, ReadyPeers(pods));
-    if (target.ok()) target = WithReplicas(*target, pods);
+    if (target.ok()) target = WithReplicas(*target, pods, step.pods);
     if (!target.ok()) return target.status().Annotate("resolving \"" + step.what + "\"");
     if (SamePartitions(*target, map_)) {  // nothing left to do (say, already balanced)
       step.state = PlanStep::State::kDone;

@@ -150,9 +150,14 @@ class ControlLoop {
 
  private:
   // `map` with every partition's followers placed per spec.replication.factor on `pods` (those
-  // the map has addresses for, not draining; common/replication.h).
-  Result<PartitionMap> WithReplicas(const PartitionMap& map,
-                                    const std::vector<PodInfo>& pods) const;
+  // the map has addresses for, not draining; common/replication.h). With `staying` > 0, pods of
+  // that ordinal and higher are leaving (a scale-down's): their copies move to the others and
+  // stay beside their replacements until the retirement that drops the pods from the map.
+  Result<PartitionMap> WithReplicas(const PartitionMap& map, const std::vector<PodInfo>& pods,
+                                    uint32_t staying = 0) const;
+  // How many copies that replace copies on pods of ordinal `staying` and higher (WithReplicas)
+  // have not caught up with their leader yet, as their pods say (or do not answer).
+  size_t CopiesJoining(uint32_t staying);
   Status Bootstrap(const std::vector<PodInfo>& pods);
   Status RunStep(PlanStep& step, const std::vector<PodInfo>& pods);
   Status RunChange(PlanStep& step, const std::vector<PodInfo>& pods);
