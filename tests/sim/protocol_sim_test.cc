@@ -117,7 +117,12 @@ TEST(ReplicatedProtocolSimRegressionTest, SchedulesThatFoundDefectsPass) {
                // p0@0, where the pod's log held the event from before (an entry of a replaced
                // leader, not cut yet): the simulation took it for a second append (its
                // bookkeeping, invariant 6).
-               11081, 36046, 85975},
+               11081, 36046, 85975,
+               // A successor whose seeding a power cut took back refused a failover's map
+               // carried in a change: its parent's new leader, a copy that holds the map only
+               // after it, answered 404 (not yet its leader), and the change stopped there for
+               // ever (invariant 8).
+               17417},
               /*replicated=*/1);
 }
 

@@ -17,6 +17,7 @@ namespace shoal::broker {
 // of it takes over its state.
 Status Topic::SeedSuccessors(const PartitionMap& next,
                              const std::function<Partition*(PartitionId)>& held, bool defer) {
+  const PartitionMap installed = map();  // what took effect here (next itself from SeedPending)
   for (const auto& info : next.partitions()) {
     if (info.owner != opts_.pod || info.parents.empty()) continue;
     Partition* p = held(info.id);
@@ -34,12 +35,23 @@ Status Topic::SeedSuccessors(const PartitionMap& next,
     // followers fetched it) inherits it from its own parents again, and one of those may be
     // led, by a failover carried in the same map, by this very pod, which leads it only once
     // it holds this map. Waiting for the parent there waits for ever. A successor made the
-    // leader of a copy by a failover confirms nothing (its first leader did).
+    // leader of a copy by a failover confirms nothing (its first leader did). Nor is a successor
+    // confirmed again that the map held here gives this pod already (its seeding taken back by
+    // a crash before its snapshot): its parents confirmed it before that map was persisted, so
+    // a newer map has nothing of it to refuse, and a parent's leader that cannot answer yet (a
+    // copy that a failover in this very map made the leader, which holds the map only after
+    // this pod: "not on this sidecar") is waited for by the peer ticker, not by the install,
+    // which would otherwise hold that leader's own install back for ever. Seeding still asks
+    // every parent to confirm before the successor takes an append.
     const bool failed_over = info.leader_epoch.value() > 0 && info.leader_epoch > info.born;
-    const bool deferrable = failed_over ? st.code() == Status::Code::kUnavailable ||
-                                              st.code() == Status::Code::kNotFound ||
-                                              st.code() == Status::Code::kFailedPrecondition
-                                        : confirmed;
+    const PartitionInfo* was = installed.Find(info.id);
+    const bool took_effect =
+        was && was->owner == info.owner && was->range == info.range && was->parents == info.parents;
+    const bool deferrable = (failed_over || took_effect)
+                                ? st.code() == Status::Code::kUnavailable ||
+                                      st.code() == Status::Code::kNotFound ||
+                                      st.code() == Status::Code::kFailedPrecondition
+                                : confirmed;
     if (!defer || !deferrable) {
       // A parent that is not whole yet is a reason to retry, as any other wait is.
       if (st.code() == Status::Code::kFailedPrecondition) return Status::Unavailable(st.message());
