@@ -1057,7 +1057,19 @@ void World::CoordinatorStep(Coordinator& c, bool quiet) {
   if (st.code() == Status::Code::kDataLost && replicated_) {
     // A pod the change needs lost its data: the partitions of the change's map it leads are
     // failed over inside the change (their copies elsewhere hold them).
-    if (const std::string pod = PodWithoutData(c, target, true); !pod.empty()) {
+    const std::string pod = PodWithoutData(c, target, true);
+    if (pod.empty()) {
+      // The pod that lost it does not answer the coordinator (paused, down, isolated): a
+      // successor's owner passed its loss on ("it waits for the parent's failover"), after it
+      // may have confirmed the seals of its other parents. The change is kept, as for a pod
+      // that does not answer (Unavailable above), and tried again: once the pod answers, it
+      // holds no map and is named here. Dropping the change (Reconcile mints the record's map
+      // again, its parents active) would be refused for ever by the pod whose seal a successor
+      // confirmed.
+      Trace(c.name + " waits for the pod that lost its data to answer: " + st.ToString());
+      return;
+    }
+    {
       const auto ids = FailOverCandidates(target, true, pod);
       if (!ids.empty()) {
         StartFailOver(c, ids, quiet);  // or another coordinator wrote the record: read it next

@@ -122,7 +122,18 @@ TEST(ReplicatedProtocolSimRegressionTest, SchedulesThatFoundDefectsPass) {
                // carried in a change: its parent's new leader, a copy that holds the map only
                // after it, answered 404 (not yet its leader), and the change stopped there for
                // ever (invariant 8).
-               17417},
+               17417,
+               // A failover gave a sealed parent back to its old leader together with its
+               // successors: they inherited its producer state before it took the seal and cut
+               // its unacknowledged tail, and answered retries of the cut events "duplicate",
+               // waiting for a quorum past the parent's end (liveness; invariant 6 once the
+               // parent retires).
+               81124,
+               // A successor's owner confirmed its local parent's seal, then was refused the
+               // change's map because another parent's leader had lost its volume; that pod did
+               // not answer the coordinator, which dropped the change, and the first pod
+               // refused every map with its parent active (invariant 8).
+               48902},
               /*replicated=*/1);
 }
 

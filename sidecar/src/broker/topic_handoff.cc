@@ -110,6 +110,16 @@ Status Topic::SeedSuccessor(const PartitionMap& next, const PartitionInfo& info,
         table = Status::Conflict("the map records end offset " + std::to_string(pi->end_offset) +
                                  " for parent " + std::to_string(parent.value()) +
                                  ", sealed here at " + std::to_string(*sealed_at));
+      } else if (!sealed_at && !pi->active()) {
+        // The map has the parent sealed and this pod leads it, but has not sealed it yet: a
+        // failover gave it back to this pod, which takes the seal only after seeding
+        // (TakeSealsGivenBack), cutting a never-acknowledged tail past the recorded end. Its
+        // producer state still names that tail; handed on now, a retry of those events would be
+        // answered "duplicate" for entries stored nowhere (invariant 6), and until the parent
+        // retires, would wait for a quorum of an offset past its end for ever. The successor
+        // takes it once the seal is taken (SeedPending).
+        table = Status::FailedPrecondition("parent " + std::to_string(parent.value()) +
+                                           " is not sealed here yet");
       } else if (!pi->parents.empty() && !local->seeded()) {
         table = Status::FailedPrecondition("parent " + std::to_string(parent.value()) +
                                            " has not inherited its own parents' producer state "

@@ -718,6 +718,21 @@ Status ControlLoop::RunChange(PlanStep& step, const std::vector<PodInfo>& pods) 
           return applied.status();
         }
       }
+      // No pod is known to have lost its data: the one that did is not ready (down, hung, cut
+      // off from the coordinator but not from its peers), and a successor's owner passed its
+      // loss on ("the leader of parent N of partition M lost its data; it waits for the
+      // parent's failover", Topic::SeedSuccessor), after it may have confirmed the seals of its
+      // other parents. The change is kept, as for any pod that does not answer: MaybeFailOver
+      // counts the pod down and gives what it leads to a copy inside the change, or
+      // NoticePodsWithoutData names it once it answers. Dropping the change would wedge the
+      // topic as above.
+      if (!composed.ok() && pod.empty()) {
+        const auto& parts = target->partitions();
+        if (std::any_of(parts.begin(), parts.end(),
+                        [](const PartitionInfo& p) { return !p.lost && !p.replicas.empty(); })) {
+          return applied.status();
+        }
+      }
       if (!composed.ok()) return Reconcile(step, applied.status(), pods, target->epoch());
       Logger("control")->warn(
           "msg=\"declaring a pod's partitions lost on top of the change in progress\" pod={} "
