@@ -680,6 +680,72 @@ TEST_F(RollTest, OutdatedPodsAreEmptiedRestartedOneAtATimeAndBalancedAgain) {
   EXPECT_EQ(loop_->map().active_count(), loop_->map().partitions().size());
 }
 
+// A scale-down with copies (factor 3, four pods to three) moves the leaving pod's copies as
+// Kafka reassigns replicas: each gets a replacement that joins the partition, the leaving copy
+// stays a follower beside it, and the pod and its copies leave the map only once the
+// replacements' pods say they caught up (GET /v1/admin/replica): until then the events a quorum
+// acknowledged with the leaving copy may be held by one copy that stays.
+TEST_F(RollTest, AScaleDownDropsALeavingPodsCopiesOnlyOnceTheirReplacementsCaughtUp) {
+  TopicSpec spec = Pods(4, 8);
+  spec.replication.factor = 3;
+  spec.scale_down.stabilization_window_seconds = 0;
+  Make(spec);
+  const PodName leaving("t-3");
+  ASSERT_TRUE(TickUntil([&] {
+                return admin_.Held(AdminOf(3)).has_value() &&
+                       loop_->map().Find(PartitionId(0))->replicas.size() == 2;
+              }).ok());
+  size_t followed = 0;
+  const PartitionMap placed = loop_->map();
+  for (const auto& p : placed.partitions()) followed += p.FollowedBy(leaving) ? 1 : 0;
+  ASSERT_GT(followed, 0u);
+
+  spec.replicas.min = spec.replicas.max = 3;
+  loop_->UpdateSpec(spec);
+  (void)TickUntil([] { return false; }, 40);
+  // Moved off and waiting: t-3 is still in the map, its copies beside their replacements.
+  PartitionMap map = loop_->map();
+  EXPECT_TRUE(loop_->plan_in_progress()) << loop_->StatusJson();
+  EXPECT_EQ(platform_.DesiredPods(), 4u);
+  ASSERT_NE(map.Peer(leaving), nullptr);
+  std::vector<std::pair<uint32_t, PartitionId>> joining;  // (pod ordinal, partition)
+  for (const auto& p : map.partitions()) {
+    EXPECT_TRUE(!p.active() || p.owner != leaving) << p.id;  // its partitions moved
+    if (!p.FollowedBy(leaving)) continue;
+    size_t replacements = 0;
+    for (const auto& j : p.joined) {
+      if (j.pod == leaving) continue;
+      joining.emplace_back(static_cast<uint32_t>(j.pod.value().back() - '0'), p.id);
+      ++replacements;
+    }
+    EXPECT_EQ(replacements, 1u) << p.id;
+    EXPECT_EQ(p.replicas.size(), p.active() ? 3u : p.replicas.size()) << p.id;
+  }
+  ASSERT_FALSE(joining.empty()) << map.ToJson();
+
+  // One replacement caught up is not enough.
+  admin_.SetCopy(AdminOf(joining[0].first), joining[0].second, replication::ReplicaState{});
+  (void)TickUntil([] { return false; }, 10);
+  EXPECT_NE(loop_->map().Peer(leaving), nullptr);
+  EXPECT_TRUE(loop_->plan_in_progress());
+  EXPECT_EQ(platform_.DesiredPods(), 4u);
+  // All of them: the retirement drops t-3 with its copies, and the pod goes.
+  for (const auto& [ordinal, id] : joining) {
+    admin_.SetCopy(AdminOf(ordinal), id, replication::ReplicaState{});
+  }
+  Status st = TickUntil([&] { return !loop_->plan_in_progress(); }, 100);
+  ASSERT_TRUE(st.ok()) << st.ToString() << loop_->StatusJson();
+  EXPECT_EQ(platform_.DesiredPods(), 3u);
+  map = loop_->map();
+  EXPECT_EQ(map.Peer(leaving), nullptr);
+  for (const auto& p : map.partitions()) {
+    EXPECT_FALSE(p.FollowedBy(leaving)) << p.id;
+    if (p.active()) {
+      EXPECT_EQ(p.replicas.size(), 2u) << p.id;
+    }
+  }
+}
+
 TEST_F(RollTest, ATopicOfOnePodBorrowsASecondWhileItRestartsAndGivesItBack) {
   Make(Pods(1, 4));
   ASSERT_TRUE(Bootstrap().ok());
