@@ -315,6 +315,9 @@ class World {
   // partitions that are not lost. Its name, or "" when there is none.
   // `change`: `map` is a change not carried out yet (its new partitions are not expected).
   std::string PodWithoutData(Coordinator& c, const PartitionMap& map, bool change);
+  // A pod of `map` that leads partitions with copies and does not answer `c` (down, paused, cut
+  // off from the coordinators): its name, or "" when every such pod answers.
+  std::string SilentLeader(Coordinator& c, const PartitionMap& map);
 
   // Actions.
   void Act(bool quiet);
@@ -721,6 +724,19 @@ void World::Wipe(Pod& p) {
   if (Status st = OpenPod(p); !st.ok()) Violation("restarting " + p.name + ": " + st.ToString());
 }
 
+std::string World::SilentLeader(Coordinator& c, const PartitionMap& map) {
+  for (const auto& [pod, addr] : map.peers()) {
+    const bool leads_copied =
+        std::any_of(map.partitions().begin(), map.partitions().end(), [&](const PartitionInfo& p) {
+          return p.owner.value() == pod && !p.lost && !p.replicas.empty();
+        });
+    if (!leads_copied) continue;
+    auto held = c.admin->GetMap(addr.admin);
+    if (!held.ok() && held.status().code() == Status::Code::kUnavailable) return pod;
+  }
+  return "";
+}
+
 std::string World::PodWithoutData(Coordinator& c, const PartitionMap& map, bool change) {
   const Epoch before(map.epoch().value() + (change ? 0 : 1));
   for (const auto& [pod, addr] : map.peers()) {
@@ -1058,7 +1074,7 @@ void World::CoordinatorStep(Coordinator& c, bool quiet) {
     // A pod the change needs lost its data: the partitions of the change's map it leads are
     // failed over inside the change (their copies elsewhere hold them).
     const std::string pod = PodWithoutData(c, target, true);
-    if (pod.empty()) {
+    if (pod.empty() && !SilentLeader(c, target).empty()) {
       // The pod that lost it does not answer the coordinator (paused, down, isolated): a
       // successor's owner passed its loss on ("it waits for the parent's failover"), after it
       // may have confirmed the seals of its other parents. The change is kept, as for a pod

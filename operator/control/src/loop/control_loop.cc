@@ -718,18 +718,23 @@ Status ControlLoop::RunChange(PlanStep& step, const std::vector<PodInfo>& pods) 
           return applied.status();
         }
       }
-      // No pod is known to have lost its data: the one that did is not ready (down, hung, cut
-      // off from the coordinator but not from its peers), and a successor's owner passed its
-      // loss on ("the leader of parent N of partition M lost its data; it waits for the
-      // parent's failover", Topic::SeedSuccessor), after it may have confirmed the seals of its
-      // other parents. The change is kept, as for any pod that does not answer: MaybeFailOver
-      // counts the pod down and gives what it leads to a copy inside the change, or
-      // NoticePodsWithoutData names it once it answers. Dropping the change would wedge the
-      // topic as above.
+      // No pod is known to have lost its data, and a pod that leads partitions with copies is
+      // not ready (down, hung, cut off from the coordinator but not from its peers): the loss
+      // may be its, which a successor's owner passed on ("the leader of parent N of partition M
+      // lost its data; it waits for the parent's failover", Topic::SeedSuccessor), after it may
+      // have confirmed the seals of its other parents. The change is kept, as for any pod that does
+      // not answer: MaybeFailOver counts the pod down and gives what it leads to a copy inside the
+      // change, or NoticePodsWithoutData names it once it answers. Dropping the change would wedge
+      // the topic as above.
       if (!composed.ok() && pod.empty()) {
+        std::set<PodName> ready;
+        for (const auto& p : pods) {
+          if (p.ready) ready.insert(p.name);
+        }
         const auto& parts = target->partitions();
-        if (std::any_of(parts.begin(), parts.end(),
-                        [](const PartitionInfo& p) { return !p.lost && !p.replicas.empty(); })) {
+        if (std::any_of(parts.begin(), parts.end(), [&](const PartitionInfo& p) {
+              return !p.lost && !p.replicas.empty() && !ready.count(p.owner);
+            })) {
           return applied.status();
         }
       }
