@@ -205,11 +205,16 @@ Result<std::vector<std::pair<PartitionId, replication::ReplicaState>>> AdminClie
     const std::string& admin) {
   auto answer = Call(admin, "GET", "/v1/admin/replica", "", true);
   if (!answer.ok()) return answer.status();
+  return ParseFollowedCopies(*answer);
+}
+
+Result<std::vector<std::pair<PartitionId, replication::ReplicaState>>> ParseFollowedCopies(
+    const std::string& answer) {
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
   simdjson::dom::array followed;
-  if (parser.parse(*answer).get(doc) || doc["followed"].get(followed)) {
-    return Status::Unavailable("a replica answer without \"followed\": " + answer->substr(0, 200));
+  if (parser.parse(answer).get(doc) || doc["followed"].get(followed)) {
+    return Status::Unavailable("a replica answer without \"followed\": " + answer.substr(0, 200));
   }
   std::vector<std::pair<PartitionId, replication::ReplicaState>> out;
   for (auto f : followed) {

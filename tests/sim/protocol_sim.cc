@@ -12,6 +12,7 @@
 
 #include "broker/sidecar_probe.h"
 #include "broker/topic.h"
+#include "shoal/client/admin_client.h"
 #include "shoal/client/admin_plane.h"
 #include "shoal/client/shoal_client.h"
 #include "shoal/client/verifier.h"
@@ -79,6 +80,8 @@ class SimAdmin final : public client::AdminPlane {
   Result<client::InstallOutcome> InstallMap(const std::string& admin,
                                             const PartitionMap& map) override;
   Result<uint64_t> VolumeOf(const std::string& admin) override;
+  Result<std::vector<std::pair<PartitionId, replication::ReplicaState>>> FollowedCopies(
+      const std::string& admin) override;
   Status Prepare(const std::string& admin, const PartitionMap& map) override;
   Result<uint64_t> Seal(const std::string& admin, const PartitionMap& target,
                         PartitionId partition) override;
@@ -329,7 +332,10 @@ class World {
   void CoordinatorStep(Coordinator& c, bool quiet);
   void RogueStep();
   void MaybeInterleave();
-  std::optional<PartitionMap> PickChange(const PartitionMap& base, bool allow_retire);
+  // `c`: the coordinator that plans it (null: a rogue one), which asks whether a leaving pod's
+  // copies may go (Placed).
+  std::optional<PartitionMap> PickChange(const PartitionMap& base, bool allow_retire,
+                                         Coordinator* c);
   std::map<std::string, control::AdminPartitionsReport> Reports(const PartitionMap& map);
   // Compare-and-set of the record: writes it only if `c` read the version it holds now.
   bool WriteRecord(Coordinator& c, const Record& next);
@@ -390,9 +396,17 @@ class World {
   // Installs the record's map on every pod that answers and holds an older one (the control
   // loop's re-install of the current map). False when the coordinator must stop (fenced).
   bool CatchUpInstalls(Coordinator& c);
-  // `m` with its followers placed (replication::PlaceReplicas over every pod of the map; for a
-  // change's target with pods leaving, all but the one that leaves now and then).
-  PartitionMap Placed(const PartitionMap& m, bool change = false);
+  // `m` with its followers placed (replication::PlaceReplicas over every pod of the map). With
+  // pods leaving (--pods-leave), one pod now and then has its copies moved off as the control
+  // loop's scale-down does: replacements join beside them, and a change planned by `c` drops
+  // them once `c` hears every replacement caught up (LeavingCopiesCaughtUp). A change picks
+  // another pod to leave only once the last one's copies are gone.
+  PartitionMap Placed(const PartitionMap& m, bool change = false, Coordinator* c = nullptr);
+  // Whether `m` names copies on `pod` of partitions `pod` does not lead.
+  static bool FollowsAny(const PartitionMap& m, const std::string& pod);
+  // Whether every partition of `m` with a copy on `leaving` has a replacement joined beside it
+  // and every replacement's pod tells `c` it caught up (ControlLoop::CopiesJoining).
+  bool LeavingCopiesCaughtUp(Coordinator& c, const PartitionMap& m, const std::string& leaving);
   // Quiet phase: every follower fetches until nothing moves.
   void CatchUpAll();
   // Log matching (11, 10): where `pod`'s copy of `partition` and its leader's log have an entry
@@ -573,6 +587,16 @@ Result<uint64_t> SimAdmin::VolumeOf(const std::string& admin) {
   const uint64_t volume = t->volume();
   w_.AfterRequest();
   return volume;
+}
+
+Result<std::vector<std::pair<PartitionId, replication::ReplicaState>>> SimAdmin::FollowedCopies(
+    const std::string& admin) {
+  w_.BeforeRequest(who_);
+  broker::Topic* t = w_.ReachAdmin(admin);
+  if (!t || (w_.faults() && w_.Chance(0.03))) return Status::Unavailable(admin + ": lost");
+  auto copies = client::ParseFollowedCopies(t->FollowedJson());
+  w_.AfterRequest();
+  return copies;
 }
 
 Result<client::InstallOutcome> SimAdmin::InstallMap(const std::string& admin,
@@ -864,7 +888,8 @@ std::map<std::string, control::AdminPartitionsReport> World::Reports(const Parti
   return out;
 }
 
-std::optional<PartitionMap> World::PickChange(const PartitionMap& base, bool allow_retire) {
+std::optional<PartitionMap> World::PickChange(const PartitionMap& base, bool allow_retire,
+                                              Coordinator* c) {
   std::vector<const PartitionInfo*> active;
   size_t sealed = 0;
   for (const auto& p : base.partitions()) {
@@ -904,7 +929,7 @@ std::optional<PartitionMap> World::PickChange(const PartitionMap& base, bool all
   if (change.empty()) return std::nullopt;
   auto built = change.Build();
   if (!built.ok()) return std::nullopt;
-  return Placed(*built, /*change=*/true);
+  return Placed(*built, /*change=*/true, c);
 }
 
 bool World::WriteRecord(Coordinator& c, const Record& next) {
@@ -1005,7 +1030,7 @@ void World::CoordinatorStep(Coordinator& c, bool quiet) {
       const auto ids = FailOverCandidates(*c.base, quiet, "");
       if (!ids.empty() && StartFailOver(c, ids, quiet)) return;
     }
-    if (!next) next = PickChange(*c.base, true);
+    if (!next) next = PickChange(*c.base, true, &c);
     if (!next) return;
     if (next->epoch() < record_.floor) next = next->WithEpoch(record_.floor);
     Record r = record_;
@@ -1136,7 +1161,7 @@ void World::RogueStep() {
   if (!hand_rogue_) return;
   if (!rogue_target_ || Chance(0.3)) {
     rogue_base_ = record_.map;
-    rogue_target_ = PickChange(rogue_base_, false);
+    rogue_target_ = PickChange(rogue_base_, false, nullptr);
   }
   if (!rogue_target_) return;
   control::ChangeExecutor::Options eo;
@@ -2446,17 +2471,54 @@ void World::CheckReadCommitted(const Group& g, const wire::ConsumedEvent& e,
             "): above the high watermark");
 }
 
-PartitionMap World::Placed(const PartitionMap& m, bool change) {
+bool World::FollowsAny(const PartitionMap& m, const std::string& pod) {
+  return std::any_of(m.partitions().begin(), m.partitions().end(), [&](const PartitionInfo& p) {
+    return p.owner.value() != pod && p.FollowedBy(PodName(pod));
+  });
+}
+
+bool World::LeavingCopiesCaughtUp(Coordinator& c, const PartitionMap& m,
+                                  const std::string& leaving) {
+  std::map<std::string, std::set<uint32_t>> caught_up;  // by pod, as it answered
+  for (const auto& p : m.partitions()) {
+    if (p.owner.value() == leaving || !p.FollowedBy(PodName(leaving))) continue;
+    size_t replacements = 0;
+    for (const auto& j : p.joined) {
+      if (j.pod.value() == leaving) continue;
+      ++replacements;
+      if (!caught_up.count(j.pod.value())) {
+        const PeerAddress* addr = m.Peer(j.pod);
+        if (!addr) return false;
+        auto copies = c.admin->FollowedCopies(addr->admin);
+        if (!copies.ok()) return false;
+        auto& ids = caught_up[j.pod.value()];
+        for (const auto& [id, held] : *copies) {
+          if (!held.joining && !held.refetching) ids.insert(id.value());
+        }
+      }
+      if (!caught_up[j.pod.value()].count(p.id.value())) return false;
+    }
+    if (replacements == 0) return false;
+  }
+  return true;
+}
+
+PartitionMap World::Placed(const PartitionMap& m, bool change, Coordinator* c) {
   if (!replicated_) return m;
-  if (change && pods_leave_ && Chance(0.5)) {
+  if (change && pods_leave_ && !FollowsAny(m, leaving_) && Chance(0.5)) {
     // Another pod leaves (its copies go to the others), or none: the one that left is back.
     leaving_ = Chance(0.3) ? "" : pods_[Pick(pods_.size())]->name;
   }
   std::vector<PodName> pods;
+  std::set<PodName> keep;
   for (const auto& [pod, addr] : m.peers()) {
-    if (!change || pod != leaving_) pods.push_back(PodName(pod));
+    if (!pods_leave_ || pod != leaving_) pods.push_back(PodName(pod));
   }
-  auto placed = replication::PlaceReplicas(m, pods, factor_);
+  if (pods_leave_ && !leaving_.empty() && FollowsAny(m, leaving_) &&
+      !(change && c && LeavingCopiesCaughtUp(*c, m, leaving_))) {
+    keep.insert(PodName(leaving_));
+  }
+  auto placed = replication::PlaceReplicas(m, pods, factor_, {}, keep);
   if (!placed.ok()) {
     Violation("placing followers: " + placed.status().ToString());
     return m;

@@ -62,4 +62,9 @@ class AdminClient final : public AdminPlane {
   std::map<std::string, std::unique_ptr<web::http::client::http_client>> clients_;
 };
 
+// The copies a GET /v1/admin/replica answer lists ("followed"), as AdminPlane::FollowedCopies
+// returns them; Unavailable for an answer without that list.
+Result<std::vector<std::pair<PartitionId, replication::ReplicaState>>> ParseFollowedCopies(
+    const std::string& answer);
+
 }  // namespace shoal::client
