@@ -1255,6 +1255,72 @@ TEST(ReplicationTest, ACopyAddedToAPartitionDoesNotCountForAFailoverBeforeItCaug
   EXPECT_NE(r.body.find("\"joining\":false"), std::string::npos) << r.body;
 }
 
+// A copy added to a partition whose leader's retention removed its oldest records starts at the
+// leader's oldest record, catches up from there and counts. Refused `behind_start` for ever, it
+// would never count for a failover, and a scale-down that waits for it would wait for ever.
+TEST(ReplicationTest, ACopyAddedBehindItsLeadersRetentionStartsAtTheLeadersStartAndCatchesUp) {
+  SidecarClusterOptions o = Options({"--segment-bytes", "4096", "--retention-bytes", "8192"});
+  o.pods = 4;
+  SidecarCluster c(o);
+  std::vector<std::string> keys;
+  StartWith100Events(c, &keys);
+  if (HasFatalFailure()) return;
+  const PartitionInfo p0 = *c.current().Find(PartitionId(0));
+  ASSERT_EQ(p0.owner, SidecarCluster::Pod(0));
+  ASSERT_EQ(p0.replicas.size(), 2u) << c.current().ToJson();
+  size_t joins = 1;
+  while (p0.FollowedBy(SidecarCluster::Pod(joins))) ++joins;
+  client::ShoalClient leader(c.pod(0).data_url(), "orders", 30s);
+  constexpr uint64_t kEnd = 2100;
+  for (uint64_t seq = 101; seq < kEnd; seq += 500) {
+    auto acked = leader.Produce(Batch(keys, "app", seq, 500));
+    ASSERT_TRUE(acked.ok()) << acked.status().ToString() << c.Describe();
+  }
+  // The leader's retention removed its first segments.
+  const std::filesystem::path first_segment = std::filesystem::path(c.pod(0).data_dir()) /
+                                              "orders" / "partitions" / "0" /
+                                              "00000000000000000000.log";
+  ASSERT_TRUE(WaitFor([&] { return !std::filesystem::exists(first_segment); }, 20s))
+      << c.Describe();
+
+  auto next = NextEpochOf(c.current())
+                  .WithReplicas(PartitionId(0),
+                                {p0.replicas[0], p0.replicas[1], SidecarCluster::Pod(joins)});
+  if (next.ok()) {
+    next = next->WithJoined(PartitionId(0), {{SidecarCluster::Pod(joins), next->epoch()}});
+  }
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  for (size_t i = 0; i < c.size(); ++i) {
+    auto installed = c.admin().InstallMap(c.admin_address(i), *next);
+    ASSERT_TRUE(installed.ok()) << installed.status().ToString() << c.Describe();
+  }
+  c.set_current(*next);
+  std::string body;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        body = AdminGet(c, joins, "/v1/admin/replica").body;
+        return Followed(c, joins)[0].end == kEnd &&
+               body.find("\"joining\":false") != std::string::npos;
+      },
+      20s))
+      << body << "\n"
+      << c.Describe();
+  // It holds the leader's records from the leader's oldest on, as stored there.
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_FALSE(parser.parse(body).get(doc)) << body;
+  uint64_t start = 0;
+  for (auto f : doc["followed"].get_array()) {
+    if (f["id"].get_uint64().value() == 0) start = f["start"].get_uint64().value();
+  }
+  EXPECT_GT(start, 0u) << body;
+  const std::string theirs = SegmentBytes(c, 0, 0);
+  const std::string mine = SegmentBytes(c, joins, 0);
+  ASSERT_FALSE(mine.empty());
+  EXPECT_EQ(theirs.substr(theirs.size() - std::min(theirs.size(), mine.size())),
+            mine.substr(mine.size() - std::min(theirs.size(), mine.size())));
+}
+
 // A pod that missed the map that placed its copy off a partition, and takes the one that adds it
 // again, holds its old copy open: that copy was in none of the quorums of the maps between, so
 // it joins as a new one would (replication::JoiningCopies).

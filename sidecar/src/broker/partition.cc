@@ -952,6 +952,29 @@ Status Partition::CutTo(uint64_t offset) {
   return StoreProducerSnapshot(snapshot, seeded_.load());
 }
 
+Status Partition::StartAt(uint64_t leader_start,
+                          const std::vector<replication::EpochStart>& leader_epochs) {
+  std::string snapshot;
+  {
+    MutexLock lock(append_mu_);
+    if (log_->end_offset() >= leader_start) return Status::Ok();  // nothing to skip
+    // As a cut does: no snapshot may claim records the log no longer has.
+    producers_durable_.store(false);
+    if (Status rm = fs_.Remove(SnapshotPath(opts_.dir));
+        !rm.ok() && rm.code() != Status::Code::kNotFound) {
+      return rm;
+    }
+    SHOAL_RETURN_IF_ERROR(log_->StartAfresh(leader_start));
+    epochs_.clear();
+    for (const auto& e : leader_epochs) {
+      if (e.start < leader_start) epochs_.push_back(e);
+    }
+    SHOAL_RETURN_IF_ERROR(WriteEpochs());
+    snapshot = ProducerSnapshotLocked();
+  }
+  return StoreProducerSnapshot(snapshot, seeded_.load());
+}
+
 Status Partition::CutPastLocked(uint64_t end, std::optional<std::string>* snapshot) {
   if (log_->end_offset() <= end) return Status::Ok();
   auto cut = CutLocked(end);

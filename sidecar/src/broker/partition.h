@@ -313,6 +313,18 @@ class Partition {
   // As a follower: cuts the log back to `offset` (its tail left the leader's log; invariant 11),
   // with the producer state and epochs that came with it.
   Status CutTo(uint64_t offset);
+  // As a follower whose end fell below its leader's oldest record (`leader_start`; the leader's
+  // retention removed what it would copy next, or the copy is new and empty): starts its log
+  // again, empty, there, with no epochs, and copies on from it. What it held was below the
+  // leader's start, so removable by retention anyway. It takes the leader's epochs below that
+  // start (`leader_epochs`), so that its next fetch tells the leader where it is in the
+  // leader's log (its last epoch is the one of the record before it). The producer state of
+  // the records below
+  // is kept (a snapshot covers it), not sent: a retry of one of them after this copy leads is
+  // answered duplicate only if this copy held it. Unless it holds nothing yet, a copy that
+  // counted for acknowledgements is behind its leader's start only if it lagged so far that
+  // it was not one of the quorum for anything there.
+  Status StartAt(uint64_t leader_start, const std::vector<replication::EpochStart>& leader_epochs);
   uint64_t start_offset() const { return log_->start_offset(); }
   uint64_t end_offset() const { return log_->end_offset(); }
   uint64_t size_bytes() const { return log_->size_bytes(); }

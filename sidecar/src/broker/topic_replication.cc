@@ -226,6 +226,22 @@ Topic::FetchStep Topic::FetchRound(const std::string& leader) {
         }
         continue;
       }
+      if (b.code == FetchCode::kBehindStart && b.log_start > p.end_offset()) {
+        // The leader removed what this copy would copy next (retention), or the copy is new
+        // and empty on a partition whose oldest records are gone: it copies from the
+        // leader's oldest record on (Kafka's follower truncates to the leader's log start
+        // offset the same way).
+        Logger("broker")->warn(
+            "msg=\"a copy behind its leader's oldest record starts again there\" leader={} "
+            "partition={} held={} leader_start={}",
+            leader, b.id.value(), p.end_offset(), b.log_start);
+        if (Status st = p.StartAt(b.log_start, b.epochs); !st.ok()) {
+          refused = true;
+          Logger("broker")->error("msg=\"cannot start a copy afresh\" partition={} reason=\"{}\"",
+                                  b.id.value(), st.message());
+        }
+        continue;
+      }
       if (b.code != FetchCode::kOk) {
         refused = true;
         Logger("broker")->warn(

@@ -71,6 +71,7 @@ class DiskLog final : public Log {
                                 std::vector<RecordView>* records) override;
   Result<uint64_t> Sync() override;
   Status TruncateTo(uint64_t offset) override;
+  Status StartAfresh(uint64_t offset) override;
   Status Read(uint64_t from, uint64_t limit, size_t max_records, size_t max_bytes,
               ReadBatch* out) const override;
   uint64_t start_offset() const override { return start_.load(std::memory_order_acquire); }
@@ -422,6 +423,38 @@ Status DiskLog::TruncateTo(uint64_t offset) {
   }
   log_->warn("msg=\"log cut back\" dir={} to={}", opts_.dir, offset);
   return fs_.SyncDir(opts_.dir);
+}
+
+Status DiskLog::StartAfresh(uint64_t offset) {
+  MutexLock sync_lock(sync_mu_);
+  MutexLock lock(mu_);
+  if (failed_.load()) return failure();
+  if (offset < end_.load()) {
+    return Status::InvalidArgument("cannot start the log afresh at " + std::to_string(offset) +
+                                   ": it holds records up to " + std::to_string(end_.load()));
+  }
+  // Oldest first, as retention removes them: what a crash leaves is a suffix of the log. The
+  // segments stay listed (readers hold their open files) until the new one replaces them; a
+  // failure part way is final for this log, as a failed sync is.
+  for (const auto& old : segments_) {
+    if (Status st = fs_.Remove(old->path); !st.ok()) return Fail(st);
+    (void)fs_.Remove(SegmentPath(opts_.dir, old->base, ".index"));
+  }
+  auto seg = std::make_shared<Segment>();
+  seg->base = offset;
+  seg->path = SegmentPath(opts_.dir, offset, ".log");
+  auto file = fs_.Open(seg->path, /*truncate=*/true);
+  if (!file.ok()) return Fail(file.status());
+  seg->file = std::move(file).value();
+  segments_.clear();
+  segments_.push_back(std::move(seg));
+  start_.store(offset, std::memory_order_release);
+  end_.store(offset, std::memory_order_release);
+  durable_.store(offset);
+  size_.store(0);
+  log_->warn("msg=\"log started afresh\" dir={} at={}", opts_.dir, offset);
+  if (Status st = fs_.SyncDir(opts_.dir); !st.ok()) return Fail(st);
+  return Status::Ok();
 }
 
 Result<uint64_t> DiskLog::Sync() {

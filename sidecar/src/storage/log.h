@@ -92,6 +92,12 @@ class Log {
   // start_offset(): InvalidArgument.
   virtual Status TruncateTo(uint64_t offset) = 0;
 
+  // Removes every record and starts the log again, empty, at `offset`, durably before it
+  // returns: a follower whose end fell below its leader's oldest record copies from there on.
+  // Below end_offset(): InvalidArgument (only a log that holds nothing at or past `offset`).
+  // A crash part way leaves a suffix of the old segments, or an empty log at 0.
+  virtual Status StartAfresh(uint64_t offset) = 0;
+
   // Reads records with offsets in [from, limit), at most max_records and about max_bytes (at
   // least one record is returned if any is in range). `from` below start_offset() is NotFound.
   virtual Status Read(uint64_t from, uint64_t limit, size_t max_records, size_t max_bytes,

@@ -937,5 +937,34 @@ TEST_F(DiskLogTest, ALogCutBackKeepsWhatCameBeforeAndTakesNewRecordsAfter) {
   ExpectReads(*log, 0, 5);
 }
 
+// A follower whose end fell below its leader's oldest record starts its log again, empty, at the
+// leader's start, and copies on from there; a restart reads the same. Never below its end.
+TEST_F(DiskLogTest, ALogStartedAfreshIsEmptyAtItsNewStartAndTakesCopiesFromThere) {
+  {
+    auto log = MustOpen(Options());
+    ASSERT_NE(log, nullptr);
+    AppendMany(*log, 120);
+    EXPECT_EQ(log->StartAfresh(100).code(), Status::Code::kInvalidArgument);
+    EXPECT_EQ(log->end_offset(), 120u);
+    ASSERT_TRUE(log->StartAfresh(4000).ok());
+    EXPECT_EQ(log->start_offset(), 4000u);
+    EXPECT_EQ(log->end_offset(), 4000u);
+    EXPECT_EQ(log->durable_offset(), 4000u);
+    EXPECT_EQ(log->size_bytes(), 0u);
+    EXPECT_EQ(log->segment_count(), 1u);
+    ReadBatch below;
+    EXPECT_EQ(log->Read(0, 4000, 10, 1 << 20, &below).code(), Status::Code::kNotFound);
+    ASSERT_TRUE(log->AppendCopied(4000, EncodedRange(4000, 7)).ok());
+    ExpectReads(*log, 4000, 4007);
+    ASSERT_TRUE(log->Sync().ok());
+  }
+  auto log = MustOpen(Options());
+  ASSERT_NE(log, nullptr);
+  EXPECT_EQ(log->start_offset(), 4000u);
+  EXPECT_EQ(log->end_offset(), 4007u);
+  ExpectReads(*log, 4000, 4007);
+  EXPECT_EQ(Files(Options().dir, ".log").size(), 1u);
+}
+
 }  // namespace
 }  // namespace shoal::storage
