@@ -918,6 +918,62 @@ TEST(ReplicationTest, ALeaderRestartedAfterItsPartitionFailedOverDoesNotHandOutW
   }
 }
 
+// The same leader restarted before the group commits at the new leaders: the copies it gathers
+// its groups' commits from are fenced for the newer leader and refuse it (they would answer
+// with commits older than those the new leaders take next), so it hands out nothing of the
+// partitions it led until the newer map makes it a follower. (Found by `shoal torture` seed 4:
+// a group's commit accepted at the new leader, the events handed out again by the old one.)
+TEST(ReplicationTest, ALeaderRestartedOnItsOldMapGathersNothingFromCopiesFencedForANewerLeader) {
+  SidecarCluster c(Options());
+  std::vector<std::string> keys;
+  StartWith100Events(c, &keys);
+  if (HasFatalFailure()) return;
+  client::ShoalClient at0(c.pod(0).data_url(), "orders", 10s);
+  const std::vector<wire::ConsumedEvent> first = FirstBatch(at0, "billing", 50);
+  ASSERT_EQ(first.size(), 50u) << c.Describe();
+  ASSERT_TRUE(at0.Commit("billing", {{PartitionId(0), Offset(first.back().offset + 1)}}).ok());
+  c.pod(0).Kill9();
+  const PartitionMap before = c.current();
+  std::string why;
+  auto leaders = FailOverWithoutPod0(c, {PartitionId(0)}, &why);
+  ASSERT_TRUE(leaders.ok()) << leaders.status().ToString() << ": " << why;
+  // Pod 0 starts again with its own map, in which it still leads partition 0.
+  ASSERT_TRUE(c.pod(0).Restart().ok()) << c.Describe();
+  auto held = c.admin().GetMap(c.admin_address(0));
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  ASSERT_EQ(held->epoch(), before.epoch());
+  // Its copies refuse it their commits (their answer to what it asks on its peer tick).
+  const size_t copy = std::stoul(before.Find(PartitionId(0))->replicas[0].value().substr(4));
+  auto refused = AdminGet(c, copy,
+                          "/v1/admin/partitions/0/commits?copy=true&leader_epoch=" +
+                              std::to_string(before.Find(PartitionId(0))->LeaderEpoch().value()));
+  EXPECT_EQ(refused.status, 409) << refused.body;
+  // billing reads and commits the rest at the new leader; pod 0 hands none of it out.
+  const size_t leader = std::stoul(leaders->front().second.value().substr(4));
+  client::ShoalClient at_new(c.pod(leader).data_url(), "orders", 10s);
+  size_t rest = 0;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto got = at_new.Consume("billing", 1000, 100);
+        if (!got.ok() || got->empty()) return rest >= 50;
+        rest += got->size();
+        uint64_t end = 0;
+        for (const auto& e : *got) end = std::max(end, e.offset + 1);
+        EXPECT_TRUE(at_new.Commit("billing", {{PartitionId(0), Offset(end)}}).ok());
+        return rest >= 50;
+      },
+      15s))
+      << rest << " of the last 50 read\n"
+      << c.Describe();
+  for (int i = 0; i < 5; ++i) {
+    auto got = at0.Consume("billing", 1000, 200);
+    if (!got.ok()) continue;
+    for (const auto& e : *got) {
+      ASSERT_NE(e.partition, 0u) << "offset " << e.offset << " of partition 0 handed out again";
+    }
+  }
+}
+
 // A copy made the leader gathers its copies' commits before it hands out events, asking them one
 // after another on its peer tick: a hung copy (the old leader, paused) answers nothing, and must
 // cost the others' answers no more than one prompt timeout per tick, not a long one per ask.

@@ -50,8 +50,8 @@ class SimPeers final : public broker::PeerClient {
                                      uint64_t end) override;
   Result<broker::RemoteCommits> FetchCommits(const PeerAddress& peer,
                                              PartitionId partition) override;
-  Result<broker::RemoteCommits> FetchCopyCommits(const PeerAddress& peer,
-                                                 PartitionId partition) override;
+  Result<broker::RemoteCommits> FetchCopyCommits(const PeerAddress& peer, PartitionId partition,
+                                                 Epoch leader_epoch) override;
   Result<std::map<std::string, broker::GroupRegistry::Group>> FetchGroups(
       const PeerAddress& peer) override;
   // Reads and commits through ranges: lost on the way there or back, and now and then the
@@ -518,10 +518,11 @@ Result<broker::RemoteCommits> SimPeers::FetchCommits(const PeerAddress& peer,
 }
 
 Result<broker::RemoteCommits> SimPeers::FetchCopyCommits(const PeerAddress& peer,
-                                                         PartitionId partition) {
+                                                         PartitionId partition,
+                                                         Epoch leader_epoch) {
   broker::Topic* t = w_.Reach(peer.admin);
   if (!t || (w_.faults() && w_.Chance(0.03))) return Status::Unavailable(peer.admin + ": lost");
-  return t->CommitsOf(partition, /*copy=*/true);
+  return t->CommitsOf(partition, /*copy=*/true, leader_epoch);
 }
 
 Result<std::map<std::string, broker::GroupRegistry::Group>> SimPeers::FetchGroups(

@@ -1087,12 +1087,25 @@ const Partition* Topic::CommitsHolder(PartitionId id, bool copy) const {
   return it != partitions_.end() ? it->second.get() : nullptr;
 }
 
-Result<RemoteCommits> Topic::CommitsOf(PartitionId id, bool copy) {
+Status Topic::CheckAskingLeaderLocked(PartitionId id, const Partition& p,
+                                      Epoch leader_epoch) const {
+  if (leader_epoch.value() == 0) return Status::Ok();
+  const PartitionInfo* info = map_.Find(id);
+  const uint64_t newer = std::max<uint64_t>(p.fenced(), info ? info->LeaderEpoch().value() : 0);
+  if (newer <= leader_epoch.value()) return Status::Ok();
+  return Status::FailedPrecondition(
+      "partition " + std::to_string(id.value()) + " has a leader of leader epoch " +
+      std::to_string(newer) + " here, newer than the asker's " +
+      std::to_string(leader_epoch.value()) + ": a failover replaced it");
+}
+
+Result<RemoteCommits> Topic::CommitsOf(PartitionId id, bool copy, Epoch leader_epoch) {
   ReaderLock lock(map_mu_);
   const Partition* p = CommitsHolder(id, copy);
   if (!p) {
     return Status::NotFound("partition " + std::to_string(id.value()) + " is not on this sidecar");
   }
+  if (copy) SHOAL_RETURN_IF_ERROR(CheckAskingLeaderLocked(id, *p, leader_epoch));
   RemoteCommits out = CommitsOfPartition(*p);
   if (copy) {
     out.mirror = p->MirrorsALeader();
@@ -1102,14 +1115,16 @@ Result<RemoteCommits> Topic::CommitsOf(PartitionId id, bool copy) {
 }
 
 void Topic::GatherCommits() {
-  std::vector<std::tuple<PartitionId, PodName, PeerAddress>> asks;
+  std::vector<std::tuple<PartitionId, PodName, PeerAddress, Epoch>> asks;
   {
     ReaderLock lock(map_mu_);
     for (const auto& [id, p] : partitions_) {
       if (!p->gathering()) continue;
+      const PartitionInfo* info = map_.Find(PartitionId(id));
+      const Epoch leader_epoch = info ? info->LeaderEpoch() : Epoch(0);
       for (const auto& pod : p->StillToGather()) {
         if (const PeerAddress* addr = map_.Peer(pod)) {
-          asks.emplace_back(PartitionId(id), pod, *addr);
+          asks.emplace_back(PartitionId(id), pod, *addr, leader_epoch);
         }
       }
     }
@@ -1117,11 +1132,13 @@ void Topic::GatherCommits() {
   if (asks.empty() || !peers_) return;
   bool done = false;
   std::set<std::string> unanswered;  // this round: not asked again (each ask would wait)
-  for (const auto& [id, pod, addr] : asks) {
+  for (const auto& [id, pod, addr, leader_epoch] : asks) {
     // Asked without the map lock; one that does not answer (down, restarting, hung) is asked
-    // again on the next tick.
+    // again on the next tick. A copy that knows a newer leader refuses (a failover replaced
+    // this one, restarted on its old map): it stays gathering and hands out nothing until the
+    // newer map makes it a follower (invariant 10).
     if (unanswered.count(pod.value())) continue;
-    auto theirs = peers_->FetchCopyCommits(addr, id);
+    auto theirs = peers_->FetchCopyCommits(addr, id, leader_epoch);
     if (!theirs.ok() && theirs.status().code() == Status::Code::kUnavailable) {
       unanswered.insert(pod.value());
     }

@@ -102,10 +102,14 @@ class PeerClient {
   // The commits of `partition` from its owner's admin plane.
   virtual Result<RemoteCommits> FetchCommits(const PeerAddress& peer, PartitionId partition) = 0;
   // The commits of the copy of `partition` the peer follows (GET .../commits?copy=true), for
-  // a copy made the leader that gathers them (Topic::GatherCommits).
-  virtual Result<RemoteCommits> FetchCopyCommits(const PeerAddress& peer, PartitionId partition) {
+  // a copy made the leader that gathers them (Topic::GatherCommits). With `leader_epoch` (the
+  // asker's, as leader; 0: none), a copy that knows of a newer leader refuses (FailedPrecondition):
+  // a leader replaced by a failover, restarted on its old map, must not gather and hand out.
+  virtual Result<RemoteCommits> FetchCopyCommits(const PeerAddress& peer, PartitionId partition,
+                                                 Epoch leader_epoch = Epoch(0)) {
     (void)peer;
     (void)partition;
+    (void)leader_epoch;
     return Status::Unavailable("this peer client does not replicate");
   }
   // The groups the peer's registry holds (GET /v1/admin/groups).
@@ -309,7 +313,10 @@ class Topic {
   std::string GroupsJson() const;
   std::map<std::string, GroupRegistry::Group> Groups() const { return registry_->All(); }
   // The commits of a partition held here (what GET .../commits answers).
-  Result<RemoteCommits> CommitsOf(PartitionId partition, bool copy = false);
+  // With `copy` and `leader_epoch` > 0 (the asking leader's): FailedPrecondition when this
+  // copy is fenced at a newer leader epoch, or its map has the partition at one.
+  Result<RemoteCommits> CommitsOf(PartitionId partition, bool copy = false,
+                                  Epoch leader_epoch = Epoch(0));
   // A peer's consumers read `ranges` of partition `id`, held here, through a successor their pod
   // owns (the owner's side of PeerClient::ReadRange; Partition::ReadRanges has the rules).
   // NotFound when the partition is not held here.
@@ -332,7 +339,8 @@ class Topic {
   // {"commits":{group:offset},"sealed":bool,"end_offset":N} of one partition held here.
   // `copy`: of the copy this pod follows (or leads) with "mirror" (whether it mirrors a
   // leader's store), for a copy made the leader that gathers its groups' commits.
-  Result<std::string> CommitsJson(PartitionId partition, bool copy = false);
+  Result<std::string> CommitsJson(PartitionId partition, bool copy = false,
+                                  Epoch leader_epoch = Epoch(0));
 
   // Called (from producing threads or the ticker) whenever events became visible to consumers.
   void SetDataListener(std::function<void()> fn) { on_data_ = std::move(fn); }
@@ -419,6 +427,10 @@ class Topic {
   // The partition whose commits GET .../commits answers: the one led here, or with `copy` the
   // copy followed here first; null when neither.
   const Partition* CommitsHolder(PartitionId id, bool copy) const REQUIRES_SHARED(map_mu_);
+  // Ok unless this pod knows of a leader of `id` newer than `leader_epoch` (0: not asked): its
+  // copy `p` is fenced at a newer leader epoch, or its map has one (CommitsOf).
+  Status CheckAskingLeaderLocked(PartitionId id, const Partition& p, Epoch leader_epoch) const
+      REQUIRES_SHARED(map_mu_);
   // What a commit to `p` waits for: a quorum of its copies holding the commit store's current
   // version, for a replicated partition under acks quorum.
   std::optional<QuorumWait> CommitWait(const Partition& p) const;

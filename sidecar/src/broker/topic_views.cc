@@ -86,12 +86,13 @@ void AppendLeases(std::string& out, const LeasesByGroup& leases) {
 }
 }  // namespace
 
-Result<std::string> Topic::CommitsJson(PartitionId id, bool copy) {
+Result<std::string> Topic::CommitsJson(PartitionId id, bool copy, Epoch leader_epoch) {
   ReaderLock lock(map_mu_);
   const Partition* held = CommitsHolder(id, copy);
   if (!held) {
     return Status::NotFound("partition " + std::to_string(id.value()) + " is not on this sidecar");
   }
+  if (copy) SHOAL_RETURN_IF_ERROR(CheckAskingLeaderLocked(id, *held, leader_epoch));
   const Partition& p = *held;
   std::string out = "{\"commits\":{";
   bool first = true;

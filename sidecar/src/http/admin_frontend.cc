@@ -353,7 +353,16 @@ void AdminFrontend::Handle(http_request req) {
       }
       const auto q = Query(req);
       const auto copy = q.find("copy");
-      return answer(topic_.CommitsJson(pid, copy != q.end() && copy->second == "true"));
+      uint64_t leader_epoch = 0;
+      if (const auto e = q.find("leader_epoch"); e != q.end()) {
+        char* stop = nullptr;
+        leader_epoch = std::strtoull(e->second.c_str(), &stop, 10);
+        if (stop == e->second.c_str() || *stop) {
+          return answer(Status::InvalidArgument("leader_epoch must be an epoch"));
+        }
+      }
+      return answer(
+          topic_.CommitsJson(pid, copy != q.end() && copy->second == "true", Epoch(leader_epoch)));
     }
   } else if (path.size() == 5 && path[2] == "partitions" &&
              (path[4] == "read" || path[4] == "commit")) {

@@ -146,9 +146,11 @@ Result<broker::RemoteCommits> HttpPeerClient::FetchCommits(const PeerAddress& pe
 }
 
 Result<broker::RemoteCommits> HttpPeerClient::FetchCopyCommits(const PeerAddress& peer,
-                                                               PartitionId partition) {
-  const std::string path =
+                                                               PartitionId partition,
+                                                               Epoch leader_epoch) {
+  std::string path =
       "/v1/admin/partitions/" + std::to_string(partition.value()) + "/commits?copy=true";
+  if (leader_epoch.value() > 0) path += "&leader_epoch=" + std::to_string(leader_epoch.value());
   // Prompt (the forward timeout): a new leader asks its copies one after another on its peer
   // tick, and a hung copy must not hold the others' answers back for long.
   auto body = Call(peer.admin, "GET", path, "", true, /*prompt=*/true);

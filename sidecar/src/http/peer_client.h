@@ -35,8 +35,8 @@ class HttpPeerClient final : public broker::PeerClient {
                                      uint64_t end) override;
   Result<broker::RemoteCommits> FetchCommits(const PeerAddress& peer,
                                              PartitionId partition) override;
-  Result<broker::RemoteCommits> FetchCopyCommits(const PeerAddress& peer,
-                                                 PartitionId partition) override;
+  Result<broker::RemoteCommits> FetchCopyCommits(const PeerAddress& peer, PartitionId partition,
+                                                 Epoch leader_epoch) override;
   Result<std::map<std::string, broker::GroupRegistry::Group>> FetchGroups(
       const PeerAddress& peer) override;
   Result<broker::RemoteBatch> ReadRange(const PeerAddress& peer, PartitionId partition,
