@@ -150,10 +150,47 @@ Result<std::string> AdminClient::Get(const std::string& host_port, const std::st
   return Call(host_port, "GET", path, "", admin);
 }
 
+namespace {
+
+// The copies a replica answer lists under `list` ("fenced" or "followed"), each with the
+// answer's volume; Unavailable for an answer without that list.
+Result<std::vector<std::pair<PartitionId, replication::ReplicaState>>> ParseCopyList(
+    const std::string& answer, const char* list) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  simdjson::dom::array copies;
+  if (parser.parse(answer).get(doc) || doc[list].get(copies)) {
+    return Status::Unavailable(std::string("a replica answer without \"") + list +
+                               "\": " + answer.substr(0, 200));
+  }
+  uint64_t volume = 0;
+  if (doc["volume"].get(volume) != simdjson::SUCCESS) volume = 0;
+  std::vector<std::pair<PartitionId, replication::ReplicaState>> out;
+  for (auto f : copies) {
+    uint64_t id = 0, end = 0, last_epoch = 0;
+    if (f["id"].get(id) || f["end"].get(end) || f["last_epoch"].get(last_epoch)) continue;
+    if (id > kMaxPartitionId) continue;
+    replication::ReplicaState s;
+    s.last_epoch = Epoch(last_epoch);
+    s.end = end;
+    s.volume = volume;
+    bool flag = false;
+    if (f["refetching"].get(flag) == simdjson::SUCCESS) s.refetching = flag;
+    flag = false;
+    if (f["joining"].get(flag) == simdjson::SUCCESS) s.joining = flag;
+    flag = false;
+    if (f["absent"].get(flag) == simdjson::SUCCESS) s.absent = flag;
+    out.emplace_back(PartitionId(static_cast<uint32_t>(id)), s);
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<std::vector<std::pair<PartitionId, replication::ReplicaState>>> AdminClient::FenceCopies(
     const std::string& admin, const std::vector<PartitionId>& partitions, Epoch leader_epoch) {
-  std::string body = "{\"leader_epoch\":" + std::to_string(leader_epoch.value()) +
-                     ",\"partitions\":[";
+  std::string body =
+      "{\"leader_epoch\":" + std::to_string(leader_epoch.value()) + ",\"partitions\":[";
   for (size_t i = 0; i < partitions.size(); ++i) {
     if (i) body += ',';
     body += std::to_string(partitions[i].value());
@@ -161,32 +198,7 @@ Result<std::vector<std::pair<PartitionId, replication::ReplicaState>>> AdminClie
   body += "]}";
   auto answer = Call(admin, "POST", "/v1/admin/replica/fence", body, true);
   if (!answer.ok()) return answer.status();
-  simdjson::dom::parser parser;
-  simdjson::dom::element doc;
-  simdjson::dom::array fenced;
-  if (parser.parse(*answer).get(doc) || doc["fenced"].get(fenced)) {
-    return Status::Unavailable("a fence answer without \"fenced\": " + answer->substr(0, 200));
-  }
-  uint64_t volume = 0;
-  if (doc["volume"].get(volume) != simdjson::SUCCESS) volume = 0;
-  std::vector<std::pair<PartitionId, replication::ReplicaState>> out;
-  for (auto f : fenced) {
-    uint64_t id = 0, end = 0, last_epoch = 0;
-    if (f["id"].get(id) || f["end"].get(end) || f["last_epoch"].get(last_epoch)) continue;
-    replication::ReplicaState s;
-    s.last_epoch = Epoch(last_epoch);
-    s.end = end;
-    bool refetching = false;
-    if (f["refetching"].get(refetching) == simdjson::SUCCESS) s.refetching = refetching;
-    bool joining = false;
-    if (f["joining"].get(joining) == simdjson::SUCCESS) s.joining = joining;
-    bool absent = false;
-    if (f["absent"].get(absent) == simdjson::SUCCESS) s.absent = absent;
-    s.volume = volume;
-    if (id > kMaxPartitionId) continue;
-    out.emplace_back(PartitionId(static_cast<uint32_t>(id)), s);
-  }
-  return out;
+  return ParseCopyList(*answer, "fenced");
 }
 
 Result<uint64_t> AdminClient::VolumeOf(const std::string& admin) {
@@ -210,27 +222,7 @@ Result<std::vector<std::pair<PartitionId, replication::ReplicaState>>> AdminClie
 
 Result<std::vector<std::pair<PartitionId, replication::ReplicaState>>> ParseFollowedCopies(
     const std::string& answer) {
-  simdjson::dom::parser parser;
-  simdjson::dom::element doc;
-  simdjson::dom::array followed;
-  if (parser.parse(answer).get(doc) || doc["followed"].get(followed)) {
-    return Status::Unavailable("a replica answer without \"followed\": " + answer.substr(0, 200));
-  }
-  std::vector<std::pair<PartitionId, replication::ReplicaState>> out;
-  for (auto f : followed) {
-    uint64_t id = 0, end = 0, last_epoch = 0;
-    if (f["id"].get(id) || f["end"].get(end) || f["last_epoch"].get(last_epoch)) continue;
-    if (id > kMaxPartitionId) continue;
-    replication::ReplicaState s;
-    s.last_epoch = Epoch(last_epoch);
-    s.end = end;
-    bool flag = false;
-    if (f["refetching"].get(flag) == simdjson::SUCCESS) s.refetching = flag;
-    flag = false;
-    if (f["joining"].get(flag) == simdjson::SUCCESS) s.joining = flag;
-    out.emplace_back(PartitionId(static_cast<uint32_t>(id)), s);
-  }
-  return out;
+  return ParseCopyList(answer, "followed");
 }
 
 }  // namespace shoal::client
