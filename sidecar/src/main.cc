@@ -80,6 +80,31 @@ int main(int argc, char** argv) {
   app.add_option("--body-timeout-ms", data_opts.body_timeout_ms,
                  "A request body must arrive whole within this long of its headers")
       ->check(CLI::Range(int64_t{100}, int64_t{600000}));
+  http::ListenerLimits http_limits;
+  app.add_option("--max-header-bytes", http_limits.max_header_bytes,
+                 "Largest request line and headers accepted (431 beyond)")
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 24));
+  int64_t header_timeout_ms = http_limits.header_timeout.count();
+  app.add_option("--header-timeout-ms", header_timeout_ms,
+                 "A request's headers must arrive within this long (a new connection: of its "
+                 "opening; 408 otherwise)")
+      ->check(CLI::Range(int64_t{100}, int64_t{600000}));
+  int64_t idle_timeout_ms = http_limits.idle_timeout.count();
+  app.add_option("--idle-timeout-ms", idle_timeout_ms,
+                 "Close a connection that has sent no new request for this long")
+      ->check(CLI::Range(int64_t{100}, int64_t{86400000}));
+  int64_t write_timeout_ms = http_limits.write_timeout.count();
+  app.add_option("--write-timeout-ms", write_timeout_ms,
+                 "Close a connection whose client has not taken its answer within this long")
+      ->check(CLI::Range(int64_t{100}, int64_t{600000}));
+  app.add_option("--max-connections", http_limits.max_connections,
+                 "Connections per port; past it the one waiting longest for a request is closed")
+      ->check(CLI::Range(size_t{4}, size_t{1} << 20));
+  size_t answer_budget_bytes = size_t{64} << 20;
+  app.add_option("--answer-budget-bytes", answer_budget_bytes,
+                 "Bytes of answers held for clients that have not taken them; consumes are "
+                 "refused (503, retry) while it is spent")
+      ->check(CLI::Range(size_t{1} << 20, size_t{1} << 40));
   int64_t forward_timeout_ms = 2000;
   app.add_option("--forward-timeout-ms", forward_timeout_ms,
                  "How long a produce forwarded to a key's owner waits for it before the producer "
@@ -88,9 +113,12 @@ int main(int argc, char** argv) {
   app.add_option("--max-groups", topic_opts.max_groups,
                  "Consumer groups the topic may have; a new one past it is refused")
       ->check(CLI::Range(size_t{1}, size_t{1000000}));
+  // On by default, as Kafka's offsets.retention.minutes (7 days): a group nobody uses stops
+  // holding back the retirement of sealed partitions and frees its place under --max-groups.
+  topic_opts.group_expiry_ms = int64_t{7} * 24 * 3600 * 1000;
   app.add_option("--group-expiry-ms", topic_opts.group_expiry_ms,
                  "Delete a consumer group idle on every sidecar of the topic for this long "
-                 "(0: never), so that a group gone for good stops holding back retention and "
+                 "(0: never; default 7 days), so that a group gone for good stops holding back "
                  "the retirement of sealed partitions")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 50));
   app.add_option("--max-key-bytes", data_opts.limits.max_key_bytes, "Largest key accepted")
@@ -209,11 +237,18 @@ int main(int argc, char** argv) {
   if (!topic.ok()) return Fail(topic.status().ToString());
   broker::Topic& t = **topic;
 
+  http_limits.header_timeout = std::chrono::milliseconds(header_timeout_ms);
+  http_limits.idle_timeout = std::chrono::milliseconds(idle_timeout_ms);
+  http_limits.write_timeout = std::chrono::milliseconds(write_timeout_ms);
+  http::AnswerBudget answer_budget(answer_budget_bytes);
+  data_opts.http = admin_opts.http = http_limits;
+  data_opts.budget = admin_opts.budget = &answer_budget;
+
   std::atomic<bool> ready{false};
   http::DataFrontend data(data_opts, t, probe, ready, &peers);
   http::AdminFrontend admin(admin_opts, t, probe);
-  http::MetricsFrontend metrics(bind, metrics_port, {probe.registry(), t.StateCollectable()},
-                                ready);
+  http::MetricsFrontend metrics(bind, metrics_port, {probe.registry(), t.StateCollectable()}, ready,
+                                http_limits);
   t.SetDataListener([&data] { data.NotifyData(); });
   t.SetAppendListener([&admin] { admin.NotifyAppend(); });
   t.Start();

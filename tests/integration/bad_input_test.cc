@@ -230,10 +230,11 @@ TEST_F(BadInputTest, EveryBadRequestIsRefusedWithAReasonAndChangesNothing) {
     EXPECT_FALSE(reason.empty()) << c.name;
   }
 
-  // A path that is not valid percent-encoding never reaches the sidecar's handler: cpprestsdk's
-  // listener refuses it itself with a bare 400 (no JSON body, not counted in the metrics).
+  // A path that is not valid percent-encoding never reaches the sidecar's handler: the listener
+  // refuses it itself, with a JSON reason, and counts it.
   HttpResponse bad_uri = client_->Get("/v1/topics/%ZZ/events?group=g");
   EXPECT_EQ(bad_uri.status, 400) << bad_uri.Describe();
+  EXPECT_NE(bad_uri.body.find("\"bad_uri\""), std::string::npos) << bad_uri.Describe();
 
   // Nothing changed: no event appended, no commit moved.
   const auto after = TopicView(*client_);
@@ -244,7 +245,7 @@ TEST_F(BadInputTest, EveryBadRequestIsRefusedWithAReasonAndChangesNothing) {
   }
   // And /metrics counted every refusal. The sidecar counts a refusal just after answering it, so
   // the last ones may show up a moment later: wait for the count, with a deadline.
-  const double want = static_cast<double>(cases.size());
+  const double want = static_cast<double>(cases.size() + 1);  // the cases and the bad URI
   double rejected = Rejected() - rejected_before;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (rejected < want && std::chrono::steady_clock::now() < deadline) {
@@ -252,8 +253,8 @@ TEST_F(BadInputTest, EveryBadRequestIsRefusedWithAReasonAndChangesNothing) {
     rejected = Rejected() - rejected_before;
   }
   EXPECT_EQ(rejected, want);
-  std::printf("bad requests sent: %zu, shoal_requests_rejected_total grew by %.0f\n", cases.size(),
-              rejected);
+  std::printf("bad requests sent: %zu, shoal_requests_rejected_total grew by %.0f\n",
+              cases.size() + 1, rejected);
 
   // The sidecar still serves: a good produce, and the rejected keys never show up.
   HttpResponse again = client_->Post(kEvents, Batch({Event("after", "{\"ok\":true}")}));

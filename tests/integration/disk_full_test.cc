@@ -148,8 +148,10 @@ TEST(DiskFullTest, AFullVolumeRefusesProduceOnlyAndRecoversWhenRetentionFreesSpa
   o.partitions = 2;
   o.fsync = "always";
   o.data_dir = volume.path() + "/data";
+  // Retention holds whatever the groups committed, so the volume fills only while it keeps more
+  // than the volume holds: here 64 MiB per partition on a 12 MiB volume.
   o.extra_args = {"--disk-reserve-bytes", std::to_string(kReserve), "--segment-bytes", "262144",
-                  "--retention-bytes", "262144"};
+                  "--retention-bytes",    std::to_string(64 << 20)};
   std::filesystem::create_directories(o.data_dir);
   SidecarProcess sidecar(o);
   const Status started = sidecar.Start();
@@ -194,10 +196,8 @@ TEST(DiskFullTest, AFullVolumeRefusesProduceOnlyAndRecoversWhenRetentionFreesSpa
   ASSERT_TRUE(first_events.ok());
   for (const auto& e : *first_events) late.by_key[e.key].push_back(NumberOf(e));
   late.total = first_events->size();
-  // Nothing committed for these: they come again after the restart. A commit at offset 0 of each
-  // partition (nothing processed yet) is what makes the group hold retention back until it has
-  // read them, as any group that committed does: a group without a commit holds nothing back,
-  // and retention would race its first reads after the restart.
+  // Nothing committed for these: they come again after the restart, and a commit at offset 0 of
+  // each partition (nothing processed yet) goes in on the full volume.
   late.by_key.clear();
   late.total = 0;
   HttpResponse zero = client->Post(
@@ -217,8 +217,15 @@ TEST(DiskFullTest, AFullVolumeRefusesProduceOnlyAndRecoversWhenRetentionFreesSpa
   DrainAndCommit(*client, late);
   EXPECT_EQ(late.total, acked);
 
-  // Every group consumed everything: retention frees the consumed segments, the reserve is
-  // taken back and produce resumes, with the filler still in place.
+  // Every group consumed everything. The operator lowers retention (a restart with the new
+  // setting, on the full volume again): it frees old segments, the reserve is taken back and
+  // produce resumes, with the filler still in place.
+  code = sidecar.Terminate();
+  ASSERT_TRUE(code.ok()) << code.status().ToString() << sidecar.Describe();
+  sidecar.set_extra_args({"--disk-reserve-bytes", std::to_string(kReserve), "--segment-bytes",
+                          "262144", "--retention-bytes", "262144"});
+  ASSERT_TRUE(sidecar.Restart().ok()) << "a restart with lower retention\n" << sidecar.Describe();
+  client = sidecar.DataClient();
   const auto deadline = SteadyClock::now() + std::chrono::seconds(30);
   HttpResponse resumed;
   while (SteadyClock::now() < deadline) {

@@ -46,6 +46,7 @@
 #include "shoal/control/admin_partitions.h"
 #include "shoal/control/retirement.h"
 #include "support/http_test_client.h"
+#include "support/raw_connection.h"
 #include "support/sidecar_cluster.h"
 #include "support/test_events.h"
 #include "support/topic_view.h"
@@ -155,15 +156,6 @@ std::vector<uint64_t> Ns(const std::vector<wire::ConsumedEvent>& events) {
   std::vector<uint64_t> out;
   for (const auto& s : ToSeen(events)) out.push_back(s.n);
   return out;
-}
-
-uint64_t RssBytes(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
-  }
-  return 0;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -568,62 +560,6 @@ TEST(GuaranteesTest, PartitionIdsNearTwoToThe32AreRefusedOrServedWithoutMemoryFo
 
 // ---------------------------------------------------------------------------------------------
 // 6. Body limits below the HTTP library, with a raw socket.
-
-class RawConnection {
- public:
-  explicit RawConnection(uint16_t port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(port);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  }
-  ~RawConnection() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  bool connected() const { return connected_; }
-  // Sends all of `data`; false once the peer closed or reset the connection.
-  bool Send(const std::string& data) {
-    size_t off = 0;
-    while (off < data.size()) {
-      ssize_t n = ::send(fd_, data.data() + off, data.size() - off, MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      off += static_cast<size_t>(n);
-    }
-    return true;
-  }
-  // Whether an answer (or the close) is waiting to be read, without blocking.
-  bool Readable(int timeout_ms = 0) {
-    pollfd p{fd_, POLLIN, 0};
-    return ::poll(&p, 1, timeout_ms) > 0;
-  }
-  // Reads until the peer closes or `timeout` passes; what arrived.
-  std::string ReadAll(std::chrono::milliseconds timeout) {
-    std::string out;
-    const auto deadline = SteadyClock::now() + timeout;
-    char buf[4096];
-    while (SteadyClock::now() < deadline) {
-      const int left = static_cast<int>(
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now())
-              .count());
-      if (!Readable(std::max(left, 1))) continue;
-      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n <= 0) {
-        closed_ = true;
-        break;
-      }
-      out.append(buf, static_cast<size_t>(n));
-    }
-    return out;
-  }
-  bool closed() const { return closed_; }
-
- private:
-  int fd_ = -1;
-  bool connected_ = false;
-  bool closed_ = false;
-};
 
 std::string PostHead(uint16_t port, const std::string& framing) {
   return "POST " + kEvents + " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port) +

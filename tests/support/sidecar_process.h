@@ -55,6 +55,8 @@ class SidecarProcess {
   Status Start();
   // Starts again on the same data dir and ports; the child must have ended (Kill9/Terminate).
   Status Restart();
+  // Flags for the next Restart (an operator changing the topic's settings).
+  void set_extra_args(std::vector<std::string> args) { opts_.extra_args = std::move(args); }
   // SIGKILL, then reaps the child. No-op when it is not running.
   void Kill9();
   // SIGTERM, then waits up to `deadline` for the exit; returns the exit code (128+signal when a

@@ -1422,15 +1422,29 @@ bool Partition::Tick(bool sync_due) {
   }
   if (now - last_retention_ms_ >= kRetentionEveryMs) {
     last_retention_ms_ = now;
+    // Retention holds whatever groups have committed, as Kafka's does: a group that fell behind
+    // it goes on from the oldest event kept (Standing), counted and logged here, so that no
+    // group, a stranger's included, can pin a partition's disk. It never removes what is not
+    // visible yet (not synced, or not on a quorum of the copies).
     storage::RetentionPolicy policy;
     policy.max_bytes = opts_.retention_bytes;
     policy.max_age_ms = opts_.retention_ms;
-    policy.floor_offset = log_->end_offset();
-    for (const auto& [g, o] : commits) policy.floor_offset = std::min(policy.floor_offset, o.value());
+    policy.floor_offset = visible_end();
+    const uint64_t start_before = log_->start_offset();
     auto removed = log_->ApplyRetention(policy, now);
     if (!removed.ok()) {
       Logger("broker")->error("msg=\"retention failed\" partition={} reason=\"{}\"", id_.value(),
                               removed.status().message());
+    }
+    const uint64_t start = log_->start_offset();
+    for (const auto& [group, committed] : commits) {
+      if (start <= start_before || committed.value() >= start) continue;
+      const uint64_t skipped = start - std::max(committed.value(), start_before);
+      Logger("broker")->warn(
+          "msg=\"retention removed events a group had not committed\" partition={} group={} "
+          "committed={} oldest_kept={} skipped={}",
+          id_.value(), group, committed.value(), start, skipped);
+      if (sidecar_probe_) sidecar_probe_->RetentionSkipped(group, skipped);
     }
   }
   if (now - last_snapshot_ms_ >= kSnapshotEveryMs || snapshot_due_.exchange(false)) {

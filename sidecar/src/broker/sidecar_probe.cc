@@ -67,7 +67,12 @@ SidecarProbe::SidecarProbe(std::string topic)
                          .Name("shoal_consumer_busy_seconds_total")
                          .Help("Seconds a group's consumers on this pod held a batch: from an "
                                "answer with events to their next consume request")
-                         .Register(*registry_)) {
+                         .Register(*registry_)),
+      retention_skipped_(BuildCounter()
+                             .Name("shoal_retention_skipped_events_total")
+                             .Help("Events retention removed before a group committed them (the "
+                                   "group goes on from the oldest event kept)")
+                             .Register(*registry_)) {
   produce_latency_ = &BuildHistogram()
                           .Name("shoal_produce_latency_seconds")
                           .Help("Time from a produce request's arrival to its answer")
@@ -115,6 +120,12 @@ void SidecarProbe::Delivered(const std::string& group, size_t total, size_t thro
 void SidecarProbe::ConsumerBusy(const std::string& group, double seconds) {
   if (seconds <= 0) return;
   consumer_busy_.Add({{"topic", topic_}, {"group", group}}).Increment(seconds);
+}
+
+void SidecarProbe::RetentionSkipped(const std::string& group, uint64_t events) {
+  if (events == 0) return;
+  retention_skipped_.Add({{"topic", topic_}, {"group", group}})
+      .Increment(static_cast<double>(events));
 }
 
 void SidecarProbe::Request(const std::string& endpoint, int code) {

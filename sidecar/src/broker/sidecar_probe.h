@@ -51,6 +51,8 @@ class SidecarProbe {
   // Seconds a group's consumers here held a batch: from an answer with events to their next
   // consume request (what they took divided by it is what they can take, busy or not).
   void ConsumerBusy(const std::string& group, double seconds);
+  // Retention removed `events` that `group` had not committed: the group goes on past them.
+  void RetentionSkipped(const std::string& group, uint64_t events);
 
  private:
   const std::string topic_;
@@ -68,6 +70,7 @@ class SidecarProbe {
   prometheus::Family<prometheus::Counter>& delivered_;
   prometheus::Family<prometheus::Counter>& read_through_;
   prometheus::Family<prometheus::Counter>& consumer_busy_;
+  prometheus::Family<prometheus::Counter>& retention_skipped_;
   prometheus::Histogram* produce_latency_;
   prometheus::Histogram* fsync_latency_;
 };

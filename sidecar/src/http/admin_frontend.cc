@@ -139,10 +139,23 @@ AdminFrontend::~AdminFrontend() { Close(); }
 
 Status AdminFrontend::Open() {
   fetch_poller_ = std::thread([this] { FetchPollLoop(); });
-  const std::string uri = "http://" + opts_.host + ":" + std::to_string(opts_.port);
-  listener_ = std::make_unique<web::http::experimental::listener::http_listener>(uri);
-  listener_->support([this](http_request req) { Handle(std::move(req)); });
-  return OpenListener(*listener_);
+  ListenerOptions lo;
+  lo.host = opts_.host;
+  lo.port = opts_.port;
+  lo.limits = opts_.http;
+  lo.limits.max_body_bytes = kMaxBodyBytes;
+  lo.limits.body_timeout = std::chrono::seconds(30);
+  lo.budget = opts_.budget;
+  // A request without the token is refused before a byte of its body is read.
+  lo.admit = [this](const http_request& req) {
+    return Authorized(req) ? Status::Ok()
+                           : Status::Unauthenticated(
+                                 "the admin plane needs Authorization: Bearer <admin token>");
+  };
+  lo.on_refused = [this](int code, const std::string&) { probe_.Request("admin", code); };
+  listener_ = std::make_unique<GuardedListener>(
+      std::move(lo), [this](http_request req) { Handle(std::move(req)); });
+  return listener_->Open();
 }
 
 void AdminFrontend::Close() {
@@ -153,10 +166,7 @@ void AdminFrontend::Close() {
   fetch_cv_.notify_all();
   if (fetch_poller_.joinable()) fetch_poller_.join();
   if (!listener_) return;
-  try {
-    listener_->close().wait();
-  } catch (...) {
-  }
+  listener_->Close();
   listener_.reset();
 }
 
@@ -276,7 +286,7 @@ void AdminFrontend::Handle(http_request req) {
   auto with_body = [&](std::function<Result<std::string>(const std::string&)> fn,
                        const char* content_type = "application/json") {
     ReadBody(
-        req, 64 << 20, std::chrono::seconds(30),
+        req, kMaxBodyBytes,
         [answer, fn, content_type](std::string body) { answer(fn(body), content_type); },
         [answer](const Status& st) { answer(st); });
   };
@@ -377,7 +387,7 @@ void AdminFrontend::Handle(http_request req) {
         // Of a replicated partition, answered once a quorum of its copies holds the batch's
         // lease (so that a failover's new leader knows it), without holding a thread meanwhile.
         ReadBody(
-            req, 64 << 20, std::chrono::seconds(30),
+            req, kMaxBodyBytes,
             [this, answer, pid](std::string body) {
               constexpr const char* kType = "application/x-shoal-range-batch";
               auto read = wire::ParseRangeReadRequest(body);
@@ -405,7 +415,7 @@ void AdminFrontend::Handle(http_request req) {
       // Of a replicated partition, answered once a quorum of its copies holds the commit,
       // without holding a thread meanwhile (the followers' fetches that move the mark need one).
       ReadBody(
-          req, 64 << 20, std::chrono::seconds(30),
+          req, kMaxBodyBytes,
           [this, answer, pid](std::string body) {
             auto commit = wire::ParseRangeCommitRequest(body);
             if (!commit.ok()) return answer(commit.status());
@@ -429,8 +439,7 @@ void AdminFrontend::Handle(http_request req) {
   } else if (path.size() == 4 && path[2] == "replica" && path[3] == "fetch") {
     if (m == methods::POST) {
       ReadBody(
-          req, 1 << 20, std::chrono::seconds(30),
-          [this, req](std::string body) { HandleFetch(req, body); },
+          req, 1 << 20, [this, req](std::string body) { HandleFetch(req, body); },
           [answer](const Status& st) { answer(st); });
       return;
     }

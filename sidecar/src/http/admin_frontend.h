@@ -7,7 +7,7 @@
 // Lifecycle as DataFrontend. Thread-safe. Owned by main.
 #pragma once
 
-#include <cpprest/http_listener.h>
+#include <cpprest/http_msg.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -19,6 +19,7 @@
 
 #include "broker/sidecar_probe.h"
 #include "broker/topic.h"
+#include "http/guarded_listener.h"
 
 namespace shoal::http {
 
@@ -26,6 +27,8 @@ struct AdminFrontendOptions {
   std::string host = "0.0.0.0";
   uint16_t port = 8081;
   std::string token;
+  ListenerLimits http;  // its body limit is the admin plane's own (64 MiB: a handoff)
+  AnswerBudget* budget = nullptr;
 };
 
 class AdminFrontend {
@@ -37,6 +40,7 @@ class AdminFrontend {
 
   Status Open();
   void Close();
+  uint16_t port() const { return listener_ ? listener_->port() : 0; }
   // Wakes fetches of followers parked here: events were appended to a partition led here.
   void NotifyAppend();
 
@@ -60,7 +64,8 @@ class AdminFrontend {
   const AdminFrontendOptions opts_;
   broker::Topic& topic_;
   broker::SidecarProbe& probe_;
-  std::unique_ptr<web::http::experimental::listener::http_listener> listener_;
+  static constexpr size_t kMaxBodyBytes = size_t{64} << 20;
+  std::unique_ptr<GuardedListener> listener_;
 
   std::mutex fetch_mu_;
   std::condition_variable fetch_cv_;

@@ -62,11 +62,21 @@ DataFrontend::DataFrontend(DataFrontendOptions options, broker::Topic& topic,
 DataFrontend::~DataFrontend() { Close(); }
 
 Status DataFrontend::Open() {
-  const std::string uri = "http://" + opts_.host + ":" + std::to_string(opts_.port);
-  listener_ = std::make_unique<web::http::experimental::listener::http_listener>(uri);
-  listener_->support([this](http_request req) { Handle(std::move(req)); });
+  ListenerOptions lo;
+  lo.host = opts_.host;
+  lo.port = opts_.port;
+  lo.limits = opts_.http;
+  lo.limits.max_body_bytes = opts_.max_body_bytes;
+  lo.limits.body_timeout = std::chrono::milliseconds(opts_.body_timeout_ms);
+  lo.budget = opts_.budget;
+  lo.on_refused = [this](int code, const std::string& error) {
+    probe_.Request("other", code);
+    probe_.Rejected(error);
+  };
+  listener_ = std::make_unique<GuardedListener>(
+      std::move(lo), [this](http_request req) { Handle(std::move(req)); });
   poller_ = std::thread([this] { PollLoop(); });
-  return OpenListener(*listener_);
+  return listener_->Open();
 }
 
 void DataFrontend::Close() {
@@ -85,12 +95,7 @@ void DataFrontend::Close() {
     waiters_.clear();
   }
   workers_.Stop();  // what was submitted runs and answers
-  if (listener_) {
-    try {
-      listener_->close().wait();
-    } catch (...) {
-    }
-  }
+  if (listener_) listener_->Close();
 }
 
 void DataFrontend::NotifyData() {
@@ -173,7 +178,7 @@ void DataFrontend::HandleProduce(const http_request& req,
     probe_.Rejected(std::string(st.code_name()));
   };
   ReadBody(
-      req, opts_.max_body_bytes, std::chrono::milliseconds(opts_.body_timeout_ms),
+      req, opts_.max_body_bytes,
       [this, req, t0, forwarded, fail_unknown](std::string body) {
         thread_local wire::ProduceRequestParser parser;
         auto results = std::make_shared<std::vector<wire::ProduceResult>>();
@@ -284,6 +289,11 @@ void DataFrontend::HandleConsume(const http_request& req) {
   auto wait = IntParam(q, "wait_ms", 0, 0, opts_.max_wait_ms);
   if (st.ok() && !max.ok()) st = max.status();
   if (st.ok() && !wait.ok()) st = wait.status();
+  if (st.ok() && opts_.budget && opts_.budget->Spent()) {
+    st = Status::Unavailable("answers not yet taken by their clients hold the answer budget (" +
+                             std::to_string(opts_.budget->limit()) +
+                             " bytes, --answer-budget-bytes); retry");
+  }
   if (!st.ok()) {
     Fail(req, "consume", st);
     return;
@@ -455,7 +465,7 @@ void DataFrontend::NoteHanded(const std::string& group, size_t n) {
 void DataFrontend::HandleCommit(const http_request& req) {
   const bool forwarded = req.headers().has("X-Shoal-Forwarded");
   ReadBody(
-      req, opts_.max_body_bytes, std::chrono::milliseconds(opts_.body_timeout_ms),
+      req, opts_.max_body_bytes,
       [this, req, forwarded](std::string body) {
         // On a worker: a commit of an ancestor read through ranges goes on to its owner, one of
         // a partition failed over to another pod to its leader.

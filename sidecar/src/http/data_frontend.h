@@ -7,7 +7,7 @@
 // safe. Owned by main; the Topic and the probe must outlive it.
 #pragma once
 
-#include <cpprest/http_listener.h>
+#include <cpprest/http_msg.h>
 
 #include <atomic>
 #include <chrono>
@@ -20,6 +20,7 @@
 
 #include "broker/sidecar_probe.h"
 #include "broker/topic.h"
+#include "http/guarded_listener.h"
 #include "http/peer_client.h"
 #include "http/worker_pool.h"
 #include "shoal/common/wire.h"
@@ -37,6 +38,11 @@ struct DataFrontendOptions {
   int64_t max_wait_ms = 60000;
   // Threads that run consumes and commits (WorkerPool: they may wait on a peer).
   size_t workers = 16;
+  // The listener's limits (its body limit and timeout are the two above).
+  ListenerLimits http;
+  // Answers held for clients that have not taken them; a consume is refused (503) while it is
+  // spent. Null: not counted.
+  AnswerBudget* budget = nullptr;
 };
 
 class DataFrontend {
@@ -50,6 +56,8 @@ class DataFrontend {
 
   Status Open();
   void Close();
+  // The port listened on (the one chosen when options.port is 0).
+  uint16_t port() const { return listener_ ? listener_->port() : 0; }
   // Wakes the poller: events became visible.
   void NotifyData();
 
@@ -88,7 +96,7 @@ class DataFrontend {
   broker::SidecarProbe& probe_;
   const std::atomic<bool>& ready_;
   HttpPeerClient* peers_;
-  std::unique_ptr<web::http::experimental::listener::http_listener> listener_;
+  std::unique_ptr<GuardedListener> listener_;
 
   std::mutex wait_mu_;
   std::condition_variable wait_cv_;

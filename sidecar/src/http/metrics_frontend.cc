@@ -7,15 +7,22 @@ namespace shoal::http {
 
 MetricsFrontend::MetricsFrontend(std::string host, uint16_t port,
                                  std::vector<std::shared_ptr<prometheus::Collectable>> collectables,
-                                 const std::atomic<bool>& ready)
-    : host_(std::move(host)), port_(port), collectables_(std::move(collectables)), ready_(ready) {}
+                                 const std::atomic<bool>& ready, ListenerLimits limits)
+    : host_(std::move(host)),
+      port_(port),
+      collectables_(std::move(collectables)),
+      ready_(ready),
+      limits_(limits) {}
 
 MetricsFrontend::~MetricsFrontend() { Close(); }
 
 Status MetricsFrontend::Open() {
-  listener_ = std::make_unique<web::http::experimental::listener::http_listener>(
-      "http://" + host_ + ":" + std::to_string(port_));
-  listener_->support([this](web::http::http_request req) {
+  ListenerOptions lo;
+  lo.host = host_;
+  lo.port = port_;
+  lo.limits = limits_;
+  lo.limits.max_body_bytes = 64 << 10;  // nothing here takes a body
+  listener_ = std::make_unique<GuardedListener>(std::move(lo), [this](web::http::http_request req) {
     const auto path = PathSegments(req);
     const std::string p = path.size() == 1 ? path[0] : "";
     if (p == "metrics") {
@@ -39,15 +46,12 @@ Status MetricsFrontend::Open() {
       ReplyError(req, Status::NotFound("the metrics port serves /metrics, /healthz, /readyz"));
     }
   });
-  return OpenListener(*listener_);
+  return listener_->Open();
 }
 
 void MetricsFrontend::Close() {
   if (!listener_) return;
-  try {
-    listener_->close().wait();
-  } catch (...) {
-  }
+  listener_->Close();
   listener_.reset();
 }
 

@@ -2,7 +2,6 @@
 // Lifecycle as DataFrontend. Thread-safe. Owned by main; collectables must outlive it.
 #pragma once
 
-#include <cpprest/http_listener.h>
 #include <prometheus/collectable.h>
 
 #include <atomic>
@@ -10,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "http/guarded_listener.h"
 #include "shoal/common/status.h"
 
 namespace shoal::http {
@@ -18,20 +18,22 @@ class MetricsFrontend {
  public:
   MetricsFrontend(std::string host, uint16_t port,
                   std::vector<std::shared_ptr<prometheus::Collectable>> collectables,
-                  const std::atomic<bool>& ready);
+                  const std::atomic<bool>& ready, ListenerLimits limits = {});
   ~MetricsFrontend();
   MetricsFrontend(const MetricsFrontend&) = delete;
   MetricsFrontend& operator=(const MetricsFrontend&) = delete;
 
   Status Open();
   void Close();
+  uint16_t port() const { return listener_ ? listener_->port() : 0; }
 
  private:
   const std::string host_;
   const uint16_t port_;
   const std::vector<std::shared_ptr<prometheus::Collectable>> collectables_;
   const std::atomic<bool>& ready_;
-  std::unique_ptr<web::http::experimental::listener::http_listener> listener_;
+  const ListenerLimits limits_;
+  std::unique_ptr<GuardedListener> listener_;
 };
 
 }  // namespace shoal::http

@@ -1,0 +1,592 @@
+#include "http/guarded_listener.h"
+
+#include <pplx/threadpool.h>
+
+#include <algorithm>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <cctype>
+#include <future>
+#include <limits>
+#include <list>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "http/http_util.h"
+#include "shoal/common/json.h"
+#include "shoal/common/thread_annotations.h"
+
+namespace shoal::http {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+class Connection;
+
+struct GuardedListener::Shared {
+  Shared(ListenerOptions o, Handler h, asio::io_context& io_context)
+      : opts(std::move(o)),
+        handler(std::move(h)),
+        io(io_context),
+        acceptor_strand(asio::make_strand(io_context)),
+        retry(acceptor_strand) {}
+
+  const ListenerOptions opts;
+  const Handler handler;
+  asio::io_context& io;
+  asio::strand<asio::io_context::executor_type> acceptor_strand;
+  std::optional<tcp::acceptor> acceptor;  // used on acceptor_strand once open
+  asio::steady_timer retry;               // on acceptor_strand: accepting again after EMFILE
+
+  Mutex mu;
+  CondVar cv;
+  bool closed GUARDED_BY(mu) = false;
+  int in_handler GUARDED_BY(mu) = 0;  // handler calls under way
+  std::list<std::weak_ptr<Connection>> conns GUARDED_BY(mu);  // in the order they came
+  size_t open GUARDED_BY(mu) = 0;
+
+  // What is read of a body refused for its size, so that a client still sending gets its answer.
+  size_t DiscardLimit() const {
+    return std::max<size_t>(size_t{16} << 20, 4 * opts.limits.max_body_bytes);
+  }
+};
+
+namespace {
+
+bool IEquals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+std::string_view Sv(beast::string_view v) { return {v.data(), v.size()}; }
+
+std::string Ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
+
+}  // namespace
+
+// One client connection. Every member is used on the connection's strand only, but for the
+// atomics the listener reads to choose a connection to close at the cap.
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  using Shared = GuardedListener::Shared;
+
+  Connection(std::shared_ptr<Shared> shared, tcp::socket socket)
+      : shared_(std::move(shared)),
+        stream_(std::move(socket)),
+        timer_(stream_.get_executor()),
+        waiting_since_(Clock::now().time_since_epoch().count()) {}
+
+  ~Connection() {
+    Release();
+    MutexLock lock(shared_->mu);
+    if (registered_) shared_->conns.erase(self_);
+    --shared_->open;
+    shared_->cv.notify_all();
+  }
+
+  // Called by the listener under its mutex, once, before Start.
+  void Register(std::list<std::weak_ptr<Connection>>::iterator self) {
+    self_ = self;
+    registered_ = true;
+  }
+
+  void Start(bool refuse) {
+    asio::dispatch(stream_.get_executor(), [self = shared_from_this(), refuse] {
+      if (refuse) {
+        self->Refuse(503, "too_many_connections",
+                     "every connection this port allows (" +
+                         std::to_string(self->shared_->opts.limits.max_connections) +
+                         ") has a request in progress; retry",
+                     false);
+        return;
+      }
+      self->WaitForRequest();
+    });
+  }
+
+  // Closes the connection if it is waiting for a request (the listener needs its place). Once
+  // chosen, it no longer counts against the cap.
+  void Evict() {
+    evicted_.store(true);
+    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] {
+      if (!self->busy_.load()) self->Stop();
+    });
+  }
+
+  // Closes the connection, whatever it is doing.
+  void Shut() {
+    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->Stop(); });
+  }
+
+  // A read's time limit: when it passes, the read is cancelled (the socket stays open, so that a
+  // refusal can still be answered) and timed_out_ tells its completion why. Beast's own expiry
+  // closes the socket; it is kept for writes only.
+  void ArmReadTimer(std::chrono::milliseconds limit) {
+    timed_out_ = false;
+    stream_.expires_never();
+    timer_.expires_after(limit);
+    timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (ec) return;  // cancelled: the read completed first
+      self->timed_out_ = true;
+      beast::error_code ignored;
+      self->stream_.socket().cancel(ignored);
+    });
+  }
+
+  void Stop() {
+    timer_.cancel();
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.close();
+  }
+
+  bool busy() const { return busy_.load(); }
+  bool evicted() const { return evicted_.load(); }
+  int64_t waiting_since() const { return waiting_since_.load(); }
+
+ private:
+  const ListenerLimits& limits() const { return shared_->opts.limits; }
+
+  void WaitForRequest() {
+    busy_.store(false);
+    waiting_since_.store(Clock::now().time_since_epoch().count());
+    if (buffer_.size() > 0) return ReadHeader();
+    // A new connection has header_timeout to send its first request; one between requests,
+    // idle_timeout.
+    ArmReadTimer(first_ ? limits().header_timeout : limits().idle_timeout);
+    first_ = false;
+    stream_.async_read_some(buffer_.prepare(4096),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              self->timer_.cancel();
+                              if (ec) return self->Stop();  // closed, or quiet too long
+                              self->buffer_.commit(n);
+                              self->ReadHeader();
+                            });
+  }
+
+  void ReadHeader() {
+    parser_.emplace();
+    parser_->header_limit(static_cast<uint32_t>(
+        std::min<size_t>(limits().max_header_bytes, std::numeric_limits<uint32_t>::max())));
+    parser_->body_limit(limits().max_body_bytes);
+    ArmReadTimer(limits().header_timeout);
+    bhttp::async_read_header(stream_, buffer_, *parser_,
+                             [self = shared_from_this()](beast::error_code ec, size_t) {
+                               self->timer_.cancel();
+                               self->OnHeader(ec);
+                             });
+  }
+
+  void OnHeader(beast::error_code ec) {
+    busy_.store(true);
+    if (ec == bhttp::error::header_limit) {
+      return Refuse(431, "header_too_large",
+                    "the request line and headers are over " +
+                        std::to_string(limits().max_header_bytes) + " bytes (--max-header-bytes)",
+                    false);
+    }
+    if (ec && timed_out_) {
+      return Refuse(408, "request_timeout",
+                    "the request's headers did not arrive within " + Ms(limits().header_timeout) +
+                        " (--header-timeout-ms)",
+                    false);
+    }
+    if (ec == bhttp::error::body_limit) return RefuseTooLarge();
+    if (ec == bhttp::error::end_of_stream || ec == asio::error::eof ||
+        ec == asio::error::operation_aborted || ec == asio::error::connection_reset) {
+      return Stop();
+    }
+    if (ec) return Refuse(400, "bad_request", "not an HTTP/1.1 request: " + ec.message(), false);
+
+    auto& msg = parser_->get();
+    try {
+      request_.emplace(std::string(msg.method_string()));
+      web::uri uri(std::string(msg.target()));
+      web::uri::decode(uri.path());  // a path that is not valid percent-encoding: refused here
+      request_->set_request_uri(uri);
+    } catch (const std::exception& e) {
+      return Refuse(400, "bad_uri",
+                    std::string("the request target is not a valid URI: ") + e.what(), true);
+    }
+    for (const auto& field : msg) {
+      request_->headers().add(std::string(field.name_string()), std::string(field.value()));
+    }
+    beast::error_code addr_ec;
+    const auto remote = stream_.socket().remote_endpoint(addr_ec);
+    if (!addr_ec) request_->_get_impl()->_set_remote_address(remote.address().to_string());
+    if (shared_->opts.admit) {
+      Status st = shared_->opts.admit(*request_);
+      if (!st.ok()) {
+        return Refuse(HttpCode(st), std::string(st.code_name()), st.message(), true);
+      }
+    }
+    if (parser_->content_length() && *parser_->content_length() > limits().max_body_bytes) {
+      return RefuseTooLarge();
+    }
+    if (!parser_->is_done() && IEquals(Sv(msg[bhttp::field::expect]), "100-continue")) {
+      static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      stream_.expires_after(limits().write_timeout);
+      asio::async_write(stream_, asio::buffer(kContinue.data(), kContinue.size()),
+                        [self = shared_from_this()](beast::error_code ec, size_t) {
+                          if (ec) return self->Stop();
+                          self->ReadBody();
+                        });
+      return;
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
+    if (parser_->is_done()) return Dispatch();
+    ArmReadTimer(limits().body_timeout);
+    bhttp::async_read(
+        stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
+          self->timer_.cancel();
+          if (ec == bhttp::error::body_limit) return self->RefuseTooLarge();
+          if (ec && self->timed_out_) {
+            return self->Refuse(400, "body_timeout",
+                                "the body did not arrive whole within " +
+                                    Ms(self->limits().body_timeout) +
+                                    " of its headers (--body-timeout-ms)",
+                                false);
+          }
+          if (ec) {
+            return self->Refuse(400, "bad_body", "the body did not arrive whole: " + ec.message(),
+                                false);
+          }
+          self->Dispatch();
+        });
+  }
+
+  void Dispatch() {
+    auto& msg = parser_->get();
+    keep_alive_ = msg.keep_alive();
+    head_ = msg.method() == bhttp::verb::head;
+    web::http::http_request req = std::move(*request_);
+    request_.reset();
+    std::string content_type;
+    const bool typed = req.headers().match(web::http::header_names::content_type, content_type);
+    const size_t size = msg.body().size();
+    req.set_body(std::move(msg.body()));
+    // set_body names a type of its own; the handler sees the one the client sent.
+    if (typed) {
+      req.headers()[web::http::header_names::content_type] = content_type;
+    } else {
+      req.headers().remove(web::http::header_names::content_type);
+    }
+    req._get_impl()->_complete(size);
+    parser_.reset();
+
+    req.get_response().then([self = shared_from_this()](pplx::task<web::http::http_response> t) {
+      std::optional<bhttp::response<bhttp::string_body>> res;
+      try {
+        res = self->Convert(t.get());
+      } catch (...) {
+        res.reset();
+      }
+      asio::post(self->stream_.get_executor(), [self, res = std::move(res)]() mutable {
+        if (!res) return self->Stop();
+        self->Send(std::move(*res), self->keep_alive_);
+      });
+    });
+    {
+      MutexLock lock(shared_->mu);
+      if (shared_->closed) {
+        req._reply_if_not_already(503);
+        return;
+      }
+      ++shared_->in_handler;
+    }
+    try {
+      shared_->handler(req);
+    } catch (...) {
+      req._reply_if_not_already(500);
+    }
+    MutexLock lock(shared_->mu);
+    --shared_->in_handler;
+    shared_->cv.notify_all();
+  }
+
+  // cpprestsdk's answer as Beast's. Runs on a pool thread; touches no connection state but what
+  // Dispatch set before the handler ran.
+  bhttp::response<bhttp::string_body> Convert(web::http::http_response r) const {
+    bhttp::response<bhttp::string_body> res;
+    res.version(11);
+    res.result(static_cast<unsigned>(r.status_code()));
+    bool close = false;
+    for (const auto& [name, value] : r.headers()) {
+      if (IEquals(name, "Content-Length") || IEquals(name, "Transfer-Encoding")) continue;
+      if (IEquals(name, "Connection")) {
+        close = close || IEquals(value, "close");
+        continue;
+      }
+      res.set(name, value);
+    }
+    std::string body;
+    if (auto in = r.body()) {
+      auto buf = in.streambuf();
+      while (true) {
+        const size_t have = body.size();
+        body.resize(have + std::max<size_t>(buf.in_avail(), 4096));
+        const size_t n =
+            buf.getn(reinterpret_cast<uint8_t*>(body.data() + have), body.size() - have).get();
+        body.resize(have + n);
+        if (n == 0) break;
+      }
+    }
+    res.content_length(body.size());
+    if (!head_) res.body() = std::move(body);
+    if (close) res.set(bhttp::field::connection, "close");
+    return res;
+  }
+
+  // Writes an answer; then reads the next request, or closes the connection.
+  void Send(bhttp::response<bhttp::string_body> res, bool keep_alive, bool drain = false) {
+    bool closing = !keep_alive || IEquals(Sv(res[bhttp::field::connection]), "close");
+    {
+      MutexLock lock(shared_->mu);
+      closing = closing || shared_->closed;
+    }
+    res.keep_alive(!closing);
+    answer_.emplace(std::move(res));
+    held_ = answer_->body().size();
+    if (shared_->opts.budget) shared_->opts.budget->Take(held_);
+    stream_.expires_after(limits().write_timeout);
+    bhttp::async_write(stream_, *answer_,
+                       [self = shared_from_this(), closing, drain](beast::error_code ec, size_t) {
+                         self->Release();
+                         self->answer_.reset();
+                         if (ec) return self->Stop();
+                         if (drain) return self->Drain();
+                         if (closing) return self->Stop();
+                         self->WaitForRequest();
+                       });
+  }
+
+  // Gives the bytes of the answer being written back to the budget.
+  void Release() {
+    if (held_ > 0 && shared_->opts.budget) shared_->opts.budget->Give(held_);
+    held_ = 0;
+  }
+
+  void RefuseTooLarge() {
+    std::string size = "over " + std::to_string(limits().max_body_bytes);
+    if (parser_) {
+      const auto declared = parser_->get()[bhttp::field::content_length];
+      if (!declared.empty()) size = std::string(declared);
+    }
+    Refuse(413, "too_large",
+           "the body is " + size + " bytes; the limit is " +
+               std::to_string(limits().max_body_bytes) + " (--max-body-bytes)",
+           true);
+  }
+
+  // Answers a refusal and closes the connection. `drain`: the client may still be sending a
+  // body; what it sends is read and dropped (up to the discard limit) before the close, so that
+  // it reads its answer instead of a reset.
+  void Refuse(int code, const std::string& error, const std::string& reason, bool drain) {
+    busy_.store(true);
+    if (shared_->opts.on_refused) shared_->opts.on_refused(code, error);
+    bhttp::response<bhttp::string_body> res;
+    res.version(11);
+    res.result(static_cast<unsigned>(code));
+    res.set(bhttp::field::content_type, "application/json");
+    res.body() = json::ErrorBody(error, reason);
+    res.prepare_payload();
+    parser_.reset();
+    request_.reset();
+    Send(std::move(res), false, drain);
+  }
+
+  void Drain() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    drained_ = 0;
+    ArmReadTimer(limits().body_timeout);
+    DrainMore();
+  }
+
+  void DrainMore() {
+    buffer_.consume(buffer_.size());
+    stream_.async_read_some(buffer_.prepare(64 << 10),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              self->drained_ += n;
+                              if (ec || self->drained_ > self->shared_->DiscardLimit()) {
+                                self->timer_.cancel();
+                                return self->Stop();
+                              }
+                              self->DrainMore();
+                            });
+  }
+
+  std::shared_ptr<Shared> shared_;
+  beast::tcp_stream stream_;
+  asio::steady_timer timer_;  // a read's time limit (ArmReadTimer)
+  bool timed_out_ = false;
+  beast::flat_buffer buffer_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  std::optional<web::http::http_request> request_;             // headers in, body not yet
+  std::optional<bhttp::response<bhttp::string_body>> answer_;  // being written
+  size_t held_ = 0;     // bytes of answer_ counted in the budget
+  size_t drained_ = 0;  // bytes dropped after a refusal
+  bool first_ = true;   // no request read yet
+  bool keep_alive_ = true;
+  bool head_ = false;
+  bool registered_ = false;
+  std::list<std::weak_ptr<Connection>>::iterator self_;
+  std::atomic<bool> busy_{false};          // a request is in progress (read past its headers)
+  std::atomic<bool> evicted_{false};       // chosen to make room (closing)
+  std::atomic<int64_t> waiting_since_{0};  // since when it waits for a request (steady ticks)
+};
+
+namespace {
+
+void Accept(const std::shared_ptr<GuardedListener::Shared>& s);
+
+// Takes a new connection in; over the cap, makes room by closing the connection that has waited
+// longest for a request, or refuses the new one if every connection is busy.
+void Admit(const std::shared_ptr<GuardedListener::Shared>& s, tcp::socket socket) {
+  beast::error_code ec;
+  socket.set_option(tcp::no_delay(true), ec);
+  auto conn = std::make_shared<Connection>(s, std::move(socket));
+  std::vector<std::shared_ptr<Connection>> all;  // released outside the lock (their destructors)
+  std::shared_ptr<Connection> victim;
+  bool refuse = false;
+  {
+    MutexLock lock(s->mu);
+    if (s->open >= s->opts.limits.max_connections) {
+      all.reserve(s->conns.size());
+      for (auto& w : s->conns) {
+        if (auto c = w.lock()) all.push_back(std::move(c));
+      }
+    }
+    ++s->open;
+    conn->Register(s->conns.insert(s->conns.end(), conn));
+  }
+  size_t counted = 0;  // connections not already closing to make room
+  for (auto& c : all) {
+    if (c->evicted()) continue;
+    ++counted;
+    if (c->busy()) continue;
+    if (!victim || c->waiting_since() < victim->waiting_since()) victim = c;
+  }
+  if (counted >= s->opts.limits.max_connections) {
+    refuse = !victim;
+    if (victim) victim->Evict();
+    if (refuse && s->opts.on_refused) s->opts.on_refused(503, "too_many_connections");
+  }
+  conn->Start(refuse);
+}
+
+void Accept(const std::shared_ptr<GuardedListener::Shared>& s) {
+  s->acceptor->async_accept(
+      asio::make_strand(s->io),
+      asio::bind_executor(s->acceptor_strand, [s](beast::error_code ec, tcp::socket socket) {
+        {
+          MutexLock lock(s->mu);
+          if (s->closed) return;
+        }
+        if (ec == asio::error::operation_aborted) return;
+        if (ec == asio::error::no_descriptors || ec == asio::error::no_buffer_space) {
+          // Out of descriptors: accepting again at once would spin; connections close meanwhile.
+          s->retry.expires_after(std::chrono::milliseconds(50));
+          s->retry.async_wait([s](beast::error_code) { Accept(s); });
+          return;
+        }
+        if (!ec) Admit(s, std::move(socket));
+        Accept(s);
+      }));
+}
+
+}  // namespace
+
+GuardedListener::GuardedListener(ListenerOptions options, Handler handler)
+    : shared_(std::make_shared<Shared>(std::move(options), std::move(handler),
+                                       crossplat::threadpool::shared_instance().service())) {}
+
+GuardedListener::~GuardedListener() { Close(); }
+
+Status GuardedListener::Open() {
+  const auto& o = shared_->opts;
+  const std::string where = "http://" + o.host + ":" + std::to_string(o.port);
+  beast::error_code ec;
+  tcp::endpoint endpoint;
+  auto address = asio::ip::make_address(o.host, ec);
+  if (!ec) {
+    endpoint = tcp::endpoint(address, o.port);
+  } else {
+    tcp::resolver resolver(shared_->io);
+    auto found = resolver.resolve(o.host, std::to_string(o.port), ec);
+    if (ec || found.empty()) {
+      return Status::Unavailable("cannot listen on " + where + ": " +
+                                 (ec ? ec.message() : "the host resolves to no address"));
+    }
+    endpoint = found.begin()->endpoint();
+  }
+  tcp::acceptor acceptor(shared_->acceptor_strand);
+  acceptor.open(endpoint.protocol(), ec);
+  if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(endpoint, ec);
+  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return Status::Unavailable("cannot listen on " + where + ": " + ec.message());
+  bound_port_.store(acceptor.local_endpoint().port());
+  shared_->acceptor.emplace(std::move(acceptor));
+  asio::dispatch(shared_->acceptor_strand, [s = shared_] { Accept(s); });
+  return Status::Ok();
+}
+
+void GuardedListener::Close() {
+  std::vector<std::shared_ptr<Connection>> open;
+  {
+    MutexLock lock(shared_->mu);
+    if (shared_->closed) return;
+    shared_->closed = true;
+    for (auto& w : shared_->conns) {
+      if (auto c = w.lock()) open.push_back(std::move(c));
+    }
+  }
+  if (shared_->acceptor) {
+    std::promise<void> stopped;
+    auto done = stopped.get_future();
+    asio::dispatch(shared_->acceptor_strand, [s = shared_, &stopped] {
+      beast::error_code ec;
+      s->acceptor->close(ec);
+      s->retry.cancel();
+      stopped.set_value();
+    });
+    done.wait();
+  }
+  // Connections waiting for a request close now; one whose request is in progress closes once
+  // its answer is written (Send sees `closed`), or after a grace if none comes.
+  for (auto& c : open) c->Evict();
+  open.clear();
+  MutexLock lock(shared_->mu);
+  const auto grace = Clock::now() + std::chrono::seconds(2);
+  while (shared_->open != 0 && Clock::now() < grace) shared_->cv.wait_until(lock, grace);
+  for (auto& w : shared_->conns) {
+    if (auto c = w.lock()) open.push_back(std::move(c));
+  }
+  lock.unlock();
+  for (auto& c : open) c->Shut();
+  open.clear();
+  // No handler is called after this; one under way finishes first (bounded).
+  lock.lock();
+  const auto bound = Clock::now() + std::chrono::seconds(10);
+  while (shared_->in_handler != 0 && Clock::now() < bound) shared_->cv.wait_until(lock, bound);
+}
+
+size_t GuardedListener::connections() const {
+  MutexLock lock(shared_->mu);
+  return shared_->open;
+}
+
+}  // namespace shoal::http

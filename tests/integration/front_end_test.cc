@@ -1,0 +1,230 @@
+// The sidecar's front end against clients that try to exhaust it, on a real sidecar process with
+// raw sockets: a header that never ends, a thousand half-sent requests, answers nobody reads.
+// Each of these held a sidecar's memory or descriptors before its listener was GuardedListener.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "shoal/client/shoal_client.h"
+#include "shoal/common/wire.h"
+#include "support/http_test_client.h"
+#include "support/raw_connection.h"
+#include "support/sidecar_cluster.h"
+#include "support/sidecar_process.h"
+
+namespace shoal::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using SteadyClock = std::chrono::steady_clock;
+
+const std::string kTopic = "orders";
+
+SidecarOptions Options(std::vector<std::string> extra = {}) {
+  SidecarOptions o;
+  // SHOAL_SIDECAR_BIN_UNDER_TEST runs these against another build (one from before these limits
+  // fails them).
+  o.binary = SidecarBinaryUnderTest(SHOAL_SIDECAR_BIN);
+  o.topic = kTopic;
+  o.partitions = 1;
+  o.fsync = "never";
+  o.log_level = "warn";
+  o.extra_args = std::move(extra);
+  return o;
+}
+
+uint64_t PeakRssBytes(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+// Waits for `done` up to `limit`; whether it held.
+template <typename F>
+bool WaitFor(F done, std::chrono::milliseconds limit) {
+  const auto deadline = SteadyClock::now() + limit;
+  while (!done()) {
+    if (SteadyClock::now() >= deadline) return false;
+    std::this_thread::sleep_for(20ms);
+  }
+  return true;
+}
+
+// A produce through the client library; the status.
+Status ProduceOne(const SidecarProcess& s, const std::string& key) {
+  auto p = client::ShoalClient(s.data_url(), kTopic).Produce({{key, "1", "", std::nullopt}});
+  return p.ok() ? Status::Ok() : p.status();
+}
+
+TEST(FrontEndTest, AHeaderThatNeverEndsIsRefused431OnEveryPortAndCostsUnder16MiB) {
+  SidecarProcess s(Options());
+  ASSERT_TRUE(s.Start().ok()) << s.Describe();
+  ASSERT_TRUE(ProduceOne(s, "warm").ok());
+  const uint64_t rss_before = RssBytes(s.pid());
+  const std::string mib(1 << 20, 'a');
+  // The admin port too, without its token: nothing is read past the cap before anyone checks.
+  for (uint16_t port : {s.port(), s.admin_port(), s.metrics_port()}) {
+    SCOPED_TRACE("port " + std::to_string(port));
+    RawConnection conn(port);
+    ASSERT_TRUE(conn.connected());
+    ASSERT_TRUE(conn.Send("GET /v1/topics/orders HTTP/1.1\r\nHost: x\r\nX-Filler: "));
+    size_t sent_mib = 0;  // up to 300 MiB of one header, until the sidecar answers
+    while (sent_mib < 300 && conn.Send(mib) && !conn.Readable()) ++sent_mib;
+    const std::string answer = conn.ReadAll(10s);
+    EXPECT_EQ(answer.rfind("HTTP/1.1 431", 0), 0u) << "sent " << sent_mib << " MiB: " << answer;
+    EXPECT_NE(answer.find("\"header_too_large\""), std::string::npos) << answer;
+    EXPECT_LE(sent_mib, 32u) << "the sidecar read far past its header cap (64 KiB)";
+  }
+  const uint64_t peak = PeakRssBytes(s.pid());
+  std::printf("resident before %.1f MiB, peak after three 300 MiB headers %.1f MiB\n",
+              static_cast<double>(rss_before) / (1 << 20), static_cast<double>(peak) / (1 << 20));
+  EXPECT_LT(peak, rss_before + (uint64_t{16} << 20)) << "memory grew with the header";
+  EXPECT_TRUE(ProduceOne(s, "after").ok()) << s.Describe();
+}
+
+TEST(FrontEndTest, AThousandHalfOpenConnectionsPerPortLeaveHealthzAndAProduceAnswering) {
+  SidecarProcess s(Options());
+  ASSERT_TRUE(s.Start().ok()) << s.Describe();
+  const size_t files_before = OpenFiles(s.pid());
+  std::vector<std::unique_ptr<RawConnection>> half;
+  for (uint16_t port : {s.port(), s.admin_port(), s.metrics_port()}) {
+    for (int i = 0; i < 1000; ++i) {
+      auto c = std::make_unique<RawConnection>(port);
+      ASSERT_TRUE(c->connected()) << i;
+      ASSERT_TRUE(c->Send("POST /v1/topics/orders/events HTTP/1.1\r\nHost: x\r\nContent-"));
+      half.push_back(std::move(c));
+    }
+  }
+  ASSERT_TRUE(WaitFor([&] { return OpenFiles(s.pid()) >= files_before + 2900; }, 10s))
+      << "the sidecar holds " << OpenFiles(s.pid()) << " descriptors";
+  const auto t0 = SteadyClock::now();
+  HttpResponse health = s.MetricsClient()->Get("/healthz");
+  EXPECT_EQ(health.status, 200) << health.Describe();
+  HttpResponse data_health = s.DataClient()->Get("/healthz");
+  EXPECT_EQ(data_health.status, 200) << data_health.Describe();
+  EXPECT_TRUE(ProduceOne(s, "through").ok()) << s.Describe();
+  const auto took = SteadyClock::now() - t0;
+  std::printf("3,000 half-open connections held; /healthz twice and a produce took %.1f ms\n",
+              std::chrono::duration<double, std::milli>(took).count());
+  EXPECT_LT(took, 5s);
+}
+
+TEST(FrontEndTest, OverTheConnectionCapTheLongestWaitingConnectionMakesRoom) {
+  SidecarProcess s(Options({"--max-connections", "64", "--header-timeout-ms", "4000"}));
+  ASSERT_TRUE(s.Start().ok()) << s.Describe();
+  const size_t files_before = OpenFiles(s.pid());
+  std::vector<std::unique_ptr<RawConnection>> half;
+  for (int i = 0; i < 1000; ++i) {
+    auto c = std::make_unique<RawConnection>(s.port());
+    ASSERT_TRUE(c->connected()) << i;
+    c->Send("GET /v1/topics/orders HTTP/1.1\r\nHo");
+    half.push_back(std::move(c));
+  }
+  // The cap holds: 1,000 connections in, at most 64 (and those being closed) held.
+  EXPECT_TRUE(WaitFor([&] { return OpenFiles(s.pid()) <= files_before + 64 + 8; }, 3s))
+      << "the sidecar holds " << OpenFiles(s.pid()) << " descriptors, " << files_before
+      << " before";
+  EXPECT_TRUE(ProduceOne(s, "room").ok()) << s.Describe();
+  // The newest ones are held; the ones before were closed to make room.
+  size_t open = 0;
+  for (auto& c : half) open += c->Readable() ? 0 : 1;
+  EXPECT_GT(open, 0u);
+  EXPECT_LE(open, 64u);
+  EXPECT_FALSE(half.back()->Readable()) << "the newest connection was closed";
+  EXPECT_TRUE(half.front()->Readable()) << "the oldest connection is still held";
+  // Those left are closed once their headers are late (4 s), with a 408.
+  const std::string answer = half.back()->ReadAll(10s);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 408", 0), 0u) << answer;
+  EXPECT_TRUE(WaitFor([&] { return OpenFiles(s.pid()) <= files_before + 2; }, 5s))
+      << "the sidecar holds " << OpenFiles(s.pid()) << " descriptors, " << files_before
+      << " before";
+}
+
+TEST(FrontEndTest, SixtyAnswersNobodyReadsStayWithinTheAnswerBudget) {
+  constexpr size_t kBudget = size_t{16} << 20;
+  SidecarProcess s(
+      Options({"--answer-budget-bytes", std::to_string(kBudget), "--write-timeout-ms", "3000"}));
+  ASSERT_TRUE(s.Start().ok()) << s.Describe();
+  // About 8 MiB of events, which every new group is handed from the start in one answer.
+  client::ShoalClient producer(s.data_url(), kTopic);
+  const std::string value = "\"" + std::string(4000, 'v') + "\"";
+  for (int b = 0; b < 20; ++b) {
+    std::vector<client::OutgoingEvent> batch;
+    for (int i = 0; i < 100; ++i) batch.push_back({"k" + std::to_string(i), value, "", {}});
+    ASSERT_TRUE(producer.Produce(batch).ok());
+  }
+  const uint64_t rss_before = RssBytes(s.pid());
+  std::vector<std::unique_ptr<RawConnection>> readers;
+  int handed = 0, refused = 0;
+  for (int g = 0; g < 60; ++g) {
+    auto c = std::make_unique<RawConnection>(s.port());
+    ASSERT_TRUE(c->connected());
+    ASSERT_TRUE(c->Send("GET /v1/topics/orders/events?group=g" + std::to_string(g) +
+                        "&max=10000 HTTP/1.1\r\nHost: x\r\n\r\n"));
+    ASSERT_TRUE(c->Readable(10000)) << "no answer to group " << g;
+    const std::string head = c->Peek(12);
+    if (head == "HTTP/1.1 200") ++handed;
+    if (head == "HTTP/1.1 503") ++refused;
+    readers.push_back(std::move(c));  // never read
+  }
+  const uint64_t rss_after = RssBytes(s.pid());
+  std::printf("60 unread answers: %d handed, %d refused 503; resident %.1f -> %.1f MiB\n", handed,
+              refused, static_cast<double>(rss_before) / (1 << 20),
+              static_cast<double>(rss_after) / (1 << 20));
+  EXPECT_EQ(handed + refused, 60);
+  EXPECT_GT(refused, 0) << "the budget never ran out";
+  // The budget, plus one answer built past it and its copy on the way out.
+  EXPECT_LT(rss_after, rss_before + kBudget + (uint64_t{32} << 20));
+  // The write timeout closes connections whose answers are not taken, which frees the budget.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        HttpResponse r = s.DataClient()->Get("/v1/topics/orders/events?group=late&max=1");
+        return r.status == 200;
+      },
+      10s))
+      << s.Describe();
+}
+
+// A made-up group's commit at offset 1 pinned a partition at 1.25 MB under an 8 KiB retention.
+// Retention now holds whatever groups committed; the group goes on from the oldest event kept.
+TEST(FrontEndTest, ACommitByAMadeUpGroupDoesNotPinRetention) {
+  SidecarProcess s(Options({"--segment-bytes", "4096", "--retention-bytes", "8192"}));
+  ASSERT_TRUE(s.Start().ok()) << s.Describe();
+  auto data = s.DataClient();
+  HttpResponse first = data->Get("/v1/topics/orders/events?group=stranger&max=1");
+  ASSERT_EQ(first.status, 200) << first.Describe();
+  client::ShoalClient producer(s.data_url(), kTopic);
+  const std::string value = "\"" + std::string(1000, 'v') + "\"";
+  ASSERT_TRUE(producer.Produce({{"a", value, "", {}}, {"b", value, "", {}}}).ok());
+  HttpResponse commit = data->Post("/v1/topics/orders/commits",
+                                   "{\"group\":\"stranger\",\"offsets\":[{\"partition\":0,"
+                                   "\"offset\":1}]}");
+  ASSERT_EQ(commit.status, 200) << commit.Describe();
+  for (int b = 0; b < 1250; ++b) {  // one event a request: segments of about 4 KiB
+    ASSERT_TRUE(producer.Produce({{"k" + std::to_string(b % 50), value, "", {}}}).ok());
+  }
+  auto metric = [&](const std::string& name) {
+    return SumMetric(s.MetricsClient()->Get("/metrics").body, name);
+  };
+  // Retention runs every 5 s: the log comes down to its limit and a segment or two.
+  EXPECT_TRUE(
+      WaitFor([&] { return metric("shoal_partition_log_size_bytes") <= 8192 + 3 * 4096; }, 15s))
+      << metric("shoal_partition_log_size_bytes") << " bytes kept";
+  EXPECT_GT(metric("shoal_retention_skipped_events_total"), 1000);
+  // The stranger goes on from the oldest event kept, not from its commit.
+  HttpResponse next = data->Get("/v1/topics/orders/events?group=stranger&max=10");
+  ASSERT_EQ(next.status, 200) << next.Describe();
+  auto events = wire::ParseConsumeResponse(next.body);
+  ASSERT_TRUE(events.ok() && !events->empty()) << next.body;
+  EXPECT_GT(events->front().offset, 1000u);
+}
+
+}  // namespace
+}  // namespace shoal::testing
