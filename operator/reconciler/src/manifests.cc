@@ -373,6 +373,29 @@ Json OwnerReference(const TopicObject& topic) {
   return r;
 }
 
+bool OwnedBy(const Json& object, const TopicObject& topic) {
+  if (!object.is_object() || !object.has_field("metadata")) return false;
+  const Json& meta = object.at("metadata");
+  if (!meta.is_object() || !meta.has_field("ownerReferences")) return false;
+  const Json& owners = meta.at("ownerReferences");
+  if (!owners.is_array()) return false;
+  for (const auto& o : owners.as_array()) {
+    if (!o.is_object() || !o.has_field("uid") || !o.at("uid").is_string()) continue;
+    const bool controller = o.has_field("controller") && o.at("controller").is_boolean() &&
+                            o.at("controller").as_bool();
+    if (controller && o.at("uid").as_string() == topic.uid) return true;
+  }
+  return false;
+}
+
+std::string NotOwnedMessage(const std::string& kind, const std::string& name,
+                            const TopicObject& topic) {
+  return kind + " " + topic.ns + "/" + name + " exists and is not this topic's (it names no " +
+         "controller PartitionedTopic " + topic.name + " with uid " + topic.uid +
+         "): the operator neither changes nor deletes it; delete or rename it, or give the " +
+         "topic another name";
+}
+
 namespace {
 value Metadata(const TopicObject& t, const std::string& name) {
   value m = value::object();

@@ -354,29 +354,48 @@ ReconcileResult TopicOperator::Reconcile(const std::string& key) {
 }
 
 void TopicOperator::ReportInvalid(const Json& topic, const std::string& message) {
+  // Warned once per generation; the status says which generation it judged.
+  Report(topic, "InvalidSpec", message, std::to_string(kubeapi::Generation(topic)),
+         InvalidConditions(message), /*observed=*/true);
+}
+
+void TopicOperator::ReportNotOwned(const Json& topic, const std::string& message) {
+  Report(topic, "ObjectNotOwned", message, message, NotOwnedConditions(message),
+         /*observed=*/false);
+}
+
+void TopicOperator::Report(const Json& topic, const std::string& reason,
+                           const std::string& message, const std::string& once_per,
+                           const std::vector<Condition>& conditions, bool observed) {
   const std::string key = Key(kubeapi::Namespace(topic), kubeapi::Name(topic));
   const int64_t gen = kubeapi::Generation(topic);
-  Logger("operator")->warn("{}: invalid spec (generation {}): {}", key, gen, message);
+  Logger("operator")->warn("{}: {} (generation {}): {}", key, reason, gen, message);
   bool warn = false;
   {
     MutexLock lock(mu_);
-    auto [it, fresh] = reported_invalid_.emplace(key, gen);
-    warn = fresh || it->second != gen;
-    it->second = gen;
+    auto [it, fresh] = reported_.emplace(std::make_pair(key, reason), once_per);
+    warn = fresh || it->second != once_per;
+    it->second = once_per;
   }
-  if (warn) events_.Event(topic, "Warning", "InvalidSpec", "Validate", message);
+  if (warn) events_.Event(topic, "Warning", reason, "Reconcile", message);
   const int64_t now = clock_.NowMs();
   const Status written = WriteStatus(topic, [&](value& status) {
-    status["observedGeneration"] = value::number(gen);
-    for (const auto& c : InvalidConditions(message)) SetCondition(status, c, gen, now);
+    if (observed) status["observedGeneration"] = value::number(gen);
+    for (const auto& c : conditions) SetCondition(status, c, gen, now);
   });
   // Not retried: the next resync writes it again.
   if (!written.ok()) Logger("operator")->warn("{}: {}", key, written.message());
 }
 
-Result<std::string> TopicOperator::EnsureSecret(const Json& topic, const TopicObject& t) {
+Result<std::string> TopicOperator::EnsureSecret(const Json& topic, const TopicObject& t,
+                                                std::string* not_owned) {
   const std::string name = AdminSecretName(t.name);
   auto got = client_.Get(kubeapi::Secrets(), t.ns, name);
+  if (got.ok() && !OwnedBy(got.value(), t)) {
+    // Someone else's Secret: its token is not handed to the topic's pods.
+    *not_owned = NotOwnedMessage("Secret", name, t);
+    return Status::FailedPrecondition(*not_owned);
+  }
   if (got.ok()) {
     const Json data = kubeapi::At(got.value(), "data.token");
     if (data.is_string()) {
@@ -397,13 +416,17 @@ Result<std::string> TopicOperator::EnsureSecret(const Json& topic, const TopicOb
     events_.Event(topic, "Normal", "Created", "Create",
                   "created Secret " + name + " (sidecars' admin token)");
   }
-  return EnsureSecret(topic, t);
+  return EnsureSecret(topic, t, not_owned);
 }
 
 Result<std::optional<Json>> TopicOperator::LiveOrCreate(const kubeapi::ResourceKind& kind,
                                                         const TopicObject& t, const Json& want,
-                                                        const char* what) {
+                                                        const char* what, std::string* not_owned) {
   auto got = client_.Get(kind, t.ns, t.name);
+  if (got.ok() && !OwnedBy(got.value(), t)) {
+    *not_owned = NotOwnedMessage(what, t.name, t);
+    return Status::FailedPrecondition(*not_owned);
+  }
   if (got.ok()) return std::optional<Json>(std::move(got).value());
   if (!got.error().IsNotFound()) {
     return got.error().ToStatus().Annotate(std::string("reading its ") + what);
@@ -415,9 +438,9 @@ Result<std::optional<Json>> TopicOperator::LiveOrCreate(const kubeapi::ResourceK
   return std::optional<Json>();
 }
 
-Status TopicOperator::EnsureService(const TopicObject& t) {
+Status TopicOperator::EnsureService(const TopicObject& t, std::string* not_owned) {
   const Json want = BuildService(t);
-  auto got = LiveOrCreate(kubeapi::Services(), t, want, "Service");
+  auto got = LiveOrCreate(kubeapi::Services(), t, want, "Service", not_owned);
   if (!got.ok() || !got->has_value()) return got.status();
   Json live = std::move(**got);
   bool same = true;
@@ -435,9 +458,10 @@ Status TopicOperator::EnsureService(const TopicObject& t) {
   return r.ok() ? Status::Ok() : r.error().ToStatus().Annotate("updating its Service");
 }
 
-Status TopicOperator::EnsurePodDisruptionBudget(const TopicObject& t) {
+Status TopicOperator::EnsurePodDisruptionBudget(const TopicObject& t, std::string* not_owned) {
   const Json want = BuildPodDisruptionBudget(t);
-  auto got = LiveOrCreate(kubeapi::PodDisruptionBudgets(), t, want, "PodDisruptionBudget");
+  auto got =
+      LiveOrCreate(kubeapi::PodDisruptionBudgets(), t, want, "PodDisruptionBudget", not_owned);
   if (!got.ok() || !got->has_value()) return got.status();
   Json live = std::move(**got);
   if (kubeapi::At(live, "spec").serialize() == want.at("spec").serialize()) return Status::Ok();
@@ -447,10 +471,14 @@ Status TopicOperator::EnsurePodDisruptionBudget(const TopicObject& t) {
 }
 
 Status TopicOperator::EnsureStatefulSet(const Json& topic, const TopicObject& t,
-                                        std::string* refused) {
+                                        std::string* refused, std::string* not_owned) {
   std::optional<Json> live;
   for (const auto& inf : statefulsets_) {
     if ((live = inf->Get(t.ns, t.name))) break;
+  }
+  if (live && !OwnedBy(*live, t)) {
+    *not_owned = NotOwnedMessage("StatefulSet", t.name, t);
+    return Status::FailedPrecondition(*not_owned);
   }
   if (!live) {
     // Replicas start at 0: the control loop asks for the first pods through the scale
@@ -598,18 +626,29 @@ void TopicOperator::ResumeLastApplied(const Json& topic, uint64_t term) {
 
 ReconcileResult TopicOperator::Apply(const Json& topic, const TopicObject& t, uint64_t term) {
   const std::string key = Key(t.ns, t.name);
-  auto token = EnsureSecret(topic, t);
+  // An object in the way that is not the topic's stops the topic here, reported, and is looked
+  // at again with backoff (the user may delete it).
+  std::string not_owned;
+  auto blocked = [&] {
+    ReportNotOwned(topic, not_owned);
+    return ReconcileResult::Retry(RetryReason::kNotOwned, not_owned);
+  };
+  auto token = EnsureSecret(topic, t, &not_owned);
+  if (!not_owned.empty()) return blocked();
   if (!token.ok()) {
     return ReconcileResult::Retry(RetryReason::kSecret, "its Secret: " + token.status().message());
   }
-  if (Status st = EnsureService(t); !st.ok()) {
+  if (Status st = EnsureService(t, &not_owned); !st.ok()) {
+    if (!not_owned.empty()) return blocked();
     return ReconcileResult::Retry(RetryReason::kService, st.message());
   }
-  if (Status st = EnsurePodDisruptionBudget(t); !st.ok()) {
+  if (Status st = EnsurePodDisruptionBudget(t, &not_owned); !st.ok()) {
+    if (!not_owned.empty()) return blocked();
     return ReconcileResult::Retry(RetryReason::kPodDisruptionBudget, st.message());
   }
   std::string refused;
-  if (Status st = EnsureStatefulSet(topic, t, &refused); !st.ok()) {
+  if (Status st = EnsureStatefulSet(topic, t, &refused, &not_owned); !st.ok()) {
+    if (!not_owned.empty()) return blocked();
     // The API server refused the pod template (what Kubernetes checks on a Pod): the user's
     // to fix, reported like an invalid spec.
     if (!refused.empty()) {
@@ -621,7 +660,8 @@ ReconcileResult TopicOperator::Apply(const Json& topic, const TopicObject& t, ui
   }
   {
     MutexLock lock(mu_);
-    reported_invalid_.erase(key);
+    reported_.erase({key, "InvalidSpec"});
+    reported_.erase({key, "ObjectNotOwned"});
   }
 
   // The topic's control loop.
@@ -831,7 +871,33 @@ ReconcileResult TopicOperator::Cleanup(const Json& topic) {
       {&kubeapi::Services(), name},
       {&kubeapi::PodDisruptionBudgets(), name},
       {&kubeapi::Secrets(), AdminSecretName(name)}};
+  // Only the uid matters here: a topic whose spec is invalid is cleaned up all the same.
+  TopicObject self;
+  self.ns = ns;
+  self.name = name;
+  const Json uid = kubeapi::At(topic, "metadata.uid");
+  self.uid = uid.is_string() ? uid.as_string() : "";
   for (const auto& [kind, object] : owned) {
+    std::optional<Json> live;
+    if (kind == &kubeapi::StatefulSets()) {
+      for (const auto& inf : statefulsets_) {  // watched already: no get needed
+        if ((live = inf->Get(ns, object))) break;
+      }
+    } else {
+      auto got = client_.Get(*kind, ns, object);
+      if (!got.ok() && !got.error().IsNotFound()) {
+        return ReconcileResult::Retry(
+            RetryReason::kCleanup,
+            "reading " + kind->kind + " " + object + ": " + got.error().ToString());
+      }
+      if (got.ok()) live = std::move(got).value();
+    }
+    if (!live) continue;
+    if (self.uid.empty() || !OwnedBy(*live, self)) {
+      Logger("operator")
+          ->warn("{}/{}: left {} {} in place: it is not the topic's", ns, name, kind->kind, object);
+      continue;
+    }
     auto r = client_.Delete(*kind, ns, object);
     if (!r.ok() && !r.error().IsNotFound()) {
       return ReconcileResult::Retry(RetryReason::kCleanup, "deleting " + kind->kind + " " + object +
@@ -839,7 +905,8 @@ ReconcileResult TopicOperator::Cleanup(const Json& topic) {
     }
   }
   events_.Event(topic, "Normal", "Deleted", "Delete",
-                "deleted StatefulSet, Service, PodDisruptionBudget and Secret of the topic");
+                "deleted the topic's StatefulSet, Service, PodDisruptionBudget and Secret (those "
+                "that were the topic's)");
   value rest = value::array();
   const Json f = kubeapi::At(topic, "metadata.finalizers");
   for (const auto& v : f.as_array()) {

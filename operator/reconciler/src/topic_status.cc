@@ -117,4 +117,14 @@ std::vector<Condition> InvalidConditions(const std::string& message) {
   };
 }
 
+std::vector<Condition> NotOwnedConditions(const std::string& message) {
+  return {
+      {ConditionType::kDegraded, ConditionStatus::kTrue, "ObjectNotOwned", message},
+      {ConditionType::kReady, ConditionStatus::kFalse, "ObjectNotOwned",
+       "an object of the topic's name is not the topic's (see Degraded)"},
+      {ConditionType::kProgressing, ConditionStatus::kFalse, "ObjectNotOwned",
+       "nothing is created or changed until the object is out of the way"},
+  };
+}
+
 }  // namespace shoal::reconciler

@@ -383,6 +383,51 @@ TEST_F(KubeOperatorTest, InvalidSpecsAreDegradedAndChangeNothing) {
   EXPECT_EQ(At(*Get(kStatefulSet), "spec").serialize(), sts_spec);
 }
 
+// Objects that have the names the topic's would have, but are not the topic's (a user's Secret
+// and Service): the operator neither takes nor changes nor deletes them, and says so (Degraded,
+// ObjectNotOwned, an Event); once the user moves one away it goes on to the next.
+TEST_F(KubeOperatorTest, TheOperatorTakesChangesAndDeletesNothingItDoesNotOwn) {
+  StartCluster();
+  const value secret = value::parse(R"({"apiVersion":"v1","kind":"Secret",
+      "metadata":{"name":"orders-admin","namespace":"default"},"data":{"token":"bXktdG9rZW4="}})");
+  const value service = value::parse(R"({"apiVersion":"v1","kind":"Service",
+      "metadata":{"name":"orders","namespace":"default"},
+      "spec":{"selector":{"app":"billing"},"ports":[{"port":80}]}})");
+  ASSERT_EQ(Admin("POST", "/api/v1/namespaces/default/secrets", secret).status, 201);
+  ASSERT_EQ(Admin("POST", "/api/v1/namespaces/default/services", service).status, 201);
+  StartOperator("a");
+  CreateTopic(TestTopicJson(seen_dir()));
+  std::string reason, message;
+  auto blocked_by = [&](const std::string& object) {
+    auto t = Get(kTopic);
+    return t && Condition(*t, "Degraded", &reason, &message) == "True" &&
+           reason == "ObjectNotOwned" && message.find(object) != std::string::npos;
+  };
+  ASSERT_TRUE(WaitUntil([&] { return blocked_by("Secret default/orders-admin"); }, 30s))
+      << reason << ": " << message << "\n"
+      << OperatorLog("a");
+  EXPECT_EQ(Str(At(*Get(kSecret), "data.token")), "bXktdG9rZW4=") << "the user's Secret changed";
+  EXPECT_FALSE(Get(kStatefulSet)) << "nothing may be created past an object in the way";
+  EXPECT_EQ(Condition(*Get(kTopic), "Ready"), "False");
+  EXPECT_NE(EventsText().find("ObjectNotOwned"), std::string::npos);
+
+  // The user deletes their Secret: the operator makes its own, and stops at the Service.
+  ASSERT_EQ(Admin("DELETE", kSecret, value::null()).status, 200);
+  ASSERT_TRUE(WaitUntil([&] { return blocked_by("Service default/orders"); }, 60s))
+      << reason << ": " << message << "\n"
+      << OperatorLog("a");
+  EXPECT_EQ(At(*Get(kService), "spec.selector").serialize(), R"({"app":"billing"})")
+      << "the user's Service was rewritten";
+  EXPECT_FALSE(Get(kStatefulSet));
+
+  // The topic goes: its own Secret with it, the user's Service stays.
+  ASSERT_EQ(Admin("DELETE", kTopic, value::null()).status, 200);
+  ASSERT_TRUE(WaitUntil([&] { return !Get(kTopic); }, 30s)) << OperatorLog("a");
+  EXPECT_FALSE(Get(kSecret));
+  ASSERT_TRUE(Get(kService)) << "the user's Service was deleted";
+  EXPECT_EQ(At(*Get(kService), "spec.selector").serialize(), R"({"app":"billing"})");
+}
+
 // The CRD's schema holds end to end (TestCluster loads crds/shoal.dev_partitionedtopics.yaml into
 // the API server): a topic whose spec.partitions.max is over the schema's maximum is refused with
 // 422 at create, so no operator ever sees it. The positive control: a valid topic created after it

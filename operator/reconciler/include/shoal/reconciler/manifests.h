@@ -83,6 +83,13 @@ std::string SelectorString(const std::string& topic);
 std::string AdminSecretName(const std::string& topic);
 
 Json OwnerReference(const TopicObject& topic);
+// Whether `object` is the topic's: its ownerReferences name the topic (by uid) as controller. The
+// operator updates, scales and deletes only such objects; one of the same name that is not the
+// topic's (a user's, another controller's) is left alone.
+bool OwnedBy(const Json& object, const TopicObject& topic);
+// What the topic's status says of such an object: which it is and what to do.
+std::string NotOwnedMessage(const std::string& kind, const std::string& name,
+                            const TopicObject& topic);
 Json BuildStatefulSet(const TopicObject& topic, const ManifestOptions& options, int64_t replicas);
 Json BuildService(const TopicObject& topic);
 // At most one of the topic's pods voluntarily disrupted at a time (a node drain, an eviction):

@@ -19,10 +19,11 @@ enum class RetryReason {
   kStatefulSet,          // creating or updating the StatefulSet
   kStatus,               // writing the topic's status
   kCleanup,              // deleting the owned objects of a deleted topic
+  kNotOwned,             // an object of the topic's name that is not the topic's is in the way
   kException,            // the reconcile threw (the last: ToString counts on it)
 };
 // "finalizer", "secret", "service", "pod_disruption_budget", "statefulset", "status",
-// "cleanup", "exception".
+// "cleanup", "not_owned", "exception".
 std::string_view ToString(RetryReason reason);
 
 // What reconciling one key asks of the work queue: nothing more until something changes

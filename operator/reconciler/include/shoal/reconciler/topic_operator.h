@@ -36,6 +36,7 @@
 #include "shoal/reconciler/event_recorder.h"
 #include "shoal/reconciler/manifests.h"
 #include "shoal/reconciler/reconcile_result.h"
+#include "shoal/reconciler/topic_status.h"
 #include "shoal/reconciler/work_queue.h"
 #include "shoal/kubeapi/informer.h"
 #include "shoal/kubeapi/kube_client.h"
@@ -113,18 +114,29 @@ class TopicOperator {
   void StopWorker(const std::string& key);
   void StopAllWorkers();
   std::optional<kubeapi::Json> CachedTopic(const std::string& key) const;
-  Result<std::string> EnsureSecret(const kubeapi::Json& topic, const TopicObject& t);
+  // Each Ensure* below fails with `not_owned` set (NotOwnedMessage) when an object of the name
+  // it makes exists and is not the topic's (OwnedBy): it is then neither changed nor used.
+  Result<std::string> EnsureSecret(const kubeapi::Json& topic, const TopicObject& t,
+                                   std::string* not_owned);
   // The topic's object of `kind` (named like the topic) as it is now; nullopt when it was
   // missing and has been created from `want` (or raced another's create); an error when it
   // could not be read or created. `what` names the kind in the error.
   Result<std::optional<kubeapi::Json>> LiveOrCreate(const kubeapi::ResourceKind& kind,
                                                     const TopicObject& t, const kubeapi::Json& want,
-                                                    const char* what);
-  Status EnsureService(const TopicObject& t);
+                                                    const char* what, std::string* not_owned);
+  Status EnsureService(const TopicObject& t, std::string* not_owned);
   // The topic's PodDisruptionBudget (maxUnavailable 1), made or set back.
-  Status EnsurePodDisruptionBudget(const TopicObject& t);
+  Status EnsurePodDisruptionBudget(const TopicObject& t, std::string* not_owned);
   // `refused`: the API server's message when it refused the object as invalid (422).
-  Status EnsureStatefulSet(const kubeapi::Json& topic, const TopicObject& t, std::string* refused);
+  Status EnsureStatefulSet(const kubeapi::Json& topic, const TopicObject& t, std::string* refused,
+                           std::string* not_owned);
+  // Degraded (ObjectNotOwned) with `message`, and a Warning Event once per message.
+  void ReportNotOwned(const kubeapi::Json& topic, const std::string& message);
+  // Writes `conditions` into the status (and observedGeneration if `observed`), and a Warning
+  // Event `reason` once per (topic, reason, once_per).
+  void Report(const kubeapi::Json& topic, const std::string& reason, const std::string& message,
+              const std::string& once_per, const std::vector<Condition>& conditions,
+              bool observed);
 
   kubeapi::KubeClient& client_;
   const TopicOperatorOptions opts_;
@@ -143,7 +155,8 @@ class TopicOperator {
   CondVar leading_cv_;  // StartLeading: Run looks at the queue again
   // Shared: a reconcile keeps using a worker that StopWorker took out meanwhile.
   std::map<std::string, std::shared_ptr<Worker>> workers_ GUARDED_BY(mu_);
-  std::map<std::string, int64_t> reported_invalid_ GUARDED_BY(mu_);  // key -> generation warned
+  // (key, reason) -> what it was warned for (a generation, a message): warned once each.
+  std::map<std::pair<std::string, std::string>, std::string> reported_ GUARDED_BY(mu_);
   std::function<bool()> is_leader_ GUARDED_BY(mu_);
   // Written under mu_, read without it.
   std::atomic<bool> leading_{false};

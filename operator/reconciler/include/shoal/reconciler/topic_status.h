@@ -82,5 +82,7 @@ inline constexpr const char* kPausedAnnotation = "shoal.dev/paused";
 
 // The conditions of a topic whose spec (or pod template) was refused: `message` says what to fix.
 std::vector<Condition> InvalidConditions(const std::string& message);
+// The conditions of a topic stopped by an object of its objects' names that is not its own.
+std::vector<Condition> NotOwnedConditions(const std::string& message);
 
 }  // namespace shoal::reconciler
