@@ -233,7 +233,73 @@ Result<Json> YamlToJson(const std::string& yaml) {
   }
 }
 
-Status ValidatePodTemplate(const Json& t) {
+namespace {
+
+// The admin token is the sidecars' alone: an app container of the topic's pods may not mount its
+// volume (or the data volume), nor read the token's Secret through env, envFrom or a volume of
+// its own.
+Status CheckNoAdminToken(const Json& spec, const std::string& p, const std::string& secret) {
+  auto refers = [&](const value& v, const char* field) {
+    return v.is_object() && v.has_string_field(field) && v.at(field).as_string() == secret;
+  };
+  const std::string why = "is the sidecars' admin token: app containers may not read it";
+  for (const char* list : {"containers", "initContainers"}) {
+    if (!spec.has_array_field(list)) continue;
+    size_t i = 0;
+    for (const auto& c : spec.at(list).as_array()) {
+      const std::string at = p + ".spec." + list + "[" + std::to_string(i++) + "]";
+      if (!c.is_object()) continue;
+      if (c.has_array_field("volumeMounts")) {
+        for (const auto& m : c.at("volumeMounts").as_array()) {
+          if (!m.is_object() || !m.has_string_field("name")) continue;
+          const std::string name = m.at("name").as_string();
+          if (name == kTokenVolume || name == kDataVolume) {
+            return Status::InvalidArgument(at + ".volumeMounts: \"" + name +
+                                           "\" is the sidecar's volume; app containers may not "
+                                           "mount it");
+          }
+        }
+      }
+      if (c.has_array_field("env")) {
+        for (const auto& e : c.at("env").as_array()) {
+          if (e.is_object() && e.has_object_field("valueFrom") &&
+              refers(e.at("valueFrom").has_object_field("secretKeyRef")
+                         ? e.at("valueFrom").at("secretKeyRef")
+                         : value::null(),
+                     "name")) {
+            return Status::InvalidArgument(at + ".env: Secret " + secret + " " + why);
+          }
+        }
+      }
+      if (c.has_array_field("envFrom")) {
+        for (const auto& e : c.at("envFrom").as_array()) {
+          if (e.is_object() && e.has_object_field("secretRef") &&
+              refers(e.at("secretRef"), "name")) {
+            return Status::InvalidArgument(at + ".envFrom: Secret " + secret + " " + why);
+          }
+        }
+      }
+    }
+  }
+  if (spec.has_array_field("volumes")) {
+    for (const auto& v : spec.at("volumes").as_array()) {
+      if (!v.is_object()) continue;
+      bool reads = v.has_object_field("secret") && refers(v.at("secret"), "secretName");
+      if (v.has_object_field("projected") && v.at("projected").has_array_field("sources")) {
+        for (const auto& s : v.at("projected").at("sources").as_array()) {
+          reads = reads ||
+                  (s.is_object() && s.has_object_field("secret") && refers(s.at("secret"), "name"));
+        }
+      }
+      if (reads) return Status::InvalidArgument(p + ".spec.volumes: Secret " + secret + " " + why);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ValidatePodTemplate(const Json& t, const std::string& topic) {
   const std::string p = "spec.consumer.template";
   if (!t.is_object()) return Status::InvalidArgument(p + ": expected an object (a pod template)");
   if (t.has_field("metadata")) {
@@ -299,7 +365,7 @@ Status ValidatePodTemplate(const Json& t) {
       }
     }
   }
-  return Status::Ok();
+  return CheckNoAdminToken(t.at("spec"), p, AdminSecretName(topic));
 }
 
 Result<TopicObject> ReadTopic(const Json& object) {
@@ -336,7 +402,7 @@ Result<TopicObject> ReadTopic(const Json& object) {
         "spec.consumer.template: missing: the pod template of your consumer app, to which the "
         "operator adds the sidecar");
   }
-  SHOAL_RETURN_IF_ERROR(ValidatePodTemplate(t.consumer_template));
+  SHOAL_RETURN_IF_ERROR(ValidatePodTemplate(t.consumer_template, t.name));
   return t;
 }
 

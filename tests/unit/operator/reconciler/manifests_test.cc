@@ -51,12 +51,21 @@ TEST(ReadTopicTest, RefusesWhatTheSchemaCannotSeeWithTheFieldAndTheFix) {
     std::string containers, expect;
   };
   const Case cases[] = {
-      {R"([{"name":"shoal-sidecar","image":"x"}])", "containers[0].name: \"shoal-sidecar\" is the container the operator adds"},
-      {R"([{"name":"app","image":"x"},{"name":"app","image":"y"}])", "containers[1].name: \"app\" is used twice"},
+      {R"([{"name":"shoal-sidecar","image":"x"}])",
+       "containers[0].name: \"shoal-sidecar\" is the container the operator adds"},
+      {R"([{"name":"app","image":"x"},{"name":"app","image":"y"}])",
+       "containers[1].name: \"app\" is used twice"},
       {R"([{"name":"App_1","image":"x"}])", "containers[0].name: a container needs a name"},
       {R"([{"name":"app"}])", "containers[0].image: container \"app\" needs an image"},
       {R"([])", "needs at least one container"},
       {R"("app")", "needs at least one container"},
+      // The admin token is the sidecars' alone.
+      {R"([{"name":"app","image":"x","volumeMounts":[{"name":"shoal-admin-token","mountPath":"/t"}]}])",
+       "containers[0].volumeMounts: \"shoal-admin-token\" is the sidecar's volume"},
+      {R"([{"name":"app","image":"x","env":[{"name":"T","valueFrom":{"secretKeyRef":{"name":"orders-admin","key":"token"}}}]}])",
+       "containers[0].env: Secret orders-admin is the sidecars' admin token"},
+      {R"([{"name":"app","image":"x","envFrom":[{"secretRef":{"name":"orders-admin"}}]}])",
+       "containers[0].envFrom: Secret orders-admin"},
   };
   for (const auto& c : cases) {
     auto t = ReadTopic(Topic(c.containers));
@@ -68,6 +77,13 @@ TEST(ReadTopicTest, RefusesWhatTheSchemaCannotSeeWithTheFieldAndTheFix) {
   auto t = ReadTopic(bad);
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("spec.partitions"), std::string::npos);
+  value secret_volume = Topic();
+  secret_volume["spec"]["consumer"]["template"]["spec"]["volumes"] = value::parse(
+      R"([{"name":"mine","projected":{"sources":[{"secret":{"name":"orders-admin"}}]}}])");
+  auto v = ReadTopic(secret_volume);
+  ASSERT_FALSE(v.ok());
+  EXPECT_NE(v.status().message().find(".spec.volumes: Secret orders-admin"), std::string::npos)
+      << v.status().message();
   value no_template = Topic();
   no_template["spec"].as_object().erase("consumer");
   EXPECT_FALSE(ReadTopic(no_template).ok());

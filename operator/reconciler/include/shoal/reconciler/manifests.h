@@ -73,7 +73,8 @@ Result<TopicObject> ReadTopic(const Json& object);
 // A consumer pod template must be an object whose spec has a non-empty list of containers,
 // each with a DNS-label name (unique, not "shoal-sidecar") and an image; volumes must not use
 // the names the operator adds.
-Status ValidatePodTemplate(const Json& pod_template);
+// `topic`: its name (the admin token's Secret is named after it).
+Status ValidatePodTemplate(const Json& pod_template, const std::string& topic);
 
 // Labels of everything a topic owns; the selector labels are the subset that picks its pods.
 Json Labels(const std::string& topic);
