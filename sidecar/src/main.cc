@@ -105,6 +105,11 @@ int main(int argc, char** argv) {
                  "Bytes of answers held for clients that have not taken them; consumes are "
                  "refused (503, retry) while it is spent")
       ->check(CLI::Range(size_t{1} << 20, size_t{1} << 40));
+  size_t request_budget_bytes = size_t{128} << 20;
+  app.add_option("--request-budget-bytes", request_budget_bytes,
+                 "Bytes of data-plane request bodies read and handled at once; a request past it "
+                 "is refused (503, retry) before its body is read")
+      ->check(CLI::Range(size_t{1} << 20, size_t{1} << 40));
   int64_t forward_timeout_ms = 2000;
   app.add_option("--forward-timeout-ms", forward_timeout_ms,
                  "How long a produce forwarded to a key's owner waits for it before the producer "
@@ -240,9 +245,11 @@ int main(int argc, char** argv) {
   http_limits.header_timeout = std::chrono::milliseconds(header_timeout_ms);
   http_limits.idle_timeout = std::chrono::milliseconds(idle_timeout_ms);
   http_limits.write_timeout = std::chrono::milliseconds(write_timeout_ms);
-  http::AnswerBudget answer_budget(answer_budget_bytes);
+  http::ByteBudget answer_budget(answer_budget_bytes);
+  http::ByteBudget request_budget(request_budget_bytes);
   data_opts.http = admin_opts.http = http_limits;
-  data_opts.budget = admin_opts.budget = &answer_budget;
+  data_opts.answers = admin_opts.answers = &answer_budget;
+  data_opts.requests = &request_budget;
 
   std::atomic<bool> ready{false};
   http::DataFrontend data(data_opts, t, probe, ready, &peers);

@@ -192,6 +192,43 @@ TEST(FrontEndTest, SixtyAnswersNobodyReadsStayWithinTheAnswerBudget) {
       << s.Describe();
 }
 
+// Many bodies sent slowly at once: each within --max-body-bytes, together far over what one may
+// hold. Past the request budget they are refused before their bodies are read.
+TEST(FrontEndTest, ManySlowBodiesAtOnceStayWithinTheRequestBudget) {
+  constexpr size_t kBudget = size_t{16} << 20;
+  SidecarProcess s(Options({"--request-budget-bytes", std::to_string(kBudget)}));
+  ASSERT_TRUE(s.Start().ok()) << s.Describe();
+  const uint64_t rss_before = RssBytes(s.pid());
+  const std::string part(3 << 20, 'x');  // 3 of the 4 MiB each declares
+  std::vector<std::unique_ptr<RawConnection>> senders;
+  for (int i = 0; i < 40; ++i) {
+    auto c = std::make_unique<RawConnection>(s.port());
+    ASSERT_TRUE(c->connected());
+    ASSERT_TRUE(
+        c->Send("POST /v1/topics/orders/events HTTP/1.1\r\nHost: x\r\n"
+                "Content-Type: application/json\r\nContent-Length: 4194304\r\n\r\n"));
+    c->Send(part);
+    senders.push_back(std::move(c));
+  }
+  int busy = 0, waiting = 0;
+  for (auto& c : senders) {
+    const std::string head = c->Readable(500) ? c->Peek(12) : "";
+    if (head == "HTTP/1.1 503") ++busy;
+    if (head.empty()) ++waiting;
+  }
+  const uint64_t rss_after = RssBytes(s.pid());
+  std::printf(
+      "40 bodies of 4 MiB sent 3/4 of the way: %d refused busy, %d read; resident %.1f -> "
+      "%.1f MiB\n",
+      busy, waiting, static_cast<double>(rss_before) / (1 << 20),
+      static_cast<double>(rss_after) / (1 << 20));
+  EXPECT_LE(waiting, 4) << "more bodies read at once than the budget holds";
+  EXPECT_EQ(busy + waiting, 40);
+  EXPECT_LT(rss_after, rss_before + kBudget + (uint64_t{16} << 20));
+  senders.clear();  // the bodies never end: their connections go
+  EXPECT_TRUE(WaitFor([&] { return ProduceOne(s, "after").ok(); }, 10s)) << s.Describe();
+}
+
 // A made-up group's commit at offset 1 pinned a partition at 1.25 MB under an 8 KiB retention.
 // Retention now holds whatever groups committed; the group goes on from the oldest event kept.
 TEST(FrontEndTest, ACommitByAMadeUpGroupDoesNotPinRetention) {

@@ -145,7 +145,7 @@ Status AdminFrontend::Open() {
   lo.limits = opts_.http;
   lo.limits.max_body_bytes = kMaxBodyBytes;
   lo.limits.body_timeout = std::chrono::seconds(30);
-  lo.budget = opts_.budget;
+  lo.answers = opts_.answers;
   // A request without the token is refused before a byte of its body is read.
   lo.admit = [this](const http_request& req) {
     return Authorized(req) ? Status::Ok()

@@ -28,7 +28,8 @@ struct AdminFrontendOptions {
   uint16_t port = 8081;
   std::string token;
   ListenerLimits http;  // its body limit is the admin plane's own (64 MiB: a handoff)
-  AnswerBudget* budget = nullptr;
+  ByteBudget* answers = nullptr;  // bodies are not counted: a request without the token is
+                                  // refused before its body is read
 };
 
 class AdminFrontend {

@@ -68,7 +68,8 @@ Status DataFrontend::Open() {
   lo.limits = opts_.http;
   lo.limits.max_body_bytes = opts_.max_body_bytes;
   lo.limits.body_timeout = std::chrono::milliseconds(opts_.body_timeout_ms);
-  lo.budget = opts_.budget;
+  lo.answers = opts_.answers;
+  lo.requests = opts_.requests;
   lo.on_refused = [this](int code, const std::string& error) {
     probe_.Request("other", code);
     probe_.Rejected(error);
@@ -289,9 +290,9 @@ void DataFrontend::HandleConsume(const http_request& req) {
   auto wait = IntParam(q, "wait_ms", 0, 0, opts_.max_wait_ms);
   if (st.ok() && !max.ok()) st = max.status();
   if (st.ok() && !wait.ok()) st = wait.status();
-  if (st.ok() && opts_.budget && opts_.budget->Spent()) {
+  if (st.ok() && opts_.answers && opts_.answers->Spent()) {
     st = Status::Unavailable("answers not yet taken by their clients hold the answer budget (" +
-                             std::to_string(opts_.budget->limit()) +
+                             std::to_string(opts_.answers->limit()) +
                              " bytes, --answer-budget-bytes); retry");
   }
   if (!st.ok()) {

@@ -42,7 +42,9 @@ struct DataFrontendOptions {
   ListenerLimits http;
   // Answers held for clients that have not taken them; a consume is refused (503) while it is
   // spent. Null: not counted.
-  AnswerBudget* budget = nullptr;
+  ByteBudget* answers = nullptr;
+  // Request bodies being read and handled (GuardedListener). Null: not counted.
+  ByteBudget* requests = nullptr;
 };
 
 class DataFrontend {

@@ -232,6 +232,19 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (parser_->content_length() && *parser_->content_length() > limits().max_body_bytes) {
       return RefuseTooLarge();
     }
+    if (shared_->opts.requests && !parser_->is_done()) {
+      // What the body may take: its declared length, or the limit for a chunked one.
+      const size_t want =
+          parser_->content_length() ? *parser_->content_length() : limits().max_body_bytes;
+      if (!shared_->opts.requests->TryTake(want)) {
+        return Refuse(503, "busy",
+                      "request bodies being read and handled hold the request budget (" +
+                          std::to_string(shared_->opts.requests->limit()) +
+                          " bytes, --request-budget-bytes); retry",
+                      true);
+      }
+      request_held_ = want;
+    }
     if (!parser_->is_done() && IEquals(Sv(msg[bhttp::field::expect]), "100-continue")) {
       static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
       stream_.expires_after(limits().write_timeout);
@@ -359,7 +372,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     res.keep_alive(!closing);
     answer_.emplace(std::move(res));
     held_ = answer_->body().size();
-    if (shared_->opts.budget) shared_->opts.budget->Take(held_);
+    if (shared_->opts.answers) shared_->opts.answers->Take(held_);
     stream_.expires_after(limits().write_timeout);
     bhttp::async_write(stream_, *answer_,
                        [self = shared_from_this(), closing, drain](beast::error_code ec, size_t) {
@@ -372,10 +385,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
                        });
   }
 
-  // Gives the bytes of the answer being written back to the budget.
+  // Gives the bytes of the answer being written, and of the request it answers, back to their
+  // budgets.
   void Release() {
-    if (held_ > 0 && shared_->opts.budget) shared_->opts.budget->Give(held_);
+    if (held_ > 0 && shared_->opts.answers) shared_->opts.answers->Give(held_);
     held_ = 0;
+    if (request_held_ > 0 && shared_->opts.requests) shared_->opts.requests->Give(request_held_);
+    request_held_ = 0;
   }
 
   void RefuseTooLarge() {
@@ -436,7 +452,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   std::optional<web::http::http_request> request_;             // headers in, body not yet
   std::optional<bhttp::response<bhttp::string_body>> answer_;  // being written
-  size_t held_ = 0;     // bytes of answer_ counted in the budget
+  size_t held_ = 0;          // bytes of answer_ counted in the answer budget
+  size_t request_held_ = 0;  // bytes of the request in progress counted in the request budget
   size_t drained_ = 0;  // bytes dropped after a refusal
   bool first_ = true;   // no request read yet
   bool keep_alive_ = true;

@@ -16,9 +16,13 @@
 //   - at most max_connections per port: a connection over the cap closes the connection that
 //     has waited longest for a request (never one whose request is in progress), so that half-
 //     open connections never keep a client out; with every connection busy it is answered 503;
+//   - the bodies being read and handled count in a request budget: a request whose body would
+//     pass it is refused 503 before its body is read (Kafka's queued.max.request.bytes), so that
+//     many slow bodies at once cannot hold the memory one may;
 //   - an answer the client does not take within write_timeout closes its connection, and the
-//     bytes of answers being written count in an AnswerBudget, which the handlers consult before
-//     they build a large answer (DataFrontend refuses a consume with 503 while it is spent).
+//     bytes of answers being written count in an answer budget, which the handlers consult
+//     before they build a large answer (DataFrontend refuses a consume with 503 while it is
+//     spent).
 // Refusals are JSON ({"error","reason"}) and close the connection; `on_refused` counts them.
 //
 // Connections run on cpprestsdk's thread pool (as its own listener's did), one strand each; a
@@ -39,16 +43,26 @@
 
 namespace shoal::http {
 
-// Bytes of answers written to clients that have not taken them yet, against a limit. Shared by a
-// process's listeners.
-class AnswerBudget {
+// Bytes held for requests or answers, against a limit: of answers written to clients that have
+// not taken them yet (shared by a process's listeners), or of request bodies being read and
+// handled.
+class ByteBudget {
  public:
-  explicit AnswerBudget(size_t limit_bytes) : limit_(limit_bytes) {}
+  explicit ByteBudget(size_t limit_bytes) : limit_(limit_bytes) {}
   // Spent: handlers refuse to build more large answers until clients take what is held.
   bool Spent() const { return held_.load(std::memory_order_relaxed) >= limit_; }
   size_t held() const { return held_.load(std::memory_order_relaxed); }
   size_t limit() const { return limit_; }
   void Take(size_t n) { held_.fetch_add(n, std::memory_order_relaxed); }
+  // Takes n if it fits, or if nothing is held (so that one request over the whole budget is
+  // still served, alone); false otherwise.
+  bool TryTake(size_t n) {
+    size_t held = held_.load(std::memory_order_relaxed);
+    while (held == 0 || held + n <= limit_) {
+      if (held_.compare_exchange_weak(held, held + n, std::memory_order_relaxed)) return true;
+    }
+    return false;
+  }
   void Give(size_t n) { held_.fetch_sub(n, std::memory_order_relaxed); }
 
  private:
@@ -70,7 +84,8 @@ struct ListenerOptions {
   std::string host = "0.0.0.0";
   uint16_t port = 0;  // 0: the system picks one (port())
   ListenerLimits limits;
-  AnswerBudget* budget = nullptr;  // null: answers are not counted
+  ByteBudget* answers = nullptr;   // null: answers are not counted
+  ByteBudget* requests = nullptr;  // null: request bodies are not counted
   // Called with a request whose headers are in and whose body is not read yet; a refusal is
   // answered (HttpCode of its status) without reading the body. Null: every request is admitted.
   std::function<Status(const web::http::http_request&)> admit;
