@@ -56,8 +56,8 @@ refuse() {  # name message --set... : helm template must fail and say `message`
   head -3 "$out/refused.err"
 }
 
-check default "" "1 CustomResourceDefinition" "3 ClusterRole" "1 ClusterRoleBinding" "1 ConfigMap" "1 Deployment" "1 Pod" \
-  "1 Service" "1 ServiceAccount"
+check default "" "1 CustomResourceDefinition" "3 ClusterRole" "1 ClusterRoleBinding" "1 ConfigMap" "1 Deployment" \
+  "1 NetworkPolicy" "1 Pod" "1 Service" "1 ServiceAccount"
 check namespaced-monitoring "$chart/ci/namespaced-monitoring-values.yaml" "2 ClusterRole" "1 CustomResourceDefinition" "1 ConfigMap" \
   "1 Deployment" "2 NetworkPolicy" "1 Pod" "1 PodMonitor" "1 PrometheusRule" "3 Role" \
   "3 RoleBinding" "1 Service" "1 ServiceAccount" "1 ServiceMonitor"
@@ -66,7 +66,7 @@ alerts=$(grep -c '^ *- alert: ' prometheus/shoal-rules.yaml)
 urls=$(grep -c 'runbook_url: https://git.example.com/shoal/blob/main/docs/runbooks.md#shoal' "$out/namespaced-monitoring.yaml")
 ((alerts > 0 && urls == alerts)) || fail "$urls of $alerts alerts carry the runbookBaseUrl's runbook_url"
 check single-replica "$chart/ci/single-replica-values.yaml" "1 CustomResourceDefinition" "3 ClusterRole" \
-  "1 ClusterRoleBinding" "1 Deployment" "1 Pod" "1 Service"
+  "1 ClusterRoleBinding" "1 Deployment" "1 NetworkPolicy" "1 Pod" "1 Service"
 # Every combination a test installs has its file (the quickstart installs these).
 n=$(find "$chart/ci" -name '*-values.yaml' | wc -l)
 ((n == 2)) || fail "helm/shoal/ci has $n values files; check each one above"
