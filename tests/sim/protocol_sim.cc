@@ -9,6 +9,7 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "broker/sidecar_probe.h"
 #include "broker/topic.h"
@@ -468,6 +469,12 @@ class World {
   // read after it, they were held by a quorum when their leader's high watermark passed them,
   // though one of those copies is gone now.
   std::set<std::pair<std::string, uint64_t>> quorum_held_;
+  // The events the record's leader of their partition held when its volume was wiped (Wipe):
+  // (partition, leader epoch, offset, producer, seq). That leader held them when it was made
+  // the leader; a replaced leader that acknowledges one after the wipe (a retry answered from
+  // its producer state) claims nothing the leader of the newer epoch did not hold (10). The
+  // copies that hold it still make a quorum (9), and the wiped leader is failed over again.
+  std::set<std::tuple<uint32_t, uint64_t, uint64_t, std::string, uint64_t>> wiped_leader_held_;
   // Every event known to be stored (acknowledged, or handed to some group), per partition id:
   // hash -> offset.
   std::map<uint32_t, std::multimap<uint32_t, uint64_t>> known_;
@@ -704,6 +711,10 @@ void World::Wipe(Pod& p) {
       // An entry on this volume only (never acknowledged: no quorum held it) goes with it,
       // and the producer state that knew it too: a retry may be stored again.
       if (Holds(p.name, at.first, at.second, key.first, key.second)) {
+        uint64_t leader_epoch = 0;
+        if (RecordLeader(at.first, &leader_epoch) == p.name) {
+          wiped_leader_held_.insert({at.first, leader_epoch, at.second, key.first, key.second});
+        }
         bool elsewhere = false;
         for (const auto& other : pods_) {
           if (other.get() != &p) {
@@ -1646,7 +1657,8 @@ void World::PartAnswered(const std::shared_ptr<PendingProduce>& pending, size_t 
                   " of its copies hold it (" + who + "); a quorum is " + std::to_string(need));
       }
       if (e.partition == part.partition && !leader.empty() && leader != part.pod &&
-          newest > part.leader_epoch && !Holds(leader, e.partition, e.offset, e.producer, e.seq)) {
+          newest > part.leader_epoch && !Holds(leader, e.partition, e.offset, e.producer, e.seq) &&
+          !wiped_leader_held_.count({e.partition, newest, e.offset, e.producer, e.seq})) {
         Violation("invariant 10: " + part.pod + " acknowledged " + what + " at leader epoch " +
                   std::to_string(part.leader_epoch) + ", but the leader of epoch " +
                   std::to_string(newest) + ", " + leader + ", does not hold it");
