@@ -105,6 +105,13 @@ int main(int argc, char** argv) {
                  "Bytes of answers held for clients that have not taken them; consumes are "
                  "refused (503, retry) while it is spent")
       ->check(CLI::Range(size_t{1} << 20, size_t{1} << 40));
+  app.add_option("--tls-cert", data_opts.tls.cert_file,
+                 "PEM certificate (chain) of the data port: clients that start a TLS handshake "
+                 "get TLS, the others plain HTTP; read again when the file changes");
+  app.add_option("--tls-key", data_opts.tls.key_file, "PEM private key of --tls-cert");
+  app.add_option("--tls-client-ca", data_opts.tls.client_ca_file,
+                 "PEM CA that TLS clients' certificates must be signed by (a TLS client without "
+                 "one is refused); its common name is the caller's name");
   size_t request_budget_bytes = size_t{128} << 20;
   app.add_option("--request-budget-bytes", request_budget_bytes,
                  "Bytes of data-plane request bodies read and handled at once; a request past it "
@@ -245,6 +252,10 @@ int main(int argc, char** argv) {
   http_limits.header_timeout = std::chrono::milliseconds(header_timeout_ms);
   http_limits.idle_timeout = std::chrono::milliseconds(idle_timeout_ms);
   http_limits.write_timeout = std::chrono::milliseconds(write_timeout_ms);
+  if (data_opts.tls.cert_file.empty() != data_opts.tls.key_file.empty() ||
+      (data_opts.tls.cert_file.empty() && !data_opts.tls.client_ca_file.empty())) {
+    return Fail("--tls-cert and --tls-key go together, and --tls-client-ca needs them");
+  }
   http::ByteBudget answer_budget(answer_budget_bytes);
   http::ByteBudget request_budget(request_budget_bytes);
   data_opts.http = admin_opts.http = http_limits;

@@ -2,11 +2,15 @@
 // raw sockets: a header that never ends, a thousand half-sent requests, answers nobody reads.
 // Each of these held a sidecar's memory or descriptors before its listener was GuardedListener.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "shoal/client/shoal_client.h"
@@ -15,6 +19,7 @@
 #include "support/raw_connection.h"
 #include "support/sidecar_cluster.h"
 #include "support/sidecar_process.h"
+#include "support/temp_dir.h"
 
 namespace shoal::testing {
 namespace {
@@ -227,6 +232,84 @@ TEST(FrontEndTest, ManySlowBodiesAtOnceStayWithinTheRequestBudget) {
   EXPECT_LT(rss_after, rss_before + kBudget + (uint64_t{16} << 20));
   senders.clear();  // the bodies never end: their connections go
   EXPECT_TRUE(WaitFor([&] { return ProduceOne(s, "after").ok(); }, 10s)) << s.Describe();
+}
+
+// A shell command's exit code and what it printed (stdout and stderr).
+std::pair<int, std::string> Shell(const std::string& command) {
+  std::string out;
+  FILE* f = ::popen((command + " 2>&1").c_str(), "r");
+  if (f == nullptr) return {-1, "popen failed"};
+  char buf[4096];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  const int status = ::pclose(f);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// A CA and certificates signed by it, made with the openssl command.
+class TestPki {
+ public:
+  TestPki() {
+    const auto [code, out] = Shell("cd " + dir_.path() +
+                                   " && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key "
+                                   "-out ca.pem -days 2 -subj /CN=shoal-test-ca");
+    EXPECT_EQ(code, 0) << out;
+  }
+  // Makes NAME.pem and NAME.key with common name `cn`, for 127.0.0.1 too.
+  void Issue(const std::string& name, const std::string& cn) {
+    const auto [code, out] =
+        Shell("cd " + dir_.path() + " && openssl req -newkey rsa:2048 -nodes -keyout " + name +
+              ".key.new -out " + name + ".csr -subj /CN=" + cn +
+              " && printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > " + name + ".ext" +
+              " && openssl x509 -req -in " + name +
+              ".csr -CA ca.pem -CAkey ca.key -CAcreateserial -out " + name +
+              ".pem.new -days 2 -extfile " + name + ".ext" + " && mv " + name + ".key.new " + name +
+              ".key && mv " + name + ".pem.new " + name + ".pem");
+    EXPECT_EQ(code, 0) << out;
+  }
+  std::string Path(const std::string& file) const { return dir_.path() + "/" + file; }
+
+ private:
+  TempDir dir_;
+};
+
+// TLS on the data port: a client that starts a handshake gets TLS and must show a certificate
+// of the client CA; the pod's own containers and its peers keep plain HTTP; a certificate
+// replaced on disk serves the next connections without a restart.
+TEST(FrontEndTest, TlsOnTheDataPortAsksForAClientCertificateAndRotatesWithoutARestart) {
+  TestPki pki;
+  pki.Issue("server", "sidecar-one");
+  pki.Issue("client", "billing");
+  SidecarProcess s(Options({"--tls-cert", pki.Path("server.pem"), "--tls-key",
+                            pki.Path("server.key"), "--tls-client-ca", pki.Path("ca.pem")}));
+  ASSERT_TRUE(s.Start().ok()) << s.Describe();
+  const std::string https = "https://127.0.0.1:" + std::to_string(s.port());
+  const std::string as_billing = "curl -sS --cacert " + pki.Path("ca.pem") + " --cert " +
+                                 pki.Path("client.pem") + " --key " + pki.Path("client.key");
+  auto [code, out] =
+      Shell(as_billing + " -X POST " + https +
+            "/v1/topics/orders/events -d '{\"events\":[{\"key\":\"a\",\"value\":1}]}'");
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("\"results\""), std::string::npos) << out;
+  // Without a client certificate: refused in the handshake.
+  std::tie(code, out) = Shell("curl -sS --cacert " + pki.Path("ca.pem") + " " + https + "/healthz");
+  EXPECT_NE(code, 0) << "a TLS client without a certificate was served: " << out;
+  // Plain HTTP is still served (the pod's own containers, its peers).
+  HttpResponse plain = s.DataClient()->Get("/v1/topics/orders/events?group=g&max=10");
+  EXPECT_EQ(plain.status, 200) << plain.Describe();
+  EXPECT_NE(plain.body.find("\"key\":\"a\""), std::string::npos) << plain.body;
+  // Rotation: a new certificate on disk serves the next connections.
+  std::tie(code, out) = Shell(as_billing + " -v " + https + "/healthz");
+  EXPECT_NE(out.find("CN=sidecar-one"), std::string::npos) << out;
+  pki.Issue("server", "sidecar-two");
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        const auto [c, o] = Shell(as_billing + " -v " + https + "/healthz");
+        return c == 0 && o.find("CN=sidecar-two") != std::string::npos;
+      },
+      10s))
+      << "the new certificate was not served";
+  EXPECT_TRUE(s.Running()) << s.Describe();
 }
 
 // A made-up group's commit at offset 1 pinned a partition at 1.25 MB under an 8 KiB retention.

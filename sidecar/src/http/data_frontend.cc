@@ -70,6 +70,7 @@ Status DataFrontend::Open() {
   lo.limits.body_timeout = std::chrono::milliseconds(opts_.body_timeout_ms);
   lo.answers = opts_.answers;
   lo.requests = opts_.requests;
+  lo.tls = opts_.tls;
   lo.on_refused = [this](int code, const std::string& error) {
     probe_.Request("other", code);
     probe_.Rejected(error);

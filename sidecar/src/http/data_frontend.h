@@ -45,6 +45,8 @@ struct DataFrontendOptions {
   ByteBudget* answers = nullptr;
   // Request bodies being read and handled (GuardedListener). Null: not counted.
   ByteBudget* requests = nullptr;
+  // TLS for clients that start a handshake (GuardedListener); plain HTTP stays for the others.
+  TlsFiles tls;
 };
 
 class DataFrontend {

@@ -1,14 +1,19 @@
 #include "http/guarded_listener.h"
 
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <pplx/threadpool.h>
 
 #include <algorithm>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <cctype>
+#include <filesystem>
 #include <future>
 #include <limits>
 #include <list>
@@ -18,6 +23,7 @@
 
 #include "http/http_util.h"
 #include "shoal/common/json.h"
+#include "shoal/common/logging.h"
 #include "shoal/common/thread_annotations.h"
 
 namespace shoal::http {
@@ -28,7 +34,7 @@ namespace bhttp = boost::beast::http;
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
-class Connection;
+class ConnectionBase;
 
 struct GuardedListener::Shared {
   Shared(ListenerOptions o, Handler h, asio::io_context& io_context)
@@ -49,8 +55,54 @@ struct GuardedListener::Shared {
   CondVar cv;
   bool closed GUARDED_BY(mu) = false;
   int in_handler GUARDED_BY(mu) = 0;  // handler calls under way
-  std::list<std::weak_ptr<Connection>> conns GUARDED_BY(mu);  // in the order they came
+  std::list<std::weak_ptr<ConnectionBase>> conns GUARDED_BY(mu);  // in the order they came
   size_t open GUARDED_BY(mu) = 0;
+
+  Mutex tls_mu;
+  std::shared_ptr<asio::ssl::context> tls_context GUARDED_BY(tls_mu);
+  std::string tls_stamp GUARDED_BY(tls_mu);  // the files' sizes and times it was made from
+  Clock::time_point tls_checked GUARDED_BY(tls_mu);
+
+  bool tls() const { return !opts.tls.cert_file.empty(); }
+
+  // The TLS context of new connections, made again when its files change (looked at once a
+  // second at most): a certificate rotated on disk serves the next connections, no restart. A
+  // change that cannot be loaded (a half-written file) keeps the previous context.
+  std::shared_ptr<asio::ssl::context> TlsContext() {
+    MutexLock lock(tls_mu);
+    const auto now = Clock::now();
+    if (tls_context && now - tls_checked < std::chrono::seconds(1)) return tls_context;
+    tls_checked = now;
+    std::string stamp;
+    for (const auto* f : {&opts.tls.cert_file, &opts.tls.key_file, &opts.tls.client_ca_file}) {
+      std::error_code ec;
+      if (f->empty()) continue;
+      const auto size = std::filesystem::file_size(*f, ec);
+      const auto time = std::filesystem::last_write_time(*f, ec);
+      stamp += std::to_string(size) + ":" + std::to_string(time.time_since_epoch().count()) + ";";
+    }
+    if (tls_context && stamp == tls_stamp) return tls_context;
+    try {
+      auto ctx = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_server);
+      ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                       asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                       asio::ssl::context::no_tlsv1_1);
+      ctx->use_certificate_chain_file(opts.tls.cert_file);
+      ctx->use_private_key_file(opts.tls.key_file, asio::ssl::context::pem);
+      if (!opts.tls.client_ca_file.empty()) {
+        ctx->load_verify_file(opts.tls.client_ca_file);
+        ctx->set_verify_mode(asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert);
+      }
+      if (tls_context) Logger("http")->info("msg=\"TLS certificate reloaded\" port={}", opts.port);
+      tls_context = std::move(ctx);
+      tls_stamp = stamp;
+    } catch (const std::exception& e) {
+      Logger("http")->error(
+          "msg=\"TLS files could not be loaded; keeping the previous ones\" cert={} reason=\"{}\"",
+          opts.tls.cert_file, e.what());
+    }
+    return tls_context;
+  }
 
   // What is read of a body refused for its size, so that a client still sending gets its answer.
   size_t DiscardLimit() const {
@@ -73,34 +125,80 @@ std::string Ms(std::chrono::milliseconds d) { return std::to_string(d.count()) +
 
 }  // namespace
 
-// One client connection. Every member is used on the connection's strand only, but for the
-// atomics the listener reads to choose a connection to close at the cap.
-class Connection : public std::enable_shared_from_this<Connection> {
+// What the listener knows of a connection: its place in the list, whether it may be closed to
+// make room. The atomics are read by the listener; the rest is used on the connection's strand.
+class ConnectionBase {
  public:
   using Shared = GuardedListener::Shared;
+  using Place = std::list<std::weak_ptr<ConnectionBase>>::iterator;
 
-  Connection(std::shared_ptr<Shared> shared, tcp::socket socket)
-      : shared_(std::move(shared)),
-        stream_(std::move(socket)),
-        timer_(stream_.get_executor()),
-        waiting_since_(Clock::now().time_since_epoch().count()) {}
+  explicit ConnectionBase(std::shared_ptr<Shared> shared)
+      : shared_(std::move(shared)), waiting_since_(Clock::now().time_since_epoch().count()) {}
 
-  ~Connection() {
-    Release();
+  virtual ~ConnectionBase() {
+    if (!counted_) return;  // handed over to the connection that took its place
     MutexLock lock(shared_->mu);
-    if (registered_) shared_->conns.erase(self_);
+    shared_->conns.erase(place_);
     --shared_->open;
     shared_->cv.notify_all();
   }
 
   // Called by the listener under its mutex, once, before Start.
-  void Register(std::list<std::weak_ptr<Connection>>::iterator self) {
-    self_ = self;
-    registered_ = true;
+  void Register(Place place) {
+    place_ = place;
+    counted_ = true;
   }
 
+  // Closes the connection if it is waiting for a request (the listener needs its place). Once
+  // chosen, it no longer counts against the cap.
+  virtual void Evict() = 0;
+  // Closes the connection, whatever it is doing.
+  virtual void Shut() = 0;
+
+  bool busy() const { return busy_.load(); }
+  bool evicted() const { return evicted_.load(); }
+  int64_t waiting_since() const { return waiting_since_.load(); }
+
+ protected:
+  // `next` (a TLS connection on this one's socket) takes this one's place in the listener.
+  void HandOver(const std::shared_ptr<ConnectionBase>& next) {
+    MutexLock lock(shared_->mu);
+    *place_ = next;
+    next->Register(place_);
+    counted_ = false;
+  }
+
+  std::shared_ptr<Shared> shared_;
+  std::atomic<bool> busy_{false};       // a request is in progress (read past its headers)
+  std::atomic<bool> evicted_{false};    // chosen to make room (closing)
+  std::atomic<int64_t> waiting_since_;  // since when it waits for a request (steady ticks)
+
+ private:
+  bool counted_ = false;  // holds a place in the listener's list and its count
+  Place place_;
+};
+
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+
+// One client connection, plain (Stream = beast::tcp_stream) or TLS (TlsStream). Every member is
+// used on the connection's strand only.
+template <class Stream>
+class Connection : public ConnectionBase, public std::enable_shared_from_this<Connection<Stream>> {
+ public:
+  static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
+
+  // `args` make the stream: a socket; or a tcp_stream and an ssl::context.
+  template <class... Args>
+  Connection(std::shared_ptr<Shared> shared, beast::flat_buffer buffer, Args&&... args)
+      : ConnectionBase(std::move(shared)),
+        stream_(std::forward<Args>(args)...),
+        timer_(stream_.get_executor()),
+        buffer_(std::move(buffer)) {}
+
+  ~Connection() override { Release(); }
+
   void Start(bool refuse) {
-    asio::dispatch(stream_.get_executor(), [self = shared_from_this(), refuse] {
+    asio::dispatch(stream_.get_executor(), [self = this->shared_from_this(), refuse] {
       if (refuse) {
         self->Refuse(503, "too_many_connections",
                      "every connection this port allows (" +
@@ -109,22 +207,75 @@ class Connection : public std::enable_shared_from_this<Connection> {
                      false);
         return;
       }
+      if constexpr (!kTls) {
+        if (self->shared_->tls()) return self->Detect();
+      }
       self->WaitForRequest();
     });
   }
 
-  // Closes the connection if it is waiting for a request (the listener needs its place). Once
-  // chosen, it no longer counts against the cap.
-  void Evict() {
+  // A TLS connection (made by Upgrade) shakes hands, then reads requests.
+  void StartTls(std::shared_ptr<asio::ssl::context> context) {
+    tls_context_ = std::move(context);
+    asio::dispatch(stream_.get_executor(), [self = this->shared_from_this()] {
+      if constexpr (kTls) {
+        self->ArmReadTimer(self->limits().header_timeout);
+        self->stream_.async_handshake(
+            asio::ssl::stream_base::server, self->buffer_.data(),
+            [self](beast::error_code ec, size_t used) {
+              self->timer_.cancel();
+              if (ec) return self->Stop();  // no certificate, a wrong one, not TLS after all
+              self->buffer_.consume(used);
+              self->principal_ = PeerName(self->stream_.native_handle());
+              self->WaitForRequest();
+            });
+      }
+    });
+  }
+
+  void Evict() override {
     evicted_.store(true);
-    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] {
+    asio::dispatch(stream_.get_executor(), [self = this->shared_from_this()] {
       if (!self->busy_.load()) self->Stop();
     });
   }
 
-  // Closes the connection, whatever it is doing.
-  void Shut() {
-    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->Stop(); });
+  void Shut() override {
+    asio::dispatch(stream_.get_executor(), [self = this->shared_from_this()] { self->Stop(); });
+  }
+
+  // With TLS on the port: a connection whose first bytes are a TLS handshake goes on as TLS, one
+  // that starts with a plain request goes on as plain HTTP (the pod's own containers, peers).
+  void Detect() {
+    ArmReadTimer(limits().header_timeout);
+    beast::async_detect_ssl(stream_, buffer_,
+                            [self = this->shared_from_this()](beast::error_code ec, bool tls) {
+                              self->timer_.cancel();
+                              if (ec) return self->Stop();
+                              if (!tls) return self->WaitForRequest();
+                              self->Upgrade();
+                            });
+  }
+
+  void Upgrade() {
+    if constexpr (!kTls) {
+      auto context = shared_->TlsContext();
+      if (!context) return Stop();
+      auto next = std::make_shared<Connection<TlsStream>>(shared_, std::move(buffer_),
+                                                          std::move(stream_), *context);
+      HandOver(next);
+      next->StartTls(std::move(context));
+    }
+  }
+
+  // The common name of the client certificate a TLS peer showed; empty without one.
+  static std::string PeerName(SSL* ssl) {
+    X509* cert = SSL_get1_peer_certificate(ssl);
+    if (cert == nullptr) return "";
+    char name[256] = {0};
+    X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, name, sizeof name);
+    X509_free(cert);
+    return name;
   }
 
   // A read's time limit: when it passes, the read is cancelled (the socket stays open, so that a
@@ -132,29 +283,26 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // closes the socket; it is kept for writes only.
   void ArmReadTimer(std::chrono::milliseconds limit) {
     timed_out_ = false;
-    stream_.expires_never();
+    Tcp().expires_never();
     timer_.expires_after(limit);
-    timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+    timer_.async_wait([self = this->shared_from_this()](beast::error_code ec) {
       if (ec) return;  // cancelled: the read completed first
       self->timed_out_ = true;
       beast::error_code ignored;
-      self->stream_.socket().cancel(ignored);
+      self->Tcp().socket().cancel(ignored);
     });
   }
 
   void Stop() {
     timer_.cancel();
     beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
-    stream_.close();
+    Tcp().socket().shutdown(tcp::socket::shutdown_both, ec);
+    Tcp().close();
   }
-
-  bool busy() const { return busy_.load(); }
-  bool evicted() const { return evicted_.load(); }
-  int64_t waiting_since() const { return waiting_since_.load(); }
 
  private:
   const ListenerLimits& limits() const { return shared_->opts.limits; }
+  beast::tcp_stream& Tcp() { return beast::get_lowest_layer(stream_); }
 
   void WaitForRequest() {
     busy_.store(false);
@@ -165,7 +313,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     ArmReadTimer(first_ ? limits().header_timeout : limits().idle_timeout);
     first_ = false;
     stream_.async_read_some(buffer_.prepare(4096),
-                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                            [self = this->shared_from_this()](beast::error_code ec, size_t n) {
                               self->timer_.cancel();
                               if (ec) return self->Stop();  // closed, or quiet too long
                               self->buffer_.commit(n);
@@ -180,7 +328,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     parser_->body_limit(limits().max_body_bytes);
     ArmReadTimer(limits().header_timeout);
     bhttp::async_read_header(stream_, buffer_, *parser_,
-                             [self = shared_from_this()](beast::error_code ec, size_t) {
+                             [self = this->shared_from_this()](beast::error_code ec, size_t) {
                                self->timer_.cancel();
                                self->OnHeader(ec);
                              });
@@ -220,8 +368,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
     for (const auto& field : msg) {
       request_->headers().add(std::string(field.name_string()), std::string(field.value()));
     }
+    // Who is calling, as TLS proved it; never as the client says.
+    request_->headers().remove(kPrincipalHeader);
+    if (!principal_.empty()) request_->headers().add(kPrincipalHeader, principal_);
     beast::error_code addr_ec;
-    const auto remote = stream_.socket().remote_endpoint(addr_ec);
+    const auto remote = Tcp().socket().remote_endpoint(addr_ec);
     if (!addr_ec) request_->_get_impl()->_set_remote_address(remote.address().to_string());
     if (shared_->opts.admit) {
       Status st = shared_->opts.admit(*request_);
@@ -247,9 +398,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     if (!parser_->is_done() && IEquals(Sv(msg[bhttp::field::expect]), "100-continue")) {
       static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-      stream_.expires_after(limits().write_timeout);
+      Tcp().expires_after(limits().write_timeout);
       asio::async_write(stream_, asio::buffer(kContinue.data(), kContinue.size()),
-                        [self = shared_from_this()](beast::error_code ec, size_t) {
+                        [self = this->shared_from_this()](beast::error_code ec, size_t) {
                           if (ec) return self->Stop();
                           self->ReadBody();
                         });
@@ -262,7 +413,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (parser_->is_done()) return Dispatch();
     ArmReadTimer(limits().body_timeout);
     bhttp::async_read(
-        stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
+        stream_, buffer_, *parser_,
+        [self = this->shared_from_this()](beast::error_code ec, size_t) {
           self->timer_.cancel();
           if (ec == bhttp::error::body_limit) return self->RefuseTooLarge();
           if (ec && self->timed_out_) {
@@ -299,7 +451,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     req._get_impl()->_complete(size);
     parser_.reset();
 
-    req.get_response().then([self = shared_from_this()](pplx::task<web::http::http_response> t) {
+    req.get_response().then([self =
+                                 this->shared_from_this()](pplx::task<web::http::http_response> t) {
       std::optional<bhttp::response<bhttp::string_body>> res;
       try {
         res = self->Convert(t.get());
@@ -373,16 +526,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
     answer_.emplace(std::move(res));
     held_ = answer_->body().size();
     if (shared_->opts.answers) shared_->opts.answers->Take(held_);
-    stream_.expires_after(limits().write_timeout);
-    bhttp::async_write(stream_, *answer_,
-                       [self = shared_from_this(), closing, drain](beast::error_code ec, size_t) {
-                         self->Release();
-                         self->answer_.reset();
-                         if (ec) return self->Stop();
-                         if (drain) return self->Drain();
-                         if (closing) return self->Stop();
-                         self->WaitForRequest();
-                       });
+    Tcp().expires_after(limits().write_timeout);
+    bhttp::async_write(
+        stream_, *answer_,
+        [self = this->shared_from_this(), closing, drain](beast::error_code ec, size_t) {
+          self->Release();
+          self->answer_.reset();
+          if (ec) return self->Stop();
+          if (drain) return self->Drain();
+          if (closing) return self->Stop();
+          self->WaitForRequest();
+        });
   }
 
   // Gives the bytes of the answer being written, and of the request it answers, back to their
@@ -425,7 +579,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void Drain() {
     beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    Tcp().socket().shutdown(tcp::socket::shutdown_send, ec);
     drained_ = 0;
     ArmReadTimer(limits().body_timeout);
     DrainMore();
@@ -434,7 +588,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void DrainMore() {
     buffer_.consume(buffer_.size());
     stream_.async_read_some(buffer_.prepare(64 << 10),
-                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                            [self = this->shared_from_this()](beast::error_code ec, size_t n) {
                               self->drained_ += n;
                               if (ec || self->drained_ > self->shared_->DiscardLimit()) {
                                 self->timer_.cancel();
@@ -444,8 +598,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
                             });
   }
 
-  std::shared_ptr<Shared> shared_;
-  beast::tcp_stream stream_;
+  Stream stream_;
   asio::steady_timer timer_;  // a read's time limit (ArmReadTimer)
   bool timed_out_ = false;
   beast::flat_buffer buffer_;
@@ -458,11 +611,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool first_ = true;   // no request read yet
   bool keep_alive_ = true;
   bool head_ = false;
-  bool registered_ = false;
-  std::list<std::weak_ptr<Connection>>::iterator self_;
-  std::atomic<bool> busy_{false};          // a request is in progress (read past its headers)
-  std::atomic<bool> evicted_{false};       // chosen to make room (closing)
-  std::atomic<int64_t> waiting_since_{0};  // since when it waits for a request (steady ticks)
+  std::string principal_;                            // the TLS client certificate's common name
+  std::shared_ptr<asio::ssl::context> tls_context_;  // a TLS connection's, kept while it lives
 };
 
 namespace {
@@ -474,9 +624,10 @@ void Accept(const std::shared_ptr<GuardedListener::Shared>& s);
 void Admit(const std::shared_ptr<GuardedListener::Shared>& s, tcp::socket socket) {
   beast::error_code ec;
   socket.set_option(tcp::no_delay(true), ec);
-  auto conn = std::make_shared<Connection>(s, std::move(socket));
-  std::vector<std::shared_ptr<Connection>> all;  // released outside the lock (their destructors)
-  std::shared_ptr<Connection> victim;
+  auto conn =
+      std::make_shared<Connection<beast::tcp_stream>>(s, beast::flat_buffer(), std::move(socket));
+  std::vector<std::shared_ptr<ConnectionBase>> all;  // released outside the lock (destructors)
+  std::shared_ptr<ConnectionBase> victim;
   bool refuse = false;
   {
     MutexLock lock(s->mu);
@@ -535,6 +686,13 @@ GuardedListener::~GuardedListener() { Close(); }
 Status GuardedListener::Open() {
   const auto& o = shared_->opts;
   const std::string where = "http://" + o.host + ":" + std::to_string(o.port);
+  if (shared_->tls() && !shared_->TlsContext()) {
+    return Status::InvalidArgument(
+        "cannot load the TLS certificate " + o.tls.cert_file + " with its key " + o.tls.key_file +
+        (o.tls.client_ca_file.empty() ? std::string()
+                                      : " and the client CA " + o.tls.client_ca_file) +
+        " (PEM files expected)");
+  }
   beast::error_code ec;
   tcp::endpoint endpoint;
   auto address = asio::ip::make_address(o.host, ec);
@@ -562,7 +720,7 @@ Status GuardedListener::Open() {
 }
 
 void GuardedListener::Close() {
-  std::vector<std::shared_ptr<Connection>> open;
+  std::vector<std::shared_ptr<ConnectionBase>> open;
   {
     MutexLock lock(shared_->mu);
     if (shared_->closed) return;

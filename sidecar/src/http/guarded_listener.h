@@ -80,12 +80,28 @@ struct ListenerLimits {
   size_t max_connections = 1024;
 };
 
+// TLS on a port: PEM files of its certificate (chain) and key and, for clients to prove who they
+// are, the CA their certificates must be signed by. The files are read again when they change.
+struct TlsFiles {
+  std::string cert_file;  // empty: no TLS
+  std::string key_file;
+  std::string client_ca_file;  // empty: no client certificate asked for
+};
+
+// The request header that carries the common name of the TLS client's certificate to handlers
+// (a client's own header of that name is removed).
+inline constexpr const char* kPrincipalHeader = "X-Shoal-Principal";
+
 struct ListenerOptions {
   std::string host = "0.0.0.0";
   uint16_t port = 0;  // 0: the system picks one (port())
   ListenerLimits limits;
   ByteBudget* answers = nullptr;   // null: answers are not counted
   ByteBudget* requests = nullptr;  // null: request bodies are not counted
+  // With a certificate, the port speaks TLS to clients that start a TLS handshake and plain HTTP
+  // to those that start with a request (the pod's own containers and its peers, until TLS
+  // between pods).
+  TlsFiles tls;
   // Called with a request whose headers are in and whose body is not read yet; a refusal is
   // answered (HttpCode of its status) without reading the body. Null: every request is admitted.
   std::function<Status(const web::http::http_request&)> admit;
