@@ -30,6 +30,8 @@ std::string_view Status::code_name() const {
       return "data_lost";
     case Code::kCorruption:
       return "corruption";
+    case Code::kPermissionDenied:
+      return "permission_denied";
     case Code::kIoError:
       return "io_error";
     case Code::kInternal:
@@ -39,10 +41,11 @@ std::string_view Status::code_name() const {
 }
 
 Status::Code Status::CodeFromName(std::string_view name) {
-  for (Code c : {Code::kOk, Code::kInvalidArgument, Code::kNotFound, Code::kTooLarge,
-                 Code::kFailedPrecondition, Code::kConflict, Code::kStaleEpoch,
-                 Code::kSequenceUnknown, Code::kUnauthenticated, Code::kUnavailable,
-                 Code::kNoSpace, Code::kDataLost, Code::kCorruption, Code::kIoError, Code::kInternal}) {
+  for (Code c :
+       {Code::kOk, Code::kInvalidArgument, Code::kNotFound, Code::kTooLarge,
+        Code::kFailedPrecondition, Code::kConflict, Code::kStaleEpoch, Code::kSequenceUnknown,
+        Code::kUnauthenticated, Code::kUnavailable, Code::kNoSpace, Code::kDataLost,
+        Code::kCorruption, Code::kIoError, Code::kInternal, Code::kPermissionDenied}) {
     if (Status(c, "").code_name() == name) return c;
   }
   return Code::kInternal;

@@ -112,6 +112,11 @@ int main(int argc, char** argv) {
   app.add_option("--tls-client-ca", data_opts.tls.client_ca_file,
                  "PEM CA that TLS clients' certificates must be signed by (a TLS client without "
                  "one is refused); its common name is the caller's name");
+  std::string access_file;
+  app.add_option("--access-file", access_file,
+                 "JSON of who may produce and which groups each may read and commit, by the "
+                 "common name of its TLS client certificate; with it, plain HTTP is served to "
+                 "this host only (needs --tls-client-ca)");
   size_t request_budget_bytes = size_t{128} << 20;
   app.add_option("--request-budget-bytes", request_budget_bytes,
                  "Bytes of data-plane request bodies read and handled at once; a request past it "
@@ -255,6 +260,16 @@ int main(int argc, char** argv) {
   if (data_opts.tls.cert_file.empty() != data_opts.tls.key_file.empty() ||
       (data_opts.tls.cert_file.empty() && !data_opts.tls.client_ca_file.empty())) {
     return Fail("--tls-cert and --tls-key go together, and --tls-client-ca needs them");
+  }
+  std::optional<http::AccessPolicy> access;
+  if (!access_file.empty()) {
+    if (data_opts.tls.client_ca_file.empty()) {
+      return Fail("--access-file needs --tls-client-ca: callers are named by their certificates");
+    }
+    auto loaded = http::AccessPolicy::Load(access_file);
+    if (!loaded.ok()) return Fail(loaded.status().message());
+    access = std::move(loaded).value();
+    data_opts.access = &*access;
   }
   http::ByteBudget answer_budget(answer_budget_bytes);
   http::ByteBudget request_budget(request_budget_bytes);

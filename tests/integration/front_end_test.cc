@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -310,6 +311,69 @@ TEST(FrontEndTest, TlsOnTheDataPortAsksForAClientCertificateAndRotatesWithoutARe
       10s))
       << "the new certificate was not served";
   EXPECT_TRUE(s.Running()) << s.Describe();
+}
+
+// With an access file, callers from other hosts come over TLS with a certificate and are held to
+// their grants: no credential, no produce; a grant for one group is no grant for another; and a
+// caller's producer ids are its own, so that one cannot make another's events read as duplicates.
+TEST(FrontEndTest, WithAnAccessFileCallersAreHeldToTheirGrantsAndProducerIdsAreTheirOwn) {
+  TestPki pki;
+  pki.Issue("server", "sidecar-one");
+  for (const char* who : {"billing", "orders-api", "mallory"}) pki.Issue(who, who);
+  {
+    std::ofstream access(pki.Path("access.json"));
+    access << R"({"principals":{"billing":{"groups":["billing","audit-*"]},)"
+           << R"("orders-api":{"produce":true},"mallory":{"produce":true}}})";
+  }
+  SidecarProcess s(
+      Options({"--tls-cert", pki.Path("server.pem"), "--tls-key", pki.Path("server.key"),
+               "--tls-client-ca", pki.Path("ca.pem"), "--access-file", pki.Path("access.json")}));
+  ASSERT_TRUE(s.Start().ok()) << s.Describe();
+  const std::string https = "https://127.0.0.1:" + std::to_string(s.port()) + "/v1/topics/orders";
+  auto as = [&](const std::string& who) {
+    return "curl -sS --cacert " + pki.Path("ca.pem") + " --cert " + pki.Path(who + ".pem") +
+           " --key " + pki.Path(who + ".key") + " ";
+  };
+  auto post = [&](const std::string& who, const std::string& path, const std::string& body) {
+    return Shell(as(who) + "-X POST " + https + path + " -d '" + body + "'").second;
+  };
+  // No credential: plain HTTP from another address is refused, and TLS without a certificate.
+  auto [code, out] =
+      Shell("curl -sS --interface 127.0.0.2 -X POST http://127.0.0.1:" + std::to_string(s.port()) +
+            "/v1/topics/orders/events -d " + "'{\"events\":[{\"key\":\"a\",\"value\":1}]}'");
+  EXPECT_NE(out.find("\"tls_required\""), std::string::npos) << out;
+  std::tie(code, out) = Shell("curl -sS --cacert " + pki.Path("ca.pem") + " " + https);
+  EXPECT_NE(code, 0) << out;
+  // Grants.
+  const std::string event = R"({"events":[{"key":"a","value":1}]})";
+  EXPECT_NE(post("billing", "/events", event).find("\"permission_denied\""), std::string::npos);
+  EXPECT_NE(
+      Shell(as("billing") + "'" + https + "/events?group=other'").second.find("permission_denied"),
+      std::string::npos);
+  EXPECT_NE(
+      post("billing", "/commits", R"({"group":"other","offsets":[{"partition":0,"offset":0}]})")
+          .find("permission_denied"),
+      std::string::npos);
+  EXPECT_NE(post("orders-api", "/events", event).find("\"results\""), std::string::npos);
+  // mallory sends seq 1 under orders-api's producer id first; orders-api's own seq 1 is stored.
+  const std::string spoof =
+      R"({"events":[{"key":"a","value":"evil","producer":"orders-svc","seq":1}]})";
+  const std::string real =
+      R"({"events":[{"key":"a","value":"real","producer":"orders-svc","seq":1}]})";
+  EXPECT_NE(post("mallory", "/events", spoof).find("\"duplicate\":false"), std::string::npos);
+  out = post("orders-api", "/events", real);
+  EXPECT_NE(out.find("\"duplicate\":false"), std::string::npos)
+      << "another caller made orders-api's event read as a duplicate: " << out;
+  // billing reads its own group (and a prefix grant): every event, each under its caller's id.
+  out = Shell(as("billing") + "'" + https + "/events?group=billing&max=10'").second;
+  EXPECT_NE(out.find("\"producer\":\"orders-api/orders-svc\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"producer\":\"mallory/orders-svc\""), std::string::npos) << out;
+  EXPECT_NE(
+      Shell(as("billing") + "'" + https + "/events?group=audit-1&max=1'").second.find("\"events\""),
+      std::string::npos);
+  // The pod's own containers (plain, from this host) may do anything.
+  HttpResponse own = s.DataClient()->Get("/v1/topics/orders/events?group=app&max=10");
+  EXPECT_EQ(own.status, 200) << own.Describe();
 }
 
 // A made-up group's commit at offset 1 pinned a partition at 1.25 MB under an 8 KiB retention.

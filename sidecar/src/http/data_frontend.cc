@@ -71,6 +71,7 @@ Status DataFrontend::Open() {
   lo.answers = opts_.answers;
   lo.requests = opts_.requests;
   lo.tls = opts_.tls;
+  lo.plain_local_only = opts_.access != nullptr;
   lo.on_refused = [this](int code, const std::string& error) {
     probe_.Request("other", code);
     probe_.Rejected(error);
@@ -148,25 +149,40 @@ void DataFrontend::Handle(http_request req) {
                           topic_.name() + "\""));
     return;
   }
+  // The caller's name, when it came over TLS with a certificate (plain callers are local).
+  std::string principal;
+  if (opts_.access) {
+    auto it = req.headers().find(kPrincipalHeader);
+    if (it != req.headers().end()) principal = it->second;
+  }
+  auto denied = [&](const std::string& endpoint, const Status& st) {
+    if (st.ok()) return false;
+    Fail(req, endpoint, st);
+    return true;
+  };
   if (path.size() == 3) {
     if (m != methods::GET) return wrong_method("topic", "GET");
+    if (!principal.empty() && denied("topic", opts_.access->MayView(principal))) return;
     Answer(req, "topic", 200, topic_.ViewJson());
     return;
   }
   if (path[3] == "events") {
-    if (m == methods::POST) return HandleProduce(req, t0);
-    if (m == methods::GET) return HandleConsume(req);
+    if (m == methods::POST) {
+      if (!principal.empty() && denied("produce", opts_.access->MayProduce(principal))) return;
+      return HandleProduce(req, t0, principal);
+    }
+    if (m == methods::GET) return HandleConsume(req, principal);
     return wrong_method("events", "POST (produce) or GET (consume)");
   }
   if (path[3] == "commits") {
     if (m != methods::POST) return wrong_method("commits", "POST");
-    return HandleCommit(req);
+    return HandleCommit(req, principal);
   }
   Fail(req, "other", Status::NotFound("no such endpoint /" + path[3]));
 }
 
-void DataFrontend::HandleProduce(const http_request& req,
-                                 std::chrono::steady_clock::time_point t0) {
+void DataFrontend::HandleProduce(const http_request& req, std::chrono::steady_clock::time_point t0,
+                                 const std::string& principal) {
   if (!ready_.load()) {
     Fail(req, "produce", Status::Unavailable("the sidecar is shutting down"));
     return;
@@ -181,16 +197,30 @@ void DataFrontend::HandleProduce(const http_request& req,
   };
   ReadBody(
       req, opts_.max_body_bytes,
-      [this, req, t0, forwarded, fail_unknown](std::string body) {
+      [this, req, t0, forwarded, fail_unknown, principal](std::string body) {
         thread_local wire::ProduceRequestParser parser;
         auto results = std::make_shared<std::vector<wire::ProduceResult>>();
         std::vector<broker::ForwardPlan> plans;
         std::vector<size_t> unknown;
         std::vector<broker::QuorumWait> quorum;
         Status st = parser.Parse(body, opts_.limits);
+        // A caller's producer ids are its own: "p" from "billing" is stored as "billing/p", so
+        // that no caller can make another's events read as duplicates.
+        std::vector<wire::ProduceEvent> bound;
+        std::vector<std::string> names;
+        const std::vector<wire::ProduceEvent>* events = &parser.events();
+        if (st.ok() && !principal.empty()) {
+          bound = parser.events();
+          names.reserve(bound.size());  // the views below point into it
+          for (auto& e : bound) {
+            if (e.producer.empty()) continue;
+            names.push_back(principal + "/" + std::string(e.producer));
+            e.producer = names.back();
+          }
+          events = &bound;
+        }
         if (st.ok()) {
-          st = topic_.Produce(parser.events(), results.get(), forwarded, &plans, &unknown,
-                              &quorum);
+          st = topic_.Produce(*events, results.get(), forwarded, &plans, &unknown, &quorum);
         }
         if (st.code() == Status::Code::kSequenceUnknown) return fail_unknown(req, st, unknown);
         if (!st.ok()) {
@@ -281,7 +311,7 @@ void DataFrontend::HandleProduce(const http_request& req,
       [this, req](const Status& st) { Fail(req, "produce", st); });
 }
 
-void DataFrontend::HandleConsume(const http_request& req) {
+void DataFrontend::HandleConsume(const http_request& req, const std::string& principal) {
   const auto q = Query(req);
   auto g = q.find("group");
   const std::string group = g == q.end() ? "" : g->second;
@@ -291,6 +321,7 @@ void DataFrontend::HandleConsume(const http_request& req) {
   auto wait = IntParam(q, "wait_ms", 0, 0, opts_.max_wait_ms);
   if (st.ok() && !max.ok()) st = max.status();
   if (st.ok() && !wait.ok()) st = wait.status();
+  if (st.ok() && !principal.empty()) st = opts_.access->MayUseGroup(principal, group);
   if (st.ok() && opts_.answers && opts_.answers->Spent()) {
     st = Status::Unavailable("answers not yet taken by their clients hold the answer budget (" +
                              std::to_string(opts_.answers->limit()) +
@@ -464,17 +495,22 @@ void DataFrontend::NoteHanded(const std::string& group, size_t n) {
   handed_at_.try_emplace(group, std::chrono::steady_clock::now());
 }
 
-void DataFrontend::HandleCommit(const http_request& req) {
+void DataFrontend::HandleCommit(const http_request& req, const std::string& principal) {
   const bool forwarded = req.headers().has("X-Shoal-Forwarded");
   ReadBody(
       req, opts_.max_body_bytes,
-      [this, req, forwarded](std::string body) {
+      [this, req, forwarded, principal](std::string body) {
         // On a worker: a commit of an ancestor read through ranges goes on to its owner, one of
         // a partition failed over to another pod to its leader.
-        workers_.Submit([this, req, forwarded, body = std::move(body)] {
+        workers_.Submit([this, req, forwarded, principal, body = std::move(body)] {
           auto parsed = wire::ParseCommitRequest(body);
           std::vector<broker::QuorumWait> quorum;
-          Status st = parsed.ok() ? topic_.Commit(*parsed, &quorum, forwarded) : parsed.status();
+          Status st = parsed.ok() && !principal.empty()
+                          ? opts_.access->MayUseGroup(principal, parsed->group)
+                          : Status::Ok();
+          if (st.ok()) {
+            st = parsed.ok() ? topic_.Commit(*parsed, &quorum, forwarded) : parsed.status();
+          }
           if (!st.ok()) {
             Fail(req, "commit", st);
             return;

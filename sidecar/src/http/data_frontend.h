@@ -20,6 +20,7 @@
 
 #include "broker/sidecar_probe.h"
 #include "broker/topic.h"
+#include "http/access_policy.h"
 #include "http/guarded_listener.h"
 #include "http/peer_client.h"
 #include "http/worker_pool.h"
@@ -47,6 +48,11 @@ struct DataFrontendOptions {
   ByteBudget* requests = nullptr;
   // TLS for clients that start a handshake (GuardedListener); plain HTTP stays for the others.
   TlsFiles tls;
+  // Who may do what (by the TLS client's name). Set: plain HTTP is served to this host only
+  // (the pod's own containers, which may do anything), every other caller must come over TLS
+  // with a client certificate and is held to its grant, and producer ids are bound to the
+  // caller's name. Null: no authorization (a standalone sidecar, `shoal up`).
+  const AccessPolicy* access = nullptr;
 };
 
 class DataFrontend {
@@ -74,12 +80,14 @@ class DataFrontend {
   };
 
   void Handle(web::http::http_request req);
-  void HandleProduce(const web::http::http_request& req, std::chrono::steady_clock::time_point t0);
-  void HandleConsume(const web::http::http_request& req);
+  // `principal`: the TLS caller's name under an access policy (empty: unrestricted).
+  void HandleProduce(const web::http::http_request& req, std::chrono::steady_clock::time_point t0,
+                     const std::string& principal);
+  void HandleConsume(const web::http::http_request& req, const std::string& principal);
   // The consume itself, on a worker: answers, or parks the request for up to `wait_ms`.
   void ConsumeNow(const web::http::http_request& req, const std::string& group, size_t max,
                   int64_t wait_ms);
-  void HandleCommit(const web::http::http_request& req);
+  void HandleCommit(const web::http::http_request& req, const std::string& principal);
   void PollLoop();
   // Consumes for a parked request on the pool and answers it, or parks it again.
   void Serve(Waiter w);

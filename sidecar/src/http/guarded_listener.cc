@@ -210,7 +210,7 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
       if constexpr (!kTls) {
         if (self->shared_->tls()) return self->Detect();
       }
-      self->WaitForRequest();
+      self->PlainRequests();
     });
   }
 
@@ -252,9 +252,29 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
                             [self = this->shared_from_this()](beast::error_code ec, bool tls) {
                               self->timer_.cancel();
                               if (ec) return self->Stop();
-                              if (!tls) return self->WaitForRequest();
+                              if (!tls) return self->PlainRequests();
                               self->Upgrade();
                             });
+  }
+
+  // A plain connection reads requests, if plain HTTP is served to its peer.
+  void PlainRequests() {
+    if (shared_->opts.plain_local_only && !FromThisHost()) {
+      return Refuse(403, "tls_required",
+                    "this port serves other hosts over TLS with a client certificate only", false);
+    }
+    WaitForRequest();
+  }
+
+  bool FromThisHost() {
+    beast::error_code ec;
+    auto address = Tcp().socket().remote_endpoint(ec).address();
+    if (ec) return false;
+    if (address.is_v6() && address.to_v6().is_v4_mapped()) {
+      address = asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6());
+    }
+    return address == asio::ip::make_address("127.0.0.1") ||
+           address == asio::ip::make_address("::1");
   }
 
   void Upgrade() {

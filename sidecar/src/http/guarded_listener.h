@@ -102,6 +102,9 @@ struct ListenerOptions {
   // to those that start with a request (the pod's own containers and its peers, until TLS
   // between pods).
   TlsFiles tls;
+  // Plain HTTP only from this host (127.0.0.1, ::1: the pod's own containers); any other plain
+  // connection is answered 403 tls_required and closed.
+  bool plain_local_only = false;
   // Called with a request whose headers are in and whose body is not read yet; a refusal is
   // answered (HttpCode of its status) without reading the body. Null: every request is admitted.
   std::function<Status(const web::http::http_request&)> admit;

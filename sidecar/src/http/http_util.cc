@@ -22,6 +22,8 @@ int HttpCode(const Status& s) {
       return 409;
     case Status::Code::kUnauthenticated:
       return 401;
+    case Status::Code::kPermissionDenied:
+      return 403;
     case Status::Code::kUnavailable:
       return 503;
     case Status::Code::kNoSpace:

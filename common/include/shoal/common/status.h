@@ -29,8 +29,9 @@ class Status {
     // Idempotence (invariant 6): the producer state cannot tell whether a (producer, seq) was
     // stored (it is older than what the state remembers); refused, never taken as a duplicate.
     kSequenceUnknown,
-    kUnauthenticated,     // missing or wrong token; maps to 401
-    kUnavailable,         // try again later (not ready, shutting down); maps to 503
+    kUnauthenticated,   // missing or wrong token; maps to 401
+    kPermissionDenied,  // the caller is known and not allowed this; maps to 403
+    kUnavailable,       // try again later (not ready, shutting down); maps to 503
     // The data volume is full, or produce would eat into the space kept for what lets a full
     // disk recover (commits, group registrations, seals, retirement); maps to 507.
     kNoSpace,
@@ -38,9 +39,9 @@ class Status {
     // and holds nothing of (its volume was emptied or replaced): the coordinator must declare
     // them lost (PartitionMap::DeclareLost) rather than start them again empty. Maps to 409.
     kDataLost,
-    kCorruption,          // on-disk data failed a check
-    kIoError,             // the OS refused a read, write or fsync
-    kInternal,            // a bug
+    kCorruption,  // on-disk data failed a check
+    kIoError,     // the OS refused a read, write or fsync
+    kInternal,    // a bug
   };
 
   Status() = default;
@@ -60,6 +61,9 @@ class Status {
   }
   static Status Unauthenticated(std::string msg) {
     return {Code::kUnauthenticated, std::move(msg)};
+  }
+  static Status PermissionDenied(std::string msg) {
+    return {Code::kPermissionDenied, std::move(msg)};
   }
   static Status Unavailable(std::string msg) { return {Code::kUnavailable, std::move(msg)}; }
   static Status NoSpace(std::string msg) { return {Code::kNoSpace, std::move(msg)}; }
