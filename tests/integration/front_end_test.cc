@@ -43,15 +43,6 @@ SidecarOptions Options(std::vector<std::string> extra = {}) {
   return o;
 }
 
-uint64_t PeakRssBytes(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
-  }
-  return 0;
-}
-
 // Waits for `done` up to `limit`; whether it held.
 template <typename F>
 bool WaitFor(F done, std::chrono::milliseconds limit) {

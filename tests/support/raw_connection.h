@@ -86,14 +86,18 @@ class RawConnection {
   bool closed_ = false;
 };
 
-inline uint64_t RssBytes(pid_t pid) {
+// A "VmRSS:"-like line of /proc/PID/status, in bytes; 0 when it cannot be read.
+inline uint64_t ProcStatusBytes(pid_t pid, const std::string& field) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+    if (line.rfind(field, 0) == 0) return std::stoull(line.substr(field.size())) * 1024;
   }
   return 0;
 }
+// Resident memory now, and at its peak.
+inline uint64_t RssBytes(pid_t pid) { return ProcStatusBytes(pid, "VmRSS:"); }
+inline uint64_t PeakRssBytes(pid_t pid) { return ProcStatusBytes(pid, "VmHWM:"); }
 
 // Descriptors the process holds now.
 inline size_t OpenFiles(pid_t pid) {

@@ -291,6 +291,14 @@ void TopicOperator::ProcessKey(const std::string& key) {
   queue_.Done(key);
 }
 
+std::optional<Json> TopicOperator::CachedStatefulSet(const std::string& ns,
+                                                     const std::string& name) const {
+  for (const auto& inf : statefulsets_) {
+    if (auto sts = inf->Get(ns, name)) return sts;
+  }
+  return std::nullopt;
+}
+
 std::optional<Json> TopicOperator::CachedTopic(const std::string& key) const {
   const auto [ns, name] = SplitKey(key);
   for (const auto& inf : topics_) {
@@ -472,10 +480,7 @@ Status TopicOperator::EnsurePodDisruptionBudget(const TopicObject& t, std::strin
 
 Status TopicOperator::EnsureStatefulSet(const Json& topic, const TopicObject& t,
                                         std::string* refused, std::string* not_owned) {
-  std::optional<Json> live;
-  for (const auto& inf : statefulsets_) {
-    if ((live = inf->Get(t.ns, t.name))) break;
-  }
+  std::optional<Json> live = CachedStatefulSet(t.ns, t.name);
   if (live && !OwnedBy(*live, t)) {
     *not_owned = NotOwnedMessage("StatefulSet", t.name, t);
     return Status::FailedPrecondition(*not_owned);
@@ -540,10 +545,7 @@ std::shared_ptr<TopicOperator::Worker> TopicOperator::EnsureWorker(const TopicOb
   if (!w) {
     // The pods asked for now, from the synced cache: never guessed (a loop that believed in
     // fewer pods than exist would plan a "scale-up" that removes pods still owning partitions).
-    std::optional<Json> sts;
-    for (const auto& inf : statefulsets_) {
-      if ((sts = inf->Get(t.ns, t.name))) break;
-    }
+    std::optional<Json> sts = CachedStatefulSet(t.ns, t.name);
     const Json replicas = sts ? kubeapi::At(*sts, "spec.replicas") : Json::null();
     if (!replicas.is_number()) {
       Logger("operator")->debug("{}: waiting for its StatefulSet in the cache", key);
@@ -597,10 +599,7 @@ void TopicOperator::ResumeLastApplied(const Json& topic, uint64_t term) {
     MutexLock lock(mu_);
     if (workers_.count(Key(ns, name))) return;  // runs already, on its last valid spec
   }
-  std::optional<Json> sts;
-  for (const auto& inf : statefulsets_) {
-    if ((sts = inf->Get(ns, name))) break;
-  }
+  std::optional<Json> sts = CachedStatefulSet(ns, name);
   if (!sts) return;  // never applied: nothing runs that would need finishing
   auto applied = AppliedTopic(topic, *sts);
   if (!applied.ok()) {
@@ -676,10 +675,7 @@ ReconcileResult TopicOperator::Apply(const Json& topic, const TopicObject& t, ui
   // would start pods that own nothing or stop pods with their partitions, undrained. It is set
   // back, as a Deployment's controller sets back a ReplicaSet.
   if (w->started.load()) {
-    std::optional<Json> sts;
-    for (const auto& inf : statefulsets_) {
-      if ((sts = inf->Get(t.ns, t.name))) break;
-    }
+    std::optional<Json> sts = CachedStatefulSet(t.ns, t.name);
     const Json replicas = sts ? kubeapi::At(*sts, "spec.replicas") : Json::null();
     if (replicas.is_number()) {
       const auto cached =
@@ -880,9 +876,7 @@ ReconcileResult TopicOperator::Cleanup(const Json& topic) {
   for (const auto& [kind, object] : owned) {
     std::optional<Json> live;
     if (kind == &kubeapi::StatefulSets()) {
-      for (const auto& inf : statefulsets_) {  // watched already: no get needed
-        if ((live = inf->Get(ns, object))) break;
-      }
+      live = CachedStatefulSet(ns, object);  // watched already: no get needed
     } else {
       auto got = client_.Get(*kind, ns, object);
       if (!got.ok() && !got.error().IsNotFound()) {

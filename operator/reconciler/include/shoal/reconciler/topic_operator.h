@@ -114,6 +114,9 @@ class TopicOperator {
   void StopWorker(const std::string& key);
   void StopAllWorkers();
   std::optional<kubeapi::Json> CachedTopic(const std::string& key) const;
+  // The StatefulSet named so as the informers hold it.
+  std::optional<kubeapi::Json> CachedStatefulSet(const std::string& ns,
+                                                 const std::string& name) const;
   // Each Ensure* below fails with `not_owned` set (NotOwnedMessage) when an object of the name
   // it makes exists and is not the topic's (OwnedBy): it is then neither changed nor used.
   Result<std::string> EnsureSecret(const kubeapi::Json& topic, const TopicObject& t,
