@@ -8,11 +8,13 @@
 #include <simdjson.h>
 
 #include "shoal/common/json.h"
+#include "shoal/common/tls_cpprest.h"
 #include "shoal/common/wire.h"
 
 namespace shoal::client {
 
-AdminClient::AdminClient(std::string token) : token_(std::move(token)) {}
+AdminClient::AdminClient(std::string token, TlsClientFiles tls)
+    : token_(std::move(token)), tls_(std::move(tls)) {}
 AdminClient::~AdminClient() = default;
 
 Result<std::string> AdminClient::Call(const std::string& host_port, const std::string& method,
@@ -25,7 +27,8 @@ Result<std::string> AdminClient::Call(const std::string& host_port, const std::s
     if (!c) {
       web::http::client::http_client_config config;
       config.set_timeout(std::chrono::seconds(5));
-      c = std::make_unique<web::http::client::http_client>("http://" + host_port, config);
+      UseTls(config, tls_);
+      c = std::make_unique<web::http::client::http_client>(BaseUrl(host_port, tls_), config);
     }
     client = c.get();
   }
@@ -33,6 +36,7 @@ Result<std::string> AdminClient::Call(const std::string& host_port, const std::s
     web::http::http_request req(method);
     req.set_request_uri(path);
     if (admin) req.headers().add("Authorization", "Bearer " + token_);
+    NameTheServer(req, tls_);
     if (!body.empty()) req.set_body(body, "application/json");
     auto resp = client->request(req).get();
     auto bytes = resp.extract_vector().get();

@@ -8,6 +8,7 @@
 #include <simdjson.h>
 
 #include "shoal/common/json.h"
+#include "shoal/common/tls_cpprest.h"
 
 namespace shoal::client {
 
@@ -23,10 +24,11 @@ std::string EncodeProduceBody(const std::vector<OutgoingEvent>& events) {
 }
 
 ShoalClient::ShoalClient(const std::string& base_url, std::string topic,
-                         std::chrono::milliseconds timeout)
-    : topic_(std::move(topic)) {
+                         std::chrono::milliseconds timeout, TlsClientFiles tls)
+    : topic_(std::move(topic)), tls_(std::move(tls)) {
   web::http::client::http_client_config config;
   config.set_timeout(timeout);
+  UseTls(config, tls_);
   http_ = std::make_unique<web::http::client::http_client>(base_url, config);
 }
 
@@ -37,6 +39,7 @@ Result<std::string> ShoalClient::Call(const std::string& method, const std::stri
   try {
     web::http::http_request req(method);
     req.set_request_uri(path);
+    NameTheServer(req, tls_);
     if (!body.empty()) req.set_body(body, "application/json");
     auto resp = http_->request(req).get();
     auto bytes = resp.extract_vector().get();

@@ -4,6 +4,8 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/uio.h>
@@ -17,6 +19,8 @@ namespace shoal {
 RawHttpConnection::~RawHttpConnection() { Disconnect(); }
 
 void RawHttpConnection::Disconnect() {
+  if (ssl_ != nullptr) SSL_free(ssl_);
+  ssl_ = nullptr;
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   in_.clear();
@@ -63,7 +67,7 @@ Status RawHttpConnection::Connect() {
     errno = 0;
     if (::connect(fd_, a->ai_addr, a->ai_addrlen) == 0) {
       ::freeaddrinfo(found);
-      return Status::Ok();
+      return opts_.tls.enabled() ? StartTls() : Status::Ok();
     }
     last = Broken("connect");
   }
@@ -71,17 +75,78 @@ Status RawHttpConnection::Connect() {
   return last;
 }
 
+Status RawHttpConnection::StartTls() {
+  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+  if (ctx == nullptr) {
+    Disconnect();
+    return Status::Internal("cannot make a TLS context");
+  }
+  Status st = ConfigureTlsClient(ctx, opts_.tls);
+  if (st.ok()) {
+    ssl_ = SSL_new(ctx);
+    if (ssl_ == nullptr) st = Status::Internal("cannot make a TLS connection");
+  }
+  SSL_CTX_free(ctx);  // the connection holds its own reference
+  if (!st.ok()) {
+    Disconnect();
+    return Status::Unavailable("TLS to " + host_ + ": " + st.message());
+  }
+  SSL_set_fd(ssl_, fd_);
+  SSL_set_tlsext_host_name(ssl_, opts_.tls.server_name.c_str());
+  SSL_set1_host(ssl_, opts_.tls.server_name.c_str());
+  errno = 0;
+  ERR_clear_error();
+  if (SSL_connect(ssl_) != 1) {
+    const long verify = SSL_get_verify_result(ssl_);
+    std::string why = verify != X509_V_OK ? X509_verify_cert_error_string(verify) : "";
+    if (why.empty()) {
+      char buf[256] = "the handshake failed";
+      if (unsigned long e = ERR_get_error()) ERR_error_string_n(e, buf, sizeof buf);
+      why = buf;
+    }
+    Disconnect();
+    return Status::Unavailable("TLS handshake with " + host_ + ":" + std::to_string(port_) +
+                               " (as " + opts_.tls.server_name + "): " + why);
+  }
+  return Status::Ok();
+}
+
+ssize_t RawHttpConnection::Send(const char* data, size_t n) {
+  if (ssl_ == nullptr) return ::send(fd_, data, n, MSG_NOSIGNAL);
+  const int w = SSL_write(ssl_, data, static_cast<int>(std::min<size_t>(n, 1 << 30)));
+  return w > 0 ? w : -1;
+}
+
+ssize_t RawHttpConnection::Recv(char* buf, size_t n) {
+  if (ssl_ == nullptr) return ::recv(fd_, buf, n, 0);
+  const int r = SSL_read(ssl_, buf, static_cast<int>(n));
+  return r > 0 ? r : (SSL_get_error(ssl_, r) == SSL_ERROR_ZERO_RETURN ? 0 : -1);
+}
+
 Result<int> RawHttpConnection::Request(std::string_view method, std::string_view path,
                                        std::string_view body, std::string* response_body) {
   if (fd_ < 0) SHOAL_RETURN_IF_ERROR(Connect());
   head_.clear();
   head_.append(method).append(" ").append(path).append(" HTTP/1.1\r\nHost: ");
-  head_.append(host_).append("\r\nContent-Type: application/json\r\nContent-Length: ");
+  head_.append(opts_.tls.enabled() ? opts_.tls.server_name : host_)
+      .append("\r\nContent-Type: application/json\r\nContent-Length: ");
   head_.append(std::to_string(body.size())).append("\r\n").append(opts_.headers);
   head_.append("\r\n");
   iovec iov[2] = {{head_.data(), head_.size()}, {const_cast<char*>(body.data()), body.size()}};
   size_t left = head_.size() + body.size();
   int idx = 0;
+  if (ssl_ != nullptr) {
+    // One record stream: the head and the body written in turn.
+    for (std::string_view part : {std::string_view(head_), body}) {
+      while (!part.empty()) {
+        errno = 0;
+        const ssize_t n = Send(part.data(), part.size());
+        if (n <= 0) return Broken("send to");
+        part.remove_prefix(static_cast<size_t>(n));
+      }
+    }
+    left = 0;
+  }
   while (left > 0) {
     errno = 0;
     // sendmsg with MSG_NOSIGNAL: a peer that closed is an error here, never a SIGPIPE.
@@ -107,7 +172,7 @@ Result<int> RawHttpConnection::Request(std::string_view method, std::string_view
   char buf[65536];
   while ((head_end = in_.find("\r\n\r\n")) == std::string::npos) {
     errno = 0;
-    ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+    ssize_t n = Recv(buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return Broken("waiting for the answer of");
     if (in_.size() + static_cast<size_t>(n) > kMaxHead) {
@@ -139,7 +204,7 @@ Result<int> RawHttpConnection::Request(std::string_view method, std::string_view
   const size_t total = head_end + 4 + length;
   while (in_.size() < total) {
     errno = 0;
-    ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+    ssize_t n = Recv(buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return Broken("reading the answer of");
     in_.append(buf, static_cast<size_t>(n));

@@ -28,6 +28,7 @@
 #include "shoal/common/clock.h"
 #include "shoal/common/files.h"
 #include "shoal/common/logging.h"
+#include "shoal/common/tls.h"
 #include "shoal/common/version.h"
 #include "storage/file_util.h"
 
@@ -106,17 +107,22 @@ int main(int argc, char** argv) {
                  "refused (503, retry) while it is spent")
       ->check(CLI::Range(size_t{1} << 20, size_t{1} << 40));
   app.add_option("--tls-cert", data_opts.tls.cert_file,
-                 "PEM certificate (chain) of the data port: clients that start a TLS handshake "
-                 "get TLS, the others plain HTTP; read again when the file changes");
+                 "PEM certificate (chain) of the data and admin ports: clients that start a TLS "
+                 "handshake get TLS; read again when the file changes");
   app.add_option("--tls-key", data_opts.tls.key_file, "PEM private key of --tls-cert");
   app.add_option("--tls-client-ca", data_opts.tls.client_ca_file,
-                 "PEM CA that TLS clients' certificates must be signed by (a TLS client without "
-                 "one is refused); its common name is the caller's name");
+                 "PEM CA of the topic: with it, the data and admin ports are TLS only, every "
+                 "caller shows a certificate it signed (its common name is the caller's name), "
+                 "and peers are called over TLS with --tls-cert as the client certificate");
+  app.add_option("--local-port", data_opts.local_port,
+                 "Plain-HTTP data port for the pod's own containers, bound to --local-bind "
+                 "(where --tls-client-ca makes the data port TLS only)")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--local-bind", data_opts.local_host, "Address of --local-port");
   std::string access_file;
   app.add_option("--access-file", access_file,
                  "JSON of who may produce and which groups each may read and commit, by the "
-                 "common name of its TLS client certificate; with it, plain HTTP is served to "
-                 "this host only (needs --tls-client-ca)");
+                 "common name of its TLS client certificate (needs --tls-client-ca)");
   size_t request_budget_bytes = size_t{128} << 20;
   app.add_option("--request-budget-bytes", request_budget_bytes,
                  "Bytes of data-plane request bodies read and handled at once; a request past it "
@@ -249,7 +255,18 @@ int main(int argc, char** argv) {
   topic_opts.fs = reserved_fs.get();
   topic_opts.disk_reserve = &reserve;
 
-  http::HttpPeerClient peers(admin_opts.token, std::chrono::milliseconds(forward_timeout_ms));
+  // With the topic's CA, peers are called over TLS with this pod's certificate, and must show
+  // the topic's peer name.
+  TlsClientFiles peer_tls;
+  if (!data_opts.tls.client_ca_file.empty()) {
+    peer_tls = {data_opts.tls.client_ca_file, data_opts.tls.cert_file, data_opts.tls.key_file,
+                PeerName(topic_opts.topic)};
+  }
+  data_opts.peer_name = PeerName(topic_opts.topic);
+  admin_opts.tls = data_opts.tls;
+  admin_opts.callers = {PeerName(topic_opts.topic), OperatorName(topic_opts.topic)};
+  http::HttpPeerClient peers(admin_opts.token, std::chrono::milliseconds(forward_timeout_ms),
+                             peer_tls);
   auto topic = broker::Topic::Open(topic_opts, SystemClock::Instance(), probe, &peers);
   if (!topic.ok()) return Fail(topic.status().ToString());
   broker::Topic& t = **topic;
@@ -289,9 +306,14 @@ int main(int argc, char** argv) {
     if (!st.ok()) return Fail(st.message());
   }
   ready = true;
-  log->info("msg=\"sidecar ready\" topic={} pod={} port={} admin_port={} metrics_port={} fsync={}",
-            topic_opts.topic, topic_opts.pod.value(), data_opts.port, admin_opts.port, metrics_port,
-            fsync);
+  log->info(
+      "msg=\"sidecar ready\" topic={} pod={} port={} admin_port={} metrics_port={} local_port={} "
+      "tls={} fsync={}",
+      topic_opts.topic, topic_opts.pod.value(), data_opts.port, admin_opts.port, metrics_port,
+      data.local_port(),
+      data_opts.tls.client_ca_file.empty() ? (data_opts.tls.cert_file.empty() ? "off" : "optional")
+                                           : "required",
+      fsync);
 
   int sig = 0;
   sigwait(&signals, &sig);

@@ -21,6 +21,7 @@
 #include "support/sidecar_cluster.h"
 #include "support/sidecar_process.h"
 #include "support/temp_dir.h"
+#include "support/wait_for.h"
 
 namespace shoal::testing {
 namespace {
@@ -41,17 +42,6 @@ SidecarOptions Options(std::vector<std::string> extra = {}) {
   o.log_level = "warn";
   o.extra_args = std::move(extra);
   return o;
-}
-
-// Waits for `done` up to `limit`; whether it held.
-template <typename F>
-bool WaitFor(F done, std::chrono::milliseconds limit) {
-  const auto deadline = SteadyClock::now() + limit;
-  while (!done()) {
-    if (SteadyClock::now() >= deadline) return false;
-    std::this_thread::sleep_for(20ms);
-  }
-  return true;
 }
 
 // A produce through the client library; the status.
@@ -224,147 +214,6 @@ TEST(FrontEndTest, ManySlowBodiesAtOnceStayWithinTheRequestBudget) {
   EXPECT_LT(rss_after, rss_before + kBudget + (uint64_t{16} << 20));
   senders.clear();  // the bodies never end: their connections go
   EXPECT_TRUE(WaitFor([&] { return ProduceOne(s, "after").ok(); }, 10s)) << s.Describe();
-}
-
-// A shell command's exit code and what it printed (stdout and stderr).
-std::pair<int, std::string> Shell(const std::string& command) {
-  std::string out;
-  FILE* f = ::popen((command + " 2>&1").c_str(), "r");
-  if (f == nullptr) return {-1, "popen failed"};
-  char buf[4096];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-  const int status = ::pclose(f);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-// A CA and certificates signed by it, made with the openssl command.
-class TestPki {
- public:
-  TestPki() {
-    const auto [code, out] = Shell("cd " + dir_.path() +
-                                   " && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key "
-                                   "-out ca.pem -days 2 -subj /CN=shoal-test-ca");
-    EXPECT_EQ(code, 0) << out;
-  }
-  // Makes NAME.pem and NAME.key with common name `cn`, for 127.0.0.1 too.
-  void Issue(const std::string& name, const std::string& cn) {
-    const auto [code, out] =
-        Shell("cd " + dir_.path() + " && openssl req -newkey rsa:2048 -nodes -keyout " + name +
-              ".key.new -out " + name + ".csr -subj /CN=" + cn +
-              " && printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > " + name + ".ext" +
-              " && openssl x509 -req -in " + name +
-              ".csr -CA ca.pem -CAkey ca.key -CAcreateserial -out " + name +
-              ".pem.new -days 2 -extfile " + name + ".ext" + " && mv " + name + ".key.new " + name +
-              ".key && mv " + name + ".pem.new " + name + ".pem");
-    EXPECT_EQ(code, 0) << out;
-  }
-  std::string Path(const std::string& file) const { return dir_.path() + "/" + file; }
-
- private:
-  TempDir dir_;
-};
-
-// TLS on the data port: a client that starts a handshake gets TLS and must show a certificate
-// of the client CA; the pod's own containers and its peers keep plain HTTP; a certificate
-// replaced on disk serves the next connections without a restart.
-TEST(FrontEndTest, TlsOnTheDataPortAsksForAClientCertificateAndRotatesWithoutARestart) {
-  TestPki pki;
-  pki.Issue("server", "sidecar-one");
-  pki.Issue("client", "billing");
-  SidecarProcess s(Options({"--tls-cert", pki.Path("server.pem"), "--tls-key",
-                            pki.Path("server.key"), "--tls-client-ca", pki.Path("ca.pem")}));
-  ASSERT_TRUE(s.Start().ok()) << s.Describe();
-  const std::string https = "https://127.0.0.1:" + std::to_string(s.port());
-  const std::string as_billing = "curl -sS --cacert " + pki.Path("ca.pem") + " --cert " +
-                                 pki.Path("client.pem") + " --key " + pki.Path("client.key");
-  auto [code, out] =
-      Shell(as_billing + " -X POST " + https +
-            "/v1/topics/orders/events -d '{\"events\":[{\"key\":\"a\",\"value\":1}]}'");
-  EXPECT_EQ(code, 0) << out;
-  EXPECT_NE(out.find("\"results\""), std::string::npos) << out;
-  // Without a client certificate: refused in the handshake.
-  std::tie(code, out) = Shell("curl -sS --cacert " + pki.Path("ca.pem") + " " + https + "/healthz");
-  EXPECT_NE(code, 0) << "a TLS client without a certificate was served: " << out;
-  // Plain HTTP is still served (the pod's own containers, its peers).
-  HttpResponse plain = s.DataClient()->Get("/v1/topics/orders/events?group=g&max=10");
-  EXPECT_EQ(plain.status, 200) << plain.Describe();
-  EXPECT_NE(plain.body.find("\"key\":\"a\""), std::string::npos) << plain.body;
-  // Rotation: a new certificate on disk serves the next connections.
-  std::tie(code, out) = Shell(as_billing + " -v " + https + "/healthz");
-  EXPECT_NE(out.find("CN=sidecar-one"), std::string::npos) << out;
-  pki.Issue("server", "sidecar-two");
-  EXPECT_TRUE(WaitFor(
-      [&] {
-        const auto [c, o] = Shell(as_billing + " -v " + https + "/healthz");
-        return c == 0 && o.find("CN=sidecar-two") != std::string::npos;
-      },
-      10s))
-      << "the new certificate was not served";
-  EXPECT_TRUE(s.Running()) << s.Describe();
-}
-
-// With an access file, callers from other hosts come over TLS with a certificate and are held to
-// their grants: no credential, no produce; a grant for one group is no grant for another; and a
-// caller's producer ids are its own, so that one cannot make another's events read as duplicates.
-TEST(FrontEndTest, WithAnAccessFileCallersAreHeldToTheirGrantsAndProducerIdsAreTheirOwn) {
-  TestPki pki;
-  pki.Issue("server", "sidecar-one");
-  for (const char* who : {"billing", "orders-api", "mallory"}) pki.Issue(who, who);
-  {
-    std::ofstream access(pki.Path("access.json"));
-    access << R"({"principals":{"billing":{"groups":["billing","audit-*"]},)"
-           << R"("orders-api":{"produce":true},"mallory":{"produce":true}}})";
-  }
-  SidecarProcess s(
-      Options({"--tls-cert", pki.Path("server.pem"), "--tls-key", pki.Path("server.key"),
-               "--tls-client-ca", pki.Path("ca.pem"), "--access-file", pki.Path("access.json")}));
-  ASSERT_TRUE(s.Start().ok()) << s.Describe();
-  const std::string https = "https://127.0.0.1:" + std::to_string(s.port()) + "/v1/topics/orders";
-  auto as = [&](const std::string& who) {
-    return "curl -sS --cacert " + pki.Path("ca.pem") + " --cert " + pki.Path(who + ".pem") +
-           " --key " + pki.Path(who + ".key") + " ";
-  };
-  auto post = [&](const std::string& who, const std::string& path, const std::string& body) {
-    return Shell(as(who) + "-X POST " + https + path + " -d '" + body + "'").second;
-  };
-  // No credential: plain HTTP from another address is refused, and TLS without a certificate.
-  auto [code, out] =
-      Shell("curl -sS --interface 127.0.0.2 -X POST http://127.0.0.1:" + std::to_string(s.port()) +
-            "/v1/topics/orders/events -d " + "'{\"events\":[{\"key\":\"a\",\"value\":1}]}'");
-  EXPECT_NE(out.find("\"tls_required\""), std::string::npos) << out;
-  std::tie(code, out) = Shell("curl -sS --cacert " + pki.Path("ca.pem") + " " + https);
-  EXPECT_NE(code, 0) << out;
-  // Grants.
-  const std::string event = R"({"events":[{"key":"a","value":1}]})";
-  EXPECT_NE(post("billing", "/events", event).find("\"permission_denied\""), std::string::npos);
-  EXPECT_NE(
-      Shell(as("billing") + "'" + https + "/events?group=other'").second.find("permission_denied"),
-      std::string::npos);
-  EXPECT_NE(
-      post("billing", "/commits", R"({"group":"other","offsets":[{"partition":0,"offset":0}]})")
-          .find("permission_denied"),
-      std::string::npos);
-  EXPECT_NE(post("orders-api", "/events", event).find("\"results\""), std::string::npos);
-  // mallory sends seq 1 under orders-api's producer id first; orders-api's own seq 1 is stored.
-  const std::string spoof =
-      R"({"events":[{"key":"a","value":"evil","producer":"orders-svc","seq":1}]})";
-  const std::string real =
-      R"({"events":[{"key":"a","value":"real","producer":"orders-svc","seq":1}]})";
-  EXPECT_NE(post("mallory", "/events", spoof).find("\"duplicate\":false"), std::string::npos);
-  out = post("orders-api", "/events", real);
-  EXPECT_NE(out.find("\"duplicate\":false"), std::string::npos)
-      << "another caller made orders-api's event read as a duplicate: " << out;
-  // billing reads its own group (and a prefix grant): every event, each under its caller's id.
-  out = Shell(as("billing") + "'" + https + "/events?group=billing&max=10'").second;
-  EXPECT_NE(out.find("\"producer\":\"orders-api/orders-svc\""), std::string::npos) << out;
-  EXPECT_NE(out.find("\"producer\":\"mallory/orders-svc\""), std::string::npos) << out;
-  EXPECT_NE(
-      Shell(as("billing") + "'" + https + "/events?group=audit-1&max=1'").second.find("\"events\""),
-      std::string::npos);
-  // The pod's own containers (plain, from this host) may do anything.
-  HttpResponse own = s.DataClient()->Get("/v1/topics/orders/events?group=app&max=10");
-  EXPECT_EQ(own.status, 200) << own.Describe();
 }
 
 // A made-up group's commit at offset 1 pinned a partition at 1.25 MB under an 8 KiB retention.

@@ -22,7 +22,9 @@ std::string SidecarBinaryUnderTest(const std::string& built) {
 }
 
 SidecarCluster::SidecarCluster(SidecarClusterOptions options)
-    : opts_(std::move(options)), admin_(opts_.token), executor_(admin_, ExecOptions(opts_.step_timeout)) {
+    : opts_(std::move(options)),
+      admin_(opts_.token, opts_.admin_tls),
+      executor_(admin_, ExecOptions(opts_.step_timeout)) {
   for (size_t i = 0; i < opts_.pods; ++i) {
     SidecarOptions o;
     o.binary = SidecarBinaryUnderTest(opts_.binary);

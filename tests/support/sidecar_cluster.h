@@ -31,6 +31,9 @@ struct SidecarClusterOptions {
   // Copies of every partition (common/replication.h: PlaceReplicas on the epoch-1 map).
   uint32_t replication = 1;
   std::chrono::milliseconds step_timeout = std::chrono::seconds(20);
+  // The test's admin calls over TLS (the pods' ports are TLS only when extra_args give them the
+  // topic's CA): the CA, the operator's certificate and the topic's peer name.
+  TlsClientFiles admin_tls;
 };
 
 // The binary to run: SHOAL_SIDECAR_BIN_UNDER_TEST when set (to show that a regression test fails

@@ -203,7 +203,8 @@ Status SidecarProcess::Spawn() {
 
 Status SidecarProcess::WaitReady() {
   const auto deadline = Clock::now() + opts_.ready_timeout;
-  HttpTestClient client(data_url(), std::chrono::seconds(2));
+  // The metrics port's /readyz: plain HTTP whatever the data port requires.
+  HttpTestClient client(metrics_url(), std::chrono::seconds(2));
   while (true) {
     int code = 0;
     if (Reap(false, &code)) {

@@ -1,7 +1,7 @@
 // SidecarProcess: a real `shoal-sidecar` child process for multi-process integration tests.
 //
 // Start() picks three free loopback ports, spawns the binary on a data directory, and waits until
-// GET /readyz on the data port answers 200 (polling with short waits up to a deadline). Kill9()
+// GET /readyz on the metrics port answers 200 (polling with short waits up to a deadline). Kill9()
 // and Terminate() end it the hard and the clean way; Restart() starts it again on the same
 // directory and the same ports, which is what a pod restart looks like. The child's stdout and
 // stderr are appended to `<data dir>/sidecar.log`, so a failing test can print what the sidecar

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "broker/sidecar_probe.h"
 #include "broker/topic.h"
@@ -30,6 +31,10 @@ struct AdminFrontendOptions {
   ListenerLimits http;  // its body limit is the admin plane's own (64 MiB: a handoff)
   ByteBudget* answers = nullptr;  // bodies are not counted: a request without the token is
                                   // refused before its body is read
+  // TLS (GuardedListener). With a client CA the port is TLS only, and only the callers named in
+  // `callers` (the topic's peers and its operator) are admitted, token or not.
+  TlsFiles tls;
+  std::vector<std::string> callers;
 };
 
 class AdminFrontend {

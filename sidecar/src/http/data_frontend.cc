@@ -70,16 +70,23 @@ Status DataFrontend::Open() {
   lo.limits.body_timeout = std::chrono::milliseconds(opts_.body_timeout_ms);
   lo.answers = opts_.answers;
   lo.requests = opts_.requests;
-  lo.tls = opts_.tls;
-  lo.plain_local_only = opts_.access != nullptr;
   lo.on_refused = [this](int code, const std::string& error) {
     probe_.Request("other", code);
     probe_.Rejected(error);
   };
-  listener_ = std::make_unique<GuardedListener>(
-      std::move(lo), [this](http_request req) { Handle(std::move(req)); });
+  ListenerOptions local = lo;
+  local.host = opts_.local_host;
+  local.port = static_cast<uint16_t>(std::max(opts_.local_port, 0));
+  lo.tls = opts_.tls;
+  lo.tls_only = !opts_.tls.client_ca_file.empty();
+  auto handle = [this](http_request req) { Handle(std::move(req)); };
+  listener_ = std::make_unique<GuardedListener>(std::move(lo), handle);
+  if (opts_.local_port >= 0) {
+    local_listener_ = std::make_unique<GuardedListener>(std::move(local), handle);
+  }
   poller_ = std::thread([this] { PollLoop(); });
-  return listener_->Open();
+  SHOAL_RETURN_IF_ERROR(listener_->Open());
+  return local_listener_ ? local_listener_->Open() : Status::Ok();
 }
 
 void DataFrontend::Close() {
@@ -99,6 +106,7 @@ void DataFrontend::Close() {
   }
   workers_.Stop();  // what was submitted runs and answers
   if (listener_) listener_->Close();
+  if (local_listener_) local_listener_->Close();
 }
 
 void DataFrontend::NotifyData() {
@@ -149,12 +157,19 @@ void DataFrontend::Handle(http_request req) {
                           topic_.name() + "\""));
     return;
   }
-  // The caller's name, when it came over TLS with a certificate (plain callers are local).
+  // The caller's name, when it came over TLS with a certificate (plain callers are local, or
+  // on a port with no client CA). A peer may do anything; every other named caller is held to
+  // its grant when there is an access policy.
   std::string principal;
-  if (opts_.access) {
-    auto it = req.headers().find(kPrincipalHeader);
-    if (it != req.headers().end()) principal = it->second;
+  if (auto it = req.headers().find(kPrincipalHeader); it != req.headers().end()) {
+    principal = it->second;
   }
+  const bool peer = !principal.empty() && principal == opts_.peer_name;
+  const std::string checked = opts_.access && !peer ? principal : std::string();
+  // On a TLS-only port, only a peer's request is taken as forwarded (not sent on again, its
+  // producer ids already bound).
+  const bool forwarded =
+      req.headers().has("X-Shoal-Forwarded") && (opts_.tls.client_ca_file.empty() || peer);
   auto denied = [&](const std::string& endpoint, const Status& st) {
     if (st.ok()) return false;
     Fail(req, endpoint, st);
@@ -162,32 +177,31 @@ void DataFrontend::Handle(http_request req) {
   };
   if (path.size() == 3) {
     if (m != methods::GET) return wrong_method("topic", "GET");
-    if (!principal.empty() && denied("topic", opts_.access->MayView(principal))) return;
+    if (!checked.empty() && denied("topic", opts_.access->MayView(checked))) return;
     Answer(req, "topic", 200, topic_.ViewJson());
     return;
   }
   if (path[3] == "events") {
     if (m == methods::POST) {
-      if (!principal.empty() && denied("produce", opts_.access->MayProduce(principal))) return;
-      return HandleProduce(req, t0, principal);
+      if (!checked.empty() && denied("produce", opts_.access->MayProduce(checked))) return;
+      return HandleProduce(req, t0, checked, forwarded);
     }
-    if (m == methods::GET) return HandleConsume(req, principal);
+    if (m == methods::GET) return HandleConsume(req, checked);
     return wrong_method("events", "POST (produce) or GET (consume)");
   }
   if (path[3] == "commits") {
     if (m != methods::POST) return wrong_method("commits", "POST");
-    return HandleCommit(req, principal);
+    return HandleCommit(req, checked, forwarded);
   }
   Fail(req, "other", Status::NotFound("no such endpoint /" + path[3]));
 }
 
 void DataFrontend::HandleProduce(const http_request& req, std::chrono::steady_clock::time_point t0,
-                                 const std::string& principal) {
+                                 const std::string& principal, bool forwarded) {
   if (!ready_.load()) {
     Fail(req, "produce", Status::Unavailable("the sidecar is shutting down"));
     return;
   }
-  const bool forwarded = req.headers().has("X-Shoal-Forwarded");
   // A sequence_unknown answer names the events it could not decide.
   auto fail_unknown = [this](const http_request& r, const Status& st,
                              const std::vector<size_t>& unknown) {
@@ -495,8 +509,8 @@ void DataFrontend::NoteHanded(const std::string& group, size_t n) {
   handed_at_.try_emplace(group, std::chrono::steady_clock::now());
 }
 
-void DataFrontend::HandleCommit(const http_request& req, const std::string& principal) {
-  const bool forwarded = req.headers().has("X-Shoal-Forwarded");
+void DataFrontend::HandleCommit(const http_request& req, const std::string& principal,
+                                bool forwarded) {
   ReadBody(
       req, opts_.max_body_bytes,
       [this, req, forwarded, principal](std::string body) {

@@ -46,12 +46,21 @@ struct DataFrontendOptions {
   ByteBudget* answers = nullptr;
   // Request bodies being read and handled (GuardedListener). Null: not counted.
   ByteBudget* requests = nullptr;
-  // TLS for clients that start a handshake (GuardedListener); plain HTTP stays for the others.
+  // TLS for clients that start a handshake (GuardedListener). With a client CA, the port is
+  // TLS only: every caller shows a certificate of that CA (403 tls_required otherwise).
   TlsFiles tls;
-  // Who may do what (by the TLS client's name). Set: plain HTTP is served to this host only
-  // (the pod's own containers, which may do anything), every other caller must come over TLS
-  // with a client certificate and is held to its grant, and producer ids are bound to the
-  // caller's name. Null: no authorization (a standalone sidecar, `shoal up`).
+  // The plain port of the pod's own containers, bound to the pod's loopback (local_host), where
+  // TLS is required on `port`; -1: none, 0: the system picks one (local_port()). Callers there
+  // are not named and may do anything.
+  int local_port = -1;
+  std::string local_host = "127.0.0.1";
+  // The name the topic's own pods carry in their certificates (shoal/common/tls.h PeerName): a
+  // caller of that name may do anything, and only such a caller's X-Shoal-Forwarded is honoured
+  // on a TLS-only port.
+  std::string peer_name;
+  // Who may do what (by the TLS client's name). Set: every caller over TLS other than a peer is
+  // held to its grant, and producer ids are bound to the caller's name. Null: no authorization
+  // (a standalone sidecar, `shoal up`).
   const AccessPolicy* access = nullptr;
 };
 
@@ -68,6 +77,7 @@ class DataFrontend {
   void Close();
   // The port listened on (the one chosen when options.port is 0).
   uint16_t port() const { return listener_ ? listener_->port() : 0; }
+  uint16_t local_port() const { return local_listener_ ? local_listener_->port() : 0; }
   // Wakes the poller: events became visible.
   void NotifyData();
 
@@ -81,13 +91,15 @@ class DataFrontend {
 
   void Handle(web::http::http_request req);
   // `principal`: the TLS caller's name under an access policy (empty: unrestricted).
+  // `forwarded`: sent by a peer (X-Shoal-Forwarded, from a caller trusted to send it).
   void HandleProduce(const web::http::http_request& req, std::chrono::steady_clock::time_point t0,
-                     const std::string& principal);
+                     const std::string& principal, bool forwarded);
   void HandleConsume(const web::http::http_request& req, const std::string& principal);
   // The consume itself, on a worker: answers, or parks the request for up to `wait_ms`.
   void ConsumeNow(const web::http::http_request& req, const std::string& group, size_t max,
                   int64_t wait_ms);
-  void HandleCommit(const web::http::http_request& req, const std::string& principal);
+  void HandleCommit(const web::http::http_request& req, const std::string& principal,
+                    bool forwarded);
   void PollLoop();
   // Consumes for a parked request on the pool and answers it, or parks it again.
   void Serve(Waiter w);
@@ -109,6 +121,7 @@ class DataFrontend {
   const std::atomic<bool>& ready_;
   HttpPeerClient* peers_;
   std::unique_ptr<GuardedListener> listener_;
+  std::unique_ptr<GuardedListener> local_listener_;  // the plain port of the pod's containers
 
   std::mutex wait_mu_;
   std::condition_variable wait_cv_;

@@ -257,24 +257,15 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
                             });
   }
 
-  // A plain connection reads requests, if plain HTTP is served to its peer.
+  // A plain connection reads requests, if the port serves plain HTTP.
   void PlainRequests() {
-    if (shared_->opts.plain_local_only && !FromThisHost()) {
+    if (shared_->opts.tls_only) {
       return Refuse(403, "tls_required",
-                    "this port serves other hosts over TLS with a client certificate only", false);
+                    "this port is served over TLS with a client certificate of the topic's CA "
+                    "only (see docs/security.md)",
+                    false);
     }
     WaitForRequest();
-  }
-
-  bool FromThisHost() {
-    beast::error_code ec;
-    auto address = Tcp().socket().remote_endpoint(ec).address();
-    if (ec) return false;
-    if (address.is_v6() && address.to_v6().is_v4_mapped()) {
-      address = asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6());
-    }
-    return address == asio::ip::make_address("127.0.0.1") ||
-           address == asio::ip::make_address("::1");
   }
 
   void Upgrade() {

@@ -99,12 +99,11 @@ struct ListenerOptions {
   ByteBudget* answers = nullptr;   // null: answers are not counted
   ByteBudget* requests = nullptr;  // null: request bodies are not counted
   // With a certificate, the port speaks TLS to clients that start a TLS handshake and plain HTTP
-  // to those that start with a request (the pod's own containers and its peers, until TLS
-  // between pods).
+  // to those that start with a request.
   TlsFiles tls;
-  // Plain HTTP only from this host (127.0.0.1, ::1: the pod's own containers); any other plain
-  // connection is answered 403 tls_required and closed.
-  bool plain_local_only = false;
+  // No plain HTTP: a connection that starts with a request is answered 403 tls_required and
+  // closed (the pod's own containers use the plain port bound to the pod's loopback instead).
+  bool tls_only = false;
   // Called with a request whose headers are in and whose body is not read yet; a refusal is
   // answered (HttpCode of its status) without reading the body. Null: every request is admitted.
   std::function<Status(const web::http::http_request&)> admit;

@@ -8,12 +8,15 @@
 #include <simdjson.h>
 
 #include "broker/replica_fetch.h"
+#include "shoal/common/tls_cpprest.h"
 #include "shoal/common/wire.h"
 
 namespace shoal::http {
 
-HttpPeerClient::HttpPeerClient(std::string admin_token, std::chrono::milliseconds forward_timeout)
-    : token_(std::move(admin_token)), forward_timeout_(forward_timeout) {}
+HttpPeerClient::HttpPeerClient(std::string admin_token, std::chrono::milliseconds forward_timeout,
+                               TlsClientFiles tls)
+    : token_(std::move(admin_token)), forward_timeout_(forward_timeout), tls_(std::move(tls)) {}
+
 HttpPeerClient::~HttpPeerClient() = default;
 
 web::http::client::http_client& HttpPeerClient::ClientFor(const std::string& host_port,
@@ -26,7 +29,8 @@ web::http::client::http_client& HttpPeerClient::ClientFor(const std::string& hos
     // timeout runs while nothing arrives), then a retryable 503.
     config.set_timeout(forwarding ? std::chrono::milliseconds(forward_timeout_)
                                   : std::chrono::milliseconds(10000));
-    c = std::make_unique<web::http::client::http_client>("http://" + host_port, config);
+    UseTls(config, tls_);
+    c = std::make_unique<web::http::client::http_client>(BaseUrl(host_port, tls_), config);
   }
   return *c;
 }
@@ -40,6 +44,7 @@ Result<std::string> HttpPeerClient::Call(const std::string& host_port, const std
     req.set_request_uri(path);
     if (admin) req.headers().add("Authorization", "Bearer " + token_);
     if (forwarded) req.headers().add("X-Shoal-Forwarded", "1");
+    NameTheServer(req, tls_);
     if (!body.empty()) req.set_body(body, "application/json");
     auto resp = ClientFor(host_port, prompt).request(req).get();
     auto bytes = resp.extract_vector().get();
@@ -231,6 +236,7 @@ Result<std::string> HttpPeerClient::FetchReplica(const PeerAddress& leader,
     o.timeout = std::chrono::milliseconds(broker::kMaxFetchWaitMs + 2000);
     o.max_body = 4 * broker::kMaxFetchBytes;  // records, commit stores, producer states
     o.headers = "Authorization: Bearer " + token_ + "\r\n";
+    o.tls = tls_;
     conn = std::make_unique<RawHttpConnection>(std::move(host), static_cast<uint16_t>(port),
                                                std::move(o));
   }
@@ -261,6 +267,7 @@ void HttpPeerClient::ForwardAsync(const PeerAddress& peer, const std::string& to
     web::http::http_request req(web::http::methods::POST);
     req.set_request_uri("/v1/topics/" + topic + "/events");
     req.headers().add("X-Shoal-Forwarded", "1");
+    NameTheServer(req, tls_);
     req.set_body(std::move(body), "application/json");
     ClientFor(peer.data, true)
         .request(req)

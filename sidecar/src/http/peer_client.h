@@ -2,7 +2,9 @@
 // created on first use and kept (connections are reused). A follower's replication fetch, one
 // request per round and the most frequent call, goes over a blocking connection instead
 // (RawHttpConnection: no thread hand-offs). The admin token is the topic's shared
-// bearer token. Thread-safe; owned by main, outlives the Topic.
+// bearer token. With TLS files, every call is HTTPS with the pod's own certificate, and the
+// peer must show a certificate of the topic's CA with the topic's peer name (shoal/common/tls.h).
+// Thread-safe; owned by main, outlives the Topic.
 #pragma once
 
 #include <chrono>
@@ -14,6 +16,7 @@
 
 #include "broker/topic.h"
 #include "shoal/common/raw_http.h"
+#include "shoal/common/tls.h"
 
 namespace web::http::client {
 class http_client;
@@ -27,7 +30,8 @@ class HttpPeerClient final : public broker::PeerClient {
   // (Unavailable: the client retries), so that a paused or hung owner cannot stall every
   // producer that reaches this sidecar.
   explicit HttpPeerClient(std::string admin_token,
-                          std::chrono::milliseconds forward_timeout = std::chrono::seconds(2));
+                          std::chrono::milliseconds forward_timeout = std::chrono::seconds(2),
+                          TlsClientFiles tls = {});
   ~HttpPeerClient() override;
 
   Result<std::string> FetchProducers(const PeerAddress& peer, PartitionId partition,
@@ -72,6 +76,7 @@ class HttpPeerClient final : public broker::PeerClient {
 
   const std::string token_;
   const std::chrono::milliseconds forward_timeout_;
+  const TlsClientFiles tls_;
   std::mutex mu_;
   // Replication fetches: one blocking connection per leader, taken out while a fetch uses it
   // (each leader has one fetcher thread; a second caller opens its own).

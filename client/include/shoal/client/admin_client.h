@@ -14,6 +14,7 @@
 #include "shoal/common/ids.h"
 #include "shoal/common/partition_map.h"
 #include "shoal/common/status.h"
+#include "shoal/common/tls.h"
 
 namespace web::http::client {
 class http_client;
@@ -23,7 +24,9 @@ namespace shoal::client {
 
 class AdminClient final : public AdminPlane {
  public:
-  explicit AdminClient(std::string token);
+  // With `tls`: every call is HTTPS, this client's certificate shown and the sidecar's checked
+  // (shoal/common/tls.h).
+  explicit AdminClient(std::string token, TlsClientFiles tls = {});
   ~AdminClient() override;
   AdminClient(const AdminClient&) = delete;
   AdminClient& operator=(const AdminClient&) = delete;
@@ -58,6 +61,7 @@ class AdminClient final : public AdminPlane {
                            const std::string& path, const std::string& body, bool admin);
 
   const std::string token_;
+  const TlsClientFiles tls_;
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<web::http::client::http_client>> clients_;
 };

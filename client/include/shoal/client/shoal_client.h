@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "shoal/common/status.h"
+#include "shoal/common/tls.h"
 #include "shoal/common/wire.h"
 
 namespace web::http::client {
@@ -32,9 +33,11 @@ std::string EncodeProduceBody(const std::vector<OutgoingEvent>& events);
 
 class ShoalClient {
  public:
-  // base_url like http://127.0.0.1:8080
+  // base_url like http://127.0.0.1:8080, or https://... with `tls` (a topic whose pods require
+  // TLS: the topic's CA, this client's certificate and the topic's peer name).
   ShoalClient(const std::string& base_url, std::string topic,
-              std::chrono::milliseconds timeout = std::chrono::seconds(30));
+              std::chrono::milliseconds timeout = std::chrono::seconds(30),
+              TlsClientFiles tls = {});
   ~ShoalClient();
   ShoalClient(const ShoalClient&) = delete;
   ShoalClient& operator=(const ShoalClient&) = delete;
@@ -55,6 +58,7 @@ class ShoalClient {
                            const std::string& body, std::string* error_body = nullptr);
 
   const std::string topic_;
+  const TlsClientFiles tls_;
   std::unique_ptr<web::http::client::http_client> http_;
 };
 

@@ -8,12 +8,17 @@
 // One connection per thread; not thread-safe. Reconnects on the next call after an error.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
 #include "shoal/common/status.h"
+#include "shoal/common/tls.h"
+
+typedef struct ssl_st SSL;
 
 namespace shoal {
 
@@ -26,6 +31,9 @@ struct RawHttpOptions {
   size_t max_body = size_t{1} << 30;
   // Header lines sent with every request, each ending in "\r\n" (e.g. an Authorization line).
   std::string headers;
+  // TLS to the server (its certificate checked against the CA and the server name, this
+  // client's presented); the files are read again at each connect.
+  TlsClientFiles tls;
 };
 
 class RawHttpConnection {
@@ -43,7 +51,12 @@ class RawHttpConnection {
 
  private:
   Status Connect();
+  // The TLS handshake on the connected socket (opts_.tls on).
+  Status StartTls();
   void Disconnect();
+  // Sends or receives over TLS when it is on, else over the socket; as send(2) and recv(2).
+  ssize_t Send(const char* data, size_t n);
+  ssize_t Recv(char* buf, size_t n);
   // Unavailable naming `what` (and the timeout, when it ran out), after dropping the connection.
   Status Broken(const std::string& what);
 
@@ -51,6 +64,7 @@ class RawHttpConnection {
   const uint16_t port_;
   const RawHttpOptions opts_;
   int fd_ = -1;
+  SSL* ssl_ = nullptr;
   std::string head_;  // request head scratch
   std::string in_;    // unread bytes from the socket
 };
