@@ -449,9 +449,9 @@ int Run(Options o) {
   {
     std::stringstream ss(o.systems);
     for (std::string n; std::getline(ss, n, ',');) {
-      if (n != "shoal" && n != "redis" && n != "jetstream") {
+      if (n != "shoal" && n != "shoal-tls" && n != "redis" && n != "jetstream") {
         std::cerr << "shoal-bench-peers: unknown system " << n
-                  << " (--systems takes shoal, redis, jetstream)\n";
+                  << " (--systems takes shoal, shoal-tls, redis, jetstream)\n";
         return 2;
       }
       names.push_back(n);
@@ -496,9 +496,10 @@ int Run(Options o) {
   }
 
   auto make_system = [&](const std::string& name) {
-    return name == "shoal"   ? NewShoalSystem(sidecar)
-           : name == "redis" ? NewRedisSystem(redis_server)
-                             : NewJetStreamSystem(nats_server);
+    return name == "shoal"       ? NewShoalSystem(sidecar)
+           : name == "shoal-tls" ? NewShoalSystem(sidecar, true)
+           : name == "redis"     ? NewRedisSystem(redis_server)
+                                 : NewJetStreamSystem(nats_server);
   };
   // Each phase on a fresh server, stopped (and its data removed) before the next starts: the
   // systems never share the machine with each other.
@@ -600,7 +601,8 @@ int main(int argc, char** argv) {
       "shoal-bench-peers: Shoal against Redis Streams and NATS JetStream on this machine "
       "(produce events/s, end-to-end latency at half Shoal's maximum, a flash sale)"};
   app.add_option("--systems", o.systems,
-                 "Comma-separated: shoal,redis,jetstream (empty: only the flash sale)");
+                 "Comma-separated: shoal,redis,jetstream, and shoal-tls (Shoal with TLS and client "
+                 "certificates, as a topic's pods require it); empty: only the flash sale");
   app.add_option("--duration", o.duration_s, "Seconds of each produce run, after the warm-up")
       ->check(CLI::Range(0.1, 3600.0));
   app.add_option("--warmup", o.warmup_s, "Seconds before measuring")->check(CLI::Range(0.0, 600.0));

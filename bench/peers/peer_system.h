@@ -83,7 +83,9 @@ Result<std::vector<std::vector<BenchBatch>>> BuildBatches(int connections, int p
                                                           uint32_t partitions);
 
 // `sidecar`: the shoal-sidecar binary.
-std::unique_ptr<PeerSystem> NewShoalSystem(std::string sidecar);
+// `tls`: "shoal-tls", the sidecar TLS only and its clients with certificates of a CA made for
+// the run.
+std::unique_ptr<PeerSystem> NewShoalSystem(std::string sidecar, bool tls = false);
 // `server`: the redis-server / nats-server binary (FindServerBinary).
 std::unique_ptr<PeerSystem> NewRedisSystem(std::string server);
 std::unique_ptr<PeerSystem> NewJetStreamSystem(std::string server);

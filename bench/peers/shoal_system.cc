@@ -8,6 +8,7 @@
 #include "server_process.h"
 #include "shoal/client/batch_driver.h"
 #include "shoal/client/shoal_client.h"
+#include "shoal/common/certificates.h"
 #include "shoal/common/raw_http.h"
 #include "shoal/common/wire.h"
 #include "shoal/control/process.h"
@@ -21,8 +22,9 @@ constexpr char kGroup[] = "bench";
 
 class ShoalProducer final : public PeerProducer {
  public:
-  ShoalProducer(const std::string& host, uint16_t port, const std::vector<BenchBatch>& batches)
-      : conn_(host, port), path_(std::string("/v1/topics/") + kTopic + "/events") {
+  ShoalProducer(const std::string& host, uint16_t port, const RawHttpOptions& options,
+                const std::vector<BenchBatch>& batches)
+      : conn_(host, port, options), path_(std::string("/v1/topics/") + kTopic + "/events") {
     for (const auto& batch : batches) {
       std::vector<client::OutgoingEvent> events;
       events.reserve(batch.size());
@@ -50,8 +52,8 @@ class ShoalProducer final : public PeerProducer {
 
 class ShoalConsumer final : public PeerConsumer {
  public:
-  ShoalConsumer(const std::string& host, uint16_t port)
-      : conn_(host, port),
+  ShoalConsumer(const std::string& host, uint16_t port, const RawHttpOptions& options)
+      : conn_(host, port, options),
         events_path_(std::string("/v1/topics/") + kTopic + "/events?group=" + kGroup),
         commits_path_(std::string("/v1/topics/") + kTopic + "/commits") {}
 
@@ -103,10 +105,12 @@ class ShoalConsumer final : public PeerConsumer {
 
 class ShoalSystem final : public PeerSystem {
  public:
-  explicit ShoalSystem(std::string sidecar) : binary_(std::move(sidecar)) {}
+  // `tls`: the sidecar TLS only, with a CA made for the run, and every client with a
+  // certificate of it (as a topic's pods require; docs/security.md).
+  ShoalSystem(std::string sidecar, bool tls) : binary_(std::move(sidecar)), tls_(tls) {}
   ~ShoalSystem() override { Stop(); }
 
-  std::string name() const override { return "shoal"; }
+  std::string name() const override { return tls_ ? "shoal-tls" : "shoal"; }
 
   Status Start(const PeerConfig& config) override {
     control::LocalSidecarOptions so;
@@ -116,6 +120,17 @@ class ShoalSystem final : public PeerSystem {
     so.data_dir = config.dir;
     so.fsync = "interval";
     so.extra_args = {"--log-level", "warn"};
+    client_ = {};
+    if (tls_) {
+      auto files = WriteLocalPki(config.dir + "/tls", kTopic, "bench");
+      if (!files.ok()) return files.status();
+      client_.tls = *files;
+      for (const std::string& a :
+           {std::string("--tls-cert"), config.dir + "/tls/server.crt", std::string("--tls-key"),
+            config.dir + "/tls/server.key", std::string("--tls-client-ca"), files->ca_file}) {
+        so.extra_args.push_back(a);
+      }
+    }
     auto s = control::LocalSidecar::Start(so);
     if (!s.ok()) return s.status().Annotate("starting shoal-sidecar (" + binary_ + ")");
     sidecar_.emplace(std::move(s).value());
@@ -134,26 +149,31 @@ class ShoalSystem final : public PeerSystem {
       const std::vector<BenchBatch>& batches) override {
     if (!sidecar_) return Status::FailedPrecondition("shoal is not started");
     return std::unique_ptr<PeerProducer>(
-        std::make_unique<ShoalProducer>(sidecar_->host, sidecar_->port, batches));
+        std::make_unique<ShoalProducer>(sidecar_->host, sidecar_->port, client_, batches));
   }
 
   Result<std::unique_ptr<PeerConsumer>> NewConsumer(int) override {
     if (!sidecar_) return Status::FailedPrecondition("shoal is not started");
     return std::unique_ptr<PeerConsumer>(
-        std::make_unique<ShoalConsumer>(sidecar_->host, sidecar_->port));
+        std::make_unique<ShoalConsumer>(sidecar_->host, sidecar_->port, client_));
   }
 
-  std::string Describe() const override { return "shoal-sidecar, --fsync interval (every 100 ms)"; }
+  std::string Describe() const override {
+    return std::string("shoal-sidecar, --fsync interval (every 100 ms)") +
+           (tls_ ? ", TLS with client certificates" : "");
+  }
 
  private:
   const std::string binary_;
+  const bool tls_;
+  RawHttpOptions client_;  // its clients' options (TLS files)
   std::optional<control::LocalSidecar> sidecar_;
 };
 
 }  // namespace
 
-std::unique_ptr<PeerSystem> NewShoalSystem(std::string sidecar) {
-  return std::make_unique<ShoalSystem>(std::move(sidecar));
+std::unique_ptr<PeerSystem> NewShoalSystem(std::string sidecar, bool tls) {
+  return std::make_unique<ShoalSystem>(std::move(sidecar), tls);
 }
 
 }  // namespace shoal::bench

@@ -134,7 +134,8 @@ void LoadGenerator::Run(int index) {
     clients.clear();
     for (const auto& t : urls) {
       auto& c = by_url[t];
-      if (!c) c = std::make_unique<ShoalClient>(t, opts_.topic, std::chrono::seconds(10));
+      if (!c)
+        c = std::make_unique<ShoalClient>(t, opts_.topic, std::chrono::seconds(10), opts_.tls);
       clients.push_back(c.get());
     }
   };
@@ -448,7 +449,7 @@ std::chrono::microseconds ServiceTime(const std::vector<std::string_view>& keys,
 
 void GroupConsumer::Run() {
   const bool streaming = out_fd_ >= 0;
-  ShoalClient client(opts_.target, opts_.topic, std::chrono::seconds(10));
+  ShoalClient client(opts_.target, opts_.topic, std::chrono::seconds(10), opts_.tls);
   // Per partition: the offset after the last one recorded.
   std::map<uint32_t, uint64_t> next = std::move(resume_next_);
   // Events recorded of partitions read through ranges (their offsets have gaps, so `next` cannot

@@ -16,6 +16,8 @@ namespace shoal {
 
 namespace {
 constexpr size_t kMaxSchedules = 16;
+// Principals a topic grants, and group names or prefixes each may use.
+constexpr size_t kMaxPrincipals = 64;
 }  // namespace
 
 namespace {
@@ -72,9 +74,10 @@ Status ReadBehavior(const YAML::Node& n, const std::string& path, bool up, Scale
 Status ParseSpec(const YAML::Node& spec, TopicSpec* t) {
   const std::string p = "spec";
   if (!spec.IsMap()) return Status::InvalidArgument("spec: expected a mapping");
-  SHOAL_RETURN_IF_ERROR(Unknown(p, spec,
-                                {"partitions", "replicas", "scaling", "behavior", "durability",
-                                 "retention", "storage", "consumer", "sidecar", "replication"}));
+  SHOAL_RETURN_IF_ERROR(
+      Unknown(p, spec,
+              {"partitions", "replicas", "scaling", "behavior", "durability", "retention",
+               "storage", "consumer", "sidecar", "replication", "security"}));
   if (auto n = spec["partitions"]) {
     SHOAL_RETURN_IF_ERROR(Unknown(p + ".partitions", n, {"min", "max", "initial"}));
     SHOAL_RETURN_IF_ERROR(Read(n, p + ".partitions", "min", &t->partitions.min));
@@ -141,6 +144,42 @@ Status ParseSpec(const YAML::Node& spec, TopicSpec* t) {
     SHOAL_RETURN_IF_ERROR(Unknown(p + ".replication", n, {"factor", "acks"}));
     SHOAL_RETURN_IF_ERROR(Read(n, p + ".replication", "factor", &t->replication.factor));
     SHOAL_RETURN_IF_ERROR(Read(n, p + ".replication", "acks", &t->replication.acks));
+  }
+  if (auto n = spec["security"]) {
+    const std::string q = p + ".security";
+    SHOAL_RETURN_IF_ERROR(Unknown(q, n, {"tls", "principals"}));
+    if (n["tls"]) {
+      bool tls = false;
+      SHOAL_RETURN_IF_ERROR(Read(n, q, "tls", &tls));
+      t->security.tls = tls;
+    }
+    if (auto list = n["principals"]) {
+      if (!list.IsSequence()) return Status::InvalidArgument(q + ".principals: expected a list");
+      if (list.size() > kMaxPrincipals) {
+        return Status::InvalidArgument(q + ".principals: at most " +
+                                       std::to_string(kMaxPrincipals) + " principals");
+      }
+      for (size_t i = 0; i < list.size(); ++i) {
+        const std::string path = q + ".principals[" + std::to_string(i) + "]";
+        const YAML::Node e = list[i];
+        if (!e.IsMap()) return Status::InvalidArgument(path + ": expected a mapping");
+        SHOAL_RETURN_IF_ERROR(Unknown(path, e, {"name", "produce", "groups"}));
+        TopicSpec::Principal who;
+        SHOAL_RETURN_IF_ERROR(Read(e, path, "name", &who.name));
+        SHOAL_RETURN_IF_ERROR(Read(e, path, "produce", &who.produce));
+        if (auto groups = e["groups"]) {
+          if (!groups.IsSequence() || groups.size() > kMaxPrincipals) {
+            return Status::InvalidArgument(path + ".groups: expected a list of at most " +
+                                           std::to_string(kMaxPrincipals) + " group names");
+          }
+          for (const auto& g : groups) {
+            if (!g.IsScalar()) return Status::InvalidArgument(path + ".groups: expected names");
+            who.groups.push_back(g.Scalar());
+          }
+        }
+        t->security.principals.push_back(std::move(who));
+      }
+    }
   }
   if (auto n = spec["retention"]) {
     SHOAL_RETURN_IF_ERROR(Unknown(p + ".retention", n, {"bytes", "ms"}));
@@ -306,6 +345,40 @@ Status ValidateTopic(const TopicSpec& t) {
         " copies need as many pods, and spec.replicas.max is " + std::to_string(t.replicas.max) +
         "; raise replicas.max or lower the factor");
   }
+  std::set<std::string> principals;
+  for (size_t i = 0; i < t.security.principals.size(); ++i) {
+    const auto& who = t.security.principals[i];
+    const std::string path = "spec.security.principals[" + std::to_string(i) + "]";
+    // A DNS label: the name goes into a Secret's name, and no principal can be named like the
+    // topic's pods or its operator (those names have a dot).
+    const bool label =
+        !who.name.empty() && who.name.size() <= 40 &&
+        std::all_of(
+            who.name.begin(), who.name.end(),
+            [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; }) &&
+        who.name.front() != '-' && who.name.back() != '-';
+    if (!label) {
+      return Status::InvalidArgument(path +
+                                     ".name: must be 1 to 40 lowercase letters, digits and "
+                                     "'-', not starting or ending with '-', got \"" +
+                                     who.name + "\"");
+    }
+    if (!principals.insert(who.name).second) {
+      return Status::InvalidArgument(path + ".name: \"" + who.name + "\" is listed twice");
+    }
+    for (const auto& g : who.groups) {
+      const size_t star = g.find('*');
+      if (g.empty() || g.size() > 255 || (star != std::string::npos && star + 1 != g.size())) {
+        return Status::InvalidArgument(path + ".groups: \"" + g +
+                                       "\" is not a group name or a prefix ending in *");
+      }
+    }
+  }
+  if (!t.security.principals.empty() && t.security.tls == false) {
+    return Status::InvalidArgument(
+        "spec.security.principals: callers are named by their TLS certificates; they need "
+        "spec.security.tls (true or unset)");
+  }
   if (t.replication.acks != "quorum" && t.replication.acks != "leader") {
     return Status::InvalidArgument(
         "spec.replication.acks: must be quorum (a majority of the copies holds an event before "
@@ -443,6 +516,14 @@ YAML::Node Document(const TopicSpec& t) {
   s["replication"]["acks"] = t.replication.acks;
   s["retention"]["bytes"] = t.retention.bytes;
   s["retention"]["ms"] = t.retention.ms;
+  if (t.security.tls) s["security"]["tls"] = *t.security.tls;
+  for (const auto& who : t.security.principals) {
+    YAML::Node e;
+    e["name"] = who.name;
+    e["produce"] = who.produce;
+    for (const auto& g : who.groups) e["groups"].push_back(g);
+    s["security"]["principals"].push_back(e);
+  }
   if (!t.consumer_template_yaml.empty()) {
     s["consumer"]["template"] = YAML::Load(t.consumer_template_yaml);
   }

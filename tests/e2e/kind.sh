@@ -120,6 +120,9 @@ topic_manifest() {
     !skip { print }
   ' "$example"
   cat <<EOF
+  # The load pod below calls the topic's Service in plain HTTP (TLS and grants are the
+  # quickstart's part: tests/e2e/quickstart.sh).
+  security: {tls: false}
   consumer:
     template:
       spec:

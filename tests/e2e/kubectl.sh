@@ -62,7 +62,11 @@ expect_quickstart_listed default
 step "keyed load through a topic pod"
 ip="$(kubectl get pod quickstart-0 -o jsonpath='{.status.podIP}')"
 [[ -n "$ip" ]] || fail "quickstart-0 has no pod IP"
-"$shoal" load --targets "http://$ip:8080" --topic quickstart --producers 2 --keys 500 --batch 50 \
+# The topic lists a principal, so it speaks TLS: loadgen's certificate, as a user takes it.
+for key in ca.crt tls.crt tls.key; do
+  kubectl get secret quickstart-client-loadgen -o go-template="{{index .data \"$key\" | base64decode}}" >"$work/$key"
+done
+"$shoal" load --targets "https://$ip:8080" --tls-dir "$work" --topic quickstart --producers 2 --keys 500 --batch 50 \
   --rate 2000 --duration 5 --seed 7 --acked-out "$work/acked.jsonl" --json | tee "$work/load.json"
 
 step "kubectl scale ptopic quickstart --replicas 2"

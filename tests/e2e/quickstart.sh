@@ -10,7 +10,8 @@
 #      kubectl rollout status; helm test
 #   2. a pod that keeps its capabilities is refused by the same admission
 #   3. kubectl apply -f examples/quickstart.yaml, get ptopic (printer columns), describe ptopic,
-#      keyed load through a topic pod, kubectl scale ptopic, the verifier's zeros, kubectl patch
+#      keyed load through a topic pod over TLS (the chart's default) with the certificate of the
+#      topic's principal loadgen, a plain request to a pod refused, kubectl scale ptopic, the verifier's zeros, kubectl patch
 #      ptopic with a new pod template under load (the StatefulSet updates OnDelete: the operator
 #      rolls the pods, each emptied first) and the verifier again, kubectl delete ptopic (the
 #      finalizer removes what the topic owned)
@@ -69,11 +70,17 @@ verify() {
 # load NS [SECONDS] [NAME]: keyed load through the topic's pods in NS (producers NAME-*, 4 s by
 # default); acknowledged events are added to acked-NS.jsonl.
 load() {
-  local ns="$1" seconds="${2:-4}" name="${3:-prod}" targets
+  local ns="$1" seconds="${2:-4}" name="${3:-prod}" targets certs="$work/certs-$1" key
+  # TLS (the chart's default): the principal loadgen's certificate, as a user takes it.
+  mkdir -p "$certs"
+  for key in ca.crt tls.crt tls.key; do
+    kubectl -n "$ns" get secret quickstart-client-loadgen \
+      -o go-template="{{index .data \"$key\" | base64decode}}" >"$certs/$key"
+  done
   targets="$(kubectl -n "$ns" get pods -l app.kubernetes.io/instance=quickstart \
-    -o jsonpath='{range .items[*]}http://{.status.podIP}:8080,{end}')"
-  [[ "$targets" == http://?* ]] || fail "the topic's pods in $ns have no pod IP"
-  "$shoal" load --targets "${targets%,}" --topic quickstart --producers 2 --keys 500 --batch 50 \
+    -o jsonpath='{range .items[*]}https://{.status.podIP}:8080,{end}')"
+  [[ "$targets" == https://?* ]] || fail "the topic's pods in $ns have no pod IP"
+  "$shoal" load --targets "${targets%,}" --tls-dir "$certs" --topic quickstart --producers 2 --keys 500 --batch 50 \
     --rate 2000 --duration "$seconds" --seed 7 --producer-prefix "$name" \
     --acked-out "$work/acked-$ns-$name.jsonl" --json
   cat "$work/acked-$ns-$name.jsonl" >>"$work/acked-$ns.jsonl"
@@ -123,8 +130,12 @@ kubectl wait --for=condition=Ready ptopic/quickstart --timeout=90s
 step "kubectl get ptopic"
 expect_quickstart_listed default
 
-step "keyed load through a topic pod"
+step "keyed load through a topic pod, over TLS with loadgen's certificate"
 load default
+pod_ip="$(kubectl get pod quickstart-0 -o jsonpath='{.status.podIP}')"
+refused="$(curl -s "http://$pod_ip:8080/v1/topics/quickstart" || true)"
+echo "plain HTTP to quickstart-0: $refused"
+[[ "$refused" == *tls_required* ]] || fail "a plain request to a topic pod was not refused: $refused"
 
 step "kubectl scale ptopic quickstart --replicas 2"
 kubectl scale ptopic quickstart --replicas 2

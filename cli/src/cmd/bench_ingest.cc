@@ -18,7 +18,9 @@
 #include "cmd/commands.h"
 #include "shoal/client/batch_driver.h"
 #include "shoal/client/shoal_client.h"
+#include "shoal/common/certificates.h"
 #include "shoal/common/raw_http.h"
+#include "shoal/common/tls.h"
 #include "shoal/control/process.h"
 
 namespace shoal::cli {
@@ -39,6 +41,9 @@ struct IngestOptions {
   double rate = 0;  // events/s offered in total; 0: as fast as the sidecar answers
   bool json = false;
   std::string data_dir;
+  // TLS as a topic's pods speak it (docs/security.md): the started sidecar TLS only with a CA
+  // made for the run, the load generator a client with a certificate of that CA.
+  bool tls = false;
 };
 
 double CpuSecondsOf(pid_t pid) {
@@ -61,6 +66,12 @@ int Run(const IngestOptions& o) {
   std::string host = "127.0.0.1";
   uint16_t port = 0;
   std::string data_dir = o.data_dir;
+  TlsClientFiles tls;
+  if (o.tls && !o.target.empty()) {
+    std::cerr << "shoal bench ingest: --tls starts a sidecar of its own; it does not go with "
+                 "--target\n";
+    return 2;
+  }
   if (o.target.empty()) {
     if (data_dir.empty()) {
       char tmpl[] = "/tmp/shoal-bench-XXXXXX";
@@ -71,6 +82,17 @@ int Run(const IngestOptions& o) {
       data_dir = tmpl;
     }
     control::LocalSidecarOptions so;
+    if (o.tls) {
+      auto files = WriteLocalPki(data_dir + "/tls", o.topic, "bench");
+      if (!files.ok()) {
+        std::cerr << "shoal bench ingest: " << files.status().message() << "\n";
+        return 1;
+      }
+      tls = *files;
+      so.extra_args = {"--tls-cert",      data_dir + "/tls/server.crt",
+                       "--tls-key",       data_dir + "/tls/server.key",
+                       "--tls-client-ca", tls.ca_file};
+    }
     so.topic = o.topic;
     so.partitions = o.partitions;
     so.data_dir = data_dir;
@@ -114,7 +136,9 @@ int Run(const IngestOptions& o) {
   std::vector<std::unique_ptr<RawHttpConnection>> conns;
   std::vector<std::string> answers(o.connections);
   for (int c = 0; c < o.connections; ++c) {
-    conns.push_back(std::make_unique<RawHttpConnection>(host, port));
+    RawHttpOptions ro;
+    ro.tls = tls;
+    conns.push_back(std::make_unique<RawHttpConnection>(host, port, ro));
   }
   client::DriveOptions drive;
   drive.connections = o.connections;
@@ -148,16 +172,17 @@ int Run(const IngestOptions& o) {
               << ",\"max_ms\":" << (all.empty() ? 0 : all.back()) << ",\"errors\":" << errors
               << ",\"connections\":" << o.connections << ",\"batch\":" << o.batch
               << ",\"value_bytes\":" << o.value_bytes << ",\"partitions\":" << o.partitions
-              << ",\"fsync\":\"" << o.fsync << "\",\"offered_rate\":" << o.rate
-              << ",\"duration_s\":" << o.duration_s << ",\"sidecar_cpu_cores\":" << cores << "}\n";
+              << ",\"fsync\":\"" << o.fsync << "\",\"tls\":" << (o.tls ? "true" : "false")
+              << ",\"offered_rate\":" << o.rate << ",\"duration_s\":" << o.duration_s
+              << ",\"sidecar_cpu_cores\":" << cores << "}\n";
   } else {
     std::printf(
         "ingest: %.0f events/s  produce p50 %.2f ms  p99 %.2f ms  max %.2f ms  (%zu batches of %d, "
-        "%d connections, %d-byte values, fsync %s, %u partitions, %d errors, sidecar %.2f "
+        "%d connections, %d-byte values, fsync %s, %u partitions, %s, %d errors, sidecar %.2f "
         "cores)\n",
         eps, Percentile(all, 0.5), Percentile(all, 0.99), all.empty() ? 0.0 : all.back(),
         all.size(), o.batch, o.connections, o.value_bytes, o.fsync.c_str(), o.partitions,
-        static_cast<int>(errors), cores);
+        o.tls ? "TLS" : "plain HTTP", static_cast<int>(errors), cores);
   }
   if (o.target.empty() && o.data_dir.empty()) {
     std::error_code ec;
@@ -192,6 +217,9 @@ void RegisterBenchIngest(CLI::App& bench, int& exit_code) {
   cmd->add_option("--rate", o->rate, "Offered events/s in total (0: maximum)");
   cmd->add_option("--data-dir", o->data_dir, "Data directory of the started sidecar (kept)");
   cmd->add_flag("--json", o->json, "Print one JSON object");
+  cmd->add_flag("--tls", o->tls,
+                "TLS with client certificates, as a topic's pods require it (a CA made for the "
+                "run)");
   cmd->callback([o, &exit_code] { exit_code = Run(*o); });
 }
 

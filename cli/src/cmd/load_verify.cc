@@ -18,8 +18,29 @@ namespace shoal::cli {
 
 namespace {
 
+// --tls-dir DIR (ca.crt, tls.crt, tls.key: a principal's Secret as kubectl writes it out) and
+// --tls-server-name: TLS to a topic whose pods require it.
+struct TlsFlags {
+  std::string dir;
+  std::string server_name;  // empty: the topic's peer name
+  void Register(CLI::App* cmd) {
+    cmd->add_option("--tls-dir", dir,
+                    "Directory of this caller's certificate (ca.crt, tls.crt, tls.key, as in the "
+                    "Secret <topic>-client-<name>), for a topic whose pods require TLS "
+                    "(https:// URLs)");
+    cmd->add_option("--tls-server-name", server_name,
+                    "The name the pods' certificate carries (default: shoal-peer.<topic>)");
+  }
+  TlsClientFiles Files(const std::string& topic) const {
+    if (dir.empty()) return {};
+    return {dir + "/ca.crt", dir + "/tls.crt", dir + "/tls.key",
+            server_name.empty() ? PeerName(topic) : server_name};
+  }
+};
+
 struct LoadCmd {
   client::LoadOptions load;
+  TlsFlags tls;
   std::string targets;
   std::string acked_out;
   bool json = false;
@@ -39,6 +60,7 @@ std::vector<std::string> SplitComma(const std::string& s) {
 
 int RunLoad(LoadCmd c) {
   c.load.targets = SplitComma(c.targets);
+  c.load.tls = c.tls.Files(c.load.topic);
   if (c.load.targets.empty()) {
     std::cerr << "shoal load: --targets needs at least one sidecar URL (http://host:port)\n";
     return 2;
@@ -85,6 +107,7 @@ int RunLoad(LoadCmd c) {
 
 struct ConsumeCmd {
   client::ConsumerOptions consumer;
+  TlsFlags tls;
   std::string out;
   double idle_exit_s = 5;
   double max_s = 3600;
@@ -96,7 +119,8 @@ std::atomic<int> g_stop_signal{0};
 
 void OnStopSignal(int sig) { g_stop_signal.store(sig); }
 
-int RunConsume(const ConsumeCmd& c) {
+int RunConsume(ConsumeCmd c) {
+  c.consumer.tls = c.tls.Files(c.consumer.topic);
   struct sigaction sa {};
   sa.sa_handler = OnStopSignal;
   sigemptyset(&sa.sa_mask);
@@ -191,6 +215,7 @@ void RegisterLoadVerify(CLI::App& app, int& exit_code) {
   load->add_option("--producer-prefix", l->load.producer_prefix, "Producer id prefix");
   load->add_option("--acked-out", l->acked_out, "Write acknowledged events here (JSON lines)");
   load->add_flag("--json", l->json, "Print one JSON object");
+  l->tls.Register(load);
   load->callback([l, &exit_code] { exit_code = RunLoad(*l); });
 
   auto c = std::make_shared<ConsumeCmd>();
@@ -222,6 +247,7 @@ void RegisterLoadVerify(CLI::App& app, int& exit_code) {
       ->add_option("--concurrency", c->consumer.concurrency,
                    "Lanes that wait at once (one key's events stay in one lane, in order)")
       ->check(CLI::Range(1, 1024));
+  c->tls.Register(consume);
   consume->callback([c, &exit_code] { exit_code = RunConsume(*c); });
 
   auto v = std::make_shared<VerifyCmd>();

@@ -22,6 +22,8 @@ void RegisterWaitDrained(CLI::App& app, int& exit_code) {
     std::string token_file;
     int64_t timeout_s = 55;
     int64_t interval_ms = 500;
+    std::string tls_dir;  // ca.crt, tls.crt, tls.key: the pod's own certificate
+    std::string topic;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--admin", o->admin,
@@ -34,6 +36,10 @@ void RegisterWaitDrained(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(int64_t{0}, int64_t{86400}));
   cmd->add_option("--interval-ms", o->interval_ms, "Poll interval")
       ->check(CLI::Range(int64_t{10}, int64_t{60000}));
+  cmd->add_option("--tls-dir", o->tls_dir,
+                  "Directory of the pod's certificate (ca.crt, tls.crt, tls.key), where the "
+                  "topic's admin port is TLS only; needs --topic");
+  cmd->add_option("--topic", o->topic, "The topic (its pods' certificate name), with --tls-dir");
   cmd->callback([o, &exit_code] {
     auto token = ReadTextFile(o->token_file);
     if (!token.ok()) {
@@ -49,7 +55,17 @@ void RegisterWaitDrained(CLI::App& app, int& exit_code) {
       admin = std::string(ip && *ip ? ip : "127.0.0.1") + ":" + std::to_string(o->admin_port);
     }
     if (admin.rfind("http://", 0) == 0) admin = admin.substr(7);
-    client::AdminClient client(t);
+    if (!o->tls_dir.empty() && o->topic.empty()) {
+      std::fprintf(stderr, "shoal wait-drained: --tls-dir needs --topic\n");
+      exit_code = 2;
+      return;
+    }
+    TlsClientFiles tls;
+    if (!o->tls_dir.empty()) {
+      tls = {o->tls_dir + "/ca.crt", o->tls_dir + "/tls.crt", o->tls_dir + "/tls.key",
+             PeerName(o->topic)};
+    }
+    client::AdminClient client(t, tls);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o->timeout_s);
     std::string last = "no answer yet";
     for (;;) {

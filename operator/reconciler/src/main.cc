@@ -84,6 +84,12 @@ int main(int argc, char** argv) {
   app.add_option("--storage-class", opts.manifests.storage_class,
                  "StorageClass of the volume claims (default: the cluster's)");
   app.add_option("--sidecar-log-level", opts.manifests.log_level, "The sidecars' --log-level");
+  app.add_option("--tls-default", opts.manifests.tls_default,
+                 "Topics without spec.security.tls speak TLS only between their pods and to "
+                 "callers outside them, with a CA of their own (true or false)");
+  app.add_option("--cert-dir", opts.cert_dir,
+                 "Directory for the operator's own client certificate of each TLS topic "
+                 "(default: under the system's temporary directory)");
   app.add_option("--sidecar-image", opts.manifests.sidecar_image,
                  "The sidecar's image where a topic's spec.sidecar.image is empty (the chart: "
                  "its own image)");

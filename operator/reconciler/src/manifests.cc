@@ -96,6 +96,17 @@ value SidecarContainer(const TopicObject& t, const ManifestOptions& o, int64_t g
                                    "--fsync",        s.fsync,
                                    "--retention-ms", std::to_string(s.retention.ms),
                                    "--log-level",    o.log_level};
+  if (TlsOn(t, o)) {
+    // The pod's certificate, the topic's CA and the access file come with the admin token's
+    // Secret (TopicOperator::EnsureTls); the pod's containers get a plain port on loopback.
+    const std::string dir = kTokenMount;
+    for (const std::string& a : std::vector<std::string>{
+             "--tls-cert", dir + "/tls.crt", "--tls-key", dir + "/tls.key", "--tls-client-ca",
+             dir + "/ca.crt", "--access-file", dir + "/access.json", "--local-port",
+             std::to_string(kLocalPort), "--local-bind", "127.0.0.1"}) {
+      args.push_back(a);
+    }
+  }
   if (s.replication.factor > 1) {
     args.push_back("--acks");
     args.push_back(s.replication.acks);
@@ -128,9 +139,14 @@ value SidecarContainer(const TopicObject& t, const ManifestOptions& o, int64_t g
   // operator moved them away and their sealed ends were consumed), bounded by the grace period.
   const int64_t wait = std::max<int64_t>(1, grace - 5);
   // (A kubelet does not expand $(VAR) in hooks: wait-drained takes the address from $POD_IP.)
-  c["lifecycle"]["preStop"]["exec"]["command"] = StringArray(
-      {"shoal", "wait-drained", "--admin-port", std::to_string(kAdminPort), "--token-file",
-       std::string(kTokenMount) + "/token", "--timeout", std::to_string(wait)});
+  std::vector<std::string> hook = {"shoal",        "wait-drained",
+                                   "--admin-port", std::to_string(kAdminPort),
+                                   "--token-file", std::string(kTokenMount) + "/token",
+                                   "--timeout",    std::to_string(wait)};
+  if (TlsOn(t, o)) {
+    hook.insert(hook.end(), {"--tls-dir", kTokenMount, "--topic", s.name});
+  }
+  c["lifecycle"]["preStop"]["exec"]["command"] = StringArray(hook);
   value mounts = value::array();
   mounts[0] = Mount(kDataVolume, kDataMount, false);
   mounts[1] = Mount(kTokenVolume, kTokenMount, true);
@@ -155,13 +171,13 @@ value SidecarContainer(const TopicObject& t, const ManifestOptions& o, int64_t g
 }
 
 // Adds the topic's connection to an app container unless the user set it.
-void InjectAppEnv(value& container, const std::string& topic) {
+void InjectAppEnv(value& container, const std::string& topic, bool tls) {
   if (!container.has_array_field("env")) container["env"] = value::array();
   value& env = container["env"];
   auto add = [&](value e) {
     if (!HasEnv(container, e.at("name").as_string())) env[env.size()] = std::move(e);
   };
-  add(EnvValue("SHOAL_URL", "http://localhost:" + std::to_string(kDataPort)));
+  add(EnvValue("SHOAL_URL", "http://localhost:" + std::to_string(tls ? kLocalPort : kDataPort)));
   add(EnvValue("SHOAL_TOPIC", topic));
 }
 
@@ -527,7 +543,7 @@ Json BuildStatefulSet(const TopicObject& t, const ManifestOptions& o, int64_t re
     spec["topologySpreadConstraints"] = spread;
   }
   value& containers = spec["containers"];
-  for (size_t i = 0; i < containers.size(); ++i) InjectAppEnv(containers[i], t.name);
+  for (size_t i = 0; i < containers.size(); ++i) InjectAppEnv(containers[i], t.name, TlsOn(t, o));
   containers[containers.size()] = SidecarContainer(t, o, grace);
   if (!spec.has_array_field("volumes")) spec["volumes"] = value::array();
   value token = value::object();
@@ -639,6 +655,62 @@ Json BuildSecret(const TopicObject& t, const std::string& admin_token) {
   s["data"]["token"] =
       Str(utility::conversions::to_base64(std::vector<unsigned char>(admin_token.begin(), admin_token.end())));
   return s;
+}
+
+bool RunsTls(const Json& statefulset) {
+  const value* containers = &statefulset;
+  for (const char* key : {"spec", "template", "spec", "containers"}) {
+    if (!containers->is_object() || !containers->has_field(key)) return false;
+    containers = &containers->at(key);
+  }
+  if (!containers->is_array()) return false;
+  for (const auto& c : containers->as_array()) {
+    if (!c.has_string_field("name") || c.at("name").as_string() != kSidecarContainer) continue;
+    if (!c.has_array_field("args")) return false;
+    for (const auto& a : c.at("args").as_array()) {
+      if (a.is_string() && a.as_string() == "--tls-client-ca") return true;
+    }
+  }
+  return false;
+}
+
+bool TlsOn(const TopicObject& t, const ManifestOptions& o) {
+  // Principals are named by their certificates: listing one asks for TLS.
+  return t.spec.security.tls.value_or(o.tls_default || !t.spec.security.principals.empty());
+}
+
+std::string CaSecretName(const std::string& topic) { return topic + "-ca"; }
+
+std::string ClientSecretName(const std::string& topic, const std::string& principal) {
+  return topic + "-client-" + principal;
+}
+
+Json BuildOwnedSecret(const TopicObject& t, const std::string& name,
+                      const std::map<std::string, std::string>& data) {
+  value s = value::object();
+  s["apiVersion"] = Str("v1");
+  s["kind"] = Str("Secret");
+  s["metadata"] = Metadata(t, name);
+  s["type"] = Str("Opaque");
+  s["data"] = value::object();
+  for (const auto& [key, bytes] : data) {
+    s["data"][key] = Str(
+        utility::conversions::to_base64(std::vector<unsigned char>(bytes.begin(), bytes.end())));
+  }
+  return s;
+}
+
+std::string AccessFileJson(const TopicSpec& spec) {
+  value principals = value::object();
+  for (const auto& who : spec.security.principals) {
+    value grant = value::object();
+    grant["produce"] = value::boolean(who.produce);
+    grant["groups"] = StringArray(who.groups);
+    principals[who.name] = grant;
+  }
+  value doc = value::object();
+  doc["principals"] = principals;
+  return doc.serialize();
 }
 
 std::string TemplateHash(const Json& sts) {

@@ -1,23 +1,25 @@
 #include "shoal/reconciler/topic_operator.h"
 
+#include <cpprest/asyncrt_utils.h>
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
+#include <unistd.h>
 
-#include <cpprest/asyncrt_utils.h>
-
+#include <filesystem>
 #include <set>
 #include <thread>
 
 #include "shoal/client/admin_client.h"
+#include "shoal/common/certificates.h"
 #include "shoal/common/files.h"
 #include "shoal/common/logging.h"
 #include "shoal/common/metrics.h"
-#include "shoal/reconciler/kube_platform.h"
-#include "shoal/reconciler/topic_status.h"
 #include "shoal/control/metrics_observer.h"
 #include "shoal/control/planner.h"
+#include "shoal/reconciler/kube_platform.h"
+#include "shoal/reconciler/topic_status.h"
 
 namespace shoal::reconciler {
 namespace {
@@ -84,6 +86,7 @@ struct TopicOperator::Worker {
   std::unique_ptr<KubePlatform> platform;
   std::unique_ptr<control::MetricsObserver> observer;
   std::unique_ptr<client::AdminClient> admin;
+  bool tls = false;  // its clients speak TLS to the sidecars
   std::unique_ptr<control::ControlLoop> loop;
   std::atomic<bool> stop{false};
   std::atomic<bool> started{false};
@@ -358,6 +361,11 @@ ReconcileResult TopicOperator::Reconcile(const std::string& key) {
     ResumeLastApplied(topic, term);
     return ReconcileResult::Done();  // nothing to retry: the user edits the spec
   }
+  // A running topic keeps what it runs when its spec does not say (an operator upgraded to a
+  // TLS default does not roll a plain topic into pods that cannot call each other meanwhile).
+  if (!t->spec.security.tls && t->spec.security.principals.empty()) {
+    if (auto sts = CachedStatefulSet(t->ns, t->name)) t->spec.security.tls = RunsTls(*sts);
+  }
   return Apply(topic, *t, term);
 }
 
@@ -425,6 +433,185 @@ Result<std::string> TopicOperator::EnsureSecret(const Json& topic, const TopicOb
                   "created Secret " + name + " (sidecars' admin token)");
   }
   return EnsureSecret(topic, t, not_owned);
+}
+
+namespace {
+
+// A Secret's data, decoded; keys whose value is not base64 are left out.
+std::map<std::string, std::string> SecretData(const Json& secret) {
+  std::map<std::string, std::string> out;
+  const Json data = kubeapi::At(secret, "data");
+  if (!data.is_object()) return out;
+  for (const auto& [key, value] : data.as_object()) {
+    if (!value.is_string()) continue;
+    try {
+      const auto bytes = utility::conversions::from_base64(value.as_string());
+      out[key] = std::string(bytes.begin(), bytes.end());
+    } catch (...) {
+    }
+  }
+  return out;
+}
+
+constexpr std::chrono::hours kCaValid{24 * 365 * 10};
+constexpr std::chrono::hours kCertValid{24 * 30};
+constexpr const char* kRotateAnnotation = "shoal.dev/rotate-certificates";
+
+// Whether a certificate of `ca_cert` in `data` (tls.crt) may stay: signed by that CA, with more
+// than a third of its life left, and issued for the rotation asked for now.
+bool CertStays(const std::map<std::string, std::string>& data, const std::string& ca_cert,
+               const std::string& rotation) {
+  auto cert = data.find("tls.crt");
+  auto key = data.find("tls.key");
+  auto ca = data.find("ca.crt");
+  auto for_rotation = data.find("rotated-for");
+  if (cert == data.end() || key == data.end() || ca == data.end() || ca->second != ca_cert ||
+      !SignedBy(cert->second, ca_cert)) {
+    return false;
+  }
+  if ((for_rotation == data.end() ? "" : for_rotation->second) != rotation) return false;
+  auto end = NotAfter(cert->second);
+  return end.ok() && *end - std::chrono::system_clock::now() > kCertValid / 3;
+}
+
+}  // namespace
+
+Result<TlsClientFiles> TopicOperator::EnsureTls(const Json& topic, const TopicObject& t,
+                                                std::string* not_owned) {
+  if (!TlsOn(t, opts_.manifests)) return TlsClientFiles{};
+  // The CA: made once, kept in a Secret no pod mounts.
+  const std::string ca_name = CaSecretName(t.name);
+  auto got = client_.Get(kubeapi::Secrets(), t.ns, ca_name);
+  if (got.ok() && !OwnedBy(got.value(), t)) {
+    *not_owned = NotOwnedMessage("Secret", ca_name, t);
+    return Status::FailedPrecondition(*not_owned);
+  }
+  if (!got.ok() && !got.error().IsNotFound()) return got.error().ToStatus();
+  if (!got.ok()) {
+    auto ca = MakeCa("shoal-ca." + t.name, kCaValid);
+    if (!ca.ok()) return ca.status();
+    auto made = client_.Create(
+        kubeapi::Secrets(), t.ns,
+        BuildOwnedSecret(t, ca_name, {{"ca.crt", ca->cert_pem}, {"ca.key", ca->key_pem}}));
+    if (!made.ok() && !made.error().IsAlreadyExists()) return made.error().ToStatus();
+    if (made.ok()) {
+      events_.Event(topic, "Normal", "Created", "Create",
+                    "created Secret " + ca_name + " (the topic's certificate authority)");
+    }
+    return EnsureTls(topic, t, not_owned);
+  }
+  const auto ca_data = SecretData(got.value());
+  auto ca_cert = ca_data.find("ca.crt");
+  auto ca_key = ca_data.find("ca.key");
+  if (ca_cert == ca_data.end() || ca_key == ca_data.end()) {
+    return Status::InvalidArgument("Secret " + ca_name +
+                                   " has no ca.crt and ca.key; delete it to get a new CA");
+  }
+  const CertifiedKey ca{ca_cert->second, ca_key->second};
+  // (The annotation's name has a dot: not a path for At.)
+  const Json annotations = kubeapi::At(topic, "metadata.annotations");
+  const std::string rotation =
+      annotations.is_object() && annotations.has_string_field(kRotateAnnotation)
+          ? annotations.at(kRotateAnnotation).as_string()
+          : "";
+
+  // The pods' certificate, the CA and the access file, beside the admin token.
+  const std::string admin_name = AdminSecretName(t.name);
+  auto admin = client_.Get(kubeapi::Secrets(), t.ns, admin_name);
+  if (!admin.ok()) return admin.error().ToStatus();  // EnsureSecret made it just before
+  auto data = SecretData(admin.value());
+  const std::string access = AccessFileJson(t.spec);
+  const bool renew = !CertStays(data, ca.cert_pem, rotation);
+  if (renew || data["access.json"] != access) {
+    if (renew) {
+      auto pod = IssueCertificate(ca, PeerName(t.name), {PeerName(t.name)}, true, kCertValid);
+      if (!pod.ok()) return pod.status();
+      data["tls.crt"] = pod->cert_pem;
+      data["tls.key"] = pod->key_pem;
+      data["ca.crt"] = ca.cert_pem;
+      data["rotated-for"] = rotation;
+    }
+    data["access.json"] = access;
+    Json want = admin.value();
+    want["data"] = BuildOwnedSecret(t, admin_name, data).at("data");
+    auto r = client_.Update(kubeapi::Secrets(), t.ns, admin_name, want);
+    if (!r.ok()) return r.error().ToStatus();
+    if (renew) {
+      events_.Event(
+          topic, "Normal", "CertificateIssued", "Issue",
+          "issued the pods' certificate " + PeerName(t.name) + " (Secret " + admin_name + ")");
+    }
+  }
+
+  // Each principal's client certificate, for the user to hand to that caller.
+  for (const auto& who : t.spec.security.principals) {
+    const std::string name = ClientSecretName(t.name, who.name);
+    auto live = client_.Get(kubeapi::Secrets(), t.ns, name);
+    if (live.ok() && !OwnedBy(live.value(), t)) {
+      *not_owned = NotOwnedMessage("Secret", name, t);
+      return Status::FailedPrecondition(*not_owned);
+    }
+    if (!live.ok() && !live.error().IsNotFound()) return live.error().ToStatus();
+    if (live.ok() && CertStays(SecretData(live.value()), ca.cert_pem, rotation)) continue;
+    auto cert = IssueCertificate(ca, who.name, {}, false, kCertValid);
+    if (!cert.ok()) return cert.status();
+    const Json want = BuildOwnedSecret(t, name,
+                                       {{"ca.crt", ca.cert_pem},
+                                        {"tls.crt", cert->cert_pem},
+                                        {"tls.key", cert->key_pem},
+                                        {"rotated-for", rotation}});
+    if (live.ok()) {
+      Json update = live.value();
+      update["data"] = want.at("data");
+      auto r = client_.Update(kubeapi::Secrets(), t.ns, name, update);
+      if (!r.ok()) return r.error().ToStatus();
+    } else {
+      auto r = client_.Create(kubeapi::Secrets(), t.ns, want);
+      if (!r.ok() && !r.error().IsAlreadyExists()) return r.error().ToStatus();
+    }
+    events_.Event(topic, "Normal", "CertificateIssued", "Issue",
+                  "issued the client certificate of \"" + who.name + "\" (Secret " + name + ")");
+  }
+  return OperatorFiles(t, ca.cert_pem, ca.key_pem);
+}
+
+Result<TlsClientFiles> TopicOperator::OperatorFiles(const TopicObject& t,
+                                                    const std::string& ca_cert,
+                                                    const std::string& ca_key) {
+  const std::string key = Key(t.ns, t.name);
+  {
+    MutexLock lock(mu_);
+    auto it = operator_certs_.find(key);
+    if (it != operator_certs_.end() && it->second.ca_cert == ca_cert &&
+        it->second.not_after - std::chrono::system_clock::now() > kCertValid / 3) {
+      return it->second.files;
+    }
+  }
+  auto cert = IssueCertificate({ca_cert, ca_key}, OperatorName(t.name), {}, false, kCertValid);
+  if (!cert.ok()) return cert.status();
+  std::string base = opts_.cert_dir;
+  if (base.empty()) {
+    base =
+        (std::filesystem::temp_directory_path() / ("shoal-operator-" + std::to_string(::getpid())))
+            .string();
+  }
+  const std::string dir = base + "/" + t.ns + "/" + t.name;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::IoError("cannot make " + dir + ": " + ec.message());
+  TlsClientFiles files{dir + "/ca.crt", dir + "/tls.crt", dir + "/tls.key", PeerName(t.name)};
+  // The key first: a connection made between the writes fails, never pairs a new cert with an
+  // old key silently (OpenSSL checks the pair).
+  for (const auto& [path, content] :
+       std::vector<std::pair<std::string, std::string>>{{files.key_file, cert->key_pem},
+                                                        {files.cert_file, cert->cert_pem},
+                                                        {files.ca_file, ca_cert}}) {
+    SHOAL_RETURN_IF_ERROR(WriteFileDurable(path, content, 0600));
+  }
+  auto end = NotAfter(cert->cert_pem);
+  MutexLock lock(mu_);
+  operator_certs_[key] = {ca_cert, end.ok() ? *end : std::chrono::system_clock::now(), files};
+  return files;
 }
 
 Result<std::optional<Json>> TopicOperator::LiveOrCreate(const kubeapi::ResourceKind& kind,
@@ -528,14 +715,20 @@ Status TopicOperator::EnsureStatefulSet(const Json& topic, const TopicObject& t,
 }
 
 std::shared_ptr<TopicOperator::Worker> TopicOperator::EnsureWorker(const TopicObject& t,
-                                                                    const std::string& token,
-                                                                    uint64_t term) {
+                                                                   const std::string& token,
+                                                                   const TlsClientFiles& tls,
+                                                                   uint64_t term) {
   const std::string key = Key(t.ns, t.name);
   std::shared_ptr<Worker> w;
   {
     MutexLock lock(mu_);
     auto it = workers_.find(key);
     if (it != workers_.end()) w = it->second;
+  }
+  if (w && w->tls != tls.enabled()) {
+    // TLS turned on or off: the loop's clients are made again.
+    StopWorker(key);
+    w = nullptr;
   }
   if (w && w->generation != t.generation) {
     w->loop->UpdateSpec(t.spec);
@@ -555,6 +748,7 @@ std::shared_ptr<TopicOperator::Worker> TopicOperator::EnsureWorker(const TopicOb
     auto worker = std::make_shared<Worker>();
     worker->key = key;
     worker->generation = t.generation;
+    worker->tls = tls.enabled();
     std::function<bool()> is_leader;
     {
       MutexLock lock(mu_);
@@ -571,8 +765,10 @@ std::shared_ptr<TopicOperator::Worker> TopicOperator::EnsureWorker(const TopicOb
     worker->platform =
         std::make_unique<KubePlatform>(client_, PodsOf(t.ns), SetsOf(t.ns), std::move(po),
                                        desired);
-    worker->observer = std::make_unique<control::MetricsObserver>(clock_, token);
-    worker->admin = std::make_unique<client::AdminClient>(token);
+    control::MetricsObserver::Options observe;
+    observe.tls = tls;
+    worker->observer = std::make_unique<control::MetricsObserver>(clock_, token, observe);
+    worker->admin = std::make_unique<client::AdminClient>(token, tls);
     control::ControlLoopOptions lo = opts_.loop;
     lo.executor.may_act = may_act;  // every request to a sidecar, also inside a long retry
     worker->loop = std::make_unique<control::ControlLoop>(
@@ -617,7 +813,20 @@ void TopicOperator::ResumeLastApplied(const Json& topic, uint64_t term) {
   } catch (...) {
     return;
   }
-  if (EnsureWorker(*applied, token, term)) {
+  if (!applied->spec.security.tls && applied->spec.security.principals.empty()) {
+    applied->spec.security.tls = RunsTls(*sts);  // what it runs (see Reconcile)
+  }
+  TlsClientFiles tls;
+  if (TlsOn(*applied, opts_.manifests)) {
+    auto ca = client_.Get(kubeapi::Secrets(), ns, CaSecretName(name));
+    if (!ca.ok()) return;
+    const auto data = SecretData(ca.value());
+    if (!data.count("ca.crt") || !data.count("ca.key")) return;
+    auto files = OperatorFiles(*applied, data.at("ca.crt"), data.at("ca.key"));
+    if (!files.ok()) return;
+    tls = *files;
+  }
+  if (EnsureWorker(*applied, token, tls, term)) {
     Logger("operator")->info("{}/{}: running its loop on the last applied spec (generation {})",
                              ns, name, applied->generation);
   }
@@ -636,6 +845,12 @@ ReconcileResult TopicOperator::Apply(const Json& topic, const TopicObject& t, ui
   if (!not_owned.empty()) return blocked();
   if (!token.ok()) {
     return ReconcileResult::Retry(RetryReason::kSecret, "its Secret: " + token.status().message());
+  }
+  auto tls = EnsureTls(topic, t, &not_owned);
+  if (!not_owned.empty()) return blocked();
+  if (!tls.ok()) {
+    return ReconcileResult::Retry(RetryReason::kSecret,
+                                  "its certificates: " + tls.status().message());
   }
   if (Status st = EnsureService(t, &not_owned); !st.ok()) {
     if (!not_owned.empty()) return blocked();
@@ -664,7 +879,7 @@ ReconcileResult TopicOperator::Apply(const Json& topic, const TopicObject& t, ui
   }
 
   // The topic's control loop.
-  std::shared_ptr<Worker> w = EnsureWorker(t, *token, term);
+  std::shared_ptr<Worker> w = EnsureWorker(t, *token, *tls, term);
   if (!w) {
     if (!leading_.load() || term_.load() != term) return ReconcileResult::Done();  // not ours
     // Its StatefulSet is not in the cache yet: the informer catches up within moments.

@@ -21,6 +21,7 @@
 // clang-format off
 #include <utility>  // std::exchange, before boost::asio (awaitable.hpp needs it)
 // clang-format on
+#include <cpprest/asyncrt_utils.h>
 #include <cpprest/json.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -29,6 +30,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -151,6 +153,37 @@ class KubeOperatorTest : public ::testing::Test {
   }
   TestKubelet& kubelet() { return cluster_->kubelet(); }
   HttpTestClient& admin() { return cluster_->http(); }
+  // The verifier over what the consumers saw: nothing lost or reordered; prints `what` with
+  // the counts.
+  void ExpectNothingLostOrReordered(const std::vector<client::AckedEvent>& acked,
+                                    const std::string& what) {
+    size_t seen = 0;
+    const auto report = VerifySeen(acked, &seen);
+    EXPECT_EQ(report.lost, 0u) << report.ToText();
+    EXPECT_EQ(report.reordered, 0u) << report.ToText();
+    std::printf("acked %zu, seen %zu, lost %llu, reordered %llu, duplicated %llu; %s\n",
+                acked.size(), seen, static_cast<unsigned long long>(report.lost),
+                static_cast<unsigned long long>(report.reordered),
+                static_cast<unsigned long long>(report.duplicated), what.c_str());
+  }
+  // The test topic on exactly `pods` pods, each partition with `factor` copies (acks quorum).
+  value ReplicatedTopic(int64_t max_partitions, int pods, int factor) const {
+    value topic = TestTopicJson(seen_dir(), max_partitions);
+    topic["spec"]["replicas"]["min"] = value::number(pods);
+    topic["spec"]["replicas"]["max"] = value::number(pods);
+    topic["spec"]["replication"]["factor"] = value::number(factor);
+    topic["spec"]["replication"]["acks"] = value::string("quorum");
+    return topic;
+  }
+  // Whether the pod is Ready within a minute.
+  bool PodReady(const std::string& pod) {
+    return kubelet().WaitFor(
+        [&] {
+          auto p = kubelet().Pod(pod);
+          return p && p->ready;
+        },
+        60s);
+  }
 
   // The cluster goes (operators, kubelet, server) before the directory it writes to.
   TempDir dir_;
@@ -767,14 +800,8 @@ TEST_F(KubeOperatorTest, AfterTheSurgePodsAreDrainedAndRemovedAndNothingIsLost) 
   load.Stop();
   const auto acked = load.TakeAcked();
   ASSERT_GT(acked.size(), 5000u);
-  size_t seen = 0;
-  const auto report = VerifySeen(acked, &seen);
-  EXPECT_EQ(report.lost, 0u) << report.ToText();
-  EXPECT_EQ(report.reordered, 0u) << report.ToText();
-  std::printf("acked %zu, seen %zu, lost %llu, reordered %llu; pods up to %lld and back to 1\n",
-              acked.size(), seen, static_cast<unsigned long long>(report.lost),
-              static_cast<unsigned long long>(report.reordered),
-              static_cast<long long>(max_replicas));
+  ExpectNothingLostOrReordered(acked,
+                               "pods up to " + std::to_string(max_replicas) + " and back to 1");
 }
 
 // The value of `metric` for partition `id` in a Prometheus text answer (nullopt: absent).
@@ -798,13 +825,9 @@ std::optional<double> PartitionGauge(const std::string& text, const std::string&
 TEST_F(KubeOperatorTest, ALeaderKilledWithItsVolumeDeletedIsFailedOverAndCaughtUpAndNothingIsLost) {
   StartCluster();
   StartOperator("a");
-  value topic = TestTopicJson(seen_dir(), 3);
+  value topic = ReplicatedTopic(3, 3, 3);
   topic["spec"]["partitions"]["min"] = value::number(3);
   topic["spec"]["partitions"]["initial"] = value::number(3);
-  topic["spec"]["replicas"]["min"] = value::number(3);
-  topic["spec"]["replicas"]["max"] = value::number(3);
-  topic["spec"]["replication"]["factor"] = value::number(3);
-  topic["spec"]["replication"]["acks"] = value::string("quorum");
   CreateTopic(topic);
   ASSERT_TRUE(WaitReady(90s)) << OperatorLog("a");
 
@@ -843,16 +866,8 @@ TEST_F(KubeOperatorTest, ALeaderKilledWithItsVolumeDeletedIsFailedOverAndCaughtU
       90s))
       << "no partition with three copies led by orders-1 or orders-2\n"
       << OperatorLog("a");
-  const auto ready = [&](const std::string& pod) {
-    return kubelet().WaitFor(
-        [&] {
-          auto p = kubelet().Pod(pod);
-          return p && p->ready;
-        },
-        60s);
-  };
   for (const char* pod : {"orders-0", "orders-1", "orders-2"}) {
-    ASSERT_TRUE(ready(pod)) << pod << " is not ready";
+    ASSERT_TRUE(PodReady(pod)) << pod << " is not ready";
   }
   const auto pod0 = kubelet().Pod("orders-0");
   const auto victim_pod = kubelet().Pod(victim);
@@ -909,7 +924,7 @@ TEST_F(KubeOperatorTest, ALeaderKilledWithItsVolumeDeletedIsFailedOverAndCaughtU
       30s))
       << OperatorLog("a");
   // The pod is back and ready.
-  ASSERT_TRUE(ready(victim)) << victim << " did not come back";
+  ASSERT_TRUE(PodReady(victim)) << victim << " did not come back";
   ASSERT_TRUE(WaitUntil([&] { return load.acked() >= 8000; }, 60s));
   load.Stop();
   const auto acked = load.TakeAcked();
@@ -940,16 +955,8 @@ TEST_F(KubeOperatorTest, ALeaderKilledWithItsVolumeDeletedIsFailedOverAndCaughtU
       60s);
   EXPECT_TRUE(caught_up) << why;
 
-  size_t seen = 0;
-  const auto report = VerifySeen(acked, &seen);
-  EXPECT_EQ(report.lost, 0u) << report.ToText();
-  EXPECT_EQ(report.reordered, 0u) << report.ToText();
-  std::printf(
-      "acked %zu, seen %zu, lost %llu, reordered %llu, duplicated %llu; %s killed with "
-      "its volume deleted, %zu partitions failed over\n",
-      acked.size(), seen, static_cast<unsigned long long>(report.lost),
-      static_cast<unsigned long long>(report.reordered),
-      static_cast<unsigned long long>(report.duplicated), victim.c_str(), led.size());
+  ExpectNothingLostOrReordered(acked, victim + " killed with its volume deleted, " +
+                                          std::to_string(led.size()) + " partitions failed over");
 }
 
 // A spec change that changes the pod template (the sidecar's fsync flag) reaches the running pods
@@ -1048,6 +1055,139 @@ TEST_F(KubeOperatorTest, ANewTemplateIsRolledOnePodAtATimeEachEmptiedFirst) {
               acked.size(), seen, static_cast<unsigned long long>(report.lost),
               static_cast<unsigned long long>(report.reordered),
               static_cast<unsigned long long>(load.retries()), most_down);
+}
+
+// A topic with TLS on (the chart's default; given in the spec here, the operator's own default
+// being off): the operator makes the topic's CA, the pods' certificate and a principal's client
+// certificate. Every call between the pods (forwarding, replication with quorum acks, the admin
+// plane) and from the operator is TLS: a plain request to a pod's data or admin port is refused.
+// The producers come from outside the pods with the principal's certificate; the consumers, the
+// pods' own containers, use the plain port on the pod's loopback. Under that load the pods'
+// certificate is rotated (the topic's shoal.dev/rotate-certificates annotation): the sidecars
+// serve the new one without a restart, and nothing is lost or reordered.
+TEST_F(KubeOperatorTest, WithTlsPodsSpeakOnlyTlsAndACertificateRotatesUnderLoadLosingNothing) {
+  StartCluster();
+  StartOperator("a");
+  value topic = ReplicatedTopic(4, 2, 2);
+  topic["spec"]["security"] =
+      value::parse(R"({"tls":true,"principals":[{"name":"loadgen","produce":true}]})");
+  CreateTopic(topic);
+  ASSERT_TRUE(WaitReady(90s)) << OperatorLog("a");
+  for (const char* pod : {"orders-0", "orders-1"}) ASSERT_TRUE(PodReady(pod)) << pod;
+  const auto pod0 = kubelet().Pod("orders-0");
+  const auto pod1 = kubelet().Pod("orders-1");
+  ASSERT_TRUE(pod0 && pod1);
+
+  // The principal's certificate, as a user takes it out of its Secret.
+  auto secret_data = [&](const std::string& name) {
+    std::map<std::string, std::string> out;
+    auto s = Get("/api/v1/namespaces/default/secrets/" + name);
+    const value data = s ? At(*s, "data") : value::null();
+    if (!data.is_object()) return out;
+    for (const auto& [k, v] : data.as_object()) {
+      const auto bytes = utility::conversions::from_base64(v.as_string());
+      out[k] = std::string(bytes.begin(), bytes.end());
+    }
+    return out;
+  };
+  std::map<std::string, std::string> loadgen;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        loadgen = secret_data("orders-client-loadgen");
+        return loadgen.count("tls.crt") > 0;
+      },
+      30s));
+  EXPECT_EQ(secret_data("orders-ca").count("ca.key"), 1u);
+  const std::string certs = dir_.path() + "/loadgen";
+  std::filesystem::create_directories(certs);
+  for (const char* f : {"ca.crt", "tls.crt", "tls.key"}) {
+    std::ofstream(certs + "/" + f) << loadgen[f];
+  }
+
+  // Plain HTTP to a pod's data and admin ports: refused, with the reason.
+  for (const char* port : {":8080", ":8081"}) {
+    HttpResponse plain = HttpTestClient("http://" + pod1->ip + port).Get("/v1/topics/orders");
+    EXPECT_EQ(plain.status, 403) << port << ": " << plain.Describe();
+    EXPECT_NE(plain.body.find("tls_required"), std::string::npos) << plain.body;
+  }
+
+  client::LoadOptions lo = SurgeLoad(pod0->ip, 0, 0, 0);
+  lo.profile = "steady";
+  lo.targets = {"https://" + pod0->ip + ":8080"};
+  lo.tls = {certs + "/ca.crt", certs + "/tls.crt", certs + "/tls.key", "shoal-peer.orders"};
+  client::LoadGenerator load(lo);
+  load.Start();
+  ASSERT_TRUE(WaitUntil([&] { return load.acked() >= 2000; }, 60s)) << load.last_error();
+
+  // Rotation under load: a new certificate in the pods' Secret, served by both sidecars.
+  const std::string before = secret_data("orders-admin")["tls.crt"];
+  ASSERT_FALSE(before.empty());
+  PatchSpec(R"({"metadata":{"annotations":{"shoal.dev/rotate-certificates":"1"}}})");
+  std::string after;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        after = secret_data("orders-admin")["tls.crt"];
+        return !after.empty() && after != before;
+      },
+      30s))
+      << OperatorLog("a");
+  std::ofstream(dir_.path() + "/new.crt") << after;
+  for (const auto& pod : {pod0, pod1}) {
+    const std::string fingerprint_of_new =
+        "openssl x509 -noout -fingerprint -in " + dir_.path() + "/new.crt";
+    const std::string served = "openssl s_client -connect " + pod->ip +
+                               ":8080 -servername shoal-peer.orders -cert " + certs +
+                               "/tls.crt -key " + certs +
+                               "/tls.key </dev/null 2>/dev/null | "
+                               "openssl x509 -noout -fingerprint";
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          std::string a, b;
+          FILE* f = ::popen(fingerprint_of_new.c_str(), "r");
+          FILE* g = ::popen(served.c_str(), "r");
+          char buf[256];
+          while (f && std::fgets(buf, sizeof buf, f)) a += buf;
+          while (g && std::fgets(buf, sizeof buf, g)) b += buf;
+          if (f) ::pclose(f);
+          if (g) ::pclose(g);
+          return !a.empty() && a == b;
+        },
+        30s))
+        << pod->name << " does not serve the new certificate";
+  }
+  const uint64_t at_rotation = load.acked();
+  ASSERT_TRUE(WaitUntil([&] { return load.acked() >= at_rotation + 2000; }, 60s))
+      << load.last_error();
+  load.Stop();
+  const auto acked = load.TakeAcked();
+  ExpectNothingLostOrReordered(
+      acked, "TLS, " + std::to_string(acked.size() - at_rotation) + " acked after the rotation");
+}
+
+// An operator upgraded to a TLS default (as the chart's is) does not turn a running plain topic
+// into TLS: while its pods rolled one at a time, plain and TLS pods could not call each other.
+// A topic that does not say keeps what it runs; a new topic takes the default.
+TEST_F(KubeOperatorTest, AnOperatorWithATlsDefaultKeepsARunningPlainTopicPlain) {
+  StartCluster();
+  StartOperator("a");
+  CreateTopic(TestTopicJson(seen_dir()));
+  ASSERT_TRUE(WaitReady(90s)) << OperatorLog("a");
+  auto sidecar_args = [&] {
+    auto sts = Get(kStatefulSet);
+    return sts ? At(*sts, "spec.template.spec.containers").serialize() : std::string();
+  };
+  ASSERT_EQ(sidecar_args().find("--tls-client-ca"), std::string::npos);
+  operator_process("a").Signal(SIGKILL);
+  ASSERT_TRUE(operator_process("a").Wait(10s).has_value());
+  StartOperator("b", {"--tls-default=true"});
+  // A spec change the new operator applies: the template changes, TLS stays off.
+  PatchSpec(R"({"spec":{"durability":{"fsync":"always"}}})");
+  ASSERT_TRUE(WaitUntil(
+      [&] { return sidecar_args().find(R"("--fsync","always")") != std::string::npos; }, 60s))
+      << OperatorLog("b");
+  EXPECT_TRUE(WaitCaughtUp(30s)) << OperatorLog("b");
+  EXPECT_EQ(sidecar_args().find("--tls-client-ca"), std::string::npos) << sidecar_args();
+  EXPECT_FALSE(Get("/api/v1/namespaces/default/secrets/orders-ca").has_value());
 }
 
 }  // namespace

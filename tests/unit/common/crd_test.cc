@@ -815,6 +815,8 @@ TopicSpec FullyPopulated() {
   s.storage.size = "64Gi";
   s.storage.storage_class = "fast-ssd";
   s.storage.reserve = "256Mi";
+  s.security.tls = true;
+  s.security.principals.push_back({"billing", true, {"billing", "audit-*"}});
   return s;
 }
 

@@ -249,7 +249,7 @@ std::vector<Grant> OperatorNeeds() {
   add("apps", "statefulsets/scale", {"get", "patch"});
   add("", "services", {"get", "create", "update", "delete"});
   add("policy", "poddisruptionbudgets", {"get", "create", "update", "delete"});
-  add("", "secrets", {"get", "create", "delete"});
+  add("", "secrets", {"get", "create", "update", "delete"});
   add("", "pods", {"list", "watch", "delete"});
   add("events.k8s.io", "events", {"create", "patch"});
   add("coordination.k8s.io", "leases", {"get", "create", "update"});

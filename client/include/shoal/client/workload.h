@@ -34,6 +34,7 @@
 
 #include "shoal/client/verifier.h"
 #include "shoal/common/status.h"
+#include "shoal/common/tls.h"
 
 namespace shoal::client {
 
@@ -59,6 +60,8 @@ struct LoadOptions {
   // pods), instead of staying on one until it fails. With SetTargets, the list can follow the
   // pods as they come and go.
   bool spread = false;
+  // TLS to the targets (https:// URLs), for a topic whose pods require it (shoal/common/tls.h).
+  TlsClientFiles tls;
 };
 
 // The load generator's key names: `keys` of them, "key-<i>", or with `skew` names chosen so that
@@ -137,6 +140,8 @@ struct ConsumerOptions {
   double rate = 0;
   // How long Stop retries the commit of the last batch.
   std::chrono::milliseconds stop_commit_timeout{5000};
+  // TLS to the target (an https:// URL), for a topic whose pods require it.
+  TlsClientFiles tls;
 };
 
 class GroupConsumer {

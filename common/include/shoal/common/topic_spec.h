@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -74,6 +75,21 @@ struct TopicSpec {
   // Empty: the operator's own image (shoal-operator --sidecar-image).
   std::string sidecar_image;
   std::map<std::string, std::string> sidecar_resources;  // e.g. requests.cpu -> 100m
+  // Who may reach the topic's pods, and how (docs/security.md). `tls`: the pods speak TLS only
+  // (between themselves and to every caller outside them) with certificates of the topic's own
+  // CA; unset: on when `principals` lists any, else the operator's default (--tls-default; the
+  // chart's is on). `principals`: callers
+  // outside the topic's pods, each issued a client certificate (Secret <topic>-client-<name>)
+  // and granted produce and the groups listed (a trailing * is a prefix).
+  struct Principal {
+    std::string name;
+    bool produce = false;
+    std::vector<std::string> groups;
+  };
+  struct {
+    std::optional<bool> tls;
+    std::vector<Principal> principals;
+  } security;
 };
 
 // Parses a whole PartitionedTopic document (apiVersion shoal.dev/v1alpha1, kind, metadata, spec),

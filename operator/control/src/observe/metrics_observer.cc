@@ -13,6 +13,7 @@
 #include <optional>
 #include <set>
 
+#include "shoal/common/tls_cpprest.h"
 #include "shoal/control/prom_text.h"
 
 namespace shoal::control {
@@ -150,14 +151,16 @@ MetricsObserver::MetricsObserver(Clock& clock, std::string admin_token, Options 
 MetricsObserver::~MetricsObserver() = default;
 
 std::shared_ptr<web::http::client::http_client> MetricsObserver::ClientFor(
-    const std::string& host_port) {
+    const std::string& host_port, bool admin) {
   std::lock_guard<std::mutex> lock(clients_mu_);
   auto& client = clients_[host_port];
   if (!client) {
     web::http::client::http_client_config config;
     config.set_timeout(opts_.timeout);
+    const TlsClientFiles tls = admin ? opts_.tls : TlsClientFiles{};
+    UseTls(config, tls);
     // May throw on a malformed address: StartGet catches it.
-    client = std::make_shared<web::http::client::http_client>("http://" + host_port, config);
+    client = std::make_shared<web::http::client::http_client>(BaseUrl(host_port, tls), config);
   }
   return client;
 }
@@ -182,10 +185,13 @@ std::future<MetricsObserver::Answer> MetricsObserver::StartGet(const std::string
     return future;
   }
   try {
-    std::shared_ptr<web::http::client::http_client> client = ClientFor(host_port);
+    std::shared_ptr<web::http::client::http_client> client = ClientFor(host_port, admin);
     web::http::http_request req(web::http::methods::GET);
     req.set_request_uri(path);
-    if (admin) req.headers().add("Authorization", "Bearer " + token_);
+    if (admin) {
+      req.headers().add("Authorization", "Bearer " + token_);
+      NameTheServer(req, opts_.tls);
+    }
     auto status = std::make_shared<int>(0);
     // The continuations run on cpprestsdk's pool: they only copy the answer out, never wait.
     client->request(req)

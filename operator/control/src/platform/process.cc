@@ -352,7 +352,8 @@ Status LocalSidecar::WaitReady() {
   // Wait for readiness, but notice at once a sidecar that exits (bad flags, a busy port).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (true) {
-    if (WaitForHttp(s.host, s.port, "/readyz", std::chrono::milliseconds(250)).ok()) {
+    // The metrics port: plain HTTP whatever the data port requires (--tls-client-ca).
+    if (WaitForHttp(s.host, s.metrics_port, "/readyz", std::chrono::milliseconds(250)).ok()) {
       return Status::Ok();
     }
     if (auto code = s.process.Wait(std::chrono::milliseconds(0))) {

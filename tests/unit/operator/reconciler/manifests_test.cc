@@ -304,5 +304,46 @@ TEST(ManifestsTest, TopicPodsMeetPodSecurityRestrictedWhenTheAppContainerDoes) {
   for (const auto& reason : v) EXPECT_NE(reason.find("\"app\""), std::string::npos) << reason;
 }
 
+// With TLS on (the operator's default here, or the spec's), the sidecar gets the pods'
+// certificate, the topic's CA and the access file from the admin Secret it alone mounts, a plain
+// port on the pod's loopback that the app containers are given, and its preStop hook the
+// certificate too; the access file lists the principals' grants; a StatefulSet tells whether it
+// runs TLS (a running topic keeps what it runs when the spec does not say).
+TEST(ManifestsTest, WithTlsTheSidecarIsGivenTheTopicsCertificatesAndTheAppsTheLocalPort) {
+  auto t = ReadTopic(Topic());
+  ASSERT_TRUE(t.ok());
+  ManifestOptions tls;
+  tls.tls_default = true;
+  const value plain_sts = BuildStatefulSet(*t, ManifestOptions{}, 2);
+  const value tls_sts = BuildStatefulSet(*t, tls, 2);
+  EXPECT_FALSE(RunsTls(plain_sts));
+  EXPECT_TRUE(RunsTls(tls_sts));
+  const value& containers = tls_sts.at("spec").at("template").at("spec").at("containers");
+  EXPECT_EQ(EnvOf(containers.at(0), "SHOAL_URL").at("value").as_string(), "http://localhost:8082");
+  const value& side = containers.at(1);
+  const std::string args = side.at("args").serialize();
+  for (const char* want :
+       {"\"--tls-cert\",\"/etc/shoal/admin/tls.crt\"", "\"--tls-key\",\"/etc/shoal/admin/tls.key\"",
+        "\"--tls-client-ca\",\"/etc/shoal/admin/ca.crt\"",
+        "\"--access-file\",\"/etc/shoal/admin/access.json\"", "\"--local-port\",\"8082\"",
+        "\"--local-bind\",\"127.0.0.1\""}) {
+    EXPECT_NE(args.find(want), std::string::npos) << want << " in " << args;
+  }
+  const std::string hook = side.at("lifecycle").at("preStop").at("exec").at("command").serialize();
+  EXPECT_NE(hook.find("\"--tls-dir\",\"/etc/shoal/admin\",\"--topic\",\"orders\""),
+            std::string::npos)
+      << hook;
+  // The spec says otherwise: off.
+  t->spec.security.tls = false;
+  EXPECT_FALSE(RunsTls(BuildStatefulSet(*t, tls, 2)));
+  // Principals ask for TLS, and are what the access file grants.
+  t->spec.security.tls.reset();
+  t->spec.security.principals = {{"loadgen", true, {}}, {"billing", false, {"billing", "audit-*"}}};
+  EXPECT_TRUE(RunsTls(BuildStatefulSet(*t, ManifestOptions{}, 2)));
+  EXPECT_EQ(AccessFileJson(t->spec),
+            R"({"principals":{"billing":{"groups":["billing","audit-*"],"produce":false},)"
+            R"("loadgen":{"groups":[],"produce":true}}})");
+}
+
 }  // namespace
 }  // namespace shoal::reconciler

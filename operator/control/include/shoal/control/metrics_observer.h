@@ -54,6 +54,7 @@
 
 #include "shoal/common/clock.h"
 #include "shoal/common/status.h"
+#include "shoal/common/tls.h"
 #include "shoal/control/admin_partitions.h"
 #include "shoal/control/observer.h"
 #include "shoal/control/platform.h"
@@ -69,6 +70,8 @@ class MetricsObserver final : public Observer {
   struct Options {
     // Bounds each request (connect, send, answer).
     std::chrono::milliseconds timeout{1000};
+    // The admin plane over TLS (a topic whose pods require it); the metrics port stays plain.
+    TlsClientFiles tls;
   };
 
   MetricsObserver(Clock& clock, std::string admin_token, Options options);
@@ -98,7 +101,9 @@ class MetricsObserver final : public Observer {
     AdminPartition admin;
   };
 
-  std::shared_ptr<web::http::client::http_client> ClientFor(const std::string& host_port);
+  // `admin`: a client of the admin port (TLS when opts_.tls is on).
+  std::shared_ptr<web::http::client::http_client> ClientFor(const std::string& host_port,
+                                                            bool admin);
   // Sends a GET and returns at once; the answer arrives in the future, which is always
   // satisfied (with an error when the request failed).
   std::future<Answer> StartGet(const std::string& host_port, const std::string& path, bool admin);

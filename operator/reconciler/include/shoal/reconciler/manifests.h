@@ -18,6 +18,7 @@
 #include <cpprest/json.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "shoal/common/status.h"
@@ -31,6 +32,8 @@ using Json = web::json::value;
 inline constexpr uint16_t kDataPort = 8080;
 inline constexpr uint16_t kAdminPort = 8081;
 inline constexpr uint16_t kMetricsPort = 9090;
+// With TLS on, the plain data port of the pod's own containers, on the pod's loopback.
+inline constexpr uint16_t kLocalPort = 8082;
 inline constexpr const char* kSidecarContainer = "shoal-sidecar";
 // The sidecar's uid and gid (the image's USER, distroless "nonroot"), also the pods' default
 // fsGroup so that the sidecar can write its data volume.
@@ -52,6 +55,8 @@ struct ManifestOptions {
   std::string sidecar_image = "shoal:latest";
   // Secrets every topic pod pulls its images with (added to the template's imagePullSecrets).
   std::vector<std::string> image_pull_secrets;
+  // TLS for topics whose spec.security.tls is unset (shoal-operator --tls-default).
+  bool tls_default = false;
 };
 
 // A PartitionedTopic as read from the API: its identity and its parsed spec; `consumer_template`
@@ -97,6 +102,21 @@ Json BuildService(const TopicObject& topic);
 // each pod holds partitions, and its drain waits for the operator to move them.
 Json BuildPodDisruptionBudget(const TopicObject& topic);
 Json BuildSecret(const TopicObject& topic, const std::string& admin_token);
+// Whether the topic's pods speak TLS only (spec.security.tls; unset, on when the topic lists
+// principals or the operator's default says so).
+bool TlsOn(const TopicObject& topic, const ManifestOptions& options);
+// Whether a topic's StatefulSet runs its sidecars TLS only.
+bool RunsTls(const Json& statefulset);
+// The Secret of the topic's CA (<topic>-ca: ca.crt, ca.key), the operator's alone: no pod mounts
+// it. And the Secret of a principal's client certificate (<topic>-client-<name>: ca.crt,
+// tls.crt, tls.key), for the user to hand to that caller.
+std::string CaSecretName(const std::string& topic);
+std::string ClientSecretName(const std::string& topic, const std::string& principal);
+// A Secret the topic owns, named `name`, with `data` (key -> bytes, base64-encoded here).
+Json BuildOwnedSecret(const TopicObject& topic, const std::string& name,
+                      const std::map<std::string, std::string>& data);
+// The sidecars' access file (sidecar --access-file) for the topic's principals.
+std::string AccessFileJson(const TopicSpec& spec);
 
 // A stable hash of what BuildStatefulSet puts in spec.template and of the applied spec (the
 // claim templates cannot change): the reconciler updates the StatefulSet only when it changes

@@ -33,14 +33,15 @@
 
 #include "shoal/common/clock.h"
 #include "shoal/common/thread_annotations.h"
+#include "shoal/common/tls.h"
+#include "shoal/control/control_loop.h"
+#include "shoal/kubeapi/informer.h"
+#include "shoal/kubeapi/kube_client.h"
 #include "shoal/reconciler/event_recorder.h"
 #include "shoal/reconciler/manifests.h"
 #include "shoal/reconciler/reconcile_result.h"
 #include "shoal/reconciler/topic_status.h"
 #include "shoal/reconciler/work_queue.h"
-#include "shoal/kubeapi/informer.h"
-#include "shoal/kubeapi/kube_client.h"
-#include "shoal/control/control_loop.h"
 
 namespace prometheus {
 class Registry;
@@ -65,6 +66,9 @@ struct TopicOperatorOptions {
   std::chrono::milliseconds backoff_max{30'000};
   std::string identity = "shoal-operator";  // Events' reportingInstance
   std::chrono::seconds watch_timeout{300};  // informers' watch requests
+  // Where the operator keeps its own client certificate of each TLS topic (files, for OpenSSL);
+  // empty: a directory of its own under the system's temporary directory.
+  std::string cert_dir;
 };
 
 class TopicOperator {
@@ -101,8 +105,9 @@ class TopicOperator {
   ReconcileResult Apply(const kubeapi::Json& topic, const TopicObject& t, uint64_t term);
   // The topic's loop, started (in `term` only) if it does not run; nullptr when it cannot
   // start yet (its StatefulSet is not in the cache) or leadership moved on.
+  // `tls`: the operator's client files for the topic's sidecars (disabled: plain HTTP).
   std::shared_ptr<Worker> EnsureWorker(const TopicObject& t, const std::string& token,
-                                       uint64_t term);
+                                       const TlsClientFiles& tls, uint64_t term);
   // With an invalid spec: the loop runs on the spec the StatefulSet records as last applied, so
   // that a plan in progress is finished (after a restart or a failover) while the user fixes it.
   void ResumeLastApplied(const kubeapi::Json& topic, uint64_t term);
@@ -121,6 +126,18 @@ class TopicOperator {
   // it makes exists and is not the topic's (OwnedBy): it is then neither changed nor used.
   Result<std::string> EnsureSecret(const kubeapi::Json& topic, const TopicObject& t,
                                    std::string* not_owned);
+  // With TLS on (TlsOn): the topic's CA (Secret <topic>-ca), its pods' certificate, the CA and
+  // the access file in the admin Secret (which only the sidecars mount), and each principal's
+  // client certificate (Secret <topic>-client-<name>), made, or renewed when a third of their
+  // life is left, when the CA changed, or when the topic's shoal.dev/rotate-certificates
+  // annotation changed. Returns the operator's own client files for the topic; disabled files
+  // with TLS off.
+  Result<TlsClientFiles> EnsureTls(const kubeapi::Json& topic, const TopicObject& t,
+                                   std::string* not_owned);
+  // The operator's client certificate for the topic, issued by `ca` (kept while valid) and
+  // written under cert_dir; the files.
+  Result<TlsClientFiles> OperatorFiles(const TopicObject& t, const std::string& ca_cert,
+                                       const std::string& ca_key);
   // The topic's object of `kind` (named like the topic) as it is now; nullopt when it was
   // missing and has been created from `want` (or raced another's create); an error when it
   // could not be read or created. `what` names the kind in the error.
@@ -161,6 +178,13 @@ class TopicOperator {
   // (key, reason) -> what it was warned for (a generation, a message): warned once each.
   std::map<std::pair<std::string, std::string>, std::string> reported_ GUARDED_BY(mu_);
   std::function<bool()> is_leader_ GUARDED_BY(mu_);
+  // Per topic key: the operator's client certificate and the CA it was issued by.
+  struct OperatorCert {
+    std::string ca_cert;
+    std::chrono::system_clock::time_point not_after;
+    TlsClientFiles files;
+  };
+  std::map<std::string, OperatorCert> operator_certs_ GUARDED_BY(mu_);
   // Written under mu_, read without it.
   std::atomic<bool> leading_{false};
   // Counts StartLeading and StopLeading calls: a worker belongs to the term that made it.
