@@ -29,6 +29,16 @@ expect_quickstart_listed() {
     fail "kubectl get ptopic does not print the CRD's printer columns"
   grep -Eq '^quickstart +2 +1 +[0-9]+ +True +False ' "$work/get.txt" ||
     fail "the topic is not 2 partitions, 1 replica, Ready, not paused"
+  # Every `kubectl get ptopic` listing the docs show has the header kubectl prints.
+  local printed shown doc
+  printed="$(head -1 "$work/get.txt" | tr -s ' ')"
+  for doc in README.md docs/*.md; do
+    while IFS= read -r shown; do
+      shown="$(printf '%s' "$shown" | tr -s ' ')"
+      [[ "$shown" == "$printed" ]] ||
+        fail "$doc shows the header '$shown' under kubectl get ptopic; kubectl prints '$printed'"
+    done < <(grep -A1 '^\$ kubectl\( -n [a-z-]*\)\? get ptopic$' "$doc" | grep '^NAME ')
+  done
 }
 
 # revisions NS TOPIC: each topic pod's controller-revision-hash and the StatefulSet's

@@ -98,6 +98,7 @@ struct TopicOperator::Worker {
   int64_t decision_reported_ms = 0;
   bool decision_noted = false;
   std::set<std::string> data_loss_reported;  // pods whose lost data an Event said
+  std::set<std::string> pod_problems_reported;  // "pod/reason" an Event said (PodProblems)
   std::set<std::string> losses_reported;      // "pod@epoch" of losses an Event said
 };
 
@@ -945,6 +946,28 @@ ReconcileResult TopicOperator::Apply(const Json& topic, const TopicObject& t, ui
       if (p.ready) ready_pods.insert(p.name.value());
     }
     o.ready_pods = static_cast<uint32_t>(ready_pods.size());
+  }
+  {
+    // What the topic's pods report that keeps them from running: a condition and, once per pod
+    // and cause, a Warning Event (as CloudNativePG and Strimzi surface their pods' failures).
+    std::vector<Json> pods;
+    for (const Json& p : PodsOf(t.ns).List()) {
+      const Json labels = kubeapi::At(p, "metadata.labels");
+      if (kubeapi::Namespace(p) == t.ns && labels.is_object() &&
+          labels.has_string_field(kTopicLabel) && labels.at(kTopicLabel).as_string() == t.name) {
+        pods.push_back(p);
+      }
+    }
+    o.pod_problems = PodProblems(pods);
+    std::set<std::string> now;
+    for (const auto& p : o.pod_problems) {
+      const std::string key = p.pod + "/" + p.reason;
+      now.insert(key);
+      if (!w->pod_problems_reported.insert(key).second) continue;
+      events_.Event(topic, "Warning", p.reason, "Observe",
+                    "pod " + p.pod + " cannot run: " + p.message);
+    }
+    std::erase_if(w->pod_problems_reported, [&](const std::string& k) { return !now.count(k); });
   }
   if (w->started.load()) {
     o.pods_without_data = w->loop->pods_without_data();

@@ -1,5 +1,7 @@
 #include "shoal/reconciler/topic_status.h"
 
+#include <set>
+
 namespace shoal::reconciler {
 
 const char* ToString(ConditionType type) {
@@ -37,6 +39,14 @@ TopicStatus ComputeTopicStatus(const TopicObservation& o) {
 
   if (!o.start_error.empty()) {
     s.conditions.push_back({T::kDegraded, S::kTrue, "ControlStateUnreadable", o.start_error});
+  } else if (!o.pod_problems.empty()) {
+    // The first pod's reason names the condition; the message lists every pod.
+    std::string msg;
+    for (const auto& p : o.pod_problems) {
+      if (!msg.empty()) msg += "; ";
+      msg += "pod " + p.pod + ": " + p.reason + " (" + p.message + ")";
+    }
+    s.conditions.push_back({T::kDegraded, S::kTrue, o.pod_problems.front().reason, msg});
   } else if (!o.pods_without_data.empty()) {
     std::string msg;
     for (const auto& [pod, ids] : o.pods_without_data) {
@@ -103,6 +113,62 @@ TopicStatus ComputeTopicStatus(const TopicObservation& o) {
     s.conditions.push_back({T::kPaused, S::kFalse, "Active", "scaling as the spec says"});
   }
   return s;
+}
+
+std::vector<TopicObservation::PodProblem> PodProblems(const std::vector<web::json::value>& pods) {
+  using Json = web::json::value;
+  // Reasons a container waits with that no wait will mend (a slow pull or start waits with
+  // ContainerCreating or PodInitializing instead).
+  static const std::set<std::string> kStuck = {
+      "ErrImagePull",         "ImagePullBackOff",  "InvalidImageName",
+      "ErrImageNeverPull",    "CrashLoopBackOff",  "CreateContainerConfigError",
+      "CreateContainerError", "RunContainerError", "ContainerCannotRun"};
+  std::vector<TopicObservation::PodProblem> out;
+  for (const Json& pod : pods) {
+    const std::string name =
+        pod.has_object_field("metadata") && pod.at("metadata").has_string_field("name")
+            ? pod.at("metadata").at("name").as_string()
+            : "";
+    if (!pod.has_object_field("status")) continue;
+    const Json& status = pod.at("status");
+    // Evicted (the node ran out of disk or memory): the pod failed and is not restarted.
+    if (status.has_string_field("reason") && status.at("reason").as_string() == "Evicted") {
+      out.push_back({name, "Evicted",
+                     status.has_string_field("message")
+                         ? status.at("message").as_string().substr(0, 300)
+                         : "the node evicted it"});
+      continue;
+    }
+    bool found = false;
+    if (status.has_array_field("containerStatuses")) {
+      for (const Json& c : status.at("containerStatuses").as_array()) {
+        if (!c.has_object_field("state") || !c.at("state").has_object_field("waiting")) continue;
+        const Json& waiting = c.at("state").at("waiting");
+        const std::string reason =
+            waiting.has_string_field("reason") ? waiting.at("reason").as_string() : "";
+        if (!kStuck.count(reason)) continue;
+        std::string message =
+            "container " + (c.has_string_field("name") ? c.at("name").as_string() : "?");
+        if (waiting.has_string_field("message")) {
+          message += ": " + waiting.at("message").as_string().substr(0, 300);
+        }
+        out.push_back({name, reason, message});
+        found = true;
+        break;  // one cause per pod
+      }
+    }
+    if (found || !status.has_array_field("conditions")) continue;
+    for (const Json& c : status.at("conditions").as_array()) {
+      if (c.has_string_field("type") && c.at("type").as_string() == "PodScheduled" &&
+          c.has_string_field("status") && c.at("status").as_string() == "False" &&
+          c.has_string_field("reason") && c.at("reason").as_string() == "Unschedulable") {
+        out.push_back({name, "Unschedulable",
+                       c.has_string_field("message") ? c.at("message").as_string().substr(0, 300)
+                                                     : "the scheduler cannot place it"});
+      }
+    }
+  }
+  return out;
 }
 
 std::vector<Condition> InvalidConditions(const std::string& message) {

@@ -1190,5 +1190,48 @@ TEST_F(KubeOperatorTest, AnOperatorWithATlsDefaultKeepsARunningPlainTopicPlain) 
   EXPECT_FALSE(Get("/api/v1/namespaces/default/secrets/orders-ca").has_value());
 }
 
+// Issue 27: a topic whose consumer image cannot be pulled said only Starting / PodsStarting for as
+// long as one waited, like a slow start. Now the pods' cause is the topic's Degraded condition
+// (its reason and the kubelet's message, naming the pod and the container) and a Warning Event,
+// within 30 s.
+TEST_F(KubeOperatorTest, ATopicWhosePodsCannotPullTheirImageSaysWhy) {
+  StartCluster();
+  StartOperator("a");
+  value topic = TestTopicJson(seen_dir());
+  value& app = topic["spec"]["consumer"]["template"]["spec"]["containers"][0];
+  app["image"] = value::string("registry.example/no-such-app:1.0");
+  app["command"][0] = value::string("no-such-app");
+  const auto created = SteadyClock::now();
+  CreateTopic(topic);
+  std::string reason, message;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto t = Get(kTopic);
+        return t && Condition(*t, "Degraded", &reason, &message) == "True" &&
+               reason == "ErrImagePull";
+      },
+      30s))
+      << "Degraded: " << reason << ": " << message << "\n"
+      << OperatorLog("a");
+  EXPECT_NE(message.find("pod orders-0"), std::string::npos) << message;
+  EXPECT_NE(message.find("container app"), std::string::npos) << message;
+  EXPECT_NE(message.find("no-such-app"), std::string::npos) << message;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const std::string events = EventsText();
+        return events.find("\"Warning\"") != std::string::npos &&
+               events.find("ErrImagePull") != std::string::npos;
+      },
+      30s))
+      << EventsText();
+  std::printf(
+      "the pull failure is the topic's condition and a Warning Event %lld ms after the "
+      "topic was created\n",
+      static_cast<long long>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - created)
+              .count()));
+  EXPECT_EQ(Condition(*Get(kTopic), "Ready"), "False");
+}
+
 }  // namespace
 }  // namespace shoal::testing

@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 namespace shoal::reconciler {
 namespace {
 
@@ -145,6 +148,45 @@ TEST(TopicStatusTest, ADiskUnderPressureIsDegradedNamingThePod) {
             std::string::npos)
       << s.conditions[0].message;
   EXPECT_EQ(s.conditions[2].reason, "TopicReady") << "its partitions are still served";
+}
+
+// What pods report that keeps them from running: the kubelet's waiting reasons no wait mends, a
+// pod the scheduler cannot place, an eviction; a container still being created is no problem.
+TEST(TopicStatusTest, PodsThatCannotRunAreNamedWithTheirCause) {
+  const auto pod = [](const std::string& name, const std::string& status) {
+    return web::json::value::parse(R"({"metadata":{"name":")" + name + R"("},"status":)" + status +
+                                   "}");
+  };
+  const auto problems = PodProblems({
+      pod("t-0",
+          R"({"containerStatuses":[{"name":"app","state":{"waiting":{"reason":"ErrImagePull","message":"not found"}}}]})"),
+      pod("t-1",
+          R"({"containerStatuses":[{"name":"app","state":{"waiting":{"reason":"ContainerCreating"}}}]})"),
+      pod("t-2",
+          R"({"containerStatuses":[{"name":"shoal-sidecar","state":{"waiting":{"reason":"CrashLoopBackOff"}}}]})"),
+      pod("t-3",
+          R"({"conditions":[{"type":"PodScheduled","status":"False","reason":"Unschedulable","message":"0/3 nodes have enough cpu"}]})"),
+      pod("t-4",
+          R"({"phase":"Failed","reason":"Evicted","message":"The node was low on resource: ephemeral-storage."})"),
+      pod("t-5", R"({"containerStatuses":[{"name":"app","state":{"running":{}}}]})"),
+  });
+  std::vector<std::string> named;
+  for (const auto& p : problems) named.push_back(p.pod + " " + p.reason + ": " + p.message);
+  EXPECT_EQ(named, (std::vector<std::string>{
+                       "t-0 ErrImagePull: container app: not found",
+                       "t-2 CrashLoopBackOff: container shoal-sidecar",
+                       "t-3 Unschedulable: 0/3 nodes have enough cpu",
+                       "t-4 Evicted: The node was low on resource: ephemeral-storage.",
+                   }));
+
+  TopicObservation o;
+  o.desired_pods = 2;
+  o.pod_problems = problems;
+  const TopicStatus s = ComputeTopicStatus(o);
+  EXPECT_EQ(s.conditions[0].reason, "ErrImagePull");
+  EXPECT_NE(s.conditions[0].message.find("pod t-2: CrashLoopBackOff (container shoal-sidecar)"),
+            std::string::npos)
+      << s.conditions[0].message;
 }
 
 TEST(TopicStatusTest, CountsAreShownOnceAMapIsInstalled) {

@@ -5,7 +5,8 @@
 //
 // The conditions follow Kubernetes' conventions (docs/kubernetes.md "Status"):
 //   Degraded    True while the operator cannot run the topic as specified (an unreadable
-//               control state, an invalid spec: InvalidStatus below);
+//               control state, an invalid spec: InvalidStatus below; a pod that cannot
+//               start or keep running: its reason, e.g. ErrImagePull or CrashLoopBackOff);
 //   Progressing True while a plan changes partitions or pods, or pods are starting;
 //   Ready       True when a map is installed and every active partition's owner is ready (pods
 //               still starting during a scale-up show under Progressing, not here);
@@ -13,6 +14,8 @@
 //               pause annotations): no scaling decisions, no pod template changes.
 // Values; thread-safe.
 #pragma once
+
+#include <cpprest/json.h>
 
 #include <cstdint>
 #include <map>
@@ -65,7 +68,19 @@ struct TopicObservation {
     bool reserve_in_use = false;
   };
   std::map<std::string, Disk> disk_pressure;
+  // Pods that cannot start or keep running, as their status says (PodProblems): an image that
+  // cannot be pulled, a container in a crash loop, a pod the scheduler cannot place.
+  struct PodProblem {
+    std::string pod;
+    std::string reason;   // ErrImagePull, ImagePullBackOff, CrashLoopBackOff, Unschedulable, ...
+    std::string message;  // "container consumer: <the kubelet's message>"
+  };
+  std::vector<PodProblem> pod_problems;
 };
+
+// What the topic's pods (as the API lists them) report that keeps them from starting or running,
+// one entry per pod and cause. A pod that only starts slowly reports nothing.
+std::vector<TopicObservation::PodProblem> PodProblems(const std::vector<web::json::value>& pods);
 
 struct TopicStatus {
   uint32_t replicas = 0, ready_replicas = 0;
