@@ -1,5 +1,6 @@
 // shoal-sidecar: the per-pod broker. One topic's partitions in one process; the data plane, the
-// admin plane and the metrics on three ports. See DESIGN.md for the contract these flags keep.
+// admin plane and the metrics on three ports. See docs/data-plane.md for the contract these flags
+// keep.
 // clang-format off
 #include <utility>  // std::exchange, before boost::asio (awaitable.hpp needs it)
 // clang-format on

@@ -43,7 +43,7 @@ void CheckRejection(const Status& st, const char* parser) {
   Check(!st.message().empty(), parser, "rejection without a reason");
 }
 
-// What a successful produce parse promises the broker (wire.h, DESIGN.md "The data plane").
+// What a successful produce parse promises the broker (wire.h, docs/data-plane.md).
 void CheckProduceEvents(const wire::ProduceRequestParser& parser, const wire::Limits& limits) {
   const auto& events = parser.events();
   Check(!events.empty(), "produce: accepted an empty batch");

@@ -1,8 +1,8 @@
-// Bad input against a real sidecar process (DESIGN.md: "Bad input ... gets a 4xx answer with a
-// JSON body {"error": "...", "reason": "..."} and changes nothing"). Good events go in first; then
-// every kind of bad request is sent and must be refused with its code and a JSON reason; after all
-// of them the partitions' end offsets and the group's commits are what they were, the sidecar
-// still takes a good produce, and /metrics counted every refusal.
+// Bad input against a real sidecar process (docs/data-plane.md: "Bad input ... gets a 4xx answer
+// with a JSON body {"error": "...", "reason": "..."} and changes nothing"). Good events go in
+// first; then every kind of bad request is sent and must be refused with its code and a JSON
+// reason; after all of them the partitions' end offsets and the group's commits are what they were,
+// the sidecar still takes a good produce, and /metrics counted every refusal.
 #include <gtest/gtest.h>
 #include <simdjson.h>
 

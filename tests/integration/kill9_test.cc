@@ -1,6 +1,6 @@
 // kill -9 of a real sidecar under --fsync always while four idempotent producers are sending, then
-// a restart on the same data directory, three times over. What must hold (DESIGN.md, "Delivery
-// guarantees"):
+// a restart on the same data directory, three times over. What must hold (docs/design.md, "What it
+// promises"):
 //  - every acknowledged event is in the log exactly once, where its acknowledgement said;
 //  - a batch that was in flight at the kill, resent with the same (producer, seq), is answered
 //    `duplicate: true` for exactly the events that reached the log before the crash, and is

@@ -1,4 +1,4 @@
-// SidecarProbe: every metric the sidecar exports, declared once here (names per DESIGN.md:
+// SidecarProbe: every metric the sidecar exports, declared once here (names per docs/metrics.md:
 // shoal_ prefix, base units, counters end in _total). Values derived from state at scrape time
 // (log sizes, offsets, consumer lag, epoch) are computed by Topic's collectable instead.
 //

@@ -148,7 +148,8 @@ void DataFrontend::Handle(http_request req) {
   }
   if (path.size() < 3 || path[0] != "v1" || path[1] != "topics" || path.size() > 4) {
     Fail(req, "other",
-         Status::NotFound("no such endpoint; see DESIGN.md: /v1/topics/{topic}[/events|/commits]"));
+         Status::NotFound(
+             "no such endpoint; see docs/data-plane.md: /v1/topics/{topic}[/events|/commits]"));
     return;
   }
   if (path[2] != topic_.name()) {

@@ -1,7 +1,7 @@
-// DataFrontend: the data plane of DESIGN.md over HTTP: produce, consume (with long-poll), commit,
-// the topic view, and the probes. Requests are handled on cpprestsdk's thread pool; a consume
-// that finds nothing waits as a parked request, answered by the poller thread when data arrives
-// or its wait_ms runs out, so a waiting consumer holds no thread.
+// DataFrontend: the data plane of docs/data-plane.md over HTTP: produce, consume (with long-poll),
+// commit, the topic view, and the probes. Requests are handled on cpprestsdk's thread pool; a
+// consume that finds nothing waits as a parked request, answered by the poller thread when data
+// arrives or its wait_ms runs out, so a waiting consumer holds no thread.
 //
 // Lifecycle: construct, Open (listens), Close (stops listening, answers parked requests). Thread-
 // safe. Owned by main; the Topic and the probe must outlive it.

@@ -101,7 +101,7 @@ TEST(Crc32Test, EqualsZlibCrc32z) {
 
 // The product requirement: with 64 equal ranges, no partition gets more than 5% above the mean
 // for the key shapes users actually send. If this fails, the fix is a decision about the hash
-// contract (DESIGN.md), not a tweak here.
+// contract (docs/design.md, "The model"), not a tweak here.
 constexpr uint32_t kPartitions = 64;
 constexpr int kKeys = 1'000'000;
 constexpr double kMaxOverMean = 1.05;

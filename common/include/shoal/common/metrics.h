@@ -1,6 +1,7 @@
 // Metrics helpers shared by the sidecar and the operator (prometheus-cpp core, no civetweb):
 // text exposition of a set of collectables, a collectable computed at scrape time, and the
-// latency buckets every Shoal histogram uses. Names follow DESIGN.md: shoal_ prefix, base units.
+// latency buckets every Shoal histogram uses. Names follow docs/metrics.md: shoal_ prefix, base
+// units.
 #pragma once
 
 #include <prometheus/collectable.h>

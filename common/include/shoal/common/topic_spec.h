@@ -1,4 +1,4 @@
-// TopicSpec: the PartitionedTopic spec of DESIGN.md ("The CRD, in outline") as a type, with
+// TopicSpec: the PartitionedTopic spec of docs/kubernetes.md (crds/) as a type, with
 // YAML and JSON codecs (yaml-cpp reads both: JSON is YAML) and a validation whose messages name
 // the field and the fix. The operator, `shoal up` and the simulator read topics through this.
 // Values: copyable, not synchronized.

@@ -1,4 +1,4 @@
-// The data plane's wire format (DESIGN.md, "The data plane, exactly"): parsing of produce and
+// The data plane's wire format (docs/data-plane.md): parsing of produce and
 // commit requests on the sidecar, encoding of their answers, and the client-side decoders of those
 // answers. Pure functions of bytes; no I/O, so the parsers can be fuzzed on their own.
 //
@@ -134,9 +134,9 @@ std::string EncodeRangeCommitRequest(const RangeCommitRequest& request);
 // Client side: decoders of the sidecar's answers.
 
 // The status an error answer stands for: the code its JSON body's "error" names (the body is
-// {"error": name, "reason": text}, DESIGN.md), so that outcomes such as stale_epoch and conflict,
-// which share HTTP 409, stay apart; the HTTP code decides only for a body without a known name.
-// The message is `context`, the HTTP code and the reason.
+// {"error": name, "reason": text}, docs/data-plane.md), so that outcomes such as stale_epoch and
+// conflict, which share HTTP 409, stay apart; the HTTP code decides only for a body without a known
+// name. The message is `context`, the HTTP code and the reason.
 Status ErrorFromAnswer(int http_code, std::string_view body, std::string_view context);
 // The "unknown" array of a sequence_unknown answer to a produce request: the indices, in the
 // request, of the events whose (producer, seq) the sidecar could not decide. Empty when absent.

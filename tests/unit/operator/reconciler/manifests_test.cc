@@ -113,7 +113,7 @@ TEST(ManifestsTest, StatefulSetInjectsTheSidecarAndKeepsTheUsersPod) {
   ASSERT_EQ(containers.size(), 2u);
   const value& app = containers.at(0);
   EXPECT_EQ(EnvOf(app, "SHOAL_TOPIC").at("value").as_string(), "mine") << "the user's value stays";
-  // The app reads from localhost (DESIGN.md): the sidecar listens on all the pod's addresses.
+  // The app reads from localhost (docs/design.md): the sidecar listens on all the pod's addresses.
   EXPECT_EQ(EnvOf(app, "SHOAL_URL").at("value").as_string(), "http://localhost:8080");
   const value& side = containers.at(1);
   EXPECT_EQ(side.at("name").as_string(), "shoal-sidecar");

@@ -1,6 +1,6 @@
 // ChangeExecutor: carries out one seal-and-succeed change against the sidecars' admin planes.
 //
-// The order is the protocol (DESIGN.md, invariants 2, 5 and 8):
+// The order is the protocol (docs/design.md; docs/guarantees.md, invariants 2, 5 and 8):
 //   1. seal every partition the target map seals, at its owner, for this change (the seal names
 //      the target's epoch, digest and the successors it gives the partition); each seal is
 //      durable and answers the parent's final end offset;

@@ -3,9 +3,9 @@
 // the policy for a decision and the planner for a plan. It is the same loop on every platform:
 // Kubernetes (state in the PartitionedTopic's status) and LocalPlatform (state in a directory).
 //
-// Authority and resumption (DESIGN.md "Authority"): the loop is the only writer of the topic's
-// partition map. The control state (the current map, the plan and each step's progress, the last
-// decision) is saved through the platform before each action: a plan is saved before its first
+// Authority and resumption (docs/design.md, "Authority"): the loop is the only writer of the
+// topic's partition map. The control state (the current map, the plan and each step's progress, the
+// last decision) is saved through the platform before each action: a plan is saved before its first
 // step, a change's resolved target map before it is sent to any sidecar, and every finished
 // step at once. A loop killed anywhere and started again loads that state and re-applies the
 // step it was in: every protocol step is idempotent (a sealed partition answers its end again, an

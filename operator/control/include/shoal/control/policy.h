@@ -3,7 +3,7 @@
 // network or reads a clock, so the simulator replays traces through exactly this code and tests
 // are tables.
 //
-// The rules (DESIGN.md, the CRD's scaling and behavior fields):
+// The rules (docs/control-loop.md, the CRD's scaling and behavior fields):
 //  - Partitions follow the arrival rate per partition. A partition above its target by more than
 //    the tolerance is split at the quantiles of its observed load (buckets of its hash range and
 //    its heaviest key) into as many parts as the rate needs, all in one decision: a tenfold surge

@@ -7,7 +7,7 @@
 //   - Secret <topic>-admin: the bearer token of the sidecars' admin planes.
 // Every object carries the recommended labels and a controller ownerReference to the topic.
 // The sidecar listens on all of the pod's addresses: the app containers read from localhost
-// (DESIGN.md), as $(SHOAL_URL) says, which the operator injects into every app container; the
+// (docs/design.md), as $(SHOAL_URL) says, which the operator injects into every app container; the
 // operator and the other sidecars reach it at the pod's IP.
 // Pure and thread-safe.
 #pragma once
