@@ -18,6 +18,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git curl python3 openssl
+  python3-pip python3-setuptools python3-wheel
   libcpprest-dev libboost-system-dev libssl-dev zlib1g-dev
   libyaml-cpp-dev prometheus-cpp-dev libspdlog-dev libfmt-dev
   libsimdjson-dev libcli11-dev libcctz-dev tzdata
