@@ -24,6 +24,9 @@ RUN /tmp/install-deps.sh --runtime && rm -rf /var/lib/apt/lists/* /tmp/install-d
 COPY --from=build /src/build/cli/shoal /usr/local/bin/shoal
 COPY --from=build /src/build/sidecar/shoal-sidecar /usr/local/bin/shoal-sidecar
 COPY --from=build /src/build/operator/reconciler/shoal-operator /usr/local/bin/shoal-operator
+# The Python client and its examples (the quickstart's consumer runs examples/consume.py).
+COPY clients/python/shoal_client /opt/shoal/python/shoal_client
+COPY clients/python/examples /opt/shoal/python/examples
 # Fail the build, not the pod, when --runtime lacks a library.
 RUN set -e; for b in shoal shoal-sidecar shoal-operator; do \
       if ldd "/usr/local/bin/$b" | grep 'not found'; then \

@@ -35,6 +35,7 @@ runtime_packages=(
   libc6 libstdc++6 libgcc-s1 zlib1g libssl3 libbrotli1
   libcpprest2.10 libyaml-cpp0.7 libprometheus-cpp-core1.0 libspdlog1.10 libfmt9 libsimdjson14
   libcctz2 tzdata ca-certificates
+  python3  # the Python client in the image (/opt/shoal/python): the quickstart's consumer
 )
 
 if [[ " $* " == *" --runtime "* ]]; then

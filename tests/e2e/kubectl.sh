@@ -40,7 +40,9 @@ step() { echo; echo "== $*"; }
 step "starting the test cluster"
 # shellcheck source=tests/e2e/test-cluster.sh
 source tests/e2e/test-cluster.sh
-start_test_cluster "$build" "$work" --operators 1
+# The quickstart's consumer is the Python client's (in the image under /opt/shoal/python).
+start_test_cluster "$build" "$work" --operators 1 --image "python3=$(command -v python3)" \
+  --image-path "/opt/shoal/python=$PWD/clients/python"
 cat "$work/cluster.out"
 kubectl version
 kubectl version -o json | grep -q '"minor": "35"' || fail "the client or the server is not 1.35"

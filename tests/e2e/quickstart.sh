@@ -34,6 +34,7 @@ for b in "$build/tests/shoal-test-cluster" "$build/cli/shoal"; do
   [[ -x "$b" ]] || { echo "quickstart.sh: $b not built" >&2; exit 2; }
 done
 wget_bin="$(command -v wget)" || { echo "quickstart.sh: wget (the chart's test image) is not installed" >&2; exit 2; }
+python_bin="$(command -v python3)" || { echo "quickstart.sh: python3 (the quickstart's consumer) is not installed" >&2; exit 2; }
 shoal="$build/cli/shoal"
 work="$(mktemp -d)"
 export KUBECONFIG="$work/kubeconfig"
@@ -93,7 +94,8 @@ start_test_cluster "$build" "$work" --in-cluster --namespaces default,shoal-syst
   --crd tests/e2e/crds/monitoring.coreos.com_servicemonitors.yaml \
   --crd tests/e2e/crds/monitoring.coreos.com_podmonitors.yaml \
   --crd tests/e2e/crds/monitoring.coreos.com_prometheusrules.yaml \
-  --image "wget=$wget_bin" --keep-ended-empty-dirs
+  --image "wget=$wget_bin" --image "python3=$python_bin" \
+  --image-path "/opt/shoal/python=$PWD/clients/python" --keep-ended-empty-dirs
 cat "$work/cluster.out"
 helm version --short
 kubectl version

@@ -4,7 +4,8 @@
     produce.py --url http://127.0.0.1:8080 --topic orders --keys 100 --rate 2000 --duration 10 \
                --acked-out acked.jsonl
 
-Each event's value is {"n": its number among its key's events, from 1}; each acknowledged event is one
+Each event's value is {"p": the producer, "k": the key, "n": its number among its key's events,
+from 1}; each acknowledged event is one
 line {"p","k","s","n"} of --acked-out, the format `shoal verify --acked` reads.
 """
 
@@ -37,7 +38,7 @@ def main():
             key = f"key-{i % a.keys}"
             n = counts.get(key, 0) + 1  # 1, 2, ... per key, as `shoal load` numbers them
             counts[key] = n
-            sent.append((key, n, p.send(key, {"n": n})))
+            sent.append((key, n, p.send(key, {"p": a.producer, "k": key, "n": n})))
             i += 1
     failed = 0
     with open(a.acked_out, "w") as out:

@@ -97,6 +97,7 @@ Result<std::unique_ptr<TestCluster>> TestCluster::Start(TestClusterOptions optio
   ko.ip_prefix = o.ip_prefix;
   ko.images = {{"shoal-sidecar", o.sidecar_binary}, {"shoal", o.shoal_binary}};
   for (const auto& [image, binary] : o.extra_images) ko.images[image] = binary;
+  ko.image_paths = o.image_paths;
   ko.namespaces = o.namespaces;
   ko.keep_ended_empty_dirs = o.keep_ended_empty_dirs;
   if (o.in_cluster) {

@@ -78,6 +78,8 @@ struct TestClusterOptions {
   std::vector<std::string> namespaces = {kTestNamespace};
   // More images for the kubelet (a container's command[0] -> host binary), e.g. "wget".
   std::map<std::string, std::string> extra_images;
+  // Paths inside the images -> host directories (TestKubeletOptions::image_paths).
+  std::map<std::string, std::string> image_paths;
   // TestKubeletOptions::keep_ended_empty_dirs.
   bool keep_ended_empty_dirs = false;
   // More CRDs served from the start (relative: from the source tree), as a cluster that has

@@ -51,6 +51,9 @@ int main(int argc, char** argv) {
   app.add_option("--crd", crds, "another CRD file to serve from the start")
       ->check(CLI::ExistingFile);
   app.add_option("--image", images, "NAME=BINARY: the host binary that plays image NAME");
+  std::vector<std::string> image_paths;
+  app.add_option("--image-path", image_paths,
+                 "PATH=DIR: the host directory that plays PATH inside every image");
   bool keep_ended_empty_dirs = false;
   app.add_flag("--keep-ended-empty-dirs", keep_ended_empty_dirs,
                "keep an ended pod's emptyDir volumes as <volume>.ended-<uid>");
@@ -87,6 +90,14 @@ int main(int argc, char** argv) {
       return 2;
     }
     o.extra_images[image.substr(0, eq)] = image.substr(eq + 1);
+  }
+  for (const auto& path : image_paths) {
+    const size_t eq = path.find('=');
+    if (eq == std::string::npos || eq == 0 || path[0] != '/' || eq + 1 == path.size()) {
+      std::cerr << "shoal-test-cluster: --image-path wants /PATH=DIR, got \"" << path << "\"\n";
+      return 2;
+    }
+    o.image_paths[path.substr(0, eq)] = path.substr(eq + 1);
   }
   auto cluster = shoal::testing::TestCluster::Start(o);
   if (!cluster.ok()) {

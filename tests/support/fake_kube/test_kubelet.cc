@@ -1786,6 +1786,7 @@ TestKubelet::Impl::Config TestKubelet::Impl::BuildConfig(
       mounts.push_back({path, host});
     }
   }
+  for (const auto& [path, host] : opts_.image_paths) mounts.push_back({path, host});
   std::sort(mounts.begin(), mounts.end(),
             [](const Mount& a, const Mount& b) { return a.path.size() > b.path.size(); });
 

@@ -104,6 +104,9 @@ struct TestKubeletOptions {
   std::string ip_prefix = "127.0.0";
   // Image (a container's command[0]) -> the host binary that plays it.
   std::map<std::string, std::string> images;
+  // Files the images hold: a path inside every container (e.g. /opt/shoal/python) -> the host
+  // directory that plays it, rewritten in argv and env values like a volume mount.
+  std::map<std::string, std::string> image_paths;
   // How often the StatefulSets, Pods and Secrets are listed and acted upon.
   std::chrono::milliseconds poll_interval{100};
   // How often PodMetrics are seeded (also their window).
