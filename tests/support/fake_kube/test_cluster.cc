@@ -4,6 +4,8 @@
 #include <utility>  // std::exchange, before boost::asio (awaitable.hpp needs it)
 // clang-format on
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -147,6 +149,12 @@ Status TestCluster::StartOperator(const std::string& id, const std::vector<std::
                                    "--log-level", "debug"};
   // clang-format on
   argv.insert(argv.end(), extra.begin(), extra.end());
+  // The operator dies with the test (SIGKILL when the thread that started it ends), as the
+  // kubelet's containers do: a test that crashes leaves no operator behind. util-linux's setpriv
+  // sets the parent-death signal and execs the operator, so the pid is the operator's.
+  if (::access("/usr/bin/setpriv", X_OK) == 0) {
+    argv.insert(argv.begin(), {"/usr/bin/setpriv", "--pdeathsig", "SIGKILL", "--"});
+  }
   auto p = control::ChildProcess::Spawn(argv, options_.work_dir + "/operator-" + id + ".log");
   if (!p.ok()) return p.status();
   Operator& op = operators_[id];
