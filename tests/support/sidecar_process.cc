@@ -16,6 +16,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -37,31 +38,40 @@ Status Errno(const std::string& what) {
 }  // namespace
 
 Result<std::vector<uint16_t>> PickFreePorts(size_t n) {
+  // Below the kernel's ephemeral range (ip_local_port_range, 32768 by default): a port picked
+  // from that range can be taken by some client's outgoing connection while its sidecar is down,
+  // and a Restart on the same ports then finds it in use.
+  int low = 32768;
+  {
+    std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+    int l = 0;
+    if (range >> l && l > 11000) low = l;
+  }
+  static std::mt19937 rng{std::random_device{}()};
+  std::uniform_int_distribution<int> pick(10000, low - 1);
   std::vector<int> fds;
   std::vector<uint16_t> ports;
   Status st;
-  for (size_t i = 0; i < n && st.ok(); ++i) {
+  for (int attempt = 0; ports.size() < n && attempt < 1000 && st.ok(); ++attempt) {
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
       st = Errno("socket");
       break;
     }
-    fds.push_back(fd);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
-    socklen_t len = sizeof addr;
+    addr.sin_port = htons(static_cast<uint16_t>(pick(rng)));
     if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      st = Errno("bind 127.0.0.1:0");
-    } else if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      st = Errno("getsockname");
-    } else {
-      ports.push_back(ntohs(addr.sin_port));
+      ::close(fd);  // taken: another
+      continue;
     }
+    fds.push_back(fd);  // held until all are picked, so that they differ
+    ports.push_back(ntohs(addr.sin_port));
   }
   for (int fd : fds) ::close(fd);
   if (!st.ok()) return st;
+  if (ports.size() < n) return Status::Unavailable("no free ports below " + std::to_string(low));
   return ports;
 }
 

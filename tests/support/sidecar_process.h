@@ -102,7 +102,8 @@ class SidecarProcess {
   uint16_t metrics_port_ = 0;
 };
 
-// Binds 127.0.0.1:0 `n` times at once (so the ports differ), reads the ports, closes the sockets.
+// Binds `n` free ports of 127.0.0.1 below the ephemeral range at once (so they differ), closes
+// the sockets.
 Result<std::vector<uint16_t>> PickFreePorts(size_t n);
 
 // Sums every sample of `name` (any labels) in a Prometheus text exposition.
