@@ -304,7 +304,15 @@ int main(int argc, char** argv) {
   t.SetAppendListener([&admin] { admin.NotifyAppend(); });
   t.Start();
   for (Status st : {data.Open(), admin.Open(), metrics.Open()}) {
-    if (!st.ok()) return Fail(st.message());
+    if (!st.ok()) {
+      // A port taken (or any port that cannot be opened): stop what runs, then say why and exit
+      // 1 (returning with the topic's threads running would abort).
+      data.Close();
+      admin.Close();
+      metrics.Close();
+      (void)t.Close();
+      return Fail(st.message());
+    }
   }
   ready = true;
   log->info(
