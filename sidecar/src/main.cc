@@ -259,7 +259,7 @@ int main(int argc, char** argv) {
   // With the topic's CA, peers are called over TLS with this pod's certificate, and must show
   // the topic's peer name.
   TlsClientFiles peer_tls;
-  if (!data_opts.tls.client_ca_file.empty()) {
+  if (data_opts.tls.mutual()) {
     peer_tls = {data_opts.tls.client_ca_file, data_opts.tls.cert_file, data_opts.tls.key_file,
                 PeerName(topic_opts.topic)};
   }
@@ -320,8 +320,7 @@ int main(int argc, char** argv) {
       "tls={} fsync={}",
       topic_opts.topic, topic_opts.pod.value(), data_opts.port, admin_opts.port, metrics_port,
       data.local_port(),
-      data_opts.tls.client_ca_file.empty() ? (data_opts.tls.cert_file.empty() ? "off" : "optional")
-                                           : "required",
+      data_opts.tls.mutual() ? "required" : (data_opts.tls.cert_file.empty() ? "off" : "optional"),
       fsync);
 
   int sig = 0;

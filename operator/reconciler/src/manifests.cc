@@ -674,6 +674,12 @@ bool RunsTls(const Json& statefulset) {
   return false;
 }
 
+void KeepWhatRuns(TopicObject& t, const Json& statefulset) {
+  if (!t.spec.security.tls && t.spec.security.principals.empty()) {
+    t.spec.security.tls = RunsTls(statefulset);
+  }
+}
+
 bool TlsOn(const TopicObject& t, const ManifestOptions& o) {
   // Principals are named by their certificates: listing one asks for TLS.
   return t.spec.security.tls.value_or(o.tls_default || !t.spec.security.principals.empty());

@@ -362,11 +362,7 @@ ReconcileResult TopicOperator::Reconcile(const std::string& key) {
     ResumeLastApplied(topic, term);
     return ReconcileResult::Done();  // nothing to retry: the user edits the spec
   }
-  // A running topic keeps what it runs when its spec does not say (an operator upgraded to a
-  // TLS default does not roll a plain topic into pods that cannot call each other meanwhile).
-  if (!t->spec.security.tls && t->spec.security.principals.empty()) {
-    if (auto sts = CachedStatefulSet(t->ns, t->name)) t->spec.security.tls = RunsTls(*sts);
-  }
+  if (auto sts = CachedStatefulSet(t->ns, t->name)) KeepWhatRuns(*t, *sts);
   return Apply(topic, *t, term);
 }
 
@@ -404,38 +400,6 @@ void TopicOperator::Report(const Json& topic, const std::string& reason,
   if (!written.ok()) Logger("operator")->warn("{}: {}", key, written.message());
 }
 
-Result<std::string> TopicOperator::EnsureSecret(const Json& topic, const TopicObject& t,
-                                                std::string* not_owned) {
-  const std::string name = AdminSecretName(t.name);
-  auto got = client_.Get(kubeapi::Secrets(), t.ns, name);
-  if (got.ok() && !OwnedBy(got.value(), t)) {
-    // Someone else's Secret: its token is not handed to the topic's pods.
-    *not_owned = NotOwnedMessage("Secret", name, t);
-    return Status::FailedPrecondition(*not_owned);
-  }
-  if (got.ok()) {
-    const Json data = kubeapi::At(got.value(), "data.token");
-    if (data.is_string()) {
-      try {
-        const auto bytes = utility::conversions::from_base64(data.as_string());
-        return std::string(bytes.begin(), bytes.end());
-      } catch (...) {
-      }
-    }
-    return Status::InvalidArgument("Secret " + name + " has no token; delete it to get a new one");
-  }
-  if (!got.error().IsNotFound()) return got.error().ToStatus();
-  auto token = RandomToken();
-  if (!token.ok()) return token.status();
-  auto made = client_.Create(kubeapi::Secrets(), t.ns, BuildSecret(t, *token));
-  if (!made.ok() && !made.error().IsAlreadyExists()) return made.error().ToStatus();
-  if (made.ok()) {
-    events_.Event(topic, "Normal", "Created", "Create",
-                  "created Secret " + name + " (sidecars' admin token)");
-  }
-  return EnsureSecret(topic, t, not_owned);
-}
-
 namespace {
 
 // A Secret's data, decoded; keys whose value is not base64 are left out.
@@ -453,6 +417,47 @@ std::map<std::string, std::string> SecretData(const Json& secret) {
   }
   return out;
 }
+
+// The CA a <topic>-ca Secret's data holds; an error naming the Secret when it lacks a part.
+Result<CertifiedKey> CaOf(const std::map<std::string, std::string>& data, const std::string& name) {
+  auto cert = data.find("ca.crt");
+  auto key = data.find("ca.key");
+  if (cert == data.end() || key == data.end()) {
+    return Status::InvalidArgument("Secret " + name +
+                                   " has no ca.crt and ca.key; delete it to get a new CA");
+  }
+  return CertifiedKey{cert->second, key->second};
+}
+
+}  // namespace
+
+Result<std::string> TopicOperator::EnsureSecret(const Json& topic, const TopicObject& t,
+                                                std::string* not_owned) {
+  const std::string name = AdminSecretName(t.name);
+  auto got = client_.Get(kubeapi::Secrets(), t.ns, name);
+  if (got.ok() && !OwnedBy(got.value(), t)) {
+    // Someone else's Secret: its token is not handed to the topic's pods.
+    *not_owned = NotOwnedMessage("Secret", name, t);
+    return Status::FailedPrecondition(*not_owned);
+  }
+  if (got.ok()) {
+    const auto data = SecretData(got.value());
+    if (auto token = data.find("token"); token != data.end()) return token->second;
+    return Status::InvalidArgument("Secret " + name + " has no token; delete it to get a new one");
+  }
+  if (!got.error().IsNotFound()) return got.error().ToStatus();
+  auto token = RandomToken();
+  if (!token.ok()) return token.status();
+  auto made = client_.Create(kubeapi::Secrets(), t.ns, BuildSecret(t, *token));
+  if (!made.ok() && !made.error().IsAlreadyExists()) return made.error().ToStatus();
+  if (made.ok()) {
+    events_.Event(topic, "Normal", "Created", "Create",
+                  "created Secret " + name + " (sidecars' admin token)");
+  }
+  return EnsureSecret(topic, t, not_owned);
+}
+
+namespace {
 
 constexpr std::chrono::hours kCaValid{24 * 365 * 10};
 constexpr std::chrono::hours kCertValid{24 * 30};
@@ -501,14 +506,9 @@ Result<TlsClientFiles> TopicOperator::EnsureTls(const Json& topic, const TopicOb
     }
     return EnsureTls(topic, t, not_owned);
   }
-  const auto ca_data = SecretData(got.value());
-  auto ca_cert = ca_data.find("ca.crt");
-  auto ca_key = ca_data.find("ca.key");
-  if (ca_cert == ca_data.end() || ca_key == ca_data.end()) {
-    return Status::InvalidArgument("Secret " + ca_name +
-                                   " has no ca.crt and ca.key; delete it to get a new CA");
-  }
-  const CertifiedKey ca{ca_cert->second, ca_key->second};
+  auto found = CaOf(SecretData(got.value()), ca_name);
+  if (!found.ok()) return found.status();
+  const CertifiedKey ca = *found;
   // (The annotation's name has a dot: not a path for At.)
   const Json annotations = kubeapi::At(topic, "metadata.annotations");
   const std::string rotation =
@@ -805,29 +805,21 @@ void TopicOperator::ResumeLastApplied(const Json& topic, uint64_t term) {
     return;
   }
   auto secret = client_.Get(kubeapi::Secrets(), ns, AdminSecretName(name));
-  const Json data = secret.ok() ? kubeapi::At(secret.value(), "data.token") : Json::null();
-  if (!data.is_string()) return;
-  std::string token;
-  try {
-    const auto bytes = utility::conversions::from_base64(data.as_string());
-    token.assign(bytes.begin(), bytes.end());
-  } catch (...) {
-    return;
-  }
-  if (!applied->spec.security.tls && applied->spec.security.principals.empty()) {
-    applied->spec.security.tls = RunsTls(*sts);  // what it runs (see Reconcile)
-  }
+  if (!secret.ok()) return;
+  const auto data = SecretData(secret.value());
+  if (!data.count("token")) return;
+  KeepWhatRuns(*applied, *sts);
   TlsClientFiles tls;
   if (TlsOn(*applied, opts_.manifests)) {
-    auto ca = client_.Get(kubeapi::Secrets(), ns, CaSecretName(name));
+    auto ca_secret = client_.Get(kubeapi::Secrets(), ns, CaSecretName(name));
+    if (!ca_secret.ok()) return;
+    auto ca = CaOf(SecretData(ca_secret.value()), CaSecretName(name));
     if (!ca.ok()) return;
-    const auto data = SecretData(ca.value());
-    if (!data.count("ca.crt") || !data.count("ca.key")) return;
-    auto files = OperatorFiles(*applied, data.at("ca.crt"), data.at("ca.key"));
+    auto files = OperatorFiles(*applied, ca->cert_pem, ca->key_pem);
     if (!files.ok()) return;
     tls = *files;
   }
-  if (EnsureWorker(*applied, token, tls, term)) {
+  if (EnsureWorker(*applied, data.at("token"), tls, term)) {
     Logger("operator")->info("{}/{}: running its loop on the last applied spec (generation {})",
                              ns, name, applied->generation);
   }

@@ -147,11 +147,10 @@ Status AdminFrontend::Open() {
   lo.limits.body_timeout = std::chrono::seconds(30);
   lo.answers = opts_.answers;
   lo.tls = opts_.tls;
-  lo.tls_only = !opts_.tls.client_ca_file.empty();
   // A request without the token (or, over TLS only, from a caller other than the topic's pods
   // and its operator) is refused before a byte of its body is read.
   lo.admit = [this](const http_request& req) {
-    if (!opts_.tls.client_ca_file.empty()) {
+    if (opts_.tls.mutual()) {
       auto it = req.headers().find(kPrincipalHeader);
       const std::string who = it == req.headers().end() ? "" : it->second;
       if (std::find(opts_.callers.begin(), opts_.callers.end(), who) == opts_.callers.end()) {

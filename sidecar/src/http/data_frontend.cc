@@ -78,7 +78,6 @@ Status DataFrontend::Open() {
   local.host = opts_.local_host;
   local.port = static_cast<uint16_t>(std::max(opts_.local_port, 0));
   lo.tls = opts_.tls;
-  lo.tls_only = !opts_.tls.client_ca_file.empty();
   auto handle = [this](http_request req) { Handle(std::move(req)); };
   listener_ = std::make_unique<GuardedListener>(std::move(lo), handle);
   if (opts_.local_port >= 0) {
@@ -169,8 +168,7 @@ void DataFrontend::Handle(http_request req) {
   const std::string checked = opts_.access && !peer ? principal : std::string();
   // On a TLS-only port, only a peer's request is taken as forwarded (not sent on again, its
   // producer ids already bound).
-  const bool forwarded =
-      req.headers().has("X-Shoal-Forwarded") && (opts_.tls.client_ca_file.empty() || peer);
+  const bool forwarded = req.headers().has("X-Shoal-Forwarded") && (!opts_.tls.mutual() || peer);
   auto denied = [&](const std::string& endpoint, const Status& st) {
     if (st.ok()) return false;
     Fail(req, endpoint, st);

@@ -259,7 +259,7 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
 
   // A plain connection reads requests, if the port serves plain HTTP.
   void PlainRequests() {
-    if (shared_->opts.tls_only) {
+    if (shared_->opts.tls.mutual()) {
       return Refuse(403, "tls_required",
                     "this port is served over TLS with a client certificate of the topic's CA "
                     "only (see docs/security.md)",

@@ -86,6 +86,9 @@ struct TlsFiles {
   std::string cert_file;  // empty: no TLS
   std::string key_file;
   std::string client_ca_file;  // empty: no client certificate asked for
+
+  // A client CA given: every caller shows a certificate of it, and the port is TLS only.
+  bool mutual() const { return !client_ca_file.empty(); }
 };
 
 // The request header that carries the common name of the TLS client's certificate to handlers
@@ -99,11 +102,10 @@ struct ListenerOptions {
   ByteBudget* answers = nullptr;   // null: answers are not counted
   ByteBudget* requests = nullptr;  // null: request bodies are not counted
   // With a certificate, the port speaks TLS to clients that start a TLS handshake and plain HTTP
-  // to those that start with a request.
+  // to those that start with a request. With a client CA too (tls.mutual()), no plain HTTP: a
+  // connection that starts with a request is answered 403 tls_required and closed (the pod's own
+  // containers use the plain port bound to the pod's loopback instead).
   TlsFiles tls;
-  // No plain HTTP: a connection that starts with a request is answered 403 tls_required and
-  // closed (the pod's own containers use the plain port bound to the pod's loopback instead).
-  bool tls_only = false;
   // Called with a request whose headers are in and whose body is not read yet; a refusal is
   // answered (HttpCode of its status) without reading the body. Null: every request is admitted.
   std::function<Status(const web::http::http_request&)> admit;

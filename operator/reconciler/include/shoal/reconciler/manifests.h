@@ -107,6 +107,10 @@ Json BuildSecret(const TopicObject& topic, const std::string& admin_token);
 bool TlsOn(const TopicObject& topic, const ManifestOptions& options);
 // Whether a topic's StatefulSet runs its sidecars TLS only.
 bool RunsTls(const Json& statefulset);
+// A running topic keeps what it runs where its spec does not say: spec.security.tls unset and
+// no principals take the running StatefulSet's TLS (an operator upgraded to a TLS default does
+// not roll a plain topic into pods that cannot call each other while it rolls).
+void KeepWhatRuns(TopicObject& topic, const Json& statefulset);
 // The Secret of the topic's CA (<topic>-ca: ca.crt, ca.key), the operator's alone: no pod mounts
 // it. And the Secret of a principal's client certificate (<topic>-client-<name>: ca.crt,
 // tls.crt, tls.key), for the user to hand to that caller.
