@@ -122,14 +122,10 @@ class ShoalSystem final : public PeerSystem {
     so.extra_args = {"--log-level", "warn"};
     client_ = {};
     if (tls_) {
-      auto files = WriteLocalPki(config.dir + "/tls", kTopic, "bench");
-      if (!files.ok()) return files.status();
-      client_.tls = *files;
-      for (const std::string& a :
-           {std::string("--tls-cert"), config.dir + "/tls/server.crt", std::string("--tls-key"),
-            config.dir + "/tls/server.key", std::string("--tls-client-ca"), files->ca_file}) {
-        so.extra_args.push_back(a);
-      }
+      auto pki = WriteLocalPki(config.dir + "/tls", kTopic, "bench");
+      if (!pki.ok()) return pki.status();
+      client_.tls = pki->client;
+      so.extra_args.insert(so.extra_args.end(), pki->sidecar_args.begin(), pki->sidecar_args.end());
     }
     auto s = control::LocalSidecar::Start(so);
     if (!s.ok()) return s.status().Annotate("starting shoal-sidecar (" + binary_ + ")");

@@ -150,8 +150,8 @@ bool SignedBy(const std::string& cert_pem, const std::string& ca_pem) {
   return ca_key != nullptr && X509_verify(cert.get(), ca_key) == 1;
 }
 
-Result<TlsClientFiles> WriteLocalPki(const std::string& dir, const std::string& topic,
-                                     const std::string& client) {
+Result<LocalPki> WriteLocalPki(const std::string& dir, const std::string& topic,
+                               const std::string& client) {
   const auto valid = std::chrono::hours(24);
   auto ca = MakeCa("shoal-local-ca", valid);
   if (!ca.ok()) return ca.status();
@@ -171,7 +171,9 @@ Result<TlsClientFiles> WriteLocalPki(const std::string& dir, const std::string& 
     f << *text;
     if (!f) return Status::IoError("cannot write " + dir + "/" + name);
   }
-  return TlsClientFiles{dir + "/ca.crt", dir + "/client.crt", dir + "/client.key", PeerName(topic)};
+  return LocalPki{{dir + "/ca.crt", dir + "/client.crt", dir + "/client.key", PeerName(topic)},
+                  {"--tls-cert", dir + "/server.crt", "--tls-key", dir + "/server.key",
+                   "--tls-client-ca", dir + "/ca.crt"}};
 }
 
 }  // namespace shoal

@@ -83,15 +83,13 @@ int Run(const IngestOptions& o) {
     }
     control::LocalSidecarOptions so;
     if (o.tls) {
-      auto files = WriteLocalPki(data_dir + "/tls", o.topic, "bench");
-      if (!files.ok()) {
-        std::cerr << "shoal bench ingest: " << files.status().message() << "\n";
+      auto pki = WriteLocalPki(data_dir + "/tls", o.topic, "bench");
+      if (!pki.ok()) {
+        std::cerr << "shoal bench ingest: " << pki.status().message() << "\n";
         return 1;
       }
-      tls = *files;
-      so.extra_args = {"--tls-cert",      data_dir + "/tls/server.crt",
-                       "--tls-key",       data_dir + "/tls/server.key",
-                       "--tls-client-ca", tls.ca_file};
+      tls = pki->client;
+      so.extra_args = pki->sidecar_args;
     }
     so.topic = o.topic;
     so.partitions = o.partitions;

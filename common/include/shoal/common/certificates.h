@@ -36,8 +36,12 @@ bool SignedBy(const std::string& cert_pem, const std::string& ca_pem);
 
 // A CA made for one run, a sidecar's certificate (the topic's peer name) and a client's named
 // `client`, written under `dir` (ca.crt, server.crt, server.key, client.crt, client.key): a
-// local sidecar that requires TLS, for the benchmarks. Returns the client's files.
-Result<TlsClientFiles> WriteLocalPki(const std::string& dir, const std::string& topic,
-                                     const std::string& client);
+// local sidecar that requires TLS, for the benchmarks.
+struct LocalPki {
+  TlsClientFiles client;                  // the client's files
+  std::vector<std::string> sidecar_args;  // --tls-cert, --tls-key, --tls-client-ca
+};
+Result<LocalPki> WriteLocalPki(const std::string& dir, const std::string& topic,
+                               const std::string& client);
 
 }  // namespace shoal
