@@ -250,5 +250,54 @@ TEST(FrontEndTest, ACommitByAMadeUpGroupDoesNotPinRetention) {
   EXPECT_GT(events->front().offset, 1000u);
 }
 
+// The console's event browser reads a partition's events, or one key's, on the admin plane
+// without consuming them for any group: a group that comes afterwards starts at the beginning.
+TEST(FrontEndTest, BrowsingEventsConsumesNothingForAnyGroup) {
+  SidecarOptions o = Options();
+  o.admin_token = "browse-token";
+  SidecarProcess s(o);
+  ASSERT_TRUE(s.Start().ok()) << s.Describe();
+  client::ShoalClient producer(s.data_url(), kTopic);
+  std::vector<client::OutgoingEvent> batch;
+  for (int i = 0; i < 300; ++i)
+    batch.push_back({"k" + std::to_string(i % 10), std::to_string(i), "", {}});
+  ASSERT_TRUE(producer.Produce(batch).ok());
+  HttpRequestOptions bearer;
+  bearer.headers["Authorization"] = "Bearer browse-token";
+  auto admin = s.AdminClient();
+  HttpResponse page = admin->Get("/v1/admin/partitions/0/events?from=20&max=50", bearer);
+  ASSERT_EQ(page.status, 200) << page.Describe();
+  const std::string head = page.body.substr(0, page.body.find("\"events\""));
+  EXPECT_NE(head.find("\"from\":20,\"next\":70"), std::string::npos) << head;
+  auto events = wire::ParseConsumeResponse(page.body);
+  ASSERT_TRUE(events.ok()) << page.body;
+  ASSERT_EQ(events->size(), 50u);
+  EXPECT_EQ(events->front().offset, 20u);
+  EXPECT_EQ(events->back().offset, 69u);
+  // One key's events, in order, and nothing else.
+  HttpResponse key = admin->Get("/v1/admin/partitions/0/events?key=k3&max=1000", bearer);
+  ASSERT_EQ(key.status, 200) << key.Describe();
+  auto of_key = wire::ParseConsumeResponse(key.body);
+  ASSERT_TRUE(of_key.ok()) << key.body;
+  ASSERT_EQ(of_key->size(), 30u);
+  for (size_t i = 0; i < of_key->size(); ++i) {
+    EXPECT_EQ((*of_key)[i].key, "k3");
+    EXPECT_EQ((*of_key)[i].offset, 3 + 10 * i);
+  }
+  EXPECT_NE(key.body.find("\"next\":300"), std::string::npos) << key.body.substr(0, 200);
+  // Bad input is a 4xx with a reason; the admin plane's token is needed.
+  EXPECT_EQ(admin->Get("/v1/admin/partitions/0/events?max=0", bearer).status, 400);
+  EXPECT_EQ(admin->Get("/v1/admin/partitions/0/events?max=100000", bearer).status, 400);
+  EXPECT_EQ(admin->Get("/v1/admin/partitions/0/events?from=x", bearer).status, 400);
+  EXPECT_EQ(admin->Get("/v1/admin/partitions/7/events", bearer).status, 404);
+  EXPECT_EQ(admin->Get("/v1/admin/partitions/0/events").status, 401);
+  // Nothing was consumed: a group that comes now starts at offset 0.
+  HttpResponse first = s.DataClient()->Get("/v1/topics/orders/events?group=late&max=5");
+  ASSERT_EQ(first.status, 200) << first.Describe();
+  auto consumed = wire::ParseConsumeResponse(first.body);
+  ASSERT_TRUE(consumed.ok() && !consumed->empty()) << first.body;
+  EXPECT_EQ(consumed->front().offset, 0u);
+}
+
 }  // namespace
 }  // namespace shoal::testing

@@ -798,6 +798,36 @@ uint64_t Partition::visible_end() const {
   return quorum_->replicated() ? std::min(held, quorum_->followers_mark()) : held;
 }
 
+Result<Partition::Browsed> Partition::Browse(uint64_t from, size_t max,
+                                             const std::optional<std::string>& key,
+                                             std::string* out) const {
+  Browsed b;
+  b.from = std::max(from, log_->start_offset());
+  b.next = b.from;
+  const uint64_t end = visible_end();
+  size_t scanned = 0;
+  size_t bytes = 0;
+  constexpr size_t kMaxBytes = 1 << 20;
+  while (b.next < end && b.count < max && scanned < kBrowseScanRecords && bytes < kMaxBytes) {
+    storage::ReadBatch batch;
+    const size_t want = key ? std::min<size_t>(4096, kBrowseScanRecords - scanned) : max - b.count;
+    SHOAL_RETURN_IF_ERROR(log_->Read(b.next, end, want, kMaxBytes - bytes, &batch));
+    if (batch.records.empty()) break;
+    for (const auto& r : batch.records) {
+      b.next = r.offset + 1;
+      ++scanned;
+      if (key && r.key != *key) continue;
+      if (b.count > 0) out->push_back(',');
+      const size_t before = out->size();
+      wire::AppendConsumedEvent(*out, r.key, r.value, id_.value(), r.offset, r.producer, r.seq,
+                                r.timestamp_ms);
+      bytes += out->size() - before;
+      if (++b.count == max || bytes >= kMaxBytes) break;
+    }
+  }
+  return b;
+}
+
 Result<size_t> Partition::ReadCopy(uint64_t from, size_t max_bytes, std::string* out) const {
   storage::ReadBatch batch;
   batch.stored = out;  // the bytes as stored, not encoded again

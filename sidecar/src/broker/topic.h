@@ -342,6 +342,11 @@ class Topic {
   Result<std::string> CommitsJson(PartitionId partition, bool copy = false,
                                   Epoch leader_epoch = Epoch(0));
 
+  // The events of a partition held here from an offset, or one key's, for a person to browse
+  // (Partition::Browse): {"partition","start_offset","end_offset","from","next","events":[...]}.
+  Result<std::string> BrowseJson(PartitionId partition, uint64_t from, size_t max,
+                                 const std::optional<std::string>& key) const;
+
   // Called (from producing threads or the ticker) whenever events became visible to consumers.
   void SetDataListener(std::function<void()> fn) { on_data_ = std::move(fn); }
   // Called after events were appended to a partition this pod leads (a follower's fetch parked

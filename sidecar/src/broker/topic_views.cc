@@ -86,6 +86,32 @@ void AppendLeases(std::string& out, const LeasesByGroup& leases) {
 }
 }  // namespace
 
+Result<std::string> Topic::BrowseJson(PartitionId id, uint64_t from, size_t max,
+                                      const std::optional<std::string>& key) const {
+  ReaderLock lock(map_mu_);
+  const Partition* p = CommitsHolder(id, false);
+  if (!p) {
+    return Status::NotFound("partition " + std::to_string(id.value()) + " is not on this sidecar");
+  }
+  std::string events;
+  auto b = p->Browse(from, max, key, &events);
+  if (!b.ok()) return b.status();
+  std::string out = "{\"partition\":";
+  json::AppendUint(out, id.value());
+  out += ",\"start_offset\":";
+  json::AppendUint(out, p->start_offset());
+  out += ",\"end_offset\":";
+  json::AppendUint(out, p->visible_end());
+  out += ",\"from\":";
+  json::AppendUint(out, b->from);
+  out += ",\"next\":";
+  json::AppendUint(out, b->next);
+  out += ",\"events\":[";
+  out += events;
+  out += "]}";
+  return out;
+}
+
 Result<std::string> Topic::CommitsJson(PartitionId id, bool copy, Epoch leader_epoch) {
   ReaderLock lock(map_mu_);
   const Partition* held = CommitsHolder(id, copy);

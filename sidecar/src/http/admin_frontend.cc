@@ -385,6 +385,35 @@ void AdminFrontend::Handle(http_request req) {
       return answer(
           topic_.CommitsJson(pid, copy != q.end() && copy->second == "true", Epoch(leader_epoch)));
     }
+  } else if (path.size() == 5 && path[2] == "partitions" && path[4] == "events") {
+    char* end = nullptr;
+    const unsigned long id = std::strtoul(path[3].c_str(), &end, 10);
+    if (end == path[3].c_str() || *end || id > UINT32_MAX) {
+      return answer(Status::InvalidArgument("partition id must be an integer"));
+    }
+    if (m == methods::GET) {
+      const auto q = Query(req);
+      uint64_t from = 0;
+      size_t max = 100;
+      if (const auto f = q.find("from"); f != q.end()) {
+        char* stop = nullptr;
+        from = std::strtoull(f->second.c_str(), &stop, 10);
+        if (stop == f->second.c_str() || *stop) {
+          return answer(Status::InvalidArgument("from must be an offset"));
+        }
+      }
+      if (const auto n = q.find("max"); n != q.end()) {
+        char* stop = nullptr;
+        const unsigned long long v = std::strtoull(n->second.c_str(), &stop, 10);
+        if (stop == n->second.c_str() || *stop || v == 0 || v > 1000) {
+          return answer(Status::InvalidArgument("max must be from 1 to 1000"));
+        }
+        max = static_cast<size_t>(v);
+      }
+      std::optional<std::string> key;
+      if (const auto k = q.find("key"); k != q.end()) key = k->second;
+      return answer(topic_.BrowseJson(PartitionId(static_cast<uint32_t>(id)), from, max, key));
+    }
   } else if (path.size() == 5 && path[2] == "partitions" &&
              (path[4] == "read" || path[4] == "commit")) {
     char* end = nullptr;
