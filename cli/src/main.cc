@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   shoal::cli::RegisterControl(app, exit_code);
   shoal::cli::RegisterWaitDrained(app, exit_code);
   shoal::cli::RegisterDeleteGroup(app, exit_code);
+  shoal::cli::RegisterConsole(app, exit_code);
   auto* bench = app.add_subcommand("bench", "Benchmarks against real sidecars");
   bench->require_subcommand(1);
   shoal::cli::RegisterBenchIngest(*bench, exit_code);

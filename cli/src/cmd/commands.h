@@ -23,9 +23,12 @@ void RegisterControl(CLI::App& app, int& exit_code);
 void RegisterUp(CLI::App& app, int& exit_code);
 void RegisterWaitDrained(CLI::App& app, int& exit_code);
 void RegisterDeleteGroup(CLI::App& app, int& exit_code);
+void RegisterConsole(CLI::App& app, int& exit_code);
 
 // The whole file, or NotFound naming the path.
 Result<std::string> ReadTextFile(const std::string& path);
+// A token file's token: the file without its trailing newline and blanks.
+Result<std::string> ReadTokenFile(const std::string& path);
 // This program's path (/proc/self/exe): the `shoal` that pods run as their consumer.
 std::string SelfPath();
 

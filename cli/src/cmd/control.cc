@@ -272,6 +272,14 @@ Result<std::string> ReadTextFile(const std::string& path) {
   return ss.str();
 }
 
+Result<std::string> ReadTokenFile(const std::string& path) {
+  auto token = ReadTextFile(path);
+  if (!token.ok()) return token.status();
+  std::string t = std::move(*token);
+  while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) t.pop_back();
+  return t;
+}
+
 std::string SelfPath() {
   char buf[4096];
   const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);

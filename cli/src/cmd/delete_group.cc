@@ -37,15 +37,14 @@ void RegisterDeleteGroup(CLI::App& app, int& exit_code) {
                 "Delete even while the group looks alive (a batch out, or a read or commit within "
                 "the sidecar's --redelivery-ms): its consumers then start over as a new group");
   cmd->callback([o, &exit_code] {
-    auto token = ReadTextFile(o->token_file);
+    auto token = ReadTokenFile(o->token_file);
     if (!token.ok()) {
       std::fprintf(stderr, "shoal delete-group: %s (set --token-file)\n",
                    token.status().message().c_str());
       exit_code = 2;
       return;
     }
-    std::string t = *token;
-    while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) t.pop_back();
+    const std::string t = *token;
     std::vector<std::string> admins = o->admins;
     if (admins.empty()) {
       const char* ip = std::getenv("POD_IP");

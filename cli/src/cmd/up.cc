@@ -35,6 +35,8 @@
 #include "shoal/common/clock.h"
 #include "shoal/common/logging.h"
 #include "shoal/common/topic_spec.h"
+#include "shoal/console/console.h"
+#include "shoal/console/console_server.h"
 #include "shoal/control/control_frontend.h"
 #include "shoal/control/control_loop.h"
 #include "shoal/control/local_platform.h"
@@ -203,11 +205,37 @@ class Run {
         frontend.reset();
       }
     }
+    // The live console (docs/console.md): the ring, lineage, groups, decisions and events.
+    console::ConsoleOptions co;
+    co.topic = spec_.name;
+    co.seeds = [&loop] {
+      std::vector<std::string> admins;
+      const PartitionMap map = loop.map();
+      for (const auto& [pod, peer] : map.peers()) admins.push_back(peer.admin);
+      return admins;
+    };
+    co.status = [&loop] { return loop.StatusJson(); };
+    console::Console console(co, admin, clock);
+    std::unique_ptr<console::ConsoleServer> console_server;
+    if (o_.console_port) {
+      console_server =
+          std::make_unique<console::ConsoleServer>("127.0.0.1", o_.console_port, console);
+      if (Status st = console_server->Open(); !st.ok()) {
+        std::cerr << "shoal up: " << st.message() << " (continuing without the console)\n";
+        console_server.reset();
+      } else {
+        console.Start();
+        std::printf("shoal up: console at %s\n", console_server->Address().c_str());
+        std::fflush(stdout);
+      }
+    }
     std::atomic<bool> stop_loop{false};
     std::thread loop_thread([&] { loop.Run(stop_loop); });
     auto finish = [&](Status st) {
       stop_loop.store(true);
       loop_thread.join();
+      if (console_server) console_server->Close();
+      console.Stop();
       if (frontend) frontend->Close();
       // Consumers first, so they commit and flush what they recorded; data stays for a rerun.
       Status down = (*platform)->Shutdown();
@@ -710,6 +738,8 @@ void RegisterUp(CLI::App& app, int& exit_code) {
   cmd->add_option("--report", o->report_dir, "Report directory (default reports/<topic>-<time>)");
   cmd->add_option("--ip-prefix", o->ip_prefix, "Pods bind <prefix>.2, <prefix>.3, ...");
   cmd->add_option("--control-port", o->control_port, "/metrics and /status on 127.0.0.1 (0: off)");
+  cmd->add_option("--console-port", o->console_port,
+                  "The live console on 127.0.0.1 (docs/console.md; 0: off)");
   cmd->add_flag("--no-load", o->no_load, "Leave the topic running for your own producers");
   cmd->add_flag("--compare", o->compare,
                 "Also run static at the baseline and at the peak size, and compare");

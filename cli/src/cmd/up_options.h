@@ -26,6 +26,7 @@ struct UpOptions {
   int consumer_concurrency = 4;
   std::string ip_prefix = "127.0.0";
   uint16_t control_port = 9400;
+  uint16_t console_port = 9401;
   bool no_load = false;
   bool compare = false;
   bool scheduled_sale = true;  // the flash sale is announced: a schedule holds its capacity

@@ -3,9 +3,8 @@
 // surge and back down after it. With --chaos (issue 25) a leader killed in the surge is failed
 // over and the report says so.
 #include <gtest/gtest.h>
-#include <simdjson.h>
-
 #include <signal.h>
+#include <simdjson.h>
 
 #include <filesystem>
 #include <fstream>
@@ -13,8 +12,9 @@
 #include <set>
 #include <sstream>
 
-#include "shoal/control/process.h"
 #include "shoal/client/shoal_client.h"
+#include "shoal/control/process.h"
+#include "short_sale.h"
 #include "support/loopback.h"
 #include "support/temp_dir.h"
 
@@ -23,27 +23,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// A topic that reacts within a short run: 300 ev/s per partition, a 6 s scale-down window;
-// `replication` is spec.replication's flow mapping, if any.
 std::string WriteTopic(const std::string& dir, const std::string& replication = "") {
-  const std::string topic = dir + "/orders.yaml";
-  std::ofstream out(topic);
-  out << R"(apiVersion: shoal.dev/v1alpha1
-kind: PartitionedTopic
-metadata: {name: orders}
-spec:
-  partitions: {min: 2, max: 16, initial: 2}
-  replicas: {min: 1, max: 4}
-  scaling:
-    targetEventsPerSecondPerPartition: 300
-    targetPartitionsPerReplica: 4
-    targetConsumerLag: 5000
-  behavior:
-    scaleUp: {stabilizationWindowSeconds: 0, tolerance: 0.1}
-    scaleDown: {stabilizationWindowSeconds: 6, tolerance: 0.1}
-)";
-  if (!replication.empty()) out << "  replication: " << replication << "\n";
-  return topic;
+  return testing::WriteShortSaleTopic(dir, replication);
 }
 
 // `shoal up TOPIC` on a 30 s flash sale at 400 ev/s with `extra` flags, its state and report
@@ -129,12 +110,7 @@ TEST(ShoalUpTest, ShortFlashSaleScalesUpAndDownAndLosesNothing) {
   }
 }
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing::ReadAll;
 
 // --chaos on a topic of one copy has nothing to fail over to: refused up front, saying what to
 // change, before any pod starts.

@@ -3,6 +3,7 @@
 //
 //   common  <-  sidecar, client, operator/kubeapi
 //   client  <-  operator/control  <-  operator/reconciler
+//   client, operator/control  <-  console
 //   cli and bench use any library; nothing includes or links cli.
 //
 // A header of another module is named by its include directory (`shoal/<module>/...`); a quoted
@@ -39,8 +40,9 @@ std::vector<Module> Layering() {
       {"operator/kubeapi", "kubeapi", {"common"}},
       {"operator/control", "control", {"common", "client"}},
       {"operator/reconciler", "reconciler", {"common", "client", "control", "kubeapi"}},
+      {"console", "console", {"common", "client", "control"}},
       {"bench", "", {"common", "client", "control", "sidecar"}},
-      {"cli", "", {"common", "client", "control"}},
+      {"cli", "", {"common", "client", "control", "console"}},
   };
 }
 

@@ -1,6 +1,6 @@
 // ControlFrontend: the control loop's own HTTP port: /metrics (its decisions, plan steps and
 // changes, docs/metrics.md), /status (ControlLoop::StatusJson: epoch, partitions, pods, the plan
-// in progress, the last decision and its reason), /healthz, /readyz. cpprestsdk listener.
+// in progress, the last decision and its reason), /healthz, /readyz, on a GetOnlyPort.
 // Open, then Close (or destroy). Thread-safe; the ControlLoop outlives it.
 #pragma once
 
@@ -10,10 +10,7 @@
 
 #include "shoal/common/status.h"
 #include "shoal/control/control_loop.h"
-
-namespace web::http::experimental::listener {
-class http_listener;
-}
+#include "shoal/control/get_only_port.h"
 
 namespace shoal::control {
 
@@ -28,10 +25,7 @@ class ControlFrontend {
   void Close();
 
  private:
-  const std::string host_;
-  const uint16_t port_;
-  ControlLoop& loop_;
-  std::unique_ptr<web::http::experimental::listener::http_listener> listener_;
+  GetOnlyPort port_;
 };
 
 }  // namespace shoal::control
