@@ -25,7 +25,8 @@ spec:
     targetConsumerLag: 5000
   behavior:
     scaleUp: {stabilizationWindowSeconds: 0, tolerance: 0.1}
-)" << "    scaleDown: {stabilizationWindowSeconds: " << scale_down_window_s
+)"
+      << "    scaleDown: {stabilizationWindowSeconds: " << scale_down_window_s
       << ", tolerance: 0.1}\n";
   if (!replication.empty()) out << "  replication: " << replication << "\n";
   return topic;

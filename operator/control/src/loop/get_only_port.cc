@@ -30,10 +30,7 @@ GetAnswer GetAnswer::Error(const Status& st) {
 
 GetOnlyPort::GetOnlyPort(std::string host, uint16_t port,
                          std::function<GetAnswer(const GetRequest&)> serve, Headers headers)
-    : host_(std::move(host)),
-      port_(port),
-      serve_(std::move(serve)),
-      headers_(std::move(headers)) {}
+    : host_(std::move(host)), port_(port), serve_(std::move(serve)), headers_(std::move(headers)) {}
 
 GetOnlyPort::~GetOnlyPort() { Close(); }
 
