@@ -10,10 +10,10 @@
 #include <thread>
 
 #include "peer_system.h"
-#include "shoal/control/local_topic.h"
-#include "shoal/client/batch_driver.h"
-#include "shoal/client/workload.h"
 #include "shoal/common/topic_spec.h"
+#include "shoal/harness/batch_driver.h"
+#include "shoal/harness/local_topic.h"
+#include "shoal/harness/workload.h"
 
 namespace shoal::bench {
 
@@ -77,7 +77,7 @@ std::string RandomLoopbackPrefix() {
 }  // namespace
 
 std::pair<double, double> SurgeWindow() {
-  const client::LoadOptions defaults;
+  const harness::LoadOptions defaults;
   return {defaults.surge_from, defaults.surge_until};
 }
 
@@ -94,25 +94,25 @@ Result<FlashSaleResult> RunShoalFlashSale(const FlashSaleOptions& o) {
   auto spec = ParseTopic(text);
   if (!spec.ok()) return spec.status().Annotate(o.topic_file);
 
-  control::LocalTopic::Options to;
+  harness::LocalTopic::Options to;
   to.spec = *spec;
-  to.platform = control::LocalPlatformOptionsFor(*spec, o.dir + "/shoal", o.shoal_cli);
+  to.platform = harness::LocalPlatformOptionsFor(*spec, o.dir + "/shoal", o.shoal_cli);
   to.platform.sidecar_binary = o.sidecar;
   to.platform.ip_prefix = RandomLoopbackPrefix();
   to.platform.cpu_us_per_event = o.consumer_cpu_us;
   to.platform.cpu_request_cores = o.consumer_cpu_request;
   to.platform.log_level = "warn";
   to.platform.sidecar_args.push_back("--redelivery-ms=5000");
-  auto topic = control::LocalTopic::Start(to);
+  auto topic = harness::LocalTopic::Start(to);
   if (!topic.ok()) return topic.status().Annotate("starting the Shoal topic");
-  control::LocalTopic& t = **topic;
+  harness::LocalTopic& t = **topic;
 
   FlashSaleResult r;
   r.system = "shoal";
   r.partitions_start = static_cast<uint32_t>(t.loop().map().active_count());
   r.pods_start = t.platform().DesiredPods();
 
-  client::LoadOptions lo;
+  harness::LoadOptions lo;
   lo.targets = {t.data_url()};
   lo.topic = spec->name;
   lo.rate = o.rate;
@@ -122,7 +122,7 @@ Result<FlashSaleResult> RunShoalFlashSale(const FlashSaleOptions& o) {
   lo.producers = o.producers;
   lo.batch = o.batch;
   lo.producer_prefix = "peers-flash-sale";
-  client::LoadGenerator load(lo);
+  harness::LoadGenerator load(lo);
   const auto start = SteadyClock::now();
   load.Start();
   Probe p;
@@ -141,7 +141,7 @@ Result<FlashSaleResult> RunShoalFlashSale(const FlashSaleOptions& o) {
   load.Stop();
   auto latencies = load.TakeLatenciesMs();
   std::sort(latencies.begin(), latencies.end());
-  r.produce_p99_ms = client::Percentile(latencies, 0.99);
+  r.produce_p99_ms = harness::Percentile(latencies, 0.99);
   const std::string last_error = load.last_error();
   if (Status st = t.Stop(); !st.ok()) return st.Annotate("stopping the Shoal topic");
   if (r.acked == 0) {
@@ -194,20 +194,20 @@ Result<FlashSaleResult> RunRedisFlashSale(const FlashSaleOptions& o) {
           return;
         }
         // The same work per event as a Shoal pod's consumer, done before it counts.
-        client::BurnCpu(o.consumer_cpu_us * static_cast<int64_t>(*n));
+        harness::BurnCpu(o.consumer_cpu_us * static_cast<int64_t>(*n));
         consumed.fetch_add(*n);
       }
     });
   }
-  client::DriveOptions drive;
+  harness::DriveOptions drive;
   drive.connections = o.producers;
   drive.batch = o.batch;
   drive.duration_s = o.duration_s;
   drive.rate = o.rate;
   drive.profile = "surge";
-  client::DriveReport report;
+  harness::DriveReport report;
   std::thread producer([&] {
-    report = client::DriveBatches(drive, [&](int c, uint64_t i, uint64_t scheduled_ns) {
+    report = harness::DriveBatches(drive, [&](int c, uint64_t i, uint64_t scheduled_ns) {
       Status st = producers[static_cast<size_t>(c)]->Send(i, scheduled_ns);
       if (st.ok()) acked.fetch_add(static_cast<uint64_t>(o.batch));
       return st;
@@ -226,7 +226,7 @@ Result<FlashSaleResult> RunRedisFlashSale(const FlashSaleOptions& o) {
   producer.join();
   stop_consumers.store(true);
   for (auto& t : consumer_threads) t.join();
-  r.produce_p99_ms = client::Percentile(report.latencies_ms, 0.99);
+  r.produce_p99_ms = harness::Percentile(report.latencies_ms, 0.99);
   consumers.clear();
   producers.clear();
   redis->Stop();

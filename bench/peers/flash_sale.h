@@ -2,12 +2,12 @@
 // generator's "surge" profile: the base rate, ten times it for a window of the run, the base rate
 // again; SurgeWindow) on
 //   - a Shoal topic from a PartitionedTopic spec (examples/flash-sale.yaml: 2 partitions and one
-//     pod at rest) run by the operator's control loop on the local platform (control::LocalTopic),
+//     pod at rest) run by the operator's control loop on the local platform (harness::LocalTopic),
 //     produced to by the project's load generator, as `shoal up` does; and
 //   - Redis Streams with a fixed number of streams and consumers (one consumer per stream keeps
 //     per-key order; more consumers than streams would not), produced to by the benchmark's
 //     paced producers with the same number of producers, batch size and rate profile.
-// Consumers of both spend the same CPU per event (client::BurnCpu). The lag of both is measured
+// Consumers of both spend the same CPU per event (harness::BurnCpu). The lag of both is measured
 // the same way, once a second: events acknowledged to the producers minus events the consumers
 // finished. After the load, each side runs until its consumers caught up (or a deadline).
 //
@@ -63,7 +63,7 @@ struct FlashSaleResult {
   std::vector<LagSample> samples;
 };
 
-// When the surge begins and ends, as fractions of the run (client::LoadOptions' defaults).
+// When the surge begins and ends, as fractions of the run (harness::LoadOptions' defaults).
 std::pair<double, double> SurgeWindow();
 
 Result<FlashSaleResult> RunShoalFlashSale(const FlashSaleOptions& options);

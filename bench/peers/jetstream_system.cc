@@ -17,7 +17,7 @@
 
 #include "peer_system.h"
 #include "server_process.h"
-#include "shoal/client/batch_driver.h"
+#include "shoal/harness/batch_driver.h"
 
 namespace shoal::bench {
 
@@ -81,7 +81,7 @@ class JetStreamProducer final : public PeerProducer {
       for (const auto& e : batch) {
         b.subjects.push_back("ev." + std::to_string(e.partition) + "." + e.key);
         b.payloads.push_back(e.value);
-        b.stamps.push_back(client::FindStamps(e.value));
+        b.stamps.push_back(harness::FindStamps(e.value));
       }
       largest = std::max(largest, batch.size());
       p->batches_.push_back(std::move(b));
@@ -99,7 +99,7 @@ class JetStreamProducer final : public PeerProducer {
   Status Send(uint64_t i, uint64_t stamp_ns) override {
     Batch& b = batches_[i % batches_.size()];
     for (size_t e = 0; e < b.payloads.size(); ++e) {
-      if (stamp_ns) client::StampAt(b.payloads[e], b.stamps[e], stamp_ns);
+      if (stamp_ns) harness::StampAt(b.payloads[e], b.stamps[e], stamp_ns);
       natsStatus s = js_PublishAsync(session_.js(), b.subjects[e].c_str(), b.payloads[e].data(),
                                      static_cast<int>(b.payloads[e].size()), nullptr);
       if (s != NATS_OK) return NatsError("publish", s);
@@ -172,7 +172,7 @@ class JetStreamConsumer final : public PeerConsumer {
     for (int i = 0; i < list.Count; ++i) {
       const char* data = natsMsg_GetData(list.Msgs[i]);
       const int len = natsMsg_GetDataLength(list.Msgs[i]);
-      stamps->push_back(client::ReadStamp(std::string_view(data, static_cast<size_t>(len))));
+      stamps->push_back(harness::ReadStamp(std::string_view(data, static_cast<size_t>(len))));
     }
     Status st = Status::Ok();
     if (list.Count > 0) {

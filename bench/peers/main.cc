@@ -33,8 +33,8 @@
 #include "flash_sale.h"
 #include "peer_system.h"
 #include "server_process.h"
-#include "shoal/client/batch_driver.h"
 #include "shoal/common/logging.h"
+#include "shoal/harness/batch_driver.h"
 
 namespace shoal::bench {
 
@@ -145,7 +145,7 @@ class ConsumerPool {
     while (!stop_.load()) {
       stamps.clear();
       auto n = c.Poll(max, 100, &stamps);
-      const uint64_t now = client::StampNow();
+      const uint64_t now = harness::StampNow();
       if (!n.ok()) {
         std::lock_guard<std::mutex> lock(mu_);
         if (error_.empty()) error_ = n.status().message();
@@ -189,15 +189,15 @@ struct Clients {
     return Status::Ok();
   }
   // DriveBatches' send function; with `stamp` each batch carries its scheduled send time.
-  client::SendBatchFn Send(bool stamp) {
+  harness::SendBatchFn Send(bool stamp) {
     return [this, stamp](int c, uint64_t i, uint64_t scheduled_ns) {
       return producers[static_cast<size_t>(c)]->Send(i, stamp ? scheduled_ns : 0);
     };
   }
 };
 
-client::DriveOptions DriveFor(const Options& o) {
-  client::DriveOptions drive;
+harness::DriveOptions DriveFor(const Options& o) {
+  harness::DriveOptions drive;
   drive.connections = o.connections;
   drive.batch = o.batch;
   drive.warmup_s = o.warmup_s;
@@ -211,13 +211,13 @@ Status MeasureThroughput(const Options& o, PeerSystem& sys,
                          const std::vector<std::vector<BenchBatch>>& batches, SystemResult* r) {
   Clients clients;
   SHOAL_RETURN_IF_ERROR(clients.Open(o, sys, batches));
-  const auto produced = client::DriveBatches(DriveFor(o), clients.Send(false));
+  const auto produced = harness::DriveBatches(DriveFor(o), clients.Send(false));
   if (produced.failed_batches > 0) {
     return Status::Unavailable(std::to_string(produced.failed_batches) +
                                " produce batches failed; the first: " + produced.first_error);
   }
   r->produce_eps = produced.events_per_sec(o.duration_s);
-  r->produce_p99_ms = client::Percentile(produced.latencies_ms, 0.99);
+  r->produce_p99_ms = harness::Percentile(produced.latencies_ms, 0.99);
   r->produced = produced.total_events;
   if (g_interrupted.load()) return Status::Unavailable("interrupted");
 
@@ -245,15 +245,15 @@ Status MeasureLatency(const Options& o, PeerSystem& sys,
   Clients clients;
   SHOAL_RETURN_IF_ERROR(clients.Open(o, sys, batches));
   out->offered = rate;
-  client::DriveOptions paced = DriveFor(o);
+  harness::DriveOptions paced = DriveFor(o);
   paced.duration_s = o.latency_duration_s;
   paced.rate = rate;
   // A system slower than the offered load falls behind its schedule; it gets the run's length
   // again before the rest of the schedule is dropped (and counted as unsent).
   paced.max_behind_s = o.latency_duration_s;
-  const uint64_t measure_from = client::StampNow() + static_cast<uint64_t>(o.warmup_s * 1e9);
+  const uint64_t measure_from = harness::StampNow() + static_cast<uint64_t>(o.warmup_s * 1e9);
   ConsumerPool pool(clients.consumers, static_cast<size_t>(o.batch), measure_from);
-  const auto sent = client::DriveBatches(paced, clients.Send(true));
+  const auto sent = harness::DriveBatches(paced, clients.Send(true));
   const auto produced_at = std::chrono::steady_clock::now();
   pool.WaitFor(sent.total_events, std::chrono::seconds(15));
   out->drain_s =
@@ -270,8 +270,8 @@ Status MeasureLatency(const Options& o, PeerSystem& sys,
   out->consumed = pool.read();
   const auto lat = pool.TakeLatencies();
   out->samples = lat.size();
-  out->p50_ms = client::Percentile(lat, 0.50);
-  out->p99_ms = client::Percentile(lat, 0.99);
+  out->p50_ms = harness::Percentile(lat, 0.50);
+  out->p99_ms = harness::Percentile(lat, 0.99);
   out->max_ms = lat.empty() ? 0 : lat.back();
   if (out->consumed != out->produced) {
     return Status::Internal("the latency run consumed " + std::to_string(out->consumed) +

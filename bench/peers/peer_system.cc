@@ -1,8 +1,8 @@
 #include "peer_system.h"
 
-#include "shoal/client/batch_driver.h"
 #include "shoal/common/hash.h"
 #include "shoal/common/partition_map.h"
+#include "shoal/harness/batch_driver.h"
 
 namespace shoal::bench {
 
@@ -18,8 +18,8 @@ Result<std::vector<std::vector<BenchBatch>>> BuildBatches(int connections, int p
     for (auto& b : conn) {
       b.resize(static_cast<size_t>(batch));
       for (auto& e : b) {
-        e.key = client::BenchKey(n, keys);
-        e.value = client::BenchValue(n, value_bytes);
+        e.key = harness::BenchKey(n, keys);
+        e.value = harness::BenchValue(n, value_bytes);
         e.partition = map->Route(KeyHash(e.key)).id.value();
         ++n;
       }

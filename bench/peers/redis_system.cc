@@ -12,7 +12,7 @@
 
 #include "peer_system.h"
 #include "server_process.h"
-#include "shoal/client/batch_driver.h"
+#include "shoal/harness/batch_driver.h"
 
 namespace shoal::bench {
 
@@ -97,7 +97,7 @@ class RedisProducer final : public PeerProducer {
       for (const auto& e : batch) {
         cmds += Format({"XADD", StreamName(e.partition), "*", "k", e.key, "v", e.value});
       }
-      p->stamps_.push_back(client::FindStamps(cmds));
+      p->stamps_.push_back(harness::FindStamps(cmds));
       p->cmds_.push_back(std::move(cmds));
       p->sizes_.push_back(batch.size());
     }
@@ -106,7 +106,7 @@ class RedisProducer final : public PeerProducer {
 
   Status Send(uint64_t i, uint64_t stamp_ns) override {
     const size_t b = i % cmds_.size();
-    if (stamp_ns) client::StampAt(cmds_[b], stamps_[b], stamp_ns);
+    if (stamp_ns) harness::StampAt(cmds_[b], stamps_[b], stamp_ns);
     return Pipeline(conn_, cmds_[b], sizes_[b], "XADD");
   }
 
@@ -165,7 +165,7 @@ class RedisConsumer final : public PeerConsumer {
         uint64_t stamp = 0;
         for (size_t f = 0; f + 1 < fields->elements; f += 2) {
           if (std::string_view(fields->element[f]->str, fields->element[f]->len) == "v") {
-            stamp = client::ReadStamp(
+            stamp = harness::ReadStamp(
                 std::string_view(fields->element[f + 1]->str, fields->element[f + 1]->len));
           }
         }

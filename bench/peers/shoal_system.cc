@@ -6,12 +6,12 @@
 
 #include "peer_system.h"
 #include "server_process.h"
-#include "shoal/client/batch_driver.h"
 #include "shoal/client/shoal_client.h"
 #include "shoal/common/certificates.h"
 #include "shoal/common/raw_http.h"
 #include "shoal/common/wire.h"
 #include "shoal/control/process.h"
+#include "shoal/harness/batch_driver.h"
 
 namespace shoal::bench {
 
@@ -30,15 +30,15 @@ class ShoalProducer final : public PeerProducer {
       events.reserve(batch.size());
       for (const auto& e : batch) events.push_back({e.key, e.value, "", std::nullopt});
       bodies_.push_back(client::EncodeProduceBody(events));
-      stamps_.push_back(client::FindStamps(bodies_.back()));
+      stamps_.push_back(harness::FindStamps(bodies_.back()));
       sizes_.push_back(batch.size());
     }
   }
 
   Status Send(uint64_t i, uint64_t stamp_ns) override {
     const size_t b = i % bodies_.size();
-    if (stamp_ns) client::StampAt(bodies_[b], stamps_[b], stamp_ns);
-    return client::PostProduceBody(conn_, path_, bodies_[b], sizes_[b], &answer_);
+    if (stamp_ns) harness::StampAt(bodies_[b], stamps_[b], stamp_ns);
+    return harness::PostProduceBody(conn_, path_, bodies_[b], sizes_[b], &answer_);
   }
 
  private:
@@ -72,7 +72,7 @@ class ShoalConsumer final : public PeerConsumer {
     // Commit what was read: per partition, the offset after the last event.
     std::vector<wire::CommitOffset> next;
     for (const auto& e : *events) {
-      stamps->push_back(client::ReadStamp(e.value));
+      stamps->push_back(harness::ReadStamp(e.value));
       auto it = std::find_if(next.begin(), next.end(), [&](const wire::CommitOffset& c) {
         return c.partition.value() == e.partition;
       });

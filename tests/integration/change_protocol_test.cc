@@ -38,12 +38,12 @@
 
 #include "shoal/client/admin_client.h"
 #include "shoal/client/shoal_client.h"
-#include "shoal/client/verifier.h"
-#include "shoal/client/workload.h"
 #include "shoal/common/hash.h"
 #include "shoal/common/partition_map.h"
 #include "shoal/common/wire.h"
 #include "shoal/control/change_executor.h"
+#include "shoal/harness/verifier.h"
+#include "shoal/harness/workload.h"
 #include "support/http_test_client.h"
 #include "support/sidecar_cluster.h"
 #include "support/sidecar_process.h"
@@ -559,23 +559,23 @@ TEST(ChangeProtocolTest, SplitMergeMoveUnderLoadDeliverEveryAckedEventOnceInOrde
   Cluster c(2, "interval");
   ASSERT_TRUE(c.Start().ok()) << c.Describe();
   // Epoch 1: p0 [0,1/4) pod-0, p1 [1/4,1/2) pod-1, p2 [1/2,3/4) pod-0, p3 [3/4,1) pod-1.
-  std::vector<std::unique_ptr<client::GroupConsumer>> consumers;
+  std::vector<std::unique_ptr<harness::GroupConsumer>> consumers;
   for (size_t i = 0; i < c.size(); ++i) {
-    client::ConsumerOptions co;
+    harness::ConsumerOptions co;
     co.target = c.pod(i).data_url();
     co.topic = kTopic;
     co.group = "verify";
-    consumers.push_back(std::make_unique<client::GroupConsumer>(co));
+    consumers.push_back(std::make_unique<harness::GroupConsumer>(co));
     consumers.back()->Start();
   }
-  client::LoadOptions lo;
+  harness::LoadOptions lo;
   for (size_t i = 0; i < c.size(); ++i) lo.targets.push_back(c.pod(i).data_url());
   lo.topic = kTopic;
   lo.producers = 3;
   lo.keys = 48;
   lo.batch = 10;
   lo.rate = 2000;
-  client::LoadGenerator load(lo);
+  harness::LoadGenerator load(lo);
   load.Start();
   auto more_acked = [&](uint64_t n) {
     const uint64_t target = load.acked() + n;
@@ -662,7 +662,7 @@ TEST(ChangeProtocolTest, SplitMergeMoveUnderLoadDeliverEveryAckedEventOnceInOrde
       << ViewText(c.pod(0)) << "\n"
       << ViewText(c.pod(1)) << "\n"
       << c.Describe();
-  std::vector<client::SeenEvent> seen;
+  std::vector<harness::SeenEvent> seen;
   for (auto& consumer : consumers) {
     consumer->Stop();
     auto s = consumer->TakeSeen();
@@ -670,7 +670,7 @@ TEST(ChangeProtocolTest, SplitMergeMoveUnderLoadDeliverEveryAckedEventOnceInOrde
   }
   auto acked = load.TakeAcked();
   ASSERT_GT(acked.size(), 2400u);
-  auto report = client::Verify(acked, seen);
+  auto report = harness::Verify(acked, seen);
   EXPECT_TRUE(report.ok()) << report.ToText();
   EXPECT_EQ(report.lost, 0u);
   EXPECT_EQ(report.duplicated, 0u);
@@ -882,7 +882,7 @@ TEST(ChangeProtocolTest, SealSurvivesKill9AndTheChangeCompletesWhenRunAgain) {
   }
 
   // Every acked event is read once, in per-key order, parents first.
-  std::vector<client::SeenEvent> seen;
+  std::vector<harness::SeenEvent> seen;
   ASSERT_TRUE(WaitFor(
       [&] {
         for (size_t i = 0; i < c.size(); ++i) {
@@ -895,7 +895,7 @@ TEST(ChangeProtocolTest, SealSurvivesKill9AndTheChangeCompletesWhenRunAgain) {
       15s, 0ms))
       << ViewText(c.pod(0)) << "\n"
       << ViewText(c.pod(1));
-  auto report = client::Verify(producer.acked(), seen);
+  auto report = harness::Verify(producer.acked(), seen);
   EXPECT_TRUE(report.ok()) << report.ToText();
   EXPECT_EQ(report.seen, producer.acked().size());
 }

@@ -39,12 +39,12 @@
 
 #include "shoal/client/admin_client.h"
 #include "shoal/client/shoal_client.h"
-#include "shoal/client/verifier.h"
-#include "shoal/client/workload.h"
 #include "shoal/common/hash.h"
 #include "shoal/common/partition_map.h"
 #include "shoal/control/admin_partitions.h"
 #include "shoal/control/retirement.h"
+#include "shoal/harness/verifier.h"
+#include "shoal/harness/workload.h"
 #include "support/http_test_client.h"
 #include "support/raw_connection.h"
 #include "support/sidecar_cluster.h"
@@ -298,9 +298,9 @@ TEST(GuaranteesTest, RetirementWaitsForEveryGroupTheTopicKnowsAndASidecarRefuses
       30s))
       << g2.seen().size() + g2_pod1.seen().size() << " of " << total << "\n"
       << c.Describe();
-  std::vector<client::SeenEvent> seen = ToSeen(g2.seen());
+  std::vector<harness::SeenEvent> seen = ToSeen(g2.seen());
   for (const auto& s : ToSeen(g2_pod1.seen())) seen.push_back(s);
-  auto report = client::Verify(producer.acked(), seen);
+  auto report = harness::Verify(producer.acked(), seen);
   EXPECT_TRUE(report.ok()) << report.ToText();
   EXPECT_EQ(report.lost, 0u);
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "shoal/client/verifier.h"
 #include "shoal/control/process.h"
+#include "shoal/harness/verifier.h"
 #include "support/sidecar_cluster.h"
 #include "support/temp_dir.h"
 #include "support/wait_for.h"
@@ -52,15 +52,15 @@ TEST(PythonClientTest, ASplitAndAMoveUnderItsConsumersLoseAndReorderNothing) {
   ASSERT_TRUE(producer.ok()) << producer.status().ToString();
 
   // Under the load: split partition 0 (pod 0), then move partition 1 (pod 1) to pod 0.
-  ASSERT_TRUE(WaitFor([&] { return client::CountSeenLines(seen_dir) >= 1000; }, 20s))
+  ASSERT_TRUE(WaitFor([&] { return harness::CountSeenLines(seen_dir) >= 1000; }, 20s))
       << "the consumers saw nothing yet\n"
       << c.Describe();
   const PartitionInfo p0 = *c.current().Find(PartitionId(0));
   auto split = c.current().Split(p0.id, p0.range.lo + p0.range.Width() / 2);
   ASSERT_TRUE(split.ok()) << split.status().ToString();
   ASSERT_TRUE(c.Apply(*split).ok()) << c.Describe();
-  const uint64_t after_split = client::CountSeenLines(seen_dir);
-  ASSERT_TRUE(WaitFor([&] { return client::CountSeenLines(seen_dir) >= after_split + 1000; }, 20s))
+  const uint64_t after_split = harness::CountSeenLines(seen_dir);
+  ASSERT_TRUE(WaitFor([&] { return harness::CountSeenLines(seen_dir) >= after_split + 1000; }, 20s))
       << c.Describe();
   auto move = c.current().Move(PartitionId(1), SidecarCluster::Pod(0));
   ASSERT_TRUE(move.ok()) << move.status().ToString();
@@ -69,15 +69,15 @@ TEST(PythonClientTest, ASplitAndAMoveUnderItsConsumersLoseAndReorderNothing) {
   auto exit_code = producer->Wait(60s);
   ASSERT_TRUE(exit_code.has_value()) << "the producer did not finish";
   EXPECT_EQ(*exit_code, 0) << "some events were not acknowledged (producer.log)";
-  auto acked = client::ReadAckedFile(acked_path);
+  auto acked = harness::ReadAckedFile(acked_path);
   ASSERT_TRUE(acked.ok()) << acked.status().ToString();
   ASSERT_GT(acked->size(), 5000u);
   // The consumers catch up, then stop (SIGTERM: each finishes its batch and commits).
-  EXPECT_TRUE(WaitFor([&] { return client::CountSeenLines(seen_dir) >= acked->size(); }, 30s));
+  EXPECT_TRUE(WaitFor([&] { return harness::CountSeenLines(seen_dir) >= acked->size(); }, 30s));
   for (auto& p : consumers) EXPECT_EQ(p.Stop(10s), 0);
-  auto seen = client::ReadSeenDir(seen_dir);
+  auto seen = harness::ReadSeenDir(seen_dir);
   ASSERT_TRUE(seen.ok()) << seen.status().ToString();
-  const client::VerifyReport report = client::Verify(*acked, *seen);
+  const harness::VerifyReport report = harness::Verify(*acked, *seen);
   std::printf(
       "python client: acked %zu, seen %zu, lost %llu, reordered %llu, duplicated %llu "
       "(a split and a move under the consumers)\n",

@@ -20,11 +20,11 @@
 
 #include "shoal/client/admin_client.h"
 #include "shoal/client/shoal_client.h"
-#include "shoal/client/verifier.h"
-#include "shoal/client/workload.h"
 #include "shoal/common/hash.h"
 #include "shoal/common/partition_map.h"
 #include "shoal/control/change_executor.h"
+#include "shoal/harness/verifier.h"
+#include "shoal/harness/workload.h"
 #include "support/http_test_client.h"
 #include "support/sidecar_process.h"
 #include "support/topic_view.h"
@@ -148,23 +148,23 @@ TEST(RetirementTest, ASealedParentConsumedToItsEndIsRetiredOnEveryPodUnderLoad) 
   }
   ASSERT_TRUE(executor.InstallEverywhere(current).ok()) << describe();
 
-  std::vector<std::unique_ptr<client::GroupConsumer>> consumers;
+  std::vector<std::unique_ptr<harness::GroupConsumer>> consumers;
   for (const auto& pod : pods) {
-    client::ConsumerOptions co;
+    harness::ConsumerOptions co;
     co.target = pod->data_url();
     co.topic = kTopic;
     co.group = "verify";
-    consumers.push_back(std::make_unique<client::GroupConsumer>(co));
+    consumers.push_back(std::make_unique<harness::GroupConsumer>(co));
     ASSERT_TRUE(consumers.back()->Start().ok());
   }
-  client::LoadOptions lo;
+  harness::LoadOptions lo;
   for (const auto& pod : pods) lo.targets.push_back(pod->data_url());
   lo.topic = kTopic;
   lo.producers = 2;
   lo.keys = 32;
   lo.batch = 10;
   lo.rate = 1000;
-  client::LoadGenerator load(lo);
+  harness::LoadGenerator load(lo);
   load.Start();
   auto more_acked = [&](uint64_t n) {
     const uint64_t target = load.acked() + n;
@@ -263,7 +263,7 @@ TEST(RetirementTest, ASealedParentConsumedToItsEndIsRetiredOnEveryPodUnderLoad) 
       50ms))
       << "the group did not drain\n"
       << describe();
-  std::vector<client::SeenEvent> seen;
+  std::vector<harness::SeenEvent> seen;
   for (auto& consumer : consumers) {
     consumer->Stop();
     auto s = consumer->TakeSeen();
@@ -271,7 +271,7 @@ TEST(RetirementTest, ASealedParentConsumedToItsEndIsRetiredOnEveryPodUnderLoad) 
   }
   auto acked = load.TakeAcked();
   ASSERT_GT(acked.size(), 900u);
-  auto report = client::Verify(acked, seen);
+  auto report = harness::Verify(acked, seen);
   EXPECT_TRUE(report.ok()) << report.ToText();
   EXPECT_EQ(report.lost, 0u);
   EXPECT_EQ(report.duplicated, 0u);

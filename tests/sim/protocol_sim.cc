@@ -16,7 +16,6 @@
 #include "shoal/client/admin_client.h"
 #include "shoal/client/admin_plane.h"
 #include "shoal/client/shoal_client.h"
-#include "shoal/client/verifier.h"
 #include "shoal/common/hash.h"
 #include "shoal/common/json.h"
 #include "shoal/common/partition_map.h"
@@ -26,6 +25,7 @@
 #include "shoal/control/change_executor.h"
 #include "shoal/control/failover.h"
 #include "shoal/control/retirement.h"
+#include "shoal/harness/verifier.h"
 #include "storage/record.h"
 #include "support/manual_clock.h"
 #include "support/sim/mem_file_system.h"
@@ -141,8 +141,8 @@ struct Producer {
   uint64_t next_seq = 0;
   std::map<std::string, uint64_t> counter;
   std::vector<client::OutgoingEvent> batch;  // the batch being sent until acknowledged
-  std::vector<client::AckedEvent> meta;      // its events as the verifier knows them
-  std::vector<client::AckedEvent> acked;
+  std::vector<harness::AckedEvent> meta;     // its events as the verifier knows them
+  std::vector<harness::AckedEvent> acked;
   std::shared_ptr<PendingProduce> pending;   // the batch's request, waiting for quorums
   std::string last_answer;                   // the last answer that was not an ack
 };
@@ -153,7 +153,7 @@ struct Group {
   int start_step = 0;                 // kLate: not before
   int stop_from = 0, stop_until = 0;  // kStopper: silent in between
   uint64_t first_request = UINT64_MAX;
-  std::vector<client::SeenEvent> seen;
+  std::vector<harness::SeenEvent> seen;
   // Events (partition, offset) it committed, or may have: a commit whose answer was lost may
   // have taken effect.
   std::set<std::pair<uint32_t, uint64_t>> committed;
@@ -1578,7 +1578,7 @@ void World::ProduceAction(Producer& prod, bool quiet) {
                                                 " quorum(s)"));
   if (!give_up.empty()) {
     std::vector<client::OutgoingEvent> batch;
-    std::vector<client::AckedEvent> meta;
+    std::vector<harness::AckedEvent> meta;
     for (size_t i = 0; i < prod.batch.size(); ++i) {
       if (give_up.count(i)) continue;
       batch.push_back(prod.batch[i]);
@@ -2132,7 +2132,7 @@ void World::Settle() {
 void World::FinalChecks() {
   CatchUpAll();
   CheckCopies();
-  std::vector<client::AckedEvent> acked;
+  std::vector<harness::AckedEvent> acked;
   for (const auto& p : producers_) acked.insert(acked.end(), p.acked.begin(), p.acked.end());
   // With a coordinator that ignored the record, two maps of one epoch may have given one id two
   // partitions: an event retried across the two histories is stored in both. The sidecars keep
@@ -2142,7 +2142,7 @@ void World::FinalChecks() {
     if (had_hand_rogue_) break;
     if (g.first_request == UINT64_MAX) continue;  // never read
     // A late group may start after partitions retired before its first request.
-    std::vector<client::AckedEvent> expected;
+    std::vector<harness::AckedEvent> expected;
     for (const auto& e : acked) {
       auto at = stored_.find({e.producer, e.seq});
       if (at == stored_.end()) {
@@ -2164,7 +2164,7 @@ void World::FinalChecks() {
     }
     // What a group read of a lost partition before the wipe, of events stored again after it,
     // comes again from the new copy: only the last sighting counts.
-    std::vector<client::SeenEvent> seen;
+    std::vector<harness::SeenEvent> seen;
     for (const auto& s : g.seen) {
       if (lost_partitions_.count(s.partition) && stored_again_.count({s.producer, s.seq}) &&
           (!replicated_ || opts_.tolerate_known_gaps ||
@@ -2173,7 +2173,7 @@ void World::FinalChecks() {
       }
       seen.push_back(s);
     }
-    auto report = client::Verify(expected, seen);
+    auto report = harness::Verify(expected, seen);
     if (had_hand_rogue_) report.lost = 0;  // stored, but maybe only in a map the record lost
     if (!report.ok()) {
       Violation("group " + g.name + ": " + std::to_string(report.lost) + " lost, " +

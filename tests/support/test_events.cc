@@ -2,8 +2,8 @@
 
 #include <simdjson.h>
 
-#include "shoal/client/workload.h"
 #include "shoal/common/hash.h"
+#include "shoal/harness/workload.h"
 
 namespace shoal::testing {
 
@@ -41,8 +41,8 @@ void TestProducer::Acked(const std::vector<client::OutgoingEvent>& batch) {
   }
 }
 
-std::vector<client::SeenEvent> ToSeen(const std::vector<wire::ConsumedEvent>& events) {
-  std::vector<client::SeenEvent> out;
+std::vector<harness::SeenEvent> ToSeen(const std::vector<wire::ConsumedEvent>& events) {
+  std::vector<harness::SeenEvent> out;
   simdjson::dom::parser parser;
   for (const auto& e : events) {
     simdjson::dom::element v;
@@ -53,7 +53,7 @@ std::vector<client::SeenEvent> ToSeen(const std::vector<wire::ConsumedEvent>& ev
       continue;
     }
     out.push_back(
-        {std::string(p), std::string(k), *e.seq, n, client::MonotonicNs(), e.partition, e.offset});
+        {std::string(p), std::string(k), *e.seq, n, harness::MonotonicNs(), e.partition, e.offset});
   }
   return out;
 }

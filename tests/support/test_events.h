@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "shoal/client/shoal_client.h"
-#include "shoal/client/verifier.h"
 #include "shoal/common/partition_map.h"
 #include "shoal/common/wire.h"
+#include "shoal/harness/verifier.h"
 
 namespace shoal::testing {
 
@@ -30,18 +30,18 @@ class TestProducer {
   std::vector<client::OutgoingEvent> Next(const std::vector<std::string>& keys, int per_key);
   // Records `batch` as acknowledged.
   void Acked(const std::vector<client::OutgoingEvent>& batch);
-  const std::vector<client::AckedEvent>& acked() const { return acked_; }
+  const std::vector<harness::AckedEvent>& acked() const { return acked_; }
   const std::string& id() const { return id_; }
 
  private:
   const std::string id_;
   uint64_t seq_ = 0;
   std::map<std::string, uint64_t> counter_;
-  std::vector<client::AckedEvent> acked_;
+  std::vector<harness::AckedEvent> acked_;
 };
 
 // Consumed events of TestProducer/LoadGenerator format as the verifier's SeenEvents (others
 // are left out).
-std::vector<client::SeenEvent> ToSeen(const std::vector<wire::ConsumedEvent>& events);
+std::vector<harness::SeenEvent> ToSeen(const std::vector<wire::ConsumedEvent>& events);
 
 }  // namespace shoal::testing

@@ -20,12 +20,12 @@
 #include "cmd/commands.h"
 #include "cmd/scrape.h"
 #include "shoal/client/admin_client.h"
-#include "shoal/client/verifier.h"
-#include "shoal/client/workload.h"
 #include "shoal/common/json.h"
 #include "shoal/common/raw_http.h"
 #include "shoal/control/change_executor.h"
 #include "shoal/control/process.h"
+#include "shoal/harness/verifier.h"
+#include "shoal/harness/workload.h"
 
 namespace shoal::cli {
 
@@ -46,7 +46,7 @@ struct DrainRun {
   int k = 0;
   bool range_reads = true;
   double drain_s = 0;
-  client::VerifyReport report;
+  harness::VerifyReport report;
   uint64_t read_from_peers = 0;
 };
 
@@ -79,7 +79,7 @@ Result<DrainRun> RunOnce(const DrainOptions& o, int k, bool range_reads) {
   }
   // The backlog: an idempotent producer's events over 10,000 keys, in the value format the
   // verifier reads ({"p","k","n"}), in batches of 1,000.
-  std::vector<client::AckedEvent> acked;
+  std::vector<harness::AckedEvent> acked;
   std::map<std::string, uint64_t> per_key;
   {
     RawHttpConnection conn(pods[0].host, pods[0].port);
@@ -128,10 +128,10 @@ Result<DrainRun> RunOnce(const DrainOptions& o, int k, bool range_reads) {
     return installed.status();
   }
   // One consumer per pod, reading from its own sidecar.
-  std::vector<std::unique_ptr<client::GroupConsumer>> consumers;
+  std::vector<std::unique_ptr<harness::GroupConsumer>> consumers;
   const auto t0 = std::chrono::steady_clock::now();
   for (const auto& pod : pods) {
-    client::ConsumerOptions co;
+    harness::ConsumerOptions co;
     co.target = pod.base_url();
     co.topic = topic;
     co.group = "drain";
@@ -139,7 +139,7 @@ Result<DrainRun> RunOnce(const DrainOptions& o, int k, bool range_reads) {
     co.wait_ms = 50;
     co.service_us_per_event = o.service_us;
     co.concurrency = o.concurrency;
-    consumers.push_back(std::make_unique<client::GroupConsumer>(co));
+    consumers.push_back(std::make_unique<harness::GroupConsumer>(co));
     if (auto st = consumers.back()->Start(); !st.ok()) {
       cleanup();
       return st;
@@ -158,7 +158,7 @@ Result<DrainRun> RunOnce(const DrainOptions& o, int k, bool range_reads) {
   run.k = k;
   run.range_reads = range_reads;
   run.drain_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::vector<client::SeenEvent> all;
+  std::vector<harness::SeenEvent> all;
   for (auto& c : consumers) {
     c->Stop();
     auto s = c->TakeSeen();
@@ -171,7 +171,7 @@ Result<DrainRun> RunOnce(const DrainOptions& o, int k, bool range_reads) {
       run.read_from_peers += static_cast<uint64_t>(n);
     }
   }
-  run.report = client::Verify(acked, std::move(all));
+  run.report = harness::Verify(acked, std::move(all));
   cleanup();
   if (run.report.seen < o.backlog) {
     return Status::Unavailable("the backlog did not drain within " +

@@ -16,12 +16,12 @@
 #include <thread>
 
 #include "cmd/commands.h"
-#include "shoal/client/batch_driver.h"
 #include "shoal/client/shoal_client.h"
 #include "shoal/common/certificates.h"
 #include "shoal/common/raw_http.h"
 #include "shoal/common/tls.h"
 #include "shoal/control/process.h"
+#include "shoal/harness/batch_driver.h"
 
 namespace shoal::cli {
 
@@ -121,8 +121,8 @@ int Run(const IngestOptions& o) {
     for (int b = 0; b < kBodies; ++b) {
       std::vector<client::OutgoingEvent> events(o.batch);
       for (auto& e : events) {
-        e.key = client::BenchKey(n, o.keys);
-        e.value_json = client::BenchValue(n, o.value_bytes);
+        e.key = harness::BenchKey(n, o.keys);
+        e.value_json = harness::BenchValue(n, o.value_bytes);
         ++n;
       }
       bodies[c].push_back(client::EncodeProduceBody(events));
@@ -138,17 +138,17 @@ int Run(const IngestOptions& o) {
     ro.tls = tls;
     conns.push_back(std::make_unique<RawHttpConnection>(host, port, ro));
   }
-  client::DriveOptions drive;
+  harness::DriveOptions drive;
   drive.connections = o.connections;
   drive.batch = o.batch;
   drive.warmup_s = o.warmup_s;
   drive.duration_s = o.duration_s;
   drive.rate = o.rate;
-  const auto report = client::DriveBatches(
+  const auto report = harness::DriveBatches(
       drive,
       [&](int c, uint64_t i, uint64_t) {
-        return client::PostProduceBody(*conns[c], path, bodies[c][i % kBodies],
-                                       static_cast<size_t>(o.batch), &answers[c]);
+        return harness::PostProduceBody(*conns[c], path, bodies[c][i % kBodies],
+                                        static_cast<size_t>(o.batch), &answers[c]);
       },
       [&] {
         if (sidecar) cpu_at_measure = CpuSecondsOf(sidecar->process.pid());
@@ -192,7 +192,7 @@ int Run(const IngestOptions& o) {
 }  // namespace
 
 double Percentile(const std::vector<double>& sorted, double p) {
-  return client::Percentile(sorted, p);
+  return harness::Percentile(sorted, p);
 }
 
 void RegisterBenchIngest(CLI::App& bench, int& exit_code) {

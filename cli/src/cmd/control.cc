@@ -18,9 +18,7 @@
 #include <sstream>
 
 #include "cmd/commands.h"
-#include "shoal/control/local_topic.h"
 #include "shoal/client/admin_client.h"
-#include "shoal/control/process.h"
 #include "shoal/common/clock.h"
 #include "shoal/common/logging.h"
 #include "shoal/common/topic_spec.h"
@@ -28,6 +26,8 @@
 #include "shoal/control/control_loop.h"
 #include "shoal/control/local_platform.h"
 #include "shoal/control/metrics_observer.h"
+#include "shoal/control/process.h"
+#include "shoal/harness/local_topic.h"
 
 namespace shoal::cli {
 
@@ -287,7 +287,7 @@ std::string SelfPath() {
 }
 
 control::LocalPlatformOptions PlatformOptionsFor(const TopicSpec& spec, std::string state_dir) {
-  return control::LocalPlatformOptionsFor(spec, std::move(state_dir), SelfPath());
+  return harness::LocalPlatformOptionsFor(spec, std::move(state_dir), SelfPath());
 }
 
 void RegisterControl(CLI::App& app, int& exit_code) {

@@ -11,8 +11,8 @@
 #include <thread>
 
 #include "cmd/commands.h"
-#include "shoal/client/verifier.h"
-#include "shoal/client/workload.h"
+#include "shoal/harness/verifier.h"
+#include "shoal/harness/workload.h"
 
 namespace shoal::cli {
 
@@ -39,7 +39,7 @@ struct TlsFlags {
 };
 
 struct LoadCmd {
-  client::LoadOptions load;
+  harness::LoadOptions load;
   TlsFlags tls;
   std::string targets;
   std::string acked_out;
@@ -77,7 +77,7 @@ int RunLoad(LoadCmd c) {
       return 1;
     }
   }
-  client::LoadGenerator gen(c.load);
+  harness::LoadGenerator gen(c.load);
   const auto start = std::chrono::steady_clock::now();
   gen.Start();
   uint64_t last = 0;
@@ -88,14 +88,14 @@ int RunLoad(LoadCmd c) {
     const uint64_t now = gen.acked();
     if (!c.json) {
       std::cerr << "load: t=" << s << "s acked " << now << " (" << (now - last) << "/s, profile x"
-                << client::ProfileFactor(c.load, s)
-                << "), retried batches " << gen.retries() << "\n";
+                << harness::ProfileFactor(c.load, s) << "), retried batches " << gen.retries()
+                << "\n";
     }
     last = now;
   }
   gen.Stop();
   const auto acked = gen.TakeAcked();
-  for (const auto& e : acked) out << client::AckedLine(e) << "\n";
+  for (const auto& e : acked) out << harness::AckedLine(e) << "\n";
   if (c.json) {
     std::cout << "{\"acked\":" << acked.size() << ",\"retried_batches\":" << gen.retries()
               << ",\"duration_s\":" << c.load.duration_s << "}\n";
@@ -106,7 +106,7 @@ int RunLoad(LoadCmd c) {
 }
 
 struct ConsumeCmd {
-  client::ConsumerOptions consumer;
+  harness::ConsumerOptions consumer;
   TlsFlags tls;
   std::string out;
   double idle_exit_s = 5;
@@ -130,9 +130,9 @@ int RunConsume(ConsumeCmd c) {
 
   // Every batch goes to the file before its offsets are committed (ConsumerOptions::stream_to):
   // the file holds what the group committed, also when this process is killed.
-  client::ConsumerOptions options = c.consumer;
+  harness::ConsumerOptions options = c.consumer;
   options.stream_to = c.out;
-  client::GroupConsumer consumer(options);
+  harness::GroupConsumer consumer(options);
   if (auto st = consumer.Start(); !st.ok()) {
     std::cerr << "shoal consume: " << st.message() << "\n";
     return 1;
@@ -174,21 +174,21 @@ struct VerifyCmd {
 };
 
 int RunVerify(const VerifyCmd& c) {
-  auto acked = client::ReadAckedFile(c.acked);
+  auto acked = harness::ReadAckedFile(c.acked);
   if (!acked.ok()) {
     std::cerr << "shoal verify: " << acked.status().message() << "\n";
     return 2;
   }
-  std::vector<client::SeenEvent> seen;
+  std::vector<harness::SeenEvent> seen;
   for (const auto& f : c.seen) {
-    auto s = client::ReadSeenFile(f);
+    auto s = harness::ReadSeenFile(f);
     if (!s.ok()) {
       std::cerr << "shoal verify: " << s.status().message() << "\n";
       return 2;
     }
     seen.insert(seen.end(), s->begin(), s->end());
   }
-  auto report = client::Verify(*acked, std::move(seen));
+  auto report = harness::Verify(*acked, std::move(seen));
   std::cout << (c.json ? report.ToJson() : report.ToText()) << "\n";
   return (report.lost || report.reordered) ? 1 : 0;
 }

@@ -94,7 +94,7 @@ void ApplyFlags(const SimulateOptions& o, control::Trace& t) {
   if (o.initial_partitions) t.initial_partitions = o.initial_partitions;
 }
 
-// What a real run's report.json (client/run_report.h) says of the figures simulated.
+// What a real run's report.json (harness/run_report.h) says of the figures simulated.
 struct RealRun {
   std::string command;
   double peak_lag = 0;

@@ -36,7 +36,6 @@
 #include "cmd/scrape.h"
 #include "cmd/torture_groups.h"
 #include "shoal/client/admin_client.h"
-#include "shoal/client/workload.h"
 #include "shoal/common/json.h"
 #include "shoal/common/map_transition.h"
 #include "shoal/common/metrics.h"
@@ -47,6 +46,7 @@
 #include "shoal/control/failover.h"
 #include "shoal/control/process.h"
 #include "shoal/control/retirement.h"
+#include "shoal/harness/workload.h"
 
 namespace shoal::cli {
 
@@ -340,7 +340,7 @@ int Run(const TortureOptions& o) {
     groups.back()->Start(0);
   }
 
-  client::LoadOptions lo;
+  harness::LoadOptions lo;
   lo.targets = targets;
   lo.producers = o.producers;
   lo.rate = o.rate;
@@ -348,7 +348,7 @@ int Run(const TortureOptions& o) {
   lo.batch = o.batch;
   lo.seed = o.seed;
   lo.skew = o.skew;
-  client::LoadGenerator load(lo);
+  harness::LoadGenerator load(lo);
   load.Start();
 
   std::mutex change_mu;  // one change at a time; the checker looks between changes
@@ -1175,9 +1175,9 @@ int Run(const TortureOptions& o) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));  // polling progress counters
   }
   // While the sidecars still run: what the groups committed on their last batches.
-  const std::vector<client::AckedEvent> acked = load.TakeAcked();
-  std::vector<client::VerifyReport> reports;
-  client::VerifyReport total;
+  const std::vector<harness::AckedEvent> acked = load.TakeAcked();
+  std::vector<harness::VerifyReport> reports;
+  harness::VerifyReport total;
   for (auto& g : groups) {
     // The examples' times count from the start of coordinator.log.
     reports.push_back(

@@ -5,14 +5,14 @@
 namespace shoal::cli {
 
 void TortureGroup::Start(double rate) {
-  std::vector<std::unique_ptr<client::GroupConsumer>> started;
+  std::vector<std::unique_ptr<harness::GroupConsumer>> started;
   for (const auto& target : targets_) {
-    client::ConsumerOptions co;
+    harness::ConsumerOptions co;
     co.target = target;
     co.group = name_;
     co.rate = rate;
     co.stop_commit_timeout = std::chrono::seconds(60);  // "retry a commit until it is accepted"
-    started.push_back(std::make_unique<client::GroupConsumer>(co));
+    started.push_back(std::make_unique<harness::GroupConsumer>(co));
     (void)started.back()->Start();  // in memory: cannot fail
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -21,13 +21,13 @@ void TortureGroup::Start(double rate) {
 }
 
 void TortureGroup::Stop() {
-  std::vector<std::unique_ptr<client::GroupConsumer>> stopping;
+  std::vector<std::unique_ptr<harness::GroupConsumer>> stopping;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping.swap(live_);
   }
   if (stopping.empty()) return;
-  std::vector<client::SeenEvent> seen;
+  std::vector<harness::SeenEvent> seen;
   bool committed = true;
   uint64_t joined = 0;
   for (auto& c : stopping) {
@@ -80,18 +80,18 @@ bool TortureGroup::committed_all() const {
   return committed_all_;
 }
 
-client::VerifyReport TortureGroup::Verify(const std::vector<client::AckedEvent>& acked,
-                                          uint64_t origin_ns) {
+harness::VerifyReport TortureGroup::Verify(const std::vector<harness::AckedEvent>& acked,
+                                           uint64_t origin_ns) {
   Stop();
-  std::vector<client::SeenEvent> seen;
+  std::vector<harness::SeenEvent> seen;
   uint64_t joined = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     seen = seen_;
     joined = joined_ns_;
   }
-  return client::Verify(acked, std::move(seen), role_ == "late" ? std::max<uint64_t>(joined, 1) : 0,
-                        origin_ns);
+  return harness::Verify(acked, std::move(seen),
+                         role_ == "late" ? std::max<uint64_t>(joined, 1) : 0, origin_ns);
 }
 
 }  // namespace shoal::cli

@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "shoal/client/verifier.h"
-#include "shoal/client/workload.h"
+#include "shoal/harness/verifier.h"
+#include "shoal/harness/workload.h"
 
 namespace shoal::cli {
 
@@ -51,8 +51,8 @@ class TortureGroup {
 
   // Stops the group and verifies what it saw against `acked`; a late group is verified from its
   // joining.
-  // `origin_ns` (CLOCK_MONOTONIC): the time the examples count from (client::Verify).
-  client::VerifyReport Verify(const std::vector<client::AckedEvent>& acked, uint64_t origin_ns);
+  // `origin_ns` (CLOCK_MONOTONIC): the time the examples count from (harness::Verify).
+  harness::VerifyReport Verify(const std::vector<harness::AckedEvent>& acked, uint64_t origin_ns);
   // Whether every consumer that stopped had its last commit accepted (else a redelivery of that
   // batch is expected and counted as duplicated).
   bool committed_all() const;
@@ -61,8 +61,8 @@ class TortureGroup {
   const std::string name_, role_;
   const std::vector<std::string> targets_;
   mutable std::mutex mu_;
-  std::vector<std::unique_ptr<client::GroupConsumer>> live_;  // guarded by mu_
-  std::vector<client::SeenEvent> seen_;                       // guarded by mu_: stopped ones'
+  std::vector<std::unique_ptr<harness::GroupConsumer>> live_;  // guarded by mu_
+  std::vector<harness::SeenEvent> seen_;                       // guarded by mu_: stopped ones'
   uint64_t stopped_seen_ = 0;                                 // guarded by mu_
   uint64_t joined_ns_ = 0;                                    // guarded by mu_
   int instances_ = 0;                                         // guarded by mu_

@@ -29,9 +29,6 @@
 #include "cmd/commands.h"
 #include "cmd/up_options.h"
 #include "shoal/client/admin_client.h"
-#include "shoal/client/run_report.h"
-#include "shoal/client/verifier.h"
-#include "shoal/client/workload.h"
 #include "shoal/common/clock.h"
 #include "shoal/common/logging.h"
 #include "shoal/common/topic_spec.h"
@@ -42,6 +39,9 @@
 #include "shoal/control/local_platform.h"
 #include "shoal/control/metrics_observer.h"
 #include "shoal/control/process.h"
+#include "shoal/harness/run_report.h"
+#include "shoal/harness/verifier.h"
+#include "shoal/harness/workload.h"
 
 namespace shoal::cli {
 
@@ -60,8 +60,8 @@ std::string Timestamp() {
 }
 
 // The flash sale's 10x phase, in seconds from the start (LoadOptions' surge fractions).
-double SurgeFrom(const UpOptions& o) { return client::LoadOptions{}.surge_from * o.duration_s; }
-double SurgeUntil(const UpOptions& o) { return client::LoadOptions{}.surge_until * o.duration_s; }
+double SurgeFrom(const UpOptions& o) { return harness::LoadOptions{}.surge_from * o.duration_s; }
+double SurgeUntil(const UpOptions& o) { return harness::LoadOptions{}.surge_until * o.duration_s; }
 
 // When --chaos kills, in seconds from the start: a third and two thirds into the flash sale's
 // surge (its split and its pods are in place by then), or into the run without a surge; a kill
@@ -177,7 +177,7 @@ class Run {
         state_dir_(std::move(state_dir)),
         min_sampled_s_(min_sampled_s) {}
 
-  Status Execute(client::RunSummary* out) {
+  Status Execute(harness::RunSummary* out) {
     if (o_.fresh) {
       std::error_code ec;
       std::filesystem::remove_all(state_dir_, ec);
@@ -267,7 +267,7 @@ class Run {
       return finish(Status::Ok());
     }
 
-    client::LoadOptions lo;
+    harness::LoadOptions lo;
     lo.targets = {target};
     lo.topic = spec_.name;
     lo.rate = o_.rate;
@@ -280,7 +280,7 @@ class Run {
     // Producers spread over the ready pods, as a Service in front of the topic's pods would
     // (each sidecar forwards what another pod owns): not all through pod 0.
     lo.spread = true;
-    client::LoadGenerator load(lo);
+    harness::LoadGenerator load(lo);
     auto follow_pods = [&] {
       auto pods = (*platform)->ListPods();
       if (!pods.ok()) return;
@@ -372,9 +372,9 @@ class Run {
     Status st = finish(Status::Ok());
     if (!st.ok()) return st;
 
-    auto seen_files = client::ReadSeenDir(state_dir_ + "/seen");
+    auto seen_files = harness::ReadSeenDir(state_dir_ + "/seen");
     if (!seen_files.ok()) return seen_files.status();
-    std::vector<client::SeenEvent> seen = std::move(seen_files).value();
+    std::vector<harness::SeenEvent> seen = std::move(seen_files).value();
     out->name = name_;
     out->topic = spec_.name;
     out->profile = o_.profile;
@@ -385,7 +385,7 @@ class Run {
     out->duration_s = o_.duration_s;
     out->samples = samples_;
     out->decisions = decisions_;
-    out->verify = client::Verify(acked, std::move(seen));
+    out->verify = harness::Verify(acked, std::move(seen));
     out->command = o_.command;
     out->announced = o_.scheduled_sale;
     out->chaos = o_.chaos;
@@ -401,8 +401,8 @@ class Run {
   }
 
   void Sample(control::ControlLoop& loop, control::LocalPlatform& platform,
-              client::LoadGenerator* load, double acked_in_second) {
-    client::RunSample s;
+              harness::LoadGenerator* load, double acked_in_second) {
+    harness::RunSample s;
     s.t = Elapsed();
     s.arrival_rate = acked_in_second;
     const auto obs = loop.last_observed();
@@ -422,7 +422,7 @@ class Run {
     for (const auto& fo : loop.failovers()) {
       if (fo.at <= last_failover_at_) continue;
       last_failover_at_ = fo.at;
-      client::RunFailover rf;
+      harness::RunFailover rf;
       rf.t = std::chrono::duration<double>(fo.at - start_).count();
       rf.pods = fo.pods;
       rf.partitions = static_cast<uint32_t>(fo.partitions);
@@ -445,7 +445,7 @@ class Run {
     if (d.at_ms != last_decision_ms_ && !(d.kinds.size() == 1 && d.kinds[0] == control::DecisionKind::kHold)) {
       last_decision_ms_ = d.at_ms;
       const std::string kinds = control::JoinKinds(d.kinds);
-      client::RunDecision rd;
+      harness::RunDecision rd;
       rd.t = s.t;
       rd.kinds = kinds;
       rd.reason = d.reason;
@@ -500,7 +500,7 @@ class Run {
     auto pid = platform.KillSidecar(
         PodName(pod), std::chrono::milliseconds(static_cast<int64_t>(o_.chaos_down_s * 1000)));
     if (!pid.ok()) return give_up(pid.status().message());
-    client::RunKill k;
+    harness::RunKill k;
     k.t = t;
     k.pod = pod;
     k.pid = *pid;
@@ -515,7 +515,7 @@ class Run {
     ++kills_tried_;
   }
 
-  void View(control::ControlLoop& loop, client::LoadGenerator* load) {
+  void View(control::ControlLoop& loop, harness::LoadGenerator* load) {
     if (samples_.empty()) return;
     const auto& s = samples_.back();
     const bool surge = o_.profile == "flash-sale" && s.t >= SurgeFrom(o_) && s.t < SurgeUntil(o_);
@@ -550,8 +550,8 @@ class Run {
   const double min_sampled_s_;
   SeenCounter seen_{state_dir_ + "/seen"};
   SteadyClock::time_point start_ = SteadyClock::now();
-  std::vector<client::RunSample> samples_;
-  std::vector<client::RunDecision> decisions_;
+  std::vector<harness::RunSample> samples_;
+  std::vector<harness::RunDecision> decisions_;
   int64_t last_decision_ms_ = 0;
   uint32_t last_partitions_ = 0, last_pods_ = 0;
   uint64_t last_seen_ = 0, seen_before_ = 0;
@@ -561,12 +561,12 @@ class Run {
   // --chaos.
   std::vector<double> kill_at_;
   size_t kills_tried_ = 0;
-  std::vector<client::RunKill> kills_;
-  std::vector<client::RunFailover> failovers_;
+  std::vector<harness::RunKill> kills_;
+  std::vector<harness::RunFailover> failovers_;
   SteadyClock::time_point last_failover_at_{};
 };
 
-void PrintFigures(const client::RunSummary& r, const client::RunFigures& f) {
+void PrintFigures(const harness::RunSummary& r, const harness::RunFigures& f) {
   std::printf(
       "%s: acked %llu, lost %llu, reordered %llu, duplicated %llu; partitions %u -> %u -> %u, "
       "pods %u -> %u -> %u; peak lag %.0f (%.1f s after the surge began); produce p99 %.1f ms; "
@@ -635,7 +635,7 @@ int RunUp(UpOptions o) {
                                : ""))
             << "\n";
 
-  client::RunSummary dynamic;
+  harness::RunSummary dynamic;
   {
     Run run(o, *spec, "dynamic", o.state_dir);
     if (Status st = run.Execute(&dynamic); !st.ok()) {
@@ -644,8 +644,8 @@ int RunUp(UpOptions o) {
     }
   }
   if (o.no_load) return 0;
-  const auto fd = client::ComputeFigures(dynamic);
-  std::vector<client::RunSummary> compare;
+  const auto fd = harness::ComputeFigures(dynamic);
+  std::vector<harness::RunSummary> compare;
   if (o.compare && !g_interrupted.load()) {
     // The same profile with the partition count and pods fixed: at the baseline, and at the
     // peak the dynamic run reached. Fresh state for each.
@@ -662,7 +662,7 @@ int RunUp(UpOptions o) {
       s.replicas.min = s.replicas.max = std::max<uint32_t>(1, pods);
       std::cerr << "shoal up --compare: " << name << " (" << parts << " partitions, " << pods
                 << " pods)\n";
-      client::RunSummary r;
+      harness::RunSummary r;
       // Sampled over the same window as the dynamic run, for comparable partition-seconds.
       const double window = dynamic.samples.empty() ? 0 : dynamic.samples.back().t;
       Run run(so, s, name, o.state_dir + "-" + name, window);
@@ -674,7 +674,7 @@ int RunUp(UpOptions o) {
     }
     compare.insert(compare.begin(), dynamic);
   }
-  if (Status st = client::WriteReport(o.report_dir, dynamic, compare); !st.ok()) {
+  if (Status st = harness::WriteReport(o.report_dir, dynamic, compare); !st.ok()) {
     std::cerr << "shoal up: " << st.message() << "\n";
     return 1;
   }

@@ -42,7 +42,7 @@ struct UpOptions {
   std::string command;
 };
 
-// The load generator's profile (client::LoadOptions::profile) for a `shoal up --profile`.
+// The load generator's profile (harness::LoadOptions::profile) for a `shoal up --profile`.
 inline std::string LoadProfile(const std::string& p) { return p == "flash-sale" ? "surge" : p; }
 
 // `shoal up`'s flags for the load (--profile, --rate, --duration) and each pod's consumer

@@ -54,7 +54,7 @@
 
 #include "promql_exprs.h"
 #include "shoal/control/process.h"
-#include "shoal/client/workload.h"
+#include "shoal/harness/workload.h"
 #include "shoal/kubeapi/kube_client.h"
 #include "support/fake_kube/test_cluster.h"
 #include "support/http_test_client.h"
@@ -675,12 +675,12 @@ TEST_F(PrometheusTest, DashboardAndAlertRulesHaveDataFromSidecarsUnderLoadAndThe
 
   // Keyed load into pod 0 (it forwards): 500 events/s, ten times that from 3 s to 24 s, then
   // 500/s again until the checks are done.
-  client::LoadGenerator load(SurgeLoad(pod0->ip, 60, 0.05, 0.4));
+  harness::LoadGenerator load(SurgeLoad(pod0->ip, 60, 0.05, 0.4));
   load.Start();
   // The other namespace's orders: its base load only (no surge before the end of the test).
   const auto other0 = cluster_->kubelet().Pod("orders-0", kOtherNamespace);
   ASSERT_TRUE(other0);
-  client::LoadGenerator other_load(SurgeLoad(other0->ip, 60, 0.99, 1.0));
+  harness::LoadGenerator other_load(SurgeLoad(other0->ip, 60, 0.99, 1.0));
   other_load.Start();
 
   // The control loop splits and adds a pod; wait for its plans to be done and the new pod to be

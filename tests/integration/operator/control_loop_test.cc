@@ -11,8 +11,8 @@
 #include <sys/resource.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -21,9 +21,9 @@
 #include <sstream>
 #include <thread>
 
-#include "shoal/client/verifier.h"
-#include "shoal/client/workload.h"
 #include "shoal/control/process.h"
+#include "shoal/harness/verifier.h"
+#include "shoal/harness/workload.h"
 #include "support/loopback.h"
 #include "support/temp_dir.h"
 
@@ -160,26 +160,26 @@ spec:
   // Waits (up to 60 s) until the consumers recorded as many events as were acknowledged.
   void WaitUntilSeen(size_t acked) {
     const auto deadline = Clock::now() + 60s;
-    while (client::CountSeenLines(state_ + "/seen") < acked && Clock::now() < deadline) {
+    while (harness::CountSeenLines(state_ + "/seen") < acked && Clock::now() < deadline) {
       std::this_thread::sleep_for(50ms);  // polling files other processes append to
     }
   }
 
   // What the consumers recorded against what was acknowledged: nothing lost or reordered.
-  client::VerifyReport VerifySeen(const std::vector<client::AckedEvent>& acked, size_t* seen) {
-    auto recorded = client::ReadSeenDir(state_ + "/seen");
+  harness::VerifyReport VerifySeen(const std::vector<harness::AckedEvent>& acked, size_t* seen) {
+    auto recorded = harness::ReadSeenDir(state_ + "/seen");
     EXPECT_TRUE(recorded.ok()) << recorded.status().message();
     if (!recorded.ok()) return {};
     *seen = recorded->size();
-    auto report = client::Verify(acked, std::move(recorded).value());
+    auto report = harness::Verify(acked, std::move(recorded).value());
     EXPECT_EQ(report.lost, 0u) << report.ToText();
     EXPECT_EQ(report.reordered, 0u) << report.ToText();
     return report;
   }
 
   // Keyed load through pod 0 (it forwards the other pods' ranges): 300 events/s of 500 keys.
-  client::LoadOptions KeyedLoadThroughPod0() const {
-    client::LoadOptions lo;
+  harness::LoadOptions KeyedLoadThroughPod0() const {
+    harness::LoadOptions lo;
     lo.targets = {"http://" + ip_prefix_ + ".2:8080"};
     lo.rate = 300;
     lo.keys = 500;
@@ -190,12 +190,12 @@ spec:
 
   // Waits (up to 60 s) until the consumers saw every acknowledged event, then checks that
   // nothing was lost or reordered.
-  void WaitAllSeen(const std::vector<client::AckedEvent>& acked) {
+  void WaitAllSeen(const std::vector<harness::AckedEvent>& acked) {
     const auto seen_deadline = Clock::now() + 60s;
     auto all_seen = [&] {
-      auto recorded = client::ReadSeenDir(state_ + "/seen");
+      auto recorded = harness::ReadSeenDir(state_ + "/seen");
       if (!recorded.ok()) return false;
-      return client::Verify(acked, std::move(recorded).value()).lost == 0;
+      return harness::Verify(acked, std::move(recorded).value()).lost == 0;
     };
     while (!all_seen() && Clock::now() < seen_deadline) {
       std::this_thread::sleep_for(200ms);  // polling files other processes append to
@@ -262,7 +262,7 @@ TEST_F(ControlLoopTest, SurgeScalesUpKilledLoopResumesScaleDownReturnsPodsNothin
       << "the topic was not created; see control.log";
 
   // Load: 500 events/s, ten times that in the middle third of 36 s, into pod 0 (it forwards).
-  client::LoadOptions lo;
+  harness::LoadOptions lo;
   lo.targets = {"http://" + ip_prefix_ + ".2:8080"};
   lo.rate = 500;
   lo.profile = "surge";
@@ -272,7 +272,7 @@ TEST_F(ControlLoopTest, SurgeScalesUpKilledLoopResumesScaleDownReturnsPodsNothin
   lo.keys = 2000;
   lo.producers = 4;
   lo.batch = 25;
-  client::LoadGenerator load(lo);
+  harness::LoadGenerator load(lo);
   load.Start();
 
   // The surge: splits, then more pods, then moves. Kill the loop once a plan has done its first
@@ -358,7 +358,7 @@ TEST_F(ControlLoopTest, APodWithFewDescriptorsGetsNoMorePartitionsThanItCanOpenA
               static_cast<int>(pid), open_now, static_cast<unsigned long long>(limit));
 
   // A tenfold surge that wants at least 8 partitions (5,000 ev/s at 400 per partition).
-  client::LoadOptions lo;
+  harness::LoadOptions lo;
   lo.targets = {"http://" + ip_prefix_ + ".2:8080"};
   lo.rate = 500;
   lo.profile = "surge";
@@ -368,7 +368,7 @@ TEST_F(ControlLoopTest, APodWithFewDescriptorsGetsNoMorePartitionsThanItCanOpenA
   lo.keys = 2000;
   lo.producers = 4;
   lo.batch = 25;
-  client::LoadGenerator load(lo);
+  harness::LoadGenerator load(lo);
   load.Start();
   size_t most_on_pod0 = 0;
   const bool scaled = WaitFor(
@@ -434,7 +434,7 @@ spec:
   ASSERT_TRUE(WaitFile(map_file, true, 30s));
 
   // Keyed load through pod 0 (it forwards orders-1's ranges) before, during and after the wipe.
-  client::LoadGenerator load(KeyedLoadThroughPod0());
+  harness::LoadGenerator load(KeyedLoadThroughPod0());
   load.Start();
   const auto acked_some = Clock::now() + 30s;
   while (load.acked() < 600 && Clock::now() < acked_some) std::this_thread::sleep_for(50ms);
@@ -493,7 +493,7 @@ TEST_F(ControlLoopTest, APausedLeaderIsFailedOverAndNoAcknowledgedEventIsLost) {
   ASSERT_NE(ReadAll(map_file).find("\"replicas\":["), std::string::npos) << ReadAll(map_file);
 
   // Keyed load through pod 0 (it forwards orders-1's and orders-2's ranges).
-  client::LoadGenerator load(KeyedLoadThroughPod0());
+  harness::LoadGenerator load(KeyedLoadThroughPod0());
   load.Start();
   const auto acked_some = Clock::now() + 30s;
   while (load.acked() < 600 && Clock::now() < acked_some) std::this_thread::sleep_for(50ms);
@@ -537,7 +537,7 @@ TEST_F(ControlLoopTest, WithCopiesAPodThatCameBackWithoutItsDataLosesNothingAndC
   const std::string pod_dir = state_ + "/pods/orders-1";
   const std::string map_file = pod_dir + "/data/orders/map.json";
   ASSERT_NO_FATAL_FAILURE(StartThreeCopiesTopic(map_file));
-  client::LoadGenerator load(KeyedLoadThroughPod0());
+  harness::LoadGenerator load(KeyedLoadThroughPod0());
   load.Start();
   const auto acked_some = Clock::now() + 30s;
   while (load.acked() < 600 && Clock::now() < acked_some) std::this_thread::sleep_for(50ms);

@@ -37,12 +37,12 @@
 #include <vector>
 
 #include "shoal/client/shoal_client.h"
-#include "shoal/client/verifier.h"
-#include "shoal/client/workload.h"
 #include "shoal/common/hash.h"
 #include "shoal/common/partition_map.h"
 #include "shoal/common/version.h"
 #include "shoal/control/process.h"
+#include "shoal/harness/verifier.h"
+#include "shoal/harness/workload.h"
 #include "shoal/kubeapi/kube_client.h"
 #include "shoal/reconciler/kube_platform.h"
 #include "support/fake_kube/rbac.h"
@@ -143,19 +143,19 @@ class KubeOperatorTest : public ::testing::Test {
   }
   // Once the consumers saw as many events as were acknowledged (or 60 s passed): what the
   // verifier says of acked against the consumers' seen files.
-  client::VerifyReport VerifySeen(const std::vector<client::AckedEvent>& acked,
-                                  size_t* seen_count) {
-    WaitUntil([&] { return client::CountSeenLines(seen_dir()) >= acked.size(); }, 60s);
-    auto seen = client::ReadSeenDir(seen_dir());
+  harness::VerifyReport VerifySeen(const std::vector<harness::AckedEvent>& acked,
+                                   size_t* seen_count) {
+    WaitUntil([&] { return harness::CountSeenLines(seen_dir()) >= acked.size(); }, 60s);
+    auto seen = harness::ReadSeenDir(seen_dir());
     EXPECT_TRUE(seen.ok()) << seen.status().message();
     *seen_count = seen.ok() ? seen->size() : 0;
-    return client::Verify(acked, seen.ok() ? *seen : std::vector<client::SeenEvent>{});
+    return harness::Verify(acked, seen.ok() ? *seen : std::vector<harness::SeenEvent>{});
   }
   TestKubelet& kubelet() { return cluster_->kubelet(); }
   HttpTestClient& admin() { return cluster_->http(); }
   // The verifier over what the consumers saw: nothing lost or reordered; prints `what` with
   // the counts.
-  void ExpectNothingLostOrReordered(const std::vector<client::AckedEvent>& acked,
+  void ExpectNothingLostOrReordered(const std::vector<harness::AckedEvent>& acked,
                                     const std::string& what) {
     size_t seen = 0;
     const auto report = VerifySeen(acked, &seen);
@@ -632,7 +632,7 @@ TEST_F(KubeOperatorTest, SurgeSplitsAddsPodsAndTheNextLeaderFinishesTheKilledLea
   ASSERT_TRUE(pod0);
 
   // 500 events/s, ten times that in the middle of 30 s, into pod 0 (it forwards).
-  client::LoadGenerator load(SurgeLoad(pod0->ip, 30, 0.2, 0.7));
+  harness::LoadGenerator load(SurgeLoad(pod0->ip, 30, 0.2, 0.7));
   load.Start();
 
   // Watch the status: kill -9 the leader once a plan has done a step and has more to do.
@@ -734,7 +734,7 @@ TEST_F(KubeOperatorTest, AfterTheSurgePodsAreDrainedAndRemovedAndNothingIsLost) 
   const auto pod0 = kubelet().Pod("orders-0");
   ASSERT_TRUE(pod0);
 
-  client::LoadGenerator load(SurgeLoad(pod0->ip, 40, 0.05, 0.3));
+  harness::LoadGenerator load(SurgeLoad(pod0->ip, 40, 0.05, 0.3));
   load.Start();
 
   int64_t max_replicas = 0;
@@ -873,9 +873,9 @@ TEST_F(KubeOperatorTest, ALeaderKilledWithItsVolumeDeletedIsFailedOverAndCaughtU
   const auto victim_pod = kubelet().Pod(victim);
   ASSERT_TRUE(pod0 && victim_pod);
 
-  client::LoadOptions lo = SurgeLoad(pod0->ip, 0, 0, 0);
+  harness::LoadOptions lo = SurgeLoad(pod0->ip, 0, 0, 0);
   lo.profile = "steady";
-  client::LoadGenerator load(lo);
+  harness::LoadGenerator load(lo);
   load.Start();
   ASSERT_TRUE(WaitUntil([&] { return load.acked() >= 2000; }, 30s));
 
@@ -999,14 +999,14 @@ TEST_F(KubeOperatorTest, ANewTemplateIsRolledOnePodAtATimeEachEmptiedFirst) {
   ASSERT_GT(before0, 0);
   ASSERT_GT(before1, 0);
 
-  client::LoadOptions lo;
+  harness::LoadOptions lo;
   lo.targets = {"http://" + kubelet().Pod("orders-0")->ip + ":8080",
                 "http://" + kubelet().Pod("orders-1")->ip + ":8080"};
   lo.rate = 400;
   lo.keys = 500;
   lo.producers = 4;
   lo.batch = 10;
-  client::LoadGenerator load(lo);
+  harness::LoadGenerator load(lo);
   load.Start();
   ASSERT_TRUE(WaitUntil([&] { return load.acked() > 1000; }, 30s)) << load.last_error();
 
@@ -1111,11 +1111,11 @@ TEST_F(KubeOperatorTest, WithTlsPodsSpeakOnlyTlsAndACertificateRotatesUnderLoadL
     EXPECT_NE(plain.body.find("tls_required"), std::string::npos) << plain.body;
   }
 
-  client::LoadOptions lo = SurgeLoad(pod0->ip, 0, 0, 0);
+  harness::LoadOptions lo = SurgeLoad(pod0->ip, 0, 0, 0);
   lo.profile = "steady";
   lo.targets = {"https://" + pod0->ip + ":8080"};
   lo.tls = {certs + "/ca.crt", certs + "/tls.crt", certs + "/tls.key", "shoal-peer.orders"};
-  client::LoadGenerator load(lo);
+  harness::LoadGenerator load(lo);
   load.Start();
   ASSERT_TRUE(WaitUntil([&] { return load.acked() >= 2000; }, 60s)) << load.last_error();
 

@@ -291,9 +291,9 @@ bool WaitUntil(const std::function<bool()>& pred, std::chrono::milliseconds time
   return true;
 }
 
-client::LoadOptions SurgeLoad(const std::string& pod_ip, int duration_s, double surge_from,
-                              double surge_until) {
-  client::LoadOptions lo;
+harness::LoadOptions SurgeLoad(const std::string& pod_ip, int duration_s, double surge_from,
+                               double surge_until) {
+  harness::LoadOptions lo;
   lo.targets = {"http://" + pod_ip + ":8080"};
   lo.rate = 500;
   lo.profile = "surge";

@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "shoal/control/process.h"
-#include "shoal/client/workload.h"
 #include "shoal/common/status.h"
+#include "shoal/control/process.h"
+#include "shoal/harness/workload.h"
 #include "support/fake_kube/fake_api_server.h"
 #include "support/fake_kube/rbac.h"
 #include "support/fake_kube/test_kubelet.h"
@@ -162,8 +162,8 @@ web::json::value TestTopicJson(const std::string& seen_dir, int64_t max_partitio
 // The keyed load the cluster tests put on the test topic through one pod's sidecar (it
 // forwards): 500 events/s over 2,000 keys from 4 producers in batches of 25, ten times that
 // between the fractions surge_from and surge_until of duration_s.
-client::LoadOptions SurgeLoad(const std::string& pod_ip, int duration_s, double surge_from,
-                              double surge_until);
+harness::LoadOptions SurgeLoad(const std::string& pod_ip, int duration_s, double surge_from,
+                               double surge_until);
 
 // The status of condition `type` of a topic ("" when absent); its reason and message if asked.
 std::string Condition(const web::json::value& topic, const std::string& type,

@@ -3,7 +3,7 @@
 //
 //   common  <-  sidecar, client, operator/kubeapi
 //   client  <-  operator/control  <-  operator/reconciler
-//   client, operator/control  <-  console
+//   client, operator/control  <-  console, harness
 //   cli and bench use any library; nothing includes or links cli.
 //
 // A header of another module is named by its include directory (`shoal/<module>/...`); a quoted
@@ -41,8 +41,9 @@ std::vector<Module> Layering() {
       {"operator/control", "control", {"common", "client"}},
       {"operator/reconciler", "reconciler", {"common", "client", "control", "kubeapi"}},
       {"console", "console", {"common", "client", "control"}},
-      {"bench", "", {"common", "client", "control", "sidecar"}},
-      {"cli", "", {"common", "client", "control", "console"}},
+      {"harness", "harness", {"common", "client", "control"}},
+      {"bench", "", {"common", "client", "control", "harness", "sidecar"}},
+      {"cli", "", {"common", "client", "control", "console", "harness"}},
   };
 }
 

@@ -8,9 +8,9 @@
 #include <map>
 #include <random>
 
-#include "shoal/client/workload.h"
 #include "shoal/common/hash.h"
 #include "shoal/common/json.h"
+#include "shoal/common/load_profile.h"
 #include "shoal/common/partition_map.h"
 #include "shoal/control/planner.h"
 #include "shoal/control/policy.h"
@@ -19,9 +19,8 @@ namespace shoal::control {
 
 double Trace::RateAt(double t) const {
   if (!profile.empty()) {
-    return t < profile_duration_s
-               ? profile_rate * client::ProfileFactor(profile, t, profile_duration_s)
-               : 0;
+    return t < profile_duration_s ? profile_rate * LoadProfileFactor(profile, t, profile_duration_s)
+                                  : 0;
   }
   if (rate.empty()) return 0;
   if (repeat_s > 0) t = std::fmod(t, repeat_s);

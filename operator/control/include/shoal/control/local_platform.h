@@ -62,7 +62,7 @@ struct LocalPlatformOptions {
   std::string group = "app";
   int64_t cpu_us_per_event = 0;    // busy CPU work per event
   double cpu_request_cores = 1.0;  // the denominator of PodInfo::cpu_utilization
-  // Service time (client::ConsumerOptions): what each consumer waits per event, in
+  // Service time (harness::ConsumerOptions): what each consumer waits per event, in
   // `concurrency` lanes by key, and per batch; it bounds a pod's consumer, not the CPU.
   int64_t service_us_per_event = 0;
   int64_t service_us_per_batch = 0;

@@ -50,7 +50,7 @@ struct Trace {
     std::vector<uint32_t> pods;  // ordinals whose metrics are missing
   };
   std::vector<Gap> missing;
-  // Instead of `rate`: one of the load generator's profiles (client/workload.h, what
+  // Instead of `rate`: one of the load generator's profiles (shoal/common/load_profile.h, what
   // `shoal up --profile` and `shoal load` send: "surge" is the flash sale), `profile_rate`
   // events/s at 1x for `profile_duration_s`, nothing after it (the producers stop).
   std::string profile;

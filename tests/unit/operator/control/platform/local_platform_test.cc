@@ -38,11 +38,11 @@
 #include <vector>
 
 #include "shoal/client/admin_client.h"
-#include "shoal/control/process.h"
 #include "shoal/client/shoal_client.h"
-#include "shoal/client/verifier.h"
-#include "shoal/client/workload.h"
 #include "shoal/common/partition_map.h"
+#include "shoal/control/process.h"
+#include "shoal/harness/verifier.h"
+#include "shoal/harness/workload.h"
 #include "support/temp_dir.h"
 
 namespace shoal::control {
@@ -470,13 +470,13 @@ TEST_F(LocalPlatformTest, ConsumerCpuUtilizationFollowsItsWork) {
   auto first = platform.ListPods();
   ASSERT_TRUE(first.ok());
 
-  client::LoadOptions lo;
+  harness::LoadOptions lo;
   lo.targets = {"http://" + (*first)[0].address.data};
   lo.topic = kTopic;
   lo.producers = 2;
   lo.rate = 1000;
   lo.batch = 20;
-  client::LoadGenerator load(lo);
+  harness::LoadGenerator load(lo);
   load.Start();
   // 1,000 events/s at 400 us each is 0.4 cores, 0.8 of the request. Two readers list the pods
   // milliseconds apart (the control loop and shoal up's view do): the utilisation is still taken
@@ -503,7 +503,7 @@ TEST_F(LocalPlatformTest, ConsumerCpuUtilizationFollowsItsWork) {
   // What the consumer saw is in its seen file, readable by the verifier.
   const std::string seen = platform.SeenFile(PodName(std::string(kTopic) + "-0"));
   EXPECT_TRUE(WaitFor([&] { return CountLines(seen) > 0; }, 10s));
-  auto events = client::ReadSeenFile(seen);
+  auto events = harness::ReadSeenFile(seen);
   ASSERT_TRUE(events.ok()) << events.status().ToString();
   EXPECT_GT(events->size(), 0u);
 }
@@ -588,7 +588,7 @@ class ShoalConsumeTest : public ::testing::Test {
   }
 
   std::set<uint64_t> Seqs(const std::string& path, size_t* lines) {
-    auto seen = client::ReadSeenFile(path);
+    auto seen = harness::ReadSeenFile(path);
     EXPECT_TRUE(seen.ok()) << seen.status().ToString();
     std::set<uint64_t> out;
     if (!seen.ok()) return out;
@@ -648,7 +648,7 @@ TEST_F(ShoalConsumeTest, Kill9ThenAppendLosesNothing) {
     std::ofstream f(out, std::ios::app);
     f << R"({"p":"p","k":"key-1","s":)";
   }
-  auto again = client::ReadSeenFile(out);
+  auto again = harness::ReadSeenFile(out);
   ASSERT_TRUE(again.ok()) << "the verifier skips a torn last line: " << again.status().ToString();
 
   // Restarted with --append: the torn line is cut, what was recorded is not recorded twice, and

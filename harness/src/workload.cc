@@ -1,4 +1,4 @@
-#include "shoal/client/workload.h"
+#include "shoal/harness/workload.h"
 
 #include <fcntl.h>
 #include <simdjson.h>
@@ -19,9 +19,10 @@
 
 #include "shoal/client/shoal_client.h"
 #include "shoal/common/hash.h"
+#include "shoal/common/load_profile.h"
 #include "shoal/common/partition_map.h"
 
-namespace shoal::client {
+namespace shoal::harness {
 
 uint64_t MonotonicNs() {
   timespec ts;
@@ -30,25 +31,7 @@ uint64_t MonotonicNs() {
 }
 
 double ProfileFactor(const LoadOptions& o, double t) {
-  const std::string& profile = o.profile;
-  const double d = o.duration_s;
-  if (profile == "surge") {
-    if (d <= 0) return 1;
-    return (t >= o.surge_from * d && t < o.surge_until * d) ? 10.0 : 1.0;
-  }
-  if (profile == "ramp") {
-    if (d <= 0) return 1;
-    const double from = o.surge_from * d, until = o.surge_until * d;
-    if (t < from) return 1;
-    if (t < until) return 1.0 + 9.0 * (t - from) / (until - from);
-    return t < until + (until - from) ? 10.0 : 1.0;
-  }
-  if (profile == "sawtooth") {
-    const double period = d > 0 ? d / 3 : 10.0;
-    const double phase = std::fmod(t, period) / period;
-    return 1.0 + 9.0 * phase;
-  }
-  return 1.0;
+  return LoadProfileFactor(o.profile, t, o.duration_s, o.surge_from, o.surge_until);
 }
 
 double ProfileFactor(const std::string& profile, double t, double d) {
@@ -119,8 +102,8 @@ void LoadGenerator::Run(int index) {
   const std::string id = opts_.producer_prefix + "-" + std::to_string(index);
   std::mt19937_64 rng(opts_.seed * 1000003 + static_cast<uint64_t>(index));
   // One client per target URL, kept while the target list changes (SetTargets).
-  std::map<std::string, std::unique_ptr<ShoalClient>> by_url;
-  std::vector<ShoalClient*> clients;
+  std::map<std::string, std::unique_ptr<client::ShoalClient>> by_url;
+  std::vector<client::ShoalClient*> clients;
   uint64_t version = ~uint64_t{0};
   auto refresh = [&] {
     const uint64_t now = targets_version_.load();
@@ -135,7 +118,8 @@ void LoadGenerator::Run(int index) {
     for (const auto& t : urls) {
       auto& c = by_url[t];
       if (!c)
-        c = std::make_unique<ShoalClient>(t, opts_.topic, std::chrono::seconds(10), opts_.tls);
+        c = std::make_unique<client::ShoalClient>(t, opts_.topic, std::chrono::seconds(10),
+                                                  opts_.tls);
       clients.push_back(c.get());
     }
   };
@@ -162,7 +146,7 @@ void LoadGenerator::Run(int index) {
     const double t =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (opts_.duration_s > 0 && t >= opts_.duration_s) break;
-    std::vector<OutgoingEvent> batch;
+    std::vector<client::OutgoingEvent> batch;
     std::vector<AckedEvent> meta;
     for (int b = 0; b < opts_.batch; ++b) {
       const std::string& key = key_names_[rng() % key_names_.size()];
@@ -194,7 +178,7 @@ void LoadGenerator::Run(int index) {
         for (size_t i : unknown) {
           if (i < drop.size()) drop[i] = true;
         }
-        std::vector<OutgoingEvent> kept_batch;
+        std::vector<client::OutgoingEvent> kept_batch;
         std::vector<AckedEvent> kept_meta;
         for (size_t i = 0; i < batch.size(); ++i) {
           if (drop[i]) continue;
@@ -337,7 +321,7 @@ struct GroupPositions {
   std::set<uint32_t> ranged;
 };
 
-Result<GroupPositions> FetchGroupPositions(ShoalClient& client, const std::string& group) {
+Result<GroupPositions> FetchGroupPositions(client::ShoalClient& client, const std::string& group) {
   auto body = client.TopicView();
   if (!body.ok()) return body.status();
   simdjson::dom::parser parser;
@@ -435,8 +419,7 @@ Status GroupConsumer::WriteLines(const std::vector<SeenEvent>& batch) {
 }
 
 std::chrono::microseconds ServiceTime(const std::vector<std::string_view>& keys,
-                                      int64_t us_per_event, int64_t us_per_batch,
-                                      int concurrency) {
+                                      int64_t us_per_event, int64_t us_per_batch, int concurrency) {
   const size_t lanes = static_cast<size_t>(std::max(1, concurrency));
   std::vector<int64_t> per_lane(lanes, 0);
   int64_t busiest = 0;
@@ -449,7 +432,7 @@ std::chrono::microseconds ServiceTime(const std::vector<std::string_view>& keys,
 
 void GroupConsumer::Run() {
   const bool streaming = out_fd_ >= 0;
-  ShoalClient client(opts_.target, opts_.topic, std::chrono::seconds(10), opts_.tls);
+  client::ShoalClient client(opts_.target, opts_.topic, std::chrono::seconds(10), opts_.tls);
   // Per partition: the offset after the last one recorded.
   std::map<uint32_t, uint64_t> next = std::move(resume_next_);
   // Events recorded of partitions read through ranges (their offsets have gaps, so `next` cannot
@@ -483,7 +466,7 @@ void GroupConsumer::Run() {
       return false;
     });
   };
-  auto throttle_from = std::chrono::steady_clock::now();  // with a rate: when the next may come
+  auto throttle_from = std::chrono::steady_clock::now();   // with a rate: when the next may come
   auto view_at = std::chrono::steady_clock::time_point{};  // the topic view last fetched
   simdjson::dom::parser parser;
   auto backoff = std::chrono::milliseconds(5);
@@ -630,8 +613,8 @@ void GroupConsumer::Run() {
       keys.reserve(batch.size());
       for (const auto& e : batch) keys.push_back(e.key);
       const auto until = std::chrono::steady_clock::now() +
-                         ServiceTime(keys, opts_.service_us_per_event,
-                                     opts_.service_us_per_batch, opts_.concurrency);
+                         ServiceTime(keys, opts_.service_us_per_event, opts_.service_us_per_batch,
+                                     opts_.concurrency);
       while (!stop_.load() && std::chrono::steady_clock::now() < until) {
         std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
             until - std::chrono::steady_clock::now(), std::chrono::milliseconds(20)));
@@ -651,8 +634,8 @@ void GroupConsumer::Run() {
       if (gapped.count(e.partition)) continue;
       // Through ranges, a commit means "everything of the batch handed to us", up to its end.
       touched[e.partition] = ranged.count(e.partition) ? batch_next[e.partition]
-                             : streaming             ? position[e.partition]
-                                                     : next[e.partition];
+                             : streaming               ? position[e.partition]
+                                                       : next[e.partition];
     }
     for (auto [p, o] : touched) pending.push_back({PartitionId(p), Offset(o)});
     seen_count_.fetch_add(batch.size());
@@ -668,7 +651,8 @@ void GroupConsumer::Run() {
       throttle_from = std::max(throttle_from, now - std::chrono::seconds(1)) +
                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                           std::chrono::duration<double>(batch.size() / rate_.load()));
-      while (!stop_.load() && rate_.load() > 0 && std::chrono::steady_clock::now() < throttle_from) {
+      while (!stop_.load() && rate_.load() > 0 &&
+             std::chrono::steady_clock::now() < throttle_from) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the consumer's rate
       }
     }
@@ -688,4 +672,4 @@ void GroupConsumer::Run() {
   }
 }
 
-}  // namespace shoal::client
+}  // namespace shoal::harness

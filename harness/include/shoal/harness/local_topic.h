@@ -24,7 +24,7 @@
 #include "shoal/control/local_platform.h"
 #include "shoal/control/metrics_observer.h"
 
-namespace shoal::control {
+namespace shoal::harness {
 
 // The local platform's options that follow from a topic's spec: topic, state directory, the
 // sidecars' fsync and retention, and `consumer_binary` (the `shoal` CLI) as the pods' consumer.
@@ -68,4 +68,4 @@ class LocalTopic {
   bool stopped_ = false;
 };
 
-}  // namespace shoal::control
+}  // namespace shoal::harness

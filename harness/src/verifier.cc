@@ -1,4 +1,4 @@
-#include "shoal/client/verifier.h"
+#include "shoal/harness/verifier.h"
 
 #include <fcntl.h>
 #include <simdjson.h>
@@ -15,7 +15,7 @@
 
 #include "shoal/common/json.h"
 
-namespace shoal::client {
+namespace shoal::harness {
 
 namespace {
 struct IdHash {
@@ -62,7 +62,8 @@ VerifyReport Verify(const std::vector<AckedEvent>& acked, std::vector<SeenEvent>
     // however late its answer came.
     const bool before_any_commit =
         committed == 0 || committed > (e.asked_ns ? e.asked_ns : e.observed_ns);
-    if (e.committed_ns && (committed == 0 || e.committed_ns < committed)) committed = e.committed_ns;
+    if (e.committed_ns && (committed == 0 || e.committed_ns < committed))
+      committed = e.committed_ns;
     if (++times_seen[id] > 1) {
       ++r.duplicated;
       if (before_any_commit) ++r.redelivered_uncommitted;
@@ -139,7 +140,8 @@ std::string VerifyReport::ToText() const {
                     ": lost " + std::to_string(lost) + ", reordered " + std::to_string(reordered) +
                     ", duplicated " + std::to_string(duplicated) + " (appended but unacked " +
                     std::to_string(unacked_seen) + ")";
-  if (before_join) out += ", acked before the group joined and never its " + std::to_string(before_join);
+  if (before_join)
+    out += ", acked before the group joined and never its " + std::to_string(before_join);
   for (const auto& e : examples) out += "\n  " + e;
   return out;
 }
@@ -241,4 +243,4 @@ uint64_t CountSeenLines(const std::string& dir) {
   return lines;
 }
 
-}  // namespace shoal::client
+}  // namespace shoal::harness

@@ -1,4 +1,4 @@
-#include "shoal/client/batch_driver.h"
+#include "shoal/harness/batch_driver.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,9 +6,9 @@
 #include <mutex>
 #include <thread>
 
-#include "shoal/client/workload.h"
+#include "shoal/harness/workload.h"
 
-namespace shoal::client {
+namespace shoal::harness {
 
 namespace {
 
@@ -175,4 +175,4 @@ DriveReport DriveBatches(const DriveOptions& o, const SendBatchFn& send,
   return r;
 }
 
-}  // namespace shoal::client
+}  // namespace shoal::harness

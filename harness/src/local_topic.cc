@@ -1,9 +1,9 @@
-#include "shoal/control/local_topic.h"
+#include "shoal/harness/local_topic.h"
 
-#include "shoal/client/verifier.h"
 #include "shoal/common/clock.h"
+#include "shoal/harness/verifier.h"
 
-namespace shoal::control {
+namespace shoal::harness {
 
 control::LocalPlatformOptions LocalPlatformOptionsFor(const TopicSpec& spec, std::string state_dir,
                                                       std::string consumer_binary) {
@@ -68,7 +68,7 @@ std::string LocalTopic::data_url() const {
 }
 
 uint64_t LocalTopic::SeenEvents() const {
-  return client::CountSeenLines(platform_->options().state_dir + "/seen");
+  return harness::CountSeenLines(platform_->options().state_dir + "/seen");
 }
 
-}  // namespace shoal::control
+}  // namespace shoal::harness

@@ -1,4 +1,4 @@
-#include "shoal/client/run_report.h"
+#include "shoal/harness/run_report.h"
 
 #include <gtest/gtest.h>
 #include <simdjson.h>
@@ -13,7 +13,7 @@
 
 #include "support/temp_dir.h"
 
-namespace shoal::client {
+namespace shoal::harness {
 namespace {
 
 // A flash sale, one sample a second for 180 s: 1,000 events/s, 10x from 60 s to 120 s, then
@@ -417,7 +417,7 @@ TEST(RunReportCompare, AnUnannouncedSurgeIsJudgedByHowFastItsBacklogGoes) {
   dyn.announced = false;
   const RunFigures f = ComputeFigures(dyn);
   EXPECT_DOUBLE_EQ(f.lag_event_seconds, 64000);  // 8,000 up and back down, a second a step
-  EXPECT_DOUBLE_EQ(f.lag_back_under_s, 16);       // 0 at t=76, the surge began at 60
+  EXPECT_DOUBLE_EQ(f.lag_back_under_s, 16);      // 0 at t=76, the surge began at 60
   std::string md = CompareMarkdown({GrowingLag(), StaticPeak(16, 5000), dyn});
   EXPECT_EQ(LineWith(md, "grows through the surge"), "") << "an announced surge's check";
   EXPECT_EQ(LineWith(md, "no worse than twice"), "") << "an announced surge's check";
@@ -556,4 +556,4 @@ TEST(RunReportWrite, FailsClearlyUnderARegularFile) {
 }
 
 }  // namespace
-}  // namespace shoal::client
+}  // namespace shoal::harness

@@ -1,13 +1,13 @@
 // The pure parts of workload.h: the consumer's service time (lanes by key, per event and per
 // batch). The generators and consumers run against real sidecars in tests/integration.
-#include "shoal/client/workload.h"
+#include "shoal/harness/workload.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-namespace shoal::client {
+namespace shoal::harness {
 namespace {
 
 using std::chrono::microseconds;
@@ -46,4 +46,4 @@ TEST(ProfileTest, ARampRisesEvenlyToTenTimesHoldsAsLongAgainAndReturns) {
 }
 
 }  // namespace
-}  // namespace shoal::client
+}  // namespace shoal::harness

@@ -12,7 +12,7 @@
 
 #include "shoal/common/status.h"
 
-namespace shoal::client {
+namespace shoal::harness {
 
 struct AckedEvent {
   std::string producer;
@@ -40,14 +40,14 @@ struct SeenEvent {
 struct VerifyReport {
   uint64_t acked = 0;
   uint64_t seen = 0;
-  uint64_t lost = 0;                  // acked, never seen
-  uint64_t reordered = 0;             // seen after a later event of the same (producer, key)
-  uint64_t duplicated = 0;            // seen more than once
+  uint64_t lost = 0;        // acked, never seen
+  uint64_t reordered = 0;   // seen after a later event of the same (producer, key)
+  uint64_t duplicated = 0;  // seen more than once
   // Of those, the sightings before which no commit of the earlier one was accepted: a batch
   // handed out again that the group had not committed (at-least-once, as after a failover moves
   // a partition away from the consumer holding a batch of it), not a committed event read again.
   uint64_t redelivered_uncommitted = 0;
-  uint64_t unacked_seen = 0;          // appended but the producer never got the answer (allowed)
+  uint64_t unacked_seen = 0;  // appended but the producer never got the answer (allowed)
   // A group that joined late (Verify's joined_ns): acked events it never saw that were acked
   // before it joined and precede, per (producer, key), everything it saw. They were in partitions
   // retired before the group existed, as a new Kafka group finds only what is retained. Not lost.
@@ -78,4 +78,4 @@ Result<std::vector<SeenEvent>> ReadSeenDir(const std::string& dir);
 // Lines (events) in the seen files of a directory so far, for waiting until consumers caught up.
 uint64_t CountSeenLines(const std::string& dir);
 
-}  // namespace shoal::client
+}  // namespace shoal::harness

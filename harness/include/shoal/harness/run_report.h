@@ -20,10 +20,10 @@
 #include <string>
 #include <vector>
 
-#include "shoal/client/verifier.h"
 #include "shoal/common/status.h"
+#include "shoal/harness/verifier.h"
 
-namespace shoal::client {
+namespace shoal::harness {
 
 // One per second of a run.
 struct RunSample {
@@ -164,4 +164,4 @@ std::string CompareMarkdown(const std::vector<RunSummary>& runs);
 Status WriteReport(const std::string& dir, const RunSummary& run,
                    const std::vector<RunSummary>& compare);
 
-}  // namespace shoal::client
+}  // namespace shoal::harness

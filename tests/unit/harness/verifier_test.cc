@@ -1,13 +1,13 @@
 // The verifier's account of what a group saw against what was acknowledged: a second sighting of
 // an event is a duplicate; it is a redelivery of an uncommitted batch when no commit of an
 // earlier sighting had been accepted before it, and a committed event read again otherwise.
-#include "shoal/client/verifier.h"
+#include "shoal/harness/verifier.h"
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
-namespace shoal::client {
+namespace shoal::harness {
 namespace {
 
 SeenEvent Seen(uint64_t seq, uint64_t observed_ns, uint64_t committed_ns) {
@@ -54,4 +54,4 @@ TEST(VerifierTest, ASightingAfterTheCommitOfAnEarlierOneIsACommittedEventReadAga
 }
 
 }  // namespace
-}  // namespace shoal::client
+}  // namespace shoal::harness

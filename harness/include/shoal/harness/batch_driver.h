@@ -25,7 +25,7 @@
 #include "shoal/common/raw_http.h"
 #include "shoal/common/status.h"
 
-namespace shoal::client {
+namespace shoal::harness {
 
 std::string BenchKey(uint64_t n, uint64_t keys);
 std::string BenchValue(uint64_t n, int value_bytes);
@@ -84,4 +84,4 @@ using SendBatchFn = std::function<Status(int conn, uint64_t i, uint64_t schedule
 DriveReport DriveBatches(const DriveOptions& options, const SendBatchFn& send,
                          const std::function<void()>& on_measure_start = nullptr);
 
-}  // namespace shoal::client
+}  // namespace shoal::harness

@@ -9,15 +9,16 @@
 // verifier, committing after recording (retried until accepted, before it takes more), and
 // skipping offsets it already saw and had not committed yet when a restarted sidecar hands them
 // out again. An offset handed out below an accepted commit is recorded again, so the verifier
-// counts it duplicated: the broker gave out twice what the group had committed. By default it keeps what it saw in memory (TakeSeen); with
-// ConsumerOptions::stream_to it is a long-running pod consumer instead: each batch's lines are
-// written to that file before the batch's offsets are committed, so a consumer killed with
-// kill -9 never loses the line of an event its group committed (it may repeat uncommitted ones).
-// Streaming also guards against what a killed predecessor leaves behind: events it took and never
-// committed lie behind the sidecar's in-memory delivery cursor, and since commits are cumulative,
-// committing what follows them would commit them unseen; so a partition's events are taken only
-// where the group stands (its commit, from the topic view), and after such a gap the consumer
-// waits for the sidecar's redelivery (--redelivery-ms) to hand the gap out again.
+// counts it duplicated: the broker gave out twice what the group had committed. By default it keeps
+// what it saw in memory (TakeSeen); with ConsumerOptions::stream_to it is a long-running pod
+// consumer instead: each batch's lines are written to that file before the batch's offsets are
+// committed, so a consumer killed with kill -9 never loses the line of an event its group committed
+// (it may repeat uncommitted ones). Streaming also guards against what a killed predecessor leaves
+// behind: events it took and never committed lie behind the sidecar's in-memory delivery cursor,
+// and since commits are cumulative, committing what follows them would commit them unseen; so a
+// partition's events are taken only where the group stands (its commit, from the topic view), and
+// after such a gap the consumer waits for the sidecar's redelivery (--redelivery-ms) to hand the
+// gap out again.
 //
 // Both own their threads: Start, then Stop (joins). Thread-safe accessors.
 #pragma once
@@ -32,11 +33,11 @@
 #include <thread>
 #include <vector>
 
-#include "shoal/client/verifier.h"
 #include "shoal/common/status.h"
 #include "shoal/common/tls.h"
+#include "shoal/harness/verifier.h"
 
-namespace shoal::client {
+namespace shoal::harness {
 
 struct LoadOptions {
   std::vector<std::string> targets;  // sidecar base URLs; batches rotate over them
@@ -104,7 +105,7 @@ class LoadGenerator {
   std::atomic<uint64_t> acked_{0}, retries_{0}, abandoned_{0};
   mutable std::mutex mu_;
   std::vector<AckedEvent> acked_events_;  // guarded by mu_
-  std::vector<double> latencies_ms_;       // guarded by mu_
+  std::vector<double> latencies_ms_;      // guarded by mu_
   std::string last_error_;                // guarded by mu_
   std::vector<std::string> targets_;      // guarded by mu_
   std::atomic<uint64_t> targets_version_{0};
@@ -192,10 +193,9 @@ class GroupConsumer {
 uint64_t MonotonicNs();
 // How long a batch of events with these keys waits under ConsumerOptions' service time.
 std::chrono::microseconds ServiceTime(const std::vector<std::string_view>& keys,
-                                      int64_t us_per_event, int64_t us_per_batch,
-                                      int concurrency);
+                                      int64_t us_per_event, int64_t us_per_batch, int concurrency);
 // Spins for `us` microseconds of wall time: a consumer's simulated work per event, so that its
 // CPU use grows with its events (what CPU-based scaling measures).
 void BurnCpu(int64_t us);
 
-}  // namespace shoal::client
+}  // namespace shoal::harness

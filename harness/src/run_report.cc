@@ -1,4 +1,4 @@
-#include "shoal/client/run_report.h"
+#include "shoal/harness/run_report.h"
 
 #include <algorithm>
 #include <cctype>
@@ -16,7 +16,7 @@
 
 #include "shoal/common/json.h"
 
-namespace shoal::client {
+namespace shoal::harness {
 namespace {
 
 // The checks' thresholds, as the report's readers know them.
@@ -1292,4 +1292,4 @@ Status WriteReport(const std::string& dir, const RunSummary& run,
   return WriteFile(root / "summary.md", SummaryMarkdownImpl(run, f, !compare.empty()));
 }
 
-}  // namespace shoal::client
+}  // namespace shoal::harness
