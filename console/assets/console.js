@@ -1,7 +1,8 @@
-// Shoal's console: reads /api/state every second and draws the topic; reads /api/events for the
+// Shoal's console: reads api/state every second and draws the topic; reads api/events for the
 // event browser. Read-only. No library, nothing fetched from elsewhere. User data (keys, values,
 // group and pod names) only ever goes into text nodes, never into markup.
 "use strict";
+// Paths are relative to the page: `shoal up` serves it at /, the operator at /t/<ns>/<name>/.
 
 const SVG = "http://www.w3.org/2000/svg";
 const RING = 4294967296;
@@ -332,7 +333,7 @@ function showEvents(answer, info) {
 
 async function browsePartition(id, from) {
   try {
-    const a = await api(`/api/events?partition=${encodeURIComponent(id)}&from=${encodeURIComponent(from)}&max=200`);
+    const a = await api(`api/events?partition=${encodeURIComponent(id)}&from=${encodeURIComponent(from)}&max=200`);
     showEvents(a, `partition ${a.partition} (${a.state}, on ${a.owner}): offsets ${a.from} to ${a.next - 1} of ${a.start_offset}..${a.end_offset - 1}` +
                   (a.next < a.end_offset ? `; read from ${a.next} for more` : ""));
     document.getElementById("browse-from").value = String(a.next < a.end_offset ? a.next : a.from);
@@ -343,7 +344,7 @@ async function browsePartition(id, from) {
 
 async function browseKey(key) {
   try {
-    const a = await api(`/api/events?key=${encodeURIComponent(key)}&max=200`);
+    const a = await api(`api/events?key=${encodeURIComponent(key)}&max=200`);
     const where = a.partitions.map(p => `#${p.id} (${p.state})${p.error ? ": " + p.error : ""}`).join(" → ");
     showEvents(a, `key ${JSON.stringify(a.key)} (hash ${a.hash}): ${a.events.length} events through ${where || "no partition"}`);
   } catch (e) {
@@ -353,7 +354,7 @@ async function browseKey(key) {
 
 async function refresh() {
   try {
-    const state = await api("/api/state");
+    const state = await api("api/state");
     if (state.map) {
       const colours = podColours(state);
       const byId = reports(state);

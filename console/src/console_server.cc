@@ -4,12 +4,10 @@
 
 namespace shoal::console {
 
-namespace {
-
 using control::GetAnswer;
 using control::GetRequest;
 
-GetAnswer Serve(Console& console, const std::string& token, const GetRequest& r) {
+GetAnswer ServeConsole(Console& console, const std::string& token, const GetRequest& r) {
   if (r.path.rfind("/api/", 0) == 0 && !token.empty() && r.authorization != "Bearer " + token) {
     return GetAnswer::Error(
         Status::Unauthenticated("the console's API needs Authorization: Bearer <token>; open "
@@ -28,18 +26,20 @@ GetAnswer Serve(Console& console, const std::string& token, const GetRequest& r)
       Status::NotFound("the console serves /, /api/state, /api/events and /healthz"));
 }
 
-}  // namespace
+control::GetOnlyPort::Headers ConsoleHeaders() {
+  return {{"X-Content-Type-Options", "nosniff"},
+          {"Content-Security-Policy",
+           "default-src 'self'; img-src 'self' data:; style-src 'self'; frame-ancestors 'none'"}};
+}
 
 ConsoleServer::ConsoleServer(std::string host, uint16_t port, Console& console, std::string token)
     : host_(host),
       port_number_(port),
       token_(std::move(token)),
-      port_(std::move(host), port,
-            [&console, this](const GetRequest& r) { return Serve(console, token_, r); },
-            {{"X-Content-Type-Options", "nosniff"},
-             {"Content-Security-Policy",
-              "default-src 'self'; img-src 'self' data:; style-src 'self'; "
-              "frame-ancestors 'none'"}}) {}
+      port_(
+          std::move(host), port,
+          [&console, this](const GetRequest& r) { return ServeConsole(console, token_, r); },
+          ConsoleHeaders()) {}
 
 ConsoleServer::~ConsoleServer() { Close(); }
 

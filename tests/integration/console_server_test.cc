@@ -71,7 +71,7 @@ TEST(ConsoleServerTest, ServesThePageTheStateAndEventsAndRefusesBadInput) {
   // The page and its assets, from the binary, with a policy that lets nothing else in.
   HttpResponse page = http.Get("/");
   ASSERT_EQ(page.status, 200) << page.Describe();
-  EXPECT_NE(page.body.find("<script src=\"/console.js\">"), std::string::npos);
+  EXPECT_NE(page.body.find("<script src=\"console.js\">"), std::string::npos);
   EXPECT_EQ(http.Get("/console.js").status, 200);
   EXPECT_EQ(http.Get("/console.css").status, 200);
   EXPECT_EQ(http.Get("/nothing-here").status, 404);

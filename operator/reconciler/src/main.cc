@@ -19,10 +19,12 @@
 
 #include "shoal/common/clock.h"
 #include "shoal/common/logging.h"
-#include "shoal/reconciler/topic_operator.h"
+#include "shoal/common/version.h"
+#include "shoal/console/console_server.h"
+#include "shoal/control/get_only_port.h"
 #include "shoal/kubeapi/kube_client.h"
 #include "shoal/kubeapi/leader_election.h"
-#include "shoal/common/version.h"
+#include "shoal/reconciler/topic_operator.h"
 
 namespace {
 
@@ -71,6 +73,9 @@ int main(int argc, char** argv) {
   app.add_option("--retry-period-ms", retry_ms, "Lease acquire and renew period");
   app.add_option("--bind", bind, "Address of the HTTP port");
   app.add_option("--http-port", http_port, "Port of /metrics, /healthz and /readyz");
+  uint16_t console_port = 0;
+  app.add_option("--console-port", console_port,
+                 "Port of the topics' live consoles, on --bind (docs/console.md; 0: none)");
   app.add_option("--max-partitions", opts.max_partitions,
                  "The most partitions a topic may ask for (spec.partitions.max)")
       ->check(CLI::Range(1, 65536));
@@ -165,7 +170,19 @@ int main(int argc, char** argv) {
     opts.identity = identity;
   }
 
+  opts.console = console_port != 0;
   reconciler::TopicOperator op(**client, opts, SystemClock::Instance());
+  // The topics' consoles, each behind its topic's admin token.
+  std::unique_ptr<control::GetOnlyPort> consoles;
+  if (console_port != 0) {
+    consoles = std::make_unique<control::GetOnlyPort>(
+        bind, console_port, [&op](const control::GetRequest& r) { return op.ServeConsole(r); },
+        console::ConsoleHeaders());
+    if (Status st = consoles->Open(); !st.ok()) {
+      std::fprintf(stderr, "shoal-operator: %s\n", st.message().c_str());
+      return 2;
+    }
+  }
 
   // /metrics, /healthz, /readyz.
   http::experimental::listener::http_listener listener("http://" + bind + ":" +
@@ -213,6 +230,7 @@ int main(int argc, char** argv) {
   int sig = 0;
   sigwait(&signals, &sig);
   log->info("msg=\"shutting down\" signal={}", sig);
+  if (consoles) consoles->Close();
   op.StopLeading();
   stop.store(true);
   if (lead.joinable()) lead.join();

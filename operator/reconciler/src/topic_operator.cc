@@ -16,6 +16,8 @@
 #include "shoal/common/files.h"
 #include "shoal/common/logging.h"
 #include "shoal/common/metrics.h"
+#include "shoal/console/console.h"
+#include "shoal/console/console_server.h"
 #include "shoal/control/metrics_observer.h"
 #include "shoal/control/planner.h"
 #include "shoal/reconciler/kube_platform.h"
@@ -100,6 +102,10 @@ struct TopicOperator::Worker {
   std::set<std::string> data_loss_reported;  // pods whose lost data an Event said
   std::set<std::string> pod_problems_reported;  // "pod/reason" an Event said (PodProblems)
   std::set<std::string> losses_reported;      // "pod@epoch" of losses an Event said
+  // The topic's console (options.console), behind its admin token; declared last: it reads
+  // through `admin` and `loop`, so it goes first.
+  std::string token;
+  std::unique_ptr<console::Console> console;
 };
 
 TopicOperator::TopicOperator(kubeapi::KubeClient& client, TopicOperatorOptions options,
@@ -775,6 +781,21 @@ std::shared_ptr<TopicOperator::Worker> TopicOperator::EnsureWorker(const TopicOb
     worker->loop = std::make_unique<control::ControlLoop>(
         t.spec, *worker->platform, *worker->observer, *worker->admin, clock_, lo);
     worker->loop->SetPaused(t.paused);
+    if (opts_.console) {
+      console::ConsoleOptions co;
+      co.topic = t.name;
+      control::ControlLoop* loop = worker->loop.get();
+      co.seeds = [loop] {
+        std::vector<std::string> admins;
+        const PartitionMap map = loop->map();
+        for (const auto& [pod, peer] : map.peers()) admins.push_back(peer.admin);
+        return admins;
+      };
+      co.status = [loop] { return loop->StatusJson(); };
+      worker->token = token;
+      worker->console = std::make_unique<console::Console>(co, *worker->admin, clock_);
+      worker->console->Start();
+    }
     {
       // Registered and started under the lock, and only in the term that decided to: a
       // StopLeading meanwhile (which stops the workers it finds) leaves no loop behind.
@@ -1161,6 +1182,70 @@ void TopicOperator::StopWorker(const std::string& key) {
   w->stop.store(true);
   w->cv.notify_all();
   if (w->thread.joinable()) w->thread.join();
+  if (w->console) w->console->Stop();
+}
+
+control::GetAnswer TopicOperator::ServeConsole(const control::GetRequest& request) {
+  if (request.path == "/") {
+    // The topics, each a link to its console.
+    std::vector<std::string> keys;
+    {
+      MutexLock lock(mu_);
+      for (const auto& [k, w] : workers_) {
+        if (w->console) keys.push_back(k);
+      }
+    }
+    std::string html =
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Shoal "
+        "topics</title></head><body><h1>Topics this operator runs</h1><ul>";
+    for (const auto& k : keys) {
+      std::string escaped;
+      for (char c : k) {  // namespaces and names are DNS labels; escaped all the same
+        if (c == '<')
+          escaped += "&lt;";
+        else if (c == '>')
+          escaped += "&gt;";
+        else if (c == '&')
+          escaped += "&amp;";
+        else if (c == '"')
+          escaped += "&quot;";
+        else
+          escaped += c;
+      }
+      html += "<li><a href=\"t/" + escaped + "/\">" + escaped + "</a></li>";
+    }
+    if (keys.empty()) html += "<li>none yet (this operator may not be the leader)</li>";
+    html +=
+        "</ul><p>A topic's console asks for its admin token: open it as "
+        "<code>t/&lt;namespace&gt;/&lt;name&gt;/#token=&lt;token&gt;</code> with the token of "
+        "Secret <code>&lt;name&gt;-admin</code>.</p></body></html>";
+    return {200, html, "text/html; charset=utf-8"};
+  }
+  // /t/<ns>/<name>/<rest>
+  if (request.path.rfind("/t/", 0) != 0) {
+    return control::GetAnswer::Error(Status::NotFound(
+        "the operator's console port serves / (the topics) and /t/<namespace>/<name>/"));
+  }
+  const size_t ns_end = request.path.find('/', 3);
+  const size_t name_end =
+      ns_end == std::string::npos ? std::string::npos : request.path.find('/', ns_end + 1);
+  if (name_end == std::string::npos) {
+    return control::GetAnswer::Error(
+        Status::NotFound("a topic's console is /t/<namespace>/<name>/ (with the last slash)"));
+  }
+  const std::string key = request.path.substr(3, name_end - 3);
+  std::shared_ptr<Worker> w;
+  {
+    MutexLock lock(mu_);
+    if (auto it = workers_.find(key); it != workers_.end()) w = it->second;
+  }
+  if (!w || !w->console) {
+    return control::GetAnswer::Error(
+        Status::NotFound("this operator runs no topic " + key + " (or is not the leader)"));
+  }
+  control::GetRequest inner = request;
+  inner.path = request.path.substr(name_end);
+  return console::ServeConsole(*w->console, w->token, inner);
 }
 
 void TopicOperator::StopAllWorkers() {

@@ -40,6 +40,7 @@
 #include "shoal/common/hash.h"
 #include "shoal/common/partition_map.h"
 #include "shoal/common/version.h"
+#include "shoal/common/wire.h"
 #include "shoal/control/process.h"
 #include "shoal/harness/verifier.h"
 #include "shoal/harness/workload.h"
@@ -1194,6 +1195,75 @@ TEST_F(KubeOperatorTest, AnOperatorWithATlsDefaultKeepsARunningPlainTopicPlain) 
 // long as one waited, like a slow start. Now the pods' cause is the topic's Degraded condition
 // (its reason and the kubelet's message, naming the pod and the container) and a Warning Event,
 // within 30 s.
+// The operator serves each topic's console (docs/console.md): its API behind the topic's admin
+// token, reading the sidecars over TLS with the operator's own certificate (the admin plane of a
+// TLS topic admits only its pods and the operator), and browsing without consuming.
+TEST_F(KubeOperatorTest, TheOperatorServesATlsTopicsConsoleBehindItsAdminToken) {
+  StartCluster();
+  auto port = control::FreePort();
+  ASSERT_TRUE(port.ok()) << port.status().message();
+  StartOperator("a", {"--console-port", std::to_string(*port)});
+  value topic = ReplicatedTopic(4, 1, 1);
+  topic["spec"]["security"] = value::parse(R"({"tls":true})");
+  CreateTopic(topic);
+  ASSERT_TRUE(WaitReady(90s)) << OperatorLog("a");
+  HttpTestClient consoles("http://127.0.0.1:" + std::to_string(*port));
+
+  // The list of topics links each one's console.
+  HttpResponse list = consoles.Get("/");
+  ASSERT_EQ(list.status, 200) << list.Describe();
+  EXPECT_NE(list.body.find("href=\"t/default/orders/\""), std::string::npos) << list.body;
+  HttpResponse page = consoles.Get("/t/default/orders/");
+  ASSERT_EQ(page.status, 200) << page.Describe();
+  EXPECT_NE(page.body.find("console.js"), std::string::npos);
+  EXPECT_EQ(consoles.Get("/t/default/orders/console.js").status, 200);
+  EXPECT_EQ(consoles.Get("/t/default/nothing/").status, 404);
+
+  // The API needs the topic's admin token, as a user takes it from the Secret.
+  EXPECT_EQ(consoles.Get("/t/default/orders/api/state").status, 401);
+  auto secret = Get("/api/v1/namespaces/default/secrets/orders-admin");
+  ASSERT_TRUE(secret.has_value());
+  const auto bytes = utility::conversions::from_base64(At(*secret, "data")["token"].as_string());
+  HttpRequestOptions bearer;
+  bearer.headers["Authorization"] = "Bearer " + std::string(bytes.begin(), bytes.end());
+  EXPECT_EQ(consoles
+                .Get("/t/default/orders/api/state",
+                     [] {
+                       HttpRequestOptions wrong;
+                       wrong.headers["Authorization"] = "Bearer not-the-token";
+                       return wrong;
+                     }())
+                .status,
+            401);
+
+  // Events produced over the pod's local port show in the console: the state carries what the
+  // pods report (read over TLS) and the browser finds a key's events.
+  const auto pod0 = kubelet().Pod("orders-0");
+  ASSERT_TRUE(pod0.has_value());
+  std::vector<client::OutgoingEvent> batch;
+  for (int i = 0; i < 50; ++i) batch.push_back({"k" + std::to_string(i % 5), "1", "", {}});
+  // The pod's own plain port (SHOAL_URL: localhost, the pod's IP here).
+  auto produced = client::ShoalClient("http://" + pod0->ip + ":8082", "orders").Produce(batch);
+  ASSERT_TRUE(produced.ok()) << produced.status().ToString();
+  std::string state;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        HttpResponse r = consoles.Get("/t/default/orders/api/state", bearer);
+        state = r.body;
+        return r.status == 200 && state.find("\"appended\":") != std::string::npos &&
+               state.find("\"epoch\":0") == std::string::npos;
+      },
+      30s))
+      << state << "\n"
+      << OperatorLog("a");
+  HttpResponse key = consoles.Get("/t/default/orders/api/events?key=k3", bearer);
+  ASSERT_EQ(key.status, 200) << key.Describe();
+  auto events = wire::ParseConsumeResponse(key.body);
+  ASSERT_TRUE(events.ok()) << key.body;
+  EXPECT_EQ(events->size(), 10u) << key.body;
+  for (const auto& e : *events) EXPECT_EQ(e.key, "k3");
+}
+
 TEST_F(KubeOperatorTest, ATopicWhosePodsCannotPullTheirImageSaysWhy) {
   StartCluster();
   StartOperator("a");

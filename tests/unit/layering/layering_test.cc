@@ -3,7 +3,7 @@
 //
 //   common  <-  sidecar, client, operator/kubeapi
 //   client  <-  operator/control  <-  operator/reconciler
-//   client, operator/control  <-  console, harness
+//   client, operator/control  <-  console, harness;  console  <-  operator/reconciler
 //   cli and bench use any library; nothing includes or links cli.
 //
 // A header of another module is named by its include directory (`shoal/<module>/...`); a quoted
@@ -39,7 +39,7 @@ std::vector<Module> Layering() {
       {"client", "client", {"common"}},
       {"operator/kubeapi", "kubeapi", {"common"}},
       {"operator/control", "control", {"common", "client"}},
-      {"operator/reconciler", "reconciler", {"common", "client", "control", "kubeapi"}},
+      {"operator/reconciler", "reconciler", {"common", "client", "control", "kubeapi", "console"}},
       {"console", "console", {"common", "client", "control"}},
       {"harness", "harness", {"common", "client", "control"}},
       {"bench", "", {"common", "client", "control", "harness", "sidecar"}},

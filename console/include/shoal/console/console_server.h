@@ -25,6 +25,15 @@ struct Asset {
 };
 const Asset* FindAsset(std::string_view path);
 
+// One console's answer to a GET whose path is relative to the console's root ("/",
+// "/console.js", "/api/state", "/api/events"); with a token, /api/* needs it. What a port serving
+// one console (ConsoleServer) or many (the operator's, one per topic under /t/<ns>/<name>/) runs.
+control::GetAnswer ServeConsole(Console& console, const std::string& token,
+                                const control::GetRequest& request);
+
+// The headers every answer of a console's port carries: nothing but its own assets may load.
+control::GetOnlyPort::Headers ConsoleHeaders();
+
 class ConsoleServer {
  public:
   ConsoleServer(std::string host, uint16_t port, Console& console, std::string token = "");

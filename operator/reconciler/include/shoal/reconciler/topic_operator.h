@@ -35,6 +35,7 @@
 #include "shoal/common/thread_annotations.h"
 #include "shoal/common/tls.h"
 #include "shoal/control/control_loop.h"
+#include "shoal/control/get_only_port.h"
 #include "shoal/kubeapi/informer.h"
 #include "shoal/kubeapi/kube_client.h"
 #include "shoal/reconciler/event_recorder.h"
@@ -69,6 +70,9 @@ struct TopicOperatorOptions {
   // Where the operator keeps its own client certificate of each TLS topic (files, for OpenSSL);
   // empty: a directory of its own under the system's temporary directory.
   std::string cert_dir;
+  // Each running topic's live console (docs/console.md), read by ServeConsole: when false, no
+  // console reads the sidecars.
+  bool console = false;
 };
 
 class TopicOperator {
@@ -89,6 +93,10 @@ class TopicOperator {
   bool leading() const { return leading_.load(); }
   // The operator's metrics and every topic loop's, one exposition.
   std::string MetricsText() const;
+  // The consoles of the topics this operator runs (options.console): GET / lists them, GET
+  // /t/<namespace>/<name>/... is that topic's console, its API behind the topic's admin token
+  // (Secret <name>-admin, key token). Thread-safe.
+  control::GetAnswer ServeConsole(const control::GetRequest& request);
 
  private:
   struct Worker;
