@@ -47,7 +47,9 @@ async function api(path) {
 
 // Pod colours: stable by name order.
 function podColours(state) {
-  const pods = Object.keys((state.map && state.map.peers) || {}).sort();
+  const named = Object.keys((state.map && state.map.peers) || {});
+  const owners = ((state.map && state.map.partitions) || []).map(p => p.owner);
+  const pods = [...new Set(named.length ? named : owners)].sort();
   const c = {};
   pods.forEach((p, i) => { c[p] = PALETTE[i % PALETTE.length]; });
   return c;
@@ -313,6 +315,12 @@ function fillPartitionChoice(state) {
   if (chosen !== "" && parts.includes(Number(chosen))) select.value = chosen;
 }
 
+// The browser's requests: one at a time, and an answer that a newer request overtook is dropped.
+let browseSeq = 0;
+function browsing(on) {
+  for (const b of document.querySelectorAll(".browse button")) b.disabled = on;
+}
+
 function showEvents(answer, info) {
   const table = clear(document.getElementById("events"));
   const head = el("tr");
@@ -332,23 +340,34 @@ function showEvents(answer, info) {
 }
 
 async function browsePartition(id, from) {
+  const seq = ++browseSeq;
+  browsing(true);
   try {
     const a = await api(`api/events?partition=${encodeURIComponent(id)}&from=${encodeURIComponent(from)}&max=200`);
+    if (seq !== browseSeq) return;
     showEvents(a, `partition ${a.partition} (${a.state}, on ${a.owner}): offsets ${a.from} to ${a.next - 1} of ${a.start_offset}..${a.end_offset - 1}` +
                   (a.next < a.end_offset ? `; read from ${a.next} for more` : ""));
     document.getElementById("browse-from").value = String(a.next < a.end_offset ? a.next : a.from);
   } catch (e) {
-    document.getElementById("browse-info").textContent = "cannot read: " + e.message;
+    if (seq === browseSeq) document.getElementById("browse-info").textContent = "cannot read: " + e.message;
+  } finally {
+    if (seq === browseSeq) browsing(false);
   }
 }
 
 async function browseKey(key) {
+  const seq = ++browseSeq;
+  browsing(true);
   try {
     const a = await api(`api/events?key=${encodeURIComponent(key)}&max=200`);
+    if (seq !== browseSeq) return;
     const where = a.partitions.map(p => `#${p.id} (${p.state})${p.error ? ": " + p.error : ""}`).join(" → ");
-    showEvents(a, `key ${JSON.stringify(a.key)} (hash ${a.hash}): ${a.events.length} events through ${where || "no partition"}`);
+    showEvents(a, `key ${JSON.stringify(a.key)} (hash ${a.hash}): ${a.events.length} events through ${where || "no partition"}` +
+                  (a.truncated ? " (the search stopped short: more may follow)" : ""));
   } catch (e) {
-    document.getElementById("browse-info").textContent = "cannot read: " + e.message;
+    if (seq === browseSeq) document.getElementById("browse-info").textContent = "cannot read: " + e.message;
+  } finally {
+    if (seq === browseSeq) browsing(false);
   }
 }
 

@@ -17,6 +17,11 @@ namespace {
 constexpr size_t kMaxBrowse = 1000;
 constexpr size_t kKeyEventsMax = 200;
 constexpr int kKeyCallsPerPartition = 40;  // 40 x 50,000 events scanned per partition at most
+constexpr size_t kKeyAnswerBytes = 4 << 20;  // a key's events answered at most
+constexpr auto kKeySearchTime = std::chrono::seconds(10);
+// Browses at once: each holds a thread of the port's pool while it reads from sidecars (the
+// operator's pool also carries its Kubernetes calls); more are answered 503.
+constexpr int kBrowsesAtOnce = 2;
 
 // The events of a browse answer ({"...","events":[...]}): the text inside the brackets.
 std::string_view EventsOf(std::string_view answer) {
@@ -117,6 +122,7 @@ void Console::Stop() {
 std::string Console::AdminOf(const PartitionMap& map, const std::string& pod) const {
   const PeerAddress* p = map.Peer(PodName(pod));
   if (p) return p->admin;
+  if (!map.peers().empty()) return "";  // a pod the map does not name: nobody to ask
   std::lock_guard<std::mutex> lock(mu_);
   return map_from_;  // a sidecar on its own: the map names no peers
 }
@@ -133,8 +139,10 @@ void Console::Sample() {
   std::optional<PartitionMap> newest;
   std::string newest_json;
   std::string newest_from;
+  std::set<std::string> tried;
   auto read_maps = [&](const std::vector<std::string>& addresses) {
     for (const auto& a : addresses) {
+      if (stop_.load() || !tried.insert(a).second) continue;
       auto body = admin_.Get(a, "/v1/admin/map", true);
       if (!body.ok()) continue;
       auto m = PartitionMap::FromJson(*body);
@@ -150,6 +158,12 @@ void Console::Sample() {
   read_maps(where);
   if (!newest && opts_.seeds) read_maps(opts_.seeds());
   if (!newest && !map_from_copy.empty()) read_maps({map_from_copy});
+  {
+    // Only a newer map (or the same epoch) is taken: a lagging sidecar's older one would show
+    // the newer map's partitions as retired.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (newest && newest->epoch() < map_.epoch()) newest.reset();
+  }
   const std::string status = opts_.status ? opts_.status() : "null";
   const int64_t now = clock_.NowMs();
 
@@ -166,6 +180,7 @@ void Console::Sample() {
       for (const auto& p : newest->partitions()) to_read[p.owner.value()] = newest_from;
     }
     for (const auto& [pod, address] : to_read) {
+      if (stop_.load()) return;
       std::string entry = "{\"admin\":";
       json::AppendString(entry, address);
       auto body = admin_.Get(address, "/v1/admin/partitions", true);
@@ -176,6 +191,12 @@ void Console::Sample() {
         json::AppendString(entry, report.status().message());
         entry += '}';
         pods[pod] = std::move(entry);
+        // Its counters stay as last read: when it answers again, what it appended meanwhile
+        // counts over the time since, not as one sample's arrival.
+        std::lock_guard<std::mutex> lock(mu_);
+        for (const auto& [k, n] : appended_) {
+          if (k.first == pod) appended[k] = n;
+        }
         continue;
       }
       entry += ",\"partitions\":";
@@ -319,6 +340,15 @@ std::string Console::StateJson() const {
 }
 
 Result<std::string> Console::EventsJson(const std::map<std::string, std::string>& query) const {
+  if (browsing_.fetch_add(1) >= kBrowsesAtOnce) {
+    browsing_.fetch_sub(1);
+    return Status::Unavailable("the console is browsing for " + std::to_string(kBrowsesAtOnce) +
+                               " requests already; retry");
+  }
+  struct Done {
+    std::atomic<int>& n;
+    ~Done() { n.fetch_sub(1); }
+  } done{browsing_};
   PartitionMap map;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -342,8 +372,10 @@ Result<std::string> Console::EventsJson(const std::map<std::string, std::string>
     std::sort(line.begin(), line.end(),
               [](const PartitionInfo* a, const PartitionInfo* b) { return a->id < b->id; });
     const size_t want = std::min<uint64_t>(*max, kKeyEventsMax);
+    const auto deadline = std::chrono::steady_clock::now() + kKeySearchTime;
     std::string events;
     size_t found = 0;
+    bool truncated = false;
     std::string parts;
     for (const PartitionInfo* p : line) {
       const std::string admin = AdminOf(map, p->owner.value());
@@ -351,6 +383,10 @@ Result<std::string> Console::EventsJson(const std::map<std::string, std::string>
       uint64_t end = 0;
       std::string error;
       for (int call = 0; call < kKeyCallsPerPartition && found < want; ++call) {
+        if (events.size() >= kKeyAnswerBytes || std::chrono::steady_clock::now() >= deadline) {
+          truncated = true;
+          break;
+        }
         auto answer =
             admin_.Get(admin,
                        "/v1/admin/partitions/" + std::to_string(p->id.value()) +
@@ -397,6 +433,8 @@ Result<std::string> Console::EventsJson(const std::map<std::string, std::string>
     json::AppendString(o, k->second);
     o += ",\"hash\":";
     json::AppendUint(o, h);
+    o += ",\"truncated\":";
+    o += truncated ? "true" : "false";
     o += ",\"partitions\":[" + parts + "],\"events\":[" + events + "]}";
     return o;
   }
@@ -415,6 +453,9 @@ Result<std::string> Console::EventsJson(const std::map<std::string, std::string>
                                std::to_string(*from) + "&max=" + std::to_string(*max),
                            true);
   if (!answer.ok()) return answer.status();
+  if (answer->size() < 2 || answer->front() != '{') {
+    return Status::Unavailable("partition " + std::to_string(*id) + "'s owner answered no object");
+  }
   // The owner's answer, with where it came from.
   std::string o = "{\"owner\":";
   json::AppendString(o, p->owner.value());

@@ -7,8 +7,29 @@ namespace shoal::console {
 using control::GetAnswer;
 using control::GetRequest;
 
+namespace {
+
+// Compared in time that does not depend on where they differ.
+bool SameSecret(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
+  }
+  return diff == 0;
+}
+
+bool IsLoopback(std::string host) {
+  if (const auto colon = host.rfind(':'); colon != std::string::npos && host.back() != ']') {
+    host.resize(colon);  // the port
+  }
+  return host == "localhost" || host == "[::1]" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+}  // namespace
+
 GetAnswer ServeConsole(Console& console, const std::string& token, const GetRequest& r) {
-  if (r.path.rfind("/api/", 0) == 0 && !token.empty() && r.authorization != "Bearer " + token) {
+  if (r.path.rfind("/api/", 0) == 0 && !token.empty() &&
+      !SameSecret(r.authorization, "Bearer " + token)) {
     return GetAnswer::Error(
         Status::Unauthenticated("the console's API needs Authorization: Bearer <token>; open "
                                 "the address `shoal console` printed"));
@@ -38,7 +59,15 @@ ConsoleServer::ConsoleServer(std::string host, uint16_t port, Console& console, 
       token_(std::move(token)),
       port_(
           std::move(host), port,
-          [&console, this](const GetRequest& r) { return ServeConsole(console, token_, r); },
+          [&console, this](const GetRequest& r) {
+            // On a loopback address, only names of this machine: a web page that rebinds its
+            // own name to 127.0.0.1 reaches the port with its name in Host, and is refused.
+            if (IsLoopback(host_) && !IsLoopback(r.host)) {
+              return GetAnswer::Error(Status::PermissionDenied(
+                  "the console answers only addresses of this machine (Host " + r.host + ")"));
+            }
+            return ServeConsole(console, token_, r);
+          },
           ConsoleHeaders()) {}
 
 ConsoleServer::~ConsoleServer() { Close(); }

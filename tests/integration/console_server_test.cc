@@ -15,6 +15,7 @@
 #include "shoal/common/wire.h"
 #include "shoal/console/console.h"
 #include "support/http_test_client.h"
+#include "support/raw_connection.h"
 #include "support/sidecar_process.h"
 
 namespace shoal::testing {
@@ -113,6 +114,16 @@ TEST(ConsoleServerTest, ServesThePageTheStateAndEventsAndRefusesBadInput) {
   }
   EXPECT_EQ(http.Get("/api/events?partition=77").status, 404);
   EXPECT_EQ(http.Post("/api/state", "{}").status, 405);
+
+  // A page elsewhere that rebinds its own name to 127.0.0.1 sends that name as Host: refused.
+  {
+    RawConnection raw((*ports)[0]);
+    ASSERT_TRUE(raw.connected());
+    ASSERT_TRUE(raw.Send("GET /api/state HTTP/1.1\r\nHost: rebound.example:" +
+                         std::to_string((*ports)[0]) + "\r\nConnection: close\r\n\r\n"));
+    const std::string answer = raw.ReadAll(std::chrono::seconds(5));
+    EXPECT_EQ(answer.rfind("HTTP/1.1 403", 0), 0u) << answer.substr(0, 300);
+  }
 
   // With a token, the API needs it; the page itself does not (it carries no data).
   auto more = PickFreePorts(1);

@@ -289,6 +289,7 @@ TEST(FrontEndTest, BrowsingEventsConsumesNothingForAnyGroup) {
   EXPECT_EQ(admin->Get("/v1/admin/partitions/0/events?max=0", bearer).status, 400);
   EXPECT_EQ(admin->Get("/v1/admin/partitions/0/events?max=100000", bearer).status, 400);
   EXPECT_EQ(admin->Get("/v1/admin/partitions/0/events?from=x", bearer).status, 400);
+  EXPECT_EQ(admin->Get("/v1/admin/partitions/0/events?from=-1", bearer).status, 400);
   EXPECT_EQ(admin->Get("/v1/admin/partitions/7/events", bearer).status, 404);
   EXPECT_EQ(admin->Get("/v1/admin/partitions/0/events").status, 401);
   // Nothing was consumed: a group that comes now starts at offset 0.

@@ -806,13 +806,16 @@ Result<Partition::Browsed> Partition::Browse(uint64_t from, size_t max,
   b.next = b.from;
   const uint64_t end = visible_end();
   size_t scanned = 0;
-  size_t bytes = 0;
+  size_t scanned_bytes = 0;  // read from the log, matching or not
+  size_t bytes = 0;          // answered
   constexpr size_t kMaxBytes = 1 << 20;
-  while (b.next < end && b.count < max && scanned < kBrowseScanRecords && bytes < kMaxBytes) {
+  while (b.next < end && b.count < max && scanned < kBrowseScanRecords &&
+         scanned_bytes < kBrowseScanBytes && bytes < kMaxBytes) {
     storage::ReadBatch batch;
     const size_t want = key ? std::min<size_t>(4096, kBrowseScanRecords - scanned) : max - b.count;
     SHOAL_RETURN_IF_ERROR(log_->Read(b.next, end, want, kMaxBytes - bytes, &batch));
     if (batch.records.empty()) break;
+    scanned_bytes += batch.bytes;
     for (const auto& r : batch.records) {
       b.next = r.offset + 1;
       ++scanned;

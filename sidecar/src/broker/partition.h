@@ -338,13 +338,15 @@ class Partition {
   // What a person browses (the console's event browser, docs/admin-api.md): the events from
   // `from` (raised to the oldest retained) below the visible end, as a consume answer lists
   // them, comma-separated, at most `max` of them and about 1 MiB; with `key`, only that key's,
-  // scanning at most kBrowseScanRecords. No group's cursor, commit or lease is touched.
+  // scanning at most kBrowseScanRecords and about kBrowseScanBytes. No group's cursor, commit or
+  // lease is touched.
   struct Browsed {
     size_t count = 0;
     uint64_t from = 0;  // where the scan started
     uint64_t next = 0;  // where a next call goes on (the end once everything was scanned)
   };
   static constexpr size_t kBrowseScanRecords = 50000;
+  static constexpr size_t kBrowseScanBytes = 16 << 20;
   Result<Browsed> Browse(uint64_t from, size_t max, const std::optional<std::string>& key,
                          std::string* out) const;
   // Whether `group` has anything to read here now (for long-poll wakeups).

@@ -1,9 +1,10 @@
 #include "http/admin_frontend.h"
 
+#include <simdjson.h>
+
 #include <algorithm>
 #include <chrono>
-
-#include <simdjson.h>
+#include <optional>
 
 #include "http/http_util.h"
 #include "shoal/common/json.h"
@@ -393,22 +394,29 @@ void AdminFrontend::Handle(http_request req) {
     }
     if (m == methods::GET) {
       const auto q = Query(req);
+      // Digits only (strtoull would take "-1" as 2^64 - 1), at most 19 of them.
+      auto number = [](const std::string& text) -> std::optional<uint64_t> {
+        if (text.empty() || text.size() > 19) return std::nullopt;
+        uint64_t v = 0;
+        for (char c : text) {
+          if (c < '0' || c > '9') return std::nullopt;
+          v = v * 10 + static_cast<uint64_t>(c - '0');
+        }
+        return v;
+      };
       uint64_t from = 0;
       size_t max = 100;
       if (const auto f = q.find("from"); f != q.end()) {
-        char* stop = nullptr;
-        from = std::strtoull(f->second.c_str(), &stop, 10);
-        if (stop == f->second.c_str() || *stop) {
-          return answer(Status::InvalidArgument("from must be an offset"));
-        }
+        const auto v = number(f->second);
+        if (!v) return answer(Status::InvalidArgument("from must be an offset (digits)"));
+        from = *v;
       }
       if (const auto n = q.find("max"); n != q.end()) {
-        char* stop = nullptr;
-        const unsigned long long v = std::strtoull(n->second.c_str(), &stop, 10);
-        if (stop == n->second.c_str() || *stop || v == 0 || v > 1000) {
+        const auto v = number(n->second);
+        if (!v || *v == 0 || *v > 1000) {
           return answer(Status::InvalidArgument("max must be from 1 to 1000"));
         }
-        max = static_cast<size_t>(v);
+        max = static_cast<size_t>(*v);
       }
       std::optional<std::string> key;
       if (const auto k = q.find("key"); k != q.end()) key = k->second;

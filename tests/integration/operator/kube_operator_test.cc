@@ -1241,10 +1241,21 @@ TEST_F(KubeOperatorTest, TheOperatorServesATlsTopicsConsoleBehindItsAdminToken) 
   const auto pod0 = kubelet().Pod("orders-0");
   ASSERT_TRUE(pod0.has_value());
   std::vector<client::OutgoingEvent> batch;
-  for (int i = 0; i < 50; ++i) batch.push_back({"k" + std::to_string(i % 5), "1", "", {}});
-  // The pod's own plain port (SHOAL_URL: localhost, the pod's IP here).
-  auto produced = client::ShoalClient("http://" + pod0->ip + ":8082", "orders").Produce(batch);
-  ASSERT_TRUE(produced.ok()) << produced.status().ToString();
+  for (int i = 0; i < 50; ++i) {  // numbered: a retry stores each event once
+    batch.push_back({"k" + std::to_string(i % 5), "1", "console-test", static_cast<uint64_t>(i)});
+  }
+  // The pod's own plain port (SHOAL_URL: localhost, the pod's IP here); a 503 while the pod
+  // takes its first map is retried, as an application does.
+  client::ShoalClient local("http://" + pod0->ip + ":8082", "orders");
+  Status produced = Status::Unavailable("not tried");
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto r = local.Produce(batch);
+        produced = r.ok() ? Status::Ok() : r.status();
+        return r.ok();
+      },
+      30s))
+      << produced.ToString();
   std::string state;
   ASSERT_TRUE(WaitUntil(
       [&] {

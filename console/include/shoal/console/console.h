@@ -65,8 +65,10 @@ class Console {
   std::string StateJson() const;
 
   // GET /api/events: `partition` and `from` (and `max`) browse a partition; `key` finds a key's
-  // events in every partition whose range holds its hash, oldest partition first. 400 for a
-  // bad query, 404 for a partition the map does not know, 503 when its owner does not answer.
+  // events in every partition whose range holds its hash, oldest partition first (at most 200
+  // events, 4 MiB and 10 s of searching: "truncated" says when it stopped short). 400 for a bad
+  // query, 404 for a partition the map does not know, 503 when its owner does not answer or two
+  // browses run already.
   Result<std::string> EventsJson(const std::map<std::string, std::string>& query) const;
 
  private:
@@ -94,6 +96,7 @@ class Console {
   static constexpr size_t kRemembered = 2000;
   std::map<uint32_t, std::string> seen_;
 
+  mutable std::atomic<int> browsing_{0};  // EventsJson calls running
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

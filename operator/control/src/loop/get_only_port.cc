@@ -19,6 +19,9 @@ GetAnswer GetAnswer::Error(const Status& st) {
     case Status::Code::kUnauthenticated:
       code = 401;
       break;
+    case Status::Code::kPermissionDenied:
+      code = 403;
+      break;
     case Status::Code::kNotFound:
       code = 404;
       break;
@@ -53,6 +56,7 @@ Status GetOnlyPort::Open() {
           if (auto h = req.headers().find("Authorization"); h != req.headers().end()) {
             r.authorization = h->second;
           }
+          if (auto h = req.headers().find("Host"); h != req.headers().end()) r.host = h->second;
           a = serve_(r);
         } catch (const std::exception& e) {
           a = GetAnswer::Error(Status::InvalidArgument(std::string("a bad request: ") + e.what()));

@@ -25,6 +25,7 @@ struct GetRequest {
   std::string path;
   std::map<std::string, std::string> query;  // decoded
   std::string authorization;                 // the Authorization header, if any
+  std::string host;                          // the Host header, if any
 };
 
 struct GetAnswer {
@@ -33,7 +34,8 @@ struct GetAnswer {
   std::string type = "application/json";
 
   static GetAnswer Json(std::string body) { return {200, std::move(body), "application/json"}; }
-  // A JSON error body ({"error","reason"}) with the HTTP code of `st` (400, 401, 404, 503, ...).
+  // A JSON error body ({"error","reason"}) with the HTTP code of `st` (400, 401, 403, 404; 503
+  // for the rest).
   static GetAnswer Error(const Status& st);
 };
 
