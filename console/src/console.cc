@@ -169,8 +169,8 @@ void Console::Sample() {
 
   // Each pod's partitions; arrival from the `appended` counters, lag per group.
   std::map<std::string, std::string> pods;
-  std::map<std::pair<std::string, uint32_t>, uint64_t> appended;
-  uint64_t arrived = 0;
+  std::map<std::pair<std::string, uint32_t>, Counted> appended;
+  double arrival = 0;  // events/s, summed over the partitions
   std::map<std::string, uint64_t> lag;
   if (newest) {
     // The pods the map names; a sidecar started on its own names none: the one that answered.
@@ -191,8 +191,8 @@ void Console::Sample() {
         json::AppendString(entry, report.status().message());
         entry += '}';
         pods[pod] = std::move(entry);
-        // Its counters stay as last read: when it answers again, what it appended meanwhile
-        // counts over the time since, not as one sample's arrival.
+        // Its counters stay as last read, with when: when it answers again, what it appended
+        // meanwhile is a rate over all that time, not one sample's arrival.
         std::lock_guard<std::mutex> lock(mu_);
         for (const auto& [k, n] : appended_) {
           if (k.first == pod) appended[k] = n;
@@ -206,13 +206,16 @@ void Console::Sample() {
       std::lock_guard<std::mutex> lock(mu_);
       for (const auto& p : report->partitions) {
         const auto k = std::make_pair(pod, p.id.value());
-        appended[k] = p.appended;
-        // Appends since the last sample; a partition new since then (a change made it) or a
-        // sidecar that restarted counts all its appends. Nothing on the first sample.
-        if (auto was = appended_.find(k); was != appended_.end() && p.appended >= was->second) {
-          arrived += p.appended - was->second;
-        } else if (!appended_.empty()) {
-          arrived += p.appended;
+        appended[k] = {p.appended, now};
+        // Appends since this partition was read last, over the time since; a partition new since
+        // the last sample (a change made it) or on a sidecar that restarted: all its appends,
+        // over the time since the last sample. Nothing on the first sample.
+        if (auto was = appended_.find(k); was != appended_.end() && p.appended >= was->second.n) {
+          if (now > was->second.at_ms) {
+            arrival += (p.appended - was->second.n) * 1000.0 / (now - was->second.at_ms);
+          }
+        } else if (!appended_.empty() && now > last_sample_ms_) {
+          arrival += p.appended * 1000.0 / (now - last_sample_ms_);
         }
         // A group's lag: what it has not committed of what is retained (the partition's own
         // owner answers for it; a sealed parent's remaining events count until its groups are
@@ -228,11 +231,10 @@ void Console::Sample() {
 
   std::lock_guard<std::mutex> lock(mu_);
   if (newest) {
-    const double seconds = last_sample_ms_ ? (now - last_sample_ms_) / 1000.0 : 0;
     std::string s = "{\"at_ms\":";
     json::AppendInt(s, now);
     s += ",\"arrival\":";
-    json::AppendDouble(s, seconds > 0 && !appended_.empty() ? arrived / seconds : 0);
+    json::AppendDouble(s, arrival);
     s += ",\"partitions\":";
     json::AppendUint(s, newest->active_count());
     s += ",\"pods\":";

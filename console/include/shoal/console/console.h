@@ -89,7 +89,11 @@ class Console {
   std::deque<std::string> decisions_;  // as JSON objects
   int64_t last_decision_at_ = 0;
   // Per pod and partition: the last `appended` read, for the arrival rate.
-  std::map<std::pair<std::string, uint32_t>, uint64_t> appended_;
+  struct Counted {
+    uint64_t n = 0;
+    int64_t at_ms = 0;  // when it was read
+  };
+  std::map<std::pair<std::string, uint32_t>, Counted> appended_;
   int64_t last_sample_ms_ = 0;
   // Every partition seen in a map (at most kRemembered, the newest ids), as a JSON object, so
   // that the lineage still shows the parents a change retired once every group read them.
