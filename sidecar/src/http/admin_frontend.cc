@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <optional>
 
 #include "http/http_util.h"
 #include "shoal/common/json.h"
@@ -394,33 +393,15 @@ void AdminFrontend::Handle(http_request req) {
     }
     if (m == methods::GET) {
       const auto q = Query(req);
-      // Digits only (strtoull would take "-1" as 2^64 - 1), at most 19 of them.
-      auto number = [](const std::string& text) -> std::optional<uint64_t> {
-        if (text.empty() || text.size() > 19) return std::nullopt;
-        uint64_t v = 0;
-        for (char c : text) {
-          if (c < '0' || c > '9') return std::nullopt;
-          v = v * 10 + static_cast<uint64_t>(c - '0');
-        }
-        return v;
-      };
-      uint64_t from = 0;
-      size_t max = 100;
-      if (const auto f = q.find("from"); f != q.end()) {
-        const auto v = number(f->second);
-        if (!v) return answer(Status::InvalidArgument("from must be an offset (digits)"));
-        from = *v;
-      }
-      if (const auto n = q.find("max"); n != q.end()) {
-        const auto v = number(n->second);
-        if (!v || *v == 0 || *v > 1000) {
-          return answer(Status::InvalidArgument("max must be from 1 to 1000"));
-        }
-        max = static_cast<size_t>(*v);
-      }
+      const auto from = IntParam(q, "from", 0, 0, INT64_MAX);
+      if (!from.ok()) return answer(from.status());
+      const auto max = IntParam(q, "max", 100, 1, 1000);
+      if (!max.ok()) return answer(max.status());
       std::optional<std::string> key;
       if (const auto k = q.find("key"); k != q.end()) key = k->second;
-      return answer(topic_.BrowseJson(PartitionId(static_cast<uint32_t>(id)), from, max, key));
+      return answer(topic_.BrowseJson(PartitionId(static_cast<uint32_t>(id)),
+                                      static_cast<uint64_t>(*from), static_cast<size_t>(*max),
+                                      key));
     }
   } else if (path.size() == 5 && path[2] == "partitions" &&
              (path[4] == "read" || path[4] == "commit")) {

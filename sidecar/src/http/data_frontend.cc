@@ -16,19 +16,6 @@ using web::http::methods;
 
 namespace {
 
-Result<int64_t> IntParam(const std::map<std::string, std::string>& q, const std::string& name,
-                         int64_t def, int64_t lo, int64_t hi) {
-  auto it = q.find(name);
-  if (it == q.end() || it->second.empty()) return def;
-  int64_t v = 0;
-  auto [p, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
-  if (ec != std::errc() || p != it->second.data() + it->second.size() || v < lo || v > hi) {
-    return Status::InvalidArgument(name + " must be an integer in [" + std::to_string(lo) + ", " +
-                                   std::to_string(hi) + "]");
-  }
-  return v;
-}
-
 // Waits up to `limit` for the answers to go out. Close closes the listener right after the poller
 // ends, and closing it cuts off every answer still being written, so parked consumers answered at
 // shutdown would get a truncated response. Bounded: a client that does not read cannot hold the

@@ -1,5 +1,7 @@
 #include "http/http_util.h"
 
+#include <charconv>
+
 #include "shoal/common/json.h"
 
 namespace shoal::http {
@@ -71,6 +73,19 @@ std::vector<std::string> PathSegments(const http_request& req) {
     out.clear();
   }
   return out;
+}
+
+Result<int64_t> IntParam(const std::map<std::string, std::string>& q, const std::string& name,
+                         int64_t def, int64_t lo, int64_t hi) {
+  auto it = q.find(name);
+  if (it == q.end() || it->second.empty()) return def;
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
+  if (ec != std::errc() || p != it->second.data() + it->second.size() || v < lo || v > hi) {
+    return Status::InvalidArgument(name + " must be an integer in [" + std::to_string(lo) + ", " +
+                                   std::to_string(hi) + "]");
+  }
+  return v;
 }
 
 std::map<std::string, std::string> Query(const http_request& req) {

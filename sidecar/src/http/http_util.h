@@ -27,6 +27,10 @@ int ReplyError(const http_request& req, int code, const std::string& error,
 
 std::vector<std::string> PathSegments(const http_request& req);
 std::map<std::string, std::string> Query(const http_request& req);
+// Query parameter `name` as an integer in [lo, hi] (digits, an optional '-'), `def` when absent or
+// empty; InvalidArgument naming the range otherwise.
+Result<int64_t> IntParam(const std::map<std::string, std::string>& q, const std::string& name,
+                         int64_t def, int64_t lo, int64_t hi);
 
 // Calls `then` with the request's body, on the calling thread, or `on_error` if it is over
 // max_bytes. GuardedListener has read the body whole, within its limits and its time, before the
