@@ -68,6 +68,13 @@ cat >"$work/json.dict" <<'DICT'
 "\"owner\""
 "\"parents\""
 "\"end_offset\""
+"\"value_b64\""
+"SHP1"
+"SHC1"
+"SHR1"
+"\x01\x00\x00\x00"
+"\x02\x00"
+"\xff\xff"
 DICT
 
 echo "fuzz: running produce_request_fuzz for ${seconds}s"

@@ -7,20 +7,33 @@
 #include <cpprest/http_client.h>
 #include <simdjson.h>
 
+#include <algorithm>
+
 #include "shoal/common/json.h"
 #include "shoal/common/tls_cpprest.h"
 
 namespace shoal::client {
 
-std::string EncodeProduceBody(const std::vector<OutgoingEvent>& events) {
+namespace {
+std::string Encode(const std::vector<OutgoingEvent>& events, wire::Format format) {
   std::vector<wire::ProduceEvent> views(events.size());
   std::vector<const wire::ProduceEvent*> ptrs(events.size());
   for (size_t i = 0; i < events.size(); ++i) {
     const auto& e = events[i];
-    views[i] = {e.key, e.value_json, e.producer, e.seq};
+    views[i] = {e.key, e.value_json, e.producer, e.seq, e.raw};
     ptrs[i] = &views[i];
   }
-  return wire::EncodeProduceRequest(ptrs);
+  return format == wire::Format::kBinary ? wire::EncodeBinaryProduceRequest(ptrs)
+                                         : wire::EncodeProduceRequest(ptrs);
+}
+}  // namespace
+
+std::string EncodeProduceBody(const std::vector<OutgoingEvent>& events) {
+  return Encode(events, wire::Format::kJson);
+}
+
+std::string EncodeBinaryProduceBody(const std::vector<OutgoingEvent>& events) {
+  return Encode(events, wire::Format::kBinary);
 }
 
 ShoalClient::ShoalClient(const std::string& base_url, std::string topic,
@@ -35,12 +48,18 @@ ShoalClient::ShoalClient(const std::string& base_url, std::string topic,
 ShoalClient::~ShoalClient() = default;
 
 Result<std::string> ShoalClient::Call(const std::string& method, const std::string& path,
-                                      const std::string& body, std::string* error_body) {
+                                      const std::string& body, std::string* error_body,
+                                      bool binary_body) {
   try {
     web::http::http_request req(method);
     req.set_request_uri(path);
     NameTheServer(req, tls_);
-    if (!body.empty()) req.set_body(body, "application/json");
+    if (!body.empty()) {
+      req.set_body(body, binary_body ? std::string(wire::kBinaryType) : "application/json");
+    }
+    if (format_ == wire::Format::kBinary) {
+      req.headers().add("Accept", std::string(wire::kBinaryType));
+    }
     auto resp = http_->request(req).get();
     auto bytes = resp.extract_vector().get();
     std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
@@ -56,14 +75,19 @@ Result<std::string> ShoalClient::Call(const std::string& method, const std::stri
 Result<std::vector<wire::ProduceResult>> ShoalClient::Produce(
     const std::vector<OutgoingEvent>& events, std::vector<size_t>* unknown) {
   std::string error;
-  auto body = Call("POST", "/v1/topics/" + topic_ + "/events", EncodeProduceBody(events), &error);
+  const bool binary =
+      format_ == wire::Format::kBinary ||
+      std::any_of(events.begin(), events.end(), [](const auto& e) { return e.raw; });
+  auto body =
+      Call("POST", "/v1/topics/" + topic_ + "/events",
+           binary ? EncodeBinaryProduceBody(events) : EncodeProduceBody(events), &error, binary);
   if (!body.ok()) {
     if (unknown && body.status().code() == Status::Code::kSequenceUnknown) {
       *unknown = wire::ParseUnknownIndices(error);
     }
     return body.status();
   }
-  auto results = wire::ParseProduceResponse(*body);
+  auto results = wire::ParseAnyProduceResponse(*body);
   if (results.ok() && results->size() != events.size()) {
     return Status::Internal("produce answered " + std::to_string(results->size()) +
                             " results for " + std::to_string(events.size()) + " events");
@@ -71,14 +95,16 @@ Result<std::vector<wire::ProduceResult>> ShoalClient::Produce(
   return results;
 }
 
-Result<std::vector<wire::ConsumedEvent>> ShoalClient::Consume(const std::string& group, size_t max,
-                                                              int64_t wait_ms) {
-  auto body = Call("GET",
-                   "/v1/topics/" + topic_ + "/events?group=" + web::uri::encode_data_string(group) +
-                       "&max=" + std::to_string(max) + "&wait_ms=" + std::to_string(wait_ms),
-                   "");
+Result<std::vector<wire::ConsumedEvent>> ShoalClient::Consume(
+    const std::string& group, size_t max, int64_t wait_ms,
+    const std::vector<wire::CommitOffset>& commit) {
+  std::string path = "/v1/topics/" + topic_ +
+                     "/events?group=" + web::uri::encode_data_string(group) +
+                     "&max=" + std::to_string(max) + "&wait_ms=" + std::to_string(wait_ms);
+  if (!commit.empty()) path += "&commit=" + wire::EncodeCommitParam(commit);
+  auto body = Call("GET", path, "");
   if (!body.ok()) return body.status();
-  return wire::ParseConsumeResponse(*body);
+  return wire::ParseAnyConsumeResponse(*body);
 }
 
 Status ShoalClient::Commit(const std::string& group,

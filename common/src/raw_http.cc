@@ -129,7 +129,9 @@ Result<int> RawHttpConnection::Request(std::string_view method, std::string_view
   head_.clear();
   head_.append(method).append(" ").append(path).append(" HTTP/1.1\r\nHost: ");
   head_.append(opts_.tls.enabled() ? opts_.tls.server_name : host_)
-      .append("\r\nContent-Type: application/json\r\nContent-Length: ");
+      .append("\r\nContent-Type: ")
+      .append(opts_.content_type)
+      .append("\r\nContent-Length: ");
   head_.append(std::to_string(body.size())).append("\r\n").append(opts_.headers);
   head_.append("\r\n");
   iovec iov[2] = {{head_.data(), head_.size()}, {const_cast<char*>(body.data()), body.size()}};

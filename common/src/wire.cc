@@ -173,6 +173,52 @@ Result<CommitRequest> ParseCommitRequest(std::string_view body) {
   return req;
 }
 
+Result<std::vector<CommitOffset>> ParseCommitParam(std::string_view text) {
+  const auto bad = [] {
+    return Status::InvalidArgument(
+        "commit must be partition:offset pairs separated by commas, e.g. commit=3:121,4:7");
+  };
+  std::vector<CommitOffset> out;
+  if (text.empty()) return bad();
+  while (!text.empty()) {
+    if (out.size() == kMaxCommitParamOffsets) {
+      return Status::InvalidArgument("commit holds at most " +
+                                     std::to_string(kMaxCommitParamOffsets) + " offsets");
+    }
+    const size_t comma = text.find(',');
+    const std::string_view pair = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    if (comma != std::string_view::npos && text.empty()) return bad();  // a trailing comma
+    const size_t colon = pair.find(':');
+    if (colon == std::string_view::npos) return bad();
+    uint64_t p = 0, o = 0;
+    for (auto [part, value] :
+         {std::pair{pair.substr(0, colon), &p}, std::pair{pair.substr(colon + 1), &o}}) {
+      if (part.empty() || part.size() > 20) return bad();
+      for (char c : part) {
+        if (c < '0' || c > '9') return bad();
+        const uint64_t d = static_cast<uint64_t>(c - '0');
+        if (*value > (UINT64_MAX - d) / 10) return bad();
+        *value = *value * 10 + d;
+      }
+    }
+    if (p > UINT32_MAX) return bad();
+    out.push_back({PartitionId(static_cast<uint32_t>(p)), Offset(o)});
+  }
+  return out;
+}
+
+std::string EncodeCommitParam(const std::vector<CommitOffset>& offsets) {
+  std::string out;
+  for (size_t i = 0; i < offsets.size(); ++i) {
+    if (i) out += ',';
+    json::AppendUint(out, offsets[i].partition.value());
+    out += ':';
+    json::AppendUint(out, offsets[i].offset.value());
+  }
+  return out;
+}
+
 namespace {
 Status ValidateReader(std::string_view reader) {
   if (reader.empty() || reader.size() > kMaxNameBytes) {
@@ -293,6 +339,7 @@ Result<RangeReadAnswer> ParseRangeReadAnswer(std::string_view body) {
   }
   a.count = static_cast<size_t>(count);
   SHOAL_RETURN_IF_ERROR(ParseRanges(ranges, &a.ranges));
+
   a.events = std::string(body.substr(nl + 1));
   if ((a.count == 0) != a.events.empty()) {
     return Status::InvalidArgument("a range read answer's count disagrees with its events");
@@ -380,13 +427,19 @@ void EncodeProduceResults(const std::vector<ProduceResult>& results, std::string
   out += "]}";
 }
 
-void AppendConsumedEvent(std::string& out, std::string_view key, std::string_view value,
+void AppendConsumedEvent(std::string& out, std::string_view key, std::string_view value, bool raw,
                          uint32_t partition, uint64_t offset, std::string_view producer,
                          std::optional<uint64_t> seq, int64_t timestamp_ms) {
   out += "{\"key\":";
   json::AppendString(out, key);
-  out += ",\"value\":";
-  out += value;
+  if (raw) {
+    out += ",\"value_b64\":\"";
+    out += Base64(value);
+    out += '"';
+  } else {
+    out += ",\"value\":";
+    out += value;
+  }
   out += ",\"partition\":";
   json::AppendUint(out, partition);
   out += ",\"offset\":";
@@ -436,15 +489,25 @@ Result<std::vector<ConsumedEvent>> ParseConsumeResponse(std::string_view body) {
   out.reserve(arr.size());
   for (auto el : arr) {
     ConsumedEvent e;
-    std::string_view key;
+    std::string_view key, b64;
     uint64_t p = 0;
     simdjson::dom::element value;
-    if (el["key"].get(key) || el["value"].get(value) || el["partition"].get(p) ||
+    const bool has_value = el["value"].get(value) == simdjson::SUCCESS;
+    const bool has_b64 = el["value_b64"].get(b64) == simdjson::SUCCESS;
+    if (el["key"].get(key) || has_value == has_b64 || el["partition"].get(p) ||
         el["offset"].get(e.offset)) {
-      return Status::InvalidArgument("consumed event needs key, value, partition, offset");
+      return Status::InvalidArgument(
+          "consumed event needs key, value or value_b64, partition, offset");
     }
     e.key = std::string(key);
-    e.value = simdjson::minify(value);
+    if (has_b64) {
+      auto bytes = FromBase64(b64);
+      if (!bytes) return Status::InvalidArgument("consumed event's value_b64 is not base64");
+      e.value = std::move(*bytes);
+      e.raw = true;
+    } else {
+      e.value = simdjson::minify(value);
+    }
     e.partition = static_cast<uint32_t>(p);
     std::string_view producer;
     if (el["producer"].get(producer) == simdjson::SUCCESS) e.producer = std::string(producer);

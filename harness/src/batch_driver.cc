@@ -6,6 +6,7 @@
 #include <mutex>
 #include <thread>
 
+#include "shoal/common/wire.h"
 #include "shoal/harness/workload.h"
 
 namespace shoal::harness {
@@ -83,10 +84,18 @@ Status PostProduceBody(RawHttpConnection& conn, const std::string& path, std::st
     return Status::Unavailable("produce answered " + std::to_string(*code) + ": " +
                                answer->substr(0, 200));
   }
-  // A cheap check that every event got a result: count the results' offsets.
+  // A cheap check that every event got a result: a binary answer's count, or the number of a
+  // JSON answer's offsets.
   size_t results = 0;
+  const bool binary = answer->starts_with(wire::kResultsMagic);
+  if (binary) {
+    auto parsed = wire::ParseBinaryProduceResponse(*answer);
+    if (!parsed.ok()) return parsed.status();
+    results = parsed->size();
+  }
   const char* end = answer->data() + answer->size();
   for (const char* p = answer->data();
+       !binary &&
        (p = static_cast<const char*>(memmem(p, static_cast<size_t>(end - p), "\"offset\"", 8)));
        p += 8) {
     ++results;

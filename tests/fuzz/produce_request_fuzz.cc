@@ -1,7 +1,8 @@
 // libFuzzer target for every parser that reads bytes from outside the process: produce and
-// commit requests (the sidecar's data plane), partition maps (admin plane, operator status) and
-// the answers a client decodes. Sanitizers catch memory errors; the checks below catch parsers
-// that accept what they promise to reject. Run it with scripts/fuzz.sh.
+// commit requests (the sidecar's data plane), in JSON and in binary batches, partition maps
+// (admin plane, operator status) and the answers a client decodes, in either format. Sanitizers
+// catch memory errors; the checks below catch parsers that accept what they promise to reject. Run
+// it with scripts/fuzz.sh.
 #include <simdjson.h>
 
 #include <cstdint>
@@ -51,9 +52,10 @@ void CheckProduceEvents(const wire::ProduceRequestParser& parser, const wire::Li
   for (const auto& e : events) {
     Check(!e.key.empty(), "produce: empty key accepted");
     Check(e.key.size() <= limits.max_key_bytes, "produce: key over the limit", e.key);
-    Check(!e.value.empty(), "produce: empty value text (missing value must be null)");
+    Check(e.raw || !e.value.empty(), "produce: empty value text (missing value must be null)");
     Check(e.value.size() <= limits.max_value_bytes, "produce: value over the limit", e.value);
-    Check(IsJson(e.value), "produce: value does not re-parse as JSON", e.value);
+    Check(e.raw || IsJson(e.value), "produce: value does not re-parse as JSON", e.value);
+    Check(simdjson::validate_utf8(e.key.data(), e.key.size()), "produce: key not UTF-8", e.key);
     Check(e.producer.size() <= limits.max_producer_bytes, "produce: producer over the limit",
           e.producer);
     Check(e.producer.empty() == !e.seq.has_value(), "produce: producer and seq not paired",
@@ -61,7 +63,7 @@ void CheckProduceEvents(const wire::ProduceRequestParser& parser, const wire::Li
   }
 }
 
-void FuzzProduce(std::string_view body) {
+void FuzzProduce(std::string_view body, wire::Format format) {
   // Reused across inputs, like the sidecar's thread_local parser, so stale state between
   // parses is exercised too.
   static wire::ProduceRequestParser parser;
@@ -71,14 +73,14 @@ void FuzzProduce(std::string_view body) {
       .max_key_bytes = 8, .max_value_bytes = 16, .max_producer_bytes = 4, .max_events = 3};
   static const wire::Limits kDefault{};
 
-  Status st = parser.Parse(body, kDefault);
+  Status st = parser.Parse(format, body, kDefault);
   if (st.ok()) {
     CheckProduceEvents(parser, kDefault);
   } else {
     CheckRejection(st, "produce");
   }
 
-  Status small = small_parser.Parse(body, kSmall);
+  Status small = small_parser.Parse(format, body, kSmall);
   if (!small.ok()) {
     CheckRejection(small, "produce (small limits)");
     return;
@@ -90,9 +92,39 @@ void FuzzProduce(std::string_view body) {
   for (size_t i = 0; i < parser.events().size(); ++i) {
     const auto& a = parser.events()[i];
     const auto& b = small_parser.events()[i];
-    Check(a.key == b.key && a.value == b.value && a.producer == b.producer && a.seq == b.seq,
+    Check(a.key == b.key && a.value == b.value && a.producer == b.producer && a.seq == b.seq &&
+              a.raw == b.raw,
           "produce: limits change an event", a.key);
   }
+  // What was accepted, encoded again as a binary batch, parses to the same events (the
+  // encoding a client and a forwarding sidecar use).
+  std::vector<const wire::ProduceEvent*> ptrs;
+  for (const auto& e : parser.events()) ptrs.push_back(&e);
+  const std::string again = wire::EncodeBinaryProduceRequest(ptrs);
+  static wire::ProduceRequestParser again_parser;
+  Status back = again_parser.ParseBinary(again, kDefault);
+  Check(back.ok(), "produce: a re-encoded binary batch is refused", back.ToString());
+  Check(again_parser.events().size() == parser.events().size(), "produce: re-encoding count");
+  for (size_t i = 0; i < parser.events().size(); ++i) {
+    const auto& a = parser.events()[i];
+    const auto& b = again_parser.events()[i];
+    Check(a.key == b.key && a.value == b.value && a.producer == b.producer && a.seq == b.seq &&
+              a.raw == b.raw,
+          "produce: binary re-encoding changed an event", a.key);
+  }
+}
+
+void FuzzCommitParam(std::string_view text) {
+  auto offsets = wire::ParseCommitParam(text);
+  if (!offsets.ok()) {
+    CheckRejection(offsets.status(), "commit param");
+    return;
+  }
+  Check(!offsets->empty() && offsets->size() <= wire::kMaxCommitParamOffsets,
+        "commit param: count out of bounds", text);
+  // Digits only: the accepted text is exactly what encoding the pairs gives, less leading zeros.
+  auto back = wire::ParseCommitParam(wire::EncodeCommitParam(*offsets));
+  Check(back.ok() && back->size() == offsets->size(), "commit param: round trip", text);
 }
 
 void FuzzCommit(std::string_view body) {
@@ -125,33 +157,50 @@ void FuzzPartitionMap(std::string_view text) {
   Check(*back == *map, "map: JSON round trip changed the map", json);
 }
 
-void FuzzAnswers(std::string_view body) {
-  auto produced = wire::ParseProduceResponse(body);
+void CheckSameEvents(const std::vector<wire::ConsumedEvent>& consumed, const std::string& again);
+
+void FuzzAnswers(std::string_view body, wire::Format format) {
+  auto produced = format == wire::Format::kBinary ? wire::ParseBinaryProduceResponse(body)
+                                                  : wire::ParseProduceResponse(body);
   if (!produced.ok()) CheckRejection(produced.status(), "produce answer");
 
-  auto consumed = wire::ParseConsumeResponse(body);
+  auto consumed = format == wire::Format::kBinary ? wire::ParseBinaryConsumeResponse(body)
+                                                  : wire::ParseConsumeResponse(body);
   if (!consumed.ok()) {
     CheckRejection(consumed.status(), "consume answer");
     return;
   }
-  // Re-encode what was decoded with the sidecar's encoder: it must decode to the same events,
-  // which also checks that AppendString escapes every key a client can receive.
-  std::string again = "{\"events\":[";
-  for (size_t i = 0; i < consumed->size(); ++i) {
-    const auto& e = (*consumed)[i];
-    Check(IsJson(e.value), "consume: value does not re-parse as JSON", e.value);
-    if (i) again += ',';
-    wire::AppendConsumedEvent(again, e.key, e.value, e.partition, e.offset, e.producer, e.seq,
-                              e.timestamp_ms);
+  // Re-encode what was decoded with the sidecar's encoder, in both formats: each must decode to
+  // the same events, which also checks that AppendString escapes every key a client can
+  // receive (a binary answer's keys are any bytes; JSON keeps only what is UTF-8).
+  for (auto to : {wire::Format::kJson, wire::Format::kBinary}) {
+    std::string again;
+    wire::OpenConsumeAnswer(to, again);
+    bool all_utf8 = true;
+    for (size_t i = 0; i < consumed->size(); ++i) {
+      const auto& e = (*consumed)[i];
+      Check(e.raw || format == wire::Format::kBinary || IsJson(e.value),
+            "consume: value does not re-parse as JSON", e.value);
+      all_utf8 = all_utf8 && simdjson::validate_utf8(e.key.data(), e.key.size()) &&
+                 simdjson::validate_utf8(e.producer.data(), e.producer.size()) &&
+                 (e.raw || IsJson(e.value));
+      wire::AppendAnswerEvent(to, again, i > 0, e.key, e.value, e.raw, e.partition, e.offset,
+                              e.producer, e.seq, e.timestamp_ms);
+    }
+    wire::CloseConsumeAnswer(to, again);
+    if (to == wire::Format::kJson && !all_utf8) continue;  // no JSON answer carries these
+    CheckSameEvents(*consumed, again);
   }
-  again += "]}";
-  auto back = wire::ParseConsumeResponse(again);
+}
+
+void CheckSameEvents(const std::vector<wire::ConsumedEvent>& consumed, const std::string& again) {
+  auto back = wire::ParseAnyConsumeResponse(again);
   Check(back.ok(), "consume: re-encoded answer rejected", again);
-  Check(back->size() == consumed->size(), "consume: re-encoding changed the count", again);
+  Check(back->size() == consumed.size(), "consume: re-encoding changed the count", again);
   for (size_t i = 0; i < back->size(); ++i) {
     const auto& a = (*back)[i];
-    const auto& b = (*consumed)[i];
-    Check(a.key == b.key && a.value == b.value && a.partition == b.partition &&
+    const auto& b = consumed[i];
+    Check(a.key == b.key && a.value == b.value && a.raw == b.raw && a.partition == b.partition &&
               a.offset == b.offset && a.producer == b.producer && a.seq == b.seq &&
               a.timestamp_ms == b.timestamp_ms,
           "consume: re-encoding changed an event", again);
@@ -162,9 +211,12 @@ void FuzzAnswers(std::string_view body) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data), size);
-  FuzzProduce(body);
+  FuzzProduce(body, wire::Format::kJson);
+  FuzzProduce(body, wire::Format::kBinary);
   FuzzCommit(body);
+  FuzzCommitParam(body);
   FuzzPartitionMap(body);
-  FuzzAnswers(body);
+  FuzzAnswers(body, wire::Format::kJson);
+  FuzzAnswers(body, wire::Format::kBinary);
   return 0;
 }

@@ -6,6 +6,7 @@ handler must tolerate seeing an event twice. Per key, events arrive in the order
 acknowledged, across every split, merge and move (docs/guarantees.md).
 """
 
+import base64
 import threading
 import time
 import urllib.parse
@@ -19,7 +20,12 @@ class Event:
 
     def __init__(self, doc):
         self.key = doc["key"]
-        self.value = doc.get("value")
+        # An event produced as opaque bytes (a binary batch, docs/data-plane.md) comes as
+        # value_b64: its value is then bytes; otherwise the decoded JSON value.
+        if "value_b64" in doc:
+            self.value = base64.b64decode(doc["value_b64"], validate=True)
+        else:
+            self.value = doc.get("value")
         self.partition = doc["partition"]
         self.offset = doc["offset"]
         self.producer = doc.get("producer")

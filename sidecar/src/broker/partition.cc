@@ -452,7 +452,7 @@ Status Partition::Append(std::span<const wire::ProduceEvent* const> events,
         continue;
       }
     }
-    pending_.push_back({ev.key, ev.value, ev.producer, ev.seq, now});
+    pending_.push_back({ev.key, ev.value, ev.producer, ev.seq, now, ev.raw});
     bytes += storage::record::EncodedSize(pending_.back());
     *results[i] = {id_.value(), base + pending_.size() - 1, false};
   }
@@ -822,8 +822,8 @@ Result<Partition::Browsed> Partition::Browse(uint64_t from, size_t max,
       if (key && r.key != *key) continue;
       if (b.count > 0) out->push_back(',');
       const size_t before = out->size();
-      wire::AppendConsumedEvent(*out, r.key, r.value, id_.value(), r.offset, r.producer, r.seq,
-                                r.timestamp_ms);
+      wire::AppendConsumedEvent(*out, r.key, r.value, r.raw, id_.value(), r.offset, r.producer,
+                                r.seq, r.timestamp_ms);
       bytes += out->size() - before;
       if (++b.count == max || bytes >= kMaxBytes) break;
     }
@@ -1112,7 +1112,8 @@ uint64_t Partition::LagOf(const std::string& group) const {
 
 Result<RangeBatch> Partition::ReadRanges(const std::string& group, const std::string& reader,
                                          const std::vector<HashRange>& asked, size_t max,
-                                         size_t max_bytes, bool comma_first, std::string* out) {
+                                         size_t max_bytes, bool comma_first, std::string* out,
+                                         wire::Format format) {
   // Bounds the work of one call over ranges that hold little of the partition: the scan stops
   // after this many records, and the next call goes on from there (its ranges committed to
   // where it stopped when it found nothing).
@@ -1177,10 +1178,9 @@ Result<RangeBatch> Partition::ReadRanges(const std::string& group, const std::st
                                  [](uint64_t x, const HashRange& e) { return x < e.lo; });
       if (in == b.ranges.begin() || !(--in)->Contains(h)) continue;
       if (r.offset < standing.At(h)) continue;  // consumed already at this hash point
-      if (comma) out->push_back(',');
+      wire::AppendAnswerEvent(format, *out, comma, r.key, r.value, r.raw, id_.value(), r.offset,
+                              r.producer, r.seq, r.timestamp_ms);
       comma = true;
-      wire::AppendConsumedEvent(*out, r.key, r.value, id_.value(), r.offset, r.producer, r.seq,
-                                r.timestamp_ms);
       ++b.count;
       b.last = r.offset + 1;
       bytes += storage::record::EncodedSize(
@@ -1274,7 +1274,7 @@ Status Partition::CommitBy(const std::string& group, const std::string& reader, 
 }
 
 Result<size_t> Partition::ReadForGroup(const std::string& group, size_t max, size_t max_bytes,
-                                       bool comma_first, std::string* out) {
+                                       bool comma_first, std::string* out, wire::Format format) {
   if (gathering()) return size_t{0};  // its groups' commits first (StartGathering)
   MutexLock lock(cursor_mu_);
   auto [it, fresh] = cursors_.try_emplace(group);
@@ -1312,10 +1312,9 @@ Result<size_t> Partition::ReadForGroup(const std::string& group, size_t max, siz
   size_t n = 0;
   for (const auto& r : batch.records) {
     if (per_point && r.offset < per_point->At(KeyHash(r.key))) continue;
-    if (comma) out->push_back(',');
+    wire::AppendAnswerEvent(format, *out, comma, r.key, r.value, r.raw, id_.value(), r.offset,
+                            r.producer, r.seq, r.timestamp_ms);
     comma = true;
-    wire::AppendConsumedEvent(*out, r.key, r.value, id_.value(), r.offset, r.producer, r.seq,
-                              r.timestamp_ms);
     ++n;
   }
   if (!batch.records.empty()) c.next = batch.records.back().offset + 1;

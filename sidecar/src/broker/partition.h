@@ -334,7 +334,8 @@ class Partition {
   // (a comma first when `out` already holds events), and advances the cursor past them. Nothing
   // while a batch handed to the group is not committed yet: one batch out per group.
   Result<size_t> ReadForGroup(const std::string& group, size_t max, size_t max_bytes,
-                              bool comma_first, std::string* out);
+                              bool comma_first, std::string* out,
+                              wire::Format format = wire::Format::kJson);
   // What a person browses (the console's event browser, docs/admin-api.md): the events from
   // `from` (raised to the oldest retained) below the visible end, as a consume answer lists
   // them, comma-separated, at most `max` of them and about 1 MiB; with `key`, only that key's,
@@ -362,8 +363,9 @@ class Partition {
   // reader's commit names its ranges whatever restarts in between. A scan that finds nothing up
   // to where it stopped commits the ranges to there: there was nothing in them to consume.
   Result<RangeBatch> ReadRanges(const std::string& group, const std::string& reader,
-                                const std::vector<HashRange>& ranges, size_t max,
-                                size_t max_bytes, bool comma_first, std::string* out);
+                                const std::vector<HashRange>& ranges, size_t max, size_t max_bytes,
+                                bool comma_first, std::string* out,
+                                wire::Format format = wire::Format::kJson);
   // Whether ReadRanges could hand `reader` something now (for long-poll wakeups; may say yes for
   // ranges that turn out to hold nothing, which that read then commits).
   bool HasDataInRanges(const std::string& group, const std::string& reader,

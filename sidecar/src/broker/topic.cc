@@ -262,8 +262,17 @@ Status Topic::Produce(const std::vector<wire::ProduceEvent>& events,
       return Status::Unavailable("no address known for " + pod + ", the owner of some keys");
     }
     std::vector<const wire::ProduceEvent*> subset;
-    for (size_t i : idx) subset.push_back(&events[i]);
-    forwards->push_back({*addr, wire::EncodeProduceRequest(subset), std::move(idx)});
+    bool raw = false;
+    for (size_t i : idx) {
+      subset.push_back(&events[i]);
+      raw = raw || events[i].raw;
+    }
+    if (raw) {
+      forwards->push_back(
+          {*addr, wire::EncodeBinaryProduceRequest(subset), std::move(idx), wire::Format::kBinary});
+    } else {
+      forwards->push_back({*addr, wire::EncodeProduceRequest(subset), std::move(idx)});
+    }
   }
   // A full volume refuses produce first, so that commits, group registrations, seals and
   // retirement keep working inside the reserve and consumers can drain and free space.
@@ -391,11 +400,11 @@ std::vector<Topic::ReadJob> Topic::PlanReads(const std::string& group) {
 }
 
 Result<size_t> Topic::Consume(const std::string& group, size_t max, std::string* out,
-                              std::vector<QuorumWait>* quorum) {
+                              std::vector<QuorumWait>* quorum, wire::Format format) {
   constexpr size_t kMaxBytes = 4 << 20;
   // Known topic-wide from its first request (invariant 4), on disk before anything is served.
   SHOAL_RETURN_IF_ERROR(registry_->Touch(group, clock_.NowMs()));
-  out->append("{\"events\":[");
+  wire::OpenConsumeAnswer(format, *out);
   size_t total = 0, through = 0;
   Status failed;
   std::vector<ReadJob> remote;
@@ -413,14 +422,14 @@ Result<size_t> Topic::Consume(const std::string& group, size_t max, std::string*
       }
       Result<size_t> n = size_t{0};
       if (job.whole) {
-        n = job.local->ReadForGroup(group, max - total, kMaxBytes, total > 0, out);
+        n = job.local->ReadForGroup(group, max - total, kMaxBytes, total > 0, out, format);
         // The batch's lease (Partition::ReadForGroup) is held by a quorum before it goes out.
         if (n.ok() && *n > 0) {
           if (auto w = CommitWait(*job.local)) awaited.push_back(std::move(*w));
         }
       } else {
-        auto b = job.local->ReadRanges(group, opts_.pod.value(), job.ranges, max - total,
-                                       kMaxBytes, total > 0, out);
+        auto b = job.local->ReadRanges(group, opts_.pod.value(), job.ranges, max - total, kMaxBytes,
+                                       total > 0, out, format);
         n = b.ok() ? Result<size_t>(b->count) : Result<size_t>(b.status());
         if (b.ok()) through += b->count;
       }
@@ -438,12 +447,12 @@ Result<size_t> Topic::Consume(const std::string& group, size_t max, std::string*
   size_t from_peers = 0;
   for (const auto& job : remote) {
     if (total >= max) break;
-    const size_t n = ReadRemote(group, job, max - total, kMaxBytes, total > 0, out);
+    const size_t n = ReadRemote(group, job, max - total, kMaxBytes, total > 0, out, format);
     total += n;
     from_peers += n;
   }
   if (total == 0 && !failed.ok()) return failed;
-  out->append("]}");
+  wire::CloseConsumeAnswer(format, *out);
   probe_.Delivered(group, total, through, from_peers);
   if (!awaited.empty()) {
     if (on_append_) on_append_();  // parked fetches carry the leases on
@@ -466,8 +475,8 @@ bool Topic::RemoteReadDue(const std::string& group, PartitionId id, int64_t now)
   return !r.idle || now - r.at_ms >= (r.failed ? kRetryFailedMs : kRetryMs);
 }
 
-size_t Topic::ReadRemote(const std::string& group, const ReadJob& job, size_t max,
-                         size_t max_bytes, bool comma_first, std::string* out) {
+size_t Topic::ReadRemote(const std::string& group, const ReadJob& job, size_t max, size_t max_bytes,
+                         bool comma_first, std::string* out, wire::Format format) {
   const int64_t now = clock_.NowMs();
   if (!peers_ || !RemoteReadDue(group, job.id, now)) return 0;
   auto answer = peers_->ReadRange(job.peer, job.id, group, opts_.pod, job.ranges, max, max_bytes);
@@ -488,11 +497,28 @@ size_t Topic::ReadRemote(const std::string& group, const ReadJob& job, size_t ma
     r.idle = true;
     return 0;
   }
+  // Peers exchange range reads as JSON; a binary consumer gets them in its format. The batch
+  // is out (its lease taken) either way: events that cannot be converted would come back by
+  // redelivery, and a peer's JSON that does not parse is a bug worth a loud log.
+  Result<std::string> events = std::move(answer->events);
+  if (format != wire::Format::kJson) {
+    events = wire::ConvertAnswerEvents(*events, wire::Format::kJson, format);
+  }
+  if (!events.ok()) {
+    Logger("broker")->error(
+        "msg=\"a range read's events do not parse; they come back by redelivery\" partition={} "
+        "group={} owner={} reason=\"{}\"",
+        job.id.value(), group, job.peer.admin, events.status().message());
+    r.idle = false;
+    r.out = true;
+    r.last = answer->batch.last;
+    return 0;
+  }
   r.idle = false;
   r.out = true;
   r.last = answer->batch.last;
-  if (comma_first) out->push_back(',');
-  out->append(answer->events);
+  if (comma_first && format == wire::Format::kJson) out->push_back(',');
+  out->append(*events);
   return answer->batch.count;
 }
 

@@ -152,6 +152,9 @@ struct ForwardPlan {
   PeerAddress peer;
   std::string body;
   std::vector<size_t> indices;
+  // JSON unless an event's value is raw bytes, which only a binary batch carries (a JSON body
+  // keeps a sidecar of the previous version, during a rolling upgrade, able to take it).
+  wire::Format format = wire::Format::kJson;
 };
 
 struct TopicOptions {
@@ -236,13 +239,15 @@ class Topic {
                  std::vector<size_t>* unknown = nullptr,
                  std::vector<QuorumWait>* quorum = nullptr);
 
-  // Writes up to `max` events for `group` into `out` as {"events":[...]}; returns how many.
+  // Writes up to `max` events for `group` into `out` as a consume answer in `format`
+  // ({"events":[...]} or a binary batch); returns how many.
   // Whole-partition batches of replicated partitions are recorded as leases in their commit
   // stores (Partition::ReadForGroup); under acks quorum the answer waits until a quorum of the
   // copies holds them, at most replication_timeout_ms (DataFrontend::Hand): with `quorum`, what
   // to wait for is appended there for the caller (as Produce's); without, waited for here.
   Result<size_t> Consume(const std::string& group, size_t max, std::string* out,
-                         std::vector<QuorumWait>* quorum = nullptr);
+                         std::vector<QuorumWait>* quorum = nullptr,
+                         wire::Format format = wire::Format::kJson);
   bool HasDataFor(const std::string& group);
   // Records a group's commit. Of a replicated partition under acks quorum, the commit counts
   // once a quorum of its copies holds it (Partition::commit_quorum): with `quorum`, what to wait
@@ -422,7 +427,7 @@ class Topic {
   bool RemoteReadDue(const std::string& group, PartitionId id, int64_t now);
   // Reads one remote job into `out`; returns how many events.
   size_t ReadRemote(const std::string& group, const ReadJob& job, size_t max, size_t max_bytes,
-                    bool comma_first, std::string* out);
+                    bool comma_first, std::string* out, wire::Format format);
   // Takes a peer's answer about `id`'s commits into remote_commits_ (unless the map retired it
   // or gives the id another range); returns whether it changed.
   bool TakeRemoteCommits(PartitionId id, RemoteCommits commits, uint64_t deletions);

@@ -87,7 +87,9 @@ void DataFrontend::Close() {
     // Consumes served on the pool finish (and answer) before the listener closes; bounded.
     std::unique_lock<std::mutex> lock(wait_mu_);
     served_cv_.wait_for(lock, std::chrono::seconds(5), [this] { return serving_ == 0; });
-    for (auto& w : waiters_) Answer(w.request, "consume", 200, "{\"events\":[]}");
+    for (auto& w : waiters_) {
+      Answer(w.request, "consume", 200, wire::EmptyConsumeAnswer(w.format), w.format);
+    }
     waiters_.clear();
   }
   workers_.Stop();  // what was submitted runs and answers
@@ -105,8 +107,10 @@ void DataFrontend::NotifyData() {
 }
 
 pplx::task<void> DataFrontend::Answer(const http_request& req, const std::string& endpoint,
-                                      int code, std::string body) {
-  auto sent = ReplyJson(req, code, std::move(body));
+                                      int code, std::string body, wire::Format format) {
+  auto sent = format == wire::Format::kBinary
+                  ? ReplyBody(req, code, std::move(body), std::string(wire::kBinaryType))
+                  : ReplyJson(req, code, std::move(body));
   probe_.Request(endpoint, code);
   return sent;
 }
@@ -195,15 +199,18 @@ void DataFrontend::HandleProduce(const http_request& req, std::chrono::steady_cl
     probe_.Request("produce", 409);
     probe_.Rejected(std::string(st.code_name()));
   };
+  // The body's format by its Content-Type, the answer's by Accept (docs/data-plane.md).
+  const wire::Format in = FormatOfHeader(req, "Content-Type");
+  const wire::Format answer_format = FormatOfHeader(req, "Accept");
   ReadBody(
       req, opts_.max_body_bytes,
-      [this, req, t0, forwarded, fail_unknown, principal](std::string body) {
+      [this, req, t0, forwarded, fail_unknown, principal, in, answer_format](std::string body) {
         thread_local wire::ProduceRequestParser parser;
         auto results = std::make_shared<std::vector<wire::ProduceResult>>();
         std::vector<broker::ForwardPlan> plans;
         std::vector<size_t> unknown;
         std::vector<broker::QuorumWait> quorum;
-        Status st = parser.Parse(body, opts_.limits);
+        Status st = parser.Parse(in, body, opts_.limits);
         // A caller's producer ids are its own: "p" from "billing" is stored as "billing/p", so
         // that no caller can make another's events read as duplicates.
         std::vector<wire::ProduceEvent> bound;
@@ -227,8 +234,8 @@ void DataFrontend::HandleProduce(const http_request& req, std::chrono::steady_cl
           Fail(req, "produce", st);
           return;
         }
-        auto finish = [this, req, t0, results, fail_unknown](const Status& status,
-                                                             const std::vector<size_t>& unknown) {
+        auto finish = [this, req, t0, results, fail_unknown, answer_format](
+                          const Status& status, const std::vector<size_t>& unknown) {
           if (status.code() == Status::Code::kSequenceUnknown) {
             return fail_unknown(req, status, unknown);
           }
@@ -237,8 +244,12 @@ void DataFrontend::HandleProduce(const http_request& req, std::chrono::steady_cl
             return;
           }
           std::string out;
-          wire::EncodeProduceResults(*results, out);
-          Answer(req, "produce", 200, std::move(out));
+          if (answer_format == wire::Format::kBinary) {
+            wire::EncodeBinaryProduceResults(*results, out);
+          } else {
+            wire::EncodeProduceResults(*results, out);
+          }
+          Answer(req, "produce", 200, std::move(out), answer_format);
           probe_.ObserveProduce(
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         };
@@ -282,7 +293,7 @@ void DataFrontend::HandleProduce(const http_request& req, std::chrono::steady_cl
         }
         for (auto& plan : plans) {
           peers_->ForwardAsync(
-              plan.peer, topic_.name(), std::move(plan.body),
+              plan.peer, topic_.name(), std::move(plan.body), plan.format,
               [results, part_done, idx = plan.indices](HttpPeerClient::ForwardAnswer a) {
                 Status st = a.status;
                 std::vector<size_t> unknown;
@@ -331,33 +342,94 @@ void DataFrontend::HandleConsume(const http_request& req, const std::string& pri
     Fail(req, "consume", st);
     return;
   }
-  workers_.Submit([this, req, group, max = static_cast<size_t>(*max), wait = *wait] {
-    ConsumeNow(req, group, max, wait);
+  // A consume may carry the commit of the group's previous batch (commit=P:O,...): committed
+  // first, exactly as a POST of it would be, and the consume served only once it stands.
+  std::vector<wire::CommitOffset> commit;
+  if (auto c = q.find("commit"); c != q.end()) {
+    auto parsed = wire::ParseCommitParam(c->second);
+    if (!parsed.ok()) {
+      Fail(req, "consume", parsed.status());
+      return;
+    }
+    commit = std::move(parsed).value();
+  }
+  const wire::Format format = FormatOfHeader(req, "Accept");
+  workers_.Submit([this, req, group, max = static_cast<size_t>(*max), wait = *wait, format,
+                   commit = std::move(commit)] {
+    if (commit.empty()) return ConsumeNow(req, group, max, wait, format);
+    CommitThenConsume(req, group, commit, [this, req, group, max, wait, format] {
+      ConsumeNow(req, group, max, wait, format);
+    });
+  });
+}
+
+void DataFrontend::WhenReached(std::vector<broker::QuorumWait>& quorum,
+                               std::function<void(const Status&)> done) {
+  struct Pending {
+    std::mutex mu;
+    size_t left;
+    Status first_error;
+  };
+  auto pending = std::make_shared<Pending>();
+  pending->left = quorum.size();
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(topic_.options().replication_timeout_ms);
+  for (auto& w : quorum) {
+    w.tracker->OnReached(w.end, deadline, [pending, done](Status reached) {
+      Status outcome;
+      {
+        std::lock_guard<std::mutex> lock(pending->mu);
+        if (!reached.ok() && pending->first_error.ok()) pending->first_error = reached;
+        if (--pending->left > 0) return;
+        outcome = pending->first_error;
+      }
+      done(outcome);
+    });
+  }
+}
+
+void DataFrontend::CommitThenConsume(const http_request& req, const std::string& group,
+                                     const std::vector<wire::CommitOffset>& offsets,
+                                     std::function<void()> consume) {
+  std::vector<broker::QuorumWait> quorum;
+  Status st = topic_.Commit({group, offsets}, &quorum, /*forwarded=*/false);
+  if (!st.ok()) {
+    Fail(req, "consume", st);
+    return;
+  }
+  probe_.Request("commit", 200);
+  if (quorum.empty()) return consume();
+  // Replicated partitions: the consume goes on once a quorum of their copies holds the commit
+  // (as a POST's answer waits), without holding a worker meanwhile.
+  WhenReached(quorum, [this, req, consume](const Status& outcome) {
+    if (!outcome.ok()) return Fail(req, "consume", outcome);
+    workers_.Submit(consume);
   });
 }
 
 void DataFrontend::ConsumeNow(const http_request& req, const std::string& group, size_t max,
-                              int64_t wait_ms) {
+                              int64_t wait_ms, wire::Format format) {
   NoteAsked(group);
   std::string out;
   std::vector<broker::QuorumWait> quorum;
-  auto n = topic_.Consume(group, max, &out, &quorum);
+  auto n = topic_.Consume(group, max, &out, &quorum, format);
   if (!n.ok()) {
     Fail(req, "consume", n.status());
     return;
   }
   if (*n > 0 || wait_ms == 0) {
-    Hand(req, group, *n, std::move(out), std::move(quorum));
+    Hand(req, group, *n, std::move(out), std::move(quorum), format);
     return;
   }
   {
     std::lock_guard<std::mutex> lock(wait_mu_);
     if (stopping_) {
-      Answer(req, "consume", 200, "{\"events\":[]}");
+      Answer(req, "consume", 200, wire::EmptyConsumeAnswer(format), format);
       return;
     }
     waiters_.push_back({req, group, max,
-                        std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms)});
+                        std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms),
+                        format});
     data_ = true;  // check the new waiter once: data may have arrived since the read above
   }
   wait_cv_.notify_one();
@@ -390,11 +462,11 @@ void DataFrontend::PollLoop() {
         continue;
       }
       std::string out;
-      auto n = topic_.Consume(w.group, w.max, &out);
+      auto n = topic_.Consume(w.group, w.max, &out, nullptr, w.format);
       if (!n.ok()) {
         Fail(w.request, "consume", n.status());
       } else if (*n > 0 || stopping || now >= w.deadline) {
-        auto sent = Answer(w.request, "consume", 200, std::move(out));
+        auto sent = Answer(w.request, "consume", 200, std::move(out), w.format);
         if (stopping) answered_while_stopping.push_back(std::move(sent));
       } else {
         keep.push_back(std::move(w));  // another request of the group took the events first
@@ -404,7 +476,8 @@ void DataFrontend::PollLoop() {
     waiters_.splice(waiters_.end(), keep);
     if (stopping) {
       for (auto& w : waiters_) {
-        answered_while_stopping.push_back(Answer(w.request, "consume", 200, "{\"events\":[]}"));
+        answered_while_stopping.push_back(
+            Answer(w.request, "consume", 200, wire::EmptyConsumeAnswer(w.format), w.format));
       }
       waiters_.clear();
       lock.unlock();
@@ -423,7 +496,7 @@ void DataFrontend::Serve(Waiter w) {
   workers_.Submit([this, waiter] {
     std::string out;
     std::vector<broker::QuorumWait> quorum;
-    auto n = topic_.Consume(waiter->group, waiter->max, &out, &quorum);
+    auto n = topic_.Consume(waiter->group, waiter->max, &out, &quorum, waiter->format);
     const auto now = std::chrono::steady_clock::now();
     std::unique_lock<std::mutex> lock(wait_mu_);
     if (!n.ok()) {
@@ -431,7 +504,7 @@ void DataFrontend::Serve(Waiter w) {
       Fail(waiter->request, "consume", n.status());
     } else if (*n > 0 || stopping_ || now >= waiter->deadline) {
       lock.unlock();
-      Hand(waiter->request, waiter->group, *n, std::move(out), std::move(quorum));
+      Hand(waiter->request, waiter->group, *n, std::move(out), std::move(quorum), waiter->format);
     } else {
       // Another request of the group took them first, or a peer had nothing yet: parked again,
       // and the poller looks at its deadline.
@@ -446,10 +519,11 @@ void DataFrontend::Serve(Waiter w) {
 }
 
 void DataFrontend::Hand(const http_request& req, const std::string& group, size_t n,
-                        std::string out, std::vector<broker::QuorumWait> quorum) {
+                        std::string out, std::vector<broker::QuorumWait> quorum,
+                        wire::Format format) {
   NoteHanded(group, n);
   if (quorum.empty()) {
-    Answer(req, "consume", 200, std::move(out));
+    Answer(req, "consume", 200, std::move(out), format);
     return;
   }
   // The batches' leases are held by a quorum of their partitions' copies before the events go
@@ -469,12 +543,12 @@ void DataFrontend::Hand(const http_request& req, const std::string& group, size_
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(topic_.options().replication_timeout_ms);
   for (auto& w : quorum) {
-    w.tracker->OnReached(w.end, deadline, [this, req, pending](Status) {
+    w.tracker->OnReached(w.end, deadline, [this, req, pending, format](Status) {
       {
         std::lock_guard<std::mutex> lock(pending->mu);
         if (--pending->left > 0) return;
       }
-      Answer(req, "consume", 200, std::move(pending->out));
+      Answer(req, "consume", 200, std::move(pending->out), format);
     });
   }
 }
@@ -523,31 +597,10 @@ void DataFrontend::HandleCommit(const http_request& req, const std::string& prin
           }
           // Replicated partitions: answered once a quorum of their copies holds the commit,
           // without holding a thread meanwhile (as a produce's quorum waits).
-          struct Pending {
-            std::mutex mu;
-            size_t left;
-            Status first_error;
-          };
-          auto pending = std::make_shared<Pending>();
-          pending->left = quorum.size();
-          const auto deadline = std::chrono::steady_clock::now() +
-                                std::chrono::milliseconds(topic_.options().replication_timeout_ms);
-          for (auto& w : quorum) {
-            w.tracker->OnReached(w.end, deadline, [this, req, pending, answer](Status st) {
-              Status outcome;
-              {
-                std::lock_guard<std::mutex> lock(pending->mu);
-                if (!st.ok() && pending->first_error.ok()) pending->first_error = st;
-                if (--pending->left > 0) return;
-                outcome = pending->first_error;
-              }
-              if (!outcome.ok()) {
-                Fail(req, "commit", outcome);
-              } else {
-                Answer(req, "commit", 200, answer);
-              }
-            });
-          }
+          WhenReached(quorum, [this, req, answer](const Status& outcome) {
+            if (!outcome.ok()) return Fail(req, "commit", outcome);
+            Answer(req, "commit", 200, answer);
+          });
         });
       },
       [this, req](const Status& st) { Fail(req, "commit", st); });

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -87,6 +88,7 @@ class DataFrontend {
     std::string group;
     size_t max;
     std::chrono::steady_clock::time_point deadline;
+    wire::Format format = wire::Format::kJson;  // of the answer (the request's Accept)
   };
 
   void Handle(web::http::http_request req);
@@ -97,22 +99,32 @@ class DataFrontend {
   void HandleConsume(const web::http::http_request& req, const std::string& principal);
   // The consume itself, on a worker: answers, or parks the request for up to `wait_ms`.
   void ConsumeNow(const web::http::http_request& req, const std::string& group, size_t max,
-                  int64_t wait_ms);
+                  int64_t wait_ms, wire::Format format);
   void HandleCommit(const web::http::http_request& req, const std::string& principal,
                     bool forwarded);
+  // Calls `done` once every wait of `quorum` (a commit's, Topic::Commit) is reached, or any ran
+  // past replication_timeout_ms: with the first failure, or OK.
+  void WhenReached(std::vector<broker::QuorumWait>& quorum,
+                   std::function<void(const Status&)> done);
+  // A consume's carried commit (commit=P:O,...): commits `offsets` for `group`, then runs
+  // `consume` on the pool (once a quorum holds the commit, for replicated partitions); a commit
+  // that fails is the consume's answer.
+  void CommitThenConsume(const web::http::http_request& req, const std::string& group,
+                         const std::vector<wire::CommitOffset>& offsets,
+                         std::function<void()> consume);
   void PollLoop();
   // Consumes for a parked request on the pool and answers it, or parks it again.
   void Serve(Waiter w);
   // Answers a consume with the `n` events of `out`, once `quorum` (Topic::Consume) is reached.
   void Hand(const web::http::http_request& req, const std::string& group, size_t n, std::string out,
-            std::vector<broker::QuorumWait> quorum);
+            std::vector<broker::QuorumWait> quorum, wire::Format format);
   // The consumers' busy time (SidecarProbe::ConsumerBusy): a group asked again, or was handed
   // `n` events.
   void NoteAsked(const std::string& group);
   void NoteHanded(const std::string& group, size_t n);
   // The task completes once the answer is sent (or could not be).
   pplx::task<void> Answer(const web::http::http_request& req, const std::string& endpoint, int code,
-                          std::string body);
+                          std::string body, wire::Format format = wire::Format::kJson);
   void Fail(const web::http::http_request& req, const std::string& endpoint, const Status& st);
 
   const DataFrontendOptions opts_;

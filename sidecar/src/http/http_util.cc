@@ -36,9 +36,19 @@ int HttpCode(const Status& s) {
 }
 
 pplx::task<void> ReplyJson(const http_request& req, int code, std::string body) {
+  return ReplyBody(req, code, std::move(body), "application/json");
+}
+
+wire::Format FormatOfHeader(const http_request& req, const std::string& name) {
+  auto it = req.headers().find(name);
+  return it == req.headers().end() ? wire::Format::kJson : wire::FormatOf(it->second);
+}
+
+pplx::task<void> ReplyBody(const http_request& req, int code, std::string body,
+                           const std::string& content_type) {
   try {
     web::http::http_response resp(static_cast<web::http::status_code>(code));
-    resp.set_body(std::move(body), "application/json");
+    resp.set_body(std::move(body), content_type);
     return req.reply(resp).then([](pplx::task<void> t) {
       try {
         t.get();

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "shoal/common/status.h"
+#include "shoal/common/wire.h"
 
 namespace shoal::http {
 
@@ -20,6 +21,11 @@ int HttpCode(const Status& s);
 // Answers with a JSON body. The task completes once the answer is sent or could not be sent; it
 // never throws.
 pplx::task<void> ReplyJson(const http_request& req, int code, std::string body);
+// An answer of any type (the data plane's binary batches).
+pplx::task<void> ReplyBody(const http_request& req, int code, std::string body,
+                           const std::string& content_type);
+// The format a request's header (Content-Type or Accept) asks for.
+wire::Format FormatOfHeader(const http_request& req, const std::string& name);
 // Replies {"error","reason"} with the code that fits the status; returns the code.
 int ReplyError(const http_request& req, const Status& status);
 int ReplyError(const http_request& req, int code, const std::string& error,

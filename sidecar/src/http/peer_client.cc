@@ -261,14 +261,17 @@ Result<std::map<std::string, broker::GroupRegistry::Group>> HttpPeerClient::Fetc
 }
 
 void HttpPeerClient::ForwardAsync(const PeerAddress& peer, const std::string& topic,
-                                  std::string body, std::function<void(ForwardAnswer)> done) {
+                                  std::string body, wire::Format format,
+                                  std::function<void(ForwardAnswer)> done) {
   const std::string what = "forwarding to " + peer.data;
   try {
     web::http::http_request req(web::http::methods::POST);
     req.set_request_uri("/v1/topics/" + topic + "/events");
     req.headers().add("X-Shoal-Forwarded", "1");
     NameTheServer(req, tls_);
-    req.set_body(std::move(body), "application/json");
+    req.set_body(std::move(body), format == wire::Format::kBinary
+                                      ? std::string(wire::kBinaryType)
+                                      : std::string("application/json"));
     ClientFor(peer.data, true)
         .request(req)
         .then([](web::http::http_response resp) {

@@ -64,7 +64,7 @@ class HttpPeerClient final : public broker::PeerClient {
   // Sends a produce body to the owner's data plane, marked as forwarded. Asynchronous: `done`
   // runs on a pool thread.
   void ForwardAsync(const PeerAddress& peer, const std::string& topic, std::string body,
-                    std::function<void(ForwardAnswer)> done);
+                    wire::Format format, std::function<void(ForwardAnswer)> done);
 
  private:
   web::http::client::http_client& ClientFor(const std::string& host_port, bool forwarding);

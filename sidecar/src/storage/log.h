@@ -26,6 +26,7 @@ struct AppendEntry {
   std::string_view producer;
   std::optional<uint64_t> seq;
   int64_t timestamp_ms = 0;
+  bool raw = false;  // the value is opaque bytes, not JSON text (record::kRawValue)
 };
 
 // A record read back; views point into the ReadBatch that holds it.
@@ -36,6 +37,7 @@ struct RecordView {
   std::string_view value;
   std::string_view producer;
   std::optional<uint64_t> seq;
+  bool raw = false;
 };
 
 struct ReadBatch {

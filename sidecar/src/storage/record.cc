@@ -31,7 +31,7 @@ void Encode(const AppendEntry& e, uint64_t offset, std::string& out) {
   Put<uint16_t>(pl + 24, static_cast<uint16_t>(e.key.size()));
   Put<uint16_t>(pl + 26, static_cast<uint16_t>(e.producer.size()));
   Put<uint32_t>(pl + 28, static_cast<uint32_t>(e.value.size()));
-  pl[32] = static_cast<char>(e.seq ? kHasSeq : 0);
+  pl[32] = static_cast<char>((e.seq ? kHasSeq : 0) | (e.raw ? kRawValue : 0));
   pl[33] = pl[34] = pl[35] = 0;
   char* body = pl + kFixedPayload;
   std::memcpy(body, e.key.data(), e.key.size());
@@ -58,6 +58,7 @@ DecodeResult Decode(const char* buf, size_t avail, RecordView* rec, size_t* size
   }
   rec->offset = Get<uint64_t>(pl);
   rec->timestamp_ms = Get<int64_t>(pl + 8);
+  rec->raw = (pl[32] & kRawValue) != 0;
   if (pl[32] & kHasSeq) {
     rec->seq = Get<uint64_t>(pl + 16);
   } else {

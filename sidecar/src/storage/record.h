@@ -6,6 +6,8 @@
 //     u64 offset      the record's offset, checked on recovery and on read
 //     i64 timestamp_ms
 //     u64 seq         producer sequence number, meaningful when flags & kHasSeq
+//                     (flags & kRawValue: the value is opaque bytes from a binary batch; without
+//                     it the value is JSON text)
 //     u16 key_len, u16 producer_len, u32 value_len, u8 flags, u8[3] reserved
 //     key bytes, producer bytes, value bytes
 //
@@ -25,6 +27,7 @@ inline constexpr size_t kFrameHeader = 8;
 inline constexpr size_t kFixedPayload = 36;
 inline constexpr size_t kHeader = kFrameHeader + kFixedPayload;
 inline constexpr uint8_t kHasSeq = 1;
+inline constexpr uint8_t kRawValue = 2;
 inline constexpr uint32_t kMaxPayload = 64u << 20;
 
 inline size_t EncodedSize(const AppendEntry& e) {

@@ -393,7 +393,7 @@ TEST(ConsumeResponseTest, RoundTripsKeysNeedingEscapes) {
   for (size_t i = 0; i < events.size(); ++i) {
     if (i) body += ',';
     const auto& e = events[i];
-    AppendConsumedEvent(body, e.key, e.value, e.partition, e.offset, e.producer, e.seq,
+    AppendConsumedEvent(body, e.key, e.value, e.raw, e.partition, e.offset, e.producer, e.seq,
                         e.timestamp_ms);
   }
   body += "]}";
@@ -471,6 +471,130 @@ TEST(RangeReadWireTest, AnswersCarryTheEventsVerbatim) {
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->offset, 42u);
   EXPECT_FALSE(ParseRangeCommitRequest(R"({"group":"g","reader":"p"})").ok());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Binary batches (docs/data-plane.md "Binary batches")
+
+TEST(BinaryBatchTest, AProduceBatchRoundTripsOpaqueAndJsonValuesWithTheirFlags) {
+  const std::string opaque("\0\xff bytes", 8);
+  const std::vector<ProduceEvent> in = {
+      {"k1", opaque, "", std::nullopt, true},
+      {"k\xc3\xa9", "{\"a\": [1, 2]}", "prod", 7, false},
+      {"k3", "", "", std::nullopt, true},  // an empty opaque value
+  };
+  std::vector<const ProduceEvent*> ptrs;
+  for (const auto& e : in) ptrs.push_back(&e);
+  const std::string body = EncodeBinaryProduceRequest(ptrs);
+  ASSERT_EQ(body.substr(0, 4), "SHP1");
+  ProduceRequestParser parser;
+  ASSERT_TRUE(parser.Parse(Format::kBinary, body, Limits{}).ok());
+  ASSERT_EQ(parser.events().size(), in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    const auto& got = parser.events()[i];
+    EXPECT_EQ(got.key, in[i].key);
+    EXPECT_EQ(got.value, in[i].value) << "kept as sent, not minified";
+    EXPECT_EQ(got.producer, in[i].producer);
+    EXPECT_EQ(got.seq, in[i].seq);
+    EXPECT_EQ(got.raw, in[i].raw);
+  }
+}
+
+TEST(BinaryBatchTest, ConsumeAnswersCarryTheSameEventsInEitherFormat) {
+  const std::string opaque("\x01\x02\0\x03", 4);
+  std::string bin, json;
+  OpenConsumeAnswer(Format::kBinary, bin);
+  OpenConsumeAnswer(Format::kJson, json);
+  AppendAnswerEvent(Format::kBinary, bin, false, "a", opaque, true, 3, 9, "", std::nullopt, 5);
+  AppendAnswerEvent(Format::kJson, json, false, "a", opaque, true, 3, 9, "", std::nullopt, 5);
+  AppendAnswerEvent(Format::kBinary, bin, true, "b", "[1]", false, 1, 2, "p", 4, -1);
+  AppendAnswerEvent(Format::kJson, json, true, "b", "[1]", false, 1, 2, "p", 4, -1);
+  CloseConsumeAnswer(Format::kBinary, bin);
+  CloseConsumeAnswer(Format::kJson, json);
+  EXPECT_THAT(json, HasSubstr("\"value_b64\":\"AQIAAw==\""));
+  auto a = ParseAnyConsumeResponse(bin);
+  auto b = ParseAnyConsumeResponse(json);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  ASSERT_EQ(a->size(), 2u);
+  ASSERT_EQ(b->size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const auto& x = (*a)[i];
+    const auto& y = (*b)[i];
+    EXPECT_EQ(x.key, y.key);
+    EXPECT_EQ(x.value, y.value);
+    EXPECT_EQ(x.raw, y.raw);
+    EXPECT_EQ(x.partition, y.partition);
+    EXPECT_EQ(x.offset, y.offset);
+    EXPECT_EQ(x.producer, y.producer);
+    EXPECT_EQ(x.seq, y.seq);
+    EXPECT_EQ(x.timestamp_ms, y.timestamp_ms);
+  }
+  EXPECT_EQ((*a)[0].value, opaque);
+  EXPECT_TRUE((*a)[0].raw);
+  EXPECT_FALSE((*a)[1].raw);
+  // A range read's JSON events, converted for a binary consumer, are the binary answer's.
+  const std::string json_events = json.substr(11, json.size() - 13);
+  auto converted = ConvertAnswerEvents(json_events, Format::kJson, Format::kBinary);
+  ASSERT_TRUE(converted.ok()) << converted.status().ToString();
+  EXPECT_EQ("SHC1" + *converted, bin);
+  EXPECT_EQ(EmptyConsumeAnswer(Format::kBinary), "SHC1");
+  EXPECT_EQ(EmptyConsumeAnswer(Format::kJson), "{\"events\":[]}");
+}
+
+TEST(BinaryBatchTest, ProduceResultsRoundTripAndABadLengthIsRefused) {
+  const std::vector<ProduceResult> in = {{1, 2, false}, {7, 1ull << 40, true}};
+  std::string out;
+  EncodeBinaryProduceResults(in, out);
+  auto back = ParseAnyProduceResponse(out);
+  ASSERT_TRUE(back.ok());
+  ASSERT_EQ(back->size(), 2u);
+  EXPECT_EQ((*back)[1].offset, 1ull << 40);
+  EXPECT_TRUE((*back)[1].duplicate);
+  out.pop_back();
+  EXPECT_FALSE(ParseBinaryProduceResponse(out).ok());
+}
+
+TEST(CommitParamTest, ParsesPairsAndRefusesAnythingElse) {
+  auto ok = ParseCommitParam("3:121,4:0,4294967295:18446744073709551615");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_EQ(ok->size(), 3u);
+  EXPECT_EQ((*ok)[0].partition.value(), 3u);
+  EXPECT_EQ((*ok)[0].offset.value(), 121u);
+  EXPECT_EQ((*ok)[2].offset.value(), UINT64_MAX);
+  EXPECT_EQ(EncodeCommitParam(*ok), "3:121,4:0,4294967295:18446744073709551615");
+  for (const char* bad : {"", ",", "3", "3:", ":3", "3:1,", ",3:1", "-1:2", "3:+1", "4294967296:1",
+                          "1:18446744073709551616", "1:2:3", "1: 2"}) {
+    EXPECT_FALSE(ParseCommitParam(bad).ok()) << bad;
+  }
+  std::string many;
+  for (size_t i = 0; i <= kMaxCommitParamOffsets; ++i)
+    many += (i ? ",1:" : "1:") + std::to_string(i);
+  EXPECT_FALSE(ParseCommitParam(many).ok());
+}
+
+TEST(BinaryBatchTest, FormatFollowsTheHeader) {
+  EXPECT_EQ(FormatOf("application/vnd.shoal.batch"), Format::kBinary);
+  EXPECT_EQ(FormatOf("Application/Vnd.Shoal.Batch; v=1"), Format::kBinary);
+  EXPECT_EQ(FormatOf("application/json, application/vnd.shoal.batch;q=0.9"), Format::kBinary);
+  EXPECT_EQ(FormatOf("application/json"), Format::kJson);
+  EXPECT_EQ(FormatOf(""), Format::kJson);
+  EXPECT_EQ(FormatOf("application/vnd.shoal.batchx"), Format::kJson);
+  EXPECT_EQ(FormatOf("*/*"), Format::kJson);
+}
+
+TEST(BinaryBatchTest, Base64RoundTripsEveryLengthAndRefusesWhatIsNotBase64) {
+  std::string bytes;
+  for (int n = 0; n < 70; ++n) {
+    auto back = FromBase64(Base64(bytes));
+    ASSERT_TRUE(back.has_value()) << n;
+    EXPECT_EQ(*back, bytes);
+    bytes.push_back(static_cast<char>(n * 37));
+  }
+  EXPECT_EQ(Base64("hi"), "aGk=");
+  for (const char* bad : {"a", "aGk", "a=Gk", "aG=k", "aGk=aGk=", "a!k=", "===="}) {
+    EXPECT_FALSE(FromBase64(bad).has_value()) << bad;
+  }
 }
 
 }  // namespace

@@ -23,13 +23,19 @@ namespace shoal::client {
 
 struct OutgoingEvent {
   std::string key;
-  std::string value_json = "null";  // any JSON text
+  std::string value_json = "null";  // any JSON text; the bytes themselves when raw
   std::string producer;             // empty: not idempotent
   std::optional<uint64_t> seq;
+  // The value is opaque bytes (only a binary batch carries those: a request holding one goes in
+  // binary whatever the client's format; consumers see it as ConsumedEvent::raw).
+  bool raw = false;
 };
 
-// Builds the produce body {"events":[...]} for these events.
+// Builds the produce body {"events":[...]} for these events (none raw).
 std::string EncodeProduceBody(const std::vector<OutgoingEvent>& events);
+// Builds a binary produce batch of these events (docs/data-plane.md "Binary batches"): raw
+// values as bytes, the others flagged JSON (the sidecar checks them).
+std::string EncodeBinaryProduceBody(const std::vector<OutgoingEvent>& events);
 
 class ShoalClient {
  public:
@@ -42,12 +48,19 @@ class ShoalClient {
   ShoalClient(const ShoalClient&) = delete;
   ShoalClient& operator=(const ShoalClient&) = delete;
 
+  // The format of produce bodies and of the answers asked for (JSON by default; binary saves
+  // the sidecar and this client a JSON parse and encoding per event). Set before the calls.
+  void set_format(wire::Format format) { format_ = format; }
+
   // A sequence_unknown refusal (the sidecar could not decide some (producer, seq): nothing of
   // theirs was taken as stored) puts the indices of those events in `unknown`, when given.
   Result<std::vector<wire::ProduceResult>> Produce(const std::vector<OutgoingEvent>& events,
                                                    std::vector<size_t>* unknown = nullptr);
-  Result<std::vector<wire::ConsumedEvent>> Consume(const std::string& group, size_t max,
-                                                   int64_t wait_ms);
+  // `commit`: the group's commit of what it processed before (its previous batch), carried by
+  // this request and done first, saving the POST of it (docs/data-plane.md, Consume).
+  Result<std::vector<wire::ConsumedEvent>> Consume(
+      const std::string& group, size_t max, int64_t wait_ms,
+      const std::vector<wire::CommitOffset>& commit = {});
   Status Commit(const std::string& group, const std::vector<wire::CommitOffset>& offsets);
   // GET /v1/topics/{topic}: the raw JSON of the topic view.
   Result<std::string> TopicView();
@@ -55,9 +68,11 @@ class ShoalClient {
  private:
   // `error_body` receives the body of an error answer, when given.
   Result<std::string> Call(const std::string& method, const std::string& path_and_query,
-                           const std::string& body, std::string* error_body = nullptr);
+                           const std::string& body, std::string* error_body = nullptr,
+                           bool binary_body = false);
 
   const std::string topic_;
+  wire::Format format_ = wire::Format::kJson;
   const TlsClientFiles tls_;
   std::unique_ptr<web::http::client::http_client> http_;
 };

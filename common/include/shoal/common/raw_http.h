@@ -31,6 +31,8 @@ struct RawHttpOptions {
   size_t max_body = size_t{1} << 30;
   // Header lines sent with every request, each ending in "\r\n" (e.g. an Authorization line).
   std::string headers;
+  // The Content-Type sent with every request.
+  std::string content_type = "application/json";
   // TLS to the server (its certificate checked against the CA and the server name, this
   // client's presented); the files are read again at each connect.
   TlsClientFiles tls;

@@ -27,11 +27,28 @@ struct Limits {
   size_t max_events = 100000;
 };
 
+// The two body formats of produce and consume (docs/data-plane.md "Binary batches"): JSON, and a
+// length-prefixed binary batch negotiated by Content-Type (produce) and Accept (the answers).
+enum class Format { kJson, kBinary };
+inline constexpr std::string_view kBinaryType = "application/vnd.shoal.batch";
+inline constexpr std::string_view kProduceMagic = "SHP1";  // a binary produce request
+inline constexpr std::string_view kResultsMagic = "SHR1";  // a binary produce answer
+inline constexpr std::string_view kEventsMagic = "SHC1";   // a binary consume answer
+// Flags of a binary event.
+inline constexpr uint8_t kFlagSeq = 1;   // seq is meaningful (the event has a producer id)
+inline constexpr uint8_t kFlagJson = 2;  // the value is JSON text (otherwise: opaque bytes)
+inline constexpr size_t kBinaryProduceHeader = 17;  // u8 flags, u16, u16, u32 lengths, u64 seq
+inline constexpr size_t kBinaryEventHeader = 37;    // u32 partition, u64 offset, i64 ts, + above
+// The format a Content-Type or Accept header asks for: binary when it names kBinaryType (case
+// aside, parameters after ';' ignored, any one of a comma-separated list), JSON otherwise.
+Format FormatOf(std::string_view header);
+
 struct ProduceEvent {
   std::string_view key;
-  std::string_view value;     // minified JSON text; "null" when the event had no value
+  std::string_view value;     // JSON text, "null" when the event had no value; bytes when raw
   std::string_view producer;  // empty when the event has no producer id
   std::optional<uint64_t> seq;
+  bool raw = false;  // the value is opaque bytes (a binary batch's event without kFlagJson)
 };
 
 // Parses {"events":[{"key":..,"value":..,"producer":..,"seq":..}, ...]}. Rejects the whole body
@@ -39,6 +56,12 @@ struct ProduceEvent {
 class ProduceRequestParser {
  public:
   Status Parse(std::string_view body, const Limits& limits);
+  // Parses a binary batch (docs/data-plane.md "Binary batches"). Views point into `body`, which
+  // must outlive them. A value flagged JSON is checked to be one JSON value and kept as sent.
+  Status ParseBinary(std::string_view body, const Limits& limits);
+  Status Parse(Format format, std::string_view body, const Limits& limits) {
+    return format == Format::kBinary ? ParseBinary(body, limits) : Parse(body, limits);
+  }
   const std::vector<ProduceEvent>& events() const { return events_; }
 
  private:
@@ -49,7 +72,10 @@ class ProduceRequestParser {
 };
 
 // Encodes events as a produce body {"events":[...]} (values are JSON text, copied verbatim).
+// Every event's value must be JSON text (none raw): a batch with raw values goes in binary.
 std::string EncodeProduceRequest(const std::vector<const ProduceEvent*>& events);
+// Encodes events as a binary produce batch; raw values as bytes, the others flagged JSON.
+std::string EncodeBinaryProduceRequest(const std::vector<const ProduceEvent*>& events);
 
 struct CommitOffset {
   PartitionId partition{0};
@@ -63,6 +89,11 @@ struct CommitRequest {
 
 // Parses {"group":"G","offsets":[{"partition":3,"offset":121}, ...]}.
 Result<CommitRequest> ParseCommitRequest(std::string_view body);
+// Parses a consume's `commit` parameter, "3:121,4:7" (partition:offset, comma-separated, at
+// most kMaxCommitParamOffsets, digits only): the commit a consume carries of the previous batch.
+inline constexpr size_t kMaxCommitParamOffsets = 4096;
+Result<std::vector<CommitOffset>> ParseCommitParam(std::string_view text);
+std::string EncodeCommitParam(const std::vector<CommitOffset>& offsets);
 std::string EncodeCommitRequest(const CommitRequest& request);
 
 // A consumer group name: 1..200 bytes of [A-Za-z0-9._:-]. Returns why not, or OK.
@@ -75,21 +106,53 @@ struct ProduceResult {
   bool duplicate = false;
 };
 void EncodeProduceResults(const std::vector<ProduceResult>& results, std::string& out);
+// "SHR1", u32 count, then per result u32 partition, u64 offset, u8 duplicate.
+void EncodeBinaryProduceResults(const std::vector<ProduceResult>& results, std::string& out);
 
 // One delivered event, as the consume answer carries it.
 struct ConsumedEvent {
   std::string key;
-  std::string value;  // raw JSON text
+  std::string value;  // JSON text; the bytes as produced when raw
   uint32_t partition = 0;
   uint64_t offset = 0;
   std::string producer;
   std::optional<uint64_t> seq;
   int64_t timestamp_ms = 0;
+  bool raw = false;  // produced in a binary batch as opaque bytes (JSON shows it as value_b64)
 };
-// Appends one event object of the consume answer to `out` (the caller writes the envelope).
-void AppendConsumedEvent(std::string& out, std::string_view key, std::string_view value,
+// Appends one event object of the consume answer to `out` (the caller writes the envelope). A
+// raw value goes as "value_b64" (base64), a JSON one as "value".
+void AppendConsumedEvent(std::string& out, std::string_view key, std::string_view value, bool raw,
                          uint32_t partition, uint64_t offset, std::string_view producer,
                          std::optional<uint64_t> seq, int64_t timestamp_ms);
+// Appends one event of a binary consume answer (docs/data-plane.md "Binary batches").
+void AppendBinaryEvent(std::string& out, std::string_view key, std::string_view value, bool raw,
+                       uint32_t partition, uint64_t offset, std::string_view producer,
+                       std::optional<uint64_t> seq, int64_t timestamp_ms);
+// A consume answer in either format: its opening, one event (`comma`: events precede it, which
+// JSON separates with commas), its end.
+void OpenConsumeAnswer(Format format, std::string& out);
+inline void AppendAnswerEvent(Format format, std::string& out, bool comma, std::string_view key,
+                              std::string_view value, bool raw, uint32_t partition, uint64_t offset,
+                              std::string_view producer, std::optional<uint64_t> seq,
+                              int64_t timestamp_ms) {
+  if (format == Format::kBinary) {
+    AppendBinaryEvent(out, key, value, raw, partition, offset, producer, seq, timestamp_ms);
+    return;
+  }
+  if (comma) out.push_back(',');
+  AppendConsumedEvent(out, key, value, raw, partition, offset, producer, seq, timestamp_ms);
+}
+void CloseConsumeAnswer(Format format, std::string& out);
+// An empty consume answer.
+std::string EmptyConsumeAnswer(Format format);
+// The bytes between OpenConsumeAnswer and CloseConsumeAnswer of one format, in the other (a
+// range read's events, which peers exchange as JSON, for a binary consumer).
+Result<std::string> ConvertAnswerEvents(std::string_view events, Format from, Format to);
+
+std::string Base64(std::string_view bytes);
+// Standard alphabet with padding; nullopt for anything else.
+std::optional<std::string> FromBase64(std::string_view text);
 
 // Reads through hash ranges between sidecars, on the admin plane (docs/admin-api.md): a
 // successor's owner reads its range of an ancestor from the ancestor's owner for the consumers
@@ -145,5 +208,10 @@ std::vector<size_t> ParseUnknownIndices(std::string_view body);
 std::string SequenceUnknownBody(std::string_view reason, const std::vector<size_t>& indices);
 Result<std::vector<ProduceResult>> ParseProduceResponse(std::string_view body);
 Result<std::vector<ConsumedEvent>> ParseConsumeResponse(std::string_view body);
+Result<std::vector<ProduceResult>> ParseBinaryProduceResponse(std::string_view body);
+Result<std::vector<ConsumedEvent>> ParseBinaryConsumeResponse(std::string_view body);
+// By the answer's format (its first four bytes name a binary one).
+Result<std::vector<ConsumedEvent>> ParseAnyConsumeResponse(std::string_view body);
+Result<std::vector<ProduceResult>> ParseAnyProduceResponse(std::string_view body);
 
 }  // namespace shoal::wire
