@@ -10,7 +10,9 @@
 //      produce maximum, and half the slowest system's (a load all of them should take). Paced
 //      open-loop producers stamp each batch with its scheduled send time, consumers read
 //      meanwhile, and latency is the consumer's clock minus the stamp (one process, one steady
-//      clock), so queueing anywhere, producer side included, counts.
+//      clock), so queueing anywhere, producer side included, counts;
+//   4. the highest end-to-end rate each system sustains (MeasureSustained: paced runs up from
+//      half its produce maximum, then bisected), and the latency at half of it.
 // Then the elastic case (flash_sale.h). It prints a table (or, with --json, one object) with the
 // ratio of Shoal's produce throughput to each peer's. Speed is reported, never judged: the exit
 // code is non-zero only when something failed (a server that cannot start, a failed batch, a
@@ -50,10 +52,17 @@ struct Options {
   double latency_duration_s = 10;
   int connections = 4;
   int batch = 1000;
+  // Events per batch of the latency runs at fixed moderate loads (common and first rate): what a
+  // producer that batches by linger time sends at such a load, rather than the throughput runs'
+  // full batches. The same for every system. 0: --batch.
+  int latency_batch = 100;
   uint32_t partitions = 4;
   int value_bytes = 100;
   uint64_t keys = 100000;
   bool common_load = true;  // latency also at half the slowest system's maximum
+  bool sustained = true;    // search each system's highest sustained end-to-end rate
+  double sustained_duration_s = 4;  // of each run of that search, after the warm-up
+  int sustained_runs = 7;           // runs of the search at most
   double latency_rate = 0;  // the first latency run's offered load; 0: half Shoal's maximum
   bool flash_sale = true;
   FlashSaleOptions flash;
@@ -71,11 +80,19 @@ struct LatencyRun {
   uint64_t produced = 0, consumed = 0;
   uint64_t samples = 0;  // events stamped in the measured window
   double drain_s = 0;    // from the producers' end until the consumers read the last event
-  double p50_ms = 0, p99_ms = 0, max_ms = 0;
+  double p50_ms = 0, p99_ms = 0, p999_ms = 0, max_ms = 0;
   // The producers fell behind the schedule, or the consumers behind the producers.
   bool saturated() const {
     return unsent_batches > 0 || achieved < 0.95 * offered || drain_s > 1.0;
   }
+};
+
+// The highest rate a system takes end to end (producers and consumers together) with its lag
+// bounded: the highest offered load of the search whose run was not saturated.
+struct SustainedSearch {
+  double events_per_sec = 0;  // achieved in that run
+  double offered = 0;
+  std::vector<LatencyRun> runs;  // in the order run
 };
 
 struct SystemResult {
@@ -85,7 +102,17 @@ struct SystemResult {
   uint64_t produced = 0, read_back = 0;
   double read_eps = 0;
   LatencyRun at_half_shoal, at_common;
+  SustainedSearch sustained;
+  LatencyRun at_half_sustained;  // half of its own sustained rate
 };
+
+// The Shoal result the others are compared with (shoal/x): the first Shoal system listed.
+const SystemResult* ReferenceShoal(const std::vector<SystemResult>& results) {
+  for (const auto& r : results) {
+    if (r.name.rfind("shoal", 0) == 0) return &r;
+  }
+  return nullptr;
+}
 
 std::string Commas(double v) {
   std::string s = std::to_string(static_cast<long long>(std::llround(v)));
@@ -272,10 +299,48 @@ Status MeasureLatency(const Options& o, PeerSystem& sys,
   out->samples = lat.size();
   out->p50_ms = harness::Percentile(lat, 0.50);
   out->p99_ms = harness::Percentile(lat, 0.99);
+  out->p999_ms = harness::Percentile(lat, 0.999);
   out->max_ms = lat.empty() ? 0 : lat.back();
   if (out->consumed != out->produced) {
     return Status::Internal("the latency run consumed " + std::to_string(out->consumed) +
                             " events of the " + std::to_string(out->produced) + " acknowledged");
+  }
+  return Status::Ok();
+}
+
+// Phase 4 on a started system: its highest sustained end-to-end rate. Paced runs of
+// `sustained_duration_s` from half its produce maximum: up by a quarter while a run keeps up
+// (no unsent batches, at least 95% of the offered rate acknowledged, everything consumed within
+// a second of the producers' end: lag bounded), then halving the interval between the highest
+// run that kept up and the lowest that did not, until they are within 5% or the runs are spent.
+Status MeasureSustained(const Options& o, PeerSystem& sys,
+                        const std::vector<std::vector<BenchBatch>>& batches, double produce_max,
+                        SustainedSearch* out) {
+  Options run = o;
+  run.latency_duration_s = o.sustained_duration_s;
+  run.warmup_s = std::min(o.warmup_s, 1.0);
+  double ok = 0, bad = 0;  // highest rate that kept up, lowest that did not (0: none yet)
+  double rate = 0.5 * produce_max;
+  for (int i = 0; i < o.sustained_runs && !g_interrupted.load(); ++i) {
+    LatencyRun l;
+    SHOAL_RETURN_IF_ERROR(MeasureLatency(run, sys, batches, rate, &l));
+    out->runs.push_back(l);
+    if (!l.saturated()) {
+      ok = rate;
+      if (l.achieved > out->events_per_sec) {
+        out->events_per_sec = l.achieved;
+        out->offered = rate;
+      }
+    } else {
+      bad = rate;
+    }
+    if (bad > 0 && ok > 0 && bad - ok < 0.05 * bad) break;
+    if (bad == 0) {
+      if (rate >= produce_max) break;  // took its whole produce maximum
+      rate = std::min(rate * 1.25, produce_max);
+    } else {
+      rate = ok > 0 ? (ok + bad) / 2 : bad * 0.6;
+    }
   }
   return Status::Ok();
 }
@@ -287,8 +352,8 @@ std::string LatencyJson(const LatencyRun& l) {
       << ",\"saturated\":" << (l.saturated() ? "true" : "false")
       << ",\"unsent_batches\":" << l.unsent_batches << ",\"events\":" << l.produced
       << ",\"latency_samples\":" << l.samples << ",\"drain_s\":" << l.drain_s
-      << ",\"p50_ms\":" << l.p50_ms << ",\"p99_ms\":" << l.p99_ms << ",\"max_ms\":" << l.max_ms
-      << "}";
+      << ",\"p50_ms\":" << l.p50_ms << ",\"p99_ms\":" << l.p99_ms << ",\"p999_ms\":" << l.p999_ms
+      << ",\"max_ms\":" << l.max_ms << "}";
   return out.str();
 }
 
@@ -309,13 +374,13 @@ std::string FlashJson(const FlashSaleResult& f) {
 
 void PrintJson(const Options& o, const std::vector<SystemResult>& results,
                const std::vector<Result<FlashSaleResult>>& flash) {
-  const double shoal = results.empty() || results[0].name != "shoal" ? 0 : results[0].produce_eps;
+  const double shoal = ReferenceShoal(results) ? ReferenceShoal(results)->produce_eps : 0;
   std::ostringstream out;
   out << "{\"connections\":" << o.connections << ",\"batch\":" << o.batch
-      << ",\"partitions\":" << o.partitions << ",\"value_bytes\":" << o.value_bytes
-      << ",\"keys\":" << o.keys << ",\"duration_s\":" << o.duration_s
-      << ",\"warmup_s\":" << o.warmup_s << ",\"latency_duration_s\":" << o.latency_duration_s
-      << ",\"systems\":[";
+      << ",\"latency_batch\":" << o.latency_batch << ",\"partitions\":" << o.partitions
+      << ",\"value_bytes\":" << o.value_bytes << ",\"keys\":" << o.keys
+      << ",\"duration_s\":" << o.duration_s << ",\"warmup_s\":" << o.warmup_s
+      << ",\"latency_duration_s\":" << o.latency_duration_s << ",\"systems\":[";
   for (size_t i = 0; i < results.size(); ++i) {
     const auto& r = results[i];
     out << (i ? "," : "") << "{\"name\":\"" << r.name
@@ -331,7 +396,14 @@ void PrintJson(const Options& o, const std::vector<SystemResult>& results,
         << ",\"read_events_per_sec\":" << std::llround(r.read_eps)
         << ",\"shoal_ratio\":" << (r.produce_eps > 0 ? shoal / r.produce_eps : 0)
         << ",\"latency_at_half_shoal\":" << LatencyJson(r.at_half_shoal)
-        << ",\"latency_at_common_load\":" << LatencyJson(r.at_common) << "}";
+        << ",\"latency_at_common_load\":" << LatencyJson(r.at_common)
+        << ",\"e2e_sustained_events_per_sec\":" << std::llround(r.sustained.events_per_sec)
+        << ",\"e2e_sustained_offered_events_per_sec\":" << std::llround(r.sustained.offered)
+        << ",\"e2e_sustained_runs\":[";
+    for (size_t k = 0; k < r.sustained.runs.size(); ++k) {
+      out << (k ? "," : "") << LatencyJson(r.sustained.runs[k]);
+    }
+    out << "],\"latency_at_half_sustained\":" << LatencyJson(r.at_half_sustained) << "}";
   }
   out << "]";
   if (!flash.empty()) {
@@ -349,28 +421,28 @@ void PrintJson(const Options& o, const std::vector<SystemResult>& results,
 }
 
 void PrintSystems(const Options& o, const std::vector<SystemResult>& results) {
-  const double shoal = results.empty() || results[0].name != "shoal" ? 0 : results[0].produce_eps;
+  const double shoal = ReferenceShoal(results) ? ReferenceShoal(results)->produce_eps : 0;
   std::printf(
       "shoal-bench-peers: %d connections with one batch of %d events in flight each, %d-byte "
       "values, %s keys, %u partitions; produce %g s after %g s of warm-up, latency runs of "
-      "%g s\n",
+      "%g s at fixed loads with batches of %d\n",
       o.connections, o.batch, o.value_bytes, Commas(static_cast<double>(o.keys)).c_str(),
-      o.partitions, o.duration_s, o.warmup_s, o.latency_duration_s);
-  for (const auto& r : results) std::printf("  %-9s %s\n", r.name.c_str(), r.describe.c_str());
+      o.partitions, o.duration_s, o.warmup_s, o.latency_duration_s, o.latency_batch);
+  for (const auto& r : results) std::printf("  %-16s %s\n", r.name.c_str(), r.describe.c_str());
   double half_shoal = 0, common = 0;
   for (const auto& r : results) {
     if (r.at_half_shoal.offered > 0) half_shoal = r.at_half_shoal.offered;
     if (r.at_common.offered > 0) common = r.at_common.offered;
   }
   std::printf(
-      "\n%-10s %12s %10s %12s | %-32s | %-32s | %7s\n", "system", "produce ev/s", "read back",
+      "\n%-16s %12s %10s %12s | %-32s | %-32s | %7s\n", "system", "produce ev/s", "read back",
       "read ev/s", ("e2e at " + Commas(half_shoal) + " ev/s: ev/s p50 p99").c_str(),
       (common > 0 ? "e2e at " + Commas(common) + " ev/s" : std::string("e2e at a common load"))
           .c_str(),
       "shoal/x");
   for (const auto& r : results) {
     if (!r.error.empty()) {
-      std::printf("%-10s FAILED: %s\n", r.name.c_str(), r.error.c_str());
+      std::printf("%-16s FAILED: %s\n", r.name.c_str(), r.error.c_str());
       continue;
     }
     auto lat = [](const LatencyRun& l) -> std::string {
@@ -386,7 +458,7 @@ void PrintSystems(const Options& o, const std::vector<SystemResult>& results) {
       return std::string(buf);
     };
     std::printf(
-        "%-10s %12s %10s %12s | %-32s | %-32s | %7.2f\n", r.name.c_str(),
+        "%-16s %12s %10s %12s | %-32s | %-32s | %7.2f\n", r.name.c_str(),
         Commas(r.produce_eps).c_str(),
         (r.read_back == r.produced ? "all" : Commas(static_cast<double>(r.read_back))).c_str(),
         Commas(r.read_eps).c_str(), lat(r.at_half_shoal).c_str(), lat(r.at_common).c_str(),
@@ -397,6 +469,31 @@ void PrintSystems(const Options& o, const std::vector<SystemResult>& results) {
       "producers offer half Shoal's produce maximum, then half the slowest system's; SAT: the "
       "system could not take the offered load (its producers or its consumers fell behind), its "
       "latency is then the queue's)\n");
+  bool any = false;
+  for (const auto& r : results) any = any || !r.sustained.runs.empty();
+  if (!any) return;
+  const double shoal_sustained =
+      ReferenceShoal(results) ? ReferenceShoal(results)->sustained.events_per_sec : 0;
+  std::printf("\n%-16s %16s %6s | %-36s | %7s\n", "system", "e2e sustained/s", "runs",
+              "at half of it: ev/s p50 p99 p999", "shoal/x");
+  for (const auto& r : results) {
+    if (!r.error.empty() || r.sustained.runs.empty()) continue;
+    const auto& h = r.at_half_sustained;
+    char half[96] = "(not run)";
+    if (h.produced > 0) {
+      std::snprintf(half, sizeof half, "%9s %6.1f %6.1f %6.1f ms%s", Commas(h.achieved).c_str(),
+                    h.p50_ms, h.p99_ms, h.p999_ms, h.saturated() ? " SAT" : "");
+    }
+    std::printf(
+        "%-16s %16s %6zu | %-36s | %7.2f\n", r.name.c_str(),
+        Commas(r.sustained.events_per_sec).c_str(), r.sustained.runs.size(), half,
+        r.sustained.events_per_sec > 0 ? shoal_sustained / r.sustained.events_per_sec : 0.0);
+  }
+  std::printf(
+      "(e2e sustained: the highest offered load of paced runs of %g s, producers and consumers "
+      "together, that the system took whole with everything consumed within a second of the "
+      "producers' end)\n",
+      o.sustained_duration_s);
 }
 
 void PrintFlashSale(const Options& o, const std::vector<Result<FlashSaleResult>>& flash) {
@@ -439,8 +536,11 @@ int Run(Options o) {
     o.latency_duration_s = 1;
     o.connections = 2;
     o.batch = 200;
+    o.latency_batch = 50;
     o.keys = 10000;
     o.common_load = false;
+    o.sustained_duration_s = 0.5;
+    o.sustained_runs = 2;
     o.flash.duration_s = 6;
     o.flash.rate = 200;
     o.flash.drain_timeout_s = 20;
@@ -449,9 +549,11 @@ int Run(Options o) {
   {
     std::stringstream ss(o.systems);
     for (std::string n; std::getline(ss, n, ',');) {
-      if (n != "shoal" && n != "shoal-tls" && n != "redis" && n != "jetstream") {
+      if (!ShoalVariantOf(n) && n != "redis" && n != "jetstream") {
         std::cerr << "shoal-bench-peers: unknown system " << n
-                  << " (--systems takes shoal, shoal-tls, redis, jetstream)\n";
+                  << " (--systems takes redis, jetstream, and shoal followed by any of -binary, "
+                     "-tls, -rf3 in that order: shoal, shoal-binary, shoal-tls, shoal-rf3, "
+                     "shoal-binary-rf3, ...)\n";
         return 2;
       }
       names.push_back(n);
@@ -490,16 +592,20 @@ int Run(Options o) {
   signal(SIGTERM, OnInterrupt);
   KillServersOnCrash();
   auto batches = BuildBatches(o.connections, 16, o.batch, o.keys, o.value_bytes, o.partitions);
+  if (o.latency_batch <= 0) o.latency_batch = o.batch;
+  Options small = o;  // the fixed moderate loads' runs
+  small.batch = o.latency_batch;
+  auto small_batches =
+      BuildBatches(o.connections, 16, o.latency_batch, o.keys, o.value_bytes, o.partitions);
+  if (batches.ok() && !small_batches.ok()) batches = small_batches.status();
   if (!batches.ok()) {
     std::cerr << "shoal-bench-peers: " << batches.status().message() << "\n";
     return 2;
   }
 
   auto make_system = [&](const std::string& name) {
-    return name == "shoal"       ? NewShoalSystem(sidecar)
-           : name == "shoal-tls" ? NewShoalSystem(sidecar, true)
-           : name == "redis"     ? NewRedisSystem(redis_server)
-                                 : NewJetStreamSystem(nats_server);
+    if (auto v = ShoalVariantOf(name)) return NewShoalSystem(sidecar, *v);
+    return name == "redis" ? NewRedisSystem(redis_server) : NewJetStreamSystem(nats_server);
   };
   // Each phase on a fresh server, stopped (and its data removed) before the next starts: the
   // systems never share the machine with each other.
@@ -543,7 +649,7 @@ int Run(Options o) {
   double shoal_max = 0, slowest = 0;
   for (const auto& r : results) {
     if (!r.error.empty()) continue;
-    if (r.name == "shoal") shoal_max = r.produce_eps;
+    if (&r == ReferenceShoal(results)) shoal_max = r.produce_eps;
     slowest = slowest == 0 ? r.produce_eps : std::min(slowest, r.produce_eps);
   }
   if (shoal_max == 0) shoal_max = slowest;  // without Shoal: the slowest's, once
@@ -551,9 +657,22 @@ int Run(Options o) {
   for (auto& r : results) {
     if (g_interrupted.load() || !r.error.empty()) continue;
     if (!with_server(r.name, "latency", &r, [&](PeerSystem& sys) -> Status {
-          SHOAL_RETURN_IF_ERROR(MeasureLatency(o, sys, *batches, first_rate, &r.at_half_shoal));
+          SHOAL_RETURN_IF_ERROR(
+              MeasureLatency(small, sys, *small_batches, first_rate, &r.at_half_shoal));
           if (!o.common_load || slowest >= shoal_max || g_interrupted.load()) return Status::Ok();
-          return MeasureLatency(o, sys, *batches, 0.5 * slowest, &r.at_common);
+          return MeasureLatency(small, sys, *small_batches, 0.5 * slowest, &r.at_common);
+        })) {
+      exit_code = 1;
+    }
+  }
+
+  for (auto& r : results) {
+    if (!o.sustained || g_interrupted.load() || !r.error.empty()) continue;
+    if (!with_server(r.name, "sustained", &r, [&](PeerSystem& sys) -> Status {
+          SHOAL_RETURN_IF_ERROR(MeasureSustained(o, sys, *batches, r.produce_eps, &r.sustained));
+          if (r.sustained.events_per_sec <= 0 || g_interrupted.load()) return Status::Ok();
+          return MeasureLatency(o, sys, *batches, 0.5 * r.sustained.events_per_sec,
+                                &r.at_half_sustained);
         })) {
       exit_code = 1;
     }
@@ -601,8 +720,10 @@ int main(int argc, char** argv) {
       "shoal-bench-peers: Shoal against Redis Streams and NATS JetStream on this machine "
       "(produce events/s, end-to-end latency at half Shoal's maximum, a flash sale)"};
   app.add_option("--systems", o.systems,
-                 "Comma-separated: shoal,redis,jetstream, and shoal-tls (Shoal with TLS and client "
-                 "certificates, as a topic's pods require it); empty: only the flash sale");
+                 "Comma-separated: shoal,redis,jetstream, and Shoal's variants: shoal followed by "
+                 "any of -binary (the binary batch format), -tls (TLS and client certificates, as "
+                 "a topic's pods require it), -rf3 (three pods, three copies, acks quorum), in "
+                 "that order; empty: only the flash sale");
   app.add_option("--duration", o.duration_s, "Seconds of each produce run, after the warm-up")
       ->check(CLI::Range(0.1, 3600.0));
   app.add_option("--warmup", o.warmup_s, "Seconds before measuring")->check(CLI::Range(0.0, 600.0));
@@ -613,6 +734,9 @@ int main(int argc, char** argv) {
                  "Producer connections (and consumers) per system, one batch in flight each")
       ->check(CLI::Range(1, 256));
   app.add_option("--batch", o.batch, "Events per batch")->check(CLI::Range(1, 10000));
+  app.add_option("--latency-batch", o.latency_batch,
+                 "Events per batch of the latency runs at fixed moderate loads (0: --batch)")
+      ->check(CLI::Range(0, 10000));
   app.add_option("--partitions", o.partitions,
                  "Partitions (Shoal), streams (Redis), subject prefixes (JetStream)")
       ->check(CLI::Range(1, 1024));
@@ -624,6 +748,13 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1e9));
   app.add_flag("!--no-common-load", o.common_load,
                "Skip the latency runs at half the slowest system's maximum");
+  app.add_flag("!--no-sustained", o.sustained,
+               "Skip the search for each system's highest sustained end-to-end rate");
+  app.add_option("--sustained-duration", o.sustained_duration_s,
+                 "Seconds of each run of that search, after a warm-up of at most 1 s")
+      ->check(CLI::Range(0.5, 600.0));
+  app.add_option("--sustained-runs", o.sustained_runs, "Runs of that search at most")
+      ->check(CLI::Range(1, 30));
   app.add_flag("!--no-flash-sale", o.flash_sale, "Skip the elastic case");
   app.add_option("--flash-sale-file", o.flash.topic_file, "PartitionedTopic of the elastic case");
   app.add_option("--flash-rate", o.flash.rate, "Events/s at 1x (10x during the surge)")

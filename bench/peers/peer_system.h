@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -82,10 +83,29 @@ Result<std::vector<std::vector<BenchBatch>>> BuildBatches(int connections, int p
                                                           int batch, uint64_t keys, int value_bytes,
                                                           uint32_t partitions);
 
+// How Shoal runs in a run of the benchmark; its name in the results says which: "shoal"
+// followed by any of "-binary", "-tls", "-rf3", in that order.
+struct ShoalVariant {
+  // -tls: the sidecar TLS only and its clients with certificates of a CA made for the run (one
+  // pod only).
+  bool tls = false;
+  // -binary: produce and consume in the binary batch format (docs/data-plane.md), values as
+  // opaque bytes; otherwise JSON.
+  bool binary = false;
+  // -rf3: three pods, every partition with three copies and acks quorum (a produce answered
+  // once two copies hold it); producer and consumer connection i talks to pod i % 3, which
+  // forwards the events of the other pods' partitions, as an application outside the pods.
+  bool rf3 = false;
+  std::string Name() const {
+    return std::string("shoal") + (binary ? "-binary" : "") + (tls ? "-tls" : "") +
+           (rf3 ? "-rf3" : "");
+  }
+};
+// The variant a system name stands for, or nullopt when it is none (tls and rf3 together are
+// not offered).
+std::optional<ShoalVariant> ShoalVariantOf(const std::string& name);
 // `sidecar`: the shoal-sidecar binary.
-// `tls`: "shoal-tls", the sidecar TLS only and its clients with certificates of a CA made for
-// the run.
-std::unique_ptr<PeerSystem> NewShoalSystem(std::string sidecar, bool tls = false);
+std::unique_ptr<PeerSystem> NewShoalSystem(std::string sidecar, ShoalVariant variant = {});
 // `server`: the redis-server / nats-server binary (FindServerBinary).
 std::unique_ptr<PeerSystem> NewRedisSystem(std::string server);
 std::unique_ptr<PeerSystem> NewJetStreamSystem(std::string server);

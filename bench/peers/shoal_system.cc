@@ -1,15 +1,20 @@
-// Shoal as a peer: one shoal-sidecar (control::LocalSidecar) with --fsync interval, produced to
-// the way `shoal bench ingest` does (pre-built JSON bodies over raw keep-alive sockets) and
-// consumed through the data plane's GET + commit.
+// Shoal as a peer: one shoal-sidecar (control::LocalSidecar) with --fsync interval, or three with
+// three copies of every partition (ShoalVariant::rf3), produced to
+// the way `shoal bench ingest` does (pre-built bodies over raw keep-alive sockets, JSON or binary
+// batches) and consumed through the data plane's GET, each carrying the commit of the batch
+// before it.
 #include <algorithm>
 #include <optional>
 
 #include "peer_system.h"
 #include "server_process.h"
+#include "shoal/client/admin_client.h"
 #include "shoal/client/shoal_client.h"
 #include "shoal/common/certificates.h"
 #include "shoal/common/raw_http.h"
+#include "shoal/common/replication.h"
 #include "shoal/common/wire.h"
+#include "shoal/control/change_executor.h"
 #include "shoal/control/process.h"
 #include "shoal/harness/batch_driver.h"
 
@@ -23,13 +28,24 @@ constexpr char kGroup[] = "bench";
 class ShoalProducer final : public PeerProducer {
  public:
   ShoalProducer(const std::string& host, uint16_t port, const RawHttpOptions& options,
-                const std::vector<BenchBatch>& batches)
+                const std::vector<BenchBatch>& batches, bool binary)
       : conn_(host, port, options), path_(std::string("/v1/topics/") + kTopic + "/events") {
     for (const auto& batch : batches) {
-      std::vector<client::OutgoingEvent> events;
-      events.reserve(batch.size());
-      for (const auto& e : batch) events.push_back({e.key, e.value, "", std::nullopt});
-      bodies_.push_back(client::EncodeProduceBody(events));
+      if (binary) {
+        // The values as opaque bytes: the JSON text they hold is the application's business.
+        std::vector<wire::ProduceEvent> events(batch.size());
+        std::vector<const wire::ProduceEvent*> ptrs;
+        for (size_t k = 0; k < batch.size(); ++k) {
+          events[k] = {batch[k].key, batch[k].value, "", std::nullopt, true};
+          ptrs.push_back(&events[k]);
+        }
+        bodies_.push_back(wire::EncodeBinaryProduceRequest(ptrs));
+      } else {
+        std::vector<client::OutgoingEvent> events;
+        events.reserve(batch.size());
+        for (const auto& e : batch) events.push_back({e.key, e.value, "", std::nullopt});
+        bodies_.push_back(client::EncodeProduceBody(events));
+      }
       stamps_.push_back(harness::FindStamps(bodies_.back()));
       sizes_.push_back(batch.size());
     }
@@ -54,63 +70,53 @@ class ShoalConsumer final : public PeerConsumer {
  public:
   ShoalConsumer(const std::string& host, uint16_t port, const RawHttpOptions& options)
       : conn_(host, port, options),
-        events_path_(std::string("/v1/topics/") + kTopic + "/events?group=" + kGroup),
-        commits_path_(std::string("/v1/topics/") + kTopic + "/commits") {}
+        events_path_(std::string("/v1/topics/") + kTopic + "/events?group=" + kGroup) {}
 
+  // Each poll carries the commit of the batch before it (commit=P:O,..., docs/data-plane.md):
+  // one request per batch instead of a GET and a POST. The last batch of a run stays
+  // uncommitted, which the benchmark does not look at.
   Result<size_t> Poll(size_t max, int wait_ms, std::vector<uint64_t>* stamps) override {
-    auto code = conn_.Request(
-        "GET", events_path_ + "&max=" + std::to_string(max) + "&wait_ms=" + std::to_string(wait_ms),
-        "", &answer_);
+    std::string path =
+        events_path_ + "&max=" + std::to_string(max) + "&wait_ms=" + std::to_string(wait_ms);
+    if (!pending_.empty()) path += "&commit=" + wire::EncodeCommitParam(pending_);
+    auto code = conn_.Request("GET", path, "", &answer_);
     if (!code.ok()) return code.status();
     if (*code != 200) {
       return Status::Unavailable("consume answered " + std::to_string(*code) + ": " +
                                  answer_.substr(0, 200));
     }
-    auto events = wire::ParseConsumeResponse(answer_);
+    pending_.clear();
+    auto events = wire::ParseAnyConsumeResponse(answer_);
     if (!events.ok()) return events.status();
-    if (events->empty()) return size_t{0};
-    // Commit what was read: per partition, the offset after the last event.
-    std::vector<wire::CommitOffset> next;
+    // The next poll commits what was read: per partition, the offset after the last event.
     for (const auto& e : *events) {
       stamps->push_back(harness::ReadStamp(e.value));
-      auto it = std::find_if(next.begin(), next.end(), [&](const wire::CommitOffset& c) {
+      auto it = std::find_if(pending_.begin(), pending_.end(), [&](const wire::CommitOffset& c) {
         return c.partition.value() == e.partition;
       });
-      if (it == next.end()) {
-        next.push_back({PartitionId(e.partition), Offset(e.offset + 1)});
+      if (it == pending_.end()) {
+        pending_.push_back({PartitionId(e.partition), Offset(e.offset + 1)});
       } else {
         it->offset = std::max(it->offset, Offset(e.offset + 1));
       }
-    }
-    std::string body = std::string("{\"group\":\"") + kGroup + "\",\"offsets\":[";
-    for (size_t i = 0; i < next.size(); ++i) {
-      body += (i ? ",{\"partition\":" : "{\"partition\":") + std::to_string(next[i].partition.value()) +
-              ",\"offset\":" + std::to_string(next[i].offset.value()) + "}";
-    }
-    body += "]}";
-    auto committed = conn_.Request("POST", commits_path_, body, &answer_);
-    if (!committed.ok()) return committed.status();
-    if (*committed != 200) {
-      return Status::Unavailable("commit answered " + std::to_string(*committed) + ": " +
-                                 answer_.substr(0, 200));
     }
     return events->size();
   }
 
  private:
   RawHttpConnection conn_;
-  const std::string events_path_, commits_path_;
+  const std::string events_path_;
   std::string answer_;
+  std::vector<wire::CommitOffset> pending_;  // the commit the next poll carries
 };
 
 class ShoalSystem final : public PeerSystem {
  public:
-  // `tls`: the sidecar TLS only, with a CA made for the run, and every client with a
-  // certificate of it (as a topic's pods require; docs/security.md).
-  ShoalSystem(std::string sidecar, bool tls) : binary_(std::move(sidecar)), tls_(tls) {}
+  ShoalSystem(std::string sidecar, ShoalVariant variant)
+      : binary_(std::move(sidecar)), variant_(variant) {}
   ~ShoalSystem() override { Stop(); }
 
-  std::string name() const override { return tls_ ? "shoal-tls" : "shoal"; }
+  std::string name() const override { return variant_.Name(); }
 
   Status Start(const PeerConfig& config) override {
     control::LocalSidecarOptions so;
@@ -119,9 +125,14 @@ class ShoalSystem final : public PeerSystem {
     so.partitions = config.partitions;
     so.data_dir = config.dir;
     so.fsync = "interval";
-    so.extra_args = {"--log-level", "warn"};
     client_ = {};
-    if (tls_) {
+    if (variant_.binary) {
+      // Answers in binary; the produce bodies too (commits stay JSON: docs/data-plane.md).
+      client_.headers = "Accept: " + std::string(wire::kBinaryType) + "\r\n";
+    }
+    if (variant_.rf3) return StartThreePods(so, config);
+    so.extra_args = {"--log-level", "warn"};
+    if (variant_.tls) {
       auto pki = WriteLocalPki(config.dir + "/tls", kTopic, "bench");
       if (!pki.ok()) return pki.status();
       client_.tls = pki->client;
@@ -129,47 +140,75 @@ class ShoalSystem final : public PeerSystem {
     }
     auto s = control::LocalSidecar::Start(so);
     if (!s.ok()) return s.status().Annotate("starting shoal-sidecar (" + binary_ + ")");
-    sidecar_.emplace(std::move(s).value());
-    RegisterServer(sidecar_->process.pid());
+    pods_.push_back(std::move(s).value());
+    RegisterServer(pods_.back().process.pid());
     return Status::Ok();
   }
 
   void Stop() override {
-    if (!sidecar_) return;
-    UnregisterServer(sidecar_->process.pid());
-    sidecar_->process.Stop(std::chrono::seconds(10));
-    sidecar_.reset();
+    for (auto& pod : pods_) {
+      UnregisterServer(pod.process.pid());
+      pod.process.Stop(std::chrono::seconds(10));
+    }
+    pods_.clear();
   }
 
   Result<std::unique_ptr<PeerProducer>> NewProducer(
       const std::vector<BenchBatch>& batches) override {
-    if (!sidecar_) return Status::FailedPrecondition("shoal is not started");
+    if (pods_.empty()) return Status::FailedPrecondition("shoal is not started");
+    const auto& pod = pods_[producers_++ % pods_.size()];
+    RawHttpOptions options = client_;
+    if (variant_.binary) options.content_type = std::string(wire::kBinaryType);
     return std::unique_ptr<PeerProducer>(
-        std::make_unique<ShoalProducer>(sidecar_->host, sidecar_->port, client_, batches));
+        std::make_unique<ShoalProducer>(pod.host, pod.port, options, batches, variant_.binary));
   }
 
-  Result<std::unique_ptr<PeerConsumer>> NewConsumer(int) override {
-    if (!sidecar_) return Status::FailedPrecondition("shoal is not started");
+  Result<std::unique_ptr<PeerConsumer>> NewConsumer(int index) override {
+    if (pods_.empty()) return Status::FailedPrecondition("shoal is not started");
+    const auto& pod = pods_[static_cast<size_t>(index) % pods_.size()];
     return std::unique_ptr<PeerConsumer>(
-        std::make_unique<ShoalConsumer>(sidecar_->host, sidecar_->port, client_));
+        std::make_unique<ShoalConsumer>(pod.host, pod.port, client_));
   }
 
   std::string Describe() const override {
     return std::string("shoal-sidecar, --fsync interval (every 100 ms)") +
-           (tls_ ? ", TLS with client certificates" : "");
+           (variant_.tls ? ", TLS with client certificates" : "") +
+           (variant_.binary ? ", binary batches" : ", JSON batches") +
+           (variant_.rf3 ? ", 3 pods, 3 copies, acks quorum" : "");
   }
 
  private:
+  // Three pods under config.dir, their partitions round robin, every partition with three
+  // copies (replication::PlaceReplicas), the map installed as a coordinator would.
+  Status StartThreePods(const control::LocalSidecarOptions& so, const PeerConfig& config) {
+    constexpr int kPods = 3;
+    const std::string token = "bench-admin-token";
+    auto pods = control::StartPods(kPods, config.dir, so, token, "warn");
+    if (!pods.ok()) return pods.status().Annotate("starting shoal-sidecar (" + binary_ + ")");
+    pods_ = std::move(pods).value();
+    for (const auto& pod : pods_) RegisterServer(pod.process.pid());
+    std::vector<PodName> names;
+    for (int i = 0; i < kPods; ++i) names.push_back(PodName("pod-" + std::to_string(i)));
+    auto map = PartitionMap::Initial(kTopic, config.partitions, names);
+    if (!map.ok()) return map.status();
+    auto placed = replication::PlaceReplicas(control::WithPeers(*map, pods_), names, kPods);
+    if (!placed.ok()) return placed.status();
+    client::AdminClient admin(token);
+    control::ChangeExecutor executor(admin);
+    return executor.InstallEverywhere(*placed);
+  }
+
   const std::string binary_;
-  const bool tls_;
-  RawHttpOptions client_;  // its clients' options (TLS files)
-  std::optional<control::LocalSidecar> sidecar_;
+  const ShoalVariant variant_;
+  RawHttpOptions client_;  // its clients' options (TLS files, the answers' format)
+  std::vector<control::LocalSidecar> pods_;
+  size_t producers_ = 0;
 };
 
 }  // namespace
 
-std::unique_ptr<PeerSystem> NewShoalSystem(std::string sidecar, bool tls) {
-  return std::make_unique<ShoalSystem>(std::move(sidecar), tls);
+std::unique_ptr<PeerSystem> NewShoalSystem(std::string sidecar, ShoalVariant variant) {
+  return std::make_unique<ShoalSystem>(std::move(sidecar), variant);
 }
 
 }  // namespace shoal::bench
