@@ -32,7 +32,6 @@ std::optional<ShoalVariant> ShoalVariantOf(const std::string& name) {
   for (bool binary : {false, true}) {
     for (bool tls : {false, true}) {
       for (bool rf3 : {false, true}) {
-        if (tls && rf3) continue;
         ShoalVariant v{.tls = tls, .binary = binary, .rf3 = rf3};
         if (v.Name() == name) return v;
       }

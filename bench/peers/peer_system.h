@@ -86,8 +86,8 @@ Result<std::vector<std::vector<BenchBatch>>> BuildBatches(int connections, int p
 // How Shoal runs in a run of the benchmark; its name in the results says which: "shoal"
 // followed by any of "-binary", "-tls", "-rf3", in that order.
 struct ShoalVariant {
-  // -tls: the sidecar TLS only and its clients with certificates of a CA made for the run (one
-  // pod only).
+  // -tls: the sidecars TLS only (to each other as well) and their clients with certificates of
+  // a CA made for the run.
   bool tls = false;
   // -binary: produce and consume in the binary batch format (docs/data-plane.md), values as
   // opaque bytes; otherwise JSON.
@@ -101,8 +101,7 @@ struct ShoalVariant {
            (rf3 ? "-rf3" : "");
   }
 };
-// The variant a system name stands for, or nullopt when it is none (tls and rf3 together are
-// not offered).
+// The variant a system name stands for, or nullopt when it is none.
 std::optional<ShoalVariant> ShoalVariantOf(const std::string& name);
 // `sidecar`: the shoal-sidecar binary.
 std::unique_ptr<PeerSystem> NewShoalSystem(std::string sidecar, ShoalVariant variant = {});

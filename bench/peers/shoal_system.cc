@@ -130,14 +130,18 @@ class ShoalSystem final : public PeerSystem {
       // Answers in binary; the produce bodies too (commits stay JSON: docs/data-plane.md).
       client_.headers = "Accept: " + std::string(wire::kBinaryType) + "\r\n";
     }
-    if (variant_.rf3) return StartThreePods(so, config);
-    so.extra_args = {"--log-level", "warn"};
     if (variant_.tls) {
       auto pki = WriteLocalPki(config.dir + "/tls", kTopic, "bench");
       if (!pki.ok()) return pki.status();
       client_.tls = pki->client;
-      so.extra_args.insert(so.extra_args.end(), pki->sidecar_args.begin(), pki->sidecar_args.end());
+      so.extra_args = pki->sidecar_args;
+      // The pods' own certificate (for the peer name, client and server), which the admin
+      // plane admits as a peer's.
+      pod_tls_ = {pki->client.ca_file, config.dir + "/tls/server.crt",
+                  config.dir + "/tls/server.key", pki->client.server_name};
     }
+    if (variant_.rf3) return StartThreePods(so, config);
+    so.extra_args.insert(so.extra_args.end(), {"--log-level", "warn"});
     auto s = control::LocalSidecar::Start(so);
     if (!s.ok()) return s.status().Annotate("starting shoal-sidecar (" + binary_ + ")");
     pods_.push_back(std::move(s).value());
@@ -193,7 +197,7 @@ class ShoalSystem final : public PeerSystem {
     if (!map.ok()) return map.status();
     auto placed = replication::PlaceReplicas(control::WithPeers(*map, pods_), names, kPods);
     if (!placed.ok()) return placed.status();
-    client::AdminClient admin(token);
+    client::AdminClient admin(token, pod_tls_);
     control::ChangeExecutor executor(admin);
     return executor.InstallEverywhere(*placed);
   }
@@ -201,6 +205,7 @@ class ShoalSystem final : public PeerSystem {
   const std::string binary_;
   const ShoalVariant variant_;
   RawHttpOptions client_;  // its clients' options (TLS files, the answers' format)
+  TlsClientFiles pod_tls_;  // with tls: the pods' certificate, for the admin calls
   std::vector<control::LocalSidecar> pods_;
   size_t producers_ = 0;
 };

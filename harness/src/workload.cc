@@ -485,42 +485,60 @@ void GroupConsumer::Run() {
     classified.insert(positions->ranged.begin(), positions->ranged.end());
     return std::move(positions).value();
   };
+  // A commit of `pending` was accepted, or refused for good (the batch is unknown where it was
+  // read): what was recorded stays recorded; if it comes again it is recognised below.
+  auto accepted = [&] {
+    mark_committed(pending);
+    for (const auto& c : pending) {
+      auto& was = committed[c.partition.value()];
+      was = std::max(was, c.offset.value());
+    }
+    pending.clear();
+  };
+  auto refused = [&](const Status& st) {
+    std::string offsets;
+    for (const auto& c : pending) {
+      offsets += (offsets.empty() ? "" : ",") + std::to_string(c.partition.value()) + "@" +
+                 std::to_string(c.offset.value());
+    }
+    std::fprintf(stderr, "consume: %s group %s via %s: a commit (%s) was refused: %s\n",
+                 UtcNow().c_str(), opts_.group.c_str(), opts_.target.c_str(), offsets.c_str(),
+                 st.ToString().c_str());
+    pending.clear();
+  };
+  auto refused_for_good = [](const Status& st) {
+    return st.code() == Status::Code::kNotFound || st.code() == Status::Code::kInvalidArgument;
+  };
+  if (opts_.binary) client.set_format(wire::Format::kBinary);
   while (!stop_.load()) {
-    if (!pending.empty()) {
+    if (!pending.empty() && !opts_.carry_commits) {
       // Commit what was recorded before taking more: after a sidecar restart the group resumes
       // from its commits, and offsets already recorded are skipped below.
       Status st = client.Commit(opts_.group, pending);
       if (st.ok()) {
-        mark_committed(pending);
-        for (const auto& c : pending) {
-          auto& was = committed[c.partition.value()];
-          was = std::max(was, c.offset.value());
-        }
-        pending.clear();
-      } else if (st.code() == Status::Code::kNotFound ||
-                 st.code() == Status::Code::kInvalidArgument) {
-        // Refused for good (the batch is unknown where it was read): what was recorded stays
-        // recorded; if it comes again it is recognised below.
-        std::string offsets;
-        for (const auto& c : pending) {
-          offsets += (offsets.empty() ? "" : ",") + std::to_string(c.partition.value()) + "@" +
-                     std::to_string(c.offset.value());
-        }
-        std::fprintf(stderr, "consume: %s group %s via %s: a commit (%s) was refused: %s\n",
-                     UtcNow().c_str(), opts_.group.c_str(), opts_.target.c_str(), offsets.c_str(),
-                     st.ToString().c_str());
-        pending.clear();
+        accepted();
+      } else if (refused_for_good(st)) {
+        refused(st);
       } else {
         wait_a_little();
         continue;
       }
     }
     const uint64_t asked_ns = MonotonicNs();
-    auto got = client.Consume(opts_.group, opts_.max, opts_.wait_ms);
+    // Carrying: the consume commits `pending` first and answers the commit's refusal, if any
+    // (nothing consumed then); a consume that fails otherwise is retried with the same commit.
+    const bool carrying = opts_.carry_commits && !pending.empty();
+    auto got = client.Consume(opts_.group, opts_.max, opts_.wait_ms,
+                              carrying ? pending : std::vector<wire::CommitOffset>{});
     if (!got.ok()) {
+      if (carrying && refused_for_good(got.status())) {
+        refused(got.status());
+        continue;
+      }
       wait_a_little();
       continue;
     }
+    if (carrying) accepted();
     backoff = std::chrono::milliseconds(5);
     if (joined_ns_.load() == 0) joined_ns_ = MonotonicNs();
     // Streaming (a pod's long-running consumer, restarted after a crash): commits are cumulative

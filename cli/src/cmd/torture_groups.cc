@@ -12,6 +12,12 @@ void TortureGroup::Start(double rate) {
     co.group = name_;
     co.rate = rate;
     co.stop_commit_timeout = std::chrono::seconds(60);  // "retry a commit until it is accepted"
+    // The ways a consumer talks to the data plane, all under the same checks: the slow and the
+    // backlog groups (which read the most through ranges) in binary batches with each commit
+    // carried by the next consume, the late group carrying its commits in JSON, the others
+    // with a POST per commit.
+    co.carry_commits = role_ == "slow" || role_ == "backlog" || role_ == "late";
+    co.binary = role_ == "slow" || role_ == "backlog";
     started.push_back(std::make_unique<harness::GroupConsumer>(co));
     (void)started.back()->Start();  // in memory: cannot fail
   }

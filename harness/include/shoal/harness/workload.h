@@ -143,6 +143,10 @@ struct ConsumerOptions {
   std::chrono::milliseconds stop_commit_timeout{5000};
   // TLS to the target (an https:// URL), for a topic whose pods require it.
   TlsClientFiles tls;
+  // Each consume carries the commit of the batch before it (commit=P:O, docs/data-plane.md)
+  // instead of a POST of its own; and answers in the binary batch format.
+  bool carry_commits = false;
+  bool binary = false;
 };
 
 class GroupConsumer {
