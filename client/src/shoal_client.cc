@@ -78,6 +78,18 @@ Result<std::vector<wire::ProduceResult>> ShoalClient::Produce(
   const bool binary =
       format_ == wire::Format::kBinary ||
       std::any_of(events.begin(), events.end(), [](const auto& e) { return e.raw; });
+  if (binary) {
+    // What a binary batch's length fields can hold (the sidecar's own limits are lower).
+    for (size_t i = 0; i < events.size(); ++i) {
+      const auto& e = events[i];
+      if (e.key.size() > UINT16_MAX || e.producer.size() > UINT16_MAX ||
+          e.value_json.size() > UINT32_MAX) {
+        return Status::InvalidArgument("event " + std::to_string(i) +
+                                       ": a key or producer id over 65,535 bytes, or a value "
+                                       "over 4 GiB, cannot go in a binary batch");
+      }
+    }
+  }
   auto body =
       Call("POST", "/v1/topics/" + topic_ + "/events",
            binary ? EncodeBinaryProduceBody(events) : EncodeProduceBody(events), &error, binary);

@@ -35,10 +35,16 @@ bool StartsWith(std::string_view body, std::string_view magic) {
 
 bool IsUtf8(std::string_view s) { return simdjson::validate_utf8(s.data(), s.size()); }
 
+// One JSON value, nested at most as deep as a JSON produce lets a value be: the value sits three
+// levels down in {"events":[{"value":V}]}, and every parse of it later (a forward as JSON, a
+// consume answer a client decodes) has simdjson's default limit, so a deeper value accepted here
+// would break each of them.
 bool IsOneJsonValue(std::string_view text) {
+  constexpr size_t kMaxValueDepth = simdjson::DEFAULT_MAX_DEPTH - 3;
   thread_local simdjson::dom::parser parser;
+  thread_local bool limited = parser.allocate(1 << 16, kMaxValueDepth) == simdjson::SUCCESS;
   simdjson::dom::element doc;
-  return parser.parse(text.data(), text.size(), true).get(doc) == simdjson::SUCCESS;
+  return limited && parser.parse(text.data(), text.size(), true).get(doc) == simdjson::SUCCESS;
 }
 
 constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

@@ -329,7 +329,8 @@ function showEvents(answer, info) {
   for (const e of answer.events) {
     const row = el("tr", {class: "event", "data-partition": e.partition, "data-offset": e.offset});
     row.append(el("td", {class: "num"}, e.partition), el("td", {class: "num"}, e.offset),
-               el("td", {class: "key"}, e.key), el("td", {class: "value"}, JSON.stringify(e.value)),
+               el("td", {class: "key"}, e.key), el("td", {class: "value"},
+                  e.value_b64 !== undefined ? "base64:" + e.value_b64 : JSON.stringify(e.value)),
                el("td", {}, e.producer || ""), el("td", {class: "num"}, e.seq === undefined ? "" : e.seq),
                el("td", {}, e.timestamp_ms ? clock(e.timestamp_ms) : ""));
     table.append(row);

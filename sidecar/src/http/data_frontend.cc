@@ -394,15 +394,18 @@ void DataFrontend::CommitThenConsume(const http_request& req, const std::string&
   std::vector<broker::QuorumWait> quorum;
   Status st = topic_.Commit({group, offsets}, &quorum, /*forwarded=*/false);
   if (!st.ok()) {
-    Fail(req, "consume", st);
+    Fail(req, "commit", st);  // counted as the commit's refusal, which it is
     return;
   }
-  probe_.Request("commit", 200);
-  if (quorum.empty()) return consume();
+  if (quorum.empty()) {
+    probe_.Request("commit", 200);
+    return consume();
+  }
   // Replicated partitions: the consume goes on once a quorum of their copies holds the commit
   // (as a POST's answer waits), without holding a worker meanwhile.
   WhenReached(quorum, [this, req, consume](const Status& outcome) {
-    if (!outcome.ok()) return Fail(req, "consume", outcome);
+    if (!outcome.ok()) return Fail(req, "commit", outcome);
+    probe_.Request("commit", 200);
     workers_.Submit(consume);
   });
 }

@@ -500,6 +500,26 @@ TEST(BinaryBatchTest, AProduceBatchRoundTripsOpaqueAndJsonValuesWithTheirFlags) 
   }
 }
 
+TEST(BinaryBatchTest, AJsonValueNestedDeeperThanAJsonProduceAllowsIsRefused) {
+  // What passes here must pass every later parse of it: inside a JSON produce body (a forward)
+  // and inside a consume answer, three levels down.
+  auto nested = [](size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); };
+  for (size_t depth : {size_t{1000}, size_t{1021}, size_t{1022}, size_t{1024}}) {
+    const ProduceEvent e{"k", "", "", std::nullopt, false};
+    ProduceEvent deep = e;
+    const std::string value = nested(depth);
+    deep.value = value;
+    const std::string body = EncodeBinaryProduceRequest({&deep});
+    ProduceRequestParser parser;
+    const Status st = parser.ParseBinary(body, Limits{});
+    ProduceRequestParser json;
+    const Status as_json = json.Parse(EncodeProduceRequest({&deep}), Limits{});
+    EXPECT_EQ(st.ok(), as_json.ok())
+        << depth << ": " << st.ToString() << " / " << as_json.ToString();
+    EXPECT_EQ(st.ok(), depth <= 1021) << depth;
+  }
+}
+
 TEST(BinaryBatchTest, ConsumeAnswersCarryTheSameEventsInEitherFormat) {
   const std::string opaque("\x01\x02\0\x03", 4);
   std::string bin, json;

@@ -74,7 +74,9 @@ class ProduceRequestParser {
 // Encodes events as a produce body {"events":[...]} (values are JSON text, copied verbatim).
 // Every event's value must be JSON text (none raw): a batch with raw values goes in binary.
 std::string EncodeProduceRequest(const std::vector<const ProduceEvent*>& events);
-// Encodes events as a binary produce batch; raw values as bytes, the others flagged JSON.
+// Encodes events as a binary produce batch; raw values as bytes, the others flagged JSON. Keys
+// and producer ids must be at most 65,535 bytes (u16 lengths; callers check, as the sidecar's
+// limits do).
 std::string EncodeBinaryProduceRequest(const std::vector<const ProduceEvent*>& events);
 
 struct CommitOffset {
