@@ -29,6 +29,28 @@ T Get(const char* p) {
 
 std::string At(size_t i) { return "event " + std::to_string(i); }
 
+// The 17 bytes every binary event carries, in a produce batch at its start and in a consume
+// answer after partition, offset and timestamp: u8 flags, u16 key, u16 producer and u32 value
+// lengths, u64 seq.
+struct EventHeader {
+  uint8_t flags;
+  size_t key_len, producer_len, value_len;
+  uint64_t seq;
+  bool known_flags() const { return (flags & ~(kFlagSeq | kFlagJson)) == 0; }
+};
+EventHeader ReadEventHeader(const char* h) {
+  return {static_cast<uint8_t>(h[0]), Get<uint16_t>(h + 1), Get<uint16_t>(h + 3),
+          Get<uint32_t>(h + 5), Get<uint64_t>(h + 9)};
+}
+void PutEventHeader(std::string& out, uint8_t flags, size_t key_len, size_t producer_len,
+                    size_t value_len, uint64_t seq) {
+  out.push_back(static_cast<char>(flags));
+  Put<uint16_t>(out, static_cast<uint16_t>(key_len));
+  Put<uint16_t>(out, static_cast<uint16_t>(producer_len));
+  Put<uint32_t>(out, static_cast<uint32_t>(value_len));
+  Put<uint64_t>(out, seq);
+}
+
 bool StartsWith(std::string_view body, std::string_view magic) {
   return body.size() >= magic.size() && body.substr(0, magic.size()) == magic;
 }
@@ -96,12 +118,7 @@ Status ProduceRequestParser::ParseBinary(std::string_view body, const Limits& li
     if (body.size() - pos < kBinaryProduceHeader) {
       return Status::InvalidArgument(At(i) + " is cut short");
     }
-    const char* h = body.data() + pos;
-    const auto flags = static_cast<uint8_t>(h[0]);
-    const size_t key_len = Get<uint16_t>(h + 1);
-    const size_t producer_len = Get<uint16_t>(h + 3);
-    const size_t value_len = Get<uint32_t>(h + 5);
-    const uint64_t seq = Get<uint64_t>(h + 9);
+    const auto [flags, key_len, producer_len, value_len, seq] = ReadEventHeader(body.data() + pos);
     pos += kBinaryProduceHeader;
     if ((flags & ~(kFlagSeq | kFlagJson)) != 0) {
       return Status::InvalidArgument(At(i) + " has unknown flags " + std::to_string(flags));
@@ -166,12 +183,9 @@ std::string EncodeBinaryProduceRequest(const std::vector<const ProduceEvent*>& e
   out.append(kProduceMagic);
   Put<uint32_t>(out, static_cast<uint32_t>(events.size()));
   for (const auto* e : events) {
-    const uint8_t flags = static_cast<uint8_t>((e->seq ? kFlagSeq : 0) | (e->raw ? 0 : kFlagJson));
-    out.push_back(static_cast<char>(flags));
-    Put<uint16_t>(out, static_cast<uint16_t>(e->key.size()));
-    Put<uint16_t>(out, static_cast<uint16_t>(e->seq ? e->producer.size() : 0));
-    Put<uint32_t>(out, static_cast<uint32_t>(e->value.size()));
-    Put<uint64_t>(out, e->seq.value_or(0));
+    PutEventHeader(out, static_cast<uint8_t>((e->seq ? kFlagSeq : 0) | (e->raw ? 0 : kFlagJson)),
+                   e->key.size(), e->seq ? e->producer.size() : 0, e->value.size(),
+                   e->seq.value_or(0));
     out.append(e->key);
     if (e->seq) out.append(e->producer);
     out.append(e->value);
@@ -249,14 +263,10 @@ Result<std::vector<ConsumedEvent>> ParseBinaryConsumeResponse(std::string_view b
     e.partition = Get<uint32_t>(h);
     e.offset = Get<uint64_t>(h + 4);
     e.timestamp_ms = Get<int64_t>(h + 12);
-    const auto flags = static_cast<uint8_t>(h[20]);
-    const size_t key_len = Get<uint16_t>(h + 21);
-    const size_t producer_len = Get<uint16_t>(h + 23);
-    const size_t value_len = Get<uint32_t>(h + 25);
-    const uint64_t seq = Get<uint64_t>(h + 29);
+    const EventHeader eh = ReadEventHeader(h + 20);
+    const auto [flags, key_len, producer_len, value_len, seq] = eh;
     pos += kBinaryEventHeader;
-    if ((flags & ~(kFlagSeq | kFlagJson)) != 0 ||
-        body.size() - pos < key_len + producer_len + value_len) {
+    if (!eh.known_flags() || body.size() - pos < key_len + producer_len + value_len) {
       return Status::InvalidArgument("a binary consume answer holds a malformed event");
     }
     e.key.assign(body.data() + pos, key_len);

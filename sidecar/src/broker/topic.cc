@@ -500,6 +500,9 @@ size_t Topic::ReadRemote(const std::string& group, const ReadJob& job, size_t ma
   // Peers exchange range reads as JSON; a binary consumer gets them in its format. The batch
   // is out (its lease taken) either way: events that cannot be converted would come back by
   // redelivery, and a peer's JSON that does not parse is a bug worth a loud log.
+  r.idle = false;
+  r.out = true;
+  r.last = answer->batch.last;
   Result<std::string> events = std::move(answer->events);
   if (format != wire::Format::kJson) {
     events = wire::ConvertAnswerEvents(*events, wire::Format::kJson, format);
@@ -509,14 +512,8 @@ size_t Topic::ReadRemote(const std::string& group, const ReadJob& job, size_t ma
         "msg=\"a range read's events do not parse; they come back by redelivery\" partition={} "
         "group={} owner={} reason=\"{}\"",
         job.id.value(), group, job.peer.admin, events.status().message());
-    r.idle = false;
-    r.out = true;
-    r.last = answer->batch.last;
     return 0;
   }
-  r.idle = false;
-  r.out = true;
-  r.last = answer->batch.last;
   if (comma_first && format == wire::Format::kJson) out->push_back(',');
   out->append(*events);
   return answer->batch.count;
