@@ -21,6 +21,7 @@
 #include <sstream>
 #include <thread>
 
+#include "shoal/control/admin_partitions.h"
 #include "shoal/control/process.h"
 #include "shoal/harness/verifier.h"
 #include "shoal/harness/workload.h"
@@ -340,7 +341,7 @@ TEST_F(ControlLoopTest, APodWithFewDescriptorsGetsNoMorePartitionsThanItCanOpenA
   StartLoop();
   ASSERT_TRUE(WaitFor([](const Snapshot& s) { return s.has_map; }, 60s))
       << "the topic was not created; see control.log";
-  // Pod 0's sidecar: whatever it has open now, 32 descriptors of reserve (kFilesReserve), and
+  // Pod 0's sidecar: whatever it has open now, the descriptors of reserve (kFilesReserve), and
   // room for 4 more partitions of two files each: it can hold 6 (its 2 and 4 more).
   const std::string pid_text = ReadAll(state_ + "/pods/orders-0/sidecar.pid");
   ASSERT_FALSE(pid_text.empty());
@@ -351,7 +352,7 @@ TEST_F(ControlLoopTest, APodWithFewDescriptorsGetsNoMorePartitionsThanItCanOpenA
     ++open_now;
   }
   constexpr size_t kCanHold = 6;
-  const rlim_t limit = static_cast<rlim_t>(open_now + 32 + 2 * (kCanHold - 2));
+  const rlim_t limit = static_cast<rlim_t>(open_now + control::kFilesReserve + 2 * (kCanHold - 2));
   rlimit lowered{limit, limit};
   ASSERT_EQ(::prlimit(pid, RLIMIT_NOFILE, &lowered, nullptr), 0) << std::strerror(errno);
   std::printf("pod 0's sidecar (pid %d): %zu descriptors open, limit lowered to %llu\n",

@@ -81,10 +81,10 @@ TEST(ParseAdminPartitionsTest, LimitsSayHowManyPartitionsThePodCanHold) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->limits.open_files_limit, 100u);
   EXPECT_EQ(r->limits.memory_limit_bytes, 536870912u);
-  // 30 open of which 2 x 5 for its 5 partitions: 20 besides; (100 - 20 - 32) / 2 = 24.
-  EXPECT_EQ(r->limits.MaxPartitions(5), 24u);
+  // 30 open of which 2 x 5 for its 5 partitions: 20 besides; (100 - 20 - 64) / 2 = 8.
+  EXPECT_EQ(r->limits.MaxPartitions(5), 8u);
   // A limit already used up by what is not partitions: none.
-  PodLimits tight{.open_files_limit = 40, .open_files = 20};
+  PodLimits tight{.open_files_limit = 80, .open_files = 20};
   EXPECT_EQ(tight.MaxPartitions(0), 0u);
   // Older sidecars say nothing: unknown, not zero.
   auto old = ParseAdminPartitions(Report(""));
