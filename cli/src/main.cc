@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   shoal::cli::RegisterBenchPause(*bench, exit_code);
   shoal::cli::RegisterBenchDrain(*bench, exit_code);
   shoal::cli::RegisterBenchPeers(*bench, exit_code);
+  shoal::cli::RegisterBenchProducer(*bench, exit_code);
   (void)shoal::InitLogging("warn");
   CLI11_PARSE(app, argc, argv);
   return exit_code;

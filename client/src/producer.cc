@@ -3,6 +3,7 @@
 #include <openssl/rand.h>
 
 #include <algorithm>
+#include <functional>
 
 namespace shoal::client {
 
@@ -33,11 +34,17 @@ Producer::Producer(const std::string& base_url, std::string topic, ProducerOptio
     : opts_([&] {
         options.batch_events = std::max<size_t>(1, options.batch_events);
         options.max_buffered = std::max(options.max_buffered, options.batch_events);
+        options.max_in_flight = std::clamp<size_t>(options.max_in_flight, 1, 64);
         return options;
       }()),
       id_(opts_.producer_id.empty() ? RandomId() : opts_.producer_id),
-      client_(base_url, std::move(topic), opts_.timeout, opts_.tls) {
-  thread_ = std::thread([this] { Run(); });
+      client_(base_url, std::move(topic), opts_.timeout, opts_.tls),
+      slots_(opts_.max_in_flight) {
+  client_.set_format(opts_.format);
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    slots_[i].id = slots_.size() == 1 ? id_ : id_ + "." + std::to_string(i);
+  }
+  for (size_t i = 0; i < slots_.size(); ++i) slots_[i].thread = std::thread([this, i] { Run(i); });
 }
 
 Producer::~Producer() {
@@ -46,30 +53,58 @@ Producer::~Producer() {
     std::lock_guard<std::mutex> lock(mu_);
     closed_ = true;
   }
-  cv_.notify_all();
-  thread_.join();
+  work_.notify_all();
+  room_.notify_all();
+  for (auto& slot : slots_) slot.thread.join();
 }
+
+std::string Producer::SlotId(size_t slot) const { return slots_.at(slot).id; }
 
 std::shared_future<Result<wire::ProduceResult>> Producer::Send(std::string key,
                                                                std::string value_json) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return pending_.size() < opts_.max_buffered || closed_; });
   Pending p;
-  p.event = {std::move(key), std::move(value_json), id_, std::nullopt};
-  auto future = p.done.get_future().share();
+  p.event = {std::move(key), std::move(value_json), "", std::nullopt};
+  auto future = p.done.emplace().get_future().share();
+  Queue(std::move(p));
+  return future;
+}
+
+void Producer::Send(std::string key, std::string value_json, Callback done) {
+  Pending p;
+  p.event = {std::move(key), std::move(value_json), "", std::nullopt};
+  p.callback = std::move(done);
+  Queue(std::move(p));
+}
+
+void Producer::Queue(Pending p) {
+  if (slots_.size() > 1) p.key_hash = std::hash<std::string>{}(p.event.key);
+  std::unique_lock<std::mutex> lock(mu_);
+  if (pending_.size() >= opts_.max_buffered && !closed_) {
+    ++waiting_;
+    room_.wait(lock, [&] { return pending_.size() < opts_.max_buffered || closed_; });
+    --waiting_;
+  }
   if (closed_) {
-    p.done.set_value(Status::Unavailable("the producer is closed"));
-    return future;
+    lock.unlock();
+    p.Finish(Status::Unavailable("the producer is closed"));
+    return;
   }
   if (pending_.empty()) oldest_ = std::chrono::steady_clock::now();
   pending_.push_back(std::move(p));
-  cv_.notify_all();
-  return future;
+  // Idle senders wait without a deadline for a first event and until the linger's end for a
+  // full batch: only those (and an event that may be takeable when every waiting one was not)
+  // wake one.
+  if (pending_.size() == 1 || pending_.size() % opts_.batch_events == 0 || stalled_) {
+    stalled_ = false;
+    work_.notify_one();
+  }
 }
 
 void Producer::Flush() {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return pending_.empty() && in_flight_ == 0; });
+  ++waiting_;
+  room_.wait(lock, [&] { return pending_.empty() && in_flight_ == 0; });
+  --waiting_;
 }
 
 uint64_t Producer::requests() const {
@@ -82,48 +117,95 @@ uint64_t Producer::retries() const {
   return retries_;
 }
 
-void Producer::Run() {
+size_t Producer::peak_in_flight() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return peak_in_flight_;
+}
+
+uint64_t Producer::passed_over() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return passed_over_;
+}
+
+std::vector<Producer::Pending> Producer::TakeBatch() {
+  // Looks at most this far into the queue for events whose key is not in flight.
+  const size_t window = std::min(pending_.size(), 4 * opts_.batch_events);
+  const bool track = slots_.size() > 1;
+  std::vector<Pending> batch, passed;
+  batch.reserve(std::min(window, opts_.batch_events));
+  for (size_t i = 0; i < window && batch.size() < opts_.batch_events; ++i) {
+    Pending& p = pending_.front();
+    if (track && keys_out_.count(p.key_hash) > 0) {
+      passed.push_back(std::move(p));
+    } else {
+      batch.push_back(std::move(p));
+    }
+    pending_.pop_front();
+  }
+  passed_over_ += passed.size();
+  for (auto it = passed.rbegin(); it != passed.rend(); ++it) pending_.push_front(std::move(*it));
+  if (track) {
+    for (const auto& p : batch) keys_out_.insert(p.key_hash);
+  }
+  return batch;
+}
+
+void Producer::Run(size_t index) {
+  Slot& slot = slots_[index];
   while (true) {
     std::vector<Pending> batch;
     {
       std::unique_lock<std::mutex> lock(mu_);
       while (true) {
         if (closed_ && pending_.empty()) return;
-        if (pending_.size() >= opts_.batch_events || closed_) break;
-        if (pending_.empty()) {
-          cv_.wait(lock);
+        if (pending_.empty() || stalled_) {
+          work_.wait(lock);
           continue;
         }
         const auto due = oldest_ + opts_.linger;
-        if (std::chrono::steady_clock::now() >= due) break;
-        cv_.wait_until(lock, due);
+        if (pending_.size() < opts_.batch_events && !closed_ &&
+            std::chrono::steady_clock::now() < due) {
+          work_.wait_until(lock, due);
+          continue;
+        }
+        batch = TakeBatch();
+        if (!batch.empty()) break;
+        stalled_ = true;  // until a batch comes back or an event comes
       }
-      const size_t n = std::min(pending_.size(), opts_.batch_events);
-      batch.reserve(n);
-      for (size_t i = 0; i < n; ++i) {
-        batch.push_back(std::move(pending_.front()));
-        pending_.pop_front();
-        batch.back().event.seq = next_seq_++;  // numbered in the order they were sent
+      for (auto& p : batch) {
+        p.event.producer = slot.id;
+        p.event.seq = slot.next_seq++;  // numbered in the order they were sent
       }
-      if (!pending_.empty()) oldest_ = std::chrono::steady_clock::now();
-      in_flight_ = batch.size();
-      cv_.notify_all();  // room for blocked senders
+      if (!pending_.empty()) {
+        oldest_ = std::chrono::steady_clock::now();
+        work_.notify_one();  // another sender for what is left
+      }
+      peak_in_flight_ = std::max(peak_in_flight_, ++in_flight_);
+      if (waiting_ > 0) room_.notify_all();  // room for blocked senders
     }
-    SendBatch(batch);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      in_flight_ = 0;
+    std::vector<uint64_t> keys;
+    if (slots_.size() > 1) {
+      keys.reserve(batch.size());
+      for (const auto& p : batch) keys.push_back(p.key_hash);
     }
-    cv_.notify_all();
+    SendBatch(slot, batch);
+    std::lock_guard<std::mutex> lock(mu_);
+    for (uint64_t k : keys) keys_out_.erase(k);
+    if (stalled_) {
+      stalled_ = false;
+      work_.notify_one();
+    }
+    --in_flight_;
+    if (waiting_ > 0) room_.notify_all();
   }
 }
 
-void Producer::SendBatch(std::vector<Pending>& batch) {
+void Producer::SendBatch(Slot& slot, std::vector<Pending>& batch) {
   const auto deadline = std::chrono::steady_clock::now() + opts_.retry_for;
   auto backoff = std::chrono::milliseconds(20);
   std::vector<OutgoingEvent> events;
   events.reserve(batch.size());
-  for (const auto& p : batch) events.push_back(p.event);
+  for (auto& p : batch) events.push_back(std::move(p.event));  // the results find them by index
   while (true) {
     std::vector<size_t> unknown;
     auto answer = client_.Produce(events, &unknown);
@@ -135,10 +217,10 @@ void Producer::SendBatch(std::vector<Pending>& batch) {
       if (answer->size() != batch.size()) {
         const Status st = Status::Unavailable(std::to_string(answer->size()) + " results for " +
                                               std::to_string(batch.size()) + " events");
-        for (auto& p : batch) p.done.set_value(st);
+        for (auto& p : batch) p.Finish(st);
         return;
       }
-      for (size_t i = 0; i < batch.size(); ++i) batch[i].done.set_value((*answer)[i]);
+      for (size_t i = 0; i < batch.size(); ++i) batch[i].Finish((*answer)[i]);
       return;
     }
     const Status st = answer.status();
@@ -146,13 +228,13 @@ void Producer::SendBatch(std::vector<Pending>& batch) {
       // Not decided by the sidecar: sent again under new numbers.
       std::lock_guard<std::mutex> lock(mu_);
       for (size_t i : unknown) {
-        if (i < events.size()) events[i].seq = next_seq_++;
+        if (i < events.size()) events[i].seq = slot.next_seq++;
       }
       ++retries_;
       continue;
     }
     if (!Retryable(st) || std::chrono::steady_clock::now() + backoff >= deadline) {
-      for (auto& p : batch) p.done.set_value(st);
+      for (auto& p : batch) p.Finish(st);
       return;
     }
     {

@@ -4,8 +4,10 @@
 #include "shoal/client/producer.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -48,6 +50,15 @@ std::vector<wire::ConsumedEvent> ReadAll(const SidecarProcess& s, size_t want) {
   return all;
 }
 
+// Waits (up to 20 s) until `producer` had `n` batches in flight at once.
+bool WaitForPeak(const client::Producer& producer, size_t n) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (producer.peak_in_flight() < n && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling the producer's count
+  }
+  return producer.peak_in_flight() >= n;
+}
+
 // Per key, the values in the order consumed: each key's counter must run 0, 1, 2, ... once.
 void ExpectEachKeyOnceInOrder(const std::vector<wire::ConsumedEvent>& events, int keys,
                               int per_key) {
@@ -61,13 +72,31 @@ void ExpectEachKeyOnceInOrder(const std::vector<wire::ConsumedEvent>& events, in
   for (const auto& [k, n] : next) EXPECT_EQ(n, per_key) << k;
 }
 
-TEST(ProducerTest, BatchesByLingerAndStoresEachEventOnceInOrderThroughASidecarRestart) {
+struct Shape {
+  size_t max_in_flight;
+  wire::Format format;
+};
+
+class ProducerShapeTest : public ::testing::TestWithParam<Shape> {};
+
+INSTANTIATE_TEST_SUITE_P(InFlightAndFormat, ProducerShapeTest,
+                         ::testing::Values(Shape{1, wire::Format::kJson},
+                                           Shape{4, wire::Format::kJson},
+                                           Shape{4, wire::Format::kBinary}),
+                         [](const auto& info) {
+                           return std::to_string(info.param.max_in_flight) + "InFlight" +
+                                  (info.param.format == wire::Format::kBinary ? "Binary" : "Json");
+                         });
+
+TEST_P(ProducerShapeTest, BatchesByLingerAndStoresEachEventOnceInOrderThroughASidecarRestart) {
   SidecarProcess s(Options());
   ASSERT_TRUE(s.Start().ok()) << s.Describe();
   client::ProducerOptions po;
   po.batch_events = 200;
   po.linger = std::chrono::milliseconds(5);
   po.retry_for = std::chrono::seconds(30);
+  po.max_in_flight = GetParam().max_in_flight;
+  po.format = GetParam().format;
   client::Producer producer(s.data_url(), "orders", po);
   constexpr int kKeys = 20, kPerKey = 300;
   std::vector<std::shared_future<Result<wire::ProduceResult>>> sent;
@@ -93,6 +122,75 @@ TEST(ProducerTest, BatchesByLingerAndStoresEachEventOnceInOrderThroughASidecarRe
   ExpectEachKeyOnceInOrder(events, kKeys, kPerKey);
 }
 
+// Four slots: while the sidecar is paused (SIGSTOP) four batches are in flight at once, each of
+// other keys, and later events wait; resumed, everything is stored once and each key in the
+// order sent. Each slot numbers its events under its own producer id.
+TEST(ProducerTest, FourSlotsHaveFourBatchesInFlightAtOnceAndKeepEachKeysOrder) {
+  SidecarProcess s(Options());
+  ASSERT_TRUE(s.Start().ok()) << s.Describe();
+  client::ProducerOptions po;
+  po.batch_events = 10;
+  po.linger = std::chrono::milliseconds(1);
+  po.max_in_flight = 4;
+  client::Producer producer(s.data_url(), "orders", po);
+  ASSERT_EQ(::kill(s.pid(), SIGSTOP), 0);
+  constexpr int kKeys = 64, kPerKey = 40;
+  std::vector<std::shared_future<Result<wire::ProduceResult>>> sent;
+  for (int n = 0; n < kPerKey; ++n) {
+    for (int k = 0; k < kKeys; ++k) {
+      sent.push_back(producer.Send("key-" + std::to_string(k), std::to_string(n)));
+    }
+  }
+  const bool four = WaitForPeak(producer, 4);
+  ASSERT_EQ(::kill(s.pid(), SIGCONT), 0);
+  EXPECT_TRUE(four) << "the slots did not send at once: peak " << producer.peak_in_flight();
+  producer.Flush();
+  for (auto& f : sent) ASSERT_TRUE(f.get().ok()) << f.get().status().ToString();
+  const auto events = ReadAll(s, sent.size());
+  EXPECT_EQ(events.size(), sent.size());
+  ExpectEachKeyOnceInOrder(events, kKeys, kPerKey);
+  std::set<std::string> ids;
+  for (const auto& e : events) ids.insert(e.producer);
+  EXPECT_EQ(ids, (std::set<std::string>{producer.SlotId(0), producer.SlotId(1), producer.SlotId(2),
+                                        producer.SlotId(3)}));
+  EXPECT_EQ(producer.SlotId(2), producer.producer_id() + ".2");
+}
+
+// One hot key has one batch in flight at a time: with the sidecar paused, its first batch is out
+// and its other events wait (passed over), while another key's event takes a second slot.
+TEST(ProducerTest, AHotKeyHasOneBatchInFlightWhileOtherKeysTakeTheOtherSlots) {
+  SidecarProcess s(Options());
+  ASSERT_TRUE(s.Start().ok()) << s.Describe();
+  client::ProducerOptions po;
+  po.batch_events = 20;
+  po.linger = std::chrono::milliseconds(1);
+  po.max_in_flight = 4;
+  client::Producer producer(s.data_url(), "orders", po);
+  ASSERT_EQ(::kill(s.pid(), SIGSTOP), 0);
+  std::vector<std::shared_future<Result<wire::ProduceResult>>> sent;
+  for (int n = 0; n < 30; ++n) sent.push_back(producer.Send("hot", std::to_string(n)));
+  const bool first = WaitForPeak(producer, 1);
+  sent.push_back(producer.Send("cold", "0"));
+  const bool second = WaitForPeak(producer, 2);
+  const uint64_t passed = producer.passed_over();
+  const size_t peak = producer.peak_in_flight();
+  ASSERT_EQ(::kill(s.pid(), SIGCONT), 0);
+  ASSERT_TRUE(first);
+  EXPECT_TRUE(second) << "the cold key waited behind the hot one";
+  // The hot key's 10 events after its first batch were passed over (they would have been a
+  // second batch of it in flight), and nothing but the cold event went out beside it.
+  EXPECT_GE(passed, 10u);
+  EXPECT_EQ(peak, 2u);
+  producer.Flush();
+  for (auto& f : sent) ASSERT_TRUE(f.get().ok()) << f.get().status().ToString();
+  const auto events = ReadAll(s, sent.size());
+  EXPECT_EQ(events.size(), sent.size());
+  std::map<std::string, int> next;
+  for (const auto& e : events) EXPECT_EQ(std::stoi(std::string(e.value)), next[e.key]++) << e.key;
+  EXPECT_EQ(next["hot"], 30);
+  EXPECT_EQ(next["cold"], 1);
+}
+
 TEST(ProducerTest, ASingleEventGoesAfterTheLingerAndARefusalFailsItsEvents) {
   SidecarProcess s(Options());
   ASSERT_TRUE(s.Start().ok()) << s.Describe();
@@ -108,6 +206,14 @@ TEST(ProducerTest, ASingleEventGoesAfterTheLingerAndARefusalFailsItsEvents) {
   EXPECT_EQ(bad.get().status().code(), Status::Code::kInvalidArgument)
       << bad.get().status().ToString();
   EXPECT_EQ(producer.retries(), 0u);
+  // With a callback instead of a future: called once, with the event's place or the refusal.
+  std::promise<Result<wire::ProduceResult>> stored, refused;
+  producer.Send("cb", "2", [&](const Result<wire::ProduceResult>& r) { stored.set_value(r); });
+  auto stored_result = stored.get_future().get();
+  ASSERT_TRUE(stored_result.ok()) << stored_result.status().ToString();
+  EXPECT_FALSE(stored_result->duplicate);
+  producer.Send("cb", "[", [&](const Result<wire::ProduceResult>& r) { refused.set_value(r); });
+  EXPECT_EQ(refused.get_future().get().status().code(), Status::Code::kInvalidArgument);
 }
 
 }  // namespace

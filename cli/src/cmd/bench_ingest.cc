@@ -27,23 +27,11 @@ namespace shoal::cli {
 
 namespace {
 
-struct IngestOptions {
-  std::string target;  // host:port of a running sidecar; empty: start one
-  std::string topic = "bench";
-  uint32_t partitions = 4;
-  std::string fsync = "interval";
+struct IngestOptions : BenchRunOptions {
   int connections = 4;
   int batch = 1000;
-  int value_bytes = 100;
-  uint64_t keys = 100000;
-  double duration_s = 10;
-  double warmup_s = 2;
   double rate = 0;  // events/s offered in total; 0: as fast as the sidecar answers
-  bool json = false;
   std::string data_dir;
-  // TLS as a topic's pods speak it (docs/security.md): the started sidecar TLS only with a CA
-  // made for the run, the load generator a client with a certificate of that CA.
-  bool tls = false;
 };
 
 double CpuSecondsOf(pid_t pid) {
@@ -73,34 +61,14 @@ int Run(const IngestOptions& o) {
     return 2;
   }
   if (o.target.empty()) {
-    if (data_dir.empty()) {
-      char tmpl[] = "/tmp/shoal-bench-XXXXXX";
-      if (!mkdtemp(tmpl)) {
-        std::cerr << "shoal bench ingest: cannot create a temp directory\n";
-        return 1;
-      }
-      data_dir = tmpl;
-    }
-    control::LocalSidecarOptions so;
-    if (o.tls) {
-      auto pki = WriteLocalPki(data_dir + "/tls", o.topic, "bench");
-      if (!pki.ok()) {
-        std::cerr << "shoal bench ingest: " << pki.status().message() << "\n";
-        return 1;
-      }
-      tls = pki->client;
-      so.extra_args = pki->sidecar_args;
-    }
-    so.topic = o.topic;
-    so.partitions = o.partitions;
-    so.data_dir = data_dir;
-    so.fsync = o.fsync;
-    auto s = control::LocalSidecar::Start(so);
-    if (!s.ok()) {
-      std::cerr << "shoal bench ingest: " << s.status().message() << "\n";
+    auto started = StartBenchSidecar({o.topic, o.partitions, o.fsync, o.data_dir, o.tls});
+    if (!started.ok()) {
+      std::cerr << "shoal bench ingest: " << started.status().message() << "\n";
       return 1;
     }
-    sidecar.emplace(std::move(s).value());
+    data_dir = started->data_dir;
+    tls = started->client_tls;
+    sidecar.emplace(std::move(started->sidecar));
     host = sidecar->host;
     port = sidecar->port;
   } else {
@@ -191,6 +159,49 @@ int Run(const IngestOptions& o) {
 
 }  // namespace
 
+void AddBenchRunFlags(CLI::App* cmd, BenchRunOptions& o) {
+  cmd->add_option("--target", o.target, "host:port of a running sidecar (default: start one)");
+  cmd->add_option("--topic", o.topic, "Topic name");
+  cmd->add_option("--partitions", o.partitions, "Partitions of the started sidecar");
+  cmd->add_option("--fsync", o.fsync, "fsync policy of the started sidecar")
+      ->check(CLI::IsMember({"always", "interval", "never"}));
+  cmd->add_option("--value-bytes", o.value_bytes, "Bytes of each event's JSON value")
+      ->check(CLI::Range(16, 1 << 20));
+  cmd->add_option("--keys", o.keys, "Distinct keys")->check(CLI::Range(1, 100000000));
+  cmd->add_option("--duration", o.duration_s, "Seconds measured")->check(CLI::Range(0.1, 3600.0));
+  cmd->add_option("--warmup", o.warmup_s, "Seconds before measuring")
+      ->check(CLI::Range(0.0, 600.0));
+  cmd->add_flag("--json", o.json, "Print one JSON object");
+  cmd->add_flag("--tls", o.tls,
+                "TLS with client certificates, as a topic's pods require it (a CA made for the "
+                "run)");
+}
+
+Result<BenchSidecar> StartBenchSidecar(const BenchSidecarOptions& o) {
+  std::string data_dir = o.data_dir;
+  const bool made_dir = data_dir.empty();
+  if (made_dir) {
+    char tmpl[] = "/tmp/shoal-bench-XXXXXX";
+    if (!mkdtemp(tmpl)) return Status::IoError("cannot create a temp directory");
+    data_dir = tmpl;
+  }
+  control::LocalSidecarOptions so;
+  TlsClientFiles client_tls;
+  if (o.tls) {
+    auto pki = WriteLocalPki(data_dir + "/tls", o.topic, "bench");
+    if (!pki.ok()) return pki.status();
+    client_tls = pki->client;
+    so.extra_args = pki->sidecar_args;
+  }
+  so.topic = o.topic;
+  so.partitions = o.partitions;
+  so.data_dir = data_dir;
+  so.fsync = o.fsync;
+  auto s = control::LocalSidecar::Start(so);
+  if (!s.ok()) return s.status();
+  return BenchSidecar{std::move(s).value(), data_dir, made_dir, client_tls};
+}
+
 double Percentile(const std::vector<double>& sorted, double p) {
   return harness::Percentile(sorted, p);
 }
@@ -198,26 +209,12 @@ double Percentile(const std::vector<double>& sorted, double p) {
 void RegisterBenchIngest(CLI::App& bench, int& exit_code) {
   auto o = std::make_shared<IngestOptions>();
   auto* cmd = bench.add_subcommand("ingest", "HTTP ingest throughput and produce latency");
-  cmd->add_option("--target", o->target, "host:port of a running sidecar (default: start one)");
-  cmd->add_option("--topic", o->topic, "Topic name");
-  cmd->add_option("--partitions", o->partitions, "Partitions of the started sidecar");
-  cmd->add_option("--fsync", o->fsync, "fsync policy of the started sidecar")
-      ->check(CLI::IsMember({"always", "interval", "never"}));
+  AddBenchRunFlags(cmd, *o);
   cmd->add_option("--connections", o->connections, "Concurrent connections")
       ->check(CLI::Range(1, 256));
   cmd->add_option("--batch", o->batch, "Events per request")->check(CLI::Range(1, 100000));
-  cmd->add_option("--value-bytes", o->value_bytes, "Bytes of each event's JSON value")
-      ->check(CLI::Range(16, 1 << 20));
-  cmd->add_option("--keys", o->keys, "Distinct keys")->check(CLI::Range(1, 100000000));
-  cmd->add_option("--duration", o->duration_s, "Seconds measured")->check(CLI::Range(0.1, 3600.0));
-  cmd->add_option("--warmup", o->warmup_s, "Seconds before measuring")
-      ->check(CLI::Range(0.0, 600.0));
   cmd->add_option("--rate", o->rate, "Offered events/s in total (0: maximum)");
   cmd->add_option("--data-dir", o->data_dir, "Data directory of the started sidecar (kept)");
-  cmd->add_flag("--json", o->json, "Print one JSON object");
-  cmd->add_flag("--tls", o->tls,
-                "TLS with client certificates, as a topic's pods require it (a CA made for the "
-                "run)");
   cmd->callback([o, &exit_code] { exit_code = Run(*o); });
 }
 

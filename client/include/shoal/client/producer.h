@@ -6,24 +6,38 @@
 //   producer.Flush();                                        // or done.get() for one event
 //   if (!done.get().ok()) { /* the error that ended its retries */ }
 //
-// Send queues the event; a sender thread takes a batch once `batch_events` are waiting or the
-// oldest has waited `linger`, numbers its events (producer id and sequence, so that a retry is
-// stored once: docs/data-plane.md, idempotent producers) and sends it until it is answered or
-// `retry_for` runs out on retryable errors (503 and no answer; 507, a full volume). One batch is
-// in flight at a time: a retried batch is never overtaken by a later one, which keeps each key's
-// order through retries. A sequence_unknown refusal renumbers the events the sidecar could not
-// decide and sends them again (they may then be stored twice). Thread-safe.
+// Send queues the event; a sender takes a batch once `batch_events` are waiting or the oldest
+// has waited `linger`, numbers its events (producer id and sequence, so that a retry is stored
+// once: docs/data-plane.md, idempotent producers) and sends it until it is answered or
+// `retry_for` runs out on retryable errors (503 and no answer; 507, a full volume).
+//
+// Up to `max_in_flight` batches are in flight at once (Kafka's
+// max.in.flight.requests.per.connection), one per sender ("slot"). Each key's order holds
+// through retries because a key is in at most one batch in flight: a batch takes the waiting
+// events in the order sent, passing over (and leaving in place, in order) those whose key is in
+// a batch in flight, so one hot key has one batch in flight while other keys use the other
+// slots. Batches stay as large as one sender would make them: a second slot is used only when a
+// batch is ready while the first is still out. Each slot numbers its events under a producer id
+// of its own (`producer_id`, then `.0`, `.1`, ... with more than one slot) and has one batch out
+// at a time, so that a retry's sequence numbers are never older than what the sidecar remembers
+// for that id because other batches went on. A sequence_unknown refusal renumbers the events
+// the sidecar could not decide and sends them again (they may then be stored twice).
+// Thread-safe.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
+#include <unordered_set>
+#include <vector>
 
 #include "shoal/client/shoal_client.h"
 #include "shoal/common/status.h"
@@ -40,6 +54,8 @@ struct ProducerOptions {
                                                // for a process that resends what it sent
   std::chrono::milliseconds timeout{30000};    // one request
   TlsClientFiles tls;                          // a topic whose pods require TLS
+  size_t max_in_flight = 4;                    // batches in flight at once (1..64)
+  wire::Format format = wire::Format::kJson;   // kBinary: binary batches (docs/data-plane.md)
 };
 
 class Producer {
@@ -54,33 +70,65 @@ class Producer {
   // that ended its retries. Blocks while max_buffered events wait.
   std::shared_future<Result<wire::ProduceResult>> Send(std::string key,
                                                        std::string value_json = "null");
+  // The same, with `done` called instead (on a sender thread, once, without a future's cost;
+  // Kafka's send with a callback). `done` must not call back into this producer.
+  using Callback = std::function<void(const Result<wire::ProduceResult>&)>;
+  void Send(std::string key, std::string value_json, Callback done);
   // Waits until every event sent so far is acknowledged or failed.
   void Flush();
 
   const std::string& producer_id() const { return id_; }
+  // The producer id slot `slot` numbers its events under.
+  std::string SlotId(size_t slot) const;
   uint64_t requests() const;  // produce requests sent, retries included
   uint64_t retries() const;
+  size_t peak_in_flight() const;  // the most batches that were in flight at once
+  // Events a batch passed over because their key was in a batch in flight (each time).
+  uint64_t passed_over() const;
 
  private:
   struct Pending {
     OutgoingEvent event;
-    std::promise<Result<wire::ProduceResult>> done;
+    uint64_t key_hash = 0;
+    std::optional<std::promise<Result<wire::ProduceResult>>> done;  // Send without a callback
+    Callback callback;
+    void Finish(const Result<wire::ProduceResult>& r) {
+      if (callback) {
+        callback(r);
+      } else if (done) {
+        done->set_value(r);
+      }
+    }
   };
-  void Run();
-  void SendBatch(std::vector<Pending>& batch);
+  struct Slot {
+    std::string id;  // the producer id its events carry
+    uint64_t next_seq = 1;
+    std::thread thread;
+  };
+  void Queue(Pending p);
+  void Run(size_t slot);
+  // Takes the next batch off pending_ (mu_ held): up to batch_events of the waiting events in
+  // order, passing over those whose key is in a batch in flight; their key hashes go in
+  // keys_out_ (with more than one slot).
+  std::vector<Pending> TakeBatch();
+  void SendBatch(Slot& slot, std::vector<Pending>& batch);
 
   const ProducerOptions opts_;
   const std::string id_;
   ShoalClient client_;
   mutable std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable work_;  // a batch may be ready: an event came, one went out, closing
+  std::condition_variable room_;  // buffered or in flight went down (a blocked Send, Flush)
+  size_t waiting_ = 0;            // threads waiting on room_
   std::deque<Pending> pending_;
-  std::chrono::steady_clock::time_point oldest_;  // when the oldest pending event was queued
-  uint64_t next_seq_ = 1;
+  std::chrono::steady_clock::time_point oldest_;  // when pending_'s first event was queued
+  std::unordered_set<uint64_t> keys_out_;         // hashes of the keys in batches in flight
+  bool stalled_ = false;     // every waiting event a take looked at has its key in flight
+  std::vector<Slot> slots_;  // sized once
   size_t in_flight_ = 0;
+  size_t peak_in_flight_ = 0;
   bool closed_ = false;
-  uint64_t requests_ = 0, retries_ = 0;
-  std::thread thread_;
+  uint64_t requests_ = 0, retries_ = 0, passed_over_ = 0;
 };
 
 }  // namespace shoal::client
