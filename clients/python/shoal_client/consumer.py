@@ -36,6 +36,18 @@ class Event:
         return f"Event({self.key!r}, partition={self.partition}, offset={self.offset})"
 
 
+# The most partition:offset pairs a poll carries (docs/data-plane.md); more go in a POST.
+_MAX_CARRIED = 4096
+
+
+def _next_offsets(events):
+    """Per partition, the offset after the last of `events`: what committing them means."""
+    next_offsets = {}
+    for e in events:
+        next_offsets[e.partition] = max(next_offsets.get(e.partition, 0), e.offset + 1)
+    return next_offsets
+
+
 class Consumer:
     """Reads a topic as `group` from one sidecar: the partitions that sidecar serves (in a pod,
     its own sidecar at $SHOAL_URL) and their ranges of older partitions not yet consumed."""
@@ -51,16 +63,21 @@ class Consumer:
         self._commit_path = f"/v1/topics/{topic}/commits"
         self._stop = threading.Event()
 
-    def poll(self):
-        """The next events for the group (may be empty after wait_ms)."""
-        answer = self._conn.request("GET", self._poll_path)
+    def poll(self, commit=None):
+        """The next events for the group (may be empty after wait_ms). `commit`: events processed
+        before (the previous batch), committed first by the same request, exactly as commit()
+        would (docs/data-plane.md, Consume); if that commit is refused, the error is raised and
+        nothing is consumed: poll again with the same `commit`."""
+        path = self._poll_path
+        offsets = _next_offsets(commit or ())
+        if offsets:
+            path += "&commit=" + ",".join(f"{p}:{o}" for p, o in sorted(offsets.items()))
+        answer = self._conn.request("GET", path)
         return [Event(e) for e in (answer or {}).get("events", [])]
 
     def commit(self, events):
         """Marks `events` processed: per partition, everything below the last offset + 1."""
-        next_offsets = {}
-        for e in events:
-            next_offsets[e.partition] = max(next_offsets.get(e.partition, 0), e.offset + 1)
+        next_offsets = _next_offsets(events)
         if not next_offsets:
             return
         self._conn.request("POST", self._commit_path, {
@@ -68,19 +85,30 @@ class Consumer:
             "offsets": [{"partition": p, "offset": o} for p, o in sorted(next_offsets.items())],
         })
 
-    def run(self, handler, retry_for_s=60.0):
+    def run(self, handler, retry_for_s=60.0, carry_commits=True):
         """Polls, calls handler(events) with each non-empty batch, commits it, until stop().
-        A stop lets the batch in hand finish and be committed. Retryable errors (a restarting
-        sidecar, a change in progress) are retried for up to retry_for_s at a time; a handler's
-        exception stops the loop without committing its batch (it will be handed out again)."""
+        With carry_commits (the default) a batch's commit rides on the next poll, so the loop is
+        one request per batch (Kafka's consumers commit the same way); otherwise each batch is
+        committed by a request of its own. A stop lets the batch in hand finish and be
+        committed. Retryable errors (a restarting sidecar, a change in progress) are retried,
+        the carried commit with them, for up to retry_for_s at a time; a handler's exception
+        stops the loop without committing its batch (it will be handed out again)."""
         backoff = 0.05
         failing_since = None
+        processed = []  # handled, to be committed by the next poll
         while not self._stop.is_set():
             try:
-                events = self.poll()
+                if len(_next_offsets(processed)) > _MAX_CARRIED:
+                    self._commit_retrying(processed, retry_for_s)
+                    processed = []
+                events = self.poll(commit=processed)
+                processed = []  # the poll answered: its commit stands
                 if events:
                     handler(events)
-                    self._commit_retrying(events, retry_for_s)
+                    if carry_commits:
+                        processed = events
+                    else:
+                        self._commit_retrying(events, retry_for_s)
                 failing_since, backoff = None, 0.05
             except errors.ShoalError as e:
                 now = time.monotonic()
@@ -89,6 +117,8 @@ class Consumer:
                     raise
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 1.0)
+        if processed:
+            self._commit_retrying(processed, retry_for_s)
 
     def _commit_retrying(self, events, retry_for_s):
         deadline = time.monotonic() + retry_for_s

@@ -2,7 +2,7 @@
 keyed events produced in batches and consumed by a group with nothing lost and every key in
 order; the producer's retries through a sidecar killed with SIGKILL and restarted (each event
 stored once) and through 503 busy answers; a TLS-only sidecar reached with a client
-certificate; typed errors."""
+certificate; the consumer loop's commits carried by its next poll; typed errors."""
 
 import os
 import shutil
@@ -149,6 +149,52 @@ class ClientTest(unittest.TestCase):
         check_order(self, seen, sent)
         # A second group reads everything again, on its own.
         check_order(self, consume_all(self.sidecar.url, "orders", "audit", 3000), sent)
+
+    def test_the_loop_carries_each_commit_in_its_next_poll_and_commits_the_last_on_stop(self):
+        with shoal_client.Producer(self.sidecar.url, "orders", batch_size=100) as p:
+            for i in range(500):
+                p.send(f"k{i % 20}", i)
+        consumer = shoal_client.Consumer(self.sidecar.url, "orders", "carry", max_events=50,
+                                         wait_ms=100)
+        requests = []
+        send = consumer._conn.request
+
+        def counting(method, path, body=None):
+            requests.append((method, path))
+            return send(method, path, body)
+
+        consumer._conn.request = counting
+        seen = []
+
+        def handle(events):
+            seen.extend(events)
+            if len(seen) >= 500:
+                consumer.stop()
+
+        consumer.run(handle)
+        consumer.close()
+        self.assertEqual(len(seen), 500)
+        # One GET per batch, each after the first carrying the batch before; the last batch's
+        # commit is the one POST, at the stop.
+        gets = [path for method, path in requests if method == "GET"]
+        posts = [path for method, path in requests if method == "POST"]
+        self.assertEqual(len(posts), 1, requests)
+        self.assertNotIn("commit=", gets[0])
+        self.assertTrue(all("&commit=" in g for g in gets[1:]), gets)
+        # Everything is committed: the group has nothing more, and a refused carried commit (an
+        # offset past the partition's end) is an error that consumes nothing.
+        again = shoal_client.Consumer(self.sidecar.url, "orders", "carry", wait_ms=0)
+        self.assertEqual(again.poll(), [])
+        fresh = shoal_client.Consumer(self.sidecar.url, "orders", "fresh", wait_ms=0)
+        bogus = shoal_client.consumer.Event({"key": "x", "partition": 0, "offset": 10**9})
+        with self.assertRaises(shoal_client.ShoalError) as refused:
+            fresh.poll(commit=[bogus])
+        self.assertFalse(refused.exception.retryable)
+        first = fresh.poll()  # nothing was consumed by the refused poll: the group starts at 0
+        self.assertTrue(first)
+        self.assertEqual(min(e.offset for e in first), 0)
+        again.close()
+        fresh.close()
 
     def test_retries_through_a_killed_sidecar_store_each_event_once(self):
         p = shoal_client.Producer(self.sidecar.url, "orders", producer_id="orders-svc",
