@@ -32,9 +32,14 @@ bool Retryable(const Status& st) {
 
 Producer::Producer(const std::string& base_url, std::string topic, ProducerOptions options)
     : opts_([&] {
-        options.batch_events = std::max<size_t>(1, options.batch_events);
+        // The sidecar's window of sequence numbers per producer id and partition.
+        constexpr size_t kSequenceWindow = 256;
+        options.batch_events = std::clamp<size_t>(options.batch_events, 1, kSequenceWindow);
         options.max_buffered = std::max(options.max_buffered, options.batch_events);
-        options.max_in_flight = std::clamp<size_t>(options.max_in_flight, 1, 64);
+        // Numbering in Send order, for a resend after a restart to be stored once, takes one
+        // batch in flight.
+        options.max_in_flight =
+            options.producer_id.empty() ? std::clamp<size_t>(options.max_in_flight, 1, 64) : 1;
         return options;
       }()),
       id_(opts_.producer_id.empty() ? RandomId() : opts_.producer_id),
@@ -90,12 +95,15 @@ void Producer::Queue(Pending p) {
     return;
   }
   if (pending_.empty()) oldest_ = std::chrono::steady_clock::now();
+  // Takeable while every waiting event a take looked at is not: within a take's reach, of a key
+  // not in flight.
+  const bool unstalls =
+      stalled_ && pending_.size() < TakeWindow() && keys_out_.count(p.key_hash) == 0;
   pending_.push_back(std::move(p));
+  if (unstalls) stalled_ = false;
   // Idle senders wait without a deadline for a first event and until the linger's end for a
-  // full batch: only those (and an event that may be takeable when every waiting one was not)
-  // wake one.
-  if (pending_.size() == 1 || pending_.size() % opts_.batch_events == 0 || stalled_) {
-    stalled_ = false;
+  // full batch: only those, and an event that ends a stall, wake one.
+  if (pending_.size() == 1 || pending_.size() % opts_.batch_events == 0 || unstalls) {
     work_.notify_one();
   }
 }
@@ -128,8 +136,7 @@ uint64_t Producer::passed_over() const {
 }
 
 std::vector<Producer::Pending> Producer::TakeBatch() {
-  // Looks at most this far into the queue for events whose key is not in flight.
-  const size_t window = std::min(pending_.size(), 4 * opts_.batch_events);
+  const size_t window = std::min(pending_.size(), TakeWindow());
   const bool track = slots_.size() > 1;
   std::vector<Pending> batch, passed;
   batch.reserve(std::min(window, opts_.batch_events));
@@ -224,7 +231,8 @@ void Producer::SendBatch(Slot& slot, std::vector<Pending>& batch) {
       return;
     }
     const Status st = answer.status();
-    if (st.code() == Status::Code::kSequenceUnknown && !unknown.empty()) {
+    if (st.code() == Status::Code::kSequenceUnknown && !unknown.empty() &&
+        std::chrono::steady_clock::now() < deadline) {
       // Not decided by the sidecar: sent again under new numbers.
       std::lock_guard<std::mutex> lock(mu_);
       for (size_t i : unknown) {

@@ -191,6 +191,29 @@ TEST(ProducerTest, AHotKeyHasOneBatchInFlightWhileOtherKeysTakeTheOtherSlots) {
   EXPECT_EQ(next["cold"], 1);
 }
 
+// A stable producer id (a process that resends what it sent before a restart) numbers events in
+// Send order, 1, 2, 3, ..., under that id alone: one batch in flight whatever max_in_flight says.
+TEST(ProducerTest, AStableProducerIdNumbersEventsInSendOrder) {
+  SidecarProcess s(Options());
+  ASSERT_TRUE(s.Start().ok()) << s.Describe();
+  client::ProducerOptions po;
+  po.producer_id = "orders-svc";
+  po.max_in_flight = 4;
+  po.batch_events = 10;
+  po.linger = std::chrono::milliseconds(1);
+  client::Producer producer(s.data_url(), "orders", po);
+  EXPECT_EQ(producer.SlotId(0), "orders-svc");
+  for (int i = 0; i < 100; ++i) producer.Send("key-" + std::to_string(i), std::to_string(i));
+  producer.Flush();
+  EXPECT_EQ(producer.peak_in_flight(), 1u);
+  const auto events = ReadAll(s, 100);
+  ASSERT_EQ(events.size(), 100u);
+  for (const auto& e : events) {
+    EXPECT_EQ(e.producer, "orders-svc");
+    EXPECT_EQ(e.seq, static_cast<uint64_t>(std::stoi(e.value) + 1)) << e.key;
+  }
+}
+
 TEST(ProducerTest, ASingleEventGoesAfterTheLingerAndARefusalFailsItsEvents) {
   SidecarProcess s(Options());
   ASSERT_TRUE(s.Start().ok()) << s.Describe();

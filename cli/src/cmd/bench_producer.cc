@@ -34,7 +34,7 @@ struct ProducerBenchOptions : BenchRunOptions {
   }
   int threads = 2;
   size_t in_flight = 4;
-  size_t batch = 500;
+  size_t batch = 256;
   double linger_ms = 2;
   bool binary = false;
   double rate = 0;  // events/s over all threads; 0: as fast as Send returns
@@ -204,7 +204,7 @@ void RegisterBenchProducer(CLI::App& bench, int& exit_code) {
       ->check(CLI::Range(1, 64));
   cmd->add_option("--in-flight", o->in_flight, "The producer's batches in flight at once")
       ->check(CLI::Range(1, 64));
-  cmd->add_option("--batch", o->batch, "Events per request at most")->check(CLI::Range(1, 100000));
+  cmd->add_option("--batch", o->batch, "Events per request at most")->check(CLI::Range(1, 256));
   cmd->add_option("--linger-ms", o->linger_ms, "How long a partial batch waits")
       ->check(CLI::Range(0.0, 1000.0));
   cmd->add_flag("--binary", o->binary, "Binary batches instead of JSON");

@@ -7,22 +7,33 @@
 //   if (!done.get().ok()) { /* the error that ended its retries */ }
 //
 // Send queues the event; a sender takes a batch once `batch_events` are waiting or the oldest
-// has waited `linger`, numbers its events (producer id and sequence, so that a retry is stored
-// once: docs/data-plane.md, idempotent producers) and sends it until it is answered or
-// `retry_for` runs out on retryable errors (503 and no answer; 507, a full volume).
+// has waited `linger` (events left over after a take wait a linger of their own), numbers its
+// events (producer id and sequence, so that a retry is stored once: docs/data-plane.md,
+// idempotent producers) and sends it until it is answered or `retry_for` runs out on retryable
+// errors (503 and no answer; 507, a full volume).
 //
 // Up to `max_in_flight` batches are in flight at once (Kafka's
 // max.in.flight.requests.per.connection), one per sender ("slot"). Each key's order holds
 // through retries because a key is in at most one batch in flight: a batch takes the waiting
 // events in the order sent, passing over (and leaving in place, in order) those whose key is in
-// a batch in flight, so one hot key has one batch in flight while other keys use the other
-// slots. Batches stay as large as one sender would make them: a second slot is used only when a
-// batch is ready while the first is still out. Each slot numbers its events under a producer id
-// of its own (`producer_id`, then `.0`, `.1`, ... with more than one slot) and has one batch out
-// at a time, so that a retry's sequence numbers are never older than what the sidecar remembers
-// for that id because other batches went on. A sequence_unknown refusal renumbers the events
-// the sidecar could not decide and sends them again (they may then be stored twice).
-// Thread-safe.
+// a batch in flight, so a hot key has one batch in flight while other keys use the other slots
+// (a take looks at most 4 x batch_events events deep: other keys queued behind more of a hot
+// key's than that wait for its batch). Batches stay as large as one sender would make them: a
+// second slot is used only when a batch is ready while the first is still out.
+//
+// Sequence numbers: each slot numbers its events under a producer id of its own (a random
+// `cpp-...` id, then `.0`, `.1`, ... with more than one slot) and has one batch out at a time, so
+// a retried batch is never older, for its id, than the batches after it. The sidecar remembers
+// the last 256 sequence numbers of a producer id per partition, so batch_events is at most 256:
+// a batch stored whose answer was lost is then answered `duplicate` when sent again, whatever
+// its events' partitions. A refusal `sequence_unknown` (the sidecar cannot decide: a restart that
+// lost its producer state) renumbers those events and sends them again: they may then be stored
+// twice. With a stable `producer_id` (a process that resends what it sent before it restarted,
+// to have it stored once), events are numbered in Send order, 1, 2, 3, ...: that takes one batch
+// in flight, and max_in_flight is then 1.
+//
+// Thread-safe. A callback runs on a sender thread (in Send itself when the producer is closing)
+// and must neither throw nor call into the producer.
 #pragma once
 
 #include <chrono>
@@ -46,15 +57,17 @@
 namespace shoal::client {
 
 struct ProducerOptions {
-  size_t batch_events = 500;                   // events per request at most
+  size_t batch_events = 256;                   // events per request at most (1..256)
   std::chrono::microseconds linger{2000};      // how long a partial batch waits for more
   std::chrono::milliseconds retry_for{30000};  // retries of one batch, then its events fail
   size_t max_buffered = 100000;                // events waiting at most; Send blocks past it
   std::string producer_id;                     // empty: a random one; stable across restarts
-                                               // for a process that resends what it sent
+                                               // for a process that resends what it sent (then
+                                               // one batch in flight)
   std::chrono::milliseconds timeout{30000};    // one request
   TlsClientFiles tls;                          // a topic whose pods require TLS
-  size_t max_in_flight = 4;                    // batches in flight at once (1..64)
+  size_t max_in_flight = 4;                    // batches in flight at once (1..64; 1 with a
+                                               // stable producer_id)
   wire::Format format = wire::Format::kJson;   // kBinary: binary batches (docs/data-plane.md)
 };
 
@@ -70,8 +83,8 @@ class Producer {
   // that ended its retries. Blocks while max_buffered events wait.
   std::shared_future<Result<wire::ProduceResult>> Send(std::string key,
                                                        std::string value_json = "null");
-  // The same, with `done` called instead (on a sender thread, once, without a future's cost;
-  // Kafka's send with a callback). `done` must not call back into this producer.
+  // The same, with `done` called instead (once, without a future's cost; Kafka's send with a
+  // callback; see above for where it runs).
   using Callback = std::function<void(const Result<wire::ProduceResult>&)>;
   void Send(std::string key, std::string value_json, Callback done);
   // Waits until every event sent so far is acknowledged or failed.
@@ -111,6 +124,8 @@ class Producer {
   // order, passing over those whose key is in a batch in flight; their key hashes go in
   // keys_out_ (with more than one slot).
   std::vector<Pending> TakeBatch();
+  // How deep a take looks into pending_ for events whose key is not in flight.
+  size_t TakeWindow() const { return 4 * opts_.batch_events; }
   void SendBatch(Slot& slot, std::vector<Pending>& batch);
 
   const ProducerOptions opts_;
