@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   shoal::cli::RegisterBenchDrain(*bench, exit_code);
   shoal::cli::RegisterBenchPeers(*bench, exit_code);
   shoal::cli::RegisterBenchProducer(*bench, exit_code);
+  shoal::cli::RegisterBenchConsumer(*bench, exit_code);
   (void)shoal::InitLogging("warn");
   CLI11_PARSE(app, argc, argv);
   return exit_code;

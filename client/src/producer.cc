@@ -24,10 +24,6 @@ std::string RandomId() {
   return id;
 }
 
-bool Retryable(const Status& st) {
-  return st.code() == Status::Code::kUnavailable || st.code() == Status::Code::kNoSpace;
-}
-
 }  // namespace
 
 Producer::Producer(const std::string& base_url, std::string topic, ProducerOptions options)

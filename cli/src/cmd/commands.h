@@ -20,6 +20,7 @@ void RegisterBenchPause(CLI::App& bench, int& exit_code);
 void RegisterBenchDrain(CLI::App& bench, int& exit_code);
 void RegisterBenchPeers(CLI::App& bench, int& exit_code);
 void RegisterBenchProducer(CLI::App& bench, int& exit_code);
+void RegisterBenchConsumer(CLI::App& bench, int& exit_code);
 void RegisterLoadVerify(CLI::App& app, int& exit_code);
 void RegisterSimulate(CLI::App& app, int& exit_code);
 void RegisterControl(CLI::App& app, int& exit_code);

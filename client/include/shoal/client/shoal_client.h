@@ -37,6 +37,12 @@ std::string EncodeProduceBody(const std::vector<OutgoingEvent>& events);
 // values as bytes, the others flagged JSON (the sidecar checks them).
 std::string EncodeBinaryProduceBody(const std::vector<OutgoingEvent>& events);
 
+// Whether a call that failed with `st` may succeed when made again as it was: 503 or no answer
+// (kUnavailable), 507 a full volume (kNoSpace).
+inline bool Retryable(const Status& st) {
+  return st.code() == Status::Code::kUnavailable || st.code() == Status::Code::kNoSpace;
+}
+
 class ShoalClient {
  public:
   // base_url like http://127.0.0.1:8080, or https://... with `tls` (a topic whose pods require
