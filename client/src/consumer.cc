@@ -29,11 +29,20 @@ Consumer::Consumer(const std::string& base_url, std::string topic, std::string g
     : opts_([&] {
         options.max_events = std::clamp<size_t>(options.max_events, 1, 10000);
         options.wait_ms = std::clamp<int64_t>(options.wait_ms, 0, 60000);
+        options.timeout =
+            std::max(options.timeout, std::chrono::milliseconds(options.wait_ms + 5000));
         return options;
       }()),
       group_(std::move(group)),
       client_(base_url, std::move(topic), opts_.timeout, opts_.tls) {
   client_.set_format(opts_.format);
+}
+
+Consumer::~Consumer() {
+  std::unique_lock<std::mutex> lock(mu_);
+  stopped_ = stop_ = true;
+  cv_.notify_all();
+  cv_.wait(lock, [&] { return !running_; });
 }
 
 std::vector<wire::CommitOffset> Consumer::ToCommit(const Offsets& offsets) {
@@ -61,7 +70,7 @@ uint64_t Consumer::carried() const {
 void Consumer::Stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stopped_ = stop_ = true;
   }
   cv_.notify_all();
 }
@@ -111,7 +120,9 @@ void Consumer::FetchLoop() {
         stop_ = true;
         break;
       }
+      fetching_ = true;  // backing off: commits handled meanwhile do not wait for it
       cv_.wait_for(lock, backoff, [&] { return stop_; });  // backing off, unless stopped
+      fetching_ = false;
       backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
       continue;
     }
@@ -120,6 +131,9 @@ void Consumer::FetchLoop() {
     if (!got->empty()) {
       ready_ = std::move(got).value();
       wanted_ = false;
+    } else if (opts_.wait_ms < 10) {
+      // A fetch that does not wait answers at once: pace the empty ones.
+      cv_.wait_for(lock, std::chrono::milliseconds(10), [&] { return stop_; });
     }
     cv_.notify_all();
   }
@@ -130,6 +144,9 @@ void Consumer::FetchLoop() {
 Status Consumer::Run(const Handler& handler) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (running_) return Status::FailedPrecondition("this consumer's Run is already running");
+    if (stopped_) return Status::Ok();
+    running_ = true;
     stop_ = false;
     fetcher_done_ = false;
     fetch_error_ = Status::Ok();
@@ -150,7 +167,14 @@ Status Consumer::Run(const Handler& handler) {
     ready_.reset();
     cv_.notify_all();  // room: with prefetch the next fetch goes out now
     lock.unlock();
-    Status st = handler(batch);
+    Status st;
+    try {
+      st = handler(batch);
+    } catch (const std::exception& e) {
+      st = Status::Internal(std::string("the handler threw: ") + e.what());
+    } catch (...) {
+      st = Status::Internal("the handler threw");
+    }
     lock.lock();
     if (!st.ok()) {
       result = st;  // not committed: handed out again
@@ -188,6 +212,9 @@ Status Consumer::Run(const Handler& handler) {
     Status committed = CommitNow(left);
     if (result.ok()) result = committed;
   }
+  lock.lock();
+  running_ = false;
+  cv_.notify_all();
   return result;
 }
 

@@ -16,10 +16,11 @@
 // fetched batch holds other partitions' events and each key's order holds; batches alternate
 // between the partitions instead of each waiting for the other's processing.
 //
-// Delivery is at least once: a batch whose handler failed, or whose commit did not reach the
-// sidecar, is handed out again (after the sidecar's --redelivery-ms). A stop lets the handler
-// finish the batch in hand and the one fetched, and commits both. Retryable errors (503, no
-// answer) are retried for `retry_for` at a time.
+// Delivery is at least once: a batch whose handler failed (or threw), or whose commit did not
+// reach the sidecar, is handed out again (after the sidecar's --redelivery-ms). A stop lets the
+// handler finish the batch in hand and the one fetched, and commits both; it waits for a fetch
+// that is out (wait_ms, or `timeout` when the sidecar does not answer) and for the final commit
+// (up to retry_for). Retryable errors (503, no answer) are retried for `retry_for` at a time.
 #pragma once
 
 #include <chrono>
@@ -43,7 +44,7 @@ struct ConsumerOptions {
   int64_t wait_ms = 1000;                      // how long a fetch waits for events
   bool prefetch = true;                        // fetch the next batch while the handler runs
   std::chrono::milliseconds retry_for{60000};  // retryable errors, then Run returns the error
-  std::chrono::milliseconds timeout{70000};    // one request (more than wait_ms)
+  std::chrono::milliseconds timeout{70000};    // one request (at least wait_ms + 5 s)
   wire::Format format = wire::Format::kJson;   // kBinary: binary answers (docs/data-plane.md)
   TlsClientFiles tls;                          // a topic whose pods require TLS
 };
@@ -54,14 +55,17 @@ class Consumer {
 
   Consumer(const std::string& base_url, std::string topic, std::string group,
            ConsumerOptions options = {});
+  // Stops a Run in progress and waits for it to return.
+  ~Consumer();
   Consumer(const Consumer&) = delete;
   Consumer& operator=(const Consumer&) = delete;
 
   // Hands each non-empty batch to `handler` until Stop(); Ok after a stop, else the handler's
-  // error or the error that outlasted retry_for. One Run at a time.
+  // error (an exception it threw, as kInternal) or the error that outlasted retry_for. One Run
+  // at a time (a second one at once is refused kFailedPrecondition); a Run after an error
+  // starts again, a Run after Stop() returns at once.
   Status Run(const Handler& handler);
-  // Ends Run after the batches in hand (from any thread). A fetch that is out finishes first
-  // (at most wait_ms).
+  // Ends Run after the batches in hand, for good (from any thread, also before Run starts).
   void Stop();
 
   uint64_t fetches() const;       // fetch requests started, retries included
@@ -82,7 +86,9 @@ class Consumer {
   std::condition_variable cv_;
   std::optional<std::vector<wire::ConsumedEvent>> ready_;  // fetched, not yet handed over
   Offsets to_commit_;                                      // handled, not yet committed
-  bool fetching_ = false;                                  // a fetch is out
+  bool fetching_ = false;  // a fetch is out, or the fetcher backs off after a failed one
+  bool running_ = false;   // a Run is in progress
+  bool stopped_ = false;   // Stop() was called
   bool wanted_ = false;  // without prefetch: the handler waits for a batch
   bool stop_ = false;
   bool fetcher_done_ = false;
