@@ -1,9 +1,13 @@
 #include "shoal/client/producer.h"
 
 #include <openssl/rand.h>
+#include <simdjson.h>
 
 #include <algorithm>
 #include <functional>
+#include <map>
+
+#include "shoal/common/hash.h"
 
 namespace shoal::client {
 
@@ -39,6 +43,8 @@ Producer::Producer(const std::string& base_url, std::string topic, ProducerOptio
         return options;
       }()),
       id_(opts_.producer_id.empty() ? RandomId() : opts_.producer_id),
+      base_url_(base_url),
+      topic_(topic),
       client_(base_url, std::move(topic), opts_.timeout, opts_.tls),
       slots_(opts_.max_in_flight) {
   client_.set_format(opts_.format);
@@ -134,18 +140,27 @@ uint64_t Producer::passed_over() const {
 std::vector<Producer::Pending> Producer::TakeBatch() {
   const size_t window = std::min(pending_.size(), TakeWindow());
   const bool track = slots_.size() > 1;
+  // Routed: the batch holds the first takeable event's owner's events only; the others stay.
+  const std::shared_ptr<const Routes> routes = opts_.route_by_map ? CurrentRoutes() : nullptr;
+  bool owner_chosen = false;
+  ShoalClient* owner = nullptr;
   std::vector<Pending> batch, passed;
   batch.reserve(std::min(window, opts_.batch_events));
   for (size_t i = 0; i < window && batch.size() < opts_.batch_events; ++i) {
     Pending& p = pending_.front();
+    if (routes) p.owner = routes->OwnerOf(p.event.key);
     if (track && keys_out_.count(p.key_hash) > 0) {
+      ++passed_over_;
       passed.push_back(std::move(p));
+    } else if (owner_chosen && p.owner != owner) {
+      passed.push_back(std::move(p));  // another pod's: for another batch
     } else {
+      owner = p.owner;
+      owner_chosen = true;
       batch.push_back(std::move(p));
     }
     pending_.pop_front();
   }
-  passed_over_ += passed.size();
   for (auto it = passed.rbegin(); it != passed.rend(); ++it) pending_.push_front(std::move(*it));
   if (track) {
     for (const auto& p : batch) keys_out_.insert(p.key_hash);
@@ -203,28 +218,23 @@ void Producer::Run(size_t index) {
   }
 }
 
-void Producer::SendBatch(Slot& slot, std::vector<Pending>& batch) {
-  const auto deadline = std::chrono::steady_clock::now() + opts_.retry_for;
+Result<std::vector<wire::ProduceResult>> Producer::SendEvents(
+    ShoalClient& client, std::vector<OutgoingEvent>& events, Slot& slot,
+    std::chrono::steady_clock::time_point deadline) {
   auto backoff = std::chrono::milliseconds(20);
-  std::vector<OutgoingEvent> events;
-  events.reserve(batch.size());
-  for (auto& p : batch) events.push_back(std::move(p.event));  // the results find them by index
   while (true) {
     std::vector<size_t> unknown;
-    auto answer = client_.Produce(events, &unknown);
+    auto answer = client.Produce(events, &unknown);
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++requests_;
     }
     if (answer.ok()) {
-      if (answer->size() != batch.size()) {
-        const Status st = Status::Unavailable(std::to_string(answer->size()) + " results for " +
-                                              std::to_string(batch.size()) + " events");
-        for (auto& p : batch) p.Finish(st);
-        return;
+      if (answer->size() != events.size()) {
+        return Status::Unavailable(std::to_string(answer->size()) + " results for " +
+                                   std::to_string(events.size()) + " events");
       }
-      for (size_t i = 0; i < batch.size(); ++i) batch[i].Finish((*answer)[i]);
-      return;
+      return answer;
     }
     const Status st = answer.status();
     if (st.code() == Status::Code::kSequenceUnknown && !unknown.empty() &&
@@ -237,10 +247,7 @@ void Producer::SendBatch(Slot& slot, std::vector<Pending>& batch) {
       ++retries_;
       continue;
     }
-    if (!Retryable(st) || std::chrono::steady_clock::now() + backoff >= deadline) {
-      for (auto& p : batch) p.Finish(st);
-      return;
-    }
+    if (!Retryable(st) || std::chrono::steady_clock::now() + backoff >= deadline) return st;
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++retries_;
@@ -248,6 +255,113 @@ void Producer::SendBatch(Slot& slot, std::vector<Pending>& batch) {
     std::this_thread::sleep_for(backoff);  // backing off a retryable refusal
     backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
   }
+}
+
+void Producer::SendBatch(Slot& slot, std::vector<Pending>& batch) {
+  const auto deadline = std::chrono::steady_clock::now() + opts_.retry_for;
+  std::vector<OutgoingEvent> events;
+  events.reserve(batch.size());
+  for (auto& p : batch) events.push_back(std::move(p.event));  // the results find them by index
+  Result<std::vector<wire::ProduceResult>> answer = Status::Unavailable("not sent");
+  ShoalClient* owner = batch.empty() ? nullptr : batch.front().owner;
+  if (owner) {
+    // Straight to the owner, once: a pod that is gone, or no longer owns the range and answers
+    // 503 for a change in progress, has the batch sent the way it goes without routing, after
+    // the routes are read again. (A pod that no longer owns it otherwise forwards it.)
+    answer = SendEvents(*owner, events, slot, std::chrono::steady_clock::now());
+    if (answer.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      routed_ += events.size();
+    } else if (Retryable(answer.status())) {
+      RefreshRoutes(true);
+      answer = SendEvents(client_, events, slot, deadline);
+    }
+  } else {
+    answer = SendEvents(client_, events, slot, deadline);
+  }
+  for (size_t i = 0; i < batch.size(); ++i) {
+    batch[i].Finish(answer.ok() ? Result<wire::ProduceResult>((*answer)[i]) : answer.status());
+  }
+  if (opts_.route_by_map) RefreshRoutes(false);
+}
+
+std::shared_ptr<const Producer::Routes> Producer::CurrentRoutes() const {
+  std::lock_guard<std::mutex> lock(route_mu_);
+  return routes_;
+}
+
+void Producer::RefreshRoutes(bool force) {
+  const auto now = std::chrono::steady_clock::now();
+  if (auto current = CurrentRoutes();
+      !force && current && now - current->read_at < opts_.route_refresh) {
+    return;
+  }
+  auto next = std::make_shared<Routes>();
+  next->read_at = now;
+  auto view = client_.TopicView();
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  simdjson::dom::array parts;
+  if (!view.ok() || parser.parse(*view).get(doc) || doc["partitions"].get(parts)) {
+    // Not readable now: the routes as they were (unknown ones go to base_url), tried again
+    // after route_refresh.
+    std::lock_guard<std::mutex> lock(route_mu_);
+    if (routes_) next->entries = routes_->entries;
+    routes_ = std::move(next);
+    return;
+  }
+  std::map<std::string, std::string> data_of;  // pod -> data address
+  simdjson::dom::object peers;
+  if (doc["peers"].get(peers) == simdjson::SUCCESS) {
+    for (auto field : peers) {
+      std::string_view data;
+      if (field.value["data"].get(data) == simdjson::SUCCESS) {
+        data_of[std::string(field.key)] = std::string(data);
+      }
+    }
+  }
+  for (auto p : parts) {
+    std::string_view state, owner;
+    RouteEntry r;
+    if (p["state"].get(state) || state != "active" || p["owner"].get(owner) || p["lo"].get(r.lo) ||
+        p["hi"].get(r.hi) || r.lo >= r.hi) {
+      continue;
+    }
+    auto it = data_of.find(std::string(owner));
+    if (it == data_of.end()) continue;
+    r.owner = OwnerClient(it->second);
+    next->entries.push_back(r);
+  }
+  std::sort(next->entries.begin(), next->entries.end(),
+            [](const RouteEntry& a, const RouteEntry& b) { return a.lo < b.lo; });
+  std::lock_guard<std::mutex> lock(route_mu_);
+  routes_ = std::move(next);
+}
+
+ShoalClient* Producer::OwnerClient(const std::string& data_address) {
+  std::lock_guard<std::mutex> lock(route_mu_);
+  auto& c = owners_[data_address];
+  if (!c) {
+    const bool tls = base_url_.rfind("https://", 0) == 0;
+    c = std::make_unique<ShoalClient>((tls ? "https://" : "http://") + data_address, topic_,
+                                      opts_.timeout, opts_.tls);
+    c->set_format(opts_.format);
+  }
+  return c.get();
+}
+
+ShoalClient* Producer::Routes::OwnerOf(const std::string& key) const {
+  const uint64_t h = Crc32(key.data(), key.size());
+  auto it = std::upper_bound(entries.begin(), entries.end(), h,
+                             [](uint64_t v, const RouteEntry& r) { return v < r.lo; });
+  if (it == entries.begin()) return nullptr;
+  --it;
+  return h < it->hi ? it->owner : nullptr;
+}
+
+uint64_t Producer::routed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return routed_;
 }
 
 }  // namespace shoal::client

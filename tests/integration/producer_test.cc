@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "shoal/client/shoal_client.h"
+#include "shoal/common/hash.h"
+#include "support/sidecar_cluster.h"
 #include "support/sidecar_process.h"
 
 namespace shoal::testing {
@@ -212,6 +214,60 @@ TEST(ProducerTest, AStableProducerIdNumbersEventsInSendOrder) {
     EXPECT_EQ(e.producer, "orders-svc");
     EXPECT_EQ(e.seq, static_cast<uint64_t>(std::stoi(e.value) + 1)) << e.key;
   }
+}
+
+// Routed by the map (a producer outside the pods): with the pod it was given as base_url paused
+// (SIGSTOP), the events of keys the other pod owns are stored there, sent straight to it (they
+// would wait for the paused pod to forward them otherwise), each key in order.
+TEST(ProducerTest, RoutedByTheMapEventsGoStraightToTheirOwners) {
+  SidecarClusterOptions co;
+  co.binary = SHOAL_SIDECAR_BIN;
+  co.pods = 2;
+  co.partitions_per_pod = 2;
+  SidecarCluster cluster(co);
+  ASSERT_TRUE(cluster.Start().ok());
+  client::ProducerOptions po;
+  po.route_by_map = true;
+  po.route_refresh = std::chrono::hours(1);  // read once, then only when a pod fails
+  po.linger = std::chrono::milliseconds(1);
+  client::Producer producer(cluster.pod(0).data_url(), "orders", po);
+  // Keys by owner, from the map the cluster installed.
+  auto owner_of = [&](const std::string& key) {
+    const uint64_t h = Crc32(key.data(), key.size());
+    for (const auto& p : cluster.current().partitions()) {
+      if (p.active() && p.range.lo <= h && h < p.range.hi) return p.owner.value();
+    }
+    return std::string();
+  };
+  std::vector<std::string> on_pod1;
+  for (int i = 0; on_pod1.size() < 20; ++i) {
+    std::string k = "key-" + std::to_string(i);
+    if (owner_of(k) == "pod-1") on_pod1.push_back(k);
+  }
+  ASSERT_TRUE(producer.Send("first", "0").get().ok());  // the routes are read
+  ASSERT_EQ(::kill(cluster.pod(0).pid(), SIGSTOP), 0);
+  std::vector<std::shared_future<Result<wire::ProduceResult>>> sent;
+  for (int n = 0; n < 10; ++n) {
+    for (const auto& k : on_pod1) sent.push_back(producer.Send(k, std::to_string(n)));
+  }
+  bool all = true;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  for (auto& f : sent) {
+    all = all && f.wait_until(deadline) == std::future_status::ready && f.get().ok();
+  }
+  ASSERT_EQ(::kill(cluster.pod(0).pid(), SIGCONT), 0);
+  EXPECT_TRUE(all) << "events of pod-1's keys waited for the paused pod-0";
+  EXPECT_EQ(producer.routed(), sent.size());  // "first" went before the routes were read
+  // pod-1 holds them, each key in order.
+  const auto events = ReadAll(cluster.pod(1), sent.size() + 1);
+  std::map<std::string, int> next;
+  size_t mine = 0;
+  for (const auto& e : events) {
+    if (e.key == "first") continue;
+    ++mine;
+    EXPECT_EQ(std::stoi(e.value), next[e.key]++) << e.key;
+  }
+  EXPECT_EQ(mine, sent.size());
 }
 
 TEST(ProducerTest, ASingleEventGoesAfterTheLingerAndARefusalFailsItsEvents) {

@@ -17,7 +17,9 @@
 #include <thread>
 
 #include "cmd/commands.h"
+#include "shoal/client/admin_client.h"
 #include "shoal/client/producer.h"
+#include "shoal/control/change_executor.h"
 #include "shoal/control/process.h"
 #include "shoal/harness/batch_driver.h"
 
@@ -38,6 +40,8 @@ struct ProducerBenchOptions : BenchRunOptions {
   double linger_ms = 2;
   bool binary = false;
   double rate = 0;  // events/s over all threads; 0: as fast as Send returns
+  int pods = 1;     // more: a topic of that many sidecars, the producer given pod-0
+  bool route = false;
 };
 
 // What the callbacks record, from the producer's sender threads.
@@ -59,7 +63,39 @@ int Run(const ProducerBenchOptions& o) {
                  "--target\n";
     return 2;
   }
-  if (o.target.empty()) {
+  std::vector<control::LocalSidecar> pods;
+  if (o.pods > 1 && (o.tls || !o.target.empty())) {
+    std::cerr << "shoal bench producer: --pods starts a topic of its own, in plain HTTP\n";
+    return 2;
+  }
+  if (o.pods > 1) {
+    char tmpl[] = "/tmp/shoal-bench-XXXXXX";
+    if (!mkdtemp(tmpl)) {
+      std::cerr << "shoal bench producer: cannot create a temp directory\n";
+      return 1;
+    }
+    data_dir = tmpl;
+    const std::string token = "bench-token";
+    control::LocalSidecarOptions base;
+    base.topic = o.topic;
+    base.fsync = o.fsync;
+    auto started = control::StartPods(o.pods, data_dir, base, token, "warn");
+    std::vector<PodName> owners;
+    for (int i = 0; i < o.pods; ++i) owners.push_back(PodName("pod-" + std::to_string(i)));
+    auto initial = PartitionMap::Initial(o.topic, o.partitions, owners);
+    Status st = !started.ok() ? started.status() : initial.status();
+    if (st.ok()) {
+      pods = std::move(started).value();
+      client::AdminClient admin(token);
+      control::ChangeExecutor executor(admin);
+      st = executor.InstallEverywhere(control::WithPeers(std::move(initial).value(), pods));
+    }
+    if (!st.ok()) {
+      std::cerr << "shoal bench producer: " << st.message() << "\n";
+      return 1;
+    }
+    url = pods[0].base_url();
+  } else if (o.target.empty()) {
     auto started = StartBenchSidecar({o.topic, o.partitions, o.fsync, "", o.tls});
     if (!started.ok()) {
       std::cerr << "shoal bench producer: " << started.status().message() << "\n";
@@ -78,6 +114,7 @@ int Run(const ProducerBenchOptions& o) {
   po.format = o.binary ? wire::Format::kBinary : wire::Format::kJson;
   po.retry_for = std::chrono::seconds(10);
   po.tls = tls;
+  po.route_by_map = o.route;
   auto producer = std::make_unique<client::Producer>(url, o.topic, po);
 
   // Values built before the clock starts (an application has its values at hand; building them
@@ -93,10 +130,15 @@ int Run(const ProducerBenchOptions& o) {
       start + std::chrono::microseconds(static_cast<int64_t>(o.warmup_s * 1e6));
   const auto measure_until =
       measure_from + std::chrono::microseconds(static_cast<int64_t>(o.duration_s * 1e6));
-  auto cpu_at = [&]() -> double {
-    if (!sidecar) return 0;
-    auto t = control::ProcessCpuTime(sidecar->process.pid());
-    return t ? std::chrono::duration<double>(*t).count() : 0;
+  std::vector<pid_t> pids;
+  if (sidecar) pids.push_back(sidecar->process.pid());
+  for (const auto& p : pods) pids.push_back(p.process.pid());
+  auto cpu_at = [&]() -> double {  // of every sidecar
+    double total = 0;
+    for (pid_t pid : pids) {
+      if (auto t = control::ProcessCpuTime(pid)) total += std::chrono::duration<double>(*t).count();
+    }
+    return total;
   };
   std::atomic<bool> measuring{false};
   double cpu_from = 0;
@@ -147,8 +189,10 @@ int Run(const ProducerBenchOptions& o) {
   const double cpu_used = cpu_at() - cpu_from;
   const uint64_t requests = producer->requests(), retries = producer->retries();
   const size_t peak = producer->peak_in_flight();
+  const uint64_t routed = producer->routed();
   producer.reset();
   if (sidecar) sidecar->process.Stop(std::chrono::seconds(10));
+  for (auto& p : pods) p.process.Stop(std::chrono::seconds(10));
   if (!data_dir.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(data_dir, ec);
@@ -162,7 +206,7 @@ int Run(const ProducerBenchOptions& o) {
   std::sort(all.begin(), all.end());
   const uint64_t acked = tally.acked.load(), failed = tally.failed.load();
   const double eps = static_cast<double>(acked) / o.duration_s;
-  const double cores = sidecar ? cpu_used / elapsed : 0;
+  const double cores = pids.empty() ? 0 : cpu_used / elapsed;
   if (failed > 0) {
     std::cerr << "shoal bench producer: " << failed
               << " events failed; the first: " << tally.first_error << "\n";
@@ -178,17 +222,21 @@ int Run(const ProducerBenchOptions& o) {
               << ",\"linger_ms\":" << o.linger_ms << ",\"format\":\""
               << (o.binary ? "binary" : "json") << "\",\"threads\":" << o.threads
               << ",\"offered_rate\":" << o.rate << ",\"duration_s\":" << o.duration_s
-              << ",\"tls\":" << (o.tls ? "true" : "false") << ",\"sidecar_cpu_cores\":" << cores
-              << "}\n";
+              << ",\"tls\":" << (o.tls ? "true" : "false") << ",\"pods\":" << o.pods
+              << ",\"route\":" << (o.route ? "true" : "false") << ",\"routed\":" << routed
+              << ",\"sidecar_cpu_cores\":" << cores << "}\n";
   } else {
     std::printf(
         "producer: %.0f events/s acknowledged  send-to-ack p50 %.2f ms  p99 %.2f ms  p999 %.2f ms  "
         "(%d threads, in flight %zu (peak %zu), batches of %zu, linger %.1f ms, %s, %llu "
-        "requests, %llu retries, %llu failed, %s, sidecar %.2f cores)\n",
+        "requests, %llu retries, %llu failed, %s, %d pod(s)%s, sidecars %.2f cores)\n",
         eps, Percentile(all, 0.5), Percentile(all, 0.99), Percentile(all, 0.999), o.threads,
         o.in_flight, peak, o.batch, o.linger_ms, o.binary ? "binary" : "JSON",
         static_cast<unsigned long long>(requests), static_cast<unsigned long long>(retries),
-        static_cast<unsigned long long>(failed), o.tls ? "TLS" : "plain HTTP", cores);
+        static_cast<unsigned long long>(failed), o.tls ? "TLS" : "plain HTTP", o.pods,
+        o.route ? (", routed: " + std::to_string(routed) + " events sent to their owner").c_str()
+                : "",
+        cores);
   }
   return failed ? 1 : 0;
 }
@@ -208,6 +256,12 @@ void RegisterBenchProducer(CLI::App& bench, int& exit_code) {
   cmd->add_option("--linger-ms", o->linger_ms, "How long a partial batch waits")
       ->check(CLI::Range(0.0, 1000.0));
   cmd->add_flag("--binary", o->binary, "Binary batches instead of JSON");
+  cmd->add_option("--pods", o->pods,
+                  "Sidecars of the started topic (partitions round robin); the producer is given "
+                  "pod-0, which forwards the others' events")
+      ->check(CLI::Range(1, 16));
+  cmd->add_flag("--route", o->route,
+                "Route each event to its partition's owner by the map (Producer's route_by_map)");
   cmd->add_option("--rate", o->rate,
                   "Events/s offered over all threads (0: as fast as Send returns)")
       ->check(CLI::Range(0.0, 1e8));

@@ -205,7 +205,18 @@ std::string Topic::ViewJson() const {
     }
     out += '}';
   }
-  out += "]}";
+  out += "],\"peers\":{";
+  // Each pod's data address, for a client outside the pods that sends events to their owners.
+  bool p_first = true;
+  for (const auto& [pod, address] : map_.peers()) {
+    if (!p_first) out += ',';
+    p_first = false;
+    json::AppendString(out, pod);
+    out += ":{\"data\":";
+    json::AppendString(out, address.data);
+    out += '}';
+  }
+  out += "}}";
   return out;
 }
 

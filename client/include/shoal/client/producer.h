@@ -42,6 +42,7 @@
 #include <deque>
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -69,6 +70,13 @@ struct ProducerOptions {
   size_t max_in_flight = 4;                    // batches in flight at once (1..64; 1 with a
                                                // stable producer_id)
   wire::Format format = wire::Format::kJson;   // kBinary: binary batches (docs/data-plane.md)
+  // Outside the pods: each batch holds the events of one pod's partitions and goes straight to
+  // that pod, by the map the sidecar at base_url shows (GET /v1/topics/{topic}, its partitions
+  // and "peers"), read again every route_refresh and when a pod did not take a batch, which
+  // then goes through base_url (which forwards it) as without routing. Inside a pod, its own
+  // sidecar is the right target: leave it off.
+  bool route_by_map = false;
+  std::chrono::milliseconds route_refresh{1000};
 };
 
 class Producer {
@@ -98,11 +106,14 @@ class Producer {
   size_t peak_in_flight() const;  // the most batches that were in flight at once
   // Events a batch passed over because their key was in a batch in flight (each time).
   uint64_t passed_over() const;
+  // Events stored by the pod that owns them, sent there by route_by_map.
+  uint64_t routed() const;
 
  private:
   struct Pending {
     OutgoingEvent event;
     uint64_t key_hash = 0;
+    ShoalClient* owner = nullptr;  // route_by_map: the pod its batch goes to (nullptr: base_url)
     std::optional<std::promise<Result<wire::ProduceResult>>> done;  // Send without a callback
     Callback callback;
     void Finish(const Result<wire::ProduceResult>& r) {
@@ -127,9 +138,30 @@ class Producer {
   // How deep a take looks into pending_ for events whose key is not in flight.
   size_t TakeWindow() const { return 4 * opts_.batch_events; }
   void SendBatch(Slot& slot, std::vector<Pending>& batch);
+  // Sends `events` to `client` until answered or `deadline` on retryable errors (renumbering
+  // what the sidecar could not decide); the results in order, or the error that ended it.
+  Result<std::vector<wire::ProduceResult>> SendEvents(
+      ShoalClient& client, std::vector<OutgoingEvent>& events, Slot& slot,
+      std::chrono::steady_clock::time_point deadline);
+  // route_by_map. The routes: hash ranges of the active partitions and their owner's client.
+  struct RouteEntry {
+    uint64_t lo = 0, hi = 0;  // a hash range [lo, hi)
+    ShoalClient* owner = nullptr;
+  };
+  struct Routes {
+    std::vector<RouteEntry> entries;  // by lo
+    std::chrono::steady_clock::time_point read_at;
+    ShoalClient* OwnerOf(const std::string& key) const;  // nullptr: not known
+  };
+  // Reads the map again (from a sender thread, no lock held) when `force` or route_refresh
+  // passed since the last read.
+  void RefreshRoutes(bool force);
+  std::shared_ptr<const Routes> CurrentRoutes() const;
+  ShoalClient* OwnerClient(const std::string& data_address);
 
   const ProducerOptions opts_;
   const std::string id_;
+  const std::string base_url_, topic_;
   ShoalClient client_;
   mutable std::mutex mu_;
   std::condition_variable work_;  // a batch may be ready: an event came, one went out, closing
@@ -143,7 +175,11 @@ class Producer {
   size_t in_flight_ = 0;
   size_t peak_in_flight_ = 0;
   bool closed_ = false;
-  uint64_t requests_ = 0, retries_ = 0, passed_over_ = 0;
+  uint64_t requests_ = 0, retries_ = 0, passed_over_ = 0, routed_ = 0;
+
+  mutable std::mutex route_mu_;           // taken alone or inside mu_, never the other way round
+  std::shared_ptr<const Routes> routes_;  // guarded by route_mu_
+  std::map<std::string, std::unique_ptr<ShoalClient>> owners_;  // by address; route_mu_
 };
 
 }  // namespace shoal::client
