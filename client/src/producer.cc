@@ -279,10 +279,13 @@ void Producer::SendBatch(Slot& slot, std::vector<Pending>& batch) {
   } else {
     answer = SendEvents(client_, events, slot, deadline);
   }
+  // The routes read the first time (the first batch goes through base_url) and every
+  // route_refresh, before the batch is answered: once a Send was acknowledged, the ones after it
+  // are routed.
+  if (opts_.route_by_map) RefreshRoutes(false);
   for (size_t i = 0; i < batch.size(); ++i) {
     batch[i].Finish(answer.ok() ? Result<wire::ProduceResult>((*answer)[i]) : answer.status());
   }
-  if (opts_.route_by_map) RefreshRoutes(false);
 }
 
 std::shared_ptr<const Producer::Routes> Producer::CurrentRoutes() const {

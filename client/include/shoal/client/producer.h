@@ -72,9 +72,10 @@ struct ProducerOptions {
   wire::Format format = wire::Format::kJson;   // kBinary: binary batches (docs/data-plane.md)
   // Outside the pods: each batch holds the events of one pod's partitions and goes straight to
   // that pod, by the map the sidecar at base_url shows (GET /v1/topics/{topic}, its partitions
-  // and "peers"), read again every route_refresh and when a pod did not take a batch, which
-  // then goes through base_url (which forwards it) as without routing. Inside a pod, its own
-  // sidecar is the right target: leave it off.
+  // and "peers"), read after the first batch (which goes through base_url) and then every
+  // route_refresh and when a pod did not take a batch, which then goes through base_url (which
+  // forwards it) as without routing. Inside a pod, its own sidecar is the right target: leave
+  // it off.
   bool route_by_map = false;
   std::chrono::milliseconds route_refresh{1000};
 };
