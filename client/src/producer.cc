@@ -52,6 +52,7 @@ Producer::Producer(const std::string& base_url, std::string topic, ProducerOptio
     slots_[i].id = slots_.size() == 1 ? id_ : id_ + "." + std::to_string(i);
   }
   for (size_t i = 0; i < slots_.size(); ++i) slots_[i].thread = std::thread([this, i] { Run(i); });
+  if (opts_.route_by_map) route_thread_ = std::thread([this] { RouteLoop(); });
 }
 
 Producer::~Producer() {
@@ -63,6 +64,12 @@ Producer::~Producer() {
   work_.notify_all();
   room_.notify_all();
   for (auto& slot : slots_) slot.thread.join();
+  {
+    std::lock_guard<std::mutex> lock(route_mu_);
+    route_stop_ = true;
+  }
+  route_cv_.notify_all();
+  if (route_thread_.joinable()) route_thread_.join();
 }
 
 std::string Producer::SlotId(size_t slot) const { return slots_.at(slot).id; }
@@ -153,7 +160,10 @@ std::vector<Producer::Pending> Producer::TakeBatch() {
       ++passed_over_;
       passed.push_back(std::move(p));
     } else if (owner_chosen && p.owner != owner) {
-      passed.push_back(std::move(p));  // another pod's: for another batch
+      // Another pod's: for another batch. Numbering in Send order (a stable producer id) keeps
+      // a batch to the events up to the first of another pod.
+      if (!opts_.producer_id.empty()) break;
+      passed.push_back(std::move(p));
     } else {
       owner = p.owner;
       owner_chosen = true;
@@ -258,31 +268,31 @@ Result<std::vector<wire::ProduceResult>> Producer::SendEvents(
 }
 
 void Producer::SendBatch(Slot& slot, std::vector<Pending>& batch) {
-  const auto deadline = std::chrono::steady_clock::now() + opts_.retry_for;
   std::vector<OutgoingEvent> events;
   events.reserve(batch.size());
   for (auto& p : batch) events.push_back(std::move(p.event));  // the results find them by index
   Result<std::vector<wire::ProduceResult>> answer = Status::Unavailable("not sent");
   ShoalClient* owner = batch.empty() ? nullptr : batch.front().owner;
   if (owner) {
-    // Straight to the owner, once: a pod that is gone, or no longer owns the range and answers
-    // 503 for a change in progress, has the batch sent the way it goes without routing, after
-    // the routes are read again. (A pod that no longer owns it otherwise forwards it.)
+    // Straight to the owner, once (no retry: with the deadline now). Unless the events
+    // themselves were refused, the batch is then sent the way it goes without routing, with
+    // the whole retry budget: a pod that is gone or unreachable from here (it is left out of the
+    // routes for a while), that no longer owns the range and answers 503 for a change in
+    // progress, or that cannot decide a sequence number. (A pod that no longer owns the range
+    // otherwise forwards the batch.)
     answer = SendEvents(*owner, events, slot, std::chrono::steady_clock::now());
     if (answer.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
       routed_ += events.size();
-    } else if (Retryable(answer.status())) {
-      RefreshRoutes(true);
-      answer = SendEvents(client_, events, slot, deadline);
+    } else if (const auto code = answer.status().code();
+               code != Status::Code::kInvalidArgument && code != Status::Code::kTooLarge) {
+      Shun(owner);
+      answer =
+          SendEvents(client_, events, slot, std::chrono::steady_clock::now() + opts_.retry_for);
     }
   } else {
-    answer = SendEvents(client_, events, slot, deadline);
+    answer = SendEvents(client_, events, slot, std::chrono::steady_clock::now() + opts_.retry_for);
   }
-  // The routes read the first time (the first batch goes through base_url) and every
-  // route_refresh, before the batch is answered: once a Send was acknowledged, the ones after it
-  // are routed.
-  if (opts_.route_by_map) RefreshRoutes(false);
   for (size_t i = 0; i < batch.size(); ++i) {
     batch[i].Finish(answer.ok() ? Result<wire::ProduceResult>((*answer)[i]) : answer.status());
   }
@@ -293,26 +303,50 @@ std::shared_ptr<const Producer::Routes> Producer::CurrentRoutes() const {
   return routes_;
 }
 
-void Producer::RefreshRoutes(bool force) {
-  const auto now = std::chrono::steady_clock::now();
-  if (auto current = CurrentRoutes();
-      !force && current && now - current->read_at < opts_.route_refresh) {
-    return;
+size_t Producer::routed_ranges() const {
+  auto routes = CurrentRoutes();
+  return routes ? routes->entries.size() : 0;
+}
+
+void Producer::Shun(ShoalClient* owner) {
+  {
+    std::lock_guard<std::mutex> lock(route_mu_);
+    shunned_[owner] = std::chrono::steady_clock::now() + kShunFor;
+    if (routes_) {
+      // Its ranges go through base_url from now on, until it answers again after kShunFor.
+      auto next = std::make_shared<Routes>(*routes_);
+      std::erase_if(next->entries, [&](const RouteEntry& r) { return r.owner == owner; });
+      routes_ = std::move(next);
+    }
+    read_now_ = true;
   }
-  auto next = std::make_shared<Routes>();
-  next->read_at = now;
+  route_cv_.notify_all();
+}
+
+void Producer::RouteLoop() {
+  std::unique_lock<std::mutex> lock(route_mu_);
+  while (!route_stop_) {
+    read_now_ = false;
+    lock.unlock();
+    auto next = ReadRoutes();
+    lock.lock();
+    if (next) {
+      const auto now = std::chrono::steady_clock::now();
+      std::erase_if(shunned_, [&](const auto& s) { return s.second <= now; });
+      std::erase_if(next->entries, [&](const RouteEntry& r) { return shunned_.count(r.owner); });
+      routes_ = std::move(next);
+    }
+    route_cv_.wait_for(lock, opts_.route_refresh, [&] { return route_stop_ || read_now_; });
+  }
+}
+
+std::shared_ptr<Producer::Routes> Producer::ReadRoutes() {
   auto view = client_.TopicView();
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
   simdjson::dom::array parts;
-  if (!view.ok() || parser.parse(*view).get(doc) || doc["partitions"].get(parts)) {
-    // Not readable now: the routes as they were (unknown ones go to base_url), tried again
-    // after route_refresh.
-    std::lock_guard<std::mutex> lock(route_mu_);
-    if (routes_) next->entries = routes_->entries;
-    routes_ = std::move(next);
-    return;
-  }
+  // Not readable now: the routes as they were (unknown ranges go to base_url).
+  if (!view.ok() || parser.parse(*view).get(doc) || doc["partitions"].get(parts)) return nullptr;
   std::map<std::string, std::string> data_of;  // pod -> data address
   simdjson::dom::object peers;
   if (doc["peers"].get(peers) == simdjson::SUCCESS) {
@@ -323,6 +357,7 @@ void Producer::RefreshRoutes(bool force) {
       }
     }
   }
+  auto next = std::make_shared<Routes>();
   for (auto p : parts) {
     std::string_view state, owner;
     RouteEntry r;
@@ -337,17 +372,18 @@ void Producer::RefreshRoutes(bool force) {
   }
   std::sort(next->entries.begin(), next->entries.end(),
             [](const RouteEntry& a, const RouteEntry& b) { return a.lo < b.lo; });
-  std::lock_guard<std::mutex> lock(route_mu_);
-  routes_ = std::move(next);
+  return next;
 }
 
 ShoalClient* Producer::OwnerClient(const std::string& data_address) {
   std::lock_guard<std::mutex> lock(route_mu_);
   auto& c = owners_[data_address];
   if (!c) {
+    // A pod's address may be unreachable from here (a pod IP outside the cluster): a short
+    // timeout, then the batch goes through base_url and the pod is left out for a while.
     const bool tls = base_url_.rfind("https://", 0) == 0;
     c = std::make_unique<ShoalClient>((tls ? "https://" : "http://") + data_address, topic_,
-                                      opts_.timeout, opts_.tls);
+                                      std::min(opts_.timeout, kDirectTimeout), opts_.tls);
     c->set_format(opts_.format);
   }
   return c.get();

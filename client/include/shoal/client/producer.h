@@ -72,10 +72,12 @@ struct ProducerOptions {
   wire::Format format = wire::Format::kJson;   // kBinary: binary batches (docs/data-plane.md)
   // Outside the pods: each batch holds the events of one pod's partitions and goes straight to
   // that pod, by the map the sidecar at base_url shows (GET /v1/topics/{topic}, its partitions
-  // and "peers"), read after the first batch (which goes through base_url) and then every
-  // route_refresh and when a pod did not take a batch, which then goes through base_url (which
-  // forwards it) as without routing. Inside a pod, its own sidecar is the right target: leave
-  // it off.
+  // and "peers"), read by a thread of its own at once and then every route_refresh. A pod that
+  // does not take a batch (gone, unreachable from here within 5 s, or answering an error that is
+  // not about the events) has it sent through base_url (which forwards it) as without routing,
+  // and its ranges go through base_url for 30 s. With a stable producer_id a batch stops at the
+  // first event of another pod, keeping the numbering in Send order. Inside a pod, its own
+  // sidecar is the right target: leave it off.
   bool route_by_map = false;
   std::chrono::milliseconds route_refresh{1000};
 };
@@ -107,8 +109,10 @@ class Producer {
   size_t peak_in_flight() const;  // the most batches that were in flight at once
   // Events a batch passed over because their key was in a batch in flight (each time).
   uint64_t passed_over() const;
-  // Events stored by the pod that owns them, sent there by route_by_map.
+  // Events sent straight to their owner by route_by_map (and taken there), and the hash ranges
+  // the producer routes now (0 before the map was read).
   uint64_t routed() const;
+  size_t routed_ranges() const;
 
  private:
   struct Pending {
@@ -154,11 +158,15 @@ class Producer {
     std::chrono::steady_clock::time_point read_at;
     ShoalClient* OwnerOf(const std::string& key) const;  // nullptr: not known
   };
-  // Reads the map again (from a sender thread, no lock held) when `force` or route_refresh
-  // passed since the last read.
-  void RefreshRoutes(bool force);
+  // The route thread: reads the map at once, then every route_refresh and when a pod was shunned.
+  void RouteLoop();
+  std::shared_ptr<Routes> ReadRoutes();  // nullptr: not readable now
   std::shared_ptr<const Routes> CurrentRoutes() const;
   ShoalClient* OwnerClient(const std::string& data_address);
+  // A pod that did not take a batch sent to it: its ranges go through base_url for kShunFor.
+  void Shun(ShoalClient* owner);
+  static constexpr std::chrono::seconds kShunFor{30};
+  static constexpr std::chrono::milliseconds kDirectTimeout{5000};
 
   const ProducerOptions opts_;
   const std::string id_;
@@ -181,6 +189,10 @@ class Producer {
   mutable std::mutex route_mu_;           // taken alone or inside mu_, never the other way round
   std::shared_ptr<const Routes> routes_;  // guarded by route_mu_
   std::map<std::string, std::unique_ptr<ShoalClient>> owners_;  // by address; route_mu_
+  std::condition_variable route_cv_;
+  std::map<ShoalClient*, std::chrono::steady_clock::time_point> shunned_;  // until; route_mu_
+  bool read_now_ = false, route_stop_ = false;                             // route_mu_
+  std::thread route_thread_;
 };
 
 }  // namespace shoal::client
