@@ -276,17 +276,20 @@ void Producer::SendBatch(Slot& slot, std::vector<Pending>& batch) {
   if (owner) {
     // Straight to the owner, once (no retry: with the deadline now). Unless the events
     // themselves were refused, the batch is then sent the way it goes without routing, with
-    // the whole retry budget: a pod that is gone or unreachable from here (it is left out of the
-    // routes for a while), that no longer owns the range and answers 503 for a change in
-    // progress, or that cannot decide a sequence number. (A pod that no longer owns the range
-    // otherwise forwards the batch.)
-    answer = SendEvents(*owner, events, slot, std::chrono::steady_clock::now());
+    // the whole retry budget: a pod that is gone or unreachable from here, that no longer owns
+    // the range and answers 503 for a change in progress, or that cannot decide a sequence
+    // number. (A pod that no longer owns the range otherwise forwards the batch.) The routes
+    // are read again; a pod that did not answer within the direct timeout is left out of them
+    // for a while, so that not every batch waits for it.
+    const auto sent_at = std::chrono::steady_clock::now();
+    answer = SendEvents(*owner, events, slot, sent_at);
     if (answer.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
       routed_ += events.size();
     } else if (const auto code = answer.status().code();
                code != Status::Code::kInvalidArgument && code != Status::Code::kTooLarge) {
-      Shun(owner);
+      const bool hung = std::chrono::steady_clock::now() - sent_at >= kDirectTimeout * 9 / 10;
+      Reroute(hung ? owner : nullptr);
       answer =
           SendEvents(client_, events, slot, std::chrono::steady_clock::now() + opts_.retry_for);
     }
@@ -308,9 +311,15 @@ size_t Producer::routed_ranges() const {
   return routes ? routes->entries.size() : 0;
 }
 
-void Producer::Shun(ShoalClient* owner) {
+void Producer::Reroute(ShoalClient* shun) {
   {
     std::lock_guard<std::mutex> lock(route_mu_);
+    read_now_ = true;
+    if (!shun) {
+      route_cv_.notify_all();
+      return;
+    }
+    ShoalClient* owner = shun;
     shunned_[owner] = std::chrono::steady_clock::now() + kShunFor;
     if (routes_) {
       // Its ranges go through base_url from now on, until it answers again after kShunFor.
@@ -318,7 +327,6 @@ void Producer::Shun(ShoalClient* owner) {
       std::erase_if(next->entries, [&](const RouteEntry& r) { return r.owner == owner; });
       routes_ = std::move(next);
     }
-    read_now_ = true;
   }
   route_cv_.notify_all();
 }

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -288,6 +289,86 @@ TEST(ProducerTest, RoutedByTheMapEventsGoStraightToTheirOwnersAndAPodThatStopsAn
   const auto after = ReadAll(cluster.pod(1), more.size());
   ASSERT_EQ(after.size(), more.size());
   for (const auto& e : after) EXPECT_EQ(e.value, "10") << e.key;
+}
+
+// Routes that went stale through a split and a move (route_refresh long: the producer does not
+// read the map again by itself): a batch sent to the pod that no longer owns the range is
+// forwarded by it, or sent again through base_url; every event is stored once, each key in the
+// order sent, read as a group through both pods.
+TEST(ProducerTest, StaleRoutesThroughASplitAndAMoveLoseAndReorderNothing) {
+  SidecarClusterOptions co;
+  co.binary = SHOAL_SIDECAR_BIN;
+  SidecarCluster cluster(co);
+  ASSERT_TRUE(cluster.Start().ok());
+  client::ProducerOptions po;
+  po.route_by_map = true;
+  po.route_refresh = std::chrono::hours(1);
+  po.linger = std::chrono::milliseconds(1);
+  po.batch_events = 20;
+  client::Producer producer(cluster.pod(0).data_url(), "orders", po);
+  ASSERT_TRUE(WaitUntil([&] { return producer.routed_ranges() == 4; }));
+  constexpr int kKeys = 40;
+  int next_n = 0;
+  auto round = [&](int per_key) {
+    std::vector<std::shared_future<Result<wire::ProduceResult>>> sent;
+    for (int n = 0; n < per_key; ++n, ++next_n) {
+      for (int k = 0; k < kKeys; ++k) {
+        sent.push_back(producer.Send("key-" + std::to_string(k), std::to_string(next_n)));
+      }
+    }
+    producer.Flush();
+    for (auto& f : sent) ASSERT_TRUE(f.get().ok()) << f.get().status().ToString();
+  };
+  round(5);
+  const PartitionInfo p1 = *cluster.current().Find(PartitionId(1));
+  auto split = cluster.current().Split(p1.id, p1.range.lo + p1.range.Width() / 2);
+  ASSERT_TRUE(split.ok()) << split.status().ToString();
+  ASSERT_TRUE(cluster.Apply(*split).ok());
+  round(5);
+  std::optional<PartitionId> successor;
+  for (const auto& p : cluster.current().partitions()) {
+    if (p.active() && p.parents.size() == 1 && p.parents[0] == p1.id) successor = p.id;
+  }
+  ASSERT_TRUE(successor.has_value());
+  auto moved = cluster.current().Move(*successor, SidecarCluster::Pod(0));
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  ASSERT_TRUE(cluster.Apply(*moved).ok());
+  round(5);
+  EXPECT_GT(producer.routed(), 0u);
+
+  // Read as one group through both pods (each serves its partitions and their ancestors'
+  // ranges); commit what each answer handed over.
+  std::map<std::string, std::vector<int>> by_key;
+  size_t n = 0;
+  const size_t want = static_cast<size_t>(kKeys) * next_n;
+  std::vector<std::unique_ptr<client::ShoalClient>> readers;
+  for (size_t i = 0; i < cluster.size(); ++i) {
+    readers.push_back(std::make_unique<client::ShoalClient>(cluster.pod(i).data_url(), "orders"));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (n < want && std::chrono::steady_clock::now() < deadline) {
+    for (auto& r : readers) {
+      auto events = r->Consume("check", 200, 50);
+      ASSERT_TRUE(events.ok()) << events.status().ToString();
+      std::map<uint32_t, uint64_t> next;
+      for (const auto& e : *events) {
+        by_key[e.key].push_back(std::stoi(e.value));
+        next[e.partition] = std::max(next[e.partition], e.offset + 1);
+        ++n;
+      }
+      std::vector<wire::CommitOffset> offsets;
+      for (auto [p, o] : next) offsets.push_back({PartitionId(p), Offset(o)});
+      if (!offsets.empty()) {
+        ASSERT_TRUE(r->Commit("check", offsets).ok());
+      }
+    }
+  }
+  EXPECT_EQ(n, want);
+  for (int k = 0; k < kKeys; ++k) {
+    std::vector<int> expected(next_n);
+    for (int i = 0; i < next_n; ++i) expected[i] = i;
+    EXPECT_EQ(by_key["key-" + std::to_string(k)], expected) << "key-" << k;
+  }
 }
 
 TEST(ProducerTest, ASingleEventGoesAfterTheLingerAndARefusalFailsItsEvents) {

@@ -73,9 +73,10 @@ struct ProducerOptions {
   // Outside the pods: each batch holds the events of one pod's partitions and goes straight to
   // that pod, by the map the sidecar at base_url shows (GET /v1/topics/{topic}, its partitions
   // and "peers"), read by a thread of its own at once and then every route_refresh. A pod that
-  // does not take a batch (gone, unreachable from here within 5 s, or answering an error that is
-  // not about the events) has it sent through base_url (which forwards it) as without routing,
-  // and its ranges go through base_url for 30 s. With a stable producer_id a batch stops at the
+  // does not take a batch (gone, unreachable from here, or answering an error that is not about
+  // the events) has it sent through base_url (which forwards it) as without routing, and the
+  // map is read again; one that did not answer within 5 s is left out of the routes for 30 s
+  // (its ranges go through base_url). With a stable producer_id a batch stops at the
   // first event of another pod, keeping the numbering in Send order. Inside a pod, its own
   // sidecar is the right target: leave it off.
   bool route_by_map = false;
@@ -163,8 +164,9 @@ class Producer {
   std::shared_ptr<Routes> ReadRoutes();  // nullptr: not readable now
   std::shared_ptr<const Routes> CurrentRoutes() const;
   ShoalClient* OwnerClient(const std::string& data_address);
-  // A pod that did not take a batch sent to it: its ranges go through base_url for kShunFor.
-  void Shun(ShoalClient* owner);
+  // A pod did not take a batch sent to it: the map read again at once, and `shun` (a pod that
+  // did not answer within kDirectTimeout) left out of the routes for kShunFor.
+  void Reroute(ShoalClient* shun);
   static constexpr std::chrono::seconds kShunFor{30};
   static constexpr std::chrono::milliseconds kDirectTimeout{5000};
 
