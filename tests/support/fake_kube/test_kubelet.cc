@@ -1518,6 +1518,9 @@ void TestKubelet::Impl::RunPods(const std::string& ns, const std::vector<value>&
     if (!Str(*obj, {"metadata", "deletionTimestamp"}).empty()) continue;
     auto it = pods_.find(Key(ns, name));
     if (it == pods_.end()) {
+      // A pod that ended here since the list was taken (its object not gone from the list yet)
+      // is not admitted again: a real kubelet never restarts a pod it terminated.
+      if (tombstones_.count(Str(*obj, {"metadata", "uid"})) != 0) continue;
       Admit(ns, *obj);
       continue;
     }
