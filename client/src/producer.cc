@@ -398,7 +398,7 @@ ShoalClient* Producer::OwnerClient(const std::string& data_address) {
 }
 
 ShoalClient* Producer::Routes::OwnerOf(const std::string& key) const {
-  const uint64_t h = Crc32(key.data(), key.size());
+  const uint64_t h = KeyHash(key);  // the partition's hash, as the sidecars route by
   auto it = std::upper_bound(entries.begin(), entries.end(), h,
                              [](uint64_t v, const RouteEntry& r) { return v < r.lo; });
   if (it == entries.begin()) return nullptr;

@@ -18,6 +18,7 @@
 #include "shoal/client/producer.h"
 #include "shoal/client/shoal_client.h"
 #include "support/sidecar_process.h"
+#include "support/wait_for.h"
 
 namespace shoal::testing {
 namespace {
@@ -141,11 +142,7 @@ TEST(ConsumerTest, ThePrefetchGoesOutWhileTheHandlerRuns) {
   bool overlapped = false;
   const Status done = consumer.Run([&](const std::vector<wire::ConsumedEvent>&) {
     if (batches++ == 0) {
-      const auto deadline = std::chrono::steady_clock::now() + 10s;
-      while (consumer.fetches() < 2 && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(2ms);  // polling the consumer's count
-      }
-      overlapped = consumer.fetches() >= 2;
+      overlapped = WaitFor([&] { return consumer.fetches() >= 2; }, 10s);
     }
     if (batches == 2) consumer.Stop();
     return Status::Ok();

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
-#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -18,6 +17,7 @@
 #include "shoal/common/hash.h"
 #include "support/sidecar_cluster.h"
 #include "support/sidecar_process.h"
+#include "support/wait_for.h"
 
 namespace shoal::testing {
 namespace {
@@ -54,22 +54,9 @@ std::vector<wire::ConsumedEvent> ReadAll(const SidecarProcess& s, size_t want) {
   return all;
 }
 
-// Waits (up to 20 s) until `done` holds.
-bool WaitUntil(const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (!done() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling the producer's state
-  }
-  return done();
-}
-
 // Waits (up to 20 s) until `producer` had `n` batches in flight at once.
 bool WaitForPeak(const client::Producer& producer, size_t n) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (producer.peak_in_flight() < n && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling the producer's count
-  }
-  return producer.peak_in_flight() >= n;
+  return WaitFor([&] { return producer.peak_in_flight() >= n; }, std::chrono::seconds(20));
 }
 
 // Per key, the values in the order consumed: each key's counter must run 0, 1, 2, ... once.
@@ -244,18 +231,14 @@ TEST(ProducerTest, RoutedByTheMapEventsGoStraightToTheirOwnersAndAPodThatStopsAn
   client::Producer producer(cluster.pod(0).data_url(), "orders", po);
   // Keys by owner, from the map the cluster installed.
   auto owner_of = [&](const std::string& key) {
-    const uint64_t h = Crc32(key.data(), key.size());
-    for (const auto& p : cluster.current().partitions()) {
-      if (p.active() && p.range.lo <= h && h < p.range.hi) return p.owner.value();
-    }
-    return std::string();
+    return cluster.current().Route(KeyHash(key)).owner.value();
   };
   std::vector<std::string> on_pod1;
   for (int i = 0; on_pod1.size() < 20; ++i) {
     std::string k = "key-" + std::to_string(i);
     if (owner_of(k) == "pod-1") on_pod1.push_back(k);
   }
-  ASSERT_TRUE(WaitUntil([&] { return producer.routed_ranges() == 4; }))
+  ASSERT_TRUE(WaitFor([&] { return producer.routed_ranges() == 4; }, std::chrono::seconds(20)))
       << "the map was not read: " << producer.routed_ranges() << " ranges";
   ASSERT_EQ(::kill(cluster.pod(0).pid(), SIGSTOP), 0);
   std::vector<std::shared_future<Result<wire::ProduceResult>>> sent;
@@ -282,7 +265,8 @@ TEST(ProducerTest, RoutedByTheMapEventsGoStraightToTheirOwnersAndAPodThatStopsAn
   ASSERT_EQ(::kill(cluster.pod(1).pid(), SIGSTOP), 0);
   std::vector<std::shared_future<Result<wire::ProduceResult>>> more;
   for (const auto& k : on_pod1) more.push_back(producer.Send(k, "10"));
-  const bool shunned = WaitUntil([&] { return producer.routed_ranges() == 2; });
+  const bool shunned =
+      WaitFor([&] { return producer.routed_ranges() == 2; }, std::chrono::seconds(20));
   ASSERT_EQ(::kill(cluster.pod(1).pid(), SIGCONT), 0);
   EXPECT_TRUE(shunned) << producer.routed_ranges() << " ranges";
   for (auto& f : more) EXPECT_TRUE(f.get().ok()) << f.get().status().ToString();
@@ -306,7 +290,7 @@ TEST(ProducerTest, StaleRoutesThroughASplitAndAMoveLoseAndReorderNothing) {
   po.linger = std::chrono::milliseconds(1);
   po.batch_events = 20;
   client::Producer producer(cluster.pod(0).data_url(), "orders", po);
-  ASSERT_TRUE(WaitUntil([&] { return producer.routed_ranges() == 4; }));
+  ASSERT_TRUE(WaitFor([&] { return producer.routed_ranges() == 4; }, std::chrono::seconds(20)));
   constexpr int kKeys = 40;
   int next_n = 0;
   auto round = [&](int per_key) {

@@ -35,18 +35,8 @@ struct IngestOptions : BenchRunOptions {
 };
 
 double CpuSecondsOf(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string s((std::istreambuf_iterator<char>(f)), {});
-  auto close = s.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream in(s.substr(close + 2));
-  std::string field;
-  unsigned long long utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && in >> field; ++i) {
-    if (i == 14) utime = std::stoull(field);
-    if (i == 15) stime = std::stoull(field);
-  }
-  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  auto t = control::ProcessCpuTime(pid);
+  return t ? std::chrono::duration<double>(*t).count() : 0;
 }
 
 int Run(const IngestOptions& o) {
