@@ -37,6 +37,18 @@ bool IsJson(std::string_view text) {
   return parser.parse(text.data(), text.size(), true).get(doc) == simdjson::SUCCESS;
 }
 
+// A JSON value without the whitespace between its tokens: a binary answer's JSON value is kept as
+// the producer sent it (docs/data-plane.md), the JSON decoder hands out the same value minified.
+std::string Minified(std::string_view text) {
+  std::string out(text.size(), '\0');
+  size_t len = 0;
+  if (simdjson::minify(text.data(), text.size(), out.data(), len) != simdjson::SUCCESS) {
+    return std::string(text);
+  }
+  out.resize(len);
+  return out;
+}
+
 // A rejection must say why and be one of the codes the sidecar maps to 400/413.
 void CheckRejection(const Status& st, const char* parser) {
   Check(st.code() == Status::Code::kInvalidArgument || st.code() == Status::Code::kTooLarge, parser,
@@ -200,7 +212,9 @@ void CheckSameEvents(const std::vector<wire::ConsumedEvent>& consumed, const std
   for (size_t i = 0; i < back->size(); ++i) {
     const auto& a = (*back)[i];
     const auto& b = consumed[i];
-    Check(a.key == b.key && a.value == b.value && a.raw == b.raw && a.partition == b.partition &&
+    const bool same_value =
+        a.value == b.value || (!a.raw && Minified(a.value) == Minified(b.value));
+    Check(a.key == b.key && same_value && a.raw == b.raw && a.partition == b.partition &&
               a.offset == b.offset && a.producer == b.producer && a.seq == b.seq &&
               a.timestamp_ms == b.timestamp_ms,
           "consume: re-encoding changed an event", again);
