@@ -122,6 +122,7 @@ Result<FlashSaleResult> RunShoalFlashSale(const FlashSaleOptions& o) {
   lo.producers = o.producers;
   lo.batch = o.batch;
   lo.producer_prefix = "peers-flash-sale";
+  lo.route_by_map = o.route_by_map;
   harness::LoadGenerator load(lo);
   const auto start = SteadyClock::now();
   load.Start();

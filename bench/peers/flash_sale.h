@@ -41,6 +41,9 @@ struct FlashSaleOptions {
   int redis_consumers = 2;
   double drain_timeout_s = 60;  // after the load, for the consumers to catch up
   bool progress = false;        // a line every 5 s on stderr
+  // Shoal's producers send each batch straight to its keys' pod, by the map (a producer outside
+  // the pods; harness::LoadOptions::route_by_map); false: every batch to one pod, which forwards.
+  bool route_by_map = true;
 };
 
 struct LagSample {

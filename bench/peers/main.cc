@@ -409,6 +409,7 @@ void PrintJson(const Options& o, const std::vector<SystemResult>& results,
   if (!flash.empty()) {
     out << ",\"flash_sale\":{\"rate\":" << o.flash.rate << ",\"duration_s\":" << o.flash.duration_s
         << ",\"consumer_cpu_us\":" << o.flash.consumer_cpu_us
+        << ",\"routed\":" << (o.flash.route_by_map ? "true" : "false")
         << ",\"redis_streams\":" << o.flash.redis_streams
         << ",\"redis_consumers\":" << o.flash.redis_consumers;
     for (const auto& f : flash) {
@@ -515,10 +516,10 @@ void PrintFlashSale(const Options& o, const std::vector<Result<FlashSaleResult>>
     if (f->system == "shoal") {
       std::printf(
           "  %-6s %s: partitions %u -> %u, pods %u -> %u; peak lag %s events at t=%.0f s; %s; "
-          "produce p99 %.1f ms\n",
+          "produce p99 %.1f ms (%s)\n",
           f->system.c_str(), o.flash.topic_file.c_str(), f->partitions_start, f->partitions_max,
           f->pods_start, f->pods_max, Commas(f->peak_lag).c_str(), f->peak_lag_at_s, caught,
-          f->produce_p99_ms);
+          f->produce_p99_ms, o.flash.route_by_map ? "routed by the map" : "through one pod");
     } else {
       std::printf(
           "  %-6s %u streams, %u consumers (fixed); peak lag %s events at t=%.0f s; %s; produce "
@@ -764,6 +765,9 @@ int main(int argc, char** argv) {
   app.add_option("--flash-consumer-cpu-us", o.flash.consumer_cpu_us,
                  "CPU microseconds a consumer spends per event, on both sides")
       ->check(CLI::Range(0, 100000));
+  app.add_flag("!--flash-no-route", o.flash.route_by_map,
+               "Flash sale: Shoal's producers send every batch to one pod (which forwards) instead "
+               "of straight to its keys' pod by the map");
   app.add_option("--redis-streams", o.flash.redis_streams, "Redis's fixed streams (flash sale)")
       ->check(CLI::Range(1, 1024));
   app.add_option("--redis-consumers", o.flash.redis_consumers,

@@ -1,7 +1,6 @@
 #include "shoal/client/producer.h"
 
 #include <openssl/rand.h>
-#include <simdjson.h>
 
 #include <algorithm>
 #include <functional>
@@ -350,36 +349,11 @@ void Producer::RouteLoop() {
 
 std::shared_ptr<Producer::Routes> Producer::ReadRoutes() {
   auto view = client_.TopicView();
-  simdjson::dom::parser parser;
-  simdjson::dom::element doc;
-  simdjson::dom::array parts;
-  // Not readable now: the routes as they were (unknown ranges go to base_url).
-  if (!view.ok() || parser.parse(*view).get(doc) || doc["partitions"].get(parts)) return nullptr;
-  std::map<std::string, std::string> data_of;  // pod -> data address
-  simdjson::dom::object peers;
-  if (doc["peers"].get(peers) == simdjson::SUCCESS) {
-    for (auto field : peers) {
-      std::string_view data;
-      if (field.value["data"].get(data) == simdjson::SUCCESS) {
-        data_of[std::string(field.key)] = std::string(data);
-      }
-    }
-  }
+  if (!view.ok()) return nullptr;  // not readable now: the routes as they were
+  auto ranges = OwnedRanges(*view);
+  if (!ranges.ok()) return nullptr;
   auto next = std::make_shared<Routes>();
-  for (auto p : parts) {
-    std::string_view state, owner;
-    RouteEntry r;
-    if (p["state"].get(state) || state != "active" || p["owner"].get(owner) || p["lo"].get(r.lo) ||
-        p["hi"].get(r.hi) || r.lo >= r.hi) {
-      continue;
-    }
-    auto it = data_of.find(std::string(owner));
-    if (it == data_of.end()) continue;
-    r.owner = OwnerClient(it->second);
-    next->entries.push_back(r);
-  }
-  std::sort(next->entries.begin(), next->entries.end(),
-            [](const RouteEntry& a, const RouteEntry& b) { return a.lo < b.lo; });
+  for (const auto& r : *ranges) next->entries.push_back({r.lo, r.hi, OwnerClient(r.data_address)});
   return next;
 }
 

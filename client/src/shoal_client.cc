@@ -8,7 +8,9 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <map>
 
+#include "shoal/common/hash.h"
 #include "shoal/common/json.h"
 #include "shoal/common/tls_cpprest.h"
 
@@ -27,6 +29,48 @@ std::string Encode(const std::vector<OutgoingEvent>& events, wire::Format format
                                          : wire::EncodeProduceRequest(ptrs);
 }
 }  // namespace
+
+Result<std::vector<OwnedRange>> OwnedRanges(std::string_view topic_view) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  simdjson::dom::array parts;
+  if (parser.parse(topic_view.data(), topic_view.size()).get(doc) || doc["partitions"].get(parts)) {
+    return Status::InvalidArgument("not a topic view: no \"partitions\" array");
+  }
+  std::map<std::string_view, std::string_view> data_of;  // pod -> data address
+  simdjson::dom::object peers;
+  if (doc["peers"].get(peers) == simdjson::SUCCESS) {
+    for (auto field : peers) {
+      std::string_view data;
+      if (field.value["data"].get(data) == simdjson::SUCCESS) data_of[field.key] = data;
+    }
+  }
+  std::vector<OwnedRange> out;
+  for (auto p : parts) {
+    std::string_view state, owner;
+    OwnedRange r;
+    if (p["state"].get(state) || state != "active" || p["owner"].get(owner) || p["lo"].get(r.lo) ||
+        p["hi"].get(r.hi) || r.lo >= r.hi) {
+      continue;
+    }
+    auto it = data_of.find(owner);
+    if (it == data_of.end()) continue;
+    r.data_address = std::string(it->second);
+    out.push_back(std::move(r));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const OwnedRange& a, const OwnedRange& b) { return a.lo < b.lo; });
+  return out;
+}
+
+const OwnedRange* RangeOf(const std::vector<OwnedRange>& ranges, std::string_view key) {
+  const uint64_t h = KeyHash(key);
+  auto it = std::upper_bound(ranges.begin(), ranges.end(), h,
+                             [](uint64_t v, const OwnedRange& r) { return v < r.lo; });
+  if (it == ranges.begin()) return nullptr;
+  --it;
+  return h < it->hi ? &*it : nullptr;
+}
 
 std::string EncodeProduceBody(const std::vector<OutgoingEvent>& events) {
   return Encode(events, wire::Format::kJson);

@@ -13,6 +13,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
 #include <utility>
@@ -63,6 +64,36 @@ std::vector<std::string> KeyNames(int keys, bool skew) {
   }
   return out;
 }
+
+namespace {
+
+// route_by_map: which pod owns each of the generator's keys, by a topic view's owned ranges.
+struct KeyOwners {
+  std::vector<int> owner_of;                // key index -> index into urls; -1: not known
+  std::vector<std::vector<uint32_t>> keys;  // per pod, the indices of its keys
+  std::vector<std::string> urls;            // the pods' data URLs
+
+  static KeyOwners Of(const std::vector<client::OwnedRange>& ranges,
+                      const std::vector<std::string>& key_names, const std::string& scheme) {
+    KeyOwners k;
+    k.owner_of.assign(key_names.size(), -1);
+    std::map<std::string_view, int> index;
+    for (uint32_t i = 0; i < key_names.size(); ++i) {
+      const client::OwnedRange* r = client::RangeOf(ranges, key_names[i]);
+      if (!r) continue;
+      auto [it, fresh] = index.try_emplace(r->data_address, static_cast<int>(k.urls.size()));
+      if (fresh) {
+        k.urls.push_back(scheme + r->data_address);
+        k.keys.emplace_back();
+      }
+      k.owner_of[i] = it->second;
+      k.keys[static_cast<size_t>(it->second)].push_back(i);
+    }
+    return k;
+  }
+};
+
+}  // namespace
 
 LoadGenerator::LoadGenerator(LoadOptions options)
     : opts_(std::move(options)),
@@ -129,6 +160,28 @@ void LoadGenerator::Run(int index) {
     last_error_ = "no targets to produce to";
     return;
   }
+  // route_by_map: the keys' owners, read from the first target every route_refresh and at once
+  // after a pod did not take a batch.
+  KeyOwners owners;
+  auto read_owners_at = std::chrono::steady_clock::now();
+  auto read_owners = [&] {
+    if (!opts_.route_by_map || std::chrono::steady_clock::now() < read_owners_at) return;
+    read_owners_at = std::chrono::steady_clock::now() + opts_.route_refresh;
+    auto view = clients[0]->TopicView();
+    if (!view.ok()) return;  // not readable now: the owners as they were
+    auto ranges = client::OwnedRanges(*view);
+    if (!ranges.ok()) return;
+    const bool tls = !opts_.targets.empty() && opts_.targets[0].rfind("https://", 0) == 0;
+    owners = KeyOwners::Of(*ranges, key_names_, tls ? "https://" : "http://");
+  };
+  auto owner_client = [&](int owner) {
+    auto& c = by_url[owners.urls[static_cast<size_t>(owner)]];
+    if (!c) {
+      c = std::make_unique<client::ShoalClient>(owners.urls[static_cast<size_t>(owner)],
+                                                opts_.topic, std::chrono::seconds(5), opts_.tls);
+    }
+    return c.get();
+  };
   std::map<std::string, uint64_t> counter;
   uint64_t seq = 0;
   size_t target = static_cast<size_t>(index) % clients.size();
@@ -146,10 +199,18 @@ void LoadGenerator::Run(int index) {
     const double t =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (opts_.duration_s > 0 && t >= opts_.duration_s) break;
+    read_owners();
     std::vector<client::OutgoingEvent> batch;
     std::vector<AckedEvent> meta;
+    int owner = -1;  // route_by_map: the pod this batch's keys are drawn from
     for (int b = 0; b < opts_.batch; ++b) {
-      const std::string& key = key_names_[rng() % key_names_.size()];
+      size_t k = rng() % key_names_.size();
+      if (b == 0 && !owners.owner_of.empty()) owner = owners.owner_of[k];
+      if (b > 0 && owner >= 0) {
+        const auto& own = owners.keys[static_cast<size_t>(owner)];
+        k = own[rng() % own.size()];
+      }
+      const std::string& key = key_names_[k];
       const uint64_t n = ++counter[key];
       batch.push_back(
           {key, "{\"p\":\"" + id + "\",\"k\":\"" + key + "\",\"n\":" + std::to_string(n) + "}", id,
@@ -164,11 +225,14 @@ void LoadGenerator::Run(int index) {
     auto backoff = std::chrono::milliseconds(5);
     bool acked = false;
     const auto sent = std::chrono::steady_clock::now();
+    // Straight to the keys' pod first (route_by_map), through the targets after a failure there.
+    client::ShoalClient* direct = owner >= 0 ? owner_client(owner) : nullptr;
     while (!stop_.load()) {
       std::vector<size_t> unknown;
-      auto r = clients[target]->Produce(batch, &unknown);
+      auto r = (direct ? direct : clients[target])->Produce(batch, &unknown);
       if (r.ok()) {
         acked = true;
+        if (direct) routed_.fetch_add(1);
         break;
       }
       if (r.status().code() == Status::Code::kSequenceUnknown && !unknown.empty()) {
@@ -194,6 +258,11 @@ void LoadGenerator::Run(int index) {
       {
         std::lock_guard<std::mutex> lock(mu_);
         last_error_ = r.status().message();
+      }
+      if (direct) {
+        direct = nullptr;  // the pod did not take it: the targets, and the owners read again
+        read_owners_at = std::chrono::steady_clock::now();
+        continue;
       }
       target = (target + 1) % clients.size();
       std::this_thread::sleep_for(backoff);  // backoff before retrying a refused batch

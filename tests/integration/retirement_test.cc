@@ -28,6 +28,7 @@
 #include "support/http_test_client.h"
 #include "support/sidecar_process.h"
 #include "support/topic_view.h"
+#include "support/verify_load.h"
 
 namespace shoal::testing {
 namespace {
@@ -263,19 +264,7 @@ TEST(RetirementTest, ASealedParentConsumedToItsEndIsRetiredOnEveryPodUnderLoad) 
       50ms))
       << "the group did not drain\n"
       << describe();
-  std::vector<harness::SeenEvent> seen;
-  for (auto& consumer : consumers) {
-    consumer->Stop();
-    auto s = consumer->TakeSeen();
-    seen.insert(seen.end(), s.begin(), s.end());
-  }
-  auto acked = load.TakeAcked();
-  ASSERT_GT(acked.size(), 900u);
-  auto report = harness::Verify(acked, seen);
-  EXPECT_TRUE(report.ok()) << report.ToText();
-  EXPECT_EQ(report.lost, 0u);
-  EXPECT_EQ(report.duplicated, 0u);
-  EXPECT_EQ(report.reordered, 0u);
+  ExpectEachAckedEventOnceInOrder(consumers, load, 901);
 
   // With the load stopped, each successor's sketch accounts for every append.
   {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "shoal/common/status.h"
@@ -42,6 +43,18 @@ std::string EncodeBinaryProduceBody(const std::vector<OutgoingEvent>& events);
 inline bool Retryable(const Status& st) {
   return st.code() == Status::Code::kUnavailable || st.code() == Status::Code::kNoSpace;
 }
+
+// An active partition's hash range [lo, hi) and the data address ("host:port") of the pod that
+// owns it.
+struct OwnedRange {
+  uint64_t lo = 0, hi = 0;
+  std::string data_address;
+};
+// The owned ranges a topic view (GET /v1/topics/{topic}: its partitions and "peers") shows, by
+// lo: the active partitions whose owner's address it lists. An error when it is not a view.
+Result<std::vector<OwnedRange>> OwnedRanges(std::string_view topic_view);
+// The range holding `key` (by KeyHash, as the sidecars route), or nullptr.
+const OwnedRange* RangeOf(const std::vector<OwnedRange>& ranges, std::string_view key);
 
 class ShoalClient {
  public:

@@ -63,6 +63,14 @@ struct LoadOptions {
   bool spread = false;
   // TLS to the targets (https:// URLs), for a topic whose pods require it (shoal/common/tls.h).
   TlsClientFiles tls;
+  // A producer outside the pods (client::ProducerOptions::route_by_map): each batch holds keys of
+  // one pod's partitions and goes straight to that pod, by the owners the first target's topic
+  // view shows (its partitions and "peers"), read every route_refresh. The keys stay uniformly
+  // drawn: a batch's first key from all keys, the others from the keys of that key's pod. A
+  // batch the pod does not take goes through the targets (which forward it) and the map is read
+  // again.
+  bool route_by_map = false;
+  std::chrono::milliseconds route_refresh{1000};
 };
 
 // The load generator's key names: `keys` of them, "key-<i>", or with `skew` names chosen so that
@@ -94,6 +102,8 @@ class LoadGenerator {
   uint64_t retries() const { return retries_.load(); }
   // Events given up because the sidecar answered sequence_unknown for them (never acked).
   uint64_t abandoned() const { return abandoned_.load(); }
+  // Batches a pod took straight from this generator (route_by_map).
+  uint64_t routed() const { return routed_.load(); }
   std::string last_error() const;
 
  private:
@@ -102,7 +112,7 @@ class LoadGenerator {
   const LoadOptions opts_;
   const std::vector<std::string> key_names_;
   std::atomic<bool> stop_{false};
-  std::atomic<uint64_t> acked_{0}, retries_{0}, abandoned_{0};
+  std::atomic<uint64_t> acked_{0}, retries_{0}, abandoned_{0}, routed_{0};
   mutable std::mutex mu_;
   std::vector<AckedEvent> acked_events_;  // guarded by mu_
   std::vector<double> latencies_ms_;      // guarded by mu_
