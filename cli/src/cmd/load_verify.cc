@@ -98,9 +98,12 @@ int RunLoad(LoadCmd c) {
   for (const auto& e : acked) out << harness::AckedLine(e) << "\n";
   if (c.json) {
     std::cout << "{\"acked\":" << acked.size() << ",\"retried_batches\":" << gen.retries()
-              << ",\"duration_s\":" << c.load.duration_s << "}\n";
+              << ",\"routed_batches\":" << gen.routed() << ",\"duration_s\":" << c.load.duration_s
+              << "}\n";
   } else {
-    std::cout << "acked " << acked.size() << " events, " << gen.retries() << " retried batches\n";
+    std::cout << "acked " << acked.size() << " events, " << gen.retries() << " retried batches";
+    if (c.load.route_by_map) std::cout << ", " << gen.routed() << " sent straight to their pod";
+    std::cout << "\n";
   }
   return 0;
 }
@@ -213,6 +216,9 @@ void RegisterLoadVerify(CLI::App& app, int& exit_code) {
   load->add_option("--duration", l->load.duration_s, "Seconds");
   load->add_option("--seed", l->load.seed, "Random seed");
   load->add_option("--producer-prefix", l->load.producer_prefix, "Producer id prefix");
+  load->add_flag("--route", l->load.route_by_map,
+                 "Send each batch straight to its keys' pod, by the map the first target shows "
+                 "(a producer outside the pods; without it the targets forward)");
   load->add_option("--acked-out", l->acked_out, "Write acknowledged events here (JSON lines)");
   load->add_flag("--json", l->json, "Print one JSON object");
   l->tls.Register(load);

@@ -280,6 +280,7 @@ class Run {
     // Producers spread over the ready pods, as a Service in front of the topic's pods would
     // (each sidecar forwards what another pod owns): not all through pod 0.
     lo.spread = true;
+    lo.route_by_map = o_.route;
     harness::LoadGenerator load(lo);
     auto follow_pods = [&] {
       auto pods = (*platform)->ListPods();
@@ -741,6 +742,9 @@ void RegisterUp(CLI::App& app, int& exit_code) {
   cmd->add_option("--console-port", o->console_port,
                   "The live console on 127.0.0.1 (docs/console.md; 0: off)");
   cmd->add_flag("--no-load", o->no_load, "Leave the topic running for your own producers");
+  cmd->add_flag("--route", o->route,
+                "Producers send each batch straight to its keys' pod by the map (as a producer "
+                "outside the pods) instead of over the pods as a Service would");
   cmd->add_flag("--compare", o->compare,
                 "Also run static at the baseline and at the peak size, and compare");
   cmd->add_flag("--fresh", o->fresh, "Start from an empty state directory");

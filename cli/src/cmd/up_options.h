@@ -28,6 +28,9 @@ struct UpOptions {
   uint16_t control_port = 9400;
   uint16_t console_port = 9401;
   bool no_load = false;
+  // The producers send each batch straight to its keys' pod by the map (a producer outside the
+  // pods, harness::LoadOptions::route_by_map) instead of over the ready pods as a Service would.
+  bool route = false;
   bool compare = false;
   bool scheduled_sale = true;  // the flash sale is announced: a schedule holds its capacity
   bool fresh = false;
