@@ -65,35 +65,42 @@ std::vector<std::string> KeyNames(int keys, bool skew) {
   return out;
 }
 
-namespace {
-
-// route_by_map: which pod owns each of the generator's keys, by a topic view's owned ranges.
-struct KeyOwners {
-  std::vector<int> owner_of;                // key index -> index into urls; -1: not known
-  std::vector<std::vector<uint32_t>> keys;  // per pod, the indices of its keys
-  std::vector<std::string> urls;            // the pods' data URLs
+// route_by_map: which pod owns each of the generator's keys, by a topic view's owned ranges. The
+// keys fall into groups, one per pod and a last one for the keys of no known pod (a range whose
+// owner the view does not list, or in no active partition now): a batch draws its keys from one
+// group, which keeps them uniformly drawn.
+struct LoadGenerator::KeyOwners {
+  std::vector<size_t> group_of;             // key index -> its group
+  std::vector<std::vector<uint32_t>> keys;  // per group, the indices of its keys (never empty)
+  std::vector<std::string> urls;            // the pods' data URLs: groups 0..urls.size()-1
 
   static KeyOwners Of(const std::vector<client::OwnedRange>& ranges,
                       const std::vector<std::string>& key_names, const std::string& scheme) {
     KeyOwners k;
-    k.owner_of.assign(key_names.size(), -1);
-    std::map<std::string_view, int> index;
+    k.group_of.assign(key_names.size(), 0);
+    std::map<std::string_view, size_t> index;
+    std::vector<uint32_t> unknown;
     for (uint32_t i = 0; i < key_names.size(); ++i) {
       const client::OwnedRange* r = client::RangeOf(ranges, key_names[i]);
-      if (!r) continue;
-      auto [it, fresh] = index.try_emplace(r->data_address, static_cast<int>(k.urls.size()));
+      if (!r) {
+        unknown.push_back(i);
+        continue;
+      }
+      auto [it, fresh] = index.try_emplace(r->data_address, k.urls.size());
       if (fresh) {
         k.urls.push_back(scheme + r->data_address);
         k.keys.emplace_back();
       }
-      k.owner_of[i] = it->second;
-      k.keys[static_cast<size_t>(it->second)].push_back(i);
+      k.group_of[i] = it->second;
+      k.keys[it->second].push_back(i);
+    }
+    if (!unknown.empty()) {
+      for (uint32_t i : unknown) k.group_of[i] = k.keys.size();
+      k.keys.push_back(std::move(unknown));
     }
     return k;
   }
 };
-
-}  // namespace
 
 LoadGenerator::LoadGenerator(LoadOptions options)
     : opts_(std::move(options)),
@@ -102,13 +109,64 @@ LoadGenerator::LoadGenerator(LoadOptions options)
 LoadGenerator::~LoadGenerator() { Stop(); }
 
 void LoadGenerator::Start() {
+  if (opts_.route_by_map) owners_thread_ = std::thread([this] { ReadOwners(); });
   for (int i = 0; i < opts_.producers; ++i) threads_.emplace_back([this, i] { Run(i); });
 }
 
 void LoadGenerator::Stop() {
-  stop_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  owners_cv_.notify_all();
   for (auto& t : threads_) t.join();
   threads_.clear();
+  if (owners_thread_.joinable()) owners_thread_.join();
+}
+
+void LoadGenerator::ReadOwners() {
+  // A client per first target (SetTargets may change it), with the short timeout of a direct send.
+  std::map<std::string, std::unique_ptr<client::ShoalClient>> views;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_.load()) {
+    read_owners_now_ = false;
+    const std::string target = targets_.empty() ? std::string() : targets_[0];
+    lock.unlock();
+    std::shared_ptr<const KeyOwners> next;
+    if (!target.empty()) {
+      auto& c = views[target];
+      if (!c)
+        c = std::make_unique<client::ShoalClient>(target, opts_.topic, kDirectTimeout, opts_.tls);
+      auto view = c->TopicView();
+      auto ranges = view.ok() ? client::OwnedRanges(*view)
+                              : Result<std::vector<client::OwnedRange>>(view.status());
+      if (ranges.ok()) {
+        next = std::make_shared<const KeyOwners>(
+            KeyOwners::Of(*ranges, key_names_, opts_.tls.enabled() ? "https://" : "http://"));
+      }
+    }
+    lock.lock();
+    if (next) owners_ = std::move(next);  // not readable now: the owners as they were
+    owners_read_ = true;
+    owners_cv_.notify_all();
+    owners_cv_.wait_for(lock, opts_.route_refresh,
+                        [&] { return stop_.load() || read_owners_now_; });
+  }
+}
+
+std::shared_ptr<const LoadGenerator::KeyOwners> LoadGenerator::CurrentOwners() {
+  std::unique_lock<std::mutex> lock(mu_);
+  // The first batches wait for the first read (at most kDirectTimeout), so that they are routed.
+  owners_cv_.wait(lock, [&] { return stop_.load() || owners_read_; });
+  return owners_;
+}
+
+void LoadGenerator::ReadOwnersNow() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    read_owners_now_ = true;
+  }
+  owners_cv_.notify_all();
 }
 
 std::vector<AckedEvent> LoadGenerator::TakeAcked() {
@@ -160,26 +218,18 @@ void LoadGenerator::Run(int index) {
     last_error_ = "no targets to produce to";
     return;
   }
-  // route_by_map: the keys' owners, read from the first target every route_refresh and at once
-  // after a pod did not take a batch.
-  KeyOwners owners;
-  auto read_owners_at = std::chrono::steady_clock::now();
-  auto read_owners = [&] {
-    if (!opts_.route_by_map || std::chrono::steady_clock::now() < read_owners_at) return;
-    read_owners_at = std::chrono::steady_clock::now() + opts_.route_refresh;
-    auto view = clients[0]->TopicView();
-    if (!view.ok()) return;  // not readable now: the owners as they were
-    auto ranges = client::OwnedRanges(*view);
-    if (!ranges.ok()) return;
-    const bool tls = !opts_.targets.empty() && opts_.targets[0].rfind("https://", 0) == 0;
-    owners = KeyOwners::Of(*ranges, key_names_, tls ? "https://" : "http://");
-  };
-  auto owner_client = [&](int owner) {
-    auto& c = by_url[owners.urls[static_cast<size_t>(owner)]];
-    if (!c) {
-      c = std::make_unique<client::ShoalClient>(owners.urls[static_cast<size_t>(owner)],
-                                                opts_.topic, std::chrono::seconds(5), opts_.tls);
+  // route_by_map: clients of the pods, and the pods left out until a time (one that did not answer
+  // a direct send within kShunAfter: an address this generator cannot reach, or a paused pod).
+  std::map<std::string, std::unique_ptr<client::ShoalClient>> owner_clients;
+  std::map<std::string, std::chrono::steady_clock::time_point> shunned;
+  auto direct_client = [&](const std::string& url) -> client::ShoalClient* {
+    auto it = shunned.find(url);
+    if (it != shunned.end()) {
+      if (std::chrono::steady_clock::now() < it->second) return nullptr;
+      shunned.erase(it);
     }
+    auto& c = owner_clients[url];
+    if (!c) c = std::make_unique<client::ShoalClient>(url, opts_.topic, kDirectTimeout, opts_.tls);
     return c.get();
   };
   std::map<std::string, uint64_t> counter;
@@ -199,16 +249,16 @@ void LoadGenerator::Run(int index) {
     const double t =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (opts_.duration_s > 0 && t >= opts_.duration_s) break;
-    read_owners();
+    const std::shared_ptr<const KeyOwners> owners = opts_.route_by_map ? CurrentOwners() : nullptr;
     std::vector<client::OutgoingEvent> batch;
     std::vector<AckedEvent> meta;
-    int owner = -1;  // route_by_map: the pod this batch's keys are drawn from
+    size_t group = 0;  // route_by_map: the group this batch's keys are drawn from
     for (int b = 0; b < opts_.batch; ++b) {
       size_t k = rng() % key_names_.size();
-      if (b == 0 && !owners.owner_of.empty()) owner = owners.owner_of[k];
-      if (b > 0 && owner >= 0) {
-        const auto& own = owners.keys[static_cast<size_t>(owner)];
-        k = own[rng() % own.size()];
+      if (owners && b == 0) group = owners->group_of[k];
+      if (owners && b > 0) {
+        const auto& keys = owners->keys[group];
+        k = keys[rng() % keys.size()];
       }
       const std::string& key = key_names_[k];
       const uint64_t n = ++counter[key];
@@ -226,9 +276,12 @@ void LoadGenerator::Run(int index) {
     bool acked = false;
     const auto sent = std::chrono::steady_clock::now();
     // Straight to the keys' pod first (route_by_map), through the targets after a failure there.
-    client::ShoalClient* direct = owner >= 0 ? owner_client(owner) : nullptr;
+    const std::string* owner_url =
+        owners && group < owners->urls.size() ? &owners->urls[group] : nullptr;
+    client::ShoalClient* direct = owner_url ? direct_client(*owner_url) : nullptr;
     while (!stop_.load()) {
       std::vector<size_t> unknown;
+      const auto attempt = std::chrono::steady_clock::now();
       auto r = (direct ? direct : clients[target])->Produce(batch, &unknown);
       if (r.ok()) {
         acked = true;
@@ -260,8 +313,12 @@ void LoadGenerator::Run(int index) {
         last_error_ = r.status().message();
       }
       if (direct) {
-        direct = nullptr;  // the pod did not take it: the targets, and the owners read again
-        read_owners_at = std::chrono::steady_clock::now();
+        // The pod did not take it: through the targets, and the owners read again at once.
+        if (std::chrono::steady_clock::now() - attempt >= kShunAfter) {
+          shunned[*owner_url] = std::chrono::steady_clock::now() + kShunFor;
+        }
+        direct = nullptr;
+        ReadOwnersNow();
         continue;
       }
       target = (target + 1) % clients.size();

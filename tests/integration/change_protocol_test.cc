@@ -674,7 +674,7 @@ TEST(ChangeProtocolTest, SplitMergeMoveUnderLoadDeliverEveryAckedEventOnceInOrde
       << ViewText(c.pod(0)) << "\n"
       << ViewText(c.pod(1)) << "\n"
       << c.Describe();
-  ExpectEachAckedEventOnceInOrder(consumers, load, 2401);
+  ExpectEachAckedEventOnceInOrder(consumers, load.TakeAcked(), 2401);
 
   // Parents first per hash point, per group (invariant 3): a fresh group reads pod-0 first.
   // pod-0 owns p4 and p5 (the split of its own p0) and p7 (the move of pod-1's p3): it hands the
@@ -757,14 +757,29 @@ TEST(ChangeProtocolTest, SplitMergeMoveUnderLoadDeliverEveryAckedEventOnceInOrde
   }
 }
 
-// ---------------------------------------------------------------------------------------------
-// 4. A seal survives kill -9.
+// Produce requests the cluster's pods answered 200 (each batch sent straight to its owner is one;
+// a batch a pod forwards is two or more).
+double ProduceRequests(Cluster& c) {
+  double n = 0;
+  for (size_t i = 0; i < c.size(); ++i) {
+    std::istringstream in(c.pod(i).MetricsClient()->Get("/metrics").body);
+    std::string produce;
+    for (std::string line; std::getline(in, line);) {
+      if (line.find("endpoint=\"produce\"") != std::string::npos &&
+          line.find("code=\"200\"") != std::string::npos) {
+        produce += line + "\n";
+      }
+    }
+    n += SumMetric(produce, "shoal_http_requests_total");
+  }
+  return n;
+}
 
 // A load generator outside the pods routing by the map (LoadOptions::route_by_map), given only
-// pod-0: while the map holds, every batch goes straight to its keys' pod and is taken there (none
-// through pod-0's forwarding); through a split and a move, with the owners read again every
-// 300 ms (batches go to a stale owner in between, which forwards them), every acknowledged event
-// is delivered once, each key in order.
+// pod-0. While the map holds, each batch is one request, to its keys' pod (none forwarded).
+// Through a split and a move, with the owners read again every 300 ms (batches go to a stale
+// owner in between, which forwards them), every acknowledged event is delivered once, each key in
+// order; once the owners were read again, batches go straight to the new owners.
 TEST(ChangeProtocolTest, ALoadRoutedByTheMapGoesStraightToOwnersAndLosesNothingThroughChanges) {
   Cluster c(2, "interval");
   ASSERT_TRUE(c.Start().ok()) << c.Describe();
@@ -778,22 +793,29 @@ TEST(ChangeProtocolTest, ALoadRoutedByTheMapGoesStraightToOwnersAndLosesNothingT
   lo.rate = 2000;
   lo.route_by_map = true;
   lo.route_refresh = std::chrono::milliseconds(300);
+  std::vector<harness::AckedEvent> acked;
+  {
+    // The map holds: exactly one request per batch, every batch taken where it was sent.
+    lo.producer_prefix = "steady";
+    harness::LoadGenerator load(lo);
+    const double requests_before = ProduceRequests(c);
+    load.Start();
+    ASSERT_TRUE(MoreAcked(load, 600)) << load.last_error() << "\n" << c.Describe();
+    load.Stop();
+    EXPECT_EQ(load.retries(), 0u) << load.last_error();
+    EXPECT_EQ(load.routed() * static_cast<uint64_t>(lo.batch), load.acked());
+    EXPECT_EQ(ProduceRequests(c) - requests_before, static_cast<double>(load.routed()));
+    auto view1 = GetView(c.pod(1));
+    ASSERT_TRUE(view1.ok());
+    EXPECT_GT(view1->partitions[1].end_offset + view1->partitions[3].end_offset, 0u) << *view1;
+    acked = load.TakeAcked();
+  }
+
+  lo.producer_prefix = "changes";
   harness::LoadGenerator load(lo);
   load.Start();
   auto more_acked = [&](uint64_t n) { return MoreAcked(load, n); };
   ASSERT_TRUE(more_acked(600)) << load.last_error() << "\n" << c.Describe();
-  // The map has not changed: every batch was taken by the pod it was sent to, and pod-1 holds
-  // its keys' events though the generator was given only pod-0.
-  // (A batch counts as routed before it counts as acknowledged: acked read first.)
-  const uint64_t acked_so_far = load.acked();
-  EXPECT_GE(load.routed() * static_cast<uint64_t>(lo.batch), acked_so_far);
-  EXPECT_EQ(load.retries(), 0u) << load.last_error();
-  {
-    auto view1 = GetView(c.pod(1));
-    ASSERT_TRUE(view1.ok());
-    EXPECT_GT(view1->partitions[1].end_offset + view1->partitions[3].end_offset, 0u) << *view1;
-  }
-
   // Split p0 (pod-0), then move p1 (pod-1) to pod-0.
   {
     const PartitionInfo p0 = *c.current().Find(PartitionId(0));
@@ -809,15 +831,27 @@ TEST(ChangeProtocolTest, ALoadRoutedByTheMapGoesStraightToOwnersAndLosesNothingT
     Status st = c.Apply(*next);
     ASSERT_TRUE(st.ok()) << st.ToString() << "\n" << c.Describe();
   }
-  ASSERT_TRUE(more_acked(600)) << load.last_error() << "\n" << c.Describe();
+  ASSERT_TRUE(more_acked(1200)) << load.last_error() << "\n" << c.Describe();
+  // The owners were read again: p1's keys go to pod-0 now, not to pod-1 to be forwarded (with
+  // the old owners about half of the batches would be forwarded, a request more each). A few
+  // batches in flight at either end of the window.
+  const double requests_from = ProduceRequests(c);
+  const uint64_t acked_from = load.acked();
+  ASSERT_TRUE(more_acked(1200)) << load.last_error() << "\n" << c.Describe();
+  const double batches = static_cast<double>(load.acked() - acked_from) / lo.batch;
+  EXPECT_LE(ProduceRequests(c) - requests_from, batches + 10);
   load.Stop();
-  EXPECT_GT(load.routed(), 0u);
 
   ASSERT_TRUE(WaitFor([&] { return EveryPodCaughtUp(c, "verify"); }, 20s, 50ms))
       << "the group did not drain\n"
       << c.Describe();
-  ExpectEachAckedEventOnceInOrder(consumers, load, 1800);
+  auto more = load.TakeAcked();
+  acked.insert(acked.end(), more.begin(), more.end());
+  ExpectEachAckedEventOnceInOrder(consumers, acked, 4200);
 }
+
+// ---------------------------------------------------------------------------------------------
+// 4. A seal survives kill -9.
 
 TEST(ChangeProtocolTest, SealSurvivesKill9AndTheChangeCompletesWhenRunAgain) {
   Cluster c(2, "always");

@@ -264,7 +264,7 @@ TEST(RetirementTest, ASealedParentConsumedToItsEndIsRetiredOnEveryPodUnderLoad) 
       50ms))
       << "the group did not drain\n"
       << describe();
-  ExpectEachAckedEventOnceInOrder(consumers, load, 901);
+  ExpectEachAckedEventOnceInOrder(consumers, load.TakeAcked(), 901);
 
   // With the load stopped, each successor's sketch accounts for every append.
   {

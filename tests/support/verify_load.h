@@ -1,5 +1,5 @@
 // ExpectEachAckedEventOnceInOrder: stops a group's consumers (harness::GroupConsumer) and checks
-// what they saw against what a load generator had acknowledged (at least `min_acked` events):
+// what they saw against what load generators had acknowledged (at least `min_acked` events):
 // nothing lost, duplicated or reordered (harness::Verify). For tests that drove a topic with the
 // harness's workload and drained the group first.
 #pragma once
@@ -15,15 +15,14 @@
 namespace shoal::testing {
 
 inline void ExpectEachAckedEventOnceInOrder(
-    std::vector<std::unique_ptr<harness::GroupConsumer>>& consumers, harness::LoadGenerator& load,
-    size_t min_acked) {
+    std::vector<std::unique_ptr<harness::GroupConsumer>>& consumers,
+    const std::vector<harness::AckedEvent>& acked, size_t min_acked) {
   std::vector<harness::SeenEvent> seen;
   for (auto& consumer : consumers) {
     consumer->Stop();
     auto s = consumer->TakeSeen();
     seen.insert(seen.end(), s.begin(), s.end());
   }
-  auto acked = load.TakeAcked();
   ASSERT_GE(acked.size(), min_acked);
   auto report = harness::Verify(acked, seen);
   EXPECT_TRUE(report.ok()) << report.ToText();

@@ -25,8 +25,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -65,10 +67,10 @@ struct LoadOptions {
   TlsClientFiles tls;
   // A producer outside the pods (client::ProducerOptions::route_by_map): each batch holds keys of
   // one pod's partitions and goes straight to that pod, by the owners the first target's topic
-  // view shows (its partitions and "peers"), read every route_refresh. The keys stay uniformly
-  // drawn: a batch's first key from all keys, the others from the keys of that key's pod. A
-  // batch the pod does not take goes through the targets (which forward it) and the map is read
-  // again.
+  // view shows (its partitions and "peers"), read by a thread of its own every route_refresh.
+  // The keys stay uniformly drawn: a batch's first key from all keys, the others from the keys of
+  // that key's pod. A batch the pod does not take goes through the targets (which forward it)
+  // and the map is read again at once; a pod that did not answer within 5 s is left out for 30 s.
   bool route_by_map = false;
   std::chrono::milliseconds route_refresh{1000};
 };
@@ -107,7 +109,17 @@ class LoadGenerator {
   std::string last_error() const;
 
  private:
+  struct KeyOwners;  // route_by_map: the pod of each key (workload.cc)
   void Run(int index);
+  // route_by_map: the owners' reader (a thread of its own: a slow first target never holds up a
+  // batch), every route_refresh and at once when asked; the snapshot, after the first read.
+  void ReadOwners();
+  std::shared_ptr<const KeyOwners> CurrentOwners();
+  void ReadOwnersNow();
+  // A direct send's timeout; a pod that took this long to fail is left out for kShunFor.
+  static constexpr std::chrono::milliseconds kDirectTimeout{5000};
+  static constexpr std::chrono::milliseconds kShunAfter{4500};
+  static constexpr std::chrono::seconds kShunFor{30};
 
   const LoadOptions opts_;
   const std::vector<std::string> key_names_;
@@ -120,6 +132,11 @@ class LoadGenerator {
   std::vector<std::string> targets_;      // guarded by mu_
   std::atomic<uint64_t> targets_version_{0};
   std::vector<std::thread> threads_;
+  std::shared_ptr<const KeyOwners> owners_;  // guarded by mu_
+  bool owners_read_ = false;                 // the first read ended; guarded by mu_
+  bool read_owners_now_ = false;             // guarded by mu_
+  std::condition_variable owners_cv_;
+  std::thread owners_thread_;
 };
 
 struct ConsumerOptions {
