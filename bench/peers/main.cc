@@ -553,12 +553,26 @@ int Run(Options o) {
       if (!ShoalVariantOf(n) && n != "redis" && n != "jetstream") {
         std::cerr << "shoal-bench-peers: unknown system " << n
                   << " (--systems takes redis, jetstream, and shoal followed by any of -binary, "
-                     "-tls, -rf3 in that order: shoal, shoal-binary, shoal-tls, shoal-rf3, "
-                     "shoal-binary-rf3, ...)\n";
+                     "-tls, -rf3 in that order, and -routed after -rf3: shoal, shoal-binary, "
+                     "shoal-tls, shoal-rf3, shoal-binary-rf3, shoal-binary-rf3-routed, ...)\n";
         return 2;
       }
       names.push_back(n);
     }
+  }
+  // A pod serves its consumers the partitions it leads: with three pods (-rf3) each needs one of
+  // the connections' consumers (connection i reads through pod i % 3).
+  const bool three_pods = std::any_of(names.begin(), names.end(), [](const std::string& n) {
+    auto v = ShoalVariantOf(n);
+    return v && v->rf3;
+  });
+  if (three_pods && o.connections < 3) {
+    if (!o.smoke) {
+      std::cerr << "shoal-bench-peers: the -rf3 variants run three pods, each read by a "
+                   "connection's consumer: give --connections 3 or more\n";
+      return 2;
+    }
+    o.connections = 3;
   }
   // Every program the run needs is looked for before anything starts.
   const std::string sidecar = FindProjectBinary("shoal-sidecar", "SHOAL_SIDECAR", "sidecar");
@@ -724,7 +738,8 @@ int main(int argc, char** argv) {
                  "Comma-separated: shoal,redis,jetstream, and Shoal's variants: shoal followed by "
                  "any of -binary (the binary batch format), -tls (TLS and client certificates, as "
                  "a topic's pods require it), -rf3 (three pods, three copies, acks quorum), in "
-                 "that order; empty: only the flash sale");
+                 "that order, and after -rf3 -routed (each batch straight to the pod that leads "
+                 "its partitions, none forwarded); empty: only the flash sale");
   app.add_option("--duration", o.duration_s, "Seconds of each produce run, after the warm-up")
       ->check(CLI::Range(0.1, 3600.0));
   app.add_option("--warmup", o.warmup_s, "Seconds before measuring")->check(CLI::Range(0.0, 600.0));

@@ -32,8 +32,11 @@ std::optional<ShoalVariant> ShoalVariantOf(const std::string& name) {
   for (bool binary : {false, true}) {
     for (bool tls : {false, true}) {
       for (bool rf3 : {false, true}) {
-        ShoalVariant v{.tls = tls, .binary = binary, .rf3 = rf3};
-        if (v.Name() == name) return v;
+        for (bool routed : {false, true}) {
+          if (routed && !rf3) continue;
+          ShoalVariant v{.tls = tls, .binary = binary, .rf3 = rf3, .routed = routed};
+          if (v.Name() == name) return v;
+        }
       }
     }
   }

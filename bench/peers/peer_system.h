@@ -84,7 +84,7 @@ Result<std::vector<std::vector<BenchBatch>>> BuildBatches(int connections, int p
                                                           uint32_t partitions);
 
 // How Shoal runs in a run of the benchmark; its name in the results says which: "shoal"
-// followed by any of "-binary", "-tls", "-rf3", in that order.
+// followed by any of "-binary", "-tls", "-rf3", in that order, and "-routed" after "-rf3".
 struct ShoalVariant {
   // -tls: the sidecars TLS only (to each other as well) and their clients with certificates of
   // a CA made for the run.
@@ -96,9 +96,13 @@ struct ShoalVariant {
   // once two copies hold it); producer and consumer connection i talks to pod i % 3, which
   // forwards the events of the other pods' partitions, as an application outside the pods.
   bool rf3 = false;
+  // -routed (with -rf3): each producer connection's events regrouped by the pod that leads their
+  // partition, in batches of the same size, each sent straight to that pod (as the client's
+  // producer with route_by_map does): no forwarding.
+  bool routed = false;
   std::string Name() const {
     return std::string("shoal") + (binary ? "-binary" : "") + (tls ? "-tls" : "") +
-           (rf3 ? "-rf3" : "");
+           (rf3 ? "-rf3" : "") + (rf3 && routed ? "-routed" : "");
   }
 };
 // The variant a system name stands for, or nullopt when it is none.

@@ -4,6 +4,7 @@
 // batches) and consumed through the data plane's GET, each carrying the commit of the batch
 // before it.
 #include <algorithm>
+#include <memory>
 #include <optional>
 
 #include "peer_system.h"
@@ -25,12 +26,56 @@ namespace {
 constexpr char kTopic[] = "bench";
 constexpr char kGroup[] = "bench";
 
+struct PodAddress {
+  std::string host;
+  uint16_t port = 0;
+};
+
+// The events of `batches` regrouped by the pod that leads their partition (`pod_of`, by
+// partition), in batches of the same size taken from the pods in turn; a pod's last partial
+// batch is left out. `pod_of_batch` receives each batch's pod.
+std::vector<BenchBatch> RegroupByPod(const std::vector<BenchBatch>& batches,
+                                     const std::vector<size_t>& pod_of, size_t pods,
+                                     std::vector<size_t>* pod_of_batch) {
+  const size_t size = batches.empty() ? 0 : batches[0].size();
+  std::vector<BenchBatch> by_pod(pods);
+  for (const auto& b : batches) {
+    for (const auto& e : b) by_pod[pod_of[e.partition]].push_back(e);
+  }
+  std::vector<BenchBatch> out;
+  std::vector<size_t> next(pods, 0);
+  for (bool more = size > 0; more;) {
+    more = false;
+    for (size_t p = 0; p < pods; ++p) {
+      if (by_pod[p].size() - next[p] < size) continue;
+      const auto first = by_pod[p].begin() + static_cast<std::ptrdiff_t>(next[p]);
+      out.emplace_back(first, first + static_cast<std::ptrdiff_t>(size));
+      pod_of_batch->push_back(p);
+      next[p] += size;
+      more = true;
+    }
+  }
+  return out;
+}
+
 class ShoalProducer final : public PeerProducer {
  public:
-  ShoalProducer(const std::string& host, uint16_t port, const RawHttpOptions& options,
-                const std::vector<BenchBatch>& batches, bool binary)
-      : conn_(host, port, options), path_(std::string("/v1/topics/") + kTopic + "/events") {
-    for (const auto& batch : batches) {
+  // Every batch to pods[0]; with `pod_of` (by partition: the pod that leads it) the batches
+  // regrouped so that each goes straight to its pod (RegroupByPod).
+  ShoalProducer(const std::vector<PodAddress>& pods, const std::vector<size_t>& pod_of,
+                const RawHttpOptions& options, const std::vector<BenchBatch>& batches, bool binary)
+      : path_(std::string("/v1/topics/") + kTopic + "/events") {
+    std::vector<size_t> pod_of_batch;
+    const std::vector<BenchBatch> regrouped =
+        pod_of.empty() ? std::vector<BenchBatch>()
+                       : RegroupByPod(batches, pod_of, pods.size(), &pod_of_batch);
+    const bool routed = !regrouped.empty();
+    for (size_t p = 0; p < (routed ? pods.size() : 1); ++p) {
+      conns_.push_back(std::make_unique<RawHttpConnection>(pods[p].host, pods[p].port, options));
+    }
+    const auto& send = routed ? regrouped : batches;
+    for (size_t i = 0; i < send.size(); ++i) {
+      const auto& batch = send[i];
       if (binary) {
         // The values as opaque bytes: the JSON text they hold is the application's business.
         std::vector<wire::ProduceEvent> events(batch.size());
@@ -48,21 +93,23 @@ class ShoalProducer final : public PeerProducer {
       }
       stamps_.push_back(harness::FindStamps(bodies_.back()));
       sizes_.push_back(batch.size());
+      conn_of_.push_back(routed ? pod_of_batch[i] : 0);
     }
   }
 
   Status Send(uint64_t i, uint64_t stamp_ns) override {
     const size_t b = i % bodies_.size();
     if (stamp_ns) harness::StampAt(bodies_[b], stamps_[b], stamp_ns);
-    return harness::PostProduceBody(conn_, path_, bodies_[b], sizes_[b], &answer_);
+    return harness::PostProduceBody(*conns_[conn_of_[b]], path_, bodies_[b], sizes_[b], &answer_);
   }
 
  private:
-  RawHttpConnection conn_;
+  std::vector<std::unique_ptr<RawHttpConnection>> conns_;
   const std::string path_;
   std::vector<std::string> bodies_;
   std::vector<std::vector<size_t>> stamps_;
   std::vector<size_t> sizes_;
+  std::vector<size_t> conn_of_;  // each body's connection
   std::string answer_;
 };
 
@@ -160,11 +207,23 @@ class ShoalSystem final : public PeerSystem {
   Result<std::unique_ptr<PeerProducer>> NewProducer(
       const std::vector<BenchBatch>& batches) override {
     if (pods_.empty()) return Status::FailedPrecondition("shoal is not started");
-    const auto& pod = pods_[producers_++ % pods_.size()];
+    // Connection i's first (with routing: only) pod is pod i % pods.
+    std::vector<PodAddress> pods;
+    for (size_t k = 0; k < pods_.size(); ++k) {
+      const auto& pod = pods_[(producers_ + k) % pods_.size()];
+      pods.push_back({pod.host, pod.port});
+    }
+    std::vector<size_t> pod_of;  // by partition, the index into `pods` of its leader
+    if (variant_.routed) {
+      for (size_t leader : leader_of_) {
+        pod_of.push_back((leader + pods_.size() - producers_ % pods_.size()) % pods_.size());
+      }
+    }
+    ++producers_;
     RawHttpOptions options = client_;
     if (variant_.binary) options.content_type = std::string(wire::kBinaryType);
     return std::unique_ptr<PeerProducer>(
-        std::make_unique<ShoalProducer>(pod.host, pod.port, options, batches, variant_.binary));
+        std::make_unique<ShoalProducer>(pods, pod_of, options, batches, variant_.binary));
   }
 
   Result<std::unique_ptr<PeerConsumer>> NewConsumer(int index) override {
@@ -178,7 +237,8 @@ class ShoalSystem final : public PeerSystem {
     return std::string("shoal-sidecar, --fsync interval (every 100 ms)") +
            (variant_.tls ? ", TLS with client certificates" : "") +
            (variant_.binary ? ", binary batches" : ", JSON batches") +
-           (variant_.rf3 ? ", 3 pods, 3 copies, acks quorum" : "");
+           (variant_.rf3 ? ", 3 pods, 3 copies, acks quorum" : "") +
+           (variant_.routed ? ", each batch straight to its partitions' leader" : "");
   }
 
  private:
@@ -197,6 +257,14 @@ class ShoalSystem final : public PeerSystem {
     if (!map.ok()) return map.status();
     auto placed = replication::PlaceReplicas(control::WithPeers(*map, pods_), names, kPods);
     if (!placed.ok()) return placed.status();
+    leader_of_.clear();
+    for (uint32_t p = 0; p < config.partitions; ++p) {
+      const PartitionInfo* info = placed->Find(PartitionId(p));
+      if (!info) return Status::Internal("the placed map has no partition " + std::to_string(p));
+      const auto it = std::find(names.begin(), names.end(), info->owner);
+      if (it == names.end()) return Status::Internal("partition led by an unknown pod");
+      leader_of_.push_back(static_cast<size_t>(it - names.begin()));
+    }
     client::AdminClient admin(token, pod_tls_);
     control::ChangeExecutor executor(admin);
     return executor.InstallEverywhere(*placed);
@@ -207,6 +275,7 @@ class ShoalSystem final : public PeerSystem {
   RawHttpOptions client_;  // its clients' options (TLS files, the answers' format)
   TlsClientFiles pod_tls_;  // with tls: the pods' certificate, for the admin calls
   std::vector<control::LocalSidecar> pods_;
+  std::vector<size_t> leader_of_;  // rf3: by partition, the index into pods_ of its leader
   size_t producers_ = 0;
 };
 
