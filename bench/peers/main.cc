@@ -429,21 +429,21 @@ void PrintSystems(const Options& o, const std::vector<SystemResult>& results) {
       "%g s at fixed loads with batches of %d\n",
       o.connections, o.batch, o.value_bytes, Commas(static_cast<double>(o.keys)).c_str(),
       o.partitions, o.duration_s, o.warmup_s, o.latency_duration_s, o.latency_batch);
-  for (const auto& r : results) std::printf("  %-16s %s\n", r.name.c_str(), r.describe.c_str());
+  for (const auto& r : results) std::printf("  %-24s %s\n", r.name.c_str(), r.describe.c_str());
   double half_shoal = 0, common = 0;
   for (const auto& r : results) {
     if (r.at_half_shoal.offered > 0) half_shoal = r.at_half_shoal.offered;
     if (r.at_common.offered > 0) common = r.at_common.offered;
   }
   std::printf(
-      "\n%-16s %12s %10s %12s | %-32s | %-32s | %7s\n", "system", "produce ev/s", "read back",
+      "\n%-24s %12s %10s %12s | %-32s | %-32s | %7s\n", "system", "produce ev/s", "read back",
       "read ev/s", ("e2e at " + Commas(half_shoal) + " ev/s: ev/s p50 p99").c_str(),
       (common > 0 ? "e2e at " + Commas(common) + " ev/s" : std::string("e2e at a common load"))
           .c_str(),
       "shoal/x");
   for (const auto& r : results) {
     if (!r.error.empty()) {
-      std::printf("%-16s FAILED: %s\n", r.name.c_str(), r.error.c_str());
+      std::printf("%-24s FAILED: %s\n", r.name.c_str(), r.error.c_str());
       continue;
     }
     auto lat = [](const LatencyRun& l) -> std::string {
@@ -459,7 +459,7 @@ void PrintSystems(const Options& o, const std::vector<SystemResult>& results) {
       return std::string(buf);
     };
     std::printf(
-        "%-16s %12s %10s %12s | %-32s | %-32s | %7.2f\n", r.name.c_str(),
+        "%-24s %12s %10s %12s | %-32s | %-32s | %7.2f\n", r.name.c_str(),
         Commas(r.produce_eps).c_str(),
         (r.read_back == r.produced ? "all" : Commas(static_cast<double>(r.read_back))).c_str(),
         Commas(r.read_eps).c_str(), lat(r.at_half_shoal).c_str(), lat(r.at_common).c_str(),
@@ -475,7 +475,7 @@ void PrintSystems(const Options& o, const std::vector<SystemResult>& results) {
   if (!any) return;
   const double shoal_sustained =
       ReferenceShoal(results) ? ReferenceShoal(results)->sustained.events_per_sec : 0;
-  std::printf("\n%-16s %16s %6s | %-36s | %7s\n", "system", "e2e sustained/s", "runs",
+  std::printf("\n%-24s %16s %6s | %-36s | %7s\n", "system", "e2e sustained/s", "runs",
               "at half of it: ev/s p50 p99 p999", "shoal/x");
   for (const auto& r : results) {
     if (!r.error.empty() || r.sustained.runs.empty()) continue;
@@ -486,7 +486,7 @@ void PrintSystems(const Options& o, const std::vector<SystemResult>& results) {
                     h.p50_ms, h.p99_ms, h.p999_ms, h.saturated() ? " SAT" : "");
     }
     std::printf(
-        "%-16s %16s %6zu | %-36s | %7.2f\n", r.name.c_str(),
+        "%-24s %16s %6zu | %-36s | %7.2f\n", r.name.c_str(),
         Commas(r.sustained.events_per_sec).c_str(), r.sustained.runs.size(), half,
         r.sustained.events_per_sec > 0 ? shoal_sustained / r.sustained.events_per_sec : 0.0);
   }

@@ -32,8 +32,11 @@ struct PodAddress {
 };
 
 // The events of `batches` regrouped by the pod that leads their partition (`pod_of`, by
-// partition), in batches of the same size taken from the pods in turn; a pod's last partial
-// batch is left out. `pod_of_batch` receives each batch's pod.
+// partition), in batches of the same size: each pod gets as many batches as its share of the
+// events rounds to (its events taken in turn, from the start again when they run out), and the
+// batches go out interleaved in proportion (each next one from the pod furthest behind its
+// share), so that the pods take the load evenly over a cycle. `pod_of_batch` receives each
+// batch's pod.
 std::vector<BenchBatch> RegroupByPod(const std::vector<BenchBatch>& batches,
                                      const std::vector<size_t>& pod_of, size_t pods,
                                      std::vector<size_t>* pod_of_batch) {
@@ -42,40 +45,47 @@ std::vector<BenchBatch> RegroupByPod(const std::vector<BenchBatch>& batches,
   for (const auto& b : batches) {
     for (const auto& e : b) by_pod[pod_of[e.partition]].push_back(e);
   }
+  std::vector<size_t> count(pods, 0);  // batches per pod
+  size_t total = 0;
+  for (size_t p = 0; p < pods && size > 0; ++p) {
+    count[p] = (by_pod[p].size() + size / 2) / size;
+    total += count[p];
+  }
   std::vector<BenchBatch> out;
-  std::vector<size_t> next(pods, 0);
-  for (bool more = size > 0; more;) {
-    more = false;
+  std::vector<size_t> made(pods, 0), next(pods, 0);
+  for (size_t t = 0; t < total; ++t) {
+    size_t pick = pods;
+    double behind = 0;
     for (size_t p = 0; p < pods; ++p) {
-      if (by_pod[p].size() - next[p] < size) continue;
-      const auto first = by_pod[p].begin() + static_cast<std::ptrdiff_t>(next[p]);
-      out.emplace_back(first, first + static_cast<std::ptrdiff_t>(size));
-      pod_of_batch->push_back(p);
-      next[p] += size;
-      more = true;
+      if (made[p] == count[p]) continue;
+      const double d =
+          static_cast<double>(count[p]) * static_cast<double>(t + 1) / static_cast<double>(total) -
+          static_cast<double>(made[p]);
+      if (pick == pods || d > behind) pick = p, behind = d;
     }
+    BenchBatch batch;
+    for (size_t k = 0; k < size; ++k) {
+      batch.push_back(by_pod[pick][next[pick]]);
+      next[pick] = (next[pick] + 1) % by_pod[pick].size();
+    }
+    out.push_back(std::move(batch));
+    pod_of_batch->push_back(pick);
+    ++made[pick];
   }
   return out;
 }
 
 class ShoalProducer final : public PeerProducer {
  public:
-  // Every batch to pods[0]; with `pod_of` (by partition: the pod that leads it) the batches
-  // regrouped so that each goes straight to its pod (RegroupByPod).
-  ShoalProducer(const std::vector<PodAddress>& pods, const std::vector<size_t>& pod_of,
+  // Each of `batches` to pods[pod_of_batch[i]] (empty: all to pods[0]).
+  ShoalProducer(const std::vector<PodAddress>& pods, const std::vector<size_t>& pod_of_batch,
                 const RawHttpOptions& options, const std::vector<BenchBatch>& batches, bool binary)
       : path_(std::string("/v1/topics/") + kTopic + "/events") {
-    std::vector<size_t> pod_of_batch;
-    const std::vector<BenchBatch> regrouped =
-        pod_of.empty() ? std::vector<BenchBatch>()
-                       : RegroupByPod(batches, pod_of, pods.size(), &pod_of_batch);
-    const bool routed = !regrouped.empty();
-    for (size_t p = 0; p < (routed ? pods.size() : 1); ++p) {
+    for (size_t p = 0; p < (pod_of_batch.empty() ? 1 : pods.size()); ++p) {
       conns_.push_back(std::make_unique<RawHttpConnection>(pods[p].host, pods[p].port, options));
     }
-    const auto& send = routed ? regrouped : batches;
-    for (size_t i = 0; i < send.size(); ++i) {
-      const auto& batch = send[i];
+    for (size_t i = 0; i < batches.size(); ++i) {
+      const auto& batch = batches[i];
       if (binary) {
         // The values as opaque bytes: the JSON text they hold is the application's business.
         std::vector<wire::ProduceEvent> events(batch.size());
@@ -93,7 +103,7 @@ class ShoalProducer final : public PeerProducer {
       }
       stamps_.push_back(harness::FindStamps(bodies_.back()));
       sizes_.push_back(batch.size());
-      conn_of_.push_back(routed ? pod_of_batch[i] : 0);
+      conn_of_.push_back(pod_of_batch.empty() ? 0 : pod_of_batch[i]);
     }
   }
 
@@ -207,23 +217,34 @@ class ShoalSystem final : public PeerSystem {
   Result<std::unique_ptr<PeerProducer>> NewProducer(
       const std::vector<BenchBatch>& batches) override {
     if (pods_.empty()) return Status::FailedPrecondition("shoal is not started");
-    // Connection i's first (with routing: only) pod is pod i % pods.
+    if (batches.empty()) return Status::InvalidArgument("a producer needs batches to send");
+    // Without routing, the producers' connections go to the pods in turn, each to one.
     std::vector<PodAddress> pods;
     for (size_t k = 0; k < pods_.size(); ++k) {
       const auto& pod = pods_[(producers_ + k) % pods_.size()];
       pods.push_back({pod.host, pod.port});
     }
-    std::vector<size_t> pod_of;  // by partition, the index into `pods` of its leader
-    if (variant_.routed) {
-      for (size_t leader : leader_of_) {
-        pod_of.push_back((leader + pods_.size() - producers_ % pods_.size()) % pods_.size());
-      }
-    }
     ++producers_;
     RawHttpOptions options = client_;
     if (variant_.binary) options.content_type = std::string(wire::kBinaryType);
-    return std::unique_ptr<PeerProducer>(
-        std::make_unique<ShoalProducer>(pods, pod_of, options, batches, variant_.binary));
+    if (!variant_.routed) {
+      return std::unique_ptr<PeerProducer>(std::make_unique<ShoalProducer>(
+          pods, std::vector<size_t>(), options, batches, variant_.binary));
+    }
+    std::vector<PodAddress> leaders;  // by index into pods_
+    for (const auto& pod : pods_) leaders.push_back({pod.host, pod.port});
+    std::vector<size_t> pod_of_batch;
+    auto regrouped = RegroupByPod(batches, leader_of_, pods_.size(), &pod_of_batch);
+    if (regrouped.empty()) {
+      return Status::InvalidArgument("too few events to make one batch for any leader");
+    }
+    // Each connection starts at another place of the cycle: in step, they would all send to the
+    // same pod at once.
+    const auto shift = static_cast<std::ptrdiff_t>((producers_ - 1) % regrouped.size());
+    std::rotate(regrouped.begin(), regrouped.begin() + shift, regrouped.end());
+    std::rotate(pod_of_batch.begin(), pod_of_batch.begin() + shift, pod_of_batch.end());
+    return std::unique_ptr<PeerProducer>(std::make_unique<ShoalProducer>(
+        leaders, pod_of_batch, options, regrouped, variant_.binary));
   }
 
   Result<std::unique_ptr<PeerConsumer>> NewConsumer(int index) override {
