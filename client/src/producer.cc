@@ -90,7 +90,8 @@ void Producer::Send(std::string key, std::string value_json, Callback done) {
 }
 
 void Producer::Queue(Pending p) {
-  if (slots_.size() > 1) p.key_hash = std::hash<std::string>{}(p.event.key);
+  // The key's hash, as the sidecars route by: which batches in flight hold the key, and its pod.
+  if (slots_.size() > 1 || opts_.route_by_map) p.key_hash = KeyHash(p.event.key);
   std::unique_lock<std::mutex> lock(mu_);
   if (pending_.size() >= opts_.max_buffered && !closed_) {
     ++waiting_;
@@ -154,7 +155,7 @@ std::vector<Producer::Pending> Producer::TakeBatch() {
   batch.reserve(std::min(window, opts_.batch_events));
   for (size_t i = 0; i < window && batch.size() < opts_.batch_events; ++i) {
     Pending& p = pending_.front();
-    if (routes) p.owner = routes->OwnerOf(p.event.key);
+    if (routes) p.owner = routes->OwnerOf(p.key_hash);
     if (track && keys_out_.count(p.key_hash) > 0) {
       ++passed_over_;
       passed.push_back(std::move(p));
@@ -371,13 +372,9 @@ ShoalClient* Producer::OwnerClient(const std::string& data_address) {
   return c.get();
 }
 
-ShoalClient* Producer::Routes::OwnerOf(const std::string& key) const {
-  const uint64_t h = KeyHash(key);  // the partition's hash, as the sidecars route by
-  auto it = std::upper_bound(entries.begin(), entries.end(), h,
-                             [](uint64_t v, const RouteEntry& r) { return v < r.lo; });
-  if (it == entries.begin()) return nullptr;
-  --it;
-  return h < it->hi ? it->owner : nullptr;
+ShoalClient* Producer::Routes::OwnerOf(uint64_t key_hash) const {
+  const RouteEntry* r = RangeHolding(entries, key_hash);
+  return r ? r->owner : nullptr;
 }
 
 uint64_t Producer::routed() const {

@@ -64,12 +64,7 @@ Result<std::vector<OwnedRange>> OwnedRanges(std::string_view topic_view) {
 }
 
 const OwnedRange* RangeOf(const std::vector<OwnedRange>& ranges, std::string_view key) {
-  const uint64_t h = KeyHash(key);
-  auto it = std::upper_bound(ranges.begin(), ranges.end(), h,
-                             [](uint64_t v, const OwnedRange& r) { return v < r.lo; });
-  if (it == ranges.begin()) return nullptr;
-  --it;
-  return h < it->hi ? &*it : nullptr;
+  return RangeHolding(ranges, KeyHash(key));
 }
 
 std::string EncodeProduceBody(const std::vector<OutgoingEvent>& events) {

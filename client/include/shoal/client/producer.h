@@ -118,7 +118,7 @@ class Producer {
  private:
   struct Pending {
     OutgoingEvent event;
-    uint64_t key_hash = 0;
+    uint64_t key_hash = 0;         // KeyHash(event.key), with several slots or route_by_map
     ShoalClient* owner = nullptr;  // route_by_map: the pod its batch goes to (nullptr: base_url)
     std::optional<std::promise<Result<wire::ProduceResult>>> done;  // Send without a callback
     Callback callback;
@@ -157,7 +157,7 @@ class Producer {
   struct Routes {
     std::vector<RouteEntry> entries;  // by lo
     std::chrono::steady_clock::time_point read_at;
-    ShoalClient* OwnerOf(const std::string& key) const;  // nullptr: not known
+    ShoalClient* OwnerOf(uint64_t key_hash) const;  // by KeyHash; nullptr: not known
   };
   // The route thread: reads the map at once, then every route_refresh and when a pod was shunned.
   void RouteLoop();

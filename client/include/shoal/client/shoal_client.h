@@ -5,6 +5,7 @@
 // Thread-safe (http_client is); one instance may serve many threads. Owned by its caller.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -53,6 +54,16 @@ struct OwnedRange {
 // The owned ranges a topic view (GET /v1/topics/{topic}: its partitions and "peers") shows, by
 // lo: the active partitions whose owner's address it lists. An error when it is not a view.
 Result<std::vector<OwnedRange>> OwnedRanges(std::string_view topic_view);
+// The range of `ranges` (sorted by lo, disjoint, each with lo and hi) that holds hash `h`, or
+// nullptr.
+template <typename Range>
+const Range* RangeHolding(const std::vector<Range>& ranges, uint64_t h) {
+  auto it = std::upper_bound(ranges.begin(), ranges.end(), h,
+                             [](uint64_t v, const Range& r) { return v < r.lo; });
+  if (it == ranges.begin()) return nullptr;
+  --it;
+  return h < it->hi ? &*it : nullptr;
+}
 // The range holding `key` (by KeyHash, as the sidecars route), or nullptr.
 const OwnedRange* RangeOf(const std::vector<OwnedRange>& ranges, std::string_view key);
 
